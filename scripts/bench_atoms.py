@@ -1,0 +1,139 @@
+"""Speed of MoRAMLinear against the plain nn.Linear and the naive reference, in one process.
+
+Sizes are CLIP ViT-B/16's: the six linears of one residual block (q, k, v, out: 768->768;
+c_fc: 768->3072; c_proj: 3072->768) on 8 images x 197 tokens, with 16, 80 and 160 atoms
+(1, 5 and 10 tasks of r = 16) and k = 16. Two modes:
+
+* eval  -- forward under ``torch.no_grad()`` in eval mode (threshold gate on);
+* train -- forward + backward in train mode; the input requires grad (a frozen backbone with
+  atoms in earlier layers), the base is frozen, the newest 16 atoms are trainable.
+
+The baseline for both is the frozen nn.Linear doing the same work. Ratios are medians of
+repeated timings taken in this run; outputs and gradients are checked against the naive
+reference before timing.
+
+Usage: python scripts/bench_atoms.py [--repeats 20] [--threads N] [--atoms 16 80 160]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from torch import nn
+
+from moram_avalanche.atoms import MoRAMLinear
+from moram_avalanche.reference import NaiveMoRAMLinear
+
+BLOCK = {"q": (768, 768), "k": (768, 768), "v": (768, 768), "out": (768, 768),
+         "c_fc": (768, 3072), "c_proj": (3072, 768)}
+TOKENS = (8, 197)
+
+
+def build(d_in: int, d_out: int, num_atoms: int, per_task: int = 16):
+    base = nn.Linear(d_in, d_out)
+    layer = MoRAMLinear(base, atoms_per_task=per_task, topk=16, temperature=0.01, threshold=0.2)
+    for _ in range(num_atoms // per_task):
+        layer.expand()
+        with torch.no_grad():  # trained-looking values so the read-out is not trivially zero
+            layer.new_values.normal_(std=0.02)
+    frozen = layer.num_frozen
+    naive = NaiveMoRAMLinear(
+        base.weight, base.bias, layer.keys[:frozen], layer.values[:, :frozen],
+        layer.keys[frozen:], layer.values[:, frozen:], topk=16, temperature=0.01, threshold=0.2,
+    )
+    return base, layer, naive
+
+
+def time_calls(fns: dict, repeats: int) -> dict:
+    """Median seconds per call of each function, timed round-robin so drift hits all alike."""
+    for fn in fns.values():
+        fn()  # warm-up
+    samples = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def eval_step(module, x):
+    def run():
+        with torch.no_grad():
+            module(x)
+    return run
+
+
+def train_step(module, x, grad):
+    def run():
+        inp = x.detach().requires_grad_()
+        module(inp).backward(grad)
+        for p in module.parameters():
+            p.grad = None
+    return run
+
+
+def check_same(layer, naive, x) -> float:
+    """Largest output/gradient difference between MoRAMLinear and the naive reference."""
+    worst = 0.0
+    for training in (False, True):
+        layer.train(training), naive.train(training)
+        xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+        ya, yb = layer(xa), naive(xb)
+        ya.sum().backward(), yb.sum().backward()
+        worst = max(worst, (ya - yb).abs().max().item(), (xa.grad - xb.grad).abs().max().item())
+        if training:
+            worst = max(worst, (layer.new_keys.grad - naive.new_keys.grad).abs().max().item(),
+                        (layer.new_values.grad.t() - naive.new_values.grad).abs().max().item())
+        for p in list(layer.parameters()) + list(naive.parameters()):
+            p.grad = None
+    return worst
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--atoms", type=int, nargs="+", default=[16, 80, 160])
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, tokens {TOKENS}, "
+          f"median of {args.repeats}")
+    for num_atoms in args.atoms:
+        totals = {key: 0.0 for key in ("lin_eval", "mo_eval", "nv_eval", "lin_tr", "mo_tr", "nv_tr")}
+        print(f"\n== {num_atoms} atoms ==")
+        print(f"{'layer':8s} {'eval x lin':>10s} {'eval nv/mo':>10s} {'train x lin':>11s} "
+              f"{'train nv/mo':>11s} {'max|diff|':>10s}")
+        for name, (d_in, d_out) in BLOCK.items():
+            base, layer, naive = build(d_in, d_out, num_atoms)
+            x = torch.randn(*TOKENS, d_in)
+            grad = torch.randn(*TOKENS, d_out)  # an upstream gradient like a real one (dense)
+            diff = check_same(layer, naive, x)
+            for module in (base, layer, naive):
+                module.eval()
+            t = time_calls({"lin_eval": eval_step(base, x), "mo_eval": eval_step(layer, x),
+                            "nv_eval": eval_step(naive, x)}, args.repeats)
+            for module in (base, layer, naive):
+                module.train()
+            t.update(time_calls({"lin_tr": train_step(base, x, grad), "mo_tr": train_step(layer, x, grad),
+                                 "nv_tr": train_step(naive, x, grad)}, args.repeats))
+            for key in totals:
+                totals[key] += t[key]
+            print(f"{name:8s} {t['mo_eval'] / t['lin_eval']:10.2f} {t['nv_eval'] / t['mo_eval']:10.2f} "
+                  f"{t['mo_tr'] / t['lin_tr']:11.2f} {t['nv_tr'] / t['mo_tr']:11.2f} {diff:10.1e}")
+        print(f"{'block':8s} {totals['mo_eval'] / totals['lin_eval']:10.2f} "
+              f"{totals['nv_eval'] / totals['mo_eval']:10.2f} "
+              f"{totals['mo_tr'] / totals['lin_tr']:11.2f} {totals['nv_tr'] / totals['mo_tr']:11.2f}")
+        print(f"  block ms: linear eval {1e3 * totals['lin_eval']:.1f}, MoRAM eval "
+              f"{1e3 * totals['mo_eval']:.1f}, naive eval {1e3 * totals['nv_eval']:.1f}; linear train "
+              f"{1e3 * totals['lin_tr']:.1f}, MoRAM train {1e3 * totals['mo_tr']:.1f}, naive train "
+              f"{1e3 * totals['nv_tr']:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,277 @@
+"""MoRAMLinear against the naive reference and against values computed by hand."""
+
+import copy
+import math
+import random
+
+import pytest
+import torch
+from torch import nn
+
+from moram_avalanche.atoms import MoRAMLinear
+from moram_avalanche.reference import naive_moram
+
+
+def make_layer(d_in, d_out, *, dtype=torch.float64, **kwargs):
+    base = nn.Linear(d_in, d_out).to(dtype)
+    return MoRAMLinear(base, **kwargs)
+
+
+def grow(layer, expansions, value_std=0.5):
+    """Expand ``expansions`` times, giving each new block non-zero values (as if trained)."""
+    for _ in range(expansions):
+        layer.expand()
+        with torch.no_grad():
+            layer.new_values.normal_(std=value_std)
+
+
+def reference_forward(layer, x, training):
+    """The naive reference on a copy of the layer's bank, with its own leaf tensors."""
+    frozen = layer.num_frozen
+    new_keys = layer.keys[frozen:].clone().requires_grad_()
+    new_values = layer.values[:, frozen:].clone().requires_grad_()
+    flat = x.reshape(-1, x.shape[-1])
+    out = naive_moram(
+        flat, layer.base.weight, layer.base.bias,
+        [layer.keys[:frozen], new_keys], [layer.values[:, :frozen], new_values],
+        topk=layer.topk, temperature=layer.temperature, threshold=layer.threshold,
+        training=training,
+    )
+    return out.reshape(*x.shape[:-1], -1), new_keys, new_values
+
+
+CASES = []
+rng = random.Random(1234)
+for case in range(24):
+    CASES.append(dict(
+        d_in=rng.randint(2, 24), d_out=rng.randint(1, 24), per_task=rng.randint(1, 6),
+        topk=rng.randint(1, 8), temperature=rng.choice([0.01, 0.1, 1.0]),
+        threshold=rng.choice([0.0, 0.1, 0.3]), expansions=rng.randint(1, 3),
+        lead=rng.choice([(5,), (2, 3), (2, 2, 3)]), training=bool(case % 2), seed=case,
+    ))
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"seed{c['seed']}")
+def test_matches_naive_reference_outputs_and_grads(case):
+    torch.manual_seed(case["seed"])
+    layer = make_layer(case["d_in"], case["d_out"], atoms_per_task=case["per_task"],
+                       topk=case["topk"], temperature=case["temperature"],
+                       threshold=case["threshold"])
+    grow(layer, case["expansions"])
+    layer.train(case["training"])
+    x = torch.randn(*case["lead"], case["d_in"], dtype=torch.float64)
+    x_ours, x_ref = x.clone().requires_grad_(), x.clone().requires_grad_()
+
+    out = layer(x_ours)
+    expected, ref_keys, ref_values = reference_forward(layer, x_ref, case["training"])
+    assert out.shape == (*case["lead"], case["d_out"])
+    torch.testing.assert_close(out, expected, rtol=1e-9, atol=1e-10)
+
+    upstream = torch.randn_like(out)
+    out.backward(upstream)
+    expected.backward(upstream)
+    torch.testing.assert_close(x_ours.grad, x_ref.grad, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(layer.new_keys.grad, ref_keys.grad, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(layer.new_values.grad.t(), ref_values.grad, rtol=1e-8, atol=1e-10)
+
+
+# ---------------------------------------------------------------- hand-computed cases
+def tiny_layer(keys, values, *, topk, temperature, threshold, bias=(0.0, 0.0)):
+    """A 2-in, 2-out layer with W = 0, the given bias and a frozen bank of atoms."""
+    base = nn.Linear(2, 2).double()
+    with torch.no_grad():
+        base.weight.zero_()
+        base.bias.copy_(torch.tensor(bias))
+    layer = MoRAMLinear(base, atoms_per_task=len(keys), topk=topk, temperature=temperature,
+                        threshold=threshold)
+    layer.load_atoms(torch.tensor(keys, dtype=torch.float64),
+                     torch.tensor(values, dtype=torch.float64).t(), num_frozen=len(keys))
+    return layer
+
+
+def softmax2(a, b, tau):
+    """Weights of a two-way softmax at temperature tau."""
+    ea, eb = math.exp(a / tau), math.exp(b / tau)
+    return ea / (ea + eb), eb / (ea + eb)
+
+
+# atoms: A1=[1,0], A2=[0,1], A3=[1,1]; values (rows are B_i): B1=[1,0], B2=[0,1], B3=[1,1]
+KEYS = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+VALUES = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+
+
+def test_hand_case_topk_softmax_train():
+    layer = tiny_layer(KEYS, VALUES, topk=2, temperature=1.0, threshold=0.2).train()
+    # x = [3, 4]: p = [3, 4, 7], ||p|| = sqrt(74); keep atoms 2 and 3.
+    norm = math.sqrt(74)
+    w2, w3 = softmax2(4 / norm, 7 / norm, 1.0)
+    expected = [w3 * 7 * 1, w2 * 4 * 1 + w3 * 7 * 1]
+    out = layer(torch.tensor([3.0, 4.0], dtype=torch.float64))
+    assert out.tolist() == pytest.approx(expected, rel=1e-12)
+
+
+def test_hand_case_eval_threshold_gates_without_renormalising():
+    layer = tiny_layer(KEYS, VALUES, topk=2, temperature=1.0, threshold=0.5).eval()
+    norm = math.sqrt(74)  # s2 = 4/8.60 = 0.465 < 0.5 (gated), s3 = 0.814 (kept)
+    _, w3 = softmax2(4 / norm, 7 / norm, 1.0)
+    out = layer(torch.tensor([3.0, 4.0], dtype=torch.float64))
+    assert out.tolist() == pytest.approx([w3 * 7, w3 * 7], rel=1e-12)
+    # the same input in train mode is not gated
+    assert layer.train()(torch.tensor([3.0, 4.0], dtype=torch.float64))[1].item() > w3 * 7 + 1
+
+
+def test_hand_case_tie_inside_the_kept_set():
+    # p = [1, 1, -1]: atoms 1 and 2 tie and are both kept with weight 1/2 each.
+    layer = tiny_layer([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0]], VALUES, topk=2,
+                       temperature=0.01, threshold=0.0)
+    out = layer(torch.tensor([1.0, 1.0], dtype=torch.float64))
+    assert out.tolist() == pytest.approx([0.5, 0.5], rel=1e-12)
+
+
+def test_hand_case_tie_at_the_cut():
+    # p = [2, 1, 1]: one of the tied atoms 2/3 is kept; both carry the same value, so the
+    # output does not depend on which.
+    layer = tiny_layer([[2.0, 0.0], [0.0, 1.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0], [0.0, 1.0]],
+                       topk=2, temperature=0.5, threshold=0.0)
+    norm = math.sqrt(6)
+    w1, w_other = softmax2(2 / norm, 1 / norm, 0.5)
+    out = layer(torch.tensor([1.0, 1.0], dtype=torch.float64))
+    assert out.tolist() == pytest.approx([w1 * 2, w_other * 1], rel=1e-12)
+
+
+def test_hand_case_topk_at_least_bank_size_keeps_every_atom():
+    layer = tiny_layer(KEYS, VALUES, topk=16, temperature=1.0, threshold=0.0)
+    assert layer.effective_topk == 3
+    norm = math.sqrt(74)
+    e = [math.exp(3 / norm), math.exp(4 / norm), math.exp(7 / norm)]
+    w = [v / sum(e) for v in e]
+    expected = [w[0] * 3 + w[2] * 7, w[1] * 4 + w[2] * 7]
+    out = layer(torch.tensor([3.0, 4.0], dtype=torch.float64))
+    assert out.tolist() == pytest.approx(expected, rel=1e-12)
+
+
+def test_topk_one_uses_two_atoms_like_the_release():
+    one = tiny_layer(KEYS, VALUES, topk=1, temperature=1.0, threshold=0.0)
+    two = tiny_layer(KEYS, VALUES, topk=2, temperature=1.0, threshold=0.0)
+    x = torch.tensor([3.0, 4.0], dtype=torch.float64)
+    assert one.effective_topk == 2
+    assert torch.equal(one(x), two(x))
+
+
+def test_threshold_removing_every_atom_gives_the_base_output():
+    layer = tiny_layer(KEYS, VALUES, topk=3, temperature=1.0, threshold=0.99,
+                       bias=(0.25, -0.5)).eval()
+    out = layer(torch.tensor([3.0, 4.0], dtype=torch.float64))
+    assert out.tolist() == [0.25, -0.5]
+
+
+def test_all_zero_input_gives_bias_and_finite_gradients():
+    layer = make_layer(6, 4, atoms_per_task=3, topk=2)
+    grow(layer, 2)
+    x = torch.zeros(5, 6, dtype=torch.float64, requires_grad=True)
+    out = layer.train()(x)
+    torch.testing.assert_close(out, layer.base.bias.expand(5, 4))
+    out.sum().backward()
+    for grad in (x.grad, layer.new_keys.grad, layer.new_values.grad):
+        assert torch.isfinite(grad).all()
+    assert not torch.isnan(layer.eval()(x)).any()
+
+
+# ---------------------------------------------------------------- growth and freezing
+def test_no_atoms_is_exactly_the_base():
+    base = nn.Linear(7, 5)
+    layer = MoRAMLinear(base)
+    x = torch.randn(3, 4, 7)
+    assert layer.num_atoms == 0 and layer.num_frozen == 0
+    assert torch.equal(layer(x), base(x))
+    assert not any(p.requires_grad for p in layer.parameters())
+
+
+def test_expand_initialises_like_nn_linear_and_keeps_the_output():
+    layer = make_layer(50, 9, atoms_per_task=4)
+    x = torch.randn(6, 50, dtype=torch.float64)
+    before = layer(x)
+    layer.expand()
+    assert (layer.num_atoms, layer.num_frozen) == (4, 0)
+    assert layer.keys.shape == (4, 50) and layer.values.shape == (9, 4)
+    bound = 1 / math.sqrt(50)  # kaiming_uniform(a=sqrt(5)) bound = 1/sqrt(fan_in)
+    assert layer.keys.abs().max() <= bound and layer.keys.abs().max() > bound / 2
+    assert torch.equal(layer.values, torch.zeros(9, 4, dtype=torch.float64))
+    torch.testing.assert_close(layer(x), before, rtol=0, atol=0)
+    grow(layer, 1)
+    assert (layer.num_atoms, layer.num_frozen) == (8, 4)
+    assert layer.atom_task.tolist() == [0] * 4 + [1] * 4
+
+
+def test_only_the_newest_atoms_are_trainable_and_change():
+    torch.manual_seed(0)
+    layer = make_layer(8, 6, atoms_per_task=3, topk=4)
+    grow(layer, 2)
+    trainable = {name for name, p in layer.named_parameters() if p.requires_grad}
+    assert trainable == {"new_keys", "new_values"}
+    frozen_keys, frozen_values = layer.keys[:3].clone(), layer.values[:, :3].clone()
+    base_weight = layer.base.weight.clone()
+    opt = torch.optim.AdamW([p for p in layer.parameters() if p.requires_grad], lr=0.1,
+                            weight_decay=0.1)
+    old_new_keys = layer.keys[3:].clone()
+    for _ in range(3):
+        opt.zero_grad()
+        layer.train()(torch.randn(10, 8, dtype=torch.float64)).pow(2).sum().backward()
+        opt.step()
+    assert torch.equal(layer.keys[:3], frozen_keys)
+    assert torch.equal(layer.values[:, :3], frozen_values)
+    assert torch.equal(layer.base.weight, base_weight)
+    assert not torch.equal(layer.keys[3:], old_new_keys)
+    # the bank sees the optimizer's in-place updates of the parameters (one storage)
+    assert torch.equal(layer.keys[3:], layer.new_keys.detach())
+
+
+def test_device_dtype_conversion_and_deepcopy_keep_the_bank_consistent():
+    torch.manual_seed(0)
+    layer = make_layer(5, 4, dtype=torch.float32, atoms_per_task=2, topk=2)
+    grow(layer, 2)
+    x = torch.randn(3, 5)
+    expected = layer(x).double()
+    layer.double()
+    assert layer.keys.dtype == torch.float64 and layer.new_keys.dtype == torch.float64
+    torch.testing.assert_close(layer(x.double()), expected)
+    twin = copy.deepcopy(layer)
+    with torch.no_grad():
+        twin.new_values.add_(1.0)  # training the copy changes the copy only
+    assert not torch.allclose(twin(x.double()), layer(x.double()))
+    torch.testing.assert_close(layer(x.double()), expected)
+    assert torch.equal(twin.values[:, 2:], twin.new_values.detach().t())
+
+
+def test_bfloat16_autocast_runs_in_the_autocast_dtype():
+    torch.manual_seed(0)
+    layer = make_layer(16, 8, dtype=torch.float32, atoms_per_task=4, topk=2)
+    grow(layer, 1, value_std=0.1)
+    x = torch.randn(4, 16, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = layer.train()(x)
+        base_out = layer.base(x)
+    assert out.dtype == base_out.dtype == torch.bfloat16
+    out.float().sum().backward()
+    assert layer.new_keys.grad.dtype == torch.float32
+    torch.testing.assert_close(out.float(), layer(x).float(), rtol=0.05, atol=0.05)
+
+
+def test_bad_arguments_are_reported():
+    with pytest.raises(TypeError, match="wraps an nn.Linear"):
+        MoRAMLinear(nn.Conv1d(2, 2, 1))
+    with pytest.raises(ValueError, match="temperature"):
+        MoRAMLinear(nn.Linear(2, 2), temperature=0)
+    with pytest.raises(ValueError, match="threshold"):
+        MoRAMLinear(nn.Linear(2, 2), threshold=-0.1)
+    with pytest.raises(ValueError, match="atoms_per_task"):
+        MoRAMLinear(nn.Linear(2, 2), atoms_per_task=0)
+
+
+def test_extra_repr_lists_the_configuration():
+    layer = make_layer(8, 6, atoms_per_task=3, topk=5, temperature=0.01, threshold=0.2)
+    grow(layer, 2)
+    text = repr(layer)
+    for part in ("in_features=8", "out_features=6", "atoms=3/6 (frozen/total)", "topk=5",
+                 "temperature=0.01", "threshold=0.2"):
+        assert part in text
