@@ -1,20 +1,38 @@
-"""Autograd kernels for a bank of rank-1 atoms whose newest rows alone are trainable.
+"""The MoRAM layer's arithmetic as one autograd function with a hand-written backward.
 
 MoRAM keeps every atom of every task in one contiguous bank and trains only the atoms added
-for the current task (paper, Sec. "little by little"). Differentiating through the
-concatenation ``[frozen; trainable]`` would make autograd compute the full ``[R, d]`` weight
-gradient and then discard the frozen rows. The two functions here take the whole bank for the
-forward pass and the trainable tail as a separate argument, and return a gradient for that
-tail only.
+for the current task. Written with ordinary autograd, the layer would (a) differentiate
+through a concatenation ``[frozen; trainable]`` and so compute, then discard, the full
+``[R, d]`` weight gradients, (b) save a dozen ``[N, R]`` intermediates, and (c) run each
+elementwise step of the router as its own kernel in both passes. :class:`MoRAMFunction`
+takes the whole bank for the forward pass and the trainable tail as separate arguments,
+returns gradients for the tail only, saves ``[N, R]`` projections plus ``[N, k]`` routing
+state, and folds the base layer's GEMMs and the atom GEMMs into shared output buffers.
 
-Both functions expect the caller to have cast every floating input to one compute dtype
-(see :func:`compute_dtype`), so their backward passes need no autocast state.
+Equations (paper; method reference steps 1-6), per token ``x`` and bank ``A`` ``[R, d_in]``,
+``B`` ``[R, d_out]`` (one row per atom):
+
+* ``p = A x``; ``n = max(||p||, eps)``; ``s = p / n``
+* ``I = top-k(s)`` (signed); ``w = softmax(s_I / tau)``; eval: ``w <- w * [s_I >= delta]``
+* ``y = W x + b + sum_{i in I} w_i p_i B_i``
+
+Backward, with ``g = dL/dy``, ``c_i = w_i p_i`` and ``u = softmax(s_I / tau)``, ``m`` the gate:
+
+* ``dL/dc_i = g . B_i``; ``dL/dB_i = sum_tokens c_i g`` (trainable rows only)
+* ``dL/du = m * dL/dc * p_I``; ``dL/dz = u * (dL/du - <dL/du, u>)``; ``dL/ds_I = dL/dz / tau``
+* ``dL/dp_I += dL/dc * w + dL/ds_I / n``; ``dL/dp += (-<dL/ds_I, s_I> / n) * p / n`` (0 if ``||p|| <= eps``)
+* ``dL/dx = g W + (dL/dp) A``; ``dL/dA_tail = (dL/dp_tail)^T x``
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple, Optional
+
 import torch
 import torch.nn.functional as F
+
+#: L2-normalisation epsilon of the relevance score (method reference, step 2).
+RELEVANCE_EPS = 1e-12
 
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -25,64 +43,133 @@ def compute_dtype(x: torch.Tensor) -> torch.dtype:
     return x.dtype
 
 
-class BankProjection(torch.autograd.Function):
-    """``p = x @ bank.T`` (paper eq. 1, ``p_i = A_i x``) with a gradient for the tail rows only.
+class Routing(NamedTuple):
+    """Routing state of a batch of tokens (``N`` tokens, ``k`` kept atoms)."""
 
-    Args (forward):
-        x: ``[N, d_in]`` tokens.
-        bank: ``[R, d_in]`` all keys; not differentiated.
-        trainable: ``[r, d_in]`` the last ``r`` rows of ``bank`` (same values), differentiated.
+    norm: torch.Tensor  # [N, 1] max(||p||, eps)
+    idx: torch.Tensor  # [N, k] kept atoms
+    kept_relevance: torch.Tensor  # [N, k] s_I
+    softmax: torch.Tensor  # [N, k] u = softmax(s_I / tau), before the gate
+    weights: torch.Tensor  # [N, k] w = u * gate
+    kept_proj: torch.Tensor  # [N, k] p_I
+
+
+def route(proj: torch.Tensor, k: int, temperature: float, threshold: Optional[float]) -> Routing:
+    """Steps 2-5 on projections ``proj`` ``[N, R]`` (in float32 or wider, whatever the model dtype).
+
+    ``threshold`` is the eval-only gate ``delta``, or None for no gate (training).
+    """
+    norm = torch.linalg.vector_norm(proj, dim=-1, keepdim=True).clamp_min_(RELEVANCE_EPS)
+    # s = p / n with n > 0 per token: the top-k of s are the top-k of p, so only the k kept
+    # relevances are divided (same values as dividing all of p first).
+    kept_proj, idx = proj.topk(k, dim=-1, sorted=False)
+    kept_relevance = kept_proj / norm
+    softmax = torch.softmax(kept_relevance / temperature, dim=-1)
+    weights = softmax
+    if threshold is not None:
+        weights = softmax * (kept_relevance >= threshold)
+    return Routing(norm, idx, kept_relevance, softmax, weights, kept_proj)
+
+
+def route_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Routing runs in float32 at least (softmax at tau = 0.01 is sharp)."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def mixture_forward(tokens, weight, bias, key_bank, value_bank, k, temperature, threshold):
+    """``(y, proj, routing)`` for ``tokens`` ``[N, d_in]``; every tensor in one dtype.
+
+    ``y = tokens W^T + b + delta`` when ``weight`` is given, else the atoms' ``delta`` alone.
+    """
+    proj = F.linear(tokens, key_bank).to(route_dtype(tokens.dtype))
+    routing = route(proj, k, temperature, threshold)
+    coef = (routing.weights * routing.kept_proj).to(tokens.dtype)
+    out = F.embedding_bag(routing.idx, value_bank, per_sample_weights=coef, mode="sum")
+    if bias is not None:
+        out.add_(bias)
+    if weight is not None:
+        out.addmm_(tokens, weight.t())  # the base GEMM accumulates into the same buffer
+    return out, proj, routing
+
+
+class MoRAMFunction(torch.autograd.Function):
+    """``y = W x + b + sum_I w_i p_i B_i`` with gradients for x, the trainable atoms, W and b.
+
+    Forward args: ``tokens [N, d_in]``, ``weight [d_out, d_in]`` or None (then only the atom
+    term is returned), ``bias [d_out]`` or None, ``key_bank [R, d_in]``, ``value_bank
+    [R, d_out]``, ``new_keys [r, d_in]``, ``new_values [r, d_out]`` (the last ``r`` rows of the
+    banks; ``r`` may be 0), ``k``, ``temperature``, ``threshold`` (None: no gate).
+    Returns ``(y, idx, weights)``; ``idx`` and ``weights`` (for activation statistics) are
+    not differentiable.
     """
 
     @staticmethod
-    def forward(ctx, x, bank, trainable):
-        ctx.save_for_backward(x, bank)
-        ctx.num_frozen = bank.shape[0] - trainable.shape[0]
-        return F.linear(x, bank)
+    def forward(ctx, tokens, weight, bias, key_bank, value_bank, new_keys, new_values,
+                k, temperature, threshold):
+        with torch.autocast(tokens.device.type, enabled=False):  # inputs are already cast
+            out, proj, routing = mixture_forward(
+                tokens, weight, bias, key_bank, value_bank, k, temperature, threshold
+            )
+        ctx.save_for_backward(tokens, weight, key_bank, value_bank, proj, *routing)
+        ctx.num_frozen = key_bank.shape[0] - new_keys.shape[0]
+        ctx.temperature = temperature
+        ctx.threshold = threshold
+        ctx.mark_non_differentiable(routing.idx, routing.weights)
+        ctx.set_materialize_grads(False)
+        return out, routing.idx, routing.weights
 
     @staticmethod
-    def backward(ctx, grad_p):
-        x, bank = ctx.saved_tensors
-        grad_x = grad_p @ bank if ctx.needs_input_grad[0] else None
-        grad_trainable = None
-        if ctx.needs_input_grad[2]:
-            grad_trainable = grad_p[:, ctx.num_frozen:].t() @ x
-        return grad_x, None, grad_trainable
+    def backward(ctx, grad_out, _grad_idx, _grad_weights):
+        tokens, weight, key_bank, value_bank, proj, *saved = ctx.saved_tensors
+        routing = Routing(*saved)
+        needs = ctx.needs_input_grad
+        grads = [None] * 10
+        if grad_out is None:
+            return tuple(grads)
+        grad_out = grad_out.contiguous()
+        wide = proj.dtype  # routing dtype (float32 or wider)
+        start = ctx.num_frozen
+
+        # read-out: dL/dc_i = g . B_i (one GEMM over the bank, then the k used columns)
+        grad_coef = (grad_out @ value_bank.t()).gather(1, routing.idx).to(wide)
+        if needs[6]:
+            coef = (routing.weights * routing.kept_proj).to(grad_out.dtype)
+            grads[6] = _tail_rows(routing.idx, coef, start, value_bank.shape[0]).t() @ grad_out
+
+        # router: c = w * p_I with w = u * gate, u = softmax(s_I / tau), s_I = p_I / n
+        grad_kept_proj = grad_coef * routing.weights
+        grad_softmax = grad_coef * routing.kept_proj
+        if ctx.threshold is not None:
+            grad_softmax = grad_softmax * (routing.kept_relevance >= ctx.threshold)
+        u = routing.softmax
+        grad_z = u * (grad_softmax - (grad_softmax * u).sum(-1, keepdim=True))
+        grad_kept_relevance = grad_z / ctx.temperature
+        grad_kept_proj += grad_kept_relevance / routing.norm
+        # through n = ||p|| (zero where the norm was clamped at eps)
+        norm_scale = -(grad_kept_relevance * routing.kept_relevance).sum(-1, keepdim=True)
+        norm_scale = norm_scale / routing.norm.square()
+        norm_scale = norm_scale * (routing.norm > RELEVANCE_EPS)
+        grad_proj = proj * norm_scale
+        grad_proj.scatter_add_(1, routing.idx, grad_kept_proj)
+        grad_proj = grad_proj.to(tokens.dtype)
+
+        if needs[0]:
+            grad_tokens = grad_proj @ key_bank
+            if weight is not None:
+                grad_tokens.addmm_(grad_out, weight)
+            grads[0] = grad_tokens
+        if needs[1]:
+            grads[1] = grad_out.t() @ tokens
+        if needs[2]:
+            grads[2] = grad_out.sum(0)
+        if needs[5]:
+            grads[5] = grad_proj[:, start:].t() @ tokens
+        return tuple(grads)
 
 
-class BankReadout(torch.autograd.Function):
-    """Sparse read-out ``out[n] = sum_j coef[n, j] * bank[idx[n, j]]`` (paper eq. 6).
-
-    Only the ``k`` selected value rows of each token are read (``embedding_bag`` with
-    per-sample weights) instead of a dense ``[N, R] x [R, d_out]`` product.
-
-    Args (forward):
-        idx: ``[N, k]`` selected atom indices (long).
-        coef: ``[N, k]`` mixture coefficients ``w_i * p_i``.
-        bank: ``[R, d_out]`` all values, one row per atom; not differentiated.
-        trainable: ``[r, d_out]`` the last ``r`` rows of ``bank``, differentiated.
-    """
-
-    @staticmethod
-    def forward(ctx, idx, coef, bank, trainable):
-        ctx.save_for_backward(idx, coef, bank)
-        ctx.num_frozen = bank.shape[0] - trainable.shape[0]
-        ctx.num_trainable = trainable.shape[0]
-        # detached: lets embedding_bag take its forward-only kernel (no backward bookkeeping)
-        return F.embedding_bag(idx, bank, per_sample_weights=coef.detach(), mode="sum")
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        idx, coef, bank = ctx.saved_tensors
-        grad_coef = grad_trainable = None
-        if ctx.needs_input_grad[1]:
-            # d out[n] / d coef[n, j] = bank[idx[n, j]]: one GEMM, then pick the k used columns.
-            grad_coef = (grad_out @ bank.t()).gather(1, idx)
-        if ctx.needs_input_grad[3]:
-            # Dense [N, r] coefficients of the trainable atoms (zeros where not selected).
-            local = idx - ctx.num_frozen
-            is_trainable = local >= 0
-            dense = coef.new_zeros(coef.shape[0], ctx.num_trainable)
-            dense.scatter_add_(1, local.clamp_min(0), coef * is_trainable)
-            grad_trainable = dense.t() @ grad_out
-        return None, grad_coef, None, grad_trainable
+def _tail_rows(idx: torch.Tensor, coef: torch.Tensor, start: int, total: int) -> torch.Tensor:
+    """``[N, total - start]`` dense coefficients of the atoms at ``start..total`` (0 if not kept)."""
+    local = idx - start
+    dense = coef.new_zeros(coef.shape[0], total - start)
+    dense.scatter_add_(1, local.clamp_min(0), coef * (local >= 0))
+    return dense

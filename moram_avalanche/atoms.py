@@ -17,8 +17,8 @@ new trainable atoms are appended (keys Kaiming-uniform with ``a = sqrt(5)`` as i
 
 Storage: every atom lives in one contiguous bank (``_key_bank`` ``[R, d_in]``,
 ``_value_bank`` ``[R, d_out]``). The trainable atoms are ``nn.Parameter`` objects that alias
-the bank's last rows, so evaluation never concatenates old and new atoms, and the autograd
-kernels in :mod:`moram_avalanche.atom_ops` compute gradients for the trainable rows only.
+the bank's last rows, so no forward pass concatenates old and new atoms, and the autograd
+function in :mod:`moram_avalanche.atom_ops` computes gradients for the trainable rows only.
 
 State dict keys (stable; a checkpoint holds only these plus the base layer):
 ``atom_keys`` ``[R, d_in]``, ``atom_values`` ``[d_out, R]``, ``num_frozen`` (0-d long),
@@ -33,13 +33,9 @@ import math
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from .atom_ops import BankProjection, BankReadout, compute_dtype
-
-#: L2-normalisation epsilon of the relevance score (method reference, step 2).
-RELEVANCE_EPS = 1e-12
+from .atom_ops import MoRAMFunction, compute_dtype, mixture_forward
 
 _STATE_KEYS = ("atom_keys", "atom_values", "num_frozen", "atom_task")
 
@@ -276,49 +272,41 @@ class MoRAMLinear(nn.Module):
         if self.num_atoms == 0:
             return self.base(x)
         self._tie_trainable()
-        lead_shape = x.shape[:-1]
         dtype = compute_dtype(x)
         tokens = x.reshape(-1, self.in_features).to(dtype)
-        key_bank = self._key_bank.to(dtype)
-        value_bank = self._value_bank.to(dtype)
-        train_atoms = (
-            self.new_keys is not None and self.new_keys.requires_grad and torch.is_grad_enabled()
-        )
-
-        # 1. projections p = A x
-        if train_atoms:
-            proj = BankProjection.apply(tokens, key_bank, self.new_keys.to(dtype))
+        # A plain nn.Linear base is fused into the atoms' output buffer; a subclass with its
+        # own forward (quantised layers, say) runs as is and its output is added.
+        fuse_base = type(self.base).forward is nn.Linear.forward
+        weight = self.base.weight.to(dtype) if fuse_base else None
+        bias = self.base.bias.to(dtype) if fuse_base and self.base.bias is not None else None
+        key_bank, value_bank = self._key_bank.to(dtype), self._value_bank.to(dtype)
+        threshold = self.threshold if (not self.training and self.threshold > 0) else None
+        k = self.effective_topk
+        if self.new_keys is not None:
+            new_keys, new_values = self.new_keys.to(dtype), self.new_values.to(dtype)
         else:
-            proj = F.linear(tokens, key_bank)
-        # 2. relevance s = p / ||p||;  3. signed top-k of s
-        norm = proj.norm(dim=-1, keepdim=True).clamp_min(RELEVANCE_EPS)
-        relevance = proj / norm
-        kept_relevance, idx = relevance.topk(self.effective_topk, dim=-1, sorted=False)
-        # 4. w = softmax(s_kept / tau)
-        weights = torch.softmax(kept_relevance / self.temperature, dim=-1)
-        # 5. eval-only gate, no renormalisation
-        if not self.training and self.threshold > 0:
-            weights = weights * (kept_relevance >= self.threshold)
+            new_keys, new_values = key_bank[:0], value_bank[:0]
+        needs_grad = torch.is_grad_enabled() and any(
+            t is not None and t.requires_grad for t in (tokens, weight, bias, new_keys, new_values)
+        )
+        if needs_grad:
+            out, idx, weights = MoRAMFunction.apply(
+                tokens, weight, bias, key_bank, value_bank, new_keys, new_values,
+                k, self.temperature, threshold,
+            )
+        else:
+            with torch.no_grad():
+                out, _, routing = mixture_forward(
+                    tokens, weight, bias, key_bank, value_bank, k, self.temperature, threshold
+                )
+            idx, weights = routing.idx, routing.weights
         if self._recording:
             self._record(idx, weights)
-        # 6. sum_i w_i p_i B_i over the kept atoms
-        coef = (weights * proj.gather(1, idx)).to(dtype)
-        if train_atoms:
-            delta = BankReadout.apply(idx, coef, value_bank, self.new_values.to(dtype))
-        else:
-            delta = F.embedding_bag(idx, value_bank, per_sample_weights=coef, mode="sum")
-        return self._add_base(x, tokens, delta).reshape(*lead_shape, self.out_features)
-
-    def _add_base(self, x: torch.Tensor, tokens: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
-        """``W x + b + delta``, with the sum fused into the base GEMM when the base is a plain linear."""
-        base = self.base
-        if type(base).forward is not nn.Linear.forward:  # a subclass with its own forward
-            y = base(x).reshape(delta.shape)
-            return y + delta.to(y.dtype)
-        # delta is a fresh tensor: accumulate into it in place (no copy, no new buffer)
-        if base.bias is not None:
-            delta = delta.add_(base.bias.to(delta.dtype))
-        return delta.addmm_(tokens, base.weight.to(delta.dtype).t())
+        out = out.reshape(*x.shape[:-1], self.out_features)
+        if not fuse_base:
+            base_out = self.base(x)
+            out = base_out + out.to(base_out.dtype)
+        return out
 
     # ------------------------------------------------------------------ activation statistics
     @property

@@ -275,3 +275,12 @@ def test_extra_repr_lists_the_configuration():
     for part in ("in_features=8", "out_features=6", "atoms=3/6 (frozen/total)", "topk=5",
                  "temperature=0.01", "threshold=0.2"):
         assert part in text
+
+
+def test_eval_gate_keeps_a_relevance_equal_to_the_threshold():
+    # p = [3, 4], ||p|| = 5: s = [0.6, 0.8] exactly; delta = 0.6 keeps both (s >= delta).
+    layer = tiny_layer([[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0], [0.0, 1.0]], topk=2,
+                       temperature=1.0, threshold=0.6).eval()
+    w1, w2 = softmax2(0.6, 0.8, 1.0)
+    out = layer(torch.tensor([3.0, 4.0], dtype=torch.float64))
+    assert out.tolist() == pytest.approx([w1 * 3, w2 * 4], rel=1e-12)
