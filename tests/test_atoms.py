@@ -284,3 +284,37 @@ def test_eval_gate_keeps_a_relevance_equal_to_the_threshold():
     w1, w2 = softmax2(0.6, 0.8, 1.0)
     out = layer(torch.tensor([3.0, 4.0], dtype=torch.float64))
     assert out.tolist() == pytest.approx([w1 * 3, w2 * 4], rel=1e-12)
+
+
+class DoubledLinear(nn.Linear):
+    """An nn.Linear subclass with its own forward (as quantised linears have)."""
+
+    def forward(self, x):
+        return 2 * super().forward(x)
+
+
+def test_a_linear_subclass_base_keeps_its_own_forward():
+    torch.manual_seed(0)
+    base = DoubledLinear(6, 4).double()
+    layer = MoRAMLinear(base, atoms_per_task=3, topk=2, temperature=0.1, threshold=0.0)
+    grow(layer, 2)
+    x = torch.randn(5, 6, dtype=torch.float64, requires_grad=True)
+    out = layer.train()(x)
+    expected = naive_moram(x, 2 * base.weight, 2 * base.bias, [layer.keys], [layer.values],
+                           topk=2, temperature=0.1, threshold=0.0, training=True)
+    torch.testing.assert_close(out, expected)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_matches_cpu():
+    torch.manual_seed(0)
+    layer = make_layer(32, 16, dtype=torch.float32, atoms_per_task=8, topk=4)
+    grow(layer, 2, value_std=0.1)
+    x = torch.randn(3, 7, 32)
+    expected = layer.eval()(x)
+    layer.cuda()
+    torch.testing.assert_close(layer(x.cuda()).cpu(), expected, rtol=1e-4, atol=1e-4)
+    with torch.autocast("cuda", dtype=torch.float16):
+        out = layer.train()(x.cuda().requires_grad_())
+    out.float().sum().backward()
+    assert out.dtype == torch.float16 and torch.isfinite(layer.new_keys.grad).all()
