@@ -1,8 +1,10 @@
 """moram-avalanche: MoRAM (Mixture of Rank-1 Associative Memory, ICML 2026) for Avalanche.
 
-Importing the package is light: torch-only pieces are imported here; anything that needs
-avalanche-lib or open_clip is imported when first used.
+Importing the package is light: the torch-only pieces are imported here; names that need
+avalanche-lib (strategies, metrics, benchmarks) are imported on first use.
 """
+
+from importlib import import_module
 
 from .atoms import MoRAMLinear
 from .clip.attention import SplitAttention
@@ -11,11 +13,27 @@ from .clip.load import load_clip
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "MoRAMLinear",
-    "SplitAttention",
-    "inject_moram",
-    "replace_linears",
-    "load_clip",
-    "__version__",
-]
+_LAZY = {
+    "CLIPStrategy": "strategies",
+    "MoRAM": "strategies",
+    "MoRAMPlugin": "strategies",
+    "FineTune": "strategies",
+    "ZeroShot": "strategies",
+    "AccuracyMatrix": "metrics",
+    "Domain": "benchmarks",
+    "clip_benchmark": "benchmarks",
+    "synthetic": "benchmarks.synthetic",
+    "run_stream": "runner",
+    "save_run_state": "checkpoint",
+    "load_run_state": "checkpoint",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["MoRAMLinear", "SplitAttention", "inject_moram", "replace_linears", "load_clip",
+           "__version__", *_LAZY]

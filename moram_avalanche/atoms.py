@@ -37,7 +37,7 @@ from torch import nn
 
 from .atom_ops import MoRAMFunction, compute_dtype, mixture_forward
 
-_STATE_KEYS = ("atom_keys", "atom_values", "num_frozen", "atom_task")
+STATE_KEYS = ("atom_keys", "atom_values", "num_frozen", "atom_task")
 
 
 class MoRAMLinear(nn.Module):
@@ -387,8 +387,8 @@ class MoRAMLinear(nn.Module):
     def _load_from_state_dict(
         self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
     ):
-        found = {name: state_dict.get(prefix + name) for name in _STATE_KEYS}
-        missing = [prefix + name for name in _STATE_KEYS[:3] if found[name] is None]
+        found = {name: state_dict.get(prefix + name) for name in STATE_KEYS}
+        missing = [prefix + name for name in STATE_KEYS[:3] if found[name] is None]
         if missing:
             missing_keys.extend(missing)
         else:
@@ -406,7 +406,7 @@ class MoRAMLinear(nn.Module):
             for key in state_dict:
                 if key.startswith(prefix):
                     local = key[len(prefix):]
-                    if local not in _STATE_KEYS and local.split(".", 1)[0] not in children:
+                    if local not in STATE_KEYS and local.split(".", 1)[0] not in children:
                         unexpected_keys.append(key)
 
     def extra_repr(self) -> str:

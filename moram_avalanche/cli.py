@@ -1,10 +1,73 @@
-"""The ``moram-avalanche`` command line."""
+"""The ``moram-avalanche`` command line: ``demo`` and ``run``.
+
+Heavy imports (torch, Avalanche, open_clip) happen inside the commands, so ``--help`` and
+argument errors are instant.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+import warnings
+from pathlib import Path
 from typing import List, Optional
+
+
+def _quiet_imports() -> None:
+    # avalanche-lib warns on every import that no QP solver is installed (only GEM needs one)
+    warnings.filterwarnings("ignore", message="no QP solver found", category=UserWarning)
+
+
+def cmd_demo(args) -> int:
+    _quiet_imports()
+    from .demo import DemoConfig, run_demo
+
+    config = DemoConfig.quick() if args.quick else DemoConfig()
+    run_demo(args.out, cache_dir=args.cache_dir, config=config, progress=not args.no_progress)
+    print(f"\nTensorBoard logs, results.json, accuracy matrices (CSV, PNG): {args.out}/<strategy>/"
+          f"\n  tensorboard --logdir {args.out}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from .benchmarks import get_benchmark
+
+    builder = get_benchmark(args.benchmark)
+    _quiet_imports()
+    from .strategies import get_strategy
+
+    strategy_class = get_strategy(args.strategy)
+    import torch
+    from avalanche.logging import TensorboardLogger
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from .clip.load import load_clip
+    from .demo import DemoConfig, TINY_NAME, default_cache_dir, pretrained_tiny_clip, register_tiny_clip
+    from .metrics import AccuracyMatrix
+    from .runner import run_stream
+
+    cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    register_tiny_clip(cache_dir)
+    pretrained = args.pretrained
+    if args.model == TINY_NAME and pretrained == "synthetic":
+        pretrained = str(pretrained_tiny_clip(cache_dir, DemoConfig()))
+    torch.manual_seed(args.seed)
+    model, train_tf, eval_tf, tokenizer = load_clip(args.model, pretrained=pretrained or None,
+                                                    device=args.device)
+    benchmark = builder(args.data_root, train_transform=train_tf, eval_transform=eval_tf)
+    log_dir = Path(args.log_dir)
+    matrix = AccuracyMatrix(out_dir=log_dir)
+    evaluator = EvaluationPlugin(matrix, loggers=[TensorboardLogger(log_dir / "tb")])
+    options = {k: v for k, v in (("iterations", args.iterations), ("lr", args.lr)) if v is not None}
+    strategy = strategy_class(
+        model=model, tokenizer=tokenizer, evaluator=evaluator, device=args.device,
+        train_mb_size=args.batch_size, progress=not args.no_progress, **options)
+    run_stream(strategy, benchmark, log_dir, resume=not args.no_resume, progress=not args.no_progress)
+    report = matrix.report()
+    print(f"Transfer {report['transfer']:.1f}  Average {report['average']:.1f}  "
+          f"Last {report['last']:.1f}   ({log_dir}/results.json)")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,6 +78,35 @@ def build_parser() -> argparse.ArgumentParser:
         description="MoRAM continual learning of CLIP as Avalanche strategies.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    demo = commands.add_parser("demo", help="ZeroShot vs FineTune vs MoRAM on an offline synthetic stream")
+    demo.add_argument("--out", default="runs/demo", help="output folder (default: runs/demo)")
+    demo.add_argument("--cache-dir", default=None,
+                      help="where the pre-trained tiny CLIP is cached (default: ~/.cache/moram-avalanche "
+                           "or $MORAM_AVALANCHE_CACHE)")
+    demo.add_argument("--quick", action="store_true", help="a seconds-long smoke version")
+    demo.add_argument("--no-progress", action="store_true", help="no progress bars")
+    demo.set_defaults(func=cmd_demo)
+
+    run = commands.add_parser("run", help="one strategy over one benchmark, resumable")
+    run.add_argument("--benchmark", required=True, help="benchmark name (synthetic)")
+    run.add_argument("--strategy", required=True, help="strategy name (moram, finetune, zeroshot)")
+    run.add_argument("--data-root", default=None, help="dataset root folder (real benchmarks)")
+    run.add_argument("--model", default="ViT-B-16", help="open_clip model name (default: ViT-B-16)")
+    run.add_argument("--pretrained", default="openai",
+                     help="open_clip tag or local weights file (default: openai); 'synthetic' with "
+                          "--model moram-synthetic-tiny uses the demo's pre-trained tiny CLIP")
+    run.add_argument("--log-dir", required=True, help="output folder: TensorBoard, results, checkpoint")
+    run.add_argument("--iterations", type=int, default=None, help="optimizer steps per experience")
+    run.add_argument("--lr", type=float, default=None, help="learning rate (default: the strategy's)")
+    run.add_argument("--batch-size", type=int, default=64, help="training batch size (default: 64)")
+    run.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--cache-dir", default=None, help="cache of the demo's tiny CLIP")
+    run.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
+    run.add_argument("--no-progress", action="store_true", help="no progress bars")
+    run.set_defaults(func=cmd_run)
     return parser
 
 
@@ -24,7 +116,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 0
-    return int(args.func(args) or 0)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except ValueError as err:
+        print(f"moram-avalanche {args.command}: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

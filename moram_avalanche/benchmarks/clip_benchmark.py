@@ -1,0 +1,117 @@
+"""One Avalanche experience per domain, each carrying what a CLIP strategy needs to classify.
+
+Every experience (train and test) gets these attributes:
+
+* ``domain`` -- the domain's name; ``classnames`` -- its class names, in label order;
+* ``template`` -- the training prompt, ``template.format(classname)``;
+* ``eval_templates`` -- the prompts averaged at evaluation in the "domain" label space
+  (a template ensemble, MTIL protocol); ``(template,)`` when not given;
+* ``label_space`` -- "all" (X-TAIL: every class of every domain of the stream, one prompt per
+  class with its domain's template) or "domain" (MTIL: the experience's own classes);
+* ``label_offset`` -- the experience's first label in the "all" space (sum of the class
+  counts of the domains before it), ``domains`` -- every :class:`Domain` of the stream.
+
+Dataset labels stay local to their domain (``0..C_d-1``); the strategy adds ``label_offset``
+when it evaluates in the "all" space. The domain index is the task label.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Sequence, Tuple
+
+LABEL_SPACES = ("all", "domain")
+
+
+@dataclass(frozen=True)
+class Domain:
+    """A domain of a CLIP continual-learning stream: its name, class names and prompts."""
+
+    name: str
+    classnames: Tuple[str, ...]
+    template: str
+    eval_templates: Tuple[str, ...] = field(default=())
+
+    def __post_init__(self):
+        object.__setattr__(self, "classnames", tuple(self.classnames))
+        object.__setattr__(self, "eval_templates", tuple(self.eval_templates) or (self.template,))
+        if not self.classnames:
+            raise ValueError(f"domain {self.name!r} has no class names")
+        for template in (self.template, *self.eval_templates):
+            if "{}" not in template:
+                raise ValueError(
+                    f"template {template!r} of domain {self.name!r} has no '{{}}' for the class name"
+                )
+
+    def prompts(self, template: str | None = None) -> List[str]:
+        template = self.template if template is None else template
+        return [template.format(name) for name in self.classnames]
+
+
+def label_offsets(domains: Sequence[Domain]) -> List[int]:
+    """First label of each domain in the "all" label space."""
+    offsets, total = [], 0
+    for domain in domains:
+        offsets.append(total)
+        total += len(domain.classnames)
+    return offsets
+
+
+def clip_benchmark(domains, train_sets, test_sets, *, label_space: str, train_transform=None,
+                   eval_transform=None):
+    """An Avalanche benchmark with one experience per domain and CLIP metadata attached.
+
+    Args:
+        domains: the :class:`Domain` of each experience, in stream order.
+        train_sets, test_sets: one map-style dataset per domain, each with a ``targets``
+            sequence of local labels; items are ``(image, label)``.
+        label_space: "all" or "domain" (see the module docstring).
+        train_transform, eval_transform: applied to the images of training / evaluation
+            data (Avalanche transform groups; the strategy switches between them).
+    """
+    from avalanche.benchmarks.scenarios.dataset_scenario import benchmark_from_datasets
+    from avalanche.benchmarks.scenarios.task_aware import with_task_labels
+    from avalanche.benchmarks.utils import as_classification_dataset
+    from avalanche.benchmarks.utils.data_attribute import TaskLabels
+    from avalanche.benchmarks.utils.flat_data import ConstantSequence
+    from avalanche.benchmarks.utils.transform_groups import TransformGroups
+
+    domains = list(domains)
+    if label_space not in LABEL_SPACES:
+        raise ValueError(f"label_space must be one of {LABEL_SPACES}, got {label_space!r}")
+    if not (len(domains) == len(train_sets) == len(test_sets)) or not domains:
+        raise ValueError(
+            f"need one train and one test set per domain: got {len(domains)} domains, "
+            f"{len(train_sets)} train sets, {len(test_sets)} test sets"
+        )
+    groups = TransformGroups({"train": train_transform, "eval": eval_transform})
+
+    def wrap(raw, task, domain):
+        bad = [int(y) for y in raw.targets if not 0 <= int(y) < len(domain.classnames)]
+        if bad:
+            raise ValueError(
+                f"domain {domain.name!r} has {len(domain.classnames)} classes but its data holds "
+                f"labels {sorted(set(bad))[:5]}: labels must be local (0..C-1)"
+            )
+        data = as_classification_dataset(raw, transform_groups=groups)
+        return data.update_data_attribute("targets_task_labels", TaskLabels(ConstantSequence(task, len(data))))
+
+    benchmark = with_task_labels(benchmark_from_datasets(
+        train=[wrap(d, t, dom) for t, (d, dom) in enumerate(zip(train_sets, domains))],
+        test=[wrap(d, t, dom) for t, (d, dom) in enumerate(zip(test_sets, domains))],
+    ))
+    offsets = label_offsets(domains)
+    for stream in (benchmark.train_stream, benchmark.test_stream):
+        for experience in stream:
+            index = experience.current_experience
+            domain = domains[index]
+            experience.domain = domain.name
+            experience.classnames = domain.classnames
+            experience.template = domain.template
+            experience.eval_templates = domain.eval_templates
+            experience.label_space = label_space
+            experience.label_offset = offsets[index]
+            experience.domains = tuple(domains)
+    benchmark.domains = tuple(domains)
+    benchmark.label_space = label_space
+    return benchmark

@@ -1,0 +1,123 @@
+"""Lean run checkpoints between experiences: the trained state and the run state, not CLIP.
+
+A checkpoint holds what changes during a run -- the strategy's
+:meth:`~moram_avalanche.strategies.base.CLIPStrategy.checkpoint_model_state` (MoRAM: the atom
+banks only; full fine-tuning: the whole model), the training clock, the domains seen, the
+state of plugins and metrics that have one (``state_dict``/``load_state_dict``) and every RNG
+-- so a run resumed from it ends exactly as an uninterrupted run. It is written atomically
+and loads with ``torch.load(weights_only=True)``.
+
+:func:`enable_avalanche_checkpointing` fixes Avalanche's own ``save_checkpoint`` under
+torch 2.15 (integration guide, section 5).
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .io import atomic_write_bytes
+
+FORMAT_VERSION = 1
+_CLOCK_FIELDS = ("train_iterations", "train_exp_counter", "train_exp_epochs",
+                 "train_exp_iterations", "train_epoch_iterations", "total_iterations")
+
+
+def enable_avalanche_checkpointing() -> None:
+    """Make ``torch.optim.<submodule>`` importable names again, so dill pickles optimizers by reference.
+
+    torch 2.15 removes ``torch.optim.sgd``, ``adam``, ... from the ``torch.optim`` namespace;
+    dill then pickles the optimizer classes by value and fails on ``typing_extensions``
+    sentinels (Avalanche's ``save_checkpoint`` raises ``PicklingError``).
+    """
+    for name in ("sgd", "adam", "adamw", "lr_scheduler"):
+        if not hasattr(torch.optim, name):
+            setattr(torch.optim, name, importlib.import_module(f"torch.optim.{name}"))
+
+
+def _rng_state() -> dict:
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
+             "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                       "has_gauss": int(has_gauss), "gauss": float(gauss)}}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    n = state["numpy"]
+    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _stateful(strategy):
+    """Plugins and metrics with a state to keep, by a stable key."""
+    items = {}
+    for index, plugin in enumerate(strategy.plugins):
+        if hasattr(plugin, "state_dict") and hasattr(plugin, "load_state_dict") and not isinstance(plugin, torch.nn.Module):
+            items[f"plugin{index}:{type(plugin).__name__}"] = plugin
+    for index, metric in enumerate(getattr(strategy.evaluator, "metrics", [])):
+        if hasattr(metric, "state_dict") and hasattr(metric, "load_state_dict"):
+            items[f"metric{index}:{type(metric).__name__}"] = metric
+    return items
+
+
+def save_run_state(strategy, path) -> Path:
+    """Write the checkpoint of ``strategy`` after its last completed experience."""
+    from .benchmarks.clip_benchmark import Domain  # noqa: F401  (documents the stored type)
+
+    state = {
+        "version": FORMAT_VERSION,
+        "strategy": type(strategy).__name__,
+        "experiences_done": int(strategy.clock.train_exp_counter),
+        "model": {k: v.detach().cpu() for k, v in strategy.checkpoint_model_state().items()},
+        "clock": {f: int(getattr(strategy.clock, f)) for f in _CLOCK_FIELDS},
+        "seen_domains": [
+            {"name": d.name, "classnames": list(d.classnames), "template": d.template,
+             "eval_templates": list(d.eval_templates)}
+            for d in strategy.seen_domains
+        ],
+        "stateful": {key: item.state_dict() for key, item in _stateful(strategy).items()},
+        "rng": _rng_state(),
+    }
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
+def load_run_state(strategy, path) -> int:
+    """Restore ``strategy`` from a checkpoint; returns how many experiences were done."""
+    from .benchmarks.clip_benchmark import Domain
+
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    if state.get("version") != FORMAT_VERSION:
+        raise ValueError(f"{path}: checkpoint format {state.get('version')}, expected {FORMAT_VERSION}")
+    if state["strategy"] != type(strategy).__name__:
+        raise ValueError(
+            f"{path} was written by a {state['strategy']} run, not {type(strategy).__name__}: "
+            "use another output folder or the same strategy"
+        )
+    strategy.load_checkpoint_model_state(state["model"])
+    for field in _CLOCK_FIELDS:
+        setattr(strategy.clock, field, state["clock"][field])
+    strategy.seen_domains = [
+        Domain(d["name"], tuple(d["classnames"]), d["template"], tuple(d["eval_templates"]))
+        for d in state["seen_domains"]
+    ]
+    items = _stateful(strategy)
+    for key, item_state in state["stateful"].items():
+        if key not in items:
+            raise ValueError(f"{path} holds state for {key}, which this strategy does not have")
+        items[key].load_state_dict(item_state)
+    strategy.text_head.clear()
+    _set_rng_state(state["rng"])
+    return int(state["experiences_done"])

@@ -1,0 +1,53 @@
+"""TextHead: class-name prompts -> L2-normalised CLIP text embeddings, cached when frozen."""
+
+from __future__ import annotations
+
+from typing import Dict, Sequence, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class TextHead:
+    """Embeds prompts with a CLIP model's text encoder.
+
+    ``embed(prompts)`` runs without gradient and caches the result per prompt list until
+    :meth:`clear` (call it whenever the text encoder may have changed);
+    ``embed(prompts, grad=True)`` runs with gradient and caches nothing.
+    ``classifier(templates_per_class)`` averages the normalised embeddings of several
+    templates per class and renormalises them (CLIP's prompt ensemble).
+    """
+
+    def __init__(self, model: nn.Module, tokenizer, batch_size: int = 256) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self._cache: Dict[Tuple[str, ...], torch.Tensor] = {}
+
+    def clear(self) -> None:
+        self._cache.clear()
+
+    def embed(self, prompts: Sequence[str], *, grad: bool = False) -> torch.Tensor:
+        key = tuple(prompts)
+        if not key:
+            raise ValueError("no prompts to embed")
+        if grad:
+            return self._encode(key)
+        if key not in self._cache:
+            with torch.no_grad():
+                self._cache[key] = self._encode(key)
+        return self._cache[key]
+
+    def ensemble(self, prompt_sets: Sequence[Sequence[str]]) -> torch.Tensor:
+        """``[C, D]`` classifier from ``prompt_sets[t][c]`` (template t, class c), no gradient."""
+        stacked = torch.stack([self.embed(prompts) for prompts in prompt_sets])
+        return F.normalize(stacked.mean(0), dim=-1)
+
+    def _encode(self, prompts: Tuple[str, ...]) -> torch.Tensor:
+        device = next(self.model.parameters()).device
+        chunks = []
+        for start in range(0, len(prompts), self.batch_size):
+            tokens = self.tokenizer(list(prompts[start:start + self.batch_size])).to(device)
+            chunks.append(F.normalize(self.model.encode_text(tokens), dim=-1))
+        return torch.cat(chunks)

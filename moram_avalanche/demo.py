@@ -1,0 +1,175 @@
+"""The offline demo: ZeroShot, FineTune and MoRAM on the synthetic stream, side by side.
+
+1. A tiny open_clip model (registered with open_clip under :data:`TINY_NAME`) gets a brief
+   contrastive pre-training on captioned images of a separate synthetic world
+   (:func:`~moram_avalanche.benchmarks.synthetic.caption_pairs`), so it starts with some
+   zero-shot ability. The weights are cached (``cache_dir``) and loaded through
+   :func:`~moram_avalanche.clip.load.load_clip` as a local weights file.
+2. Each strategy runs over the synthetic stream with :func:`~moram_avalanche.runner.run_stream`
+   (resumable), logging to TensorBoard and writing ``results.json``, ``accuracy_matrix.csv``
+   and ``accuracy_matrix.png`` under ``out_dir/<strategy>/``.
+3. The Transfer / Average / Last table is printed and written to ``out_dir/summary.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Dict, Optional
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+
+from .io import atomic_write, atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+TINY_NAME = "moram-synthetic-tiny"
+TINY_CONFIG = {
+    "embed_dim": 64,
+    "vision_cfg": {"image_size": 32, "layers": 3, "width": 96, "patch_size": 8, "head_width": 32},
+    "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 3},
+}
+
+
+@dataclass
+class DemoConfig:
+    """Sizes and optimisation of the demo (scaled down from the paper to run on a laptop CPU)."""
+
+    pretrain_steps: int = 300
+    pretrain_batch: int = 128
+    pretrain_pairs: int = 3000
+    pretrain_lr: float = 2e-3
+    iterations: int = 80
+    batch_size: int = 32
+    train_size: int = 100
+    test_size: int = 60
+    label_space: str = "domain"
+    finetune_lr: float = 3e-4
+    moram_lr: float = 1e-2
+    atoms_per_task: int = 16
+    topk: int = 16
+    seed: int = 0
+
+    @classmethod
+    def quick(cls) -> "DemoConfig":
+        """A seconds-long version for tests."""
+        return cls(pretrain_steps=20, pretrain_pairs=256, pretrain_batch=64, iterations=8,
+                   batch_size=16, train_size=14, test_size=14, atoms_per_task=4, topk=4)
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("MORAM_AVALANCHE_CACHE", Path.home() / ".cache" / "moram-avalanche"))
+
+
+def register_tiny_clip(cache_dir) -> str:
+    """Make :data:`TINY_NAME` known to open_clip (a config file under ``cache_dir``)."""
+    import open_clip
+
+    path = Path(cache_dir) / "open_clip_configs" / f"{TINY_NAME}.json"
+    if not path.exists() or json.loads(path.read_text()) != TINY_CONFIG:
+        atomic_write_text(path, json.dumps(TINY_CONFIG, indent=2))
+    open_clip.add_model_config(path)
+    return TINY_NAME
+
+
+def pretrained_tiny_clip(cache_dir, config: DemoConfig, progress: bool = True) -> Path:
+    """Weights of the tiny CLIP after its synthetic pre-training (trained once, then cached)."""
+    from .benchmarks.synthetic import caption_pairs
+    from .clip.load import load_clip
+
+    name = register_tiny_clip(cache_dir)
+    settings = {"config": TINY_CONFIG, "steps": config.pretrain_steps, "batch": config.pretrain_batch,
+                "pairs": config.pretrain_pairs, "lr": config.pretrain_lr, "seed": config.seed, "v": 1}
+    key = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:12]
+    path = Path(cache_dir) / f"{TINY_NAME}-{key}.pt"
+    if path.exists():
+        return path
+    torch.manual_seed(config.seed)
+    model, _, eval_tf, tokenizer = load_clip(name, pretrained=None)
+    images, captions = caption_pairs(config.pretrain_pairs, seed=config.seed + 1000)
+    pixels = torch.stack([eval_tf(image) for image in images])
+    tokens = tokenizer(captions)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.pretrain_lr, weight_decay=0.1)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, config.pretrain_lr,
+                                                   total_steps=config.pretrain_steps)
+    generator = torch.Generator().manual_seed(config.seed)
+    model.train()
+    for _ in tqdm(range(config.pretrain_steps), desc="pre-training tiny CLIP", disable=not progress):
+        batch = torch.randperm(len(captions), generator=generator)[: config.pretrain_batch]
+        image = F.normalize(model.encode_image(pixels[batch]), dim=-1)
+        text = F.normalize(model.encode_text(tokens[batch]), dim=-1)
+        logits = model.logit_scale.exp() * image @ text.t()
+        # duplicated captions in a batch are positives too (soft targets)
+        same = (tokens[batch][:, None, :] == tokens[batch][None, :, :]).all(-1).float()
+        targets = same / same.sum(1, keepdim=True)
+        loss = (F.cross_entropy(logits, targets) + F.cross_entropy(logits.t(), targets)) / 2
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        with torch.no_grad():
+            model.logit_scale.clamp_(0, 4.6052)
+    atomic_write(path, lambda f: torch.save(model.state_dict(), f), mode="wb")
+    logger.info("pre-trained tiny CLIP saved to %s", path)
+    return path
+
+
+def run_demo(out_dir, *, cache_dir=None, config: Optional[DemoConfig] = None,
+             strategies=("zeroshot", "finetune", "moram"), progress: bool = True) -> Dict[str, dict]:
+    """Run the demo; returns ``{strategy: results.json content}``."""
+    from avalanche.logging import TensorboardLogger
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from .benchmarks.synthetic import synthetic
+    from .clip.load import load_clip
+    from .metrics import AccuracyMatrix
+    from .runner import run_stream
+    from .strategies import get_strategy
+    from .viz import atom_usage_heatmap
+
+    config = config or DemoConfig()
+    out_dir = Path(out_dir)
+    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    weights = pretrained_tiny_clip(cache_dir, config, progress=progress)
+    results = {}
+    for name in strategies:
+        torch.manual_seed(config.seed)
+        model, train_tf, eval_tf, tokenizer = load_clip(TINY_NAME, pretrained=str(weights))
+        benchmark = synthetic(train_size=config.train_size, test_size=config.test_size,
+                              seed=config.seed, label_space=config.label_space,
+                              train_transform=train_tf, eval_transform=eval_tf)
+        run_dir = out_dir / name
+        matrix = AccuracyMatrix(out_dir=run_dir)
+        evaluator = EvaluationPlugin(matrix, loggers=[TensorboardLogger(run_dir / "tb")])
+        kwargs = dict(model=model, tokenizer=tokenizer, evaluator=evaluator, progress=progress,
+                      iterations=config.iterations, train_mb_size=config.batch_size)
+        if name == "finetune":
+            kwargs["lr"] = config.finetune_lr
+        if name == "moram":
+            kwargs.update(lr=config.moram_lr, atoms_per_task=config.atoms_per_task, topk=config.topk)
+        strategy = get_strategy(name)(**kwargs)
+        run_stream(strategy, benchmark, run_dir, progress=progress)
+        results[name] = matrix.report()
+        if name == "moram" and strategy.moram_plugin.history:
+            atom_usage_heatmap(strategy.moram_plugin.history[-1]).save(run_dir / "atom_usage.png")
+    table = comparison_table(results)
+    atomic_write_text(out_dir / "summary.md", table + "\n")
+    atomic_write_text(out_dir / "config.json", json.dumps(asdict(config), indent=2) + "\n")
+    print(table)
+    return results
+
+
+def comparison_table(results: Dict[str, dict]) -> str:
+    """Markdown table: Transfer / Average / Last, and Last on the domains learned before the last."""
+    lines = ["| strategy | Transfer | Average | Last | Last (old domains) |", "|---|---|---|---|---|"]
+    for name, report in results.items():
+        old = report["per_domain"]["last"][:-1]
+        cells = [report["transfer"], report["average"], report["last"], sum(old) / len(old)]
+        lines.append(f"| {name} | " + " | ".join(f"{v:.1f}" for v in cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,178 @@
+"""The accuracy matrix A[t, d] of multi-domain CLIP continual learning and its summaries.
+
+``A[t, d]`` is the top-1 accuracy (%) on domain ``d``'s test set after training on the
+``t``-th domain of the stream. Summaries (method reference, "evaluation protocols and
+metrics"; same as the MoRAM release's ``main.py``):
+
+* Transfer = mean over domains ``d >= 1`` of ``mean_{t < d} A[t, d]`` (zero-shot ability on
+  domains not learned yet; the first domain has no Transfer entry);
+* Average = mean of every ``A[t, d]``;
+* Last = mean over ``d`` of ``A[T-1, d]``.
+
+With fewer rows than domains (a run in progress), the summaries use the rows that exist.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+from avalanche.evaluation import PluginMetric
+from avalanche.evaluation.metric_results import MetricValue
+
+from .io import atomic_write_bytes, atomic_write_text
+
+
+def transfer_per_domain(matrix: np.ndarray) -> np.ndarray:
+    """Column ``d``: mean of ``A[t, d]`` over the rows ``t < d`` (NaN for ``d = 0``)."""
+    matrix = np.asarray(matrix, dtype=float)
+    out = np.full(matrix.shape[1], np.nan)
+    for d in range(1, matrix.shape[1]):
+        above = matrix[: min(d, matrix.shape[0]), d]
+        if above.size:
+            out[d] = above.mean()
+    return out
+
+
+def summarize(matrix: np.ndarray) -> Dict[str, object]:
+    """Transfer / Average / Last of an accuracy matrix, overall and per domain."""
+    matrix = np.asarray(matrix, dtype=float)
+    if matrix.ndim != 2 or matrix.size == 0 or np.isnan(matrix).any():
+        raise ValueError(f"expected a complete 2-D accuracy matrix, got {matrix.tolist()}")
+    transfer = transfer_per_domain(matrix)
+    per_domain_average = matrix.mean(axis=0)
+    last = matrix[-1]
+    defined = transfer[~np.isnan(transfer)]
+    return {
+        "transfer": float(defined.mean()) if defined.size else float("nan"),
+        "average": float(matrix.mean()),
+        "last": float(last.mean()),
+        "per_domain": {
+            "transfer": [None if math.isnan(v) else float(v) for v in transfer],
+            "average": [float(v) for v in per_domain_average],
+            "last": [float(v) for v in last],
+        },
+    }
+
+
+class AccuracyMatrix(PluginMetric[np.ndarray]):
+    """Fills ``A[t, d]`` from every evaluation of the test stream and reports its summaries.
+
+    Row ``t`` is the number of training experiences done minus one when the evaluation runs
+    (evaluations before any training fill the separate zero-shot row). Each evaluated domain
+    logs ``AccMatrix/<domain>`` at x = t + 1 (one TensorBoard curve per domain); each
+    evaluation logs ``AccMatrix/Transfer``, ``/Average``, ``/Last`` and the matrix as a
+    heatmap image ``AccMatrix/heatmap``, and, with ``out_dir``, writes ``results.json`` and
+    ``accuracy_matrix.csv`` there (atomically).
+    """
+
+    def __init__(self, out_dir: Optional[str] = None, stream_name: str = "test") -> None:
+        super().__init__()
+        self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.stream_name = stream_name
+        self.domains: List[str] = []
+        self.rows: Dict[int, Dict[int, float]] = {}
+        self._correct = 0
+        self._total = 0
+
+    # ------------------------------------------------------------------ state
+    def result(self) -> np.ndarray:
+        """The matrix of the rows trained so far (``[rows, domains]``, NaN where not evaluated)."""
+        trained = sorted(r for r in self.rows if r >= 0)
+        matrix = np.full((len(trained), len(self.domains)), np.nan)
+        for i, row in enumerate(trained):
+            for col, acc in self.rows[row].items():
+                matrix[i, col] = acc
+        return matrix
+
+    @property
+    def zero_shot(self) -> Optional[List[float]]:
+        row = self.rows.get(-1)
+        return None if row is None else [row.get(c, float("nan")) for c in range(len(self.domains))]
+
+    def reset(self) -> None:
+        """Results persist across evaluations (this is a matrix over the whole run)."""
+
+    def state_dict(self) -> dict:
+        return {"domains": list(self.domains),
+                "rows": {int(r): {int(c): float(a) for c, a in cols.items()} for r, cols in self.rows.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.domains = list(state["domains"])
+        self.rows = {int(r): {int(c): float(a) for c, a in cols.items()} for r, cols in state["rows"].items()}
+
+    # ------------------------------------------------------------------ callbacks
+    def _counts(self, strategy) -> bool:
+        return strategy.experience.origin_stream.name == self.stream_name
+
+    def before_eval_exp(self, strategy):
+        self._correct = self._total = 0
+
+    def after_eval_iteration(self, strategy):
+        if self._counts(strategy):
+            predictions = strategy.mb_output.argmax(dim=1)
+            self._correct += int((predictions == strategy.mb_y).sum())
+            self._total += int(strategy.mb_y.numel())
+
+    def after_eval_exp(self, strategy):
+        if not self._counts(strategy) or self._total == 0:
+            return None
+        experience = strategy.experience
+        if not self.domains:
+            self.domains = [d.name for d in experience.domains]
+        row = strategy.clock.train_exp_counter - 1
+        col = experience.current_experience
+        accuracy = 100.0 * self._correct / self._total
+        self.rows.setdefault(row, {})[col] = accuracy
+        return [MetricValue(self, f"AccMatrix/{self.domains[col]}", float(accuracy), row + 1)]
+
+    def after_eval(self, strategy):
+        row = strategy.clock.train_exp_counter - 1
+        matrix = self.result()
+        if row < 0 or matrix.size == 0 or np.isnan(matrix).any():
+            return None  # a partial evaluation (not every domain): nothing to summarise
+        summary = summarize(matrix)
+        values = [MetricValue(self, f"AccMatrix/{key.capitalize()}", float(summary[key]), row + 1)
+                  for key in ("transfer", "average", "last") if not math.isnan(summary[key])]
+        from .viz import accuracy_heatmap
+
+        image = accuracy_heatmap(matrix, self.domains)
+        values.append(MetricValue(self, "AccMatrix/heatmap", image, row + 1))
+        if self.out_dir is not None:
+            self.write(self.out_dir, image)
+        return values
+
+    # ------------------------------------------------------------------ files
+    def report(self) -> dict:
+        """Everything ``results.json`` holds."""
+        matrix = self.result()
+        report = {"domains": self.domains, "matrix": matrix.tolist(), "zero_shot": self.zero_shot}
+        if matrix.size and not np.isnan(matrix).any():
+            report.update(summarize(matrix))
+        return report
+
+    def write(self, out_dir, image=None) -> None:
+        out_dir = Path(out_dir)
+        atomic_write_text(out_dir / "results.json", json.dumps(self.report(), indent=2) + "\n")
+        atomic_write_text(out_dir / "accuracy_matrix.csv", matrix_csv(self.result(), self.domains))
+        if image is not None:
+            import io
+
+            buffer = io.BytesIO()
+            image.save(buffer, format="PNG")
+            atomic_write_bytes(out_dir / "accuracy_matrix.png", buffer.getvalue())
+
+    def __str__(self) -> str:
+        return "AccuracyMatrix"
+
+
+def matrix_csv(matrix: np.ndarray, domains: Sequence[str]) -> str:
+    """Rows "after <domain>", one column per evaluated domain, accuracies in %."""
+    lines = ["trained_on," + ",".join(domains)]
+    for t, row in enumerate(np.asarray(matrix)):
+        cells = ["" if np.isnan(v) else f"{v:.4f}" for v in row]
+        lines.append(f"{domains[t]}," + ",".join(cells))
+    return "\n".join(lines) + "\n"

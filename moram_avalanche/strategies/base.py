@@ -1,0 +1,284 @@
+"""CLIPStrategy: the training and evaluation loop shared by every CLIP strategy of this package."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import warnings
+from functools import partial
+from typing import List, Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+from avalanche.training.plugins.evaluation import default_evaluator
+from avalanche.training.templates import SupervisedTemplate
+from tqdm.auto import tqdm
+
+from ..benchmarks.clip_benchmark import Domain
+from ..clip.head import TextHead
+from .losses import clip_continual_loss
+from .schedule import cosine_lr_factor
+
+logger = logging.getLogger(__name__)
+
+
+class CLIPStrategy(SupervisedTemplate):
+    """Continual learning of an open_clip model, one domain (experience) at a time.
+
+    The loop of the MoRAM release (and of the ZSCL / MoE-Adapters lineage), as an Avalanche
+    ``SupervisedTemplate``:
+
+    * exactly ``iterations`` optimizer steps per experience, cycling (and reshuffling) the
+      training data however small it is;
+    * a fresh AdamW (betas (0.9, 0.9999), weight decay 0 by default; MoRAM release) over the
+      parameters that require grad, and a per-iteration cosine schedule with optional linear
+      warm-up (:func:`~moram_avalanche.strategies.schedule.cosine_lr_factor`), both rebuilt
+      for every experience (:meth:`make_optimizer`);
+    * logits ``exp(logit_scale) * f_img @ E^T`` against the embeddings of
+      ``template.format(classname)``; text embeddings are cached while the text encoder has
+      no trainable parameters;
+    * the loss of :func:`~moram_avalanche.strategies.losses.clip_continual_loss` (image->text
+      over the current classes, plus text->image over seen + current classes when the vision
+      encoder trains);
+    * evaluation in the label space the benchmark declares (``experience.label_space``):
+      "all" -- every class of every domain, labels offset by ``experience.label_offset``
+      (X-TAIL) -- or "domain" -- the experience's own classes with its template ensemble (MTIL).
+
+    Experiences must carry ``classnames``, ``template``, ``domain`` and the label-space
+    attributes that :func:`~moram_avalanche.benchmarks.clip_benchmark.clip_benchmark` sets.
+
+    Args (keyword-only; the rest go to ``SupervisedTemplate``):
+        model: an open_clip CLIP model. tokenizer: its tokenizer.
+        iterations: optimizer steps per experience (MoRAM: 500).
+        lr, weight_decay, warmup, label_smoothing: optimisation (MoRAM: 5e-4, 0, 0, 0).
+        betas: AdamW betas (MoRAM release: (0.9, 0.9999)).
+        amp: mixed precision (fp16 autocast + gradient scaling) on CUDA; ignored on CPU.
+        text_batch_size: prompts per text-encoder call.
+        progress: show tqdm bars for training iterations and evaluation.
+    """
+
+    def __init__(
+        self,
+        *,
+        model,
+        tokenizer,
+        iterations: int = 500,
+        lr: float = 5e-4,
+        weight_decay: float = 0.0,
+        warmup: int = 0,
+        label_smoothing: float = 0.0,
+        betas=(0.9, 0.9999),
+        amp: bool = False,
+        text_batch_size: int = 256,
+        progress: bool = True,
+        train_mb_size: int = 64,
+        eval_mb_size: Optional[int] = None,
+        device="cpu",
+        plugins=None,
+        evaluator=default_evaluator,
+        eval_every: int = -1,
+        **base_kwargs,
+    ):
+        if iterations < 0:
+            raise ValueError(f"iterations must be >= 0, got {iterations}")
+        super().__init__(
+            model=model, optimizer=None, train_mb_size=train_mb_size, train_epochs=1,
+            eval_mb_size=eval_mb_size or train_mb_size, device=device, plugins=plugins,
+            evaluator=evaluator, eval_every=eval_every, **base_kwargs,
+        )
+        self.tokenizer = tokenizer
+        self.iterations = iterations
+        self.lr = lr
+        self.weight_decay = weight_decay
+        self.warmup = warmup
+        self.label_smoothing = label_smoothing
+        self.betas = tuple(betas)
+        self.progress = progress
+        self.amp = amp and torch.device(device).type == "cuda"
+        if amp and not self.amp:
+            warnings.warn("amp=True needs a CUDA device; training in full precision")
+        self.scaler = torch.amp.GradScaler("cuda") if self.amp else None
+        self.scheduler = None
+        self.text_head = TextHead(model, tokenizer, batch_size=text_batch_size)
+        #: domains trained so far, in order (their classes are the "seen" classes of the loss)
+        self.seen_domains: List[Domain] = []
+        self._seen_text = None
+        self._text_trains = False
+        self._vision_trains = False
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint_model_state(self) -> dict:
+        """What of the model a run checkpoint must hold (here: the whole state dict)."""
+        return self.model.state_dict()
+
+    def load_checkpoint_model_state(self, state: dict) -> None:
+        self.model.load_state_dict(state)
+
+    # ------------------------------------------------------------------ optimisation
+    def make_optimizer(self, **kwargs):
+        """A fresh AdamW + cosine schedule over the parameters that require grad now."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimized_param_id = {}  # tells Avalanche the optimizer is initialised
+        if not params:
+            self.optimizer = self.scheduler = None
+            return
+        self.optimizer = torch.optim.AdamW(
+            params, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay
+        )
+        factor = partial(cosine_lr_factor, warmup=self.warmup, total=self.iterations)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
+
+    def training_epoch(self, **kwargs):
+        """Exactly ``self.iterations`` steps, cycling the training data (one "epoch" per experience)."""
+        if self.iterations == 0:
+            return
+        if self.optimizer is None:
+            raise RuntimeError(
+                f"{type(self).__name__} has nothing to train: no parameter of the model "
+                "requires grad (use ZeroShot for an untrained baseline)"
+            )
+        batches = itertools.islice(_cycle(self.dataloader, self.experience), self.iterations)
+        bar = tqdm(total=self.iterations, desc=f"train {self.experience.domain}",
+                   disable=not self.progress, leave=False)
+        for self.mbatch in batches:
+            if self._stop_training:
+                break
+            self._unpack_minibatch()
+            self._before_training_iteration(**kwargs)
+            self.optimizer.zero_grad(set_to_none=True)
+            self.loss = self._make_empty_loss()
+            self._before_forward(**kwargs)
+            with self._autocast():
+                self.mb_output = self.forward()
+                self._after_forward(**kwargs)
+                self.loss += self.criterion()
+            self._before_backward(**kwargs)
+            self.backward()
+            self._after_backward(**kwargs)
+            self._before_update(**kwargs)
+            self.optimizer_step()
+            self.scheduler.step()
+            self._after_update(**kwargs)
+            self._after_training_iteration(**kwargs)
+            bar.update()
+            bar.set_postfix(loss=f"{self.loss.item():.3f}")
+        bar.close()
+
+    def backward(self):
+        if self.scaler is None:
+            return super().backward()
+        self.scaler.scale(self.loss).backward(retain_graph=self.retain_graph)
+
+    def optimizer_step(self):
+        if self.scaler is None:
+            return super().optimizer_step()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
+    def _autocast(self):
+        if not self.amp:
+            return contextlib.nullcontext()
+        return torch.autocast("cuda", dtype=torch.float16)
+
+    # ------------------------------------------------------------------ model output
+    def forward(self):
+        image = F.normalize(self.model.encode_image(self.mb_x), dim=-1)
+        scale = self.model.logit_scale.exp()
+        if self.is_training:
+            self._image_features = image
+            self._current_text = self._training_text()
+            return scale * image @ self._current_text.t()
+        return scale * image @ self._eval_classifier(self.experience).t().to(image.dtype)
+
+    def criterion(self):
+        if not self.is_training:
+            return F.cross_entropy(self.mb_output.float(), self.mb_y)
+        return clip_continual_loss(
+            self._image_features, self._current_text, self._seen_text, self.mb_y,
+            self.model.logit_scale.exp(), text_to_image=self._vision_trains,
+            label_smoothing=self.label_smoothing,
+        )
+
+    def _training_text(self):
+        domain = _domain_of(self.experience)
+        if self._text_trains:
+            return self.text_head.embed(domain.prompts(), grad=True)
+        return self.text_head.embed(domain.prompts())
+
+    def _eval_classifier(self, experience):
+        if experience.label_space == "all":
+            return self.text_head.embed([p for d in experience.domains for p in d.prompts()])
+        domain = _domain_of(experience)
+        return self.text_head.ensemble([domain.prompts(t) for t in domain.eval_templates])
+
+    def _unpack_minibatch(self):
+        super()._unpack_minibatch()
+        if not self.is_training and getattr(self.experience, "label_space", None) == "all":
+            self.mbatch[1] = self.mbatch[1] + self.experience.label_offset
+
+    # ------------------------------------------------------------------ experience boundaries
+    def _before_training_exp(self, **kwargs):
+        _check_clip_experience(self.experience)
+        super()._before_training_exp(**kwargs)  # plugins may add parameters here
+        self._vision_trains = _any_trainable(self.model.visual.parameters())
+        self._text_trains = _any_trainable(_text_parameters(self.model))
+        prompts = [p for d in self.seen_domains for p in d.prompts()]
+        self._seen_text = self.text_head.embed(prompts) if prompts else None
+
+    def _after_training_exp(self, **kwargs):
+        self.seen_domains.append(_domain_of(self.experience))
+        self._seen_text = None
+        if self._text_trains:
+            self.text_head.clear()
+        super()._after_training_exp(**kwargs)
+
+    def eval_epoch(self, **kwargs):
+        bar = tqdm(total=len(self.dataloader), desc=f"eval {getattr(self.experience, 'domain', '')}",
+                   disable=not self.progress, leave=False)
+        for self.mbatch in self.dataloader:
+            self._unpack_minibatch()
+            self._before_eval_iteration(**kwargs)
+            self._before_eval_forward(**kwargs)
+            with self._autocast():
+                self.mb_output = self.forward()
+            self._after_eval_forward(**kwargs)
+            self.loss = self.criterion()
+            self._after_eval_iteration(**kwargs)
+            bar.update()
+        bar.close()
+
+
+def _cycle(loader, experience):
+    while True:
+        empty = True
+        for batch in loader:
+            empty = False
+            yield batch
+        if empty:
+            raise RuntimeError(f"the training data of domain {experience.domain!r} is empty")
+
+
+def _domain_of(experience) -> Domain:
+    return experience.domains[experience.current_experience]
+
+
+def _check_clip_experience(experience) -> None:
+    missing = [a for a in ("classnames", "template", "domain", "label_space", "domains")
+               if not hasattr(experience, a)]
+    if missing:
+        raise AttributeError(
+            f"experience {experience.current_experience} lacks {missing}: build the benchmark "
+            "with moram_avalanche.benchmarks (xtail, mtil, synthetic or clip_benchmark)"
+        )
+
+
+def _any_trainable(params) -> bool:
+    return any(p.requires_grad for p in params)
+
+
+def _text_parameters(model) -> Sequence[torch.nn.Parameter]:
+    """Parameters of the text tower: everything but the vision tower and the logit scale/bias."""
+    skip = {id(p) for p in model.visual.parameters()}
+    skip |= {id(getattr(model, n)) for n in ("logit_scale", "logit_bias") if getattr(model, n, None) is not None}
+    return [p for p in model.parameters() if id(p) not in skip]

@@ -1,0 +1,17 @@
+"""ZeroShot: the pre-trained CLIP model, never trained (the reference row of every table)."""
+
+from __future__ import annotations
+
+from .base import CLIPStrategy
+
+
+class ZeroShot(CLIPStrategy):
+    """Evaluates CLIP as it is: ``train`` runs the experience's callbacks with 0 iterations.
+
+    All parameters are frozen, so the text embeddings are computed once and cached.
+    """
+
+    def __init__(self, *, model, tokenizer, **kwargs):
+        kwargs.pop("iterations", None)
+        model.requires_grad_(False)
+        super().__init__(model=model, tokenizer=tokenizer, iterations=0, **kwargs)

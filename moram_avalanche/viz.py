@@ -1,0 +1,67 @@
+"""Pictures for TensorBoard and PNG files: accuracy matrices and atom usage."""
+
+from __future__ import annotations
+
+import io
+from typing import Sequence
+
+import numpy as np
+
+
+def _figure_to_image(fig):
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    buffer.seek(0)
+    image = Image.open(buffer).convert("RGB")
+    image.load()
+    return image
+
+
+def heatmap(values: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *,
+            title: str = "", fmt: str = "{:.1f}", vmin=None, vmax=None, cmap: str = "viridis"):
+    """A labelled heatmap of ``values`` (NaN cells left blank) as a PIL image."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    values = np.asarray(values, dtype=float)
+    rows, cols = values.shape
+    fig = Figure(figsize=(1.2 + 0.75 * cols, 0.9 + 0.45 * rows))
+    ax = fig.add_subplot()
+    ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(cols), labels=list(col_labels), rotation=45, ha="right")
+    ax.set_yticks(range(rows), labels=list(row_labels))
+    for r in range(rows):
+        for c in range(cols):
+            if np.isfinite(values[r, c]):
+                ax.text(c, r, fmt.format(values[r, c]), ha="center", va="center", fontsize=8,
+                        color="white")
+    if title:
+        ax.set_title(title)
+    return _figure_to_image(fig)
+
+
+def accuracy_heatmap(matrix: np.ndarray, domains: Sequence[str], title: str = "accuracy (%)"):
+    """Rows: after training on domain t; columns: evaluated domain d."""
+    rows = [f"after {d}" for d in domains[: len(matrix)]]
+    return heatmap(matrix, rows, domains, title=title, vmin=0, vmax=100)
+
+
+def atom_usage_heatmap(history_entry: dict, title: str = "share of activation mass by task"):
+    """Per layer (rows), the share of the recorded activation mass taken by each task's atoms."""
+    layers = history_entry["layers"]
+    names = list(layers)
+    tasks = int(max(int(v["atom_task"].max()) for v in layers.values())) + 1
+    shares = np.zeros((len(names), tasks))
+    for row, name in enumerate(names):
+        mass = layers[name]["mass"].double().numpy()
+        owner = layers[name]["atom_task"].numpy()
+        total = mass.sum()
+        for task in range(tasks):
+            shares[row, task] = mass[owner == task].sum() / total if total > 0 else np.nan
+    short = [n.replace("transformer.resblocks.", "").replace("visual.", "v.") for n in names]
+    return heatmap(shares, short, [f"task {t}" for t in range(tasks)], title=title, fmt="{:.2f}",
+                   vmin=0, vmax=1)
