@@ -49,7 +49,7 @@ def cmd_run(args) -> int:
 
     cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     register_tiny_clip(cache_dir)
-    pretrained = args.pretrained
+    pretrained = None if args.pretrained.lower() == "none" else args.pretrained
     if args.model == TINY_NAME and pretrained == "synthetic":
         pretrained = str(pretrained_tiny_clip(cache_dir, DemoConfig()))
     torch.manual_seed(args.seed)
@@ -95,8 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--data-root", default=None, help="dataset root folder (real benchmarks)")
     run.add_argument("--model", default="ViT-B-16", help="open_clip model name (default: ViT-B-16)")
     run.add_argument("--pretrained", default="openai",
-                     help="open_clip tag or local weights file (default: openai); 'synthetic' with "
-                          "--model moram-synthetic-tiny uses the demo's pre-trained tiny CLIP")
+                     help="open_clip tag, local weights file or 'none' (random init; default: "
+                          "openai); 'synthetic' with --model moram-synthetic-tiny uses the demo's "
+                          "pre-trained tiny CLIP")
     run.add_argument("--log-dir", required=True, help="output folder: TensorBoard, results, checkpoint")
     run.add_argument("--iterations", type=int, default=None, help="optimizer steps per experience")
     run.add_argument("--lr", type=float, default=None, help="learning rate (default: the strategy's)")

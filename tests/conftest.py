@@ -31,3 +31,43 @@ def tiny_clip():
 
     torch.manual_seed(0)
     return open_clip.CLIP(**TINY_CONFIG).eval()
+
+
+class TensorDomain(torch.utils.data.Dataset):
+    """Random images with local labels 0..classes-1 (a domain for fast strategy tests)."""
+
+    def __init__(self, size, classes, seed):
+        gen = torch.Generator().manual_seed(seed)
+        self.images = torch.randn(size, 3, 32, 32, generator=gen)
+        self.targets = [i % classes for i in range(size)]
+
+    def __len__(self):
+        return len(self.targets)
+
+    def __getitem__(self, index):
+        return self.images[index], self.targets[index]
+
+
+STREAM_CLASSES = {"alpha": ("cat", "dog"), "beta": ("red", "green", "blue"), "gamma": ("one", "two")}
+
+
+@pytest.fixture
+def make_stream():
+    """Build a 3-domain benchmark of random tensors: make_stream(label_space, train_sizes)."""
+    from moram_avalanche.benchmarks import Domain, clip_benchmark
+
+    def build(label_space="all", train_sizes=(8, 5, 3), test_size=6):
+        domains = [Domain(name, classes, f"a {{}} from {name}.") for name, classes in STREAM_CLASSES.items()]
+        train = [TensorDomain(n, len(d.classnames), i) for i, (n, d) in enumerate(zip(train_sizes, domains))]
+        test = [TensorDomain(test_size, len(d.classnames), 10 + i) for i, d in enumerate(domains)]
+        return clip_benchmark(domains, train, test, label_space=label_space)
+
+    return build
+
+
+@pytest.fixture
+def tokenizer():
+    import open_clip
+
+    simple = open_clip.tokenizer.SimpleTokenizer(context_length=16)
+    return lambda texts: simple(texts)

@@ -158,8 +158,8 @@ class CLIPStrategy(SupervisedTemplate):
             self._after_backward(**kwargs)
             self._before_update(**kwargs)
             self.optimizer_step()
+            self._after_update(**kwargs)  # plugins see the learning rate of this step
             self.scheduler.step()
-            self._after_update(**kwargs)
             self._after_training_iteration(**kwargs)
             bar.update()
             bar.set_postfix(loss=f"{self.loss.item():.3f}")

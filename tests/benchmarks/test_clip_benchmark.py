@@ -1,0 +1,37 @@
+"""Experiences carry the CLIP metadata; label offsets of the "all" label space."""
+
+import pytest
+
+from moram_avalanche.benchmarks import Domain, label_offsets
+
+
+def test_label_offsets_are_cumulative_class_counts():
+    domains = [Domain("a", ("x", "y"), "{}"), Domain("b", ("p", "q", "r"), "{}"), Domain("c", ("z",), "{}")]
+    assert label_offsets(domains) == [0, 2, 5]
+
+
+def test_experiences_carry_metadata(make_stream):
+    benchmark = make_stream("all")
+    for stream in (benchmark.train_stream, benchmark.test_stream):
+        assert [e.domain for e in stream] == ["alpha", "beta", "gamma"]
+        assert [e.label_offset for e in stream] == [0, 2, 5]
+        assert stream[1].classnames == ("red", "green", "blue")
+        assert stream[1].template == "a {} from beta."
+        assert stream[1].eval_templates == ("a {} from beta.",)
+        assert all(e.label_space == "all" for e in stream)
+        assert [e.task_label for e in stream] == [0, 1, 2]
+    x, y, t = benchmark.test_stream[2].dataset[1]
+    assert (y, t) == (1, 2)  # labels stay local; the task label is the domain index
+
+
+def test_bad_inputs_are_reported(make_stream):
+    with pytest.raises(ValueError, match="label_space"):
+        make_stream("joint")
+    with pytest.raises(ValueError, match="no '\\{\\}'"):
+        Domain("a", ("x",), "a photo")
+    from moram_avalanche.benchmarks import clip_benchmark
+    from tests_helpers import labelled
+
+    with pytest.raises(ValueError, match="labels must be local"):
+        clip_benchmark([Domain("a", ("x", "y"), "{}")], [labelled([0, 3])], [labelled([0, 1])],
+                       label_space="all")

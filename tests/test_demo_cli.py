@@ -1,0 +1,62 @@
+"""The demo pipeline end to end at a reduced size, and the command line."""
+
+import json
+
+import pytest
+
+from moram_avalanche.cli import main
+from moram_avalanche.demo import DemoConfig, comparison_table, run_demo
+
+
+def test_demo_pipeline_end_to_end(tmp_path, capsys):
+    cache = tmp_path / "cache"
+    results = run_demo(tmp_path / "out", cache_dir=cache, config=DemoConfig.quick(), progress=False)
+    assert list(results) == ["zeroshot", "finetune", "moram"]
+    for name, report in results.items():
+        run = tmp_path / "out" / name
+        assert len(report["matrix"]) == 5 and len(report["matrix"][0]) == 5
+        assert json.loads((run / "results.json").read_text())["last"] == pytest.approx(report["last"])
+        assert (run / "accuracy_matrix.csv").exists() and (run / "accuracy_matrix.png").exists()
+        assert list((run / "tb").glob("events.out.tfevents.*"))
+    zero = results["zeroshot"]["matrix"]
+    assert all(row == zero[0] for row in zero)  # ZeroShot never changes
+    assert (tmp_path / "out" / "moram" / "atom_usage.png").exists()
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert summary.strip() == comparison_table(results) and "| moram |" in summary
+    assert "| strategy | Transfer | Average | Last |" in capsys.readouterr().out
+
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "out" / "moram" / "tb"),
+                              size_guidance={"scalars": 0, "images": 0})
+    events.Reload()
+    assert {"AccMatrix/Last", "AccMatrix/Average", "AccMatrix/shapes"} <= set(events.Tags()["scalars"])
+    assert len(events.Scalars("AccMatrix/Last")) == 5
+    assert "AccMatrix/heatmap" in events.Tags()["images"]
+
+    weights = sorted(cache.glob("*.pt"))
+    assert len(weights) == 1
+    stamp = weights[0].stat().st_mtime_ns
+    run_demo(tmp_path / "again", cache_dir=cache, config=DemoConfig.quick(), strategies=("zeroshot",),
+             progress=False)
+    assert weights[0].stat().st_mtime_ns == stamp  # the pre-trained model came from the cache
+
+
+def test_cli_rejects_unknown_names(capsys, tmp_path):
+    assert main(["run", "--benchmark", "imagenet-r", "--strategy", "moram", "--log-dir", str(tmp_path)]) == 2
+    assert "unknown benchmark 'imagenet-r'; available: synthetic" in capsys.readouterr().err
+    assert main(["run", "--benchmark", "synthetic", "--strategy", "ewc", "--log-dir", str(tmp_path)]) == 2
+    assert "unknown strategy 'ewc'; available: finetune, moram, zeroshot" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["run", "--strategy", "moram"])  # required options missing
+
+
+def test_cli_run_on_the_synthetic_benchmark(tmp_path, capsys):
+    code = main(["run", "--benchmark", "synthetic", "--strategy", "zeroshot",
+                 "--model", "moram-synthetic-tiny", "--pretrained", "none",
+                 "--cache-dir", str(tmp_path / "cache"), "--log-dir", str(tmp_path / "run"),
+                 "--no-progress"])
+    assert code == 0
+    assert "Transfer" in capsys.readouterr().out
+    report = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert report["domains"] == ["shapes", "digits", "colours", "glyphs", "textures"]

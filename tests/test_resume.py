@@ -1,0 +1,65 @@
+"""A run interrupted between experiences resumes to the same result as an uninterrupted run."""
+
+import warnings
+
+import open_clip
+import pytest
+import torch
+from avalanche.training.plugins import EvaluationPlugin
+
+from moram_avalanche.metrics import AccuracyMatrix
+from moram_avalanche.runner import run_stream
+from moram_avalanche.strategies import FineTune, MoRAM, moram_layers
+
+from conftest import TINY_CONFIG
+
+warnings.filterwarnings("ignore", message="No loggers specified")
+
+
+def fresh_run(strategy_class, make_stream, tokenizer, **kwargs):
+    torch.manual_seed(0)
+    model = open_clip.CLIP(**TINY_CONFIG)
+    metric = AccuracyMatrix()
+    strategy = strategy_class(model=model, tokenizer=tokenizer, iterations=3, train_mb_size=4,
+                              evaluator=EvaluationPlugin(metric, loggers=[]), progress=False, **kwargs)
+    return strategy, make_stream("all", train_sizes=(8, 6, 6)), metric
+
+
+@pytest.mark.parametrize("strategy_class,kwargs", [
+    (MoRAM, dict(atoms_per_task=4, topk=2, lr=1e-2)),
+    (FineTune, dict(lr=1e-3)),
+])
+def test_resume_after_interruption_gives_the_identical_matrix(strategy_class, kwargs, make_stream,
+                                                              tokenizer, tmp_path):
+    strategy, benchmark, metric = fresh_run(strategy_class, make_stream, tokenizer, **kwargs)
+    assert run_stream(strategy, benchmark, tmp_path / "whole", progress=False) == 3
+    expected_matrix, expected_state = metric.result(), strategy.model.state_dict()
+
+    strategy, benchmark, metric = fresh_run(strategy_class, make_stream, tokenizer, **kwargs)
+    assert run_stream(strategy, benchmark, tmp_path / "cut", max_experiences=1, progress=False) == 1
+    # a new process: new objects, and the global RNG moved on
+    torch.rand(1000)
+    strategy, benchmark, metric = fresh_run(strategy_class, make_stream, tokenizer, **kwargs)
+    assert run_stream(strategy, benchmark, tmp_path / "cut", progress=False) == 3
+    assert metric.result().tolist() == expected_matrix.tolist()
+    state = strategy.model.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in expected_state.items())
+
+
+def test_moram_checkpoint_holds_atoms_not_clip(make_stream, tokenizer, tmp_path):
+    strategy, benchmark, _ = fresh_run(MoRAM, make_stream, tokenizer, atoms_per_task=4, topk=2)
+    run_stream(strategy, benchmark, tmp_path, max_experiences=1, progress=False)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    names = set(state["model"])
+    assert names and all(n.rpartition(".")[2] in ("atom_keys", "atom_values", "num_frozen", "atom_task")
+                         for n in names)
+    assert len(names) == 4 * len(moram_layers(strategy.model))
+    assert state["experiences_done"] == 1 and state["seen_domains"][0]["name"] == "alpha"
+
+
+def test_a_checkpoint_of_another_strategy_is_refused(make_stream, tokenizer, tmp_path):
+    strategy, benchmark, _ = fresh_run(MoRAM, make_stream, tokenizer, atoms_per_task=4, topk=2)
+    run_stream(strategy, benchmark, tmp_path, max_experiences=1, progress=False)
+    other, benchmark, _ = fresh_run(FineTune, make_stream, tokenizer)
+    with pytest.raises(ValueError, match="written by a MoRAM run"):
+        run_stream(other, benchmark, tmp_path, progress=False)
