@@ -34,11 +34,14 @@ def heatmap(values: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[
     ax.imshow(np.ma.masked_invalid(values), cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     ax.set_xticks(range(cols), labels=list(col_labels), rotation=45, ha="right")
     ax.set_yticks(range(rows), labels=list(row_labels))
+    low = np.nanmin(values) if vmin is None else vmin
+    high = np.nanmax(values) if vmax is None else vmax
     for r in range(rows):
         for c in range(cols):
             if np.isfinite(values[r, c]):
+                bright = (values[r, c] - low) > 0.6 * (high - low)  # viridis is light at the top
                 ax.text(c, r, fmt.format(values[r, c]), ha="center", va="center", fontsize=8,
-                        color="white")
+                        color="black" if bright else "white")
     if title:
         ax.set_title(title)
     return _figure_to_image(fig)
