@@ -73,8 +73,6 @@ def _stateful(strategy):
 
 def save_run_state(strategy, path) -> Path:
     """Write the checkpoint of ``strategy`` after its last completed experience."""
-    from .benchmarks.clip_benchmark import Domain  # noqa: F401  (documents the stored type)
-
     state = {
         "version": FORMAT_VERSION,
         "strategy": type(strategy).__name__,

@@ -1,5 +1,6 @@
 """Continual-learning streams for CLIP, selectable by name (``--benchmark``)."""
 
+from ..registry import lookup
 from .clip_benchmark import LABEL_SPACES, Domain, clip_benchmark, label_offsets
 
 
@@ -15,12 +16,7 @@ BENCHMARKS = {"synthetic": _synthetic}
 
 def get_benchmark(name: str):
     """The builder registered as ``name``; a clear error for unknown names."""
-    try:
-        return BENCHMARKS[name.lower()]
-    except KeyError:
-        raise ValueError(
-            f"unknown benchmark {name!r}; available: {', '.join(sorted(BENCHMARKS))}"
-        ) from None
+    return lookup(BENCHMARKS, name, "benchmark")
 
 
 __all__ = ["BENCHMARKS", "Domain", "LABEL_SPACES", "clip_benchmark", "get_benchmark", "label_offsets"]

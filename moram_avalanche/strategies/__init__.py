@@ -1,5 +1,6 @@
 """CLIP continual-learning strategies (Avalanche), selectable by name."""
 
+from ..registry import lookup
 from ..checkpoint import enable_avalanche_checkpointing
 from .base import CLIPStrategy
 from .finetune import FineTune
@@ -14,12 +15,7 @@ STRATEGIES = {"moram": MoRAM, "finetune": FineTune, "zeroshot": ZeroShot}
 
 def get_strategy(name: str):
     """The strategy class registered as ``name``; a clear error for unknown names."""
-    try:
-        return STRATEGIES[name.lower()]
-    except KeyError:
-        raise ValueError(
-            f"unknown strategy {name!r}; available: {', '.join(sorted(STRATEGIES))}"
-        ) from None
+    return lookup(STRATEGIES, name, "strategy")
 
 
 __all__ = ["CLIPStrategy", "FineTune", "MoRAM", "MoRAMPlugin", "ZeroShot", "STRATEGIES",

@@ -12,6 +12,7 @@ class ZeroShot(CLIPStrategy):
     """
 
     def __init__(self, *, model, tokenizer, **kwargs):
-        kwargs.pop("iterations", None)
+        if kwargs.pop("iterations", 0):
+            raise ValueError("ZeroShot does not train: leave `iterations` unset")
         model.requires_grad_(False)
         super().__init__(model=model, tokenizer=tokenizer, iterations=0, **kwargs)
