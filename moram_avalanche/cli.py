@@ -117,7 +117,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 0
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("moram_avalanche").setLevel(logging.INFO)  # ours; libraries stay quiet
     try:
         return int(args.func(args) or 0)
     except ValueError as err:
