@@ -148,11 +148,12 @@ def run_demo(out_dir, *, cache_dir=None, config: Optional[DemoConfig] = None,
         matrix = AccuracyMatrix(out_dir=run_dir)
         evaluator = EvaluationPlugin(matrix, loggers=[TensorboardLogger(run_dir / "tb")])
         kwargs = dict(model=model, tokenizer=tokenizer, evaluator=evaluator, progress=progress,
-                      iterations=config.iterations, train_mb_size=config.batch_size)
+                      train_mb_size=config.batch_size)
         if name == "finetune":
-            kwargs["lr"] = config.finetune_lr
+            kwargs.update(lr=config.finetune_lr, iterations=config.iterations)
         if name == "moram":
-            kwargs.update(lr=config.moram_lr, atoms_per_task=config.atoms_per_task, topk=config.topk)
+            kwargs.update(lr=config.moram_lr, iterations=config.iterations,
+                          atoms_per_task=config.atoms_per_task, topk=config.topk)
         strategy = get_strategy(name)(**kwargs)
         run_stream(strategy, benchmark, run_dir, progress=progress)
         results[name] = matrix.report()
