@@ -130,13 +130,20 @@ class MoRAMFunction(torch.autograd.Function):
         wide = proj.dtype  # routing dtype (float32 or wider)
         start = ctx.num_frozen
 
-        # read-out: dL/dc_i = g . B_i (one GEMM over the bank, then the k used columns)
-        grad_coef = (grad_out @ value_bank.t()).gather(1, routing.idx).to(wide)
-        if needs[6]:
+        if needs[6]:  # dL/dB_i = sum over tokens of c_i g, for the trainable rows
             coef = (routing.weights * routing.kept_proj).to(grad_out.dtype)
             grads[6] = _tail_rows(routing.idx, coef, start, value_bank.shape[0]).t() @ grad_out
 
+        if needs[1]:
+            grads[1] = grad_out.t() @ tokens
+        if needs[2]:
+            grads[2] = grad_out.sum(0)
+        if not (needs[0] or needs[5]):
+            return tuple(grads)  # nothing upstream of the projections needs a gradient
+
         # router: c = w * p_I with w = u * gate, u = softmax(s_I / tau), s_I = p_I / n
+        # read-out: dL/dc_i = g . B_i (one GEMM over the bank, then the k used columns)
+        grad_coef = (grad_out @ value_bank.t()).gather(1, routing.idx).to(wide)
         grad_kept_proj = grad_coef * routing.weights
         grad_softmax = grad_coef * routing.kept_proj
         if ctx.threshold is not None:
@@ -158,10 +165,6 @@ class MoRAMFunction(torch.autograd.Function):
             if weight is not None:
                 grad_tokens.addmm_(grad_out, weight)
             grads[0] = grad_tokens
-        if needs[1]:
-            grads[1] = grad_out.t() @ tokens
-        if needs[2]:
-            grads[2] = grad_out.sum(0)
         if needs[5]:
             grads[5] = grad_proj[:, start:].t() @ tokens
         return tuple(grads)

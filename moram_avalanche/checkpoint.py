@@ -63,7 +63,7 @@ def _stateful(strategy):
     """Plugins and metrics with a state to keep, by a stable key."""
     items = {}
     for index, plugin in enumerate(strategy.plugins):
-        if hasattr(plugin, "state_dict") and hasattr(plugin, "load_state_dict") and not isinstance(plugin, torch.nn.Module):
+        if hasattr(plugin, "state_dict") and hasattr(plugin, "load_state_dict"):
             items[f"plugin{index}:{type(plugin).__name__}"] = plugin
     for index, metric in enumerate(getattr(strategy.evaluator, "metrics", [])):
         if hasattr(metric, "state_dict") and hasattr(metric, "load_state_dict"):

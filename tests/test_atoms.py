@@ -318,3 +318,37 @@ def test_cuda_matches_cpu():
         out = layer.train()(x.cuda().requires_grad_())
     out.float().sum().backward()
     assert out.dtype == torch.float16 and torch.isfinite(layer.new_keys.grad).all()
+
+
+@pytest.mark.parametrize("train_base,train_keys,input_grad", [
+    (True, True, True),     # base weight unfrozen too (e.g. fine-tuning with atoms)
+    (False, False, False),  # values only, input without grad: the router backward is skipped
+    (True, False, False),   # base and values only
+])
+def test_gradients_for_every_subset_of_trainable_tensors(train_base, train_keys, input_grad):
+    torch.manual_seed(3)
+    layer = make_layer(7, 5, atoms_per_task=3, topk=2, temperature=0.1)
+    grow(layer, 2)
+    layer.base.requires_grad_(train_base)
+    layer.new_keys.requires_grad_(train_keys)
+    x = torch.randn(4, 7, dtype=torch.float64, requires_grad=input_grad)
+    out = layer.train()(x)
+    weight = layer.base.weight.detach().clone().requires_grad_()
+    bias = layer.base.bias.detach().clone().requires_grad_()
+    keys = layer.keys[3:].clone().requires_grad_()
+    values = layer.values[:, 3:].clone().requires_grad_()
+    x_ref = x.detach().clone().requires_grad_()
+    expected = naive_moram(x_ref, weight, bias, [layer.keys[:3], keys], [layer.values[:, :3], values],
+                           topk=2, temperature=0.1, threshold=0.2, training=True)
+    upstream = torch.randn_like(out)
+    out.backward(upstream)
+    expected.backward(upstream)
+    torch.testing.assert_close(layer.new_values.grad.t(), values.grad)
+    if train_base:
+        torch.testing.assert_close(layer.base.weight.grad, weight.grad)
+        torch.testing.assert_close(layer.base.bias.grad, bias.grad)
+    assert (layer.new_keys.grad is not None) == train_keys
+    if train_keys:
+        torch.testing.assert_close(layer.new_keys.grad, keys.grad)
+    if input_grad:
+        torch.testing.assert_close(x.grad, x_ref.grad)
