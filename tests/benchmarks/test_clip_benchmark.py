@@ -1,8 +1,22 @@
 """Experiences carry the CLIP metadata; label offsets of the "all" label space."""
 
 import pytest
+import torch
 
 from moram_avalanche.benchmarks import Domain, label_offsets
+
+
+class Labelled(torch.utils.data.Dataset):
+    """Blank images with the given labels."""
+
+    def __init__(self, labels):
+        self.targets = list(labels)
+
+    def __len__(self):
+        return len(self.targets)
+
+    def __getitem__(self, index):
+        return torch.zeros(3, 32, 32), self.targets[index]
 
 
 def test_label_offsets_are_cumulative_class_counts():
@@ -30,8 +44,7 @@ def test_bad_inputs_are_reported(make_stream):
     with pytest.raises(ValueError, match="no '\\{\\}'"):
         Domain("a", ("x",), "a photo")
     from moram_avalanche.benchmarks import clip_benchmark
-    from tests_helpers import labelled
 
     with pytest.raises(ValueError, match="labels must be local"):
-        clip_benchmark([Domain("a", ("x", "y"), "{}")], [labelled([0, 3])], [labelled([0, 1])],
+        clip_benchmark([Domain("a", ("x", "y"), "{}")], [Labelled([0, 3])], [Labelled([0, 1])],
                        label_space="all")
