@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from typing import Any, Callable, Optional, Tuple
 
 from torch import nn
 
-logger = logging.getLogger(__name__)
 
 
 class WeightsUnavailableError(RuntimeError):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import logging
 import warnings
 from functools import partial
 from typing import List, Optional, Sequence
@@ -20,7 +19,6 @@ from ..clip.head import TextHead
 from .losses import clip_continual_loss
 from .schedule import cosine_lr_factor
 
-logger = logging.getLogger(__name__)
 
 
 class CLIPStrategy(SupervisedTemplate):
