@@ -1,0 +1,165 @@
+"""Parsers for the on-disk formats of the X-TAIL and MTIL datasets, and their one error type.
+
+Every problem with a dataset on disk is a :class:`DataError` naming the domain, the file or
+folder that was expected, the layout that is understood, and how to obtain what is missing;
+``check-data`` prints the same messages that the stream builders raise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+import numpy as np
+
+COOP_DATASETS_MD = "https://github.com/KaiyangZhou/CoOp/blob/main/DATASETS.md"
+DATA_STATUSES = ("found", "missing", "malformed")
+
+
+class DataError(ValueError):
+    """A domain's files are missing (``status="missing"``) or unreadable (``"malformed"``)."""
+
+    def __init__(self, domain: str, problem: str, *, status: str = "missing", expected: str = "",
+                 layout: str = "", fix: str = "") -> None:
+        self.domain, self.problem, self.status = domain, problem, status
+        self.expected, self.layout, self.fix = expected, layout, fix
+        lines = [f"{domain}: {problem}"]
+        lines += [f"  {label:<9} {text}" for label, text in
+                  (("expected:", expected), ("layout:", layout), ("fix:", fix)) if text]
+        super().__init__("\n".join(lines))
+
+
+def malformed(where: dict, problem: str, **details) -> DataError:
+    """A "malformed" :class:`DataError` for the domain / layout / fix in ``where``."""
+    return DataError(where["domain"], problem, status="malformed", layout=where["layout"],
+                     fix=where["fix"], **details)
+
+
+def find_dir(root: Path, candidates: Sequence[str], *, domain: str, layout: str, fix: str) -> Path:
+    """The first of ``root/candidate`` that is a folder (the spellings the reference code and
+    READMEs use for the same dataset); a "missing" :class:`DataError` listing all of them."""
+    for candidate in candidates:
+        if (root / candidate).is_dir():
+            return root / candidate
+    raise DataError(domain, f"no dataset folder under {root}", status="missing",
+                    expected=" or ".join(str(root / c) for c in candidates), layout=layout, fix=fix)
+
+
+def require(path: Path, *, domain: str, layout: str, fix: str, what: str = "file") -> Path:
+    """``path`` if it exists, else a "malformed" :class:`DataError` (the folder was found)."""
+    if not path.exists():
+        raise DataError(domain, f"missing {what} {path}", status="malformed", expected=str(path),
+                        layout=layout, fix=fix)
+    return path
+
+
+def read_coop_split(path: Path, *, domain: str, layout: str, fix: str
+                    ) -> Tuple[Dict[str, List[Tuple[str, int]]], Tuple[str, ...]]:
+    """A CoOp ``split_zhou_*.json``: ``{"train"|"val"|"test": [[relpath, label, classname], ...]}``.
+
+    Returns ``({split: [(relpath, label), ...]}, classnames)`` with the class names taken from
+    the train items, sorted by label [MoRAM XTAIL/scenario_datasets/utils.py read_split,
+    get_lab2cname; CoOp datasets/oxford_pets.py save_split].
+    """
+    require(path, domain=domain, layout=layout, fix=fix, what="split file")
+
+    def bad(problem):
+        return DataError(domain, f"malformed split file {path}: {problem}", status="malformed",
+                         expected='{"train": [[relpath, label, classname], ...], "val": [...], '
+                                  '"test": [...]} with labels 0..C-1',
+                         layout=layout, fix=fix)
+
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise bad(f"not readable JSON ({error})") from None
+    if not isinstance(raw, dict) or not {"train", "test"} <= set(raw):
+        raise bad(f"needs the keys 'train' and 'test', found {sorted(raw) if isinstance(raw, dict) else type(raw).__name__}")
+    splits: Dict[str, List[Tuple[str, int]]] = {}
+    names: Dict[int, str] = {}
+    for split in ("train", "val", "test"):
+        items = raw.get(split, [])
+        if not isinstance(items, list):
+            raise bad(f"'{split}' is a {type(items).__name__}, not a list")
+        rows = []
+        for i, item in enumerate(items):
+            if (not isinstance(item, (list, tuple)) or len(item) != 3 or not isinstance(item[0], str)
+                    or isinstance(item[1], bool) or not isinstance(item[1], int)
+                    or not isinstance(item[2], str)):
+                raise bad(f"item {i} of '{split}' is {str(item)[:80]}, not [relpath, label, classname]")
+            rows.append((item[0], item[1]))
+            if split == "train":
+                if names.setdefault(item[1], item[2]) != item[2]:
+                    raise bad(f"label {item[1]} is named both {names[item[1]]!r} and {item[2]!r}")
+        splits[split] = rows
+    if not splits["train"] or not splits["test"]:
+        raise bad("'train' and 'test' must not be empty")
+    if sorted(names) != list(range(len(names))):
+        raise bad(f"train labels must be 0..C-1, found {sorted(names)[:5]}...")
+    stray = {label for _, label in splits["test"]} - set(names)
+    if stray:
+        raise bad(f"test labels {sorted(stray)[:5]} do not occur in 'train'")
+    return splits, tuple(names[i] for i in range(len(names)))
+
+
+def read_lines(path: Path, *, domain: str, layout: str, fix: str) -> List[str]:
+    """The non-empty lines of a text file (stripped)."""
+    require(path, domain=domain, layout=layout, fix=fix)
+    try:
+        return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError) as error:
+        raise DataError(domain, f"cannot read {path}: {error}", status="malformed",
+                        layout=layout, fix=fix) from None
+
+
+def load_mat(path: Path, keys: Sequence[str], *, domain: str, layout: str, fix: str) -> dict:
+    """A MATLAB ``.mat`` file (scipy) that must hold ``keys``."""
+    from scipy.io import loadmat
+
+    require(path, domain=domain, layout=layout, fix=fix)
+    try:
+        data = loadmat(str(path), squeeze_me=True)
+    except (OSError, ValueError, TypeError) as error:
+        raise DataError(domain, f"cannot read {path}: {error}", status="malformed",
+                        layout=layout, fix=fix) from None
+    missing = [k for k in keys if k not in data]
+    if missing:
+        raise DataError(domain, f"{path} lacks the field(s) {missing}", status="malformed",
+                        expected=f"a .mat file with {list(keys)}", layout=layout, fix=fix)
+    return data
+
+
+_IDX_MAGIC = {2049: 1, 2051: 3}  # labels (1-D), images (3-D) [LeCun's MNIST page]
+
+
+def read_idx(path: Path, *, domain: str, layout: str, fix: str) -> np.ndarray:
+    """An uncompressed IDX file (MNIST) as a read-only ``numpy.memmap`` (nothing loaded)."""
+    require(path, domain=domain, layout=layout, fix=fix)
+    with open(path, "rb") as f:
+        header = f.read(4)
+        magic = int.from_bytes(header, "big") if len(header) == 4 else -1
+        ndim = _IDX_MAGIC.get(magic)
+        if ndim is None:
+            raise DataError(domain, f"{path} is not an uncompressed IDX file (magic {magic})",
+                            status="malformed", expected="magic 2049 (labels) or 2051 (images)",
+                            layout=layout, fix=fix + " (gunzip the downloaded *.gz files)")
+        shape = tuple(int.from_bytes(f.read(4), "big") for _ in range(ndim))
+    offset = 4 + 4 * ndim
+    if os.path.getsize(path) != offset + int(np.prod(shape)):
+        raise DataError(domain, f"{path} is truncated: header says {shape}", status="malformed",
+                        layout=layout, fix=fix)
+    return np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=shape)
+
+
+def zscl_random_split(n: int, ratio: float = 0.8, seed: int = 42) -> Tuple[List[int], List[int]]:
+    """The 80/20 train/test split ZSCL makes where a dataset has no official one (Caltech101,
+    EuroSAT, SUN397): ``torch.utils.data.random_split(range(n), [int(0.8 n), n - int(0.8 n)],
+    generator=torch.Generator().manual_seed(42))`` [ZSCL mtil/src/datasets/collections.py
+    split_dataset], reproduced index for index."""
+    import torch
+
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
+    cut = int(ratio * n)
+    return order[:cut], order[cut:]
