@@ -1,4 +1,4 @@
-"""The ``moram-avalanche`` command line: ``demo`` and ``run``.
+"""The ``moram-avalanche`` command line: ``demo``, ``run`` and ``check-data``.
 
 Heavy imports (torch, Avalanche, open_clip) happen inside the commands, so ``--help`` and
 argument errors are instant.
@@ -55,7 +55,8 @@ def cmd_run(args) -> int:
     torch.manual_seed(args.seed)
     model, train_tf, eval_tf, tokenizer = load_clip(args.model, pretrained=pretrained or None,
                                                     device=args.device)
-    benchmark = builder(args.data_root, train_transform=train_tf, eval_transform=eval_tf)
+    benchmark = builder(args.data_root, train_transform=train_tf, eval_transform=eval_tf,
+                        **_stream_options(args))
     log_dir = Path(args.log_dir)
     matrix = AccuracyMatrix(out_dir=log_dir)
     evaluator = EvaluationPlugin(matrix, loggers=[TensorboardLogger(log_dir / "tb")])
@@ -63,11 +64,47 @@ def cmd_run(args) -> int:
     strategy = strategy_class(
         model=model, tokenizer=tokenizer, evaluator=evaluator, device=args.device,
         train_mb_size=args.batch_size, progress=not args.no_progress, **options)
-    run_stream(strategy, benchmark, log_dir, resume=not args.no_resume, progress=not args.no_progress)
+    run_stream(strategy, benchmark, log_dir, resume=not args.no_resume, progress=not args.no_progress,
+               num_workers=args.num_workers)
     report = matrix.report()
     print(f"Transfer {report['transfer']:.1f}  Average {report['average']:.1f}  "
           f"Last {report['last']:.1f}   ({log_dir}/results.json)")
     return 0
+
+
+def _stream_options(args) -> dict:
+    """The benchmark options given on the command line (only those given)."""
+    options = {}
+    if args.order is not None:
+        options["order"] = args.order.split(",") if "," in args.order else args.order
+    if args.shots is not None:
+        options["shots"] = None if args.shots.lower() in ("full", "none") else _positive_int(args.shots)
+    if args.data_seed is not None:
+        options["seed"] = args.data_seed
+    if args.prompts is not None:
+        options["prompts"] = args.prompts
+    if args.on_bad_image is not None:
+        options["on_bad_image"] = args.on_bad_image
+    return options
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"--shots must be a positive integer or 'full', got {text!r}")
+    return int(text)
+
+
+def cmd_check_data(args) -> int:
+    from .benchmarks.check import check_data, format_report
+
+    benchmarks = ("xtail", "mtil") if args.benchmark == "all" else (args.benchmark,)
+    usable = True
+    for i, benchmark in enumerate(benchmarks):
+        reports = check_data(args.root, benchmark, verify_images=args.verify_images,
+                             progress=not args.no_progress)
+        print(("\n" if i else "") + format_report(reports, benchmark, args.root))
+        usable &= all(r.usable for r in reports)
+    return 0 if usable else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     run = commands.add_parser("run", help="one strategy over one benchmark, resumable")
-    run.add_argument("--benchmark", required=True, help="benchmark name (synthetic)")
+    run.add_argument("--benchmark", required=True, help="benchmark name (xtail, mtil, synthetic)")
     run.add_argument("--strategy", required=True, help="strategy name (moram, finetune, zeroshot)")
     run.add_argument("--data-root", default=None, help="dataset root folder (real benchmarks)")
     run.add_argument("--model", default="ViT-B-16", help="open_clip model name (default: ViT-B-16)")
@@ -105,9 +142,35 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--cache-dir", default=None, help="cache of the demo's tiny CLIP")
+    run.add_argument("--order", default=None,
+                     help="domain order: xtail 1|2, mtil I|II, or a comma-separated list of domains")
+    run.add_argument("--shots", default=None,
+                     help="training images per class, or 'full' (default: xtail 16, mtil full)")
+    run.add_argument("--data-seed", type=int, default=None,
+                     help="few-shot sampling seed (default: 42, the reference code's)")
+    run.add_argument("--prompts", default=None, choices=("moram", "rail", "zscl"),
+                     help="prompt templates (default: xtail moram, mtil zscl)")
+    run.add_argument("--on-bad-image", default=None, choices=("skip", "raise"),
+                     help="an unreadable image: skip it with a warning, counted in results.json "
+                          "(default), or stop")
+    run.add_argument("--num-workers", type=int, default=0,
+                     help="DataLoader worker processes decoding images (default: 0)")
     run.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
     run.set_defaults(func=cmd_run)
+
+    check = commands.add_parser(
+        "check-data", help="which X-TAIL / MTIL domains a data root holds, and what is wrong",
+        description="Report, per domain, found / missing / malformed (with the file or folder "
+                    "expected, the layout understood, and how to obtain it) and the numbers of "
+                    "classes and images. Exit status 1 when a benchmark cannot be built.")
+    check.add_argument("--root", required=True, help="the data root (--data-root of run)")
+    check.add_argument("--benchmark", default="all", choices=("xtail", "mtil", "all"),
+                       help="which protocol's layout to check (default: all)")
+    check.add_argument("--verify-images", action="store_true",
+                       help="also decode every image (slow) and count unreadable ones")
+    check.add_argument("--no-progress", action="store_true", help="no progress bars")
+    check.set_defaults(func=cmd_check_data)
     return parser
 
 

@@ -66,7 +66,8 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
     logs ``AccMatrix/<domain>`` at x = t + 1 (one TensorBoard curve per domain); each
     evaluation logs ``AccMatrix/Transfer``, ``/Average``, ``/Last`` and the matrix as a
     heatmap image ``AccMatrix/heatmap``, and, with ``out_dir``, writes ``results.json`` and
-    ``accuracy_matrix.csv`` there (atomically).
+    ``accuracy_matrix.csv`` there (atomically). On benchmarks read from disk, ``results.json``
+    also counts the images skipped as unreadable (``skipped_images``).
     """
 
     def __init__(self, out_dir: Optional[str] = None, stream_name: str = "test") -> None:
@@ -77,6 +78,7 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
         self.rows: Dict[int, Dict[int, float]] = {}
         self._correct = 0
         self._total = 0
+        self._bad_images = None  # the benchmark's record of skipped images, when it has one
 
     # ------------------------------------------------------------------ state
     def result(self) -> np.ndarray:
@@ -121,6 +123,7 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
         if not self._counts(strategy) or self._total == 0:
             return None
         experience = strategy.experience
+        self._bad_images = getattr(experience, "bad_images", self._bad_images)
         if not self.domains:
             self.domains = [d.name for d in experience.domains]
         row = strategy.clock.train_exp_counter - 1
@@ -152,6 +155,9 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
         report = {"domains": self.domains, "matrix": matrix.tolist(), "zero_shot": self.zero_shot}
         if matrix.size and not np.isnan(matrix).any():
             report.update(summarize(matrix))
+        if self._bad_images is not None:
+            skipped = self._bad_images.skipped()
+            report["skipped_images"] = {"count": len(skipped), "files": skipped}
         return report
 
     def write(self, out_dir, image=None) -> None:

@@ -21,8 +21,12 @@ logger = logging.getLogger(__name__)
 CHECKPOINT_NAME = "checkpoint.pt"
 
 
+BAD_IMAGES_NAME = "bad_images.jsonl"
+
+
 def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
-               max_experiences: Optional[int] = None, progress: bool = True) -> int:
+               max_experiences: Optional[int] = None, progress: bool = True,
+               num_workers: int = 0) -> int:
     """Train on each experience of ``benchmark.train_stream`` and evaluate ``test_stream`` after each.
 
     Args:
@@ -31,10 +35,20 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
         out_dir: where the checkpoint goes (and, typically, the strategy's results).
         resume: continue from ``out_dir/checkpoint.pt`` when it exists.
         max_experiences: stop after this many experiences in total (None: the whole stream).
+        num_workers: DataLoader worker processes for decoding images (training keeps its
+            workers alive while it cycles the data).
+
+    Images skipped as unreadable are recorded in ``out_dir/bad_images.jsonl`` (kept across
+    resumes) and counted in ``results.json``.
 
     Returns the number of experiences completed.
     """
     path = Path(out_dir) / CHECKPOINT_NAME
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    if getattr(benchmark, "bad_images", None) is not None:
+        benchmark.bad_images.redirect(Path(out_dir) / BAD_IMAGES_NAME)
+    loader = {"num_workers": num_workers}
+    train_loader = dict(loader, persistent_workers=num_workers > 0)
     done = 0
     if resume and path.exists():
         done = load_run_state(strategy, path)
@@ -44,8 +58,8 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
     bar = tqdm(total=len(stream), initial=done, desc=type(strategy).__name__, disable=not progress)
     try:
         for index in range(done, stop):
-            strategy.train(stream[index])
-            strategy.eval(benchmark.test_stream)
+            strategy.train(stream[index], **train_loader)
+            strategy.eval(benchmark.test_stream, **loader)
             save_run_state(strategy, path)
             done = index + 1
             bar.update()

@@ -1,17 +1,30 @@
-"""Continual-learning streams for CLIP, selectable by name (``--benchmark``)."""
+"""Continual-learning streams for CLIP, selectable by name (``--benchmark``).
+
+``xtail`` and ``mtil`` read the datasets from disk (:mod:`.streams`, :mod:`.domains`);
+``synthetic`` draws an offline stream (:mod:`.synthetic`).
+"""
 
 from ..registry import lookup
 from .clip_benchmark import LABEL_SPACES, Domain, clip_benchmark, label_offsets
+from .images import BadImageError, BadImages
+from .readers import DataError
+from .streams import MTIL_ORDERS, XTAIL_ORDERS, mtil, xtail
+
+#: options of the disk-backed streams (``--order``, ``--shots``, ...); synthetic takes none
+STREAM_OPTIONS = ("order", "shots", "seed", "prompts", "on_bad_image")
 
 
 def _synthetic(data_root=None, **kwargs):
     from .synthetic import synthetic
 
+    unsupported = sorted(k for k in kwargs if k in STREAM_OPTIONS)
+    if unsupported:
+        raise ValueError(f"the synthetic benchmark takes no {unsupported} options")
     return synthetic(**kwargs)
 
 
 #: ``--benchmark`` name -> builder(data_root, train_transform=..., eval_transform=..., ...)
-BENCHMARKS = {"synthetic": _synthetic}
+BENCHMARKS = {"synthetic": _synthetic, "xtail": xtail, "mtil": mtil}
 
 
 def get_benchmark(name: str):
@@ -19,4 +32,6 @@ def get_benchmark(name: str):
     return lookup(BENCHMARKS, name, "benchmark")
 
 
-__all__ = ["BENCHMARKS", "Domain", "LABEL_SPACES", "clip_benchmark", "get_benchmark", "label_offsets"]
+__all__ = ["BENCHMARKS", "BadImageError", "BadImages", "DataError", "Domain", "LABEL_SPACES",
+           "MTIL_ORDERS", "STREAM_OPTIONS", "XTAIL_ORDERS", "clip_benchmark", "get_benchmark",
+           "label_offsets", "mtil", "xtail"]

@@ -25,7 +25,7 @@ import numpy as np
 
 from . import classnames as names
 from .images import BadImages, ImageArrays, ImageFiles
-from .readers import (COOP_DATASETS_MD, DataError, find_dir, load_mat, malformed, read_coop_split,
+from .readers import (COOP_DATASETS_MD, find_dir, load_mat, malformed, read_coop_split,
                       read_idx, read_lines, require, zscl_random_split)
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
@@ -62,6 +62,7 @@ class _CoopLayout:
     image_roots: Tuple[str, ...]   # relative to the dataset folder; split relpaths join to it
     split_file: str
     source: str                    # what to download
+    section: str                   # its section in CoOp's DATASETS.md
 
     def describe(self, name: str) -> str:
         return (f"<root>/{{{','.join(self.folders)}}}/{self.split_file} and the images under "
@@ -69,7 +70,7 @@ class _CoopLayout:
 
     def fix(self, name: str) -> str:
         return (f"download {self.source} and {self.split_file} as {COOP_DATASETS_MD} describes "
-                f"(section {name})")
+                f"(section {self.section})")
 
 
 def _xtail_coop(name: str, layout: _CoopLayout,
@@ -416,8 +417,8 @@ def _mtil_sun397(root: Path, bad_images: BadImages) -> DomainData:
 
 
 # ------------------------------------------------------------------------------ the table
-def _coop(folders, image_roots, split_file, source):
-    return _CoopLayout(tuple(folders), tuple(image_roots), split_file, source)
+def _coop(folders, image_roots, split_file, source, section):
+    return _CoopLayout(tuple(folders), tuple(image_roots), split_file, source, section)
 
 
 SPECS: Dict[str, DomainSpec] = {spec.name: spec for spec in (
@@ -425,31 +426,33 @@ SPECS: Dict[str, DomainSpec] = {spec.name: spec for spec in (
                _aircraft(lambda v: v), _aircraft(names.underscores_to_spaces)),
     DomainSpec("Caltech101", ("caltech101", "caltech-101", "caltech"), _xtail_coop(
         "Caltech101", _coop(("caltech101", "caltech-101"), ("101_ObjectCategories",),
-                            "split_zhou_Caltech101.json", "101_ObjectCategories.tar.gz")),
+                            "split_zhou_Caltech101.json", "101_ObjectCategories.tar.gz", "Caltech101")),
         _mtil_caltech101),
     DomainSpec("CIFAR100", ("cifar100", "cifar-100"), None, _mtil_cifar100),
     DomainSpec("DTD", ("dtd", "describabletextures"), _xtail_coop(
         "DTD", _coop(("dtd",), ("images", "dtd/images"), "split_zhou_DescribableTextures.json",
-                     "dtd-r1.0.1.tar.gz")), _mtil_dtd),
+                     "dtd-r1.0.1.tar.gz", "DTD")), _mtil_dtd),
     DomainSpec("EuroSAT", ("eurosat",), _xtail_coop(
-        "EuroSAT", _coop(("eurosat",), ("2750",), "split_zhou_EuroSAT.json", "EuroSAT.zip"),
+        "EuroSAT", _coop(("eurosat",), ("2750",), "split_zhou_EuroSAT.json", "EuroSAT.zip",
+                     "EuroSAT"),
         rename=lambda n: n + names.XTAIL_EUROSAT_SUFFIX), _mtil_eurosat),
     DomainSpec("Flowers", ("flowers", "oxford_flowers", "flowers102", "oxfordflowers"), _xtail_coop(
         "Flowers", _coop(("flowers-102", "oxford_flowers"), ("jpg",), "split_zhou_OxfordFlowers.json",
-                         "102flowers.tgz")), _mtil_flowers),
+                         "102flowers.tgz", "Flowers102")), _mtil_flowers),
     DomainSpec("Food", ("food", "food101", "food-101"), _xtail_coop(
-        "Food", _coop(("food-101",), ("images",), "split_zhou_Food101.json", "food-101.tar.gz")),
+        "Food", _coop(("food-101",), ("images",), "split_zhou_Food101.json", "food-101.tar.gz",
+                  "Food101")),
         _mtil_food),
     DomainSpec("MNIST", ("mnist",), _mnist(names.xtail_mnist_name), _mnist(lambda c: c)),
     DomainSpec("OxfordPet", ("oxfordpet", "oxford_pets", "pets", "oxfordpets"), _xtail_coop(
         "OxfordPet", _coop(("oxford-iiit-pet", "oxford_pets"), ("images",),
-                           "split_zhou_OxfordPets.json", "images.tar.gz")), _mtil_pets),
+                           "split_zhou_OxfordPets.json", "images.tar.gz", "OxfordPets")), _mtil_pets),
     DomainSpec("StanfordCars", ("stanfordcars", "stanford_cars", "cars"), _xtail_coop(
         "StanfordCars", _coop(("stanford_cars",), (".",), "split_zhou_StanfordCars.json",
-                              "the Stanford Cars images and devkit")), _mtil_cars),
+                              "the Stanford Cars images and devkit", "StanfordCars")), _mtil_cars),
     DomainSpec("SUN397", ("sun397", "sun"), _xtail_coop(
         "SUN397", _coop(("SUN397", "sun397"), (".", "SUN397"), "split_zhou_SUN397.json",
-                        "SUN397.tar.gz")), _mtil_sun397),
+                        "SUN397.tar.gz", "SUN397")), _mtil_sun397),
 )}
 
 
