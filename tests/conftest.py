@@ -71,3 +71,28 @@ def tokenizer():
 
     simple = open_clip.tokenizer.SimpleTokenizer(context_length=16)
     return lambda texts: simple(texts)
+
+
+# ---------------------------------------------------------------- fake X-TAIL / MTIL data root
+@pytest.fixture(scope="session")
+def fake_root(tmp_path_factory):
+    """A read-only (by convention) fake root with every domain; copy it before changing it."""
+    from fake_data import make_fake_root
+
+    return make_fake_root(tmp_path_factory.mktemp("data"))
+
+
+@pytest.fixture
+def fresh_root(tmp_path):
+    """A fake root of this test's own, free to damage."""
+    from fake_data import make_fake_root
+
+    return make_fake_root(tmp_path / "data")
+
+
+@pytest.fixture
+def tiny_transforms():
+    from torchvision import transforms
+
+    tf = transforms.Compose([transforms.Resize((32, 32)), transforms.ToTensor()])
+    return tf, tf

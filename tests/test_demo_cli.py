@@ -44,7 +44,7 @@ def test_demo_pipeline_end_to_end(tmp_path, capsys):
 
 def test_cli_rejects_unknown_names(capsys, tmp_path):
     assert main(["run", "--benchmark", "imagenet-r", "--strategy", "moram", "--log-dir", str(tmp_path)]) == 2
-    assert "unknown benchmark 'imagenet-r'; available: synthetic" in capsys.readouterr().err
+    assert "unknown benchmark 'imagenet-r'; available: mtil, synthetic, xtail" in capsys.readouterr().err
     assert main(["run", "--benchmark", "synthetic", "--strategy", "ewc", "--log-dir", str(tmp_path)]) == 2
     assert "unknown strategy 'ewc'; available: finetune, moram, zeroshot" in capsys.readouterr().err
     with pytest.raises(SystemExit):

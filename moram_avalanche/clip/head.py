@@ -40,9 +40,15 @@ class TextHead:
         return self._cache[key]
 
     def ensemble(self, prompt_sets: Sequence[Sequence[str]]) -> torch.Tensor:
-        """``[C, D]`` classifier from ``prompt_sets[t][c]`` (template t, class c), no gradient."""
-        stacked = torch.stack([self.embed(prompts) for prompts in prompt_sets])
-        return F.normalize(stacked.mean(0), dim=-1)
+        """``[C, D]`` classifier from ``prompt_sets[t][c]`` (template t, class c), no gradient.
+
+        All templates go through the text encoder together (``batch_size`` prompts a call),
+        not one call per template: MTIL's Caltech101 set alone has 34 templates."""
+        classes = {len(prompts) for prompts in prompt_sets}
+        if len(classes) != 1:
+            raise ValueError(f"every template needs one prompt per class, got lengths {sorted(classes)}")
+        flat = self.embed([p for prompts in prompt_sets for p in prompts])
+        return F.normalize(flat.view(len(prompt_sets), classes.pop(), -1).mean(0), dim=-1)
 
     def _encode(self, prompts: Tuple[str, ...]) -> torch.Tensor:
         device = next(self.model.parameters()).device

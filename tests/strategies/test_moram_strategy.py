@@ -74,5 +74,5 @@ def test_unknown_names_are_reported():
 
     with pytest.raises(ValueError, match="available: finetune, moram, zeroshot"):
         get_strategy("lora")
-    with pytest.raises(ValueError, match="available: synthetic"):
+    with pytest.raises(ValueError, match="available: mtil, synthetic, xtail"):
         get_benchmark("imagenet")

@@ -10,7 +10,6 @@ import pickle
 import zlib
 
 import numpy as np
-import pytest
 from PIL import Image
 
 TRAIN, SHORT, TEST = 18, 6, 3  # training images per class (SHORT for the short class), test
@@ -234,23 +233,3 @@ def make_fake_root(root):
     for write in WRITERS.values():
         write(root)
     return root
-
-
-@pytest.fixture(scope="session")
-def fake_root(tmp_path_factory):
-    """A read-only (by convention) fake root with every domain; copy it before changing it."""
-    return make_fake_root(tmp_path_factory.mktemp("data"))
-
-
-@pytest.fixture
-def fresh_root(tmp_path):
-    """A fake root of this test's own, free to damage."""
-    return make_fake_root(tmp_path / "data")
-
-
-@pytest.fixture
-def tiny_transforms():
-    from torchvision import transforms
-
-    tf = transforms.Compose([transforms.Resize((32, 32)), transforms.ToTensor()])
-    return tf, tf
