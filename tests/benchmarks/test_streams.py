@@ -184,3 +184,19 @@ def test_moram_runs_one_experience_and_one_evaluation(build, fake_root, tiny_cli
     assert row.shape == (1, len(bench.test_stream)) and ((0 <= row) & (row <= 100)).all()
     assert matrix.report()["skipped_images"] == {"count": 0, "files": {}}
     assert all(layer.num_frozen == 2 for layer in moram_layers(tiny_clip).values())
+
+
+def test_images_skipped_in_worker_processes_are_recorded(fake_root, tmp_path):
+    """Workers hold copies of the record; the shared log file still sees every skip."""
+    import torch
+
+    root = tmp_path / "data"
+    shutil.copytree(fake_root / "food-101", root / "food-101")
+    broken = root / "food-101" / "images" / "baby_back_ribs" / "1001.jpg"
+    broken.write_bytes(b"")
+    bench = mtil(root, order=["food"], train_transform=lambda image: torch.zeros(1))
+    loader = torch.utils.data.DataLoader(bench.train_stream[0].dataset.train(), batch_size=8,
+                                         num_workers=1)
+    labels = torch.cat([batch[1] for batch in loader]).tolist()  # (the warning is the worker's)
+    assert labels == [0] * TRAIN + [1] * SHORT
+    assert bench.bad_images.skipped() == {str(broken): "Food"}
