@@ -168,38 +168,36 @@ def _image_files(folder: Path) -> List[Path]:
     return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
 
 
-def _split_80_20(name: str, folder: Path, paths: List[Path], targets: List[int],
-                 classnames: Sequence[str], bad_images: BadImages) -> DomainData:
-    data = ImageFiles(paths, targets, name=name, bad_images=bad_images)
-    train, test = zscl_random_split(len(data))
-    return DomainData(name, tuple(classnames), data.subset(train), data.subset(test), folder)
-
-
-def _class_folders(name, root, folders, layout, fix, skip=()) -> Tuple[Path, List[str]]:
+def _image_folder_80_20(name, root, folders, layout, fix, rename: Dict[str, str],
+                        bad_images: BadImages, skip=()) -> DomainData:
+    """One folder of images per class (sorted classes, files sorted by name), split 80/20
+    with ZSCL's seed; class names from ``rename`` (folder -> name) or ``_`` -> space."""
     where = _tv(name, folders, layout, fix)
     folder = find_dir(root, folders, **where)
     classes = sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name not in skip)
     if not classes:
         raise malformed(where, f"{folder} has no class folders")
-    return folder, classes
+    paths, targets = [], []
+    for label, cls in enumerate(classes):
+        files = _image_files(folder / cls)
+        paths += files
+        targets += [label] * len(files)
+    data = ImageFiles(paths, targets, name=name, bad_images=bad_images)
+    train, test = zscl_random_split(len(data))
+    classnames = tuple(rename.get(c, names.underscores_to_spaces(c)) for c in classes)
+    return DomainData(name, classnames, data.subset(train), data.subset(test), folder)
 
 
 def _mtil_caltech101(root: Path, bad_images: BadImages) -> DomainData:
     """Torchvision's Caltech101 (101 categories: BACKGROUND_Google dropped, Faces_easy kept),
     ZSCL's descriptive names, ZSCL's seeded 80/20 split over (sorted category, image) order.
     Images are listed sorted by file name, which is torchvision's image_0001... order."""
-    folders = ("caltech101/101_ObjectCategories", "caltech-101/101_ObjectCategories")
-    folder, classes = _class_folders(
-        "Caltech101", root, folders, "<category>/image_0001.jpg ...",
+    return _image_folder_80_20(
+        "Caltech101", root, ("caltech101/101_ObjectCategories", "caltech-101/101_ObjectCategories"),
+        "<category>/image_0001.jpg ...",
         "download caltech-101.zip from https://data.caltech.edu/records/mzrjq-6wc02 and extract "
-        "101_ObjectCategories.tar.gz into <root>/caltech101", skip=("BACKGROUND_Google",))
-    paths, targets = [], []
-    for label, category in enumerate(classes):
-        files = _image_files(folder / category)
-        paths += files
-        targets += [label] * len(files)
-    classnames = [names.CALTECH101_MTIL.get(c, names.underscores_to_spaces(c)) for c in classes]
-    return _split_80_20("Caltech101", folder, paths, targets, classnames, bad_images)
+        "101_ObjectCategories.tar.gz into <root>/caltech101", names.CALTECH101_MTIL,
+        bad_images, skip=("BACKGROUND_Google",))
 
 
 def _mtil_cifar100(root: Path, bad_images: BadImages) -> DomainData:
@@ -263,17 +261,10 @@ def _mtil_dtd(root: Path, bad_images: BadImages) -> DomainData:
 def _mtil_eurosat(root: Path, bad_images: BadImages) -> DomainData:
     """EuroSAT RGB as an image folder (sorted classes, sorted files), ZSCL's names and seeded
     80/20 split [ZSCL collections.py EuroSAT; torchvision EuroSAT]."""
-    folder, classes = _class_folders(
+    return _image_folder_80_20(
         "EuroSAT", root, ("eurosat/2750",), "<Class>/*.jpg",
         "download EuroSAT.zip (RGB) from https://github.com/phelber/EuroSAT and extract it so "
-        "that <root>/eurosat/2750/<Class>/ exists")
-    paths, targets = [], []
-    for label, name in enumerate(classes):
-        files = _image_files(folder / name)
-        paths += files
-        targets += [label] * len(files)
-    classnames = [names.EUROSAT_MTIL.get(c, names.underscores_to_spaces(c)) for c in classes]
-    return _split_80_20("EuroSAT", folder, paths, targets, classnames, bad_images)
+        "that <root>/eurosat/2750/<Class>/ exists", names.EUROSAT_MTIL, bad_images)
 
 
 def _mtil_flowers(root: Path, bad_images: BadImages) -> DomainData:
@@ -411,9 +402,11 @@ def _mtil_sun397(root: Path, bad_images: BadImages) -> DomainData:
     for label, class_path in enumerate(class_paths):
         pairs += [(p, label) for p in (folder / class_path.lstrip("/")).glob("sun_*.jpg")]
     pairs.sort(key=lambda pair: pair[0].relative_to(folder).as_posix())
-    classnames = [names.underscores_to_spaces(names.sun397_name(c)) for c in class_paths]
-    return _split_80_20("SUN397", folder, [p for p, _ in pairs], [y for _, y in pairs],
-                        classnames, bad_images)
+    classnames = tuple(names.underscores_to_spaces(names.sun397_name(c)) for c in class_paths)
+    data = ImageFiles([p for p, _ in pairs], [y for _, y in pairs], name="SUN397",
+                      bad_images=bad_images)
+    train, test = zscl_random_split(len(data))
+    return DomainData("SUN397", classnames, data.subset(train), data.subset(test), folder)
 
 
 # ------------------------------------------------------------------------------ the table
