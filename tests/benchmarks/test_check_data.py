@@ -3,6 +3,8 @@
 import json
 import shutil
 
+import pytest
+
 from moram_avalanche.benchmarks.check import check_data, format_report
 from moram_avalanche.cli import main
 
@@ -67,10 +69,11 @@ def test_cli_run_on_xtail_with_stream_options(fake_root, tmp_path, capsys):
         shutil.copytree(fake_root / folder, root / folder)
     broken = root / "dtd/dtd/images/bubbly/bubbly_0007.jpg"  # a test image (6 train + 3 test)
     broken.write_bytes(b"garbage")
-    code = main(["run", "--benchmark", "xtail", "--data-root", str(root), "--strategy", "zeroshot",
-                 "--model", "moram-synthetic-tiny", "--pretrained", "none", "--shots", "1",
-                 "--order", "mnist,dtd", "--prompts", "rail", "--cache-dir", str(tmp_path / "cache"),
-                 "--log-dir", str(tmp_path / "run"), "--no-progress"])
+    with pytest.warns(UserWarning, match="cannot read image .*bubbly_0007.jpg of dataset 'DTD'"):
+        code = main(["run", "--benchmark", "xtail", "--data-root", str(root), "--strategy", "zeroshot",
+                     "--model", "moram-synthetic-tiny", "--pretrained", "none", "--shots", "1",
+                     "--order", "mnist,dtd", "--prompts", "rail", "--cache-dir", str(tmp_path / "cache"),
+                     "--log-dir", str(tmp_path / "run"), "--no-progress"])
     assert code == 0, capsys.readouterr().err
     report = json.loads((tmp_path / "run" / "results.json").read_text())
     assert report["domains"] == ["MNIST", "DTD"]
