@@ -10,8 +10,8 @@ offline stand-in the demo uses.
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, List, Sequence, Tuple
 
 import torch
 
@@ -30,7 +30,7 @@ class ImageList(torch.utils.data.Dataset):
 
 
 def synthetic_reference(transform: Callable, *, images: int = 128, sentences: int = 200,
-                        seed: int = 12345) -> Tuple[ImageList, List[str]]:
+                        seed: int = 12345) -> tuple[ImageList, list[str]]:
     """Images and captions of the synthetic pre-training world, drawn apart from the demo's own.
 
     ``images`` captioned pictures (:func:`~moram_avalanche.benchmarks.synthetic.caption_pairs`,
@@ -57,7 +57,7 @@ def image_folder(root, transform: Callable):
     return ImageFolder(str(root), transform=transform)
 
 
-def read_sentences(path) -> List[str]:
+def read_sentences(path) -> list[str]:
     """Sentences from a text file, one per line; or the caption column of a CSV/TSV file.
 
     A tab-separated file whose header has a ``title`` column (what ZSCL's ``gather_cc.py``

@@ -1,7 +1,7 @@
 """CLIP continual-learning strategies (Avalanche), selectable by name."""
 
-from ..registry import lookup
 from ..checkpoint import enable_avalanche_checkpointing
+from ..registry import lookup
 from .base import CLIPStrategy
 from .finetune import FineTune
 from .lwf import LwF, LwFVR
@@ -24,6 +24,20 @@ def get_strategy(name: str):
     return lookup(STRATEGIES, name, "strategy")
 
 
-__all__ = ["CLIPStrategy", "DomainLR", "FineTune", "LwF", "LwFVR", "MoRAM", "MoRAMPlugin", "WiSEFT",
-           "ZSCL", "ZSCLFineTune", "ZSCL_MTIL_LR", "ZeroShot", "STRATEGIES", "get_strategy",
-           "moram_layers"]
+__all__ = [
+    "STRATEGIES",
+    "ZSCL",
+    "ZSCL_MTIL_LR",
+    "CLIPStrategy",
+    "DomainLR",
+    "FineTune",
+    "LwF",
+    "LwFVR",
+    "MoRAM",
+    "MoRAMPlugin",
+    "WiSEFT",
+    "ZSCLFineTune",
+    "ZeroShot",
+    "get_strategy",
+    "moram_layers",
+]

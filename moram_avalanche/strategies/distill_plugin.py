@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -40,7 +40,7 @@ class ReferenceDistillation(SupervisedPlugin):
     """
 
     def __init__(self, teacher: FrozenCLIP, *, temperature: float = 2.0, image_weight: float = 1.0,
-                 text_weight: float = 1.0, batch_size: Optional[int] = None, num_workers: int = 0) -> None:
+                 text_weight: float = 1.0, batch_size: int | None = None, num_workers: int = 0) -> None:
         super().__init__()
         if temperature <= 0:
             raise ValueError(f"temperature must be positive, got {temperature}")
@@ -50,9 +50,9 @@ class ReferenceDistillation(SupervisedPlugin):
         self.text_weight = text_weight
         self.batch_size = batch_size
         self.num_workers = num_workers
-        self.last_loss: Optional[torch.Tensor] = None
-        self._batches: Optional[Iterator] = None
-        self._text: Optional[torch.Tensor] = None
+        self.last_loss: torch.Tensor | None = None
+        self._batches: Iterator | None = None
+        self._text: torch.Tensor | None = None
 
     # -- what is distilled (subclasses)
     def reference_images(self, strategy) -> Dataset:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from .base import _domain_of
@@ -24,7 +22,7 @@ class LwFDistillation(ReferenceDistillation):
       teacher -- or, for LwF-VR, the fixed ``tokens`` (``--ref-sentences random``).
     """
 
-    def __init__(self, teacher: FrozenCLIP, tokens: Optional[torch.Tensor] = None, **kwargs) -> None:
+    def __init__(self, teacher: FrozenCLIP, tokens: torch.Tensor | None = None, **kwargs) -> None:
         super().__init__(teacher, **kwargs)
         self.tokens = tokens
 
@@ -65,8 +63,8 @@ class LwF(ZSCLFineTune):
     """
 
     def __init__(self, *, model, tokenizer, temperature: float = 2.0, image_weight: float = 1.0,
-                 text_weight: float = 1.0, distill_batch_size: Optional[int] = None,
-                 reference_tokens: Optional[torch.Tensor] = None, plugins=None, **kwargs):
+                 text_weight: float = 1.0, distill_batch_size: int | None = None,
+                 reference_tokens: torch.Tensor | None = None, plugins=None, **kwargs):
         self.distillation = LwFDistillation(
             FrozenCLIP(model), reference_tokens, temperature=temperature, image_weight=image_weight,
             text_weight=text_weight, batch_size=distill_batch_size)

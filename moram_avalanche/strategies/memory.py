@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, Iterable
+from collections.abc import Iterable
 
 import torch
 from avalanche.core import SupervisedPlugin
@@ -16,7 +16,7 @@ def tensors_bytes(tensors: Iterable[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
 
 
-def memory_footprint(strategy) -> Dict[str, int]:
+def memory_footprint(strategy) -> dict[str, int]:
     """Bytes of the tensors ``strategy`` holds, by owner.
 
     ``model`` (parameters and buffers), ``gradients``, ``optimizer`` (its state tensors), and
@@ -51,7 +51,7 @@ class PeakMemory(SupervisedPlugin):
         super().__init__()
         self.proxy_peak = 0
         self.cuda_peak = 0
-        self.breakdown: Dict[str, int] = {}
+        self.breakdown: dict[str, int] = {}
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
 
@@ -68,7 +68,7 @@ class PeakMemory(SupervisedPlugin):
         if torch.device(strategy.device).type == "cuda":
             self.cuda_peak = max(self.cuda_peak, torch.cuda.max_memory_allocated(strategy.device))
 
-    def report(self) -> Dict[str, object]:
+    def report(self) -> dict[str, object]:
         """``{"peak_mb", "kind", "breakdown_mb"}``: the CUDA peak when there is one, else the proxy."""
         cuda = self.cuda_peak > 0
         return {"peak_mb": (self.cuda_peak if cuda else self.proxy_peak) / 2 ** 20,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 
 def cosine_lr_factor(step: int, *, warmup: int, total: int) -> float:

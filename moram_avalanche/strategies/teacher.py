@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +32,7 @@ class FrozenCLIP:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def to(self, device) -> "FrozenCLIP":
+    def to(self, device) -> FrozenCLIP:
         self.model.to(device)
         return self
 

@@ -8,8 +8,6 @@ plugin is built), so a run checkpoint of the model between experiences is enough
 
 from __future__ import annotations
 
-from typing import Optional
-
 from avalanche.core import SupervisedPlugin
 from torch import nn
 
@@ -35,7 +33,7 @@ class WiSEMerge(SupervisedPlugin):
         on: where the anchor copy lives ("cpu" or "model").
     """
 
-    def __init__(self, alpha: float = 0.8, anchor: str = "start", zeroshot: Optional[nn.Module] = None,
+    def __init__(self, alpha: float = 0.8, anchor: str = "start", zeroshot: nn.Module | None = None,
                  on: str = "cpu") -> None:
         super().__init__()
         if not 0 <= alpha <= 1:
@@ -45,7 +43,7 @@ class WiSEMerge(SupervisedPlugin):
         if (anchor == "zeroshot") != (zeroshot is not None):
             raise ValueError("pass the zero-shot model exactly when anchor='zeroshot'")
         self.alpha, self.anchor, self.on = alpha, anchor, check_place(on)
-        self.copy: Optional[WeightCopy] = WeightCopy(zeroshot, on) if zeroshot is not None else None
+        self.copy: WeightCopy | None = WeightCopy(zeroshot, on) if zeroshot is not None else None
 
     def before_training_exp(self, strategy, **kwargs):
         if self.anchor == "start":
@@ -82,7 +80,7 @@ class WeightEnsemble(SupervisedPlugin):
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
         self.every, self.on = every, check_place(on)
-        self.average: Optional[WeightCopy] = None
+        self.average: WeightCopy | None = None
         self.count = 0
         self._step = 0
 
@@ -117,7 +115,7 @@ class L2Anchor(SupervisedPlugin):
         if weight < 0:
             raise ValueError(f"weight must be >= 0, got {weight}")
         self.weight, self.on = weight, check_place(on)
-        self.anchor: Optional[WeightCopy] = None
+        self.anchor: WeightCopy | None = None
         self.last_loss = None
 
     def before_training_exp(self, strategy, **kwargs):

@@ -15,7 +15,7 @@ model-sized block of accelerator memory). The reference keeps every copy on the 
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, Tuple
+from collections.abc import Iterator
 
 import torch
 from torch import nn
@@ -35,7 +35,7 @@ class WeightCopy:
     def __init__(self, model: nn.Module, on: str = "cpu") -> None:
         self.on = check_place(on)
         pin = self.on == "cpu" and torch.cuda.is_available()
-        self.tensors: Dict[str, torch.Tensor] = {}
+        self.tensors: dict[str, torch.Tensor] = {}
         with torch.no_grad():
             for name, param in model.named_parameters():
                 if self.on == "model":
@@ -50,7 +50,7 @@ class WeightCopy:
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.tensors.values())
 
-    def _pairs(self, model: nn.Module) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+    def _pairs(self, model: nn.Module) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for _, pair in self._named_pairs(model):
             yield pair
 

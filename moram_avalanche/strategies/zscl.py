@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from torch.utils.data import Dataset
 
@@ -73,11 +73,11 @@ class ZSCL(ZSCLFineTune):
         ValueError: when ``reference_images`` or ``reference_sentences`` is missing or empty.
     """
 
-    def __init__(self, *, model, tokenizer, reference_images: Optional[Dataset] = None,
-                 reference_sentences: Optional[Sequence[str]] = None, temperature: float = 2.0,
+    def __init__(self, *, model, tokenizer, reference_images: Dataset | None = None,
+                 reference_sentences: Sequence[str] | None = None, temperature: float = 2.0,
                  image_weight: float = 1.0, text_weight: float = 1.0, l2_weight: float = 1.0,
                  average_every: int = 100, weights_on: str = "cpu",
-                 distill_batch_size: Optional[int] = None, reference_workers: int = 0,
+                 distill_batch_size: int | None = None, reference_workers: int = 0,
                  plugins=None, **kwargs):
         _check_references(reference_images, reference_sentences)
         check_place(weights_on)
