@@ -61,6 +61,12 @@ def cmd_run(args) -> int:
     matrix = AccuracyMatrix(out_dir=log_dir)
     evaluator = EvaluationPlugin(matrix, loggers=[TensorboardLogger(log_dir / "tb")])
     options = {k: v for k, v in (("iterations", args.iterations), ("lr", args.lr)) if v is not None}
+    if args.ref_images or args.ref_sentences:
+        if args.strategy.lower() != "zscl":
+            raise ValueError("--ref-images / --ref-sentences are for --strategy zscl only")
+        from .benchmarks.reference_sets import reference_options
+
+        options.update(reference_options(args.ref_images, args.ref_sentences, eval_tf))
     strategy = strategy_class(
         model=model, tokenizer=tokenizer, evaluator=evaluator, device=args.device,
         train_mb_size=args.batch_size, progress=not args.no_progress, **options)
@@ -128,7 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="one strategy over one benchmark, resumable")
     run.add_argument("--benchmark", required=True, help="benchmark name (xtail, mtil, synthetic)")
-    run.add_argument("--strategy", required=True, help="strategy name (moram, finetune, zeroshot)")
+    run.add_argument("--strategy", required=True,
+                     help="strategy name (moram, finetune, zeroshot, wiseft, lwf, lwf-vr, zscl)")
     run.add_argument("--data-root", default=None, help="dataset root folder (real benchmarks)")
     run.add_argument("--model", default="ViT-B-16", help="open_clip model name (default: ViT-B-16)")
     run.add_argument("--pretrained", default="openai",
@@ -138,6 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-dir", required=True, help="output folder: TensorBoard, results, checkpoint")
     run.add_argument("--iterations", type=int, default=None, help="optimizer steps per experience")
     run.add_argument("--lr", type=float, default=None, help="learning rate (default: the strategy's)")
+    run.add_argument("--ref-images", default=None,
+                     help="zscl: reference image folder (class sub-folders, e.g. ImageNet train/), "
+                          "or 'synthetic'")
+    run.add_argument("--ref-sentences", default=None,
+                     help="zscl: reference sentences, one per line (or a Conceptual Captions TSV), "
+                          "or 'synthetic'")
     run.add_argument("--batch-size", type=int, default=64, help="training batch size (default: 64)")
     run.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     run.add_argument("--seed", type=int, default=0)

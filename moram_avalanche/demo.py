@@ -1,4 +1,4 @@
-"""The offline demo: ZeroShot, FineTune and MoRAM on the synthetic stream, side by side.
+"""The offline demo: ZeroShot, FineTune, WiSE-FT, LwF, ZSCL and MoRAM on the synthetic stream.
 
 1. A tiny open_clip model (registered with open_clip under :data:`TINY_NAME`) gets a brief
    contrastive pre-training on captioned images of a separate synthetic world
@@ -8,7 +8,15 @@
 2. Each strategy runs over the synthetic stream with :func:`~moram_avalanche.runner.run_stream`
    (resumable), logging to TensorBoard and writing ``results.json``, ``accuracy_matrix.csv``
    and ``accuracy_matrix.png`` under ``out_dir/<strategy>/``.
-3. The Transfer / Average / Last table is printed and written to ``out_dir/summary.md``.
+3. The Transfer / Average / Last table, with each strategy's peak memory
+   (:class:`~moram_avalanche.strategies.memory.PeakMemory`: the CUDA allocator's peak on a
+   GPU, else a CPU proxy counted from the tensors the strategy holds), is printed and written
+   to ``out_dir/summary.md``; ``out_dir/<strategy>/memory.json`` has the breakdown.
+
+The baselines run at the demo's iteration budget with their other settings scaled to it:
+warm-up and ZSCL's averaging period keep their share of ZSCL's few-shot budget (100 of 500
+iterations), and ZSCL distils on a small synthetic reference set
+(:func:`~moram_avalanche.benchmarks.reference_sets.synthetic_reference`).
 """
 
 from __future__ import annotations
@@ -51,6 +59,10 @@ class DemoConfig:
     test_size: int = 60
     label_space: str = "domain"
     finetune_lr: float = 3e-4
+    baseline_warmup: int = 16
+    zscl_average_every: int = 16
+    reference_images: int = 64
+    reference_sentences: int = 200
     moram_lr: float = 1e-2
     atoms_per_task: int = 16
     topk: int = 16
@@ -60,7 +72,8 @@ class DemoConfig:
     def quick(cls) -> "DemoConfig":
         """A seconds-long version for tests."""
         return cls(pretrain_steps=20, pretrain_pairs=256, pretrain_batch=64, iterations=8,
-                   batch_size=16, train_size=14, test_size=14, atoms_per_task=4, topk=4)
+                   batch_size=16, train_size=14, test_size=14, atoms_per_task=4, topk=4,
+                   baseline_warmup=2, zscl_average_every=2, reference_images=16, reference_sentences=20)
 
 
 def default_cache_dir() -> Path:
@@ -120,9 +133,12 @@ def pretrained_tiny_clip(cache_dir, config: DemoConfig, progress: bool = True) -
     return path
 
 
+DEMO_STRATEGIES = ("zeroshot", "finetune", "wiseft", "lwf", "zscl", "moram")
+
+
 def run_demo(out_dir, *, cache_dir=None, config: Optional[DemoConfig] = None,
-             strategies=("zeroshot", "finetune", "moram"), progress: bool = True) -> Dict[str, dict]:
-    """Run the demo; returns ``{strategy: results.json content}``."""
+             strategies=DEMO_STRATEGIES, progress: bool = True) -> Dict[str, dict]:
+    """Run the demo; returns ``{strategy: results.json content + {"memory": ...}}``."""
     from avalanche.logging import TensorboardLogger
     from avalanche.training.plugins import EvaluationPlugin
 
@@ -131,6 +147,7 @@ def run_demo(out_dir, *, cache_dir=None, config: Optional[DemoConfig] = None,
     from .metrics import AccuracyMatrix
     from .runner import run_stream
     from .strategies import get_strategy
+    from .strategies.memory import PeakMemory
     from .viz import atom_usage_heatmap
 
     config = config or DemoConfig()
@@ -147,16 +164,23 @@ def run_demo(out_dir, *, cache_dir=None, config: Optional[DemoConfig] = None,
         run_dir = out_dir / name
         matrix = AccuracyMatrix(out_dir=run_dir)
         evaluator = EvaluationPlugin(matrix, loggers=[TensorboardLogger(run_dir / "tb")])
+        peak = PeakMemory()
         kwargs = dict(model=model, tokenizer=tokenizer, evaluator=evaluator, progress=progress,
-                      train_mb_size=config.batch_size)
+                      train_mb_size=config.batch_size, plugins=[peak])
+        if name != "zeroshot":
+            kwargs.update(iterations=config.iterations)
         if name == "finetune":
-            kwargs.update(lr=config.finetune_lr, iterations=config.iterations)
+            kwargs.update(lr=config.finetune_lr)
+        if name in ("wiseft", "lwf", "lwf-vr", "zscl"):
+            kwargs.update(lr=config.finetune_lr, warmup=config.baseline_warmup)
+        if name == "zscl":
+            kwargs.update(_demo_reference(config, eval_tf), average_every=config.zscl_average_every)
         if name == "moram":
-            kwargs.update(lr=config.moram_lr, iterations=config.iterations,
-                          atoms_per_task=config.atoms_per_task, topk=config.topk)
+            kwargs.update(lr=config.moram_lr, atoms_per_task=config.atoms_per_task, topk=config.topk)
         strategy = get_strategy(name)(**kwargs)
         run_stream(strategy, benchmark, run_dir, progress=progress)
-        results[name] = matrix.report()
+        results[name] = {**matrix.report(), "memory": peak.report()}
+        atomic_write_text(run_dir / "memory.json", json.dumps(results[name]["memory"], indent=2) + "\n")
         if name == "moram" and strategy.moram_plugin.history:
             atom_usage_heatmap(strategy.moram_plugin.history[-1]).save(run_dir / "atom_usage.png")
     table = comparison_table(results)
@@ -166,11 +190,27 @@ def run_demo(out_dir, *, cache_dir=None, config: Optional[DemoConfig] = None,
     return results
 
 
+def _demo_reference(config: DemoConfig, eval_transform) -> dict:
+    from .benchmarks.reference_sets import synthetic_reference
+
+    images, sentences = synthetic_reference(eval_transform, images=config.reference_images,
+                                            sentences=config.reference_sentences, seed=config.seed + 2000)
+    return {"reference_images": images, "reference_sentences": sentences}
+
+
 def comparison_table(results: Dict[str, dict]) -> str:
-    """Markdown table: Transfer / Average / Last, and Last on the domains learned before the last."""
-    lines = ["| strategy | Transfer | Average | Last | Last (old domains) |", "|---|---|---|---|---|"]
+    """Markdown table: Transfer / Average / Last, Last on the domains learned before the last,
+    and peak memory (with a note saying what was measured) when the results have it."""
+    lines = ["| strategy | Transfer | Average | Last | Last (old domains) | Peak memory (MB) |",
+             "|---|---|---|---|---|---|"]
+    kinds = []
     for name, report in results.items():
         old = report["per_domain"]["last"][:-1]
         cells = [report["transfer"], report["average"], report["last"], sum(old) / len(old)]
-        lines.append(f"| {name} | " + " | ".join(f"{v:.1f}" for v in cells) + " |")
+        memory = report.get("memory")
+        peak = "-" if memory is None else f"{memory['peak_mb']:.1f}"
+        if memory is not None and memory["kind"] not in kinds:
+            kinds.append(memory["kind"])
+        lines.append(f"| {name} | " + " | ".join(f"{v:.1f}" for v in cells) + f" | {peak} |")
+    lines += [f"\nPeak memory: {kind}." for kind in kinds]
     return "\n".join(lines)

@@ -5,25 +5,37 @@ import json
 import pytest
 
 from moram_avalanche.cli import main
-from moram_avalanche.demo import DemoConfig, comparison_table, run_demo
+from moram_avalanche.demo import DEMO_STRATEGIES, DemoConfig, comparison_table, run_demo
 
 
 def test_demo_pipeline_end_to_end(tmp_path, capsys):
     cache = tmp_path / "cache"
     results = run_demo(tmp_path / "out", cache_dir=cache, config=DemoConfig.quick(), progress=False)
-    assert list(results) == ["zeroshot", "finetune", "moram"]
+    assert list(results) == ["zeroshot", "finetune", "wiseft", "lwf", "zscl", "moram"] == list(DEMO_STRATEGIES)
     for name, report in results.items():
         run = tmp_path / "out" / name
         assert len(report["matrix"]) == 5 and len(report["matrix"][0]) == 5
         assert json.loads((run / "results.json").read_text())["last"] == pytest.approx(report["last"])
         assert (run / "accuracy_matrix.csv").exists() and (run / "accuracy_matrix.png").exists()
         assert list((run / "tb").glob("events.out.tfevents.*"))
+        memory = json.loads((run / "memory.json").read_text())
+        assert memory == report["memory"] and memory["peak_mb"] > 0
     zero = results["zeroshot"]["matrix"]
     assert all(row == zero[0] for row in zero)  # ZeroShot never changes
     assert (tmp_path / "out" / "moram" / "atom_usage.png").exists()
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert summary.strip() == comparison_table(results) and "| moram |" in summary
     assert "| strategy | Transfer | Average | Last |" in capsys.readouterr().out
+    peaks = {name: report["memory"]["breakdown_mb"] for name, report in results.items()}
+    # full fine-tuning holds gradients and optimizer state for every weight; the baselines add
+    # a teacher (LwF), an anchor (WiSE-FT) or a teacher, an anchor and an average (ZSCL)
+    model = peaks["finetune"]["model"]
+    extra = {name: sum(v for k, v in b.items() if k not in ("model", "gradients", "optimizer"))
+             for name, b in peaks.items()}
+    assert extra["finetune"] == extra["zeroshot"] == 0
+    assert extra["wiseft"] == pytest.approx(model, rel=0.02) and extra["lwf"] == pytest.approx(model, rel=0.02)
+    assert extra["zscl"] == pytest.approx(3 * model, rel=0.02)
+    assert "Peak memory: CPU proxy" in summary or "Peak memory: torch.cuda" in summary
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -46,7 +58,8 @@ def test_cli_rejects_unknown_names(capsys, tmp_path):
     assert main(["run", "--benchmark", "imagenet-r", "--strategy", "moram", "--log-dir", str(tmp_path)]) == 2
     assert "unknown benchmark 'imagenet-r'; available: mtil, synthetic, xtail" in capsys.readouterr().err
     assert main(["run", "--benchmark", "synthetic", "--strategy", "ewc", "--log-dir", str(tmp_path)]) == 2
-    assert "unknown strategy 'ewc'; available: finetune, moram, zeroshot" in capsys.readouterr().err
+    assert ("unknown strategy 'ewc'; available: finetune, lwf, lwf-vr, moram, wiseft, zeroshot, zscl"
+            in capsys.readouterr().err)
     with pytest.raises(SystemExit):
         main(["run", "--strategy", "moram"])  # required options missing
 
@@ -60,3 +73,17 @@ def test_cli_run_on_the_synthetic_benchmark(tmp_path, capsys):
     assert "Transfer" in capsys.readouterr().out
     report = json.loads((tmp_path / "run" / "results.json").read_text())
     assert report["domains"] == ["shapes", "digits", "colours", "glyphs", "textures"]
+
+
+def test_cli_run_zscl_needs_and_takes_reference_data(tmp_path, capsys):
+    common = ["run", "--benchmark", "synthetic", "--model", "moram-synthetic-tiny", "--pretrained", "none",
+              "--cache-dir", str(tmp_path / "cache"), "--no-progress", "--iterations", "1", "--batch-size", "8"]
+    assert main([*common, "--strategy", "zscl", "--log-dir", str(tmp_path / "a")]) == 2
+    assert "ZSCL needs reference_images and reference_sentences" in capsys.readouterr().err
+    assert main([*common, "--strategy", "lwf", "--ref-images", "synthetic", "--log-dir", str(tmp_path / "b")]) == 2
+    assert "--strategy zscl only" in capsys.readouterr().err
+    sentences = tmp_path / "captions.txt"
+    sentences.write_text("a red circle.\n\na blue square on a striped background.\n")
+    assert main([*common, "--strategy", "zscl", "--ref-images", "synthetic", "--ref-sentences", str(sentences),
+                 "--log-dir", str(tmp_path / "c")]) == 0
+    assert len(json.loads((tmp_path / "c" / "results.json").read_text())["matrix"]) == 5

@@ -9,7 +9,7 @@ from avalanche.training.plugins import EvaluationPlugin
 
 from moram_avalanche.metrics import AccuracyMatrix
 from moram_avalanche.runner import run_stream
-from moram_avalanche.strategies import FineTune, MoRAM, moram_layers
+from moram_avalanche.strategies import ZSCL, FineTune, LwFVR, MoRAM, WiSEFT, moram_layers
 
 from conftest import TINY_CONFIG
 
@@ -25,9 +25,21 @@ def fresh_run(strategy_class, make_stream, tokenizer, **kwargs):
     return strategy, make_stream("all", train_sizes=(8, 6, 6)), metric
 
 
+ZSCL_REFERENCES = {
+    "reference_images": torch.utils.data.TensorDataset(
+        torch.randn(6, 3, 32, 32, generator=torch.Generator().manual_seed(1))),
+    "reference_sentences": ["a cat.", "a red dog.", "two birds."],
+}
+
+
 @pytest.mark.parametrize("strategy_class,kwargs", [
     (MoRAM, dict(atoms_per_task=4, topk=2, lr=1e-2)),
     (FineTune, dict(lr=1e-3)),
+    # their extra state (zero-shot teacher and WiSE anchor, LwF teacher = previous model, ZSCL's
+    # anchor and average, the virtual sentences) is rebuilt from the model and the arguments
+    (ZSCL, {"lr": 1e-3, "warmup": 1, "average_every": 2, **ZSCL_REFERENCES}),
+    (LwFVR, {"lr": 1e-3, "warmup": 1, "sentences": 20}),
+    (WiSEFT, {"lr": 1e-3, "warmup": 1, "anchor": "zeroshot"}),
 ])
 def test_resume_after_interruption_gives_the_identical_matrix(strategy_class, kwargs, make_stream,
                                                               tokenizer, tmp_path):

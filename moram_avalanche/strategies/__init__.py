@@ -1,16 +1,22 @@
 """CLIP continual-learning strategies (Avalanche), selectable by name."""
 
-from ..registry import lookup
 from ..checkpoint import enable_avalanche_checkpointing
+from ..registry import lookup
 from .base import CLIPStrategy
 from .finetune import FineTune
+from .lwf import LwF, LwFVR
 from .moram import MoRAM, MoRAMPlugin, moram_layers
+from .schedule import ZSCL_MTIL_LR, DomainLR
+from .wiseft import WiSEFT
 from .zeroshot import ZeroShot
+from .zscl import ZSCL
+from .zscl_finetune import ZSCLFineTune
 
 enable_avalanche_checkpointing()  # Avalanche's save_checkpoint under torch 2.15 (guide, section 5)
 
 #: ``--strategy`` name -> strategy class
-STRATEGIES = {"moram": MoRAM, "finetune": FineTune, "zeroshot": ZeroShot}
+STRATEGIES = {"moram": MoRAM, "finetune": FineTune, "zeroshot": ZeroShot, "wiseft": WiSEFT,
+              "lwf": LwF, "lwf-vr": LwFVR, "zscl": ZSCL}
 
 
 def get_strategy(name: str):
@@ -18,5 +24,20 @@ def get_strategy(name: str):
     return lookup(STRATEGIES, name, "strategy")
 
 
-__all__ = ["CLIPStrategy", "FineTune", "MoRAM", "MoRAMPlugin", "ZeroShot", "STRATEGIES",
-           "get_strategy", "moram_layers"]
+__all__ = [
+    "STRATEGIES",
+    "ZSCL",
+    "ZSCL_MTIL_LR",
+    "CLIPStrategy",
+    "DomainLR",
+    "FineTune",
+    "LwF",
+    "LwFVR",
+    "MoRAM",
+    "MoRAMPlugin",
+    "WiSEFT",
+    "ZSCLFineTune",
+    "ZeroShot",
+    "get_strategy",
+    "moram_layers",
+]

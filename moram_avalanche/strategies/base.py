@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 from ..benchmarks.clip_benchmark import Domain
 from ..clip.head import TextHead
 from .losses import clip_continual_loss
-from .schedule import cosine_lr_factor
+from .schedule import DomainLR, cosine_lr_factor
 
 
 
@@ -38,7 +38,7 @@ class CLIPStrategy(SupervisedTemplate):
       no trainable parameters;
     * the loss of :func:`~moram_avalanche.strategies.losses.clip_continual_loss` (image->text
       over the current classes, plus text->image over seen + current classes when the vision
-      encoder trains);
+      encoder trains; ``text_to_image_loss=False`` keeps the image->text term only);
     * evaluation in the label space the benchmark declares (``experience.label_space``):
       "all" -- every class of every domain, labels offset by ``experience.label_offset``
       (X-TAIL) -- or "domain" -- the experience's own classes with its template ensemble (MTIL).
@@ -49,8 +49,12 @@ class CLIPStrategy(SupervisedTemplate):
     Args (keyword-only; the rest go to ``SupervisedTemplate``):
         model: an open_clip CLIP model. tokenizer: its tokenizer.
         iterations: optimizer steps per experience (MoRAM: 500).
-        lr, weight_decay, warmup, label_smoothing: optimisation (MoRAM: 5e-4, 0, 0, 0).
+        lr, weight_decay, warmup, label_smoothing: optimisation (MoRAM: 5e-4, 0, 0, 0);
+            ``lr`` may be a :class:`~moram_avalanche.strategies.schedule.DomainLR` (a rate per
+            domain, read when each experience's optimizer is built).
         betas: AdamW betas (MoRAM release: (0.9, 0.9999)).
+        text_to_image_loss: add the text->image term of the loss when the vision encoder
+            trains (MoRAM release: True; the ZSCL lineage trains on image->text only).
         amp: mixed precision (fp16 autocast + gradient scaling) on CUDA; ignored on CPU.
         text_batch_size: prompts per text-encoder call.
         progress: show tqdm bars for training iterations and evaluation.
@@ -62,11 +66,12 @@ class CLIPStrategy(SupervisedTemplate):
         model,
         tokenizer,
         iterations: int = 500,
-        lr: float = 5e-4,
+        lr: float | DomainLR = 5e-4,
         weight_decay: float = 0.0,
         warmup: int = 0,
         label_smoothing: float = 0.0,
         betas=(0.9, 0.9999),
+        text_to_image_loss: bool = True,
         amp: bool = False,
         text_batch_size: int = 256,
         progress: bool = True,
@@ -92,6 +97,7 @@ class CLIPStrategy(SupervisedTemplate):
         self.warmup = warmup
         self.label_smoothing = label_smoothing
         self.betas = tuple(betas)
+        self.text_to_image_loss = text_to_image_loss
         self.progress = progress
         self.amp = amp and torch.device(device).type == "cuda"
         if amp and not self.amp:
@@ -121,8 +127,9 @@ class CLIPStrategy(SupervisedTemplate):
         if not params:
             self.optimizer = self.scheduler = None
             return
+        lr = self.lr(self.experience.domain) if isinstance(self.lr, DomainLR) else self.lr
         self.optimizer = torch.optim.AdamW(
-            params, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay
+            params, lr=lr, betas=self.betas, weight_decay=self.weight_decay
         )
         factor = partial(cosine_lr_factor, warmup=self.warmup, total=self.iterations)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
@@ -194,9 +201,12 @@ class CLIPStrategy(SupervisedTemplate):
             return F.cross_entropy(self.mb_output.float(), self.mb_y)
         return clip_continual_loss(
             self._image_features, self._current_text, self._seen_text, self.mb_y,
-            self.model.logit_scale.exp(), text_to_image=self._vision_trains,
+            self.model.logit_scale.exp(), text_to_image=self._uses_text_to_image(),
             label_smoothing=self.label_smoothing,
         )
+
+    def _uses_text_to_image(self) -> bool:
+        return self.text_to_image_loss and self._vision_trains
 
     def _training_text(self):
         domain = _domain_of(self.experience)
@@ -221,7 +231,7 @@ class CLIPStrategy(SupervisedTemplate):
         super()._before_training_exp(**kwargs)  # plugins may add parameters here
         self._vision_trains = _any_trainable(self.model.visual.parameters())
         self._text_trains = _any_trainable(_text_parameters(self.model))
-        prompts = [p for d in self.seen_domains for p in d.prompts()]
+        prompts = [p for d in self.seen_domains for p in d.prompts()] if self._uses_text_to_image() else []
         self._seen_text = self.text_head.embed(prompts) if prompts else None
 
     def _after_training_exp(self, **kwargs):

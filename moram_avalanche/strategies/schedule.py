@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 
 def cosine_lr_factor(step: int, *, warmup: int, total: int) -> float:
@@ -16,3 +17,33 @@ def cosine_lr_factor(step: int, *, warmup: int, total: int) -> float:
         return (step + 1) / warmup
     span = max(total - warmup, 1)
     return 0.5 * (1 + math.cos(math.pi * (step - warmup) / span))
+
+
+def _key(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+class DomainLR:
+    """A learning rate chosen by the domain being learned: ``overrides`` by name, else ``default``.
+
+    Domain names match case-insensitively and ignoring everything but letters and digits
+    ("FGVC-Aircraft" matches a key "fgvcaircraft"). ZSCL's MTIL scripts set the learning rate
+    per dataset this way (:data:`ZSCL_MTIL_LR`).
+    """
+
+    def __init__(self, default: float, overrides: Mapping[str, float] | None = None) -> None:
+        self.default = float(default)
+        self.overrides = {_key(k): float(v) for k, v in (overrides or {}).items()}
+        if self.default <= 0 or any(v <= 0 for v in self.overrides.values()):
+            raise ValueError(f"learning rates must be positive, got {self!r}")
+
+    def __call__(self, domain: str) -> float:
+        return self.overrides.get(_key(domain), self.default)
+
+    def __repr__(self) -> str:
+        return f"DomainLR({self.default:g}, {self.overrides})"
+
+
+#: ZSCL's MTIL learning rates: 1e-5, and 5e-5 for Aircraft and MNIST (the per-dataset ``lr``
+#: arrays of ZSCL.sh, lwf.sh, lwf_vr.sh and WiSE_finetune.sh [ZSCL mtil/scripts/*.sh]).
+ZSCL_MTIL_LR = DomainLR(1e-5, {"aircraft": 5e-5, "fgvcaircraft": 5e-5, "mnist": 5e-5})

@@ -72,7 +72,7 @@ def test_unknown_names_are_reported():
     from moram_avalanche.benchmarks import get_benchmark
     from moram_avalanche.strategies import get_strategy
 
-    with pytest.raises(ValueError, match="available: finetune, moram, zeroshot"):
+    with pytest.raises(ValueError, match="available: finetune, lwf, lwf-vr, moram, wiseft, zeroshot, zscl"):
         get_strategy("lora")
     with pytest.raises(ValueError, match="available: mtil, synthetic, xtail"):
         get_benchmark("imagenet")

@@ -1,0 +1,98 @@
+"""Reference images and sentences for ZSCL: from disk, or a small synthetic pair for offline runs.
+
+ZSCL distils zero-shot CLIP on images and sentences unrelated to the stream; its paper uses
+ImageNet's training set and the captions of Conceptual Captions' validation split [ZSCL
+mtil/scripts/ZSCL.sh, mtil/src/datasets/cc.py]. Any image folder and any list of sentences
+will do: :func:`image_folder`, :func:`read_sentences`. :func:`synthetic_reference` draws the
+offline stand-in the demo uses.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+
+
+class ImageList(torch.utils.data.Dataset):
+    """In-memory images, each passed through ``transform`` on access."""
+
+    def __init__(self, images: Sequence, transform: Callable) -> None:
+        self.images, self.transform = list(images), transform
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return self.transform(self.images[index])
+
+
+def synthetic_reference(transform: Callable, *, images: int = 128, sentences: int = 200,
+                        seed: int = 12345) -> tuple[ImageList, list[str]]:
+    """Images and captions of the synthetic pre-training world, drawn apart from the demo's own.
+
+    ``images`` captioned pictures (:func:`~moram_avalanche.benchmarks.synthetic.caption_pairs`,
+    with their captions dropped) and the distinct captions of ``sentences`` further pairs --
+    the synthetic counterpart of ImageNet images and Conceptual Captions sentences.
+    ``transform`` is the model's eval transform.
+    """
+    from .synthetic import caption_pairs
+
+    if images < 1 or sentences < 1:
+        raise ValueError(f"need at least one image and one sentence, got {images} and {sentences}")
+    pictures, captions = caption_pairs(images + sentences, seed=seed)
+    return ImageList(pictures[:images], transform), list(dict.fromkeys(captions[images:]))
+
+
+def image_folder(root, transform: Callable):
+    """``torchvision.datasets.ImageFolder(root, transform)`` with a clear error for a missing folder."""
+    from torchvision.datasets import ImageFolder
+
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        raise ValueError(f"reference image folder {root} does not exist: give a folder of class "
+                         "sub-folders of images (e.g. ImageNet's train/)")
+    return ImageFolder(str(root), transform=transform)
+
+
+def read_sentences(path) -> list[str]:
+    """Sentences from a text file, one per line; or the caption column of a CSV/TSV file.
+
+    A tab-separated file whose header has a ``title`` column (what ZSCL's ``gather_cc.py``
+    writes for Conceptual Captions) gives that column; another ``.tsv`` gives its first
+    column (Conceptual Captions' own ``caption<TAB>url`` files). Blank lines are skipped.
+    """
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ValueError(f"reference sentence file {path} does not exist: give a text file with "
+                         "one sentence per line, or a Conceptual Captions TSV")
+    with path.open(newline="", encoding="utf-8") as file:
+        if path.suffix.lower() in (".tsv", ".csv"):
+            rows = list(csv.reader(file, delimiter="\t"))
+            column = rows[0].index("title") if rows and "title" in rows[0] else 0
+            body = rows[1:] if rows and "title" in rows[0] else rows
+            sentences = [row[column].strip() for row in body if len(row) > column]
+        else:
+            sentences = [line.strip() for line in file]
+    sentences = [s for s in sentences if s]
+    if not sentences:
+        raise ValueError(f"{path} holds no sentences")
+    return sentences
+
+
+def reference_options(images, sentences, transform: Callable) -> dict:
+    """``reference_images`` / ``reference_sentences`` keyword arguments from command-line values.
+
+    ``images``: an image folder, or "synthetic"; ``sentences``: a text/TSV file, or
+    "synthetic" (:func:`synthetic_reference`); None leaves the argument out.
+    """
+    options = {}
+    if "synthetic" in (images, sentences):
+        pictures, captions = synthetic_reference(transform)
+    if images is not None:
+        options["reference_images"] = pictures if images == "synthetic" else image_folder(images, transform)
+    if sentences is not None:
+        options["reference_sentences"] = captions if sentences == "synthetic" else read_sentences(sentences)
+    return options

@@ -1,0 +1,89 @@
+"""LwF and LwF-VR for CLIP: distil the previous model on the current domain's images."""
+
+from __future__ import annotations
+
+import torch
+
+from .base import _domain_of
+from .distill_plugin import ReferenceDistillation
+from .teacher import FrozenCLIP
+from .virtual_vocab import virtual_vocabulary
+from .zscl_finetune import ZSCLFineTune
+
+
+class LwFDistillation(ReferenceDistillation):
+    """LwF's teacher, images and texts [ZSCL mtil/scripts/lwf.sh, lwf_vr.sh; mtil/src/models/finetune.py].
+
+    * teacher: the model as the experience starts, i.e. the previous experience's final model
+      (``--ref-model`` = the previous checkpoint; zero-shot CLIP for the first task);
+    * images: the experience's own training set with the *eval* transform, in a separately
+      shuffled loader (``--ref-dataset`` = the current dataset, loaded with the eval transform);
+    * texts: the current domain's class prompts (its training template), embedded by the
+      teacher -- or, for LwF-VR, the fixed ``tokens`` (``--ref-sentences random``).
+    """
+
+    def __init__(self, teacher: FrozenCLIP, tokens: torch.Tensor | None = None, **kwargs) -> None:
+        super().__init__(teacher, **kwargs)
+        self.tokens = tokens
+
+    def before_training_exp(self, strategy, **kwargs):
+        self.teacher.to(strategy.device)
+        self.teacher.copy_from(strategy.model)
+        super().before_training_exp(strategy, **kwargs)
+
+    def reference_images(self, strategy):
+        return strategy.experience.dataset.eval()
+
+    def reference_text(self, strategy):
+        if self.tokens is not None:
+            return self.teacher.encode_tokens(self.tokens, strategy.text_head.batch_size)
+        prompts = _domain_of(strategy.experience).prompts()
+        return self.teacher.encode_text(prompts, strategy.tokenizer, strategy.text_head.batch_size)
+
+
+class LwF(ZSCLFineTune):
+    """LwF (Li & Hoiem, 2016) for CLIP, as the ZSCL paper's MTIL baseline runs it.
+
+    Fine-tuning (:class:`ZSCLFineTune`, whose defaults apply) plus, every iteration, the
+    two-way distillation of :class:`LwFDistillation`'s frozen teacher on a separate batch of
+    the current domain's images; no weight ensembling, no L2 [ZSCL mtil/scripts/lwf.sh].
+    Old domains' classes are not in the distilled logits (the ZSCL code's LwF, not classic
+    LwF with old heads).
+
+    Args (keyword-only, besides ZSCLFineTune's):
+        temperature: 2 (``--T``); image_weight, text_weight: 1 and 1 (``--image_loss
+            --text_loss``, no ``--weight_adjust``).
+        distill_batch_size: images per distillation batch (None: ``train_mb_size``, as the
+            reference).
+        reference_tokens: None (the class prompts), or ``[N, L]`` token ids to distil over
+            instead (what :class:`LwFVR` passes).
+
+    Memory: one frozen teacher (weights only: eval mode, no grad), re-filled in place from
+    the model at each experience start.
+    """
+
+    def __init__(self, *, model, tokenizer, temperature: float = 2.0, image_weight: float = 1.0,
+                 text_weight: float = 1.0, distill_batch_size: int | None = None,
+                 reference_tokens: torch.Tensor | None = None, plugins=None, **kwargs):
+        self.distillation = LwFDistillation(
+            FrozenCLIP(model), reference_tokens, temperature=temperature, image_weight=image_weight,
+            text_weight=text_weight, batch_size=distill_batch_size)
+        super().__init__(model=model, tokenizer=tokenizer, plugins=[self.distillation, *(plugins or [])],
+                         **kwargs)
+
+
+class LwFVR(LwF):
+    """LwF-VR (ZSCL paper): LwF distilled over random "virtual vocabulary" sentences.
+
+    Identical to :class:`LwF` except that the texts are ``sentences`` random-token sentences of
+    ``words`` tokens (1000 and 10 [ZSCL mtil/src/models/helpers.py ``virtual_vocab``]), drawn
+    once per run from ``vocabulary_seed`` (:func:`~moram_avalanche.strategies.virtual_vocab.virtual_vocabulary`)
+    and embedded by the teacher at each experience start [ZSCL mtil/scripts/lwf_vr.sh].
+    """
+
+    def __init__(self, *, model, tokenizer, sentences: int = 1000, words: int = 10,
+                 vocabulary_seed: int = 0, **kwargs):
+        if "reference_tokens" in kwargs:
+            raise TypeError("LwFVR draws its own reference tokens; use LwF to pass yours")
+        tokens = virtual_vocabulary(tokenizer, count=sentences, length=words, seed=vocabulary_seed)
+        super().__init__(model=model, tokenizer=tokenizer, reference_tokens=tokens, **kwargs)
