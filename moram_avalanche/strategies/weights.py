@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 PLACES = ("cpu", "model")
@@ -96,10 +97,8 @@ class WeightCopy:
 
     def squared_distance(self, model: nn.Module) -> torch.Tensor:
         """``sum_p sum((theta_p - copy_p)^2)``, differentiable in ``model``'s parameters."""
-        total = None
-        for param, copy in self._pairs(model):
-            term = (param - copy.to(param.device, param.dtype, non_blocking=True)).pow(2).sum()
-            total = term if total is None else total + term
-        if total is None:
+        terms = [F.mse_loss(param, copy.to(param.device, param.dtype, non_blocking=True), reduction="sum")
+                 for param, copy in self._pairs(model)]
+        if not terms:
             raise ValueError("the model has no parameters")
-        return total
+        return torch.stack(terms).sum()

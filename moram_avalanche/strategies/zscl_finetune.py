@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from .finetune import FineTune
 from .schedule import ZSCL_MTIL_LR, DomainLR
 
@@ -32,6 +34,10 @@ class ZSCLFineTune(FineTune):
                  warmup: int = 100, label_smoothing: float = 0.2, betas=(0.9, 0.999),
                  weight_decay: float = 0.0, train_mb_size: int = 64, text_to_image_loss: bool = False,
                  **kwargs):
+        if 0 < iterations <= warmup:
+            warnings.warn(f"warmup ({warmup}) >= iterations ({iterations}): the learning rate never "
+                          "reaches lr; scale warmup with the budget (ZSCL: 100 of 1000 iterations)",
+                          stacklevel=2)
         super().__init__(model=model, tokenizer=tokenizer, lr=lr, iterations=iterations, warmup=warmup,
                          label_smoothing=label_smoothing, betas=betas, weight_decay=weight_decay,
                          train_mb_size=train_mb_size, text_to_image_loss=text_to_image_loss, **kwargs)

@@ -117,7 +117,7 @@ def test_lwf_distils_over_the_current_class_prompts_and_lwf_vr_over_its_sentence
 
     benchmark = make_stream("all")
     for cls, kwargs in ((LwF, {}), (LwFVR, {"sentences": 5})):
-        strategy = cls(model=tiny_clip, tokenizer=tokenizer, iterations=1, train_mb_size=4, plugins=[Width()],
+        strategy = cls(model=tiny_clip, tokenizer=tokenizer, iterations=1, warmup=0, train_mb_size=4, plugins=[Width()],
                        evaluator=EvaluationPlugin(loggers=[]), progress=False, **kwargs)
         strategy.train(benchmark.train_stream[1])  # domain "beta": 3 classes
     assert widths == [3, 5]
@@ -133,7 +133,7 @@ def test_lwf_distils_on_the_experience_images_with_the_eval_transform(tiny_clip,
         def before_backward(self, strategy, **kwargs):
             seen["trained"].append(strategy.mb_x.unique().tolist())
 
-    strategy = LwF(model=tiny_clip, tokenizer=tokenizer, iterations=3, train_mb_size=4, distill_batch_size=5,
+    strategy = LwF(model=tiny_clip, tokenizer=tokenizer, iterations=3, warmup=0, train_mb_size=4, distill_batch_size=5,
                    plugins=[Batches()], evaluator=EvaluationPlugin(loggers=[]), progress=False)
     teacher = strategy.distillation.teacher
     encode = teacher.encode_image
@@ -152,7 +152,7 @@ def test_lwf_distils_on_the_experience_images_with_the_eval_transform(tiny_clip,
 def test_zscl_distils_on_the_reference_images_against_the_reference_sentences(tiny_clip, tokenizer,
                                                                              make_stream):
     images = torch.utils.data.TensorDataset(torch.full((7, 3, 32, 32), 7.0))
-    strategy = ZSCL(model=tiny_clip, tokenizer=tokenizer, iterations=2, train_mb_size=4, progress=False,
+    strategy = ZSCL(model=tiny_clip, tokenizer=tokenizer, iterations=2, warmup=0, train_mb_size=4, progress=False,
                     evaluator=EvaluationPlugin(loggers=[]), reference_images=images,
                     reference_sentences=["a cat.", "a dog.", "a bird.", "a fish."])
     seen = []
@@ -183,6 +183,11 @@ def test_zscl_and_wiseft_defaults_follow_the_zscl_scripts(tiny_clip, tokenizer):
     assert (wise.wise_merge.alpha, wise.wise_merge.anchor) == (0.8, "start")
 
 
+def test_a_warmup_longer_than_the_budget_is_flagged(tiny_clip, tokenizer):
+    with pytest.warns(UserWarning, match="warmup \\(100\\) >= iterations \\(50\\)"):
+        WiSEFT(model=tiny_clip, tokenizer=tokenizer, iterations=50, evaluator=EvaluationPlugin(loggers=[]))
+
+
 def test_zscl_mtil_learning_rates_by_domain():
     assert [ZSCL_MTIL_LR(d) for d in ("Aircraft", "fgvc-aircraft", "MNIST", "dtd", "cifar100")] == [
         5e-5, 5e-5, 5e-5, 1e-5, 1e-5]
@@ -197,7 +202,7 @@ def test_a_domain_lr_sets_each_experience_optimizer(tiny_clip, tokenizer, make_s
         def before_training_exp(self, strategy, **kwargs):
             rates.append(strategy.optimizer.param_groups[0]["initial_lr"])
 
-    strategy = WiSEFT(model=tiny_clip, tokenizer=tokenizer, lr=DomainLR(1e-5, {"Beta": 7e-5}), iterations=1,
+    strategy = WiSEFT(model=tiny_clip, tokenizer=tokenizer, lr=DomainLR(1e-5, {"Beta": 7e-5}), iterations=1, warmup=0,
                       train_mb_size=4, plugins=[Rate()], evaluator=EvaluationPlugin(loggers=[]), progress=False)
     for experience in make_stream("all").train_stream[:2]:
         strategy.train(experience)
@@ -243,7 +248,7 @@ def test_memory_footprint_counts_teacher_and_copies_but_no_teacher_gradients(tin
         def after_training_iteration(self, strategy, **kwargs):
             spy.update(memory_footprint(strategy))
 
-    strategy = ZSCL(model=tiny_clip, tokenizer=tokenizer, iterations=1, train_mb_size=4, weights_on="model",
+    strategy = ZSCL(model=tiny_clip, tokenizer=tokenizer, iterations=1, warmup=0, train_mb_size=4, weights_on="model",
                     plugins=[Footprint()], evaluator=EvaluationPlugin(loggers=[]), progress=False,
                     **tensor_references())
     strategy.train(make_stream("all").train_stream[0])
