@@ -84,6 +84,7 @@ def test_cli_run_zscl_needs_and_takes_reference_data(tmp_path, capsys):
     assert "--strategy zscl only" in capsys.readouterr().err
     sentences = tmp_path / "captions.txt"
     sentences.write_text("a red circle.\n\na blue square on a striped background.\n")
-    assert main([*common, "--strategy", "zscl", "--ref-images", "synthetic", "--ref-sentences", str(sentences),
-                 "--log-dir", str(tmp_path / "c")]) == 0
+    with pytest.warns(UserWarning, match="warmup \\(100\\) >= iterations \\(1\\)"):
+        assert main([*common, "--strategy", "zscl", "--ref-images", "synthetic", "--ref-sentences",
+                     str(sentences), "--log-dir", str(tmp_path / "c")]) == 0
     assert len(json.loads((tmp_path / "c" / "results.json").read_text())["matrix"]) == 5
