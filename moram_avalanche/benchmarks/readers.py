@@ -15,7 +15,6 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 
 COOP_DATASETS_MD = "https://github.com/KaiyangZhou/CoOp/blob/main/DATASETS.md"
-DATA_STATUSES = ("found", "missing", "malformed")
 
 
 class DataError(ValueError):
