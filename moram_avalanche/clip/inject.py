@@ -15,6 +15,7 @@ from typing import Callable, Dict, Iterable, List, Sequence, Tuple
 from torch import nn
 
 from ..atoms import MoRAMLinear
+from ..lora import LoRALinear
 from .attention import SplitAttention
 
 #: Target name -> path of the linear inside a residual block. "qkvoinout" in the release.
@@ -158,6 +159,32 @@ def inject_moram(
         split_attention(model, encoders)
     names = target_linear_names(model, encoders, targets)
     return replace_linears(model, names, lambda linear: MoRAMLinear(linear, **atom_kwargs))
+
+
+def inject_lora(
+    model: nn.Module,
+    encoders: Sequence[str] = ENCODERS,
+    targets: Sequence[str] = ("k", "v"),
+    *,
+    rank: int,
+    scale: float = 1.0,
+    freeze_model: bool = True,
+) -> Dict[str, LoRALinear]:
+    """Wrap the target linears of every residual block of ``encoders`` in :class:`LoRALinear`.
+
+    The LoRA counterpart of :func:`inject_moram` (same target names and encoders), used by
+    SeqLoRA and InfLoRA. ``targets`` defaults to K and V, InfLoRA's choice (baselines
+    reference, section 3.1). With ``freeze_model`` every existing parameter is frozen first,
+    so only the LoRA factors train. Returns ``{dotted name: LoRALinear}``.
+    """
+    if any(isinstance(module, LoRALinear) for module in model.modules()):
+        raise ValueError("the model already holds LoRALinear layers: inject_lora once per model")
+    if freeze_model:
+        model.requires_grad_(False)
+    if any(TARGET_PATHS[t].startswith("attn.") for t in _check_names(targets, tuple(TARGET_PATHS), "target")):
+        split_attention(model, encoders)
+    names = target_linear_names(model, encoders, targets)
+    return replace_linears(model, names, lambda linear: LoRALinear(linear, rank=rank, scale=scale))
 
 
 def _check_names(given: Sequence[str], valid: Tuple[str, ...], kind: str) -> Tuple[str, ...]:

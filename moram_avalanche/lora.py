@@ -1,0 +1,97 @@
+"""LoRALinear: a frozen ``nn.Linear`` plus one low-rank update ``scale * U D`` that can be merged.
+
+The low-rank adapter shared by the parameter-efficient baselines and ablations (SeqLoRA,
+InfLoRA). Pure torch, like :mod:`moram_avalanche.atoms`: no Avalanche, no open_clip.
+
+For a token ``x``: ``y = W x + b + scale * U (D x)`` with the down-projection ``D``
+``[rank, d_in]`` and the up-projection ``U`` ``[d_out, rank]``. Initialisation follows LoRA
+(Hu et al., 2021; peft's default): ``D`` Kaiming-uniform with ``a = sqrt(5)`` like
+``nn.Linear.weight``, ``U`` zero, so the layer starts equal to the base. Either factor can be
+frozen (InfLoRA freezes a designed ``D`` and trains ``U`` only) or replaced
+(:meth:`set_down`). :meth:`merge` folds the update into the base weight and restarts ``U``
+at zero (InfLoRA's merge after each task; baselines reference, section 3.2 step 5).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class LoRALinear(nn.Module):
+    """``W x + b + scale * up(down(x))`` over a frozen base ``nn.Linear``.
+
+    Args:
+        base: the pre-trained linear; frozen and kept as ``self.base``.
+        rank: the rank ``r`` of the update.
+        scale: the factor of the update (peft: ``alpha / r``; 1 here unless stated).
+    """
+
+    def __init__(self, base: nn.Linear, rank: int, scale: float = 1.0) -> None:
+        super().__init__()
+        if not isinstance(base, nn.Linear):
+            raise TypeError(f"LoRALinear wraps an nn.Linear, got {type(base).__name__}")
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+            raise ValueError(f"rank must be a positive int, got {rank!r}")
+        self.base = base
+        base.requires_grad_(False)
+        self.rank = rank
+        self.scale = float(scale)
+        like = base.weight
+        self.down = nn.Parameter(like.new_empty(rank, base.in_features))
+        self.up = nn.Parameter(like.new_zeros(base.out_features, rank))
+        self.reset_down()
+
+    @property
+    def in_features(self) -> int:
+        return self.base.in_features
+
+    @property
+    def out_features(self) -> int:
+        return self.base.out_features
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The base weight (open_clip reads ``c_fc.weight.dtype``); merged updates included."""
+        return self.base.weight
+
+    @property
+    def bias(self):
+        return self.base.bias
+
+    @torch.no_grad()
+    def reset_down(self) -> None:
+        """``D`` Kaiming-uniform (``a = sqrt(5)``), as ``nn.Linear`` and LoRA initialise it."""
+        nn.init.kaiming_uniform_(self.down, a=math.sqrt(5))
+
+    @torch.no_grad()
+    def set_down(self, down: torch.Tensor) -> None:
+        """Replace ``D`` by ``down`` ``[rank, in_features]`` (in place: optimizers keep it)."""
+        if tuple(down.shape) != tuple(self.down.shape):
+            raise ValueError(f"down must be {tuple(self.down.shape)}, got {tuple(down.shape)}")
+        self.down.copy_(down)
+
+    def delta_weight(self) -> torch.Tensor:
+        """The update as a dense ``[d_out, d_in]`` matrix: ``scale * U D``."""
+        return self.scale * (self.up @ self.down)
+
+    @torch.no_grad()
+    def merge(self) -> torch.Tensor:
+        """Add ``scale * U D`` to the base weight and set ``U`` to zero; returns the added matrix.
+
+        The layer computes the same function before and after (up to rounding).
+        """
+        delta = self.delta_weight().detach()
+        self.base.weight.add_(delta.to(self.base.weight.dtype))
+        self.up.zero_()
+        return delta
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.base(x)
+        update = nn.functional.linear(nn.functional.linear(x, self.down.to(x.dtype)), self.up.to(x.dtype))
+        return out + self.scale * update
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, rank={self.rank}, scale={self.scale}"
