@@ -1,4 +1,4 @@
-"""The ``moram-avalanche`` command line: ``demo``, ``run`` and ``check-data``.
+"""The ``moram-avalanche`` command line: ``demo``, ``run``, ``compare`` and ``check-data``.
 
 Heavy imports (torch, Avalanche, open_clip) happen inside the commands, so ``--help`` and
 argument errors are instant.
@@ -30,52 +30,130 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def cmd_run(args) -> int:
-    from .benchmarks import get_benchmark
-
-    builder = get_benchmark(args.benchmark)
-    _quiet_imports()
-    from .strategies import get_strategy
-
-    strategy_class = get_strategy(args.strategy)
-    import torch
-    from avalanche.logging import TensorboardLogger
-    from avalanche.training.plugins import EvaluationPlugin
-
+def _make_model(args):
+    """A zero-argument loader of the model named on the command line (seeded by the caller)."""
     from .clip.load import load_clip
-    from .demo import DemoConfig, TINY_NAME, default_cache_dir, pretrained_tiny_clip, register_tiny_clip
-    from .metrics import AccuracyMatrix
-    from .runner import run_stream
+    from .demo import TINY_NAME, DemoConfig, default_cache_dir, pretrained_tiny_clip, register_tiny_clip
 
     cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     register_tiny_clip(cache_dir)
     pretrained = None if args.pretrained.lower() == "none" else args.pretrained
     if args.model == TINY_NAME and pretrained == "synthetic":
         pretrained = str(pretrained_tiny_clip(cache_dir, DemoConfig()))
-    torch.manual_seed(args.seed)
-    model, train_tf, eval_tf, tokenizer = load_clip(args.model, pretrained=pretrained or None,
-                                                    device=args.device)
-    benchmark = builder(args.data_root, train_transform=train_tf, eval_transform=eval_tf,
-                        **_stream_options(args))
-    log_dir = Path(args.log_dir)
-    matrix = AccuracyMatrix(out_dir=log_dir)
-    evaluator = EvaluationPlugin(matrix, loggers=[TensorboardLogger(log_dir / "tb")])
-    options = {k: v for k, v in (("iterations", args.iterations), ("lr", args.lr)) if v is not None}
-    if args.ref_images or args.ref_sentences:
-        if args.strategy.lower() != "zscl":
-            raise ValueError("--ref-images / --ref-sentences are for --strategy zscl only")
+    return lambda: load_clip(args.model, pretrained=pretrained or None, device=args.device)
+
+
+def _make_benchmark(args):
+    from .benchmarks import get_benchmark
+
+    builder, options = get_benchmark(args.benchmark), _stream_options(args)
+    return lambda train_tf, eval_tf: builder(args.data_root, train_transform=train_tf,
+                                             eval_transform=eval_tf, **options)
+
+
+def _strategy_options(args, name: str, eval_tf, overrides: dict) -> dict:
+    """Keyword arguments of strategy ``name``: the shared budget, references, ``--set`` values."""
+    options = {"train_mb_size": args.batch_size}
+    if args.iterations is not None and name != "zeroshot":
+        options["iterations"] = args.iterations
+    if getattr(args, "lr", None) is not None:
+        options["lr"] = args.lr
+    if (args.ref_images or args.ref_sentences) and name == "zscl":
         from .benchmarks.reference_sets import reference_options
 
         options.update(reference_options(args.ref_images, args.ref_sentences, eval_tf))
-    strategy = strategy_class(
-        model=model, tokenizer=tokenizer, evaluator=evaluator, device=args.device,
-        train_mb_size=args.batch_size, progress=not args.no_progress, **options)
+    options.update(overrides)
+    return options
+
+
+def cmd_run(args) -> int:
+    from .benchmarks import get_benchmark
+
+    get_benchmark(args.benchmark)  # unknown names fail before the slow imports
+    _quiet_imports()
+    from .strategies import get_strategy
+
+    strategy_class = get_strategy(args.strategy)
+    if (args.ref_images or args.ref_sentences) and args.strategy.lower() != "zscl":
+        raise ValueError("--ref-images / --ref-sentences are for --strategy zscl only")
+    overrides = _parse_sets(args.set, prefixed=False)
+    import torch
+    from avalanche.logging import TensorboardLogger
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from .metrics import AccuracyMatrix
+    from .runner import run_stream
+
+    torch.manual_seed(args.seed)
+    model, train_tf, eval_tf, tokenizer = _make_model(args)()
+    benchmark = _make_benchmark(args)(train_tf, eval_tf)
+    log_dir = Path(args.log_dir)
+    matrix = AccuracyMatrix(out_dir=log_dir)
+    evaluator = EvaluationPlugin(matrix, loggers=[TensorboardLogger(log_dir / "tb")])
+    options = _strategy_options(args, args.strategy.lower(), eval_tf, overrides.get("", {}))
+    strategy = strategy_class(model=model, tokenizer=tokenizer, evaluator=evaluator, device=args.device,
+                              progress=not args.no_progress, **options)
     run_stream(strategy, benchmark, log_dir, resume=not args.no_resume, progress=not args.no_progress,
                num_workers=args.num_workers)
     report = matrix.report()
     print(f"Transfer {report['transfer']:.1f}  Average {report['average']:.1f}  "
           f"Last {report['last']:.1f}   ({log_dir}/results.json)")
     return 0
+
+
+def cmd_compare(args) -> int:
+    from .benchmarks import get_benchmark
+
+    get_benchmark(args.benchmark)
+    _quiet_imports()
+    from .compare import Setup, run_comparison
+    from .strategies import get_strategy
+
+    names = [n.strip().lower() for n in args.strategies.split(",") if n.strip()]
+    for name in names:
+        get_strategy(name)
+    overrides = _parse_sets(args.set, prefixed=True)
+    unknown = sorted(set(overrides) - set(names))
+    if unknown:
+        raise ValueError(f"--set names strategies that are not compared: {unknown} (compared: {names})")
+    settings = {
+        "benchmark": args.benchmark, "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
+        "model": args.model, "pretrained": args.pretrained, "stream": _stream_options(args),
+        "iterations": args.iterations, "batch_size": args.batch_size, "seed": args.seed,
+        "ref_images": args.ref_images, "ref_sentences": args.ref_sentences,
+        "set": {name: {k: repr(v) for k, v in values.items()} for name, values in overrides.items()},
+    }
+    setup = Setup(
+        make_model=_make_model(args), make_benchmark=_make_benchmark(args),
+        options=lambda name, eval_tf: _strategy_options(args, name, eval_tf, overrides.get(name, {})),
+        settings=settings, seed=args.seed, device=args.device, num_workers=args.num_workers)
+    run_comparison(setup, names, args.out, resume=not args.no_resume, progress=not args.no_progress)
+    print(f"\ntable.md, table.csv, summary.md, accuracy_matrices.png: {args.out}/"
+          f"\n  tensorboard --logdir {Path(args.out) / 'tensorboard'}")
+    return 0
+
+
+def _parse_sets(items, *, prefixed: bool) -> dict:
+    """``--set [STRATEGY.]KEY=VALUE`` items -> ``{strategy or "": {key: value}}``.
+
+    Values are Python literals (numbers, strings, tuples, True/None); anything else is kept as
+    a string.
+    """
+    import ast
+
+    parsed = {}
+    for item in items or ():
+        target, sep, text = item.partition("=")
+        name, dot, key = target.rpartition(".") if prefixed else ("", "", target)
+        if not sep or not key.isidentifier() or (prefixed and not (dot and name)):
+            form = "STRATEGY.KEY=VALUE (e.g. moram.lr=1e-3)" if prefixed else "KEY=VALUE (e.g. topk=8)"
+            raise ValueError(f"--set {item!r}: expected {form}")
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = text
+        parsed.setdefault(name.lower(), {})[key] = value
+    return parsed
 
 
 def _stream_options(args) -> dict:
@@ -135,42 +213,31 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="one strategy over one benchmark, resumable")
     run.add_argument("--benchmark", required=True, help="benchmark name (xtail, mtil, synthetic)")
     run.add_argument("--strategy", required=True,
-                     help="strategy name (moram, finetune, zeroshot, wiseft, lwf, lwf-vr, zscl)")
-    run.add_argument("--data-root", default=None, help="dataset root folder (real benchmarks)")
-    run.add_argument("--model", default="ViT-B-16", help="open_clip model name (default: ViT-B-16)")
-    run.add_argument("--pretrained", default="openai",
-                     help="open_clip tag, local weights file or 'none' (random init; default: "
-                          "openai); 'synthetic' with --model moram-synthetic-tiny uses the demo's "
-                          "pre-trained tiny CLIP")
+                     help="strategy name (moram, finetune, zeroshot, wiseft, lwf, lwf-vr, zscl, ...; "
+                          "an unknown name lists them all)")
     run.add_argument("--log-dir", required=True, help="output folder: TensorBoard, results, checkpoint")
-    run.add_argument("--iterations", type=int, default=None, help="optimizer steps per experience")
     run.add_argument("--lr", type=float, default=None, help="learning rate (default: the strategy's)")
-    run.add_argument("--ref-images", default=None,
-                     help="zscl: reference image folder (class sub-folders, e.g. ImageNet train/), "
-                          "or 'synthetic'")
-    run.add_argument("--ref-sentences", default=None,
-                     help="zscl: reference sentences, one per line (or a Conceptual Captions TSV), "
-                          "or 'synthetic'")
-    run.add_argument("--batch-size", type=int, default=64, help="training batch size (default: 64)")
-    run.add_argument("--device", default="cpu", help="torch device (default: cpu)")
-    run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--cache-dir", default=None, help="cache of the demo's tiny CLIP")
-    run.add_argument("--order", default=None,
-                     help="domain order: xtail 1|2, mtil I|II, or a comma-separated list of domains")
-    run.add_argument("--shots", default=None,
-                     help="training images per class, or 'full' (default: xtail 16, mtil full)")
-    run.add_argument("--data-seed", type=int, default=None,
-                     help="few-shot sampling seed (default: 42, the reference code's)")
-    run.add_argument("--prompts", default=None, choices=("moram", "rail", "zscl"),
-                     help="prompt templates (default: xtail moram, mtil zscl)")
-    run.add_argument("--on-bad-image", default=None, choices=("skip", "raise"),
-                     help="an unreadable image: skip it with a warning, counted in results.json "
-                          "(default), or stop")
-    run.add_argument("--num-workers", type=int, default=0,
-                     help="DataLoader worker processes decoding images (default: 0)")
-    run.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
-    run.add_argument("--no-progress", action="store_true", help="no progress bars")
+    run.add_argument("--set", action="append", metavar="KEY=VALUE",
+                     help="any keyword argument of the strategy, as a Python literal "
+                          "(e.g. --set topk=8 --set threshold=0); repeatable")
+    _add_shared_options(run)
     run.set_defaults(func=cmd_run)
+
+    compare = commands.add_parser(
+        "compare", help="several strategies on one benchmark: the paper-style table",
+        description="Run each strategy on the same benchmark, model, seed and budget (resumable "
+                    "per strategy) and write the Transfer / Average / Last table per domain "
+                    "(table.md, table.csv; best in bold), summary.md (with peak memory and time), "
+                    "accuracy_matrices.png and a combined TensorBoard log (OUT/tensorboard).")
+    compare.add_argument("--benchmark", required=True, help="benchmark name (xtail, mtil, synthetic)")
+    compare.add_argument("--strategies", required=True,
+                         help="comma-separated strategy names, e.g. zeroshot,zscl,moe-adapters,moram")
+    compare.add_argument("--out", required=True, help="output folder of the comparison")
+    compare.add_argument("--set", action="append", metavar="STRATEGY.KEY=VALUE",
+                         help="a keyword argument of one strategy, as a Python literal "
+                              "(e.g. --set moram.lr=1e-3); repeatable")
+    _add_shared_options(compare)
+    compare.set_defaults(func=cmd_compare)
 
     check = commands.add_parser(
         "check-data", help="which X-TAIL / MTIL domains a data root holds, and what is wrong",
@@ -185,6 +252,43 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--no-progress", action="store_true", help="no progress bars")
     check.set_defaults(func=cmd_check_data)
     return parser
+
+
+def _add_shared_options(parser: argparse.ArgumentParser) -> None:
+    """Model, data, budget and run options common to ``run`` and ``compare``."""
+    parser.add_argument("--data-root", default=None, help="dataset root folder (real benchmarks)")
+    parser.add_argument("--model", default="ViT-B-16", help="open_clip model name (default: ViT-B-16)")
+    parser.add_argument("--pretrained", default="openai",
+                        help="open_clip tag, local weights file or 'none' (random init; default: "
+                             "openai); 'synthetic' with --model moram-synthetic-tiny uses the demo's "
+                             "pre-trained tiny CLIP")
+    parser.add_argument("--iterations", type=int, default=None,
+                        help="optimizer steps per experience (default: each strategy's, 500)")
+    parser.add_argument("--batch-size", type=int, default=64, help="training batch size (default: 64)")
+    parser.add_argument("--ref-images", default=None,
+                        help="zscl: reference image folder (class sub-folders, e.g. ImageNet train/), "
+                             "or 'synthetic'")
+    parser.add_argument("--ref-sentences", default=None,
+                        help="zscl: reference sentences, one per line (or a Conceptual Captions TSV), "
+                             "or 'synthetic'")
+    parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cache-dir", default=None, help="cache of the demo's tiny CLIP")
+    parser.add_argument("--order", default=None,
+                        help="domain order: xtail 1|2, mtil I|II, or a comma-separated list of domains")
+    parser.add_argument("--shots", default=None,
+                        help="training images per class, or 'full' (default: xtail 16, mtil full)")
+    parser.add_argument("--data-seed", type=int, default=None,
+                        help="few-shot sampling seed (default: 42, the reference code's)")
+    parser.add_argument("--prompts", default=None, choices=("moram", "rail", "zscl"),
+                        help="prompt templates (default: xtail moram, mtil zscl)")
+    parser.add_argument("--on-bad-image", default=None, choices=("skip", "raise"),
+                        help="an unreadable image: skip it with a warning, counted in results.json "
+                             "(default), or stop")
+    parser.add_argument("--num-workers", type=int, default=0,
+                        help="DataLoader worker processes decoding images (default: 0)")
+    parser.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints and results")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -5,13 +5,15 @@
    (:func:`~moram_avalanche.benchmarks.synthetic.caption_pairs`), so it starts with some
    zero-shot ability. The weights are cached (``cache_dir``) and loaded through
    :func:`~moram_avalanche.clip.load.load_clip` as a local weights file.
-2. Each strategy runs over the synthetic stream with :func:`~moram_avalanche.runner.run_stream`
-   (resumable), logging to TensorBoard and writing ``results.json``, ``accuracy_matrix.csv``
-   and ``accuracy_matrix.png`` under ``out_dir/<strategy>/``.
-3. The Transfer / Average / Last table, with each strategy's peak memory
-   (:class:`~moram_avalanche.strategies.memory.PeakMemory`: the CUDA allocator's peak on a
-   GPU, else a CPU proxy counted from the tensors the strategy holds), is printed and written
-   to ``out_dir/summary.md``; ``out_dir/<strategy>/memory.json`` has the breakdown.
+2. The strategies are compared with :func:`~moram_avalanche.compare.run_comparison` on the
+   synthetic stream (resumable per strategy): each writes ``results.json``,
+   ``accuracy_matrix.csv`` / ``.png``, ``memory.json`` and ``time.json`` under
+   ``out_dir/<strategy>/``, and logs to ``out_dir/tensorboard/<strategy>/``.
+3. The summary (Transfer / Average / Last, peak memory -- the CUDA allocator's peak on a GPU,
+   else a CPU proxy counted from the tensors the strategy holds
+   (:class:`~moram_avalanche.strategies.memory.PeakMemory`) -- and training time) and the
+   paper-style per-domain table are printed and written to ``out_dir/summary.md``,
+   ``table.md`` and ``table.csv``; ``accuracy_matrices.png`` shows the matrices side by side.
 
 The baselines run at the demo's iteration budget with their other settings scaled to it:
 warm-up and ZSCL's averaging period keep their share of ZSCL's few-shot budget (100 of 500
@@ -142,58 +144,45 @@ DEMO_STRATEGIES = ("zeroshot", "finetune", "wiseft", "lwf", "zscl", "moram")
 
 def run_demo(out_dir, *, cache_dir=None, config: Optional[DemoConfig] = None,
              strategies=DEMO_STRATEGIES, progress: bool = True) -> Dict[str, dict]:
-    """Run the demo; returns ``{strategy: results.json content + {"memory": ...}}``."""
-    from avalanche.logging import TensorboardLogger
-    from avalanche.training.plugins import EvaluationPlugin
-
+    """Run the demo (a :func:`~moram_avalanche.compare.run_comparison` on the synthetic
+    stream); returns ``{strategy: results.json content + {"memory": ..., "time": ...}}``."""
     from .benchmarks.synthetic import synthetic
     from .clip.load import load_clip
-    from .metrics import AccuracyMatrix
-    from .runner import run_stream
-    from .strategies import get_strategy
-    from .strategies.memory import PeakMemory
-    from .viz import atom_usage_heatmap
+    from .compare import Setup, run_comparison
 
     config = config or DemoConfig()
-    out_dir = Path(out_dir)
     cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     weights = pretrained_tiny_clip(cache_dir, config, progress=progress)
-    results = {}
-    for name in strategies:
-        torch.manual_seed(config.seed)
-        model, train_tf, eval_tf, tokenizer = load_clip(TINY_NAME, pretrained=str(weights))
-        benchmark = synthetic(train_size=config.train_size, test_size=config.test_size,
-                              seed=config.seed, label_space=config.label_space,
-                              train_transform=train_tf, eval_transform=eval_tf)
-        run_dir = out_dir / name
-        matrix = AccuracyMatrix(out_dir=run_dir)
-        evaluator = EvaluationPlugin(matrix, loggers=[TensorboardLogger(run_dir / "tb")])
-        peak = PeakMemory()
-        kwargs = dict(model=model, tokenizer=tokenizer, evaluator=evaluator, progress=progress,
-                      train_mb_size=config.batch_size, plugins=[peak])
-        if name != "zeroshot":
-            kwargs.update(iterations=config.iterations)
-        if name == "finetune":
-            kwargs.update(lr=config.finetune_lr)
-        if name in ("wiseft", "lwf", "lwf-vr", "zscl"):
-            kwargs.update(lr=config.finetune_lr, warmup=config.baseline_warmup)
-        if name in ("lwf", "lwf-vr", "zscl"):
-            kwargs.update(distill_batch_size=config.distill_batch_size)
-        if name == "zscl":
-            kwargs.update(_demo_reference(config, eval_tf), average_every=config.zscl_average_every)
-        if name == "moram":
-            kwargs.update(lr=config.moram_lr, atoms_per_task=config.atoms_per_task, topk=config.topk)
-        strategy = get_strategy(name)(**kwargs)
-        run_stream(strategy, benchmark, run_dir, progress=progress)
-        results[name] = {**matrix.report(), "memory": peak.report()}
-        atomic_write_text(run_dir / "memory.json", json.dumps(results[name]["memory"], indent=2) + "\n")
-        if name == "moram" and strategy.moram_plugin.history:
-            atom_usage_heatmap(strategy.moram_plugin.history[-1]).save(run_dir / "atom_usage.png")
-    table = comparison_table(results)
-    atomic_write_text(out_dir / "summary.md", table + "\n")
-    atomic_write_text(out_dir / "config.json", json.dumps(asdict(config), indent=2) + "\n")
-    print(table)
+    setup = Setup(
+        make_model=lambda: load_clip(TINY_NAME, pretrained=str(weights)),
+        make_benchmark=lambda train_tf, eval_tf: synthetic(
+            train_size=config.train_size, test_size=config.test_size, seed=config.seed,
+            label_space=config.label_space, train_transform=train_tf, eval_transform=eval_tf),
+        options=lambda name, eval_tf: demo_options(name, config, eval_tf),
+        settings={"demo": asdict(config), "model": TINY_NAME, "weights": Path(weights).name},
+        seed=config.seed,
+    )
+    results = run_comparison(setup, strategies, out_dir, progress=progress)
+    atomic_write_text(Path(out_dir) / "config.json", json.dumps(asdict(config), indent=2) + "\n")
     return results
+
+
+def demo_options(name: str, config: DemoConfig, eval_transform) -> dict:
+    """The keyword arguments of strategy ``name`` in the demo (see the module docstring)."""
+    kwargs = dict(train_mb_size=config.batch_size)
+    if name != "zeroshot":
+        kwargs.update(iterations=config.iterations)
+    if name == "finetune":
+        kwargs.update(lr=config.finetune_lr)
+    if name in ("wiseft", "lwf", "lwf-vr", "zscl"):
+        kwargs.update(lr=config.finetune_lr, warmup=config.baseline_warmup)
+    if name in ("lwf", "lwf-vr", "zscl"):
+        kwargs.update(distill_batch_size=config.distill_batch_size)
+    if name == "zscl":
+        kwargs.update(_demo_reference(config, eval_transform), average_every=config.zscl_average_every)
+    if name == "moram":
+        kwargs.update(lr=config.moram_lr, atoms_per_task=config.atoms_per_task, topk=config.topk)
+    return kwargs
 
 
 def _demo_reference(config: DemoConfig, eval_transform) -> dict:
@@ -202,21 +191,3 @@ def _demo_reference(config: DemoConfig, eval_transform) -> dict:
     images, sentences = synthetic_reference(eval_transform, images=config.reference_images,
                                             sentences=config.reference_sentences, seed=config.seed + 2000)
     return {"reference_images": images, "reference_sentences": sentences}
-
-
-def comparison_table(results: Dict[str, dict]) -> str:
-    """Markdown table: Transfer / Average / Last, Last on the domains learned before the last,
-    and peak memory (with a note saying what was measured) when the results have it."""
-    lines = ["| strategy | Transfer | Average | Last | Last (old domains) | Peak memory (MB) |",
-             "|---|---|---|---|---|---|"]
-    kinds = []
-    for name, report in results.items():
-        old = report["per_domain"]["last"][:-1]
-        cells = [report["transfer"], report["average"], report["last"], sum(old) / len(old)]
-        memory = report.get("memory")
-        peak = "-" if memory is None else f"{memory['peak_mb']:.1f}"
-        if memory is not None and memory["kind"] not in kinds:
-            kinds.append(memory["kind"])
-        lines.append(f"| {name} | " + " | ".join(f"{v:.1f}" for v in cells) + f" | {peak} |")
-    lines += [f"\nPeak memory: {kind}." for kind in kinds]
-    return "\n".join(lines)

@@ -68,3 +68,41 @@ def atom_usage_heatmap(history_entry: dict, title: str = "share of activation ma
     short = [n.replace("transformer.resblocks.", "").replace("visual.", "v.") for n in names]
     return heatmap(shares, short, [f"task {t}" for t in range(tasks)], title=title, fmt="{:.2f}",
                    vmin=0, vmax=1)
+
+
+def accuracy_heatmaps(matrices, domains: Sequence[str], *, per_row: int = 4,
+                      title: str = "accuracy (%) after training on each domain"):
+    """The accuracy matrices of several strategies side by side, on one colour scale (0-100).
+
+    ``matrices``: ``{strategy: [rows, domains] matrix}``; at most ``per_row`` panels per row.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+
+    if not matrices:
+        raise ValueError("no accuracy matrices to draw")
+    names = list(matrices)
+    cols = min(per_row, len(names))
+    grid_rows = -(-len(names) // cols)
+    size = len(domains)
+    cell = 0.5 if size <= 12 else 0.35
+    fig = Figure(figsize=(cols * (1.5 + cell * size), grid_rows * (1.4 + cell * size)))
+    fig.suptitle(title)
+    for i, name in enumerate(names):
+        ax = fig.add_subplot(grid_rows, cols, i + 1)
+        values = np.asarray(matrices[name], dtype=float)
+        image = ax.imshow(np.ma.masked_invalid(values), cmap="viridis", vmin=0, vmax=100, aspect="auto")
+        ax.set_title(name)
+        ax.set_xticks(range(size), labels=list(domains), rotation=60, ha="right", fontsize=7)
+        ax.set_yticks(range(values.shape[0]),
+                      labels=list(domains[: values.shape[0]]) if i % cols == 0 else [], fontsize=7)
+        if size <= 12:
+            for r in range(values.shape[0]):
+                for c in range(values.shape[1]):
+                    if np.isfinite(values[r, c]):
+                        ax.text(c, r, f"{values[r, c]:.0f}", ha="center", va="center", fontsize=6,
+                                color="black" if values[r, c] > 60 else "white")
+    fig.colorbar(image, ax=fig.axes, shrink=0.8, label="accuracy (%)")
+    return _figure_to_image(fig)

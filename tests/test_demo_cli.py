@@ -5,7 +5,8 @@ import json
 import pytest
 
 from moram_avalanche.cli import main
-from moram_avalanche.demo import DEMO_STRATEGIES, DemoConfig, comparison_table, run_demo
+from moram_avalanche.demo import DEMO_STRATEGIES, DemoConfig, run_demo
+from moram_avalanche.tables import paper_table_markdown, summary_table
 
 
 def test_demo_pipeline_end_to_end(tmp_path, capsys):
@@ -17,14 +18,15 @@ def test_demo_pipeline_end_to_end(tmp_path, capsys):
         assert len(report["matrix"]) == 5 and len(report["matrix"][0]) == 5
         assert json.loads((run / "results.json").read_text())["last"] == pytest.approx(report["last"])
         assert (run / "accuracy_matrix.csv").exists() and (run / "accuracy_matrix.png").exists()
-        assert list((run / "tb").glob("events.out.tfevents.*"))
+        assert list((tmp_path / "out" / "tensorboard" / name).glob("events.out.tfevents.*"))
         memory = json.loads((run / "memory.json").read_text())
         assert memory == report["memory"] and memory["peak_mb"] > 0
     zero = results["zeroshot"]["matrix"]
     assert all(row == zero[0] for row in zero)  # ZeroShot never changes
     assert (tmp_path / "out" / "moram" / "atom_usage.png").exists()
     summary = (tmp_path / "out" / "summary.md").read_text()
-    assert summary.strip() == comparison_table(results) and "| moram |" in summary
+    assert summary.strip() == summary_table(results) and "| moram |" in summary
+    assert (tmp_path / "out" / "table.md").read_text().strip() == paper_table_markdown(results)
     assert "| strategy | Transfer | Average | Last |" in capsys.readouterr().out
     peaks = {name: report["memory"]["breakdown_mb"] for name, report in results.items()}
     # full fine-tuning holds gradients and optimizer state for every weight; the baselines add
@@ -39,7 +41,7 @@ def test_demo_pipeline_end_to_end(tmp_path, capsys):
 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    events = EventAccumulator(str(tmp_path / "out" / "moram" / "tb"),
+    events = EventAccumulator(str(tmp_path / "out" / "tensorboard" / "moram"),
                               size_guidance={"scalars": 0, "images": 0})
     events.Reload()
     assert {"AccMatrix/Last", "AccMatrix/Average", "AccMatrix/shapes"} <= set(events.Tags()["scalars"])
@@ -58,8 +60,11 @@ def test_cli_rejects_unknown_names(capsys, tmp_path):
     assert main(["run", "--benchmark", "imagenet-r", "--strategy", "moram", "--log-dir", str(tmp_path)]) == 2
     assert "unknown benchmark 'imagenet-r'; available: mtil, synthetic, xtail" in capsys.readouterr().err
     assert main(["run", "--benchmark", "synthetic", "--strategy", "ewc", "--log-dir", str(tmp_path)]) == 2
-    assert ("unknown strategy 'ewc'; available: finetune, lwf, lwf-vr, moram, wiseft, zeroshot, zscl"
-            in capsys.readouterr().err)
+    from moram_avalanche.strategies import STRATEGIES
+
+    err = capsys.readouterr().err
+    assert "unknown strategy 'ewc'; available: " + ", ".join(sorted(STRATEGIES)) in err
+    assert {"finetune", "lwf", "lwf-vr", "moram", "wiseft", "zeroshot", "zscl"} <= set(STRATEGIES)
     with pytest.raises(SystemExit):
         main(["run", "--strategy", "moram"])  # required options missing
 

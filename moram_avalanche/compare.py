@@ -1,0 +1,208 @@
+"""Compare strategies on one benchmark: same model, data, seed and budget; one table.
+
+:func:`run_comparison` runs each strategy with :func:`~moram_avalanche.runner.run_stream`
+from a freshly loaded model and a freshly built benchmark (the same seed before each), and
+writes, under ``out_dir``:
+
+* ``<strategy>/``: ``results.json``, ``accuracy_matrix.csv`` / ``.png``, ``checkpoint.pt``,
+  ``memory.json`` (peak memory and its breakdown), ``time.json`` (training / evaluation
+  seconds), ``atom_usage.png`` for strategies with a MoRAM plugin;
+* ``tensorboard/<strategy>/``: each run's Avalanche TensorBoard log, and
+  ``tensorboard/comparison/``: the table (text) and the side-by-side matrices (image), so
+  ``tensorboard --logdir <out_dir>/tensorboard`` overlays every strategy's curves
+  (``AccMatrix/<domain>``, ``/Transfer``, ``/Average``, ``/Last``) next to the comparison;
+* ``table.md`` / ``table.csv``: the paper-style Transfer / Average / Last table per domain
+  (:mod:`moram_avalanche.tables`), ``summary.md``: one line per strategy with peak memory and
+  training time, ``accuracy_matrices.png``: the matrices side by side;
+* ``compare.json``: the settings every strategy shares.
+
+Resumable per strategy: a strategy whose ``results.json`` holds a complete matrix is not run
+again; an interrupted one continues from its checkpoint. A folder holding a comparison made
+with other shared settings is refused (its numbers would not be comparable).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, Optional, Sequence
+
+import numpy as np
+import torch
+
+from .io import atomic_write_bytes, atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+SETTINGS_NAME = "compare.json"
+
+
+@dataclass
+class Setup:
+    """What every strategy of a comparison shares.
+
+    Attributes:
+        make_model: ``() -> (model, train_transform, eval_transform, tokenizer)``; called once
+            per strategy (after seeding), so every strategy starts from the same weights.
+        make_benchmark: ``(train_transform, eval_transform) -> benchmark``.
+        options: ``(strategy name, eval_transform) -> keyword arguments`` of that strategy
+            (the shared budget and any per-strategy settings).
+        settings: JSON-able description of the shared settings (benchmark, model, budget,
+            seed, ...), stored in ``compare.json`` and checked when a comparison resumes.
+        seed: ``torch.manual_seed`` before each strategy's model and benchmark are built.
+        device: where the strategies run.
+        num_workers: DataLoader worker processes.
+    """
+
+    make_model: Callable[[], tuple]
+    make_benchmark: Callable[[object, object], object]
+    options: Callable[[str, object], dict] = lambda name, eval_transform: {}
+    settings: dict = field(default_factory=dict)
+    seed: int = 0
+    device: str = "cpu"
+    num_workers: int = 0
+
+
+def run_comparison(setup: Setup, strategies: Sequence[str], out_dir, *, resume: bool = True,
+                   progress: bool = True) -> Dict[str, dict]:
+    """Run ``strategies`` (registry names) under ``setup``; returns ``{name: report}``.
+
+    A report is ``results.json``'s content plus ``memory`` and ``time``.
+    """
+    from .strategies import get_strategy
+
+    names = _check_names(strategies, get_strategy)
+    out_dir = Path(out_dir)
+    _check_settings(out_dir, setup.settings, resume)
+    results = {}
+    for name in names:
+        run_dir = out_dir / name
+        done = _complete_report(run_dir) if resume else None
+        if done is not None:
+            logger.info("%s: complete in %s, not run again", name, run_dir)
+            results[name] = done
+            continue
+        results[name] = _run_one(setup, name, get_strategy(name), run_dir,
+                                 out_dir / "tensorboard" / name, resume, progress)
+    write_comparison(results, out_dir)
+    return results
+
+
+def _check_names(strategies: Sequence[str], get_strategy) -> list:
+    names = [s.strip().lower() for s in strategies if s.strip()]
+    if not names:
+        raise ValueError("no strategies to compare: give at least one name, e.g. moram,zeroshot")
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ValueError(f"strategies listed twice: {duplicates}")
+    for name in names:
+        get_strategy(name)  # unknown names fail before anything runs
+    return names
+
+
+def _check_settings(out_dir: Path, settings: dict, resume: bool) -> None:
+    path = out_dir / SETTINGS_NAME
+    settings = json.loads(json.dumps(settings))  # as it reads back from the file
+    if resume and path.exists():
+        stored = json.loads(path.read_text())
+        if stored != settings:
+            changed = sorted(k for k in set(stored) | set(settings) if stored.get(k) != settings.get(k))
+            raise ValueError(
+                f"{out_dir} holds a comparison made with other settings ({', '.join(changed)}: "
+                f"{ {k: stored.get(k) for k in changed} } there, { {k: settings.get(k) for k in changed} } "
+                "now); use another output folder, or start it over (--no-resume)")
+    atomic_write_text(path, json.dumps(settings, indent=2, sort_keys=True) + "\n")
+
+
+def _complete_report(run_dir: Path) -> Optional[dict]:
+    """The stored report of a finished run, or None."""
+    try:
+        report = json.loads((run_dir / "results.json").read_text())
+        memory = json.loads((run_dir / "memory.json").read_text())
+        time = json.loads((run_dir / "time.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    matrix = report.get("matrix") or []
+    if len(matrix) != len(report.get("domains", ())) or "per_domain" not in report:
+        return None
+    return {**report, "memory": memory, "time": time}
+
+
+def _run_one(setup: Setup, name: str, strategy_class, run_dir: Path, tb_dir: Path, resume: bool,
+             progress: bool) -> dict:
+    from avalanche.logging import TensorboardLogger
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from .metrics import AccuracyMatrix
+    from .runner import run_stream
+    from .strategies.memory import PeakMemory
+    from .strategies.timing import RunTime
+
+    if not resume:
+        for stale in (run_dir, tb_dir):
+            shutil.rmtree(stale, ignore_errors=True)
+    torch.manual_seed(setup.seed)
+    model, train_tf, eval_tf, tokenizer = setup.make_model()
+    benchmark = setup.make_benchmark(train_tf, eval_tf)
+    matrix = AccuracyMatrix(out_dir=run_dir)
+    evaluator = EvaluationPlugin(matrix, loggers=[TensorboardLogger(tb_dir)])
+    peak, clock = PeakMemory(), RunTime()
+    options = dict(setup.options(name, eval_tf))
+    plugins = [peak, clock, *options.pop("plugins", [])]
+    strategy = strategy_class(model=model, tokenizer=tokenizer, evaluator=evaluator,
+                              device=setup.device, progress=progress, plugins=plugins, **options)
+    run_stream(strategy, benchmark, run_dir, resume=resume, progress=progress,
+               num_workers=setup.num_workers)
+    report = {**matrix.report(), "memory": peak.report(), "time": clock.report()}
+    atomic_write_text(run_dir / "memory.json", json.dumps(report["memory"], indent=2) + "\n")
+    atomic_write_text(run_dir / "time.json", json.dumps(report["time"], indent=2) + "\n")
+    history = getattr(getattr(strategy, "moram_plugin", None), "history", None)
+    if history:
+        from .viz import atom_usage_heatmap
+
+        _save_png(atom_usage_heatmap(history[-1]), run_dir / "atom_usage.png")
+    return report
+
+
+def write_comparison(results: Dict[str, dict], out_dir) -> None:
+    """Write ``table.md``, ``table.csv``, ``summary.md``, ``accuracy_matrices.png`` and the
+    comparison's TensorBoard entry; print the summary and the table."""
+    from .tables import paper_table_csv, paper_table_markdown, summary_table
+    from .viz import accuracy_heatmaps
+
+    out_dir = Path(out_dir)
+    table, summary = paper_table_markdown(results), summary_table(results)
+    atomic_write_text(out_dir / "table.md", table + "\n")
+    atomic_write_text(out_dir / "table.csv", paper_table_csv(results))
+    atomic_write_text(out_dir / "summary.md", summary + "\n")
+    domains = next(iter(results.values()))["domains"]
+    image = accuracy_heatmaps({n: r["matrix"] for n, r in results.items()}, domains)
+    _save_png(image, out_dir / "accuracy_matrices.png")
+    _write_tensorboard(out_dir / "tensorboard" / "comparison", table, summary, image)
+    print(summary + "\n\n" + table)
+
+
+def _save_png(image, path: Path) -> None:
+    import io
+
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def _write_tensorboard(tb_dir: Path, table: str, summary: str, image) -> None:
+    """One event file with the tables and the matrices (replacing an earlier one)."""
+    from torch.utils.tensorboard import SummaryWriter
+
+    staging = tb_dir.with_name(tb_dir.name + ".tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    writer = SummaryWriter(str(staging))
+    writer.add_text("comparison/table", table, 0)
+    writer.add_text("comparison/summary", summary, 0)
+    writer.add_image("comparison/accuracy_matrices", np.asarray(image), 0, dataformats="HWC")
+    writer.close()
+    shutil.rmtree(tb_dir, ignore_errors=True)
+    staging.rename(tb_dir)
