@@ -94,7 +94,7 @@ class Designed(SupervisedPlugin):
 
 def test_two_experiences_of_the_synthetic_stream(tiny_clip, tokenizer, monkeypatch):
     transform = open_clip.image_transform(32, is_train=False)
-    benchmark = synthetic(("shapes", "colours"), train_size=12, test_size=12, train_transform=transform,
+    benchmark = synthetic(("shapes", "colours"), train_size=8, test_size=6, train_transform=transform,
                           eval_transform=transform)
     merged = []  # (name, up, down) at every merge
     original_merge = LoRALinear.merge
@@ -108,8 +108,8 @@ def test_two_experiences_of_the_synthetic_stream(tiny_clip, tokenizer, monkeypat
     probe = torch.randn(4, 3, 32, 32, generator=torch.Generator().manual_seed(9))
     before_merge, after_merge, designed = [], [], Designed()
     matrix = AccuracyMatrix()
-    strategy = STRATEGIES["inflora"](model=tiny_clip, tokenizer=tokenizer, rank=3, iterations=3, lr=1e-2,
-                                     train_mb_size=6, plugins=[designed, Spy(probe, after_merge)], progress=False,
+    strategy = STRATEGIES["inflora"](model=tiny_clip, tokenizer=tokenizer, rank=3, iterations=2, lr=1e-2,
+                                     train_mb_size=4, plugins=[designed, Spy(probe, after_merge)], progress=False,
                                      evaluator=EvaluationPlugin(matrix, loggers=[]))
     strategy.plugins.insert(0, Spy(probe, before_merge))
     initial = {k: v.clone() for k, v in tiny_clip.state_dict().items()}  # after injection
@@ -212,9 +212,9 @@ def fresh_run(make_stream, tokenizer):
     torch.manual_seed(0)
     model = open_clip.CLIP(**TINY_CONFIG)
     metric = AccuracyMatrix()
-    strategy = InfLoRA(model=model, tokenizer=tokenizer, rank=2, iterations=3, lr=1e-2, train_mb_size=4,
+    strategy = InfLoRA(model=model, tokenizer=tokenizer, rank=2, iterations=2, lr=1e-2, train_mb_size=4,
                        evaluator=EvaluationPlugin(metric, loggers=[]), progress=False)
-    return strategy, make_stream("all", train_sizes=(8, 6, 6)), metric
+    return strategy, make_stream("all", train_sizes=(4, 4, 4), test_size=4), metric
 
 
 def test_resume_is_bit_identical_and_the_checkpoint_is_lean(make_stream, tokenizer, tmp_path):
