@@ -23,6 +23,8 @@ _LAZY = {
     "LwF": "strategies",
     "LwFVR": "strategies",
     "ZSCL": "strategies",
+    "InfLoRA": "strategies",
+    "InfLoRAPlugin": "strategies",
     "AccuracyMatrix": "metrics",
     "Domain": "benchmarks",
     "clip_benchmark": "benchmarks",

@@ -4,6 +4,7 @@ from ..checkpoint import enable_avalanche_checkpointing
 from ..registry import lookup
 from .base import CLIPStrategy
 from .finetune import FineTune
+from .inflora import InfLoRA, InfLoRAPlugin, lora_layers
 from .lwf import LwF, LwFVR
 from .moram import MoRAM, MoRAMPlugin, moram_layers
 from .schedule import ZSCL_MTIL_LR, DomainLR
@@ -16,7 +17,7 @@ enable_avalanche_checkpointing()  # Avalanche's save_checkpoint under torch 2.15
 
 #: ``--strategy`` name -> strategy class
 STRATEGIES = {"moram": MoRAM, "finetune": FineTune, "zeroshot": ZeroShot, "wiseft": WiSEFT,
-              "lwf": LwF, "lwf-vr": LwFVR, "zscl": ZSCL}
+              "lwf": LwF, "lwf-vr": LwFVR, "zscl": ZSCL, "inflora": InfLoRA}
 
 
 def get_strategy(name: str):
@@ -31,6 +32,8 @@ __all__ = [
     "CLIPStrategy",
     "DomainLR",
     "FineTune",
+    "InfLoRA",
+    "InfLoRAPlugin",
     "LwF",
     "LwFVR",
     "MoRAM",
@@ -39,5 +42,6 @@ __all__ = [
     "ZSCLFineTune",
     "ZeroShot",
     "get_strategy",
+    "lora_layers",
     "moram_layers",
 ]

@@ -1,0 +1,55 @@
+"""InputCovariance: record ``C = mean over tokens of x x^T`` of the inputs of chosen modules (pure torch).
+
+InfLoRA's covariance pass [liangyanshuo/InfLoRA models/vit_inflora.py, ``cur_matrix``]: every
+token of every input (for a ViT: the class token and the patch tokens of each image) counts
+once; the last dimension is the feature dimension. Sums are kept in float64.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Mapping
+
+import torch
+from torch import nn
+
+
+class InputCovariance:
+    """Context manager: while open, forward pre-hooks accumulate each module's input second moment.
+
+    Args:
+        modules: ``{key: module}``; the first positional input of each module is recorded.
+
+    After (or during) the pass, :meth:`covariances` gives ``{key: C}`` (float64, on the
+    inputs' device); a key whose module saw no token raises.
+    """
+
+    def __init__(self, modules: Mapping[str, nn.Module]) -> None:
+        self.modules = dict(modules)
+        self.sums: Dict[str, torch.Tensor] = {}
+        self.counts: Dict[str, int] = {key: 0 for key in self.modules}
+        self._handles = []
+
+    def __enter__(self) -> "InputCovariance":
+        for key, module in self.modules.items():
+            self._handles.append(module.register_forward_pre_hook(self._hook(key)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def _hook(self, key):
+        def record(module, args):
+            x = args[0].detach()
+            tokens = x.reshape(-1, x.shape[-1]).float()
+            moment = (tokens.t() @ tokens).double()
+            self.sums[key] = moment if key not in self.sums else self.sums[key] + moment
+            self.counts[key] += tokens.shape[0]
+        return record
+
+    def covariances(self) -> Dict[str, torch.Tensor]:
+        empty = [key for key, count in self.counts.items() if count == 0]
+        if empty:
+            raise RuntimeError(f"no input reached {empty[:3]} during the covariance pass")
+        return {key: self.sums[key] / self.counts[key] for key in self.modules}
