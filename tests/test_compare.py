@@ -156,3 +156,15 @@ def test_cli_compare(tmp_path, capsys):
     assert settings["set"] == {"moram": {"topk": "2", "atoms_per_task": "2"}} and settings["iterations"] == 1
     rows = list(csv.reader(io.StringIO((tmp_path / "out" / "table.csv").read_text())))
     assert len(rows) == 1 + 3 * 2 and len(rows[0]) == 2 + 5 + 1
+
+
+def test_set_values_are_python_literals_or_strings():
+    from moram_avalanche.cli import _parse_sets
+
+    parsed = _parse_sets(["topk=8", "encoders=('visual',)", "routing=batch", "threshold=0"], prefixed=False)
+    assert parsed == {"": {"topk": 8, "encoders": ("visual",), "routing": "batch", "threshold": 0}}
+    assert _parse_sets(["MoRAM.lr=1e-3", "seq-lora.rank=4"], prefixed=True) == {
+        "moram": {"lr": 1e-3}, "seq-lora": {"rank": 4}}
+    for bad in ("lr", "=3", "1x=2"):
+        with pytest.raises(ValueError, match="KEY=VALUE"):
+            _parse_sets([bad], prefixed=False)
