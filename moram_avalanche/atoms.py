@@ -58,6 +58,8 @@ from .atom_ops import MoRAMFunction, compute_dtype, mixture_forward, plain_mixtu
 STATE_KEYS = ("atom_keys", "atom_values", "num_frozen", "atom_task")
 #: state dict key of the external router's rows (``router=True`` only)
 ROUTER_KEY = "router_weight"
+#: load-balancing terms a layer keeps uncollected before it reports a missing consumer
+MAX_BALANCE_TERMS = 256
 
 
 class MoRAMLinear(nn.Module):
@@ -421,6 +423,13 @@ class MoRAMLinear(nn.Module):
             balance=balance,
         )
         if result.balance is not None:
+            if len(self.balance_terms) >= MAX_BALANCE_TERMS:
+                raise RuntimeError(
+                    f"{len(self.balance_terms)} load-balancing terms (each holding its autograd "
+                    "graph) were recorded and never collected: call pop_balance_terms() after "
+                    "each forward (LoadBalancePlugin does), or build the layer with "
+                    "load_balance=False"
+                )
             self.balance_terms.append(result.balance)
         return result.out, result.idx, result.weights
 

@@ -272,3 +272,17 @@ def test_bad_options_are_reported():
     layer = MoRAMLinear(nn.Linear(2, 2), atoms_per_task=1)
     with pytest.raises(ValueError, match="router=True"):
         layer.load_atoms(torch.zeros(1, 2), torch.zeros(2, 1), 0, router=torch.zeros(1, 2))
+
+
+def test_uncollected_balance_terms_are_reported(monkeypatch):
+    import moram_avalanche.atoms as atoms
+
+    monkeypatch.setattr(atoms, "MAX_BALANCE_TERMS", 2)
+    layer = grown(load_balance=True).train()
+    x = torch.randn(3, 5, dtype=torch.float64)
+    layer(x)
+    layer(x)
+    with pytest.raises(RuntimeError, match="pop_balance_terms"):
+        layer(x)
+    assert len(layer.pop_balance_terms()) == 2
+    layer(x)  # collected: fine again

@@ -7,7 +7,8 @@ from typing import Dict, Sequence
 import torch
 from avalanche.core import SupervisedPlugin
 
-from ..clip.inject import ENCODERS, TARGET_PATHS, replace_linears, split_attention, target_linear_names
+from ..clip.inject import (ENCODERS, TARGET_PATHS, replace_linears, split_attention,
+                           target_linear_names)
 from ..moe_lora import STATE_KEYS, MoELoRALinear
 from .base import CLIPStrategy
 
@@ -82,7 +83,8 @@ class MoELoRA(CLIPStrategy):
     def load_checkpoint_model_state(self, state: dict) -> None:
         result = self.model.load_state_dict(state, strict=False)
         if result.unexpected_keys:
-            raise ValueError(f"checkpoint experts do not fit this model: {result.unexpected_keys[:5]}")
+            raise ValueError(
+                f"checkpoint experts do not fit this model: {result.unexpected_keys[:5]}")
         missing = [k for k in result.missing_keys if k.rpartition(".")[2] in STATE_KEYS]
         if missing:
             raise ValueError(f"checkpoint lacks experts of this model: {missing[:5]}")

@@ -120,7 +120,8 @@ class MoRAM(CLIPStrategy):
         **kwargs,
     ):
         if balance_coef < 0:
-            raise ValueError(f"balance_coef must be >= 0 (0: no load balancing), got {balance_coef}")
+            raise ValueError(
+                f"balance_coef must be >= 0 (0: no load balancing), got {balance_coef}")
         if not moram_layers(model):
             inject_moram(model, encoders=encoders, targets=targets, atoms_per_task=atoms_per_task,
                          topk=topk, temperature=temperature, threshold=threshold, router=router,

@@ -52,7 +52,7 @@ class SeqLoRA(CLIPStrategy):
         keys = self._lora_keys()
         if set(state) != keys:
             raise ValueError(
-                f"checkpoint LoRA factors do not fit this model: extra {sorted(set(state) - keys)[:5]}, "
-                f"missing {sorted(keys - set(state))[:5]}"
+                "checkpoint LoRA factors do not fit this model: extra "
+                f"{sorted(set(state) - keys)[:5]}, missing {sorted(keys - set(state))[:5]}"
             )
         self.model.load_state_dict(state, strict=False)
