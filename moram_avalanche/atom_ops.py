@@ -176,3 +176,76 @@ def _tail_rows(idx: torch.Tensor, coef: torch.Tensor, start: int, total: int) ->
     dense = coef.new_zeros(coef.shape[0], total - start)
     dense.scatter_add_(1, local.clamp_min(0), coef * (local >= 0))
     return dense
+
+
+# ---------------------------------------------------------------------- routing ablations
+class PlainResult(NamedTuple):
+    """Output of :func:`plain_mixture`."""
+
+    out: torch.Tensor  # [N, d_out]
+    idx: torch.Tensor  # [N, k] kept atoms (not differentiable)
+    weights: torch.Tensor  # [N, k] mixture weights (detached, for activation statistics)
+    balance: Optional[torch.Tensor]  # 0-d load-balancing term, or None
+
+
+def balance_term(relevance: torch.Tensor, idx: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Switch-Transformer load-balancing term ``R * sum_i f_i P_i`` of one layer.
+
+    Fedus, Zoph and Shazeer, "Switch Transformers" (JMLR 2022), eq. 4-6: ``P_i`` is the mean
+    over tokens of the router probability of atom ``i``, here ``softmax(s / tau)`` over the
+    whole bank (before top-k and gate; differentiable), and ``f_i`` the fraction of routing
+    assignments that go to atom ``i``: the share of (token, kept slot) pairs of the top-k
+    selection ``idx`` ``[N, k]``, so ``sum_i f_i = 1`` (Switch's top-1 fraction when k = 1;
+    Hugging Face's top-k variant sums over slots instead, which multiplies the term by k).
+    Perfectly uniform routing gives 1.
+
+    The MoRAM release computes no such term in its active code: its layer returns a loss of
+    0 and the training loop discards it; a commented-out forward computed
+    ``R * sum_i Pbar_i^2`` from the kept mixture weights (Artificer-AI-Lab/MoRAM,
+    ``XTAIL/loralib/moram.py``).
+    """
+    num_atoms = relevance.shape[-1]
+    probs = torch.softmax(relevance / temperature, dim=-1)
+    mean_prob = probs.mean(0)
+    counts = torch.zeros(num_atoms, dtype=probs.dtype, device=probs.device)
+    ones = torch.ones(idx.numel(), dtype=probs.dtype, device=probs.device)
+    counts.index_add_(0, idx.reshape(-1), ones)
+    fraction = counts / max(idx.numel(), 1)
+    return num_atoms * (fraction * mean_prob).sum()
+
+
+def plain_mixture(tokens, weight, bias, keys, values, k, temperature, threshold, *,
+                  router=None, balance=False) -> PlainResult:
+    """The layer with ordinary autograd, for the routing ablations that need it.
+
+    ``keys`` ``[R, d_in]`` and ``values`` ``[R, d_out]`` are the whole bank (frozen rows and
+    trainable rows concatenated by the caller; gradients reach whatever requires grad).
+    The relevance is the self-activation ``s = p / max(||p||, eps)`` or, with ``router``
+    ``[R, d_in]``, the external router's logits ``s = router x``. Then, as in the method:
+    top-``k`` of ``s`` (for self-activation selected on ``p``, the same order as the fused
+    path), ``w = softmax(s_I / tau)``, eval gate ``w <- w * [s_I >= threshold]`` (``None``: no
+    gate), ``y = W x + b + sum_I w_i p_i B_i``. With ``balance`` the layer's
+    :func:`balance_term` is returned too.
+    """
+    wide = route_dtype(tokens.dtype)
+    proj = F.linear(tokens, keys).to(wide)
+    if router is None:
+        norm = torch.linalg.vector_norm(proj, dim=-1, keepdim=True).clamp_min(RELEVANCE_EPS)
+        _, idx = proj.topk(k, dim=-1, sorted=False)
+        relevance = proj / norm
+        kept_relevance = relevance.gather(1, idx)
+    else:
+        relevance = F.linear(tokens, router).to(wide)
+        kept_relevance, idx = relevance.topk(k, dim=-1, sorted=False)
+    weights = torch.softmax(kept_relevance / temperature, dim=-1)
+    if threshold is not None:
+        weights = weights * (kept_relevance >= threshold)
+    coef = (weights * proj.gather(1, idx)).to(tokens.dtype)
+    mix = coef.new_zeros(proj.shape).scatter(1, idx, coef)
+    out = mix @ values
+    if bias is not None:
+        out = out + bias
+    if weight is not None:
+        out = out + tokens @ weight.t()
+    term = balance_term(relevance, idx, temperature) if balance else None
+    return PlainResult(out, idx, weights.detach(), term)

@@ -25,6 +25,24 @@ State dict keys (stable; a checkpoint holds only these plus the base layer):
 ``atom_task`` ``[R]`` (the expansion, i.e. task, that added each atom).
 Loading a state dict resizes the bank, so atoms saved after several tasks load into a
 freshly injected model.
+
+Routing ablations (MoRAM paper, routing table; all off by default, so the layer above is
+unchanged and runs the fused autograd function of :mod:`moram_avalanche.atom_ops`):
+
+* ``topk=None``: no sparsity, every atom is kept (``k = R``).
+* ``temperature=None``: no sharpening, ``tau = 1`` (softmax of the raw relevance).
+* ``threshold=0``: no eval gate.
+* ``router=True``: an external learned router replaces the self-activation relevance: the
+  relevance is ``s = G x`` with router rows ``G`` ``[R, d_in]`` (one row per atom, grown,
+  frozen and pruned with the bank; new rows start at zero, so new atoms start with logit 0).
+  Top-k, temperature and the eval gate then act on these logits as they act on ``p / ||p||``.
+  Extra state dict key ``router_weight`` ``[R, d_in]``.
+* ``load_balance=True``: every training forward with grad appends the layer's
+  Switch-Transformer load-balancing term (:func:`~moram_avalanche.atom_ops.balance_term`)
+  to :attr:`balance_terms`, for a plugin to add to the loss.
+
+The last two need differentiable routing probabilities and run the plain-autograd
+:func:`~moram_avalanche.atom_ops.plain_mixture` (old and new atoms concatenated per call).
 """
 
 from __future__ import annotations
@@ -35,9 +53,13 @@ from typing import Optional
 import torch
 from torch import nn
 
-from .atom_ops import MoRAMFunction, compute_dtype, mixture_forward
+from .atom_ops import MoRAMFunction, compute_dtype, mixture_forward, plain_mixture
 
 STATE_KEYS = ("atom_keys", "atom_values", "num_frozen", "atom_task")
+#: state dict key of the external router's rows (``router=True`` only)
+ROUTER_KEY = "router_weight"
+#: load-balancing terms a layer keeps uncollected before it reports a missing consumer
+MAX_BALANCE_TERMS = 256
 
 
 class MoRAMLinear(nn.Module):
@@ -48,18 +70,25 @@ class MoRAMLinear(nn.Module):
             by composition as ``self.base``.
         atoms_per_task: atoms appended by each :meth:`expand` (paper's ``r``; CLIP: 16).
         topk: routing budget ``k`` (CLIP: 16). The official release uses ``max(topk, 2)``,
-            and never more than the bank holds.
+            and never more than the bank holds. ``None`` keeps every atom (ablation).
         temperature: softmax temperature ``tau`` over the kept relevances (CLIP: 0.01).
+            ``None`` means ``tau = 1`` (ablation "no temperature").
         threshold: eval-only relevance gate ``delta`` (CLIP: 0.2); ``0`` disables it.
+        router: route with an external learned router instead of self-activation (ablation;
+            see the module docstring).
+        load_balance: record a load-balancing term per training forward (ablation; the
+            paper reports that it hurts: X-TAIL Last 80.9 -> 77.3).
     """
 
     def __init__(
         self,
         base: nn.Linear,
         atoms_per_task: int = 16,
-        topk: int = 16,
-        temperature: float = 0.01,
+        topk: Optional[int] = 16,
+        temperature: Optional[float] = 0.01,
         threshold: float = 0.2,
+        router: bool = False,
+        load_balance: bool = False,
     ) -> None:
         super().__init__()
         if not isinstance(base, nn.Linear):
@@ -68,7 +97,10 @@ class MoRAMLinear(nn.Module):
                 "Replace only linear layers (see moram_avalanche.clip.inject)."
             )
         _check_positive_int("atoms_per_task", atoms_per_task)
-        _check_positive_int("topk", topk)
+        if topk is not None:
+            _check_positive_int("topk", topk)
+        if temperature is None:
+            temperature = 1.0
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0 (paper: 0.01 for CLIP), got {temperature}")
         if not 0 <= threshold <= 1:
@@ -79,9 +111,13 @@ class MoRAMLinear(nn.Module):
         self.base = base
         base.requires_grad_(False)
         self.atoms_per_task = int(atoms_per_task)
-        self.topk = int(topk)
+        self.topk = None if topk is None else int(topk)
         self.temperature = float(temperature)
         self.threshold = float(threshold)
+        self.router = bool(router)
+        self.load_balance = bool(load_balance)
+        #: load-balancing terms of the training forwards since the last :meth:`pop_balance_terms`
+        self.balance_terms: list = []
 
         self._num_frozen = 0
         self._recording = False
@@ -95,8 +131,13 @@ class MoRAMLinear(nn.Module):
         self.register_buffer(
             "atom_hits", torch.zeros(0, dtype=torch.long, device=like.device), persistent=False
         )
+        if self.router:
+            self.register_buffer(
+                "_router_bank", like.new_zeros(0, self.in_features), persistent=False
+            )
         self.new_keys: Optional[nn.Parameter] = None
         self.new_values: Optional[nn.Parameter] = None
+        self.new_router: Optional[nn.Parameter] = None
 
     # ------------------------------------------------------------------ the base layer
     @property
@@ -131,7 +172,12 @@ class MoRAMLinear(nn.Module):
 
     @property
     def effective_topk(self) -> int:
-        """``k`` actually used: ``min(max(topk, 2), num_atoms)`` (official release)."""
+        """``k`` actually used: ``min(max(topk, 2), num_atoms)`` (official release).
+
+        Every atom (``num_atoms``) when ``topk`` is None.
+        """
+        if self.topk is None:
+            return self.num_atoms
         return min(max(self.topk, 2), self.num_atoms)
 
     @property
@@ -146,13 +192,23 @@ class MoRAMLinear(nn.Module):
         self._tie_trainable()
         return self._value_bank.detach().t()
 
+    @property
+    def router_weight(self) -> Optional[torch.Tensor]:
+        """The external router's rows ``[num_atoms, in_features]`` (detached), or None."""
+        if not self.router:
+            return None
+        self._tie_trainable()
+        return self._router_bank.detach()
+
     def expand(self) -> int:
         """Freeze every atom and append ``atoms_per_task`` new trainable ones.
 
         New keys are Kaiming-uniform (``a = sqrt(5)``, fan-in ``in_features``, like
-        ``nn.Linear.weight``); new values are zero (method reference, "continual expansion").
-        Returns the new number of atoms. An optimizer built before this call does not hold
-        the new parameters: rebuild it or add them.
+        ``nn.Linear.weight``); new values are zero (method reference, "continual expansion");
+        new router rows (``router=True``) are zero (zero-initialised gates, as the routers of
+        MoE-Adapters; baselines reference, section 2). Returns the new number of atoms. An
+        optimizer built before this call does not hold the new parameters: rebuild it or add
+        them.
         """
         self.freeze()
         keys = torch.empty(self.atoms_per_task, self.in_features)
@@ -162,11 +218,16 @@ class MoRAMLinear(nn.Module):
         values = like.new_zeros(self.atoms_per_task, self.out_features)
         task = int(self.atom_task.max()) + 1 if self.num_atoms else 0
         tasks = self.atom_task.new_full((self.atoms_per_task,), task)
+        router = None
+        if self.router:
+            zeros = like.new_zeros(self.atoms_per_task, self.in_features)
+            router = torch.cat([self._router_bank, zeros])
         self._set_bank(
             torch.cat([self._key_bank, keys]),
             torch.cat([self._value_bank, values]),
             num_frozen=self.num_atoms,
             tasks=torch.cat([self.atom_task, tasks]),
+            router=router,
         )
         return self.num_atoms
 
@@ -176,6 +237,7 @@ class MoRAMLinear(nn.Module):
         self._num_frozen = self.num_atoms
         self.new_keys = None
         self.new_values = None
+        self.new_router = None
 
     def load_atoms(
         self,
@@ -183,6 +245,7 @@ class MoRAMLinear(nn.Module):
         values: torch.Tensor,
         num_frozen: int,
         atom_task: Optional[torch.Tensor] = None,
+        router: Optional[torch.Tensor] = None,
     ) -> None:
         """Replace the whole bank.
 
@@ -192,6 +255,7 @@ class MoRAMLinear(nn.Module):
             num_frozen: the first ``num_frozen`` atoms are frozen, the rest trainable.
             atom_task: ``[R]`` non-decreasing task index of each atom; by default
                 consecutive blocks of ``atoms_per_task``.
+            router: ``[R, in_features]`` router rows (``router=True`` layers only; None: zeros).
 
         When the trainable part has the shape it has now, the existing parameters are
         updated in place, so an optimizer that holds them keeps working (resume).
@@ -216,6 +280,18 @@ class MoRAMLinear(nn.Module):
         if atom_task is None:
             atom_task = torch.arange(keys.shape[0]) // self.atoms_per_task
         atom_task = torch.as_tensor(atom_task).to(device=like.device, dtype=torch.long)
+        if router is not None and not self.router:
+            raise ValueError(
+                "router rows given to a layer without a router: build it with router=True"
+            )
+        if self.router:
+            router = like.new_zeros(keys.shape) if router is None else torch.as_tensor(router)
+            if router.shape != keys.shape:
+                raise ValueError(
+                    f"router rows must be [num_atoms={keys.shape[0]}, in_features="
+                    f"{self.in_features}] like the keys, got {tuple(router.shape)}"
+                )
+            router = router.to(device=like.device, dtype=like.dtype)
         if atom_task.shape != (keys.shape[0],) or bool((atom_task.diff() < 0).any()):
             raise ValueError(
                 f"atom_task must be a non-decreasing [num_atoms={keys.shape[0]}] tensor of task "
@@ -231,24 +307,35 @@ class MoRAMLinear(nn.Module):
                 self._tie_trainable()
                 self._key_bank.copy_(keys)
                 self._value_bank.copy_(values)
+                if self.router:
+                    self._router_bank.copy_(router)
             self.atom_task = atom_task.clone()
             self.reset_stats()
         else:
-            self._set_bank(keys.clone(), values.clone(), num_frozen, atom_task.clone())
+            self._set_bank(keys.clone(), values.clone(), num_frozen, atom_task.clone(),
+                           router=None if router is None else router.clone())
+
+    def _trainable_pairs(self):
+        """``(parameter name, bank name)`` of each trainable tail and the bank it aliases."""
+        pairs = [("new_keys", "_key_bank"), ("new_values", "_value_bank")]
+        if self.router:
+            pairs.append(("new_router", "_router_bank"))
+        return pairs
 
     def _set_bank(
-        self, keys: torch.Tensor, values: torch.Tensor, num_frozen: int, tasks: torch.Tensor
+        self, keys: torch.Tensor, values: torch.Tensor, num_frozen: int, tasks: torch.Tensor,
+        router: Optional[torch.Tensor] = None,
     ) -> None:
         self._key_bank = keys.contiguous()
         self._value_bank = values.contiguous()
+        if self.router:
+            router = keys.new_zeros(keys.shape) if router is None else router
+            self._router_bank = router.contiguous()
         self.atom_task = tasks
         self._num_frozen = num_frozen
-        if num_frozen < keys.shape[0]:
-            self.new_keys = nn.Parameter(self._key_bank[num_frozen:])
-            self.new_values = nn.Parameter(self._value_bank[num_frozen:])
-        else:
-            self.new_keys = None
-            self.new_values = None
+        for param_name, bank_name in self._trainable_pairs():
+            tail = getattr(self, bank_name)[num_frozen:]
+            setattr(self, param_name, nn.Parameter(tail) if num_frozen < keys.shape[0] else None)
         self.reset_stats()
 
     def _tie_trainable(self) -> None:
@@ -260,7 +347,8 @@ class MoRAMLinear(nn.Module):
         if self.new_keys is None:
             return
         start = self._num_frozen
-        for param, bank in ((self.new_keys, self._key_bank), (self.new_values, self._value_bank)):
+        for param_name, bank_name in self._trainable_pairs():
+            param, bank = getattr(self, param_name), getattr(self, bank_name)
             tail = bank[start:]
             if param.data_ptr() != tail.data_ptr() or param.device != tail.device:
                 with torch.no_grad():
@@ -279,9 +367,25 @@ class MoRAMLinear(nn.Module):
         fuse_base = type(self.base).forward is nn.Linear.forward
         weight = self.base.weight.to(dtype) if fuse_base else None
         bias = self.base.bias.to(dtype) if fuse_base and self.base.bias is not None else None
-        key_bank, value_bank = self._key_bank.to(dtype), self._value_bank.to(dtype)
         threshold = self.threshold if (not self.training and self.threshold > 0) else None
         k = self.effective_topk
+        balance = self.load_balance and self.training and torch.is_grad_enabled()
+        if self.router or balance:
+            out, idx, weights = self._plain_forward(tokens, weight, bias, dtype, k, threshold,
+                                                    balance)
+        else:
+            out, idx, weights = self._fused_forward(tokens, weight, bias, dtype, k, threshold)
+        if self._recording:
+            self._record(idx, weights)
+        out = out.reshape(*x.shape[:-1], self.out_features)
+        if not fuse_base:
+            base_out = self.base(x)
+            out = base_out + out.to(base_out.dtype)
+        return out
+
+    def _fused_forward(self, tokens, weight, bias, dtype, k, threshold):
+        """The method's path: one autograd function over the bank (:mod:`.atom_ops`)."""
+        key_bank, value_bank = self._key_bank.to(dtype), self._value_bank.to(dtype)
         if self.new_keys is not None:
             new_keys, new_values = self.new_keys.to(dtype), self.new_values.to(dtype)
         else:
@@ -300,13 +404,39 @@ class MoRAMLinear(nn.Module):
                     tokens, weight, bias, key_bank, value_bank, k, self.temperature, threshold
                 )
             idx, weights = routing.idx, routing.weights
-        if self._recording:
-            self._record(idx, weights)
-        out = out.reshape(*x.shape[:-1], self.out_features)
-        if not fuse_base:
-            base_out = self.base(x)
-            out = base_out + out.to(base_out.dtype)
-        return out
+        return out, idx, weights
+
+    def _plain_forward(self, tokens, weight, bias, dtype, k, threshold, balance):
+        """The ablations' path (router, load balance): plain autograd over ``[frozen; new]``."""
+        start = self._num_frozen
+
+        def whole(bank_name, param_name):
+            bank, param = getattr(self, bank_name), getattr(self, param_name)
+            if param is None:
+                return bank.to(dtype)
+            return torch.cat([bank[:start].to(dtype), param.to(dtype)])
+
+        result = plain_mixture(
+            tokens, weight, bias, whole("_key_bank", "new_keys"),
+            whole("_value_bank", "new_values"), k, self.temperature, threshold,
+            router=whole("_router_bank", "new_router") if self.router else None,
+            balance=balance,
+        )
+        if result.balance is not None:
+            if len(self.balance_terms) >= MAX_BALANCE_TERMS:
+                raise RuntimeError(
+                    f"{len(self.balance_terms)} load-balancing terms (each holding its autograd "
+                    "graph) were recorded and never collected: call pop_balance_terms() after "
+                    "each forward (LoadBalancePlugin does), or build the layer with "
+                    "load_balance=False"
+                )
+            self.balance_terms.append(result.balance)
+        return result.out, result.idx, result.weights
+
+    def pop_balance_terms(self) -> list:
+        """The load-balancing terms recorded since the last call (and forget them)."""
+        terms, self.balance_terms = self.balance_terms, []
+        return terms
 
     # ------------------------------------------------------------------ activation statistics
     @property
@@ -371,7 +501,8 @@ class MoRAMLinear(nn.Module):
         if dropped.numel():
             mass_kept, hits_kept = self.atom_mass[keep], self.atom_hits[keep]
             self._set_bank(
-                self._key_bank[keep], self._value_bank[keep], int(keep.sum()), self.atom_task[keep]
+                self._key_bank[keep], self._value_bank[keep], int(keep.sum()), self.atom_task[keep],
+                router=self._router_bank[keep] if self.router else None,
             )
             self.atom_mass, self.atom_hits = mass_kept, hits_kept
         return dropped
@@ -383,12 +514,17 @@ class MoRAMLinear(nn.Module):
         destination[prefix + "atom_values"] = self._value_bank.t().detach()
         destination[prefix + "num_frozen"] = torch.tensor(self._num_frozen)
         destination[prefix + "atom_task"] = self.atom_task.detach()
+        if self.router:
+            destination[prefix + ROUTER_KEY] = self._router_bank.detach()
 
     def _load_from_state_dict(
         self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
     ):
         found = {name: state_dict.get(prefix + name) for name in STATE_KEYS}
         missing = [prefix + name for name in STATE_KEYS[:3] if found[name] is None]
+        router = state_dict.get(prefix + ROUTER_KEY)
+        if self.router and router is None:
+            missing.append(prefix + ROUTER_KEY)
         if missing:
             missing_keys.extend(missing)
         else:
@@ -398,15 +534,17 @@ class MoRAMLinear(nn.Module):
                     found["atom_values"],
                     int(found["num_frozen"]),
                     found["atom_task"],
+                    router=router if self.router else None,
                 )
             except ValueError as err:
                 error_msgs.append(f"While loading atoms of {prefix[:-1] or 'MoRAMLinear'}: {err}")
         if strict:
+            known = STATE_KEYS + ((ROUTER_KEY,) if self.router else ())
             children = set(self._modules)
             for key in state_dict:
                 if key.startswith(prefix):
                     local = key[len(prefix):]
-                    if local not in STATE_KEYS and local.split(".", 1)[0] not in children:
+                    if local not in known and local.split(".", 1)[0] not in children:
                         unexpected_keys.append(key)
 
     def extra_repr(self) -> str:
@@ -414,6 +552,8 @@ class MoRAMLinear(nn.Module):
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"atoms={self.num_frozen}/{self.num_atoms} (frozen/total), topk={self.topk}, "
             f"temperature={self.temperature}, threshold={self.threshold}"
+            + (", router=True" if self.router else "")
+            + (", load_balance=True" if self.load_balance else "")
         )
 
 

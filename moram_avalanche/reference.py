@@ -4,6 +4,9 @@ This is a literal transcription of the method's six steps (see :mod:`moram_avala
 old and new atoms are concatenated on every call, the top-k is applied as a full ``-inf``
 mask built with ``scatter``, and the read-out is a dense ``[N, R] x [R, d_out]`` product.
 It shares no code with :class:`~moram_avalanche.atoms.MoRAMLinear`.
+
+Routing ablations: ``topk=None`` keeps every atom, ``temperature=None`` means 1, and
+``router`` (blocks of router rows ``[r_t, d_in]``) replaces the relevance by ``x G^T``.
 """
 
 from __future__ import annotations
@@ -12,11 +15,20 @@ import torch
 
 
 def naive_mixture(
-    proj: torch.Tensor, *, topk: int, temperature: float, threshold: float, training: bool
+    proj: torch.Tensor, *, topk, temperature, threshold: float, training: bool,
+    router_logits: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Mixture weights ``w`` ``[N, R]`` from projections ``p`` ``[N, R]`` (steps 2-5)."""
-    relevance = proj / torch.clamp(torch.linalg.vector_norm(proj, dim=-1, keepdim=True), min=1e-12)
-    k = min(max(topk, 2), proj.shape[-1])
+    """Mixture weights ``w`` ``[N, R]`` from projections ``p`` ``[N, R]`` (steps 2-5).
+
+    ``router_logits`` ``[N, R]``, when given, is the relevance instead of ``p / ||p||``.
+    """
+    if router_logits is None:
+        norm = torch.clamp(torch.linalg.vector_norm(proj, dim=-1, keepdim=True), min=1e-12)
+        relevance = proj / norm
+    else:
+        relevance = router_logits
+    temperature = 1.0 if temperature is None else temperature
+    k = proj.shape[-1] if topk is None else min(max(topk, 2), proj.shape[-1])
     top_idx = torch.topk(relevance, k, dim=-1).indices
     masked = torch.full_like(relevance, float("-inf")).scatter(
         -1, top_idx, relevance.gather(-1, top_idx)
@@ -35,9 +47,10 @@ def naive_moram(
     values: list[torch.Tensor],
     *,
     topk: int,
-    temperature: float,
+    temperature,
     threshold: float,
     training: bool,
+    router: list[torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """``W x + b + sum_i w_i (A_i x) B_i`` for blocks of keys ``[r_t, d_in]`` and values ``[d_out, r_t]``."""
     out = x @ weight.t()
@@ -48,8 +61,10 @@ def naive_moram(
     all_keys = torch.cat(keys, dim=0)
     all_values = torch.cat(values, dim=1)
     proj = x @ all_keys.t()
+    logits = None if router is None else x @ torch.cat(router, dim=0).t()
     mix = naive_mixture(
-        proj, topk=topk, temperature=temperature, threshold=threshold, training=training
+        proj, topk=topk, temperature=temperature, threshold=threshold, training=training,
+        router_logits=logits,
     )
     return out + (mix * proj) @ all_values.t()
 

@@ -6,8 +6,13 @@ from .base import CLIPStrategy
 from .finetune import FineTune
 from .inflora import InfLoRA, InfLoRAPlugin, lora_layers
 from .lwf import LwF, LwFVR
+from .moe_lora import MoELoRA, MoELoRAPlugin
 from .moram import MoRAM, MoRAMPlugin, moram_layers
+from .moram_ablations import (ABLATION_STRATEGIES, ROUTING_ABLATIONS, LoadBalancePlugin,
+                              MoRAMExternalRouter, MoRAMLoadBalance, MoRAMSelfActivation,
+                              MoRAMSelfTemperature, MoRAMSelfThreshold, MoRAMSelfTopK)
 from .schedule import ZSCL_MTIL_LR, DomainLR
+from .seq_lora import SeqLoRA
 from .wiseft import WiSEFT
 from .zeroshot import ZeroShot
 from .zscl import ZSCL
@@ -17,7 +22,9 @@ enable_avalanche_checkpointing()  # Avalanche's save_checkpoint under torch 2.15
 
 #: ``--strategy`` name -> strategy class
 STRATEGIES = {"moram": MoRAM, "finetune": FineTune, "zeroshot": ZeroShot, "wiseft": WiSEFT,
-              "lwf": LwF, "lwf-vr": LwFVR, "zscl": ZSCL, "inflora": InfLoRA}
+              "lwf": LwF, "lwf-vr": LwFVR, "zscl": ZSCL, "inflora": InfLoRA,
+              # routing ablations of the MoRAM paper (moram_ablations.ROUTING_ABLATIONS)
+              "seq-lora": SeqLoRA, "moe-lora": MoELoRA, **ABLATION_STRATEGIES}
 
 
 def get_strategy(name: str):
@@ -26,6 +33,7 @@ def get_strategy(name: str):
 
 
 __all__ = [
+    "ROUTING_ABLATIONS",
     "STRATEGIES",
     "ZSCL",
     "ZSCL_MTIL_LR",
@@ -35,9 +43,19 @@ __all__ = [
     "InfLoRA",
     "InfLoRAPlugin",
     "LwF",
+    "LoadBalancePlugin",
     "LwFVR",
+    "MoELoRA",
+    "MoELoRAPlugin",
     "MoRAM",
+    "MoRAMExternalRouter",
+    "MoRAMLoadBalance",
     "MoRAMPlugin",
+    "MoRAMSelfActivation",
+    "MoRAMSelfTemperature",
+    "MoRAMSelfThreshold",
+    "MoRAMSelfTopK",
+    "SeqLoRA",
     "WiSEFT",
     "ZSCLFineTune",
     "ZeroShot",

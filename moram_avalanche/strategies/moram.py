@@ -7,8 +7,8 @@ from typing import Dict, List, Optional
 import torch
 from avalanche.core import SupervisedPlugin
 
+from ..atoms import ROUTER_KEY, MoRAMLinear
 from ..atoms import STATE_KEYS as ATOM_STATE_KEYS
-from ..atoms import MoRAMLinear
 from ..clip.inject import ENCODERS, TARGET_PATHS, inject_moram
 from .base import CLIPStrategy
 
@@ -89,6 +89,13 @@ class MoRAM(CLIPStrategy):
     Args (keyword-only, besides CLIPStrategy's): atoms_per_task, topk, temperature,
     threshold, encoders, targets, prune_mass (None: no pruning; paper's option: 0.99),
     record_activations.
+
+    Routing ablations (paper's routing table; see
+    :mod:`moram_avalanche.strategies.moram_ablations` for the named rows): ``topk=None`` (no
+    sparsity), ``temperature=None`` (tau = 1), ``threshold=0`` (no gate), ``router=True`` (an
+    external learned router over the atoms), ``balance_coef > 0`` (a Switch-Transformer
+    load-balancing term added to the loss by a
+    :class:`~moram_avalanche.strategies.moram_ablations.LoadBalancePlugin`; 0 = the method).
     """
 
     def __init__(
@@ -97,9 +104,11 @@ class MoRAM(CLIPStrategy):
         model,
         tokenizer,
         atoms_per_task: int = 16,
-        topk: int = 16,
-        temperature: float = 0.01,
+        topk: Optional[int] = 16,
+        temperature: Optional[float] = 0.01,
         threshold: float = 0.2,
+        router: bool = False,
+        balance_coef: float = 0.0,
         encoders=ENCODERS,
         targets=tuple(TARGET_PATHS),
         prune_mass: Optional[float] = None,
@@ -110,23 +119,34 @@ class MoRAM(CLIPStrategy):
         plugins=None,
         **kwargs,
     ):
+        if balance_coef < 0:
+            raise ValueError(
+                f"balance_coef must be >= 0 (0: no load balancing), got {balance_coef}")
         if not moram_layers(model):
             inject_moram(model, encoders=encoders, targets=targets, atoms_per_task=atoms_per_task,
-                         topk=topk, temperature=temperature, threshold=threshold)
+                         topk=topk, temperature=temperature, threshold=threshold, router=router,
+                         load_balance=balance_coef > 0)
         self.moram_plugin = MoRAMPlugin(prune_mass=prune_mass, record=record_activations)
+        own = [self.moram_plugin]
+        self.balance_plugin = None
+        if balance_coef > 0:
+            from .moram_ablations import LoadBalancePlugin
+
+            self.balance_plugin = LoadBalancePlugin(balance_coef)
+            own.append(self.balance_plugin)
         super().__init__(model=model, tokenizer=tokenizer, iterations=iterations, lr=lr,
-                         train_mb_size=train_mb_size,
-                         plugins=[self.moram_plugin, *(plugins or [])], **kwargs)
+                         train_mb_size=train_mb_size, plugins=[*own, *(plugins or [])], **kwargs)
 
     def checkpoint_model_state(self) -> dict:
-        """The atom banks only: CLIP's own weights never change under MoRAM."""
+        """The atom banks (and router rows) only: CLIP's own weights never change under MoRAM."""
         return {k: v for k, v in self.model.state_dict().items()
-                if k.rpartition(".")[2] in ATOM_STATE_KEYS}
+                if k.rpartition(".")[2] in (*ATOM_STATE_KEYS, ROUTER_KEY)}
 
     def load_checkpoint_model_state(self, state: dict) -> None:
         result = self.model.load_state_dict(state, strict=False)
         if result.unexpected_keys:
             raise ValueError(f"checkpoint atoms do not fit this model: {result.unexpected_keys[:5]}")
-        missing = [k for k in result.missing_keys if k.rpartition(".")[2] in ATOM_STATE_KEYS]
+        missing = [k for k in result.missing_keys
+                   if k.rpartition(".")[2] in (*ATOM_STATE_KEYS, ROUTER_KEY)]
         if missing:
             raise ValueError(f"checkpoint lacks atoms of this model: {missing[:5]}")

@@ -1,0 +1,37 @@
+"""Time one MoRAMLinear forward+backward: the fused method path vs the ablations' plain path.
+
+ViT-B/16-like shapes (d = 768, 2048 tokens) after 10 tasks of 16 atoms, top-k 16, CPU.
+Run: python scripts/bench_routing_paths.py [threads]
+"""
+
+import sys
+import time
+
+import torch
+from torch import nn
+
+from moram_avalanche.atoms import MoRAMLinear
+
+
+def main(threads: int = 1) -> None:
+    torch.manual_seed(0)
+    torch.set_num_threads(threads)
+    x = torch.randn(2048, 768)
+    for name, options in [("fused (method)", {}), ("router (plain)", {"router": True}),
+                          ("load-balance (plain)", {"load_balance": True})]:
+        layer = MoRAMLinear(nn.Linear(768, 768), atoms_per_task=16, topk=16, **options).train()
+        for _ in range(10):
+            layer.expand()
+        with torch.no_grad():
+            layer.new_values.normal_()
+        times = []
+        for _ in range(6):
+            start = time.perf_counter()
+            layer(x).sum().backward()
+            layer.pop_balance_terms()
+            times.append(time.perf_counter() - start)
+        print(f"{name:22s} fwd+bwd {1000 * sorted(times)[len(times) // 2]:.1f} ms (median of 6)")
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
