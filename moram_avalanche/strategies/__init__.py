@@ -5,8 +5,9 @@ from ..registry import lookup
 from .base import CLIPStrategy
 from .finetune import FineTune
 from .lwf import LwF, LwFVR
+from .moe_adapters import MoEAdapters, MoEAdaptersPlugin
 from .moram import MoRAM, MoRAMPlugin, moram_layers
-from .schedule import ZSCL_MTIL_LR, DomainLR
+from .schedule import MOE_FEWSHOT_MTIL_LR, ZSCL_MTIL_LR, DomainLR
 from .wiseft import WiSEFT
 from .zeroshot import ZeroShot
 from .zscl import ZSCL
@@ -16,7 +17,8 @@ enable_avalanche_checkpointing()  # Avalanche's save_checkpoint under torch 2.15
 
 #: ``--strategy`` name -> strategy class
 STRATEGIES = {"moram": MoRAM, "finetune": FineTune, "zeroshot": ZeroShot, "wiseft": WiSEFT,
-              "lwf": LwF, "lwf-vr": LwFVR, "zscl": ZSCL}
+              "lwf": LwF, "lwf-vr": LwFVR, "zscl": ZSCL,
+              "moe-adapters": MoEAdapters}
 
 
 def get_strategy(name: str):
@@ -25,6 +27,7 @@ def get_strategy(name: str):
 
 
 __all__ = [
+    "MOE_FEWSHOT_MTIL_LR",
     "STRATEGIES",
     "ZSCL",
     "ZSCL_MTIL_LR",
@@ -33,6 +36,8 @@ __all__ = [
     "FineTune",
     "LwF",
     "LwFVR",
+    "MoEAdapters",
+    "MoEAdaptersPlugin",
     "MoRAM",
     "MoRAMPlugin",
     "WiSEFT",
