@@ -189,8 +189,9 @@ class DDAS:
     @torch.no_grad()
     def errors(self, images: torch.Tensor) -> torch.Tensor:
         """Reconstruction MSE ``[A, B]`` of every trained autoencoder (reference first)."""
-        x = self.features(images)
-        return torch.stack([ae.errors(x) for ae in self._all()])
+        with torch.autocast(self.device.type, enabled=False):  # thresholds are float32 values
+            x = self.features(images)
+            return torch.stack([ae.errors(x) for ae in self._all()])
 
     @torch.no_grad()
     def select(self, images: torch.Tensor) -> torch.Tensor:

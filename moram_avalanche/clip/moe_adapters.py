@@ -125,12 +125,12 @@ class MoEAdapterMixture(nn.Module):
         return self.num_routers - 1
 
     def set_trainable(self, router: Optional[int]) -> None:
-        """Only router ``router`` (None: none) and the experts not frozen require grad."""
+        """Router ``router`` and the experts not frozen require grad; with None nothing does."""
         for index, (gate, noise) in enumerate(zip(self.gates, self.noises)):
             gate.requires_grad_(index == router)
             noise.requires_grad_(index == router)
         for expert, frozen in zip(self.experts, self.frozen.tolist()):
-            expert.requires_grad_(not frozen)
+            expert.requires_grad_(router is not None and not frozen)
 
     def reset_counts(self) -> None:
         self.counts.zero_()
