@@ -113,14 +113,14 @@ class DDAS:
         iterations: steps per task autoencoder (300). reference_iterations: steps of the
             reference autoencoder (1000). lr: 0.003 (few-shot; 0.01 full-shot).
         weight_decay: Adam's (1e-4). batch_size: 64. decay_every: None (no decay) or steps
-            between x0.1 decays.
+            between x0.1 decays. num_workers: DataLoader workers decoding the training images.
     """
 
     def __init__(self, feature_extractor: nn.Module, *, hidden: int = 100,
                  threshold: float = FEW_SHOT_THRESHOLD, routing: str = "sample",
                  iterations: int = 300, reference_iterations: int = 1000, lr: float = 3e-3,
                  weight_decay: float = 1e-4, batch_size: int = 64,
-                 decay_every: Optional[int] = None) -> None:
+                 decay_every: Optional[int] = None, num_workers: int = 0) -> None:
         if routing not in ROUTINGS:
             raise ValueError(f"routing must be one of {ROUTINGS}, got {routing!r}")
         if not isinstance(feature_extractor, nn.Module):
@@ -131,7 +131,7 @@ class DDAS:
         self.hidden, self.threshold, self.routing = hidden, float(threshold), routing
         self.iterations, self.reference_iterations = iterations, reference_iterations
         self.lr, self.weight_decay, self.batch_size = lr, weight_decay, batch_size
-        self.decay_every = decay_every
+        self.decay_every, self.num_workers = decay_every, num_workers
         self.reference: Optional[DomainAutoencoder] = None
         self.tasks: List[DomainAutoencoder] = []
 
@@ -168,7 +168,9 @@ class DDAS:
         return len(self.tasks) - 1
 
     def _fit(self, dataset, iterations: int) -> DomainAutoencoder:
-        loader = torch.utils.data.DataLoader(dataset, batch_size=self.batch_size, shuffle=True)
+        loader = torch.utils.data.DataLoader(dataset, batch_size=self.batch_size, shuffle=True,
+                                             num_workers=self.num_workers,
+                                             persistent_workers=self.num_workers > 0)
         batches = itertools.islice(_cycle_images(loader), iterations)
         ae, optimizer = None, None
         for step, images in enumerate(batches):

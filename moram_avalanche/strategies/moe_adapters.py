@@ -31,14 +31,15 @@ class MoEAdaptersPlugin(SupervisedPlugin):
       experience's training images (as the release: its few-shot set, train transform).
 
     Attributes:
-        frozen_history: per experience, ``{block name: [expert indices frozen]}``.
+        history: per experience, ``{"domain": name, "blocks": {block name: {"counts": [selections
+            per expert], "frozen": [expert indices frozen after it]}}}`` (plain Python).
     """
 
     def __init__(self, ddas: Optional[DDAS], reference_images=None, freeze_per_task: int = 2) -> None:
         super().__init__()
         self.ddas, self.reference_images = ddas, reference_images
         self.freeze_per_task = freeze_per_task
-        self.frozen_history: List[Dict[str, List[int]]] = []
+        self.history: List[dict] = []
 
     def before_training_exp(self, strategy, **kwargs):
         if self.ddas is not None:
@@ -53,25 +54,27 @@ class MoEAdaptersPlugin(SupervisedPlugin):
         strategy.make_optimizer()
 
     def after_training_exp(self, strategy, **kwargs):
-        picked = {}
+        blocks = {}
         for name, mixture in moe_mixtures(strategy.model).items():
-            picked[name] = mixture.freeze_most_used(self.freeze_per_task).tolist()
+            counts = mixture.counts.tolist()
+            blocks[name] = {"counts": counts,
+                            "frozen": mixture.freeze_most_used(self.freeze_per_task).tolist()}
             mixture.set_trainable(None)
-        self.frozen_history.append(picked)
+        self.history.append({"domain": strategy.experience.domain, "blocks": blocks})
         strategy.active_router = None
         if self.ddas is not None:
             self.ddas.fit_task(strategy.experience.dataset)
 
     def state_dict(self) -> dict:
         return {"ddas": None if self.ddas is None else self.ddas.state_dict(),
-                "frozen_history": self.frozen_history}
+                "history": self.history}
 
     def load_state_dict(self, state: dict) -> None:
         if (state["ddas"] is None) != (self.ddas is None):
             raise ValueError("the checkpoint and this strategy disagree on using DDAS (selector)")
         if self.ddas is not None:
             self.ddas.load_state_dict(state["ddas"])
-        self.frozen_history = [dict(entry) for entry in state["frozen_history"]]
+        self.history = list(state["history"])
 
 
 class MoEAdapters(CLIPStrategy):
@@ -106,6 +109,7 @@ class MoEAdapters(CLIPStrategy):
             :mod:`moram_avalanche.ddas`). threshold: 0.0585 (few-shot; 0.0655 full-shot).
         ae_iterations, ae_reference_iterations, ae_lr, ae_hidden, ae_batch_size,
         ae_weight_decay, ae_decay_every: DDAS training (300, 1000, 0.003, 100, 64, 1e-4, None).
+        ae_workers: DataLoader workers for the autoencoders' training images (0).
         encoders, experts, bottleneck, topk, dropout, adapter_scale: the adapters.
         freeze_per_task: experts frozen per block after each experience (2).
     """
@@ -128,6 +132,7 @@ class MoEAdapters(CLIPStrategy):
         ae_batch_size: int = 64,
         ae_weight_decay: float = 1e-4,
         ae_decay_every: Optional[int] = None,
+        ae_workers: int = 0,
         encoders=ENCODERS,
         experts: int = 22,
         bottleneck: int = 64,
@@ -159,7 +164,7 @@ class MoEAdapters(CLIPStrategy):
                              hidden=ae_hidden, threshold=threshold, routing=ddas_routing,
                              iterations=ae_iterations, reference_iterations=ae_reference_iterations,
                              lr=ae_lr, weight_decay=ae_weight_decay, batch_size=ae_batch_size,
-                             decay_every=ae_decay_every)
+                             decay_every=ae_decay_every, num_workers=ae_workers)
         self.moe_plugin = MoEAdaptersPlugin(self.ddas, images, freeze_per_task)
         #: the router being trained (None outside training)
         self.active_router: Optional[int] = None

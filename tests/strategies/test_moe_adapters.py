@@ -80,7 +80,7 @@ def test_two_experiences_of_the_synthetic_stream_end_to_end(tiny_clip, tokenizer
     strategy = get_strategy("moe-adapters")(
         model=tiny_clip, tokenizer=tokenizer, plugins=[snapshots], reference_images=reference,
         feature_extractor=tiny_extractor(), evaluator=EvaluationPlugin(metric, loggers=[]),
-        **{k: v for k, v in TINY.items()})
+        **{**TINY, "train_mb_size": 4})
     for experience in benchmark.train_stream:
         strategy.train(experience)
         strategy.eval(benchmark.test_stream)
@@ -102,6 +102,13 @@ def test_two_experiences_of_the_synthetic_stream_end_to_end(tiny_clip, tokenizer
             assert all(torch.equal(a, b) for a, b in
                        zip(first[name]["experts"][index], second[name]["experts"][index]))
         assert torch.equal(first[name]["gates"][0], second[name]["gates"][0])  # old router: fixed
+    history = strategy.moe_plugin.history
+    assert [h["domain"] for h in history] == ["shapes", "colours"]
+    prompts = len(benchmark.train_stream[0].classnames)
+    assert prompts == 6
+    for name, block in history[0]["blocks"].items():  # 3 iterations x top-2 x (4 images or 6 prompts)
+        assert sorted(block["frozen"]) == first[name]["frozen"].nonzero().flatten().tolist()
+        assert sum(block["counts"]) == 3 * 2 * (4 if name.startswith("visual.") else prompts)
     moved = sum(not all(torch.equal(a, b) for a, b in zip(first[n]["experts"][i], second[n]["experts"][i]))
                 for n in first for i in range(4) if not first[n]["frozen"][i])
     assert moved > 0  # while free experts still train
