@@ -6,12 +6,13 @@ from .base import CLIPStrategy
 from .finetune import FineTune
 from .inflora import InfLoRA, InfLoRAPlugin, lora_layers
 from .lwf import LwF, LwFVR
+from .moe_adapters import MoEAdapters, MoEAdaptersPlugin
 from .moe_lora import MoELoRA, MoELoRAPlugin
 from .moram import MoRAM, MoRAMPlugin, moram_layers
 from .moram_ablations import (ABLATION_STRATEGIES, ROUTING_ABLATIONS, LoadBalancePlugin,
                               MoRAMExternalRouter, MoRAMLoadBalance, MoRAMSelfActivation,
                               MoRAMSelfTemperature, MoRAMSelfThreshold, MoRAMSelfTopK)
-from .schedule import ZSCL_MTIL_LR, DomainLR
+from .schedule import MOE_FEWSHOT_MTIL_LR, ZSCL_MTIL_LR, DomainLR
 from .seq_lora import SeqLoRA
 from .wiseft import WiSEFT
 from .zeroshot import ZeroShot
@@ -22,7 +23,8 @@ enable_avalanche_checkpointing()  # Avalanche's save_checkpoint under torch 2.15
 
 #: ``--strategy`` name -> strategy class
 STRATEGIES = {"moram": MoRAM, "finetune": FineTune, "zeroshot": ZeroShot, "wiseft": WiSEFT,
-              "lwf": LwF, "lwf-vr": LwFVR, "zscl": ZSCL, "inflora": InfLoRA,
+              "lwf": LwF, "lwf-vr": LwFVR, "zscl": ZSCL, "moe-adapters": MoEAdapters,
+              "inflora": InfLoRA,
               # routing ablations of the MoRAM paper (moram_ablations.ROUTING_ABLATIONS)
               "seq-lora": SeqLoRA, "moe-lora": MoELoRA, **ABLATION_STRATEGIES}
 
@@ -33,6 +35,7 @@ def get_strategy(name: str):
 
 
 __all__ = [
+    "MOE_FEWSHOT_MTIL_LR",
     "ROUTING_ABLATIONS",
     "STRATEGIES",
     "ZSCL",
@@ -45,6 +48,8 @@ __all__ = [
     "LwF",
     "LoadBalancePlugin",
     "LwFVR",
+    "MoEAdapters",
+    "MoEAdaptersPlugin",
     "MoELoRA",
     "MoELoRAPlugin",
     "MoRAM",

@@ -216,11 +216,13 @@ class CLIPStrategy(SupervisedTemplate):
             return self.text_head.embed(domain.prompts(), grad=True)
         return self.text_head.embed(domain.prompts())
 
-    def _eval_classifier(self, experience):
+    def _eval_classifier(self, experience, head: Optional[TextHead] = None):
+        """The classifier of ``experience``'s label space, embedded by ``head`` (default: ours)."""
+        head = head or self.text_head
         if experience.label_space == "all":
-            return self.text_head.embed([p for d in experience.domains for p in d.prompts()])
+            return head.embed([p for d in experience.domains for p in d.prompts()])
         domain = _domain_of(experience)
-        return self.text_head.ensemble([domain.prompts(t) for t in domain.eval_templates])
+        return head.ensemble([domain.prompts(t) for t in domain.eval_templates])
 
     def _unpack_minibatch(self):
         super()._unpack_minibatch()
