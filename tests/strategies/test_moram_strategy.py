@@ -72,7 +72,9 @@ def test_unknown_names_are_reported():
     from moram_avalanche.benchmarks import get_benchmark
     from moram_avalanche.strategies import get_strategy
 
-    with pytest.raises(ValueError, match="available: finetune, lwf, lwf-vr, moram, wiseft, zeroshot, zscl"):
+    with pytest.raises(ValueError) as error:
         get_strategy("lora")
+    assert str(error.value).startswith("unknown strategy 'lora'; available: finetune, inflora, lwf, lwf-vr, ")
+    assert str(error.value).endswith(", wiseft, zeroshot, zscl")
     with pytest.raises(ValueError, match="available: mtil, synthetic, xtail"):
         get_benchmark("imagenet")
