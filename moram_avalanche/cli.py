@@ -62,6 +62,11 @@ def _strategy_options(args, name: str, eval_tf, overrides: dict) -> dict:
         from .benchmarks.reference_sets import reference_options
 
         options.update(reference_options(args.ref_images, args.ref_sentences, eval_tf))
+    if args.ref_images and name == "moe-adapters":  # the DDAS reference autoencoder's images
+        from .benchmarks.reference_sets import reference_options
+
+        options["reference_images"] = args.ref_images if args.ref_images == "none" else (
+            reference_options(args.ref_images, None, eval_tf)["reference_images"])
     options.update(overrides)
     return options
 
@@ -74,8 +79,10 @@ def cmd_run(args) -> int:
     from .strategies import get_strategy
 
     strategy_class = get_strategy(args.strategy)
-    if (args.ref_images or args.ref_sentences) and args.strategy.lower() != "zscl":
-        raise ValueError("--ref-images / --ref-sentences are for --strategy zscl only")
+    if args.ref_sentences and args.strategy.lower() != "zscl":
+        raise ValueError("--ref-sentences is for --strategy zscl only")
+    if args.ref_images and args.strategy.lower() not in ("zscl", "moe-adapters"):
+        raise ValueError("--ref-images is for --strategy zscl or moe-adapters only")
     overrides = _parse_sets(args.set, prefixed=False)
     import torch
     from avalanche.logging import TensorboardLogger
@@ -266,8 +273,9 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
                         help="optimizer steps per experience (default: each strategy's, 500)")
     parser.add_argument("--batch-size", type=int, default=64, help="training batch size (default: 64)")
     parser.add_argument("--ref-images", default=None,
-                        help="zscl: reference image folder (class sub-folders, e.g. ImageNet train/), "
-                             "or 'synthetic'")
+                        help="zscl: reference image folder (class sub-folders, e.g. ImageNet train/); "
+                             "moe-adapters: DDAS's reference images (e.g. TinyImageNet train/, or "
+                             "'none' to opt out); 'synthetic': a small generated set")
     parser.add_argument("--ref-sentences", default=None,
                         help="zscl: reference sentences, one per line (or a Conceptual Captions TSV), "
                              "or 'synthetic'")
@@ -302,6 +310,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         return int(args.func(args) or 0)
     except ValueError as err:
+        print(f"moram-avalanche {args.command}: {err}", file=sys.stderr)
+        return 2
+    except RuntimeError as err:
+        from .clip.load import WeightsUnavailableError
+
+        if not isinstance(err, WeightsUnavailableError):
+            raise
         print(f"moram-avalanche {args.command}: {err}", file=sys.stderr)
         return 2
 

@@ -46,6 +46,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .clip.load import WeightsUnavailableError
+
 #: the DDAS thresholds of the release's scripts [MoE-Adapters4CL mtil/scripts]
 FEW_SHOT_THRESHOLD = 0.0585
 FULL_SHOT_THRESHOLD = 0.0655
@@ -59,7 +61,8 @@ def alexnet_features(weights_path: Optional[str] = None) -> nn.Module:
     (``torch.hub.get_dir()/checkpoints``), downloaded when online.
 
     Raises:
-        RuntimeError: when the weights cannot be found or downloaded (offline machines).
+        WeightsUnavailableError: (a RuntimeError) when the weights cannot be found or
+            downloaded (offline machines).
     """
     from torchvision.models import AlexNet_Weights, alexnet
 
@@ -73,12 +76,12 @@ def alexnet_features(weights_path: Optional[str] = None) -> nn.Module:
     if path.is_file():
         state = torch.load(path, map_location="cpu", weights_only=True)
     elif weights_path is not None:
-        raise RuntimeError(f"AlexNet weights file {path} does not exist: {how}")
+        raise WeightsUnavailableError(f"AlexNet weights file {path} does not exist: {how}")
     else:
         try:
             state = torch.hub.load_state_dict_from_url(spec.url, map_location="cpu", progress=False)
         except OSError as error:  # URLError and socket errors are OSErrors
-            raise RuntimeError(f"DDAS needs ImageNet AlexNet weights, not found in {cached.parent} "
+            raise WeightsUnavailableError(f"DDAS needs ImageNet AlexNet weights, not found in {cached.parent} "
                                f"and not downloadable ({error}): {how}") from error
     net = alexnet()
     net.load_state_dict(state)

@@ -68,6 +68,10 @@ class DemoConfig:
     distill_batch_size: int = 16
     reference_images: int = 64
     reference_sentences: int = 200
+    moe_lr: float = 1e-3
+    ae_iterations: int = 100
+    ae_reference_iterations: int = 200
+    inflora_lr: float = 5e-3
     moram_lr: float = 1e-2
     atoms_per_task: int = 16
     topk: int = 16
@@ -79,7 +83,7 @@ class DemoConfig:
         return cls(pretrain_steps=20, pretrain_pairs=256, pretrain_batch=64, iterations=8,
                    batch_size=16, train_size=14, test_size=14, atoms_per_task=4, topk=4,
                    baseline_warmup=2, zscl_average_every=2, distill_batch_size=8, reference_images=16,
-                   reference_sentences=20)
+                   reference_sentences=20, ae_iterations=4, ae_reference_iterations=4)
 
 
 def default_cache_dir() -> Path:
@@ -139,7 +143,7 @@ def pretrained_tiny_clip(cache_dir, config: DemoConfig, progress: bool = True) -
     return path
 
 
-DEMO_STRATEGIES = ("zeroshot", "finetune", "wiseft", "lwf", "zscl", "moram")
+DEMO_STRATEGIES = ("zeroshot", "finetune", "wiseft", "lwf", "zscl", "moe-adapters", "inflora", "moram")
 
 
 def run_demo(out_dir, *, cache_dir=None, config: Optional[DemoConfig] = None,
@@ -180,9 +184,30 @@ def demo_options(name: str, config: DemoConfig, eval_transform) -> dict:
         kwargs.update(distill_batch_size=config.distill_batch_size)
     if name == "zscl":
         kwargs.update(_demo_reference(config, eval_transform), average_every=config.zscl_average_every)
+    if name == "moe-adapters":
+        kwargs.update(lr=config.moe_lr, warmup=config.baseline_warmup,
+                      reference_images=_demo_reference(config, eval_transform)["reference_images"],
+                      feature_extractor=demo_ddas_features(config.seed),
+                      ae_iterations=config.ae_iterations,
+                      ae_reference_iterations=config.ae_reference_iterations)
+    if name == "inflora":
+        kwargs.update(lr=config.inflora_lr)
     if name == "moram":
         kwargs.update(lr=config.moram_lr, atoms_per_task=config.atoms_per_task, topk=config.topk)
     return kwargs
+
+
+def demo_ddas_features(seed: int) -> torch.nn.Module:
+    """DDAS's feature extractor in the demo: a frozen, seeded random 4 x 4 / 4 convolution + ReLU
+    (16 x 8 x 8 features of a 32 x 32 image). The release's ImageNet AlexNet cannot be
+    downloaded offline, and the synthetic domains differ in colour and layout statistics that
+    random features keep."""
+    generator = torch.Generator().manual_seed(seed + 3000)
+    conv = torch.nn.Conv2d(3, 16, kernel_size=4, stride=4)
+    with torch.no_grad():
+        conv.weight.copy_(torch.randn(conv.weight.shape, generator=generator) * 0.2)
+        conv.bias.zero_()
+    return torch.nn.Sequential(conv, torch.nn.ReLU()).eval().requires_grad_(False)
 
 
 def _demo_reference(config: DemoConfig, eval_transform) -> dict:

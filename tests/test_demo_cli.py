@@ -12,7 +12,8 @@ from moram_avalanche.tables import paper_table_markdown, summary_table
 def test_demo_pipeline_end_to_end(tmp_path, capsys):
     cache = tmp_path / "cache"
     results = run_demo(tmp_path / "out", cache_dir=cache, config=DemoConfig.quick(), progress=False)
-    assert list(results) == ["zeroshot", "finetune", "wiseft", "lwf", "zscl", "moram"] == list(DEMO_STRATEGIES)
+    assert list(results) == ["zeroshot", "finetune", "wiseft", "lwf", "zscl", "moe-adapters", "inflora",
+                             "moram"] == list(DEMO_STRATEGIES)
     for name, report in results.items():
         run = tmp_path / "out" / name
         assert len(report["matrix"]) == 5 and len(report["matrix"][0]) == 5
@@ -86,7 +87,7 @@ def test_cli_run_zscl_needs_and_takes_reference_data(tmp_path, capsys):
     assert main([*common, "--strategy", "zscl", "--log-dir", str(tmp_path / "a")]) == 2
     assert "ZSCL needs reference_images and reference_sentences" in capsys.readouterr().err
     assert main([*common, "--strategy", "lwf", "--ref-images", "synthetic", "--log-dir", str(tmp_path / "b")]) == 2
-    assert "--strategy zscl only" in capsys.readouterr().err
+    assert "--ref-images is for --strategy zscl or moe-adapters only" in capsys.readouterr().err
     sentences = tmp_path / "captions.txt"
     sentences.write_text("a red circle.\n\na blue square on a striped background.\n")
     with pytest.warns(UserWarning, match="warmup \\(100\\) >= iterations \\(1\\)"):

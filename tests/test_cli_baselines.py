@@ -1,0 +1,46 @@
+"""The parameter-efficient baselines from the command line: options and offline errors."""
+
+import json
+import urllib.error
+
+import torch
+
+from moram_avalanche.cli import main
+
+
+def common(tmp_path, *extra):
+    return ["run", "--benchmark", "synthetic", "--model", "moram-synthetic-tiny", "--pretrained", "none",
+            "--cache-dir", str(tmp_path / "cache"), "--no-progress", "--iterations", "1",
+            "--batch-size", "8", *extra]
+
+
+def test_moe_adapters_without_alexnet_weights_offline_says_how_to_get_them(tmp_path, monkeypatch, capsys):
+    def offline(*args, **kwargs):
+        raise urllib.error.URLError("no network")
+
+    monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path / "hub"))
+    monkeypatch.setattr(torch.hub, "load_state_dict_from_url", offline)
+    code = main(common(tmp_path, "--strategy", "moe-adapters", "--ref-images", "synthetic",
+                       "--log-dir", str(tmp_path / "run")))
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "DDAS needs ImageNet AlexNet weights" in err and "feature_extractor" in err
+
+
+def test_moe_adapters_needs_reference_images(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("moram_avalanche.strategies.moe_adapters.alexnet_features",
+                        lambda: torch.nn.Identity())
+    assert main(common(tmp_path, "--strategy", "moe-adapters", "--log-dir", str(tmp_path / "run"))) == 2
+    assert "needs reference_images" in capsys.readouterr().err
+
+
+def test_inflora_options_through_set(tmp_path, capsys):
+    code = main(common(tmp_path, "--strategy", "inflora", "--set", "rank=2", "--set", "encoders=('visual', 'text')",
+                       "--log-dir", str(tmp_path / "run")))
+    assert code == 0
+    report = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert len(report["matrix"]) == 5
+    state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["model"]
+    downs = {k: v for k, v in state.items() if k.endswith(".down")}
+    assert downs and all(v.shape[0] == 2 for v in downs.values())
+    assert any(k.startswith("transformer.") for k in downs) and any(k.startswith("visual.") for k in downs)
