@@ -54,6 +54,7 @@ import torch
 from torch import nn
 
 from .atom_ops import MoRAMFunction, compute_dtype, mixture_forward, plain_mixture
+from .linear_wrapper import LinearWrapper, check_positive_int
 
 STATE_KEYS = ("atom_keys", "atom_values", "num_frozen", "atom_task")
 #: state dict key of the external router's rows (``router=True`` only)
@@ -62,7 +63,7 @@ ROUTER_KEY = "router_weight"
 MAX_BALANCE_TERMS = 256
 
 
-class MoRAMLinear(nn.Module):
+class MoRAMLinear(LinearWrapper):
     """A frozen linear map augmented by a mixture of rank-1 associative-memory atoms.
 
     Args:
@@ -90,15 +91,10 @@ class MoRAMLinear(nn.Module):
         router: bool = False,
         load_balance: bool = False,
     ) -> None:
-        super().__init__()
-        if not isinstance(base, nn.Linear):
-            raise TypeError(
-                f"MoRAMLinear wraps an nn.Linear, got {type(base).__name__}. "
-                "Replace only linear layers (see moram_avalanche.clip.inject)."
-            )
-        _check_positive_int("atoms_per_task", atoms_per_task)
+        super().__init__(base)
+        check_positive_int("atoms_per_task", atoms_per_task)
         if topk is not None:
-            _check_positive_int("topk", topk)
+            check_positive_int("topk", topk)
         if temperature is None:
             temperature = 1.0
         if not temperature > 0:
@@ -108,8 +104,6 @@ class MoRAMLinear(nn.Module):
                 f"threshold compares with a cosine-like relevance in [-1, 1]; expected a value in "
                 f"[0, 1] (paper: 0.2, 0 disables the gate), got {threshold}"
             )
-        self.base = base
-        base.requires_grad_(False)
         self.atoms_per_task = int(atoms_per_task)
         self.topk = None if topk is None else int(topk)
         self.temperature = float(temperature)
@@ -138,24 +132,6 @@ class MoRAMLinear(nn.Module):
         self.new_keys: Optional[nn.Parameter] = None
         self.new_values: Optional[nn.Parameter] = None
         self.new_router: Optional[nn.Parameter] = None
-
-    # ------------------------------------------------------------------ the base layer
-    @property
-    def in_features(self) -> int:
-        return self.base.in_features
-
-    @property
-    def out_features(self) -> int:
-        return self.base.out_features
-
-    @property
-    def weight(self) -> torch.Tensor:
-        """The frozen base weight (open_clip reads ``c_fc.weight.dtype``)."""
-        return self.base.weight
-
-    @property
-    def bias(self) -> Optional[torch.Tensor]:
-        return self.base.bias
 
     # ------------------------------------------------------------------ the bank
     @property
@@ -555,8 +531,3 @@ class MoRAMLinear(nn.Module):
             + (", router=True" if self.router else "")
             + (", load_balance=True" if self.load_balance else "")
         )
-
-
-def _check_positive_int(name: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")

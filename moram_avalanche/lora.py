@@ -19,8 +19,10 @@ import math
 import torch
 from torch import nn
 
+from .linear_wrapper import LinearWrapper, check_positive_int
 
-class LoRALinear(nn.Module):
+
+class LoRALinear(LinearWrapper):
     """``W x + b + scale * up(down(x))`` over a frozen base ``nn.Linear``.
 
     Args:
@@ -30,36 +32,14 @@ class LoRALinear(nn.Module):
     """
 
     def __init__(self, base: nn.Linear, rank: int, scale: float = 1.0) -> None:
-        super().__init__()
-        if not isinstance(base, nn.Linear):
-            raise TypeError(f"LoRALinear wraps an nn.Linear, got {type(base).__name__}")
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
-            raise ValueError(f"rank must be a positive int, got {rank!r}")
-        self.base = base
-        base.requires_grad_(False)
+        super().__init__(base)
+        check_positive_int("rank", rank)
         self.rank = rank
         self.scale = float(scale)
         like = base.weight
         self.down = nn.Parameter(like.new_empty(rank, base.in_features))
         self.up = nn.Parameter(like.new_zeros(base.out_features, rank))
         self.reset_down()
-
-    @property
-    def in_features(self) -> int:
-        return self.base.in_features
-
-    @property
-    def out_features(self) -> int:
-        return self.base.out_features
-
-    @property
-    def weight(self) -> torch.Tensor:
-        """The base weight (open_clip reads ``c_fc.weight.dtype``); merged updates included."""
-        return self.base.weight
-
-    @property
-    def bias(self):
-        return self.base.bias
 
     @torch.no_grad()
     def reset_down(self) -> None:

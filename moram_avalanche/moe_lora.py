@@ -32,10 +32,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .linear_wrapper import LinearWrapper, check_positive_int
+
 STATE_KEYS = ("expert_down", "expert_up", "router_weight", "num_frozen")
 
 
-class MoELoRALinear(nn.Module):
+class MoELoRALinear(LinearWrapper):
     """``W x + b + sum_e softmax(G x / tau)_e U_e D_e x`` over a frozen base ``nn.Linear``.
 
     Args:
@@ -46,15 +48,10 @@ class MoELoRALinear(nn.Module):
     """
 
     def __init__(self, base: nn.Linear, rank: int = 16, temperature: float = 1.0) -> None:
-        super().__init__()
-        if not isinstance(base, nn.Linear):
-            raise TypeError(f"MoELoRALinear wraps an nn.Linear, got {type(base).__name__}")
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
-            raise ValueError(f"rank must be a positive int, got {rank!r}")
+        super().__init__(base)
+        check_positive_int("rank", rank)
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0 (1: plain softmax), got {temperature}")
-        self.base = base
-        base.requires_grad_(False)
         self.rank = rank
         self.temperature = float(temperature)
         like = base.weight
@@ -66,24 +63,6 @@ class MoELoRALinear(nn.Module):
         self.new_down: Optional[nn.Parameter] = None
         self.new_up: Optional[nn.Parameter] = None
         self.new_router: Optional[nn.Parameter] = None
-
-    # ------------------------------------------------------------------ the base layer
-    @property
-    def in_features(self) -> int:
-        return self.base.in_features
-
-    @property
-    def out_features(self) -> int:
-        return self.base.out_features
-
-    @property
-    def weight(self) -> torch.Tensor:
-        """The frozen base weight (open_clip reads ``c_fc.weight.dtype``)."""
-        return self.base.weight
-
-    @property
-    def bias(self) -> Optional[torch.Tensor]:
-        return self.base.bias
 
     # ------------------------------------------------------------------ experts
     @property

@@ -33,6 +33,15 @@ def tiny_clip():
     return open_clip.CLIP(**TINY_CONFIG).eval()
 
 
+@pytest.fixture
+def one_thread():
+    """One intra-op thread: far faster for tiny tensors on a shared, loaded machine."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 class TensorDomain(torch.utils.data.Dataset):
     """Random images with local labels 0..classes-1 (a domain for fast strategy tests)."""
 

@@ -9,13 +9,7 @@ from torch import nn
 
 from moram_avalanche.ddas import DDAS, DomainAutoencoder, alexnet_features
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: one intra-op thread is far faster on a shared, loaded machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 PATTERNS = {}

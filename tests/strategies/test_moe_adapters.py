@@ -23,13 +23,7 @@ from conftest import TINY_CONFIG
 warnings.filterwarnings("ignore", message="No loggers specified")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny tensors: one intra-op thread is far faster on a shared, loaded machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def tiny_extractor():
