@@ -4,8 +4,9 @@ import pytest
 import torch
 from torch import nn
 
+from moram_avalanche.clip.inject import inject_moe_lora
 from moram_avalanche.moe_lora import MoELoRALinear
-from moram_avalanche.strategies.moe_lora import inject_moe_lora, moe_lora_layers
+from moram_avalanche.strategies.moe_lora import moe_lora_layers
 
 
 def grown(d_in=5, d_out=4, rank=2, experts=3, temperature=1.0, seed=0):

@@ -16,6 +16,7 @@ from torch import nn
 
 from ..atoms import MoRAMLinear
 from ..lora import LoRALinear
+from ..moe_lora import MoELoRALinear
 from .attention import SplitAttention
 
 #: Target name -> path of the linear inside a residual block. "qkvoinout" in the release.
@@ -133,6 +134,32 @@ def replace_linears(
     return replaced
 
 
+def inject_adapters(
+    model: nn.Module,
+    adapter: Callable[[nn.Linear], nn.Module],
+    adapter_type: type,
+    encoders: Sequence[str] = ENCODERS,
+    targets: Sequence[str] = tuple(TARGET_PATHS),
+    freeze_model: bool = True,
+) -> Dict[str, nn.Module]:
+    """Wrap the target linears of every residual block of ``encoders`` in ``adapter(linear)``.
+
+    The injection step of MoRAM and of every adapter baseline: refuses a model that already
+    holds ``adapter_type`` layers, freezes every existing parameter first (``freeze_model``,
+    so only the adapters train), splits the attention when q, k, v or out are targets, and
+    replaces the linears by name (:func:`replace_linears`). Returns ``{dotted name: adapter}``.
+    """
+    if any(isinstance(module, adapter_type) for module in model.modules()):
+        raise ValueError(f"the model already holds {adapter_type.__name__} layers: inject them "
+                         "once per model")
+    targets = _check_names(targets, tuple(TARGET_PATHS), "target")
+    if freeze_model:
+        model.requires_grad_(False)
+    if any(TARGET_PATHS[t].startswith("attn.") for t in targets):
+        split_attention(model, encoders)
+    return replace_linears(model, target_linear_names(model, encoders, targets), adapter)
+
+
 def inject_moram(
     model: nn.Module,
     encoders: Sequence[str] = ENCODERS,
@@ -144,21 +171,15 @@ def inject_moram(
 
     Defaults are the paper's CLIP setting: both encoders, q, k, v, out, c_fc and c_proj
     ("qkvoinout" on encoder "all" in the official release). ``atom_kwargs`` go to
-    :class:`MoRAMLinear` (``atoms_per_task``, ``topk``, ``temperature``, ``threshold``).
-    With ``freeze_model`` every existing parameter is frozen first, so only atoms train.
-    The layers start with no atoms (the model computes exactly what it did); call
-    ``expand()`` on each (the MoRAM plugin does) before training a task.
+    :class:`MoRAMLinear` (``atoms_per_task``, ``topk``, ``temperature``, ``threshold``, and
+    the ablation options). With ``freeze_model`` every existing parameter is frozen first, so
+    only atoms train. The layers start with no atoms (the model computes exactly what it
+    did); call ``expand()`` on each (the MoRAM plugin does) before training a task.
 
     Returns ``{dotted name: MoRAMLinear}``.
     """
-    if any(isinstance(module, MoRAMLinear) for module in model.modules()):
-        raise ValueError("the model already holds MoRAMLinear layers: inject_moram once per model")
-    if freeze_model:
-        model.requires_grad_(False)
-    if any(TARGET_PATHS[t].startswith("attn.") for t in _check_names(targets, tuple(TARGET_PATHS), "target")):
-        split_attention(model, encoders)
-    names = target_linear_names(model, encoders, targets)
-    return replace_linears(model, names, lambda linear: MoRAMLinear(linear, **atom_kwargs))
+    return inject_adapters(model, lambda linear: MoRAMLinear(linear, **atom_kwargs), MoRAMLinear,
+                           encoders, targets, freeze_model)
 
 
 def inject_lora(
@@ -174,17 +195,25 @@ def inject_lora(
 
     The LoRA counterpart of :func:`inject_moram` (same target names and encoders), used by
     SeqLoRA and InfLoRA. ``targets`` defaults to K and V, InfLoRA's choice (baselines
-    reference, section 3.1). With ``freeze_model`` every existing parameter is frozen first,
-    so only the LoRA factors train. Returns ``{dotted name: LoRALinear}``.
+    reference, section 3.1). Returns ``{dotted name: LoRALinear}``.
     """
-    if any(isinstance(module, LoRALinear) for module in model.modules()):
-        raise ValueError("the model already holds LoRALinear layers: inject_lora once per model")
-    if freeze_model:
-        model.requires_grad_(False)
-    if any(TARGET_PATHS[t].startswith("attn.") for t in _check_names(targets, tuple(TARGET_PATHS), "target")):
-        split_attention(model, encoders)
-    names = target_linear_names(model, encoders, targets)
-    return replace_linears(model, names, lambda linear: LoRALinear(linear, rank=rank, scale=scale))
+    return inject_adapters(model, lambda linear: LoRALinear(linear, rank=rank, scale=scale),
+                           LoRALinear, encoders, targets, freeze_model)
+
+
+def inject_moe_lora(
+    model: nn.Module,
+    encoders: Sequence[str] = ENCODERS,
+    targets: Sequence[str] = tuple(TARGET_PATHS),
+    *,
+    rank: int = 16,
+    temperature: float = 1.0,
+    freeze_model: bool = True,
+) -> Dict[str, MoELoRALinear]:
+    """Wrap the target linears of ``encoders`` in :class:`~moram_avalanche.moe_lora.MoELoRALinear`
+    (the MoE-LoRA ablation; same targets and encoders as :func:`inject_moram`)."""
+    return inject_adapters(model, lambda linear: MoELoRALinear(linear, rank=rank, temperature=temperature),
+                           MoELoRALinear, encoders, targets, freeze_model)
 
 
 def _check_names(given: Sequence[str], valid: Tuple[str, ...], kind: str) -> Tuple[str, ...]:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Dict, Sequence
+from typing import Dict
 
 import torch
 from avalanche.core import SupervisedPlugin
 
-from ..clip.inject import (ENCODERS, TARGET_PATHS, replace_linears, split_attention,
-                           target_linear_names)
+from ..clip.inject import ENCODERS, TARGET_PATHS, inject_moe_lora
 from ..moe_lora import STATE_KEYS, MoELoRALinear
 from .base import CLIPStrategy
 
@@ -16,23 +15,6 @@ from .base import CLIPStrategy
 def moe_lora_layers(model: torch.nn.Module) -> Dict[str, MoELoRALinear]:
     """Every MoELoRALinear of ``model`` by dotted name."""
     return {name: m for name, m in model.named_modules() if isinstance(m, MoELoRALinear)}
-
-
-def inject_moe_lora(model: torch.nn.Module, encoders: Sequence[str] = ENCODERS,
-                    targets: Sequence[str] = tuple(TARGET_PATHS), *, rank: int = 16,
-                    temperature: float = 1.0) -> Dict[str, MoELoRALinear]:
-    """Wrap the target linears of ``encoders`` in :class:`MoELoRALinear` (model frozen first).
-
-    Same targets and encoders as :func:`~moram_avalanche.clip.inject.inject_moram`, through
-    the shared :func:`~moram_avalanche.clip.inject.replace_linears`.
-    """
-    if moe_lora_layers(model):
-        raise ValueError("the model already holds MoELoRALinear layers: inject once per model")
-    model.requires_grad_(False)
-    split_attention(model, encoders)
-    names = target_linear_names(model, encoders, targets)
-    return replace_linears(model, names,
-                           lambda linear: MoELoRALinear(linear, rank=rank, temperature=temperature))
 
 
 class MoELoRAPlugin(SupervisedPlugin):

@@ -97,3 +97,19 @@ def test_replace_linears_is_generic_and_checks_all_names_first(tiny_clip):
     assert tiny_clip.transformer.resblocks[0].mlp.c_fc is original  # nothing replaced
     replaced = replace_linears(tiny_clip, names, lambda linear: nn.Sequential(linear))
     assert replaced[names[0]][0] is original
+
+
+@pytest.mark.parametrize("inject,kwargs", [
+    ("inject_moram", {}), ("inject_lora", {"rank": 2}), ("inject_moe_lora", {"rank": 2})])
+def test_every_adapter_injects_once_and_leaves_a_bad_target_list_harmless(inject, kwargs, tiny_clip):
+    import moram_avalanche.clip.inject as injection
+
+    before = [name for name, _ in tiny_clip.named_modules()]
+    with pytest.raises(ValueError, match="unknown target"):
+        getattr(injection, inject)(tiny_clip, targets=("k", "gate"), **kwargs)
+    assert [name for name, _ in tiny_clip.named_modules()] == before
+    assert all(p.requires_grad for p in tiny_clip.parameters())  # nothing frozen either
+    layers = getattr(injection, inject)(tiny_clip, targets=("v", "fc"), **kwargs)
+    assert len(layers) == 2 * 4 and all(n.endswith(("attn.v_proj", "mlp.c_fc")) for n in layers)
+    with pytest.raises(ValueError, match="already holds"):
+        getattr(injection, inject)(tiny_clip, **kwargs)
