@@ -25,8 +25,9 @@ def cmd_demo(args) -> int:
 
     config = DemoConfig.quick() if args.quick else DemoConfig()
     run_demo(args.out, cache_dir=args.cache_dir, config=config, progress=not args.no_progress)
-    print(f"\nTensorBoard logs, results.json, accuracy matrices (CSV, PNG): {args.out}/<strategy>/"
-          f"\n  tensorboard --logdir {args.out}")
+    print(f"\nresults.json, accuracy matrices (CSV, PNG), memory and time: {args.out}/<strategy>/"
+          f"\ntable.md, table.csv, summary.md, accuracy_matrices.png: {args.out}/"
+          f"\n  tensorboard --logdir {Path(args.out) / 'tensorboard'}")
     return 0
 
 

@@ -18,9 +18,13 @@
 The baselines run at the demo's iteration budget with their other settings scaled to it:
 warm-up and ZSCL's averaging period keep their share of ZSCL's few-shot budget (100 of 500
 iterations), LwF and ZSCL distil on batches of 16 images (half the training batch, where the
-reference uses the training batch size: it keeps the demo within about 4 minutes on 2 CPU
+reference uses the training batch size: it keeps the demo within about 5 minutes on 2 CPU
 cores), and ZSCL distils on a small synthetic reference set
-(:func:`~moram_avalanche.benchmarks.reference_sets.synthetic_reference`).
+(:func:`~moram_avalanche.benchmarks.reference_sets.synthetic_reference`). MoE-Adapters' DDAS
+trains its reference autoencoder on the same synthetic pictures and reads seeded random
+convolution features (:func:`demo_ddas_features`; the release's ImageNet AlexNet is not
+available offline), with 100 / 200 autoencoder iterations; InfLoRA trains at lr 5e-3 (its
+5e-4 is set for 500 iterations, the demo runs 80).
 """
 
 from __future__ import annotations

@@ -88,7 +88,8 @@ def accuracy_heatmaps(matrices, domains: Sequence[str], *, per_row: int = 4,
     grid_rows = -(-len(names) // cols)
     size = len(domains)
     cell = 0.5 if size <= 12 else 0.35
-    fig = Figure(figsize=(cols * (1.5 + cell * size), grid_rows * (1.4 + cell * size)))
+    fig = Figure(figsize=(cols * (1.5 + cell * size), grid_rows * (1.9 + cell * size)),
+                 layout="constrained")  # keeps titles clear of the tick labels above them
     fig.suptitle(title)
     for i, name in enumerate(names):
         ax = fig.add_subplot(grid_rows, cols, i + 1)
