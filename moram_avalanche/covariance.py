@@ -2,7 +2,8 @@
 
 InfLoRA's covariance pass [liangyanshuo/InfLoRA models/vit_inflora.py, ``cur_matrix``]: every
 token of every input (for a ViT: the class token and the patch tokens of each image) counts
-once; the last dimension is the feature dimension. Sums are kept in float64.
+once; the last dimension is the feature dimension. Each batch's second moment is a float32
+GEMM; the running sums across batches are float64.
 """
 
 from __future__ import annotations
