@@ -71,8 +71,10 @@ def alexnet_features(weights_path: Optional[str] = None) -> nn.Module:
     path = Path(weights_path).expanduser() if weights_path is not None else cached
     how = (f"pre-fetch them on a machine with internet, e.g. `python -c \"import torchvision; "
            f"torchvision.models.alexnet(weights='IMAGENET1K_V1')\"`, and copy {Path(spec.url).name} "
-           f"to {cached.parent} (or pass its path), or pass feature_extractor=<any frozen "
-           "nn.Module mapping images to features>")
+           f"to {cached.parent}, or pass its path (MoEAdapters(ddas_weights=PATH); on the "
+           "command line `run --set ddas_weights=PATH` or `compare --set "
+           "moe-adapters.ddas_weights=PATH`), or pass feature_extractor=<any frozen nn.Module "
+           "mapping images to features>")
     if path.is_file():
         state = torch.load(path, map_location="cpu", weights_only=True)
     elif weights_path is not None:

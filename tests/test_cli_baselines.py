@@ -27,9 +27,19 @@ def test_moe_adapters_without_alexnet_weights_offline_says_how_to_get_them(tmp_p
     assert "DDAS needs ImageNet AlexNet weights" in err and "feature_extractor" in err
 
 
+def test_moe_adapters_reads_alexnet_weights_from_the_given_file(tmp_path, capsys):
+    missing = tmp_path / "elsewhere" / "alexnet-owt-7be5be79.pth"
+    code = main(common(tmp_path, "--strategy", "moe-adapters", "--ref-images", "synthetic",
+                       "--set", f"ddas_weights={missing}", "--log-dir", str(tmp_path / "run")))
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"AlexNet weights file {missing} does not exist" in err
+    assert not (tmp_path / "run" / "results.json").exists()
+
+
 def test_moe_adapters_needs_reference_images(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("moram_avalanche.strategies.moe_adapters.alexnet_features",
-                        lambda: torch.nn.Identity())
+                        lambda weights=None: torch.nn.Identity())
     assert main(common(tmp_path, "--strategy", "moe-adapters", "--log-dir", str(tmp_path / "run"))) == 2
     assert "needs reference_images" in capsys.readouterr().err
 

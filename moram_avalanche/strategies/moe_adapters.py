@@ -103,6 +103,9 @@ class MoEAdapters(CLIPStrategy):
             the threshold to send images to plain CLIP.
         feature_extractor: DDAS's frozen image features (default: ImageNet AlexNet, see
             :func:`~moram_avalanche.ddas.alexnet_features`; any module works).
+        ddas_weights: a local file of torchvision's ImageNet AlexNet weights
+            (``alexnet-owt-7be5be79.pth``) for the default extractor; default: torch hub's cache,
+            downloaded when online. On the command line: ``run --set ddas_weights=PATH``.
         selector: "ddas" (default); "oracle" (the router trained on the test domain, plain
             CLIP for unseen domains) or "latest" (the newest router for every image), for
             ablations. ddas_routing: "sample" (default) or "batch" (the release; see
@@ -122,6 +125,7 @@ class MoEAdapters(CLIPStrategy):
         reference_images=None,
         reference_transform=None,
         feature_extractor: Optional[torch.nn.Module] = None,
+        ddas_weights: Optional[str] = None,
         selector: str = "ddas",
         ddas_routing: str = "sample",
         threshold: float = FEW_SHOT_THRESHOLD,
@@ -160,7 +164,12 @@ class MoEAdapters(CLIPStrategy):
         images = None
         if selector == "ddas":
             images = _reference_images(reference_images, reference_transform)
-            self.ddas = DDAS(feature_extractor if feature_extractor is not None else alexnet_features(),
+            if feature_extractor is not None and ddas_weights is not None:
+                raise ValueError("ddas_weights is the file of the default AlexNet extractor; "
+                                 "pass either feature_extractor or ddas_weights, not both")
+            if feature_extractor is None:
+                feature_extractor = alexnet_features(ddas_weights)
+            self.ddas = DDAS(feature_extractor,
                              hidden=ae_hidden, threshold=threshold, routing=ddas_routing,
                              iterations=ae_iterations, reference_iterations=ae_reference_iterations,
                              lr=ae_lr, weight_decay=ae_weight_decay, batch_size=ae_batch_size,

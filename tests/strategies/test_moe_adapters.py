@@ -257,6 +257,9 @@ def test_bad_arguments_say_what_to_do(tiny_clip, tokenizer):
                     reference_images="/some/folder")
     with pytest.raises(ValueError, match="selector"):
         MoEAdapters(model=tiny_clip, tokenizer=tokenizer, selector="random")
+    with pytest.raises(ValueError, match="either feature_extractor or ddas_weights"):
+        MoEAdapters(model=tiny_clip, tokenizer=tokenizer, feature_extractor=tiny_extractor(),
+                    ddas_weights="alexnet.pth", reference_images="none")
     strategy = MoEAdapters(model=tiny_clip, tokenizer=tokenizer, feature_extractor=tiny_extractor(),
                            reference_images="none")
     assert strategy.moe_plugin.reference_images is None
