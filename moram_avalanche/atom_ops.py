@@ -188,6 +188,28 @@ class PlainResult(NamedTuple):
     balance: Optional[torch.Tensor]  # 0-d load-balancing term, or None
 
 
+#: the load-balancing terms :func:`plain_mixture` can return (``balance=``)
+BALANCE_FORMS = ("release", "switch")
+
+
+def release_balance_term(weights: torch.Tensor, idx: torch.Tensor, num_atoms: int) -> torch.Tensor:
+    """The MoRAM release's load-balancing term ``R * sum_i Pbar_i^2`` of one layer.
+
+    ``Pbar_i`` is the mean over tokens of atom ``i``'s mixture weight: the post-top-k
+    ``softmax(s_I / tau)`` of ``weights`` ``[N, k]``, scattered to the bank by ``idx`` (0 where
+    not kept); the weights are differentiable. Perfectly uniform use gives 1; one atom taking
+    every token gives ``R``. This is the term of the release's commented-out training forward
+    (Artificer-AI-Lab/MoRAM, ``XTAIL/loralib/moram.py``, ``forward_backup``:
+    ``P = weights.reshape(-1, R).mean(0); loss = R * (P ** 2).sum()``); unlike the Switch form
+    it still pushes towards balance when every atom is kept (``k >= R``, e.g. all of the first
+    task at r = k = 16), because ``tau = 0.01`` makes the kept weights far from uniform.
+    """
+    tokens = max(weights.shape[0], 1)
+    mass = weights.new_zeros(num_atoms).index_add(0, idx.reshape(-1), weights.reshape(-1))
+    mean_weight = mass / tokens
+    return num_atoms * (mean_weight * mean_weight).sum()
+
+
 def balance_term(relevance: torch.Tensor, idx: torch.Tensor, temperature: float) -> torch.Tensor:
     """Switch-Transformer load-balancing term ``R * sum_i f_i P_i`` of one layer.
 
@@ -199,10 +221,10 @@ def balance_term(relevance: torch.Tensor, idx: torch.Tensor, temperature: float)
     Hugging Face's top-k variant sums over slots instead, which multiplies the term by k).
     Perfectly uniform routing gives 1.
 
-    The MoRAM release computes no such term in its active code: its layer returns a loss of
-    0 and the training loop discards it; a commented-out forward computed
-    ``R * sum_i Pbar_i^2`` from the kept mixture weights (Artificer-AI-Lab/MoRAM,
-    ``XTAIL/loralib/moram.py``).
+    When every atom is kept (``k >= R``: no top-k, or all of the first task at r = k = 16)
+    ``f_i = 1/R`` and the term is exactly 1, with no gradient, whatever the routing: the
+    Switch form balances only what top-k selects. :func:`release_balance_term` is the form
+    of the MoRAM release and the default of the load-balancing ablation.
     """
     num_atoms = relevance.shape[-1]
     probs = torch.softmax(relevance / temperature, dim=-1)
@@ -215,7 +237,7 @@ def balance_term(relevance: torch.Tensor, idx: torch.Tensor, temperature: float)
 
 
 def plain_mixture(tokens, weight, bias, keys, values, k, temperature, threshold, *,
-                  router=None, balance=False) -> PlainResult:
+                  router=None, balance=None) -> PlainResult:
     """The layer with ordinary autograd, for the routing ablations that need it.
 
     ``keys`` ``[R, d_in]`` and ``values`` ``[R, d_out]`` are the whole bank (frozen rows and
@@ -224,9 +246,12 @@ def plain_mixture(tokens, weight, bias, keys, values, k, temperature, threshold,
     ``[R, d_in]``, the external router's logits ``s = router x``. Then, as in the method:
     top-``k`` of ``s`` (for self-activation selected on ``p``, the same order as the fused
     path), ``w = softmax(s_I / tau)``, eval gate ``w <- w * [s_I >= threshold]`` (``None``: no
-    gate), ``y = W x + b + sum_I w_i p_i B_i``. With ``balance`` the layer's
-    :func:`balance_term` is returned too.
+    gate), ``y = W x + b + sum_I w_i p_i B_i``. With ``balance`` (one of
+    :data:`BALANCE_FORMS`) the layer's load-balancing term is returned too:
+    :func:`release_balance_term` (``"release"``) or :func:`balance_term` (``"switch"``).
     """
+    if balance not in (None, *BALANCE_FORMS):
+        raise ValueError(f"balance must be None or one of {BALANCE_FORMS}, got {balance!r}")
     wide = route_dtype(tokens.dtype)
     proj = F.linear(tokens, keys).to(wide)
     if router is None:
@@ -237,9 +262,8 @@ def plain_mixture(tokens, weight, bias, keys, values, k, temperature, threshold,
     else:
         relevance = F.linear(tokens, router).to(wide)
         kept_relevance, idx = relevance.topk(k, dim=-1, sorted=False)
-    weights = torch.softmax(kept_relevance / temperature, dim=-1)
-    if threshold is not None:
-        weights = weights * (kept_relevance >= threshold)
+    soft = torch.softmax(kept_relevance / temperature, dim=-1)
+    weights = soft if threshold is None else soft * (kept_relevance >= threshold)
     coef = (weights * proj.gather(1, idx)).to(tokens.dtype)
     mix = coef.new_zeros(proj.shape).scatter(1, idx, coef)
     out = mix @ values
@@ -247,5 +271,9 @@ def plain_mixture(tokens, weight, bias, keys, values, k, temperature, threshold,
         out = out + bias
     if weight is not None:
         out = out + tokens @ weight.t()
-    term = balance_term(relevance, idx, temperature) if balance else None
+    term = None
+    if balance == "release":
+        term = release_balance_term(soft, idx, relevance.shape[-1])
+    elif balance == "switch":
+        term = balance_term(relevance, idx, temperature)
     return PlainResult(out, idx, weights.detach(), term)

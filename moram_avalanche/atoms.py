@@ -34,12 +34,15 @@ unchanged and runs the fused autograd function of :mod:`moram_avalanche.atom_ops
 * ``threshold=0``: no eval gate.
 * ``router=True``: an external learned router replaces the self-activation relevance: the
   relevance is ``s = G x`` with router rows ``G`` ``[R, d_in]`` (one row per atom, grown,
-  frozen and pruned with the bank; new rows start at zero, so new atoms start with logit 0).
+  frozen and pruned with the bank; new rows are Kaiming-uniform, like the keys).
   Top-k, temperature and the eval gate then act on these logits as they act on ``p / ||p||``.
   Extra state dict key ``router_weight`` ``[R, d_in]``.
-* ``load_balance=True``: every training forward with grad appends the layer's
-  Switch-Transformer load-balancing term (:func:`~moram_avalanche.atom_ops.balance_term`)
-  to :attr:`balance_terms`, for a plugin to add to the loss.
+* ``load_balance="release"`` (or ``True``) / ``"switch"``: every training forward with grad
+  appends the layer's load-balancing term to :attr:`balance_terms`, for a plugin to add to
+  the loss: the MoRAM release's ``R * sum_i Pbar_i^2`` over the kept mixture weights
+  (:func:`~moram_avalanche.atom_ops.release_balance_term`) or Switch Transformer's
+  ``R * sum_i f_i P_i`` (:func:`~moram_avalanche.atom_ops.balance_term`; constant while
+  every atom is kept).
 
 The last two need differentiable routing probabilities and run the plain-autograd
 :func:`~moram_avalanche.atom_ops.plain_mixture` (old and new atoms concatenated per call).
@@ -53,7 +56,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from .atom_ops import MoRAMFunction, compute_dtype, mixture_forward, plain_mixture
+from .atom_ops import BALANCE_FORMS, MoRAMFunction, compute_dtype, mixture_forward, plain_mixture
 from .linear_wrapper import LinearWrapper, check_positive_int
 
 STATE_KEYS = ("atom_keys", "atom_values", "num_frozen", "atom_task")
@@ -78,7 +81,8 @@ class MoRAMLinear(LinearWrapper):
         router: route with an external learned router instead of self-activation (ablation;
             see the module docstring).
         load_balance: record a load-balancing term per training forward (ablation; the
-            paper reports that it hurts: X-TAIL Last 80.9 -> 77.3).
+            paper reports that it hurts: X-TAIL Last 80.9 -> 77.3): ``"release"`` (or
+            ``True``), ``"switch"``, or ``False``; settable later.
     """
 
     def __init__(
@@ -89,7 +93,7 @@ class MoRAMLinear(LinearWrapper):
         temperature: Optional[float] = 0.01,
         threshold: float = 0.2,
         router: bool = False,
-        load_balance: bool = False,
+        load_balance: bool | str = False,
     ) -> None:
         super().__init__(base)
         check_positive_int("atoms_per_task", atoms_per_task)
@@ -109,7 +113,7 @@ class MoRAMLinear(LinearWrapper):
         self.temperature = float(temperature)
         self.threshold = float(threshold)
         self.router = bool(router)
-        self.load_balance = bool(load_balance)
+        self.load_balance = load_balance
         #: load-balancing terms of the training forwards since the last :meth:`pop_balance_terms`
         self.balance_terms: list = []
 
@@ -181,8 +185,11 @@ class MoRAMLinear(LinearWrapper):
 
         New keys are Kaiming-uniform (``a = sqrt(5)``, fan-in ``in_features``, like
         ``nn.Linear.weight``); new values are zero (method reference, "continual expansion");
-        new router rows (``router=True``) are zero (zero-initialised gates, as the routers of
-        MoE-Adapters; baselines reference, section 2). Returns the new number of atoms. An
+        new router rows (``router=True``) are Kaiming-uniform too, an independent draw (a
+        router is an ``nn.Linear`` in sparse MoE layers). Not zero: top-k runs over the whole
+        bank without noise, so zero rows (logit 0) would lose every slot to the trained
+        frozen rows whose logits are positive, and the new atoms would hardly train. Returns
+        the new number of atoms. An
         optimizer built before this call does not hold the new parameters: rebuild it or add
         them.
         """
@@ -196,8 +203,9 @@ class MoRAMLinear(LinearWrapper):
         tasks = self.atom_task.new_full((self.atoms_per_task,), task)
         router = None
         if self.router:
-            zeros = like.new_zeros(self.atoms_per_task, self.in_features)
-            router = torch.cat([self._router_bank, zeros])
+            rows = torch.empty(self.atoms_per_task, self.in_features)
+            nn.init.kaiming_uniform_(rows, a=math.sqrt(5))
+            router = torch.cat([self._router_bank, rows.to(device=like.device, dtype=like.dtype)])
         self._set_bank(
             torch.cat([self._key_bank, keys]),
             torch.cat([self._value_bank, values]),
@@ -345,7 +353,7 @@ class MoRAMLinear(LinearWrapper):
         bias = self.base.bias.to(dtype) if fuse_base and self.base.bias is not None else None
         threshold = self.threshold if (not self.training and self.threshold > 0) else None
         k = self.effective_topk
-        balance = self.load_balance and self.training and torch.is_grad_enabled()
+        balance = self.load_balance if self.training and torch.is_grad_enabled() else None
         if self.router or balance:
             out, idx, weights = self._plain_forward(tokens, weight, bias, dtype, k, threshold,
                                                     balance)
@@ -408,6 +416,22 @@ class MoRAMLinear(LinearWrapper):
                 )
             self.balance_terms.append(result.balance)
         return result.out, result.idx, result.weights
+
+    @property
+    def load_balance(self) -> Optional[str]:
+        """The load-balancing term recorded in training (one of ``BALANCE_FORMS``), or None."""
+        return self._load_balance
+
+    @load_balance.setter
+    def load_balance(self, form) -> None:
+        if form is True:
+            form = BALANCE_FORMS[0]
+        elif form is False or form is None:
+            form = None
+        elif form not in BALANCE_FORMS:
+            raise ValueError(f"load_balance must be False, True or one of {BALANCE_FORMS}, "
+                             f"got {form!r}")
+        self._load_balance = form
 
     def pop_balance_terms(self) -> list:
         """The load-balancing terms recorded since the last call (and forget them)."""
@@ -529,5 +553,5 @@ class MoRAMLinear(LinearWrapper):
             f"atoms={self.num_frozen}/{self.num_atoms} (frozen/total), topk={self.topk}, "
             f"temperature={self.temperature}, threshold={self.threshold}"
             + (", router=True" if self.router else "")
-            + (", load_balance=True" if self.load_balance else "")
+            + (f", load_balance={self.load_balance!r}" if self.load_balance else "")
         )

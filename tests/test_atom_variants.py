@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from moram_avalanche.atom_ops import balance_term, plain_mixture
+from moram_avalanche.atom_ops import BALANCE_FORMS, balance_term, plain_mixture, release_balance_term
 from moram_avalanche.atoms import ROUTER_KEY, MoRAMLinear
 from moram_avalanche.reference import naive_moram
 
@@ -166,12 +166,17 @@ def test_plain_path_gradcheck_router_and_balance():
     def routed(t, k, v, r):
         return plain_mixture(t, weight, bias, k, v, 3, 0.5, None, router=r).out
 
-    def balanced(t, k, v):
-        result = plain_mixture(t, weight, bias, k, v, 3, 0.5, None, balance=True)
-        return result.out, result.balance
+    def balanced(form):
+        def run(t, k, v):
+            result = plain_mixture(t, weight, bias, k, v, 3, 0.5, None, balance=form)
+            return result.out, result.balance
+        return run
 
     assert torch.autograd.gradcheck(routed, (tokens, keys, values, router))
-    assert torch.autograd.gradcheck(balanced, (tokens, keys, values))
+    for form in BALANCE_FORMS:
+        assert torch.autograd.gradcheck(balanced(form), (tokens, keys, values))
+    with pytest.raises(ValueError, match="balance must be"):
+        plain_mixture(tokens, weight, bias, keys, values, 3, 0.5, None, balance=True)
 
 
 # ---------------------------------------------------------------- load-balancing term
@@ -187,9 +192,59 @@ def test_balance_term_hand_examples():
     assert sharp.item() == pytest.approx(8 / 5)
 
 
+def test_release_balance_term_hand_examples():
+    # weights (1, 0) and (0.5, 0.5) on atoms (0, 1) and (0, 2) of 3: Pbar = (0.75, 0, 0.25)
+    weights = torch.tensor([[1.0, 0.0], [0.5, 0.5]])
+    term = release_balance_term(weights, torch.tensor([[0, 1], [0, 2]]), num_atoms=3)
+    assert term.item() == pytest.approx(3 * (0.75 ** 2 + 0.25 ** 2))
+    # perfectly uniform use gives 1; one atom taking everything gives R
+    uniform = release_balance_term(torch.full((4, 1), 1.0), torch.tensor([[0], [1], [2], [3]]), 4)
+    assert uniform.item() == pytest.approx(1.0)
+    assert release_balance_term(torch.ones(5, 1), torch.zeros(5, 1, dtype=torch.long), 4).item() == 4
+
+
+def test_layer_release_balance_term_follows_the_release_formula():
+    x = torch.randn(9, 5, dtype=torch.float64)
+    layer = grown(topk=2, temperature=0.5, load_balance="release").train()
+    layer(x)
+    (term,) = layer.pop_balance_terms()
+    s = self_relevance(layer, x)
+    kept = torch.topk(layer.keys @ x.t(), 2, dim=0).indices.t()  # top-k on p, as the layer
+    masked = torch.full_like(s, -math.inf).scatter(1, kept, s.gather(1, kept))
+    mean_weight = torch.softmax(masked / 0.5, dim=-1).mean(0)  # the release: [N, R] weights
+    assert term.item() == pytest.approx(6 * float((mean_weight ** 2).sum()))
+
+
+@pytest.mark.parametrize("topk", [None, 6])
+def test_release_term_balances_even_when_every_atom_is_kept(topk):
+    # k >= R (the whole first task at r = k = 16): the Switch term is a constant 1, the
+    # release's is not, and it has a gradient for the new keys
+    x = torch.randn(9, 5, dtype=torch.float64)
+    switch = grown(topk=topk, temperature=0.01, load_balance="switch").train()
+    switch(x)
+    switch_term = switch.pop_balance_terms()[0]
+    assert switch_term.item() == pytest.approx(1.0)
+    release = grown(topk=topk, temperature=0.01, load_balance=True).train()
+    assert release.load_balance == "release"
+    release(x)
+    term = release.pop_balance_terms()[0]
+    assert term.item() > 1.01
+    term.backward()
+    assert release.new_keys.grad.abs().sum() > 0
+
+
+def test_load_balance_option_is_checked():
+    layer = MoRAMLinear(nn.Linear(2, 2))
+    assert layer.load_balance is None
+    with pytest.raises(ValueError, match="load_balance must be"):
+        layer.load_balance = "auxiliary"
+    layer.load_balance = "switch"
+    assert "load_balance='switch'" in repr(layer)
+
+
 def test_layer_balance_term_is_the_switch_formula_and_one_without_topk():
     x = torch.randn(9, 5, dtype=torch.float64)
-    layer = grown(topk=2, temperature=0.5, load_balance=True).train()
+    layer = grown(topk=2, temperature=0.5, load_balance="switch").train()
     layer(x)
     (term,) = layer.pop_balance_terms()
     s = self_relevance(layer, x)
@@ -198,13 +253,14 @@ def test_layer_balance_term_is_the_switch_formula_and_one_without_topk():
     fraction = torch.bincount(kept.flatten(), minlength=6).double() / kept.numel()
     assert term.item() == pytest.approx(6 * float((fraction * probs).sum()))
     # every atom kept: f uniform, the term is 1 whatever the probabilities
-    dense = grown(topk=None, temperature=0.5, load_balance=True).train()
+    dense = grown(topk=None, temperature=0.5, load_balance="switch").train()
     dense(x)
     assert dense.pop_balance_terms()[0].item() == pytest.approx(1.0)
 
 
-def test_balance_term_reaches_the_new_keys_only():
-    layer = grown(topk=2, temperature=0.5, load_balance=True).train()
+@pytest.mark.parametrize("form", BALANCE_FORMS)
+def test_balance_term_reaches_the_new_keys_only(form):
+    layer = grown(topk=2, temperature=0.5, load_balance=form).train()
     layer(torch.randn(9, 5, dtype=torch.float64))
     layer.pop_balance_terms()[0].backward()
     assert layer.new_keys.grad.abs().sum() > 0
@@ -217,7 +273,9 @@ def test_router_rows_grow_freeze_and_train():
     assert layer.router_weight.shape == (2, 4)
     layer.expand()
     assert layer.router_weight.shape == (4, 4)
-    assert torch.equal(layer.new_router.detach(), torch.zeros(2, 4))  # zero init
+    init = layer.new_router.detach().clone()
+    assert init.abs().max() <= 0.5 and init.abs().min() > 0  # Kaiming-uniform: U(+-1/sqrt(4))
+    assert not torch.equal(init, layer.new_keys.detach())  # its own draw
     assert [p.shape for p in layer.parameters() if p.requires_grad] == [(2, 4), (2, 4), (2, 4)]
     old = layer.router_weight[:2].clone()
     optimizer = torch.optim.SGD([layer.new_keys, layer.new_values, layer.new_router], lr=0.5)
@@ -227,7 +285,22 @@ def test_router_rows_grow_freeze_and_train():
         layer.train()(x).square().sum().backward()
         optimizer.step()
     assert torch.equal(layer.router_weight[:2], old)
-    assert layer.router_weight[2:].abs().sum() > 0
+    assert not torch.equal(layer.router_weight[2:], init)
+
+
+def test_new_router_rows_win_their_share_of_top_k_slots():
+    # 3 tasks of frozen rows, then a 4th: with rows drawn alike the new atoms get about a
+    # quarter of the top-k slots (zero-initialised rows would get almost none: logit 0
+    # against frozen rows with positive logits)
+    torch.manual_seed(0)
+    layer = MoRAMLinear(nn.Linear(32, 8), atoms_per_task=16, topk=16, temperature=None,
+                        threshold=0.0, router=True)
+    for _ in range(4):
+        layer.expand()
+    logits = torch.randn(2000, 32) @ layer.router_weight.t()
+    kept = logits.topk(16, dim=-1).indices
+    share = (kept >= 48).double().mean().item()
+    assert 0.15 < share < 0.35
 
 
 def test_router_state_dict_round_trip_into_a_fresh_layer():

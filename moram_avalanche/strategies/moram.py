@@ -78,6 +78,26 @@ class MoRAMPlugin(SupervisedPlugin):
         self.history, self.pruned = list(state["history"]), list(state["pruned"])
 
 
+def _check_existing_layers(model, **options) -> None:
+    """Refuse a model whose MoRAM layers were built with other routing options than asked for.
+
+    A model that already carries MoRAM layers is used as it is; without this check a routing
+    ablation run on such a model would silently be another variant.
+    """
+    if options["temperature"] is None:
+        options["temperature"] = 1.0
+    for name, layer in moram_layers(model).items():
+        differ = {key: (getattr(layer, key), want) for key, want in options.items()
+                  if getattr(layer, key) != want}
+        if differ:
+            what = ", ".join(f"{key}={have!r} (asked: {want!r})"
+                             for key, (have, want) in differ.items())
+            raise ValueError(
+                f"the model already carries MoRAM layers, built with other options than this "
+                f"strategy's: {name} has {what}. Pass the options the layers were built with, "
+                f"or a model without MoRAM layers (the strategy injects them)")
+
+
 class MoRAM(CLIPStrategy):
     """MoRAM (ICML 2026) for CLIP: rank-1 atom banks on every frozen linear, grown per task.
 
@@ -93,9 +113,10 @@ class MoRAM(CLIPStrategy):
     Routing ablations (paper's routing table; see
     :mod:`moram_avalanche.strategies.moram_ablations` for the named rows): ``topk=None`` (no
     sparsity), ``temperature=None`` (tau = 1), ``threshold=0`` (no gate), ``router=True`` (an
-    external learned router over the atoms), ``balance_coef > 0`` (a Switch-Transformer
-    load-balancing term added to the loss by a
-    :class:`~moram_avalanche.strategies.moram_ablations.LoadBalancePlugin`; 0 = the method).
+    external learned router over the atoms), ``balance_coef > 0`` (a load-balancing term
+    added to the loss by a :class:`~moram_avalanche.strategies.moram_ablations.LoadBalancePlugin`;
+    0 = the method) of form ``balance_form``: ``"release"`` (the release's commented-out
+    ``R * sum_i Pbar_i^2``, default) or ``"switch"`` (Switch Transformer's).
     """
 
     def __init__(
@@ -109,6 +130,7 @@ class MoRAM(CLIPStrategy):
         threshold: float = 0.2,
         router: bool = False,
         balance_coef: float = 0.0,
+        balance_form: str = "release",
         encoders=ENCODERS,
         targets=tuple(TARGET_PATHS),
         prune_mass: Optional[float] = None,
@@ -122,17 +144,20 @@ class MoRAM(CLIPStrategy):
         if balance_coef < 0:
             raise ValueError(
                 f"balance_coef must be >= 0 (0: no load balancing), got {balance_coef}")
-        if not moram_layers(model):
+        if moram_layers(model):
+            _check_existing_layers(model, atoms_per_task=atoms_per_task, topk=topk,
+                                   temperature=temperature, threshold=threshold, router=router)
+        else:
             inject_moram(model, encoders=encoders, targets=targets, atoms_per_task=atoms_per_task,
                          topk=topk, temperature=temperature, threshold=threshold, router=router,
-                         load_balance=balance_coef > 0)
+                         load_balance=balance_form if balance_coef > 0 else False)
         self.moram_plugin = MoRAMPlugin(prune_mass=prune_mass, record=record_activations)
         own = [self.moram_plugin]
         self.balance_plugin = None
         if balance_coef > 0:
             from .moram_ablations import LoadBalancePlugin
 
-            self.balance_plugin = LoadBalancePlugin(balance_coef)
+            self.balance_plugin = LoadBalancePlugin(balance_coef, balance_form)
             own.append(self.balance_plugin)
         super().__init__(model=model, tokenizer=tokenizer, iterations=iterations, lr=lr,
                          train_mb_size=train_mb_size, plugins=[*own, *(plugins or [])], **kwargs)

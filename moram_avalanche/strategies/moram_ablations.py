@@ -23,14 +23,20 @@ method (all three) is above both, so the rows cannot be successive additions.
 
 The external router keeps top-k (as sparse MoE routers do) and uses tau = 1 (the router
 learns the scale of its logits) and no eval gate (the gate compares a cosine-like relevance
-in [-1, 1]; router logits are unbounded). Its rows start at zero (MoE-Adapters' routers are
-zero-initialised; baselines reference, section 2).
+in [-1, 1]; router logits are unbounded). Its new rows are Kaiming-uniform like an
+``nn.Linear`` (see :meth:`~moram_avalanche.atoms.MoRAMLinear.expand`): zero rows would lose
+every top-k slot to the frozen rows of earlier tasks, and later tasks would hardly train.
 
-The load-balancing row adds ``0.01 * mean_layers(R * sum_i f_i P_i)`` (Switch Transformer,
-Fedus et al. 2022, eq. 4 with alpha = 0.01, their default) to the full method's loss; the
-term is :func:`moram_avalanche.atom_ops.balance_term`. The MoRAM release has no balance-loss
-option: its layers return a loss of 0, which the training loop discards
-(Artificer-AI-Lab/MoRAM, ``XTAIL/loralib/moram.py``, ``XTAIL/models/moram.py``).
+The load-balancing row adds ``0.01 * mean_layers(term)`` to the full method's loss. The
+term is by default the one of the release's commented-out training forward,
+``R * sum_i Pbar_i^2`` with ``Pbar_i`` the mean over tokens of atom ``i``'s kept mixture
+weight (:func:`moram_avalanche.atom_ops.release_balance_term`; Artificer-AI-Lab/MoRAM,
+``XTAIL/loralib/moram.py``, ``forward_backup``), the likeliest source of the paper's row: the
+active release returns a loss of 0, which its training loop discards (``XTAIL/models/moram.py``).
+``balance_form="switch"`` uses Switch Transformer's ``R * sum_i f_i P_i`` instead (Fedus et
+al. 2022, eq. 4; :func:`~moram_avalanche.atom_ops.balance_term`), which is exactly 1, with no
+gradient, while every atom is kept -- all of the first task at r = k = 16. The coefficient
+0.01 is Switch Transformer's alpha; the paper does not give one.
 
 Every variant is the :class:`~moram_avalanche.strategies.moram.MoRAM` strategy with other
 defaults (any of them can still be overridden), so the CLIP loop, loss, optimiser and the
@@ -44,6 +50,7 @@ from typing import NamedTuple, Optional, Tuple
 import torch
 from avalanche.core import SupervisedPlugin
 
+from ..atom_ops import BALANCE_FORMS
 from .moram import MoRAM, moram_layers
 
 
@@ -81,23 +88,28 @@ ROUTING_ABLATIONS = {
 class LoadBalancePlugin(SupervisedPlugin):
     """Adds ``coef * mean over layers of the load-balancing term`` to the training loss.
 
-    Each MoRAMLinear built with ``load_balance=True`` records its term
-    (:func:`~moram_avalanche.atom_ops.balance_term`) on every training forward; a layer
-    called more than once in an iteration contributes the mean of its terms. The sum is added
-    in ``before_backward``, after the strategy's criterion.
+    Before each experience every MoRAMLinear is set to record its term (``load_balance =
+    form``) on every training forward; a layer called more than once in an iteration
+    contributes the mean of its terms. The sum is added in ``before_backward``, after the
+    strategy's criterion.
 
     Args:
         coef: the coefficient (Switch Transformer's alpha: 0.01).
+        form: ``"release"`` (:func:`~moram_avalanche.atom_ops.release_balance_term`, default)
+            or ``"switch"`` (:func:`~moram_avalanche.atom_ops.balance_term`).
 
     Attributes:
         last_term: the (detached) mean term of the last iteration, for logging.
     """
 
-    def __init__(self, coef: float = 0.01) -> None:
+    def __init__(self, coef: float = 0.01, form: str = BALANCE_FORMS[0]) -> None:
         super().__init__()
         if not coef >= 0:
             raise ValueError(f"coef must be >= 0, got {coef}")
+        if form not in BALANCE_FORMS:
+            raise ValueError(f"form must be one of {BALANCE_FORMS}, got {form!r}")
         self.coef = float(coef)
+        self.form = form
         self.last_term: Optional[torch.Tensor] = None
 
     @staticmethod
@@ -107,7 +119,7 @@ class LoadBalancePlugin(SupervisedPlugin):
 
     def before_training_exp(self, strategy, **kwargs):
         for layer in moram_layers(strategy.model).values():
-            layer.load_balance = True
+            layer.load_balance = self.form
         self._clear(strategy)
 
     def before_training_iteration(self, strategy, **kwargs):
@@ -141,7 +153,7 @@ class _RoutingVariant(MoRAM):
 
 class MoRAMExternalRouter(_RoutingVariant):
     """Ablation "external router over rank-1 atoms": a learned ``Linear(d_in -> atoms)``
-    router (grown per task, new rows trainable and zero-initialised, old rows frozen) replaces
+    router (grown per task, new rows trainable and Kaiming-uniform, old rows frozen) replaces
     self-activation; top-k 16, tau 1, no gate."""
 
     ROW = "external-router"
@@ -173,7 +185,8 @@ class MoRAMSelfThreshold(_RoutingVariant):
 
 
 class MoRAMLoadBalance(_RoutingVariant):
-    """The full method plus the Switch-Transformer load-balancing term (coefficient 0.01)."""
+    """The full method plus 0.01 x the release's load-balancing term (see the module docstring;
+    ``balance_form="switch"`` for Switch Transformer's)."""
 
     ROW = "load-balance"
 

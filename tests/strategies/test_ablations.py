@@ -143,7 +143,10 @@ class LossSpy(SupervisedPlugin):
         self.losses.append(strategy.loss.item())
 
 
-def test_the_load_balancing_term_enters_the_loss(tiny_clip, tokenizer):
+@pytest.mark.parametrize("form,topk", [("release", 4), ("switch", 2)])
+def test_the_load_balancing_term_enters_the_loss(tiny_clip, tokenizer, form, topk):
+    # the release's term is informative even with every atom kept (k = R = 4); the Switch
+    # term needs top-k < R (else it is 1)
     import copy
 
     runs = {}
@@ -152,19 +155,30 @@ def test_the_load_balancing_term_enters_the_loss(tiny_clip, tokenizer):
         spy = LossSpy()
         # the plugin is present in both runs (same forward path); the second multiplies by 0
         strategy = make("moram-load-balance", copy.deepcopy(tiny_clip), tokenizer, plugins=[spy],
-                        iterations=1, atoms_per_task=4, topk=2, balance_coef=0.5)
+                        iterations=1, atoms_per_task=4, topk=topk, balance_coef=0.5,
+                        balance_form=form)
+        assert strategy.balance_plugin.form == form
         strategy.balance_plugin.coef = coef
         strategy.train(tiny_stream().train_stream[0])
         runs[coef] = (spy.losses[0], strategy.balance_plugin.last_term.item())
     (with_term, term), (without, term_again) = runs[0.5], runs[0.0]
     assert term == pytest.approx(term_again, rel=1e-6)
-    assert term > 0 and term != pytest.approx(1.0)  # top-2 of 4 atoms: not trivially uniform
+    assert term > 0 and term != pytest.approx(1.0)  # not trivially uniform
     assert with_term - without == pytest.approx(0.5 * term, rel=1e-4)
 
 
 def test_balance_coefficient_is_validated(tiny_clip, tokenizer):
     with pytest.raises(ValueError, match="balance_coef"):
         make("moram", tiny_clip, tokenizer, balance_coef=-1.0)
+
+
+def test_a_model_with_other_moram_layers_is_refused_not_silently_used(tiny_clip, tokenizer):
+    make("moram-self-activation", tiny_clip, tokenizer)  # injects topk=None, tau 1, no gate
+    make("moram-self-activation", tiny_clip, tokenizer)  # the same options: fine
+    with pytest.raises(ValueError, match=r"topk=None \(asked: 16\).*temperature=1.0 \(asked: 0.01\)"):
+        make("moram", tiny_clip, tokenizer)
+    with pytest.raises(ValueError, match="router=False"):
+        make("moram-external-router", tiny_clip, tokenizer)
 
 
 def fresh_run(name, make_stream, tokenizer, **kwargs):
