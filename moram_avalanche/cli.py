@@ -129,12 +129,14 @@ def cmd_compare(args) -> int:
         "model": args.model, "pretrained": args.pretrained, "stream": _stream_options(args),
         "iterations": args.iterations, "batch_size": args.batch_size, "seed": args.seed,
         "ref_images": args.ref_images, "ref_sentences": args.ref_sentences,
-        "set": {name: {k: repr(v) for k, v in values.items()} for name, values in overrides.items()},
+        "device": args.device, "num_workers": args.num_workers,
     }
     setup = Setup(
         make_model=_make_model(args), make_benchmark=_make_benchmark(args),
         options=lambda name, eval_tf: _strategy_options(args, name, eval_tf, overrides.get(name, {})),
-        settings=settings, seed=args.seed, device=args.device, num_workers=args.num_workers)
+        settings=settings,
+        strategy_settings=lambda name: {k: repr(v) for k, v in overrides.get(name, {}).items()},
+        seed=args.seed, device=args.device, num_workers=args.num_workers)
     run_comparison(setup, names, args.out, resume=not args.no_resume, progress=not args.no_progress)
     print(f"\ntable.md, table.csv, summary.md, accuracy_matrices.png: {args.out}/"
           f"\n  tensorboard --logdir {Path(args.out) / 'tensorboard'}")

@@ -14,11 +14,14 @@ writes, under ``out_dir``:
 * ``table.md`` / ``table.csv``: the paper-style Transfer / Average / Last table per domain
   (:mod:`moram_avalanche.tables`), ``summary.md``: one line per strategy with peak memory and
   training time, ``accuracy_matrices.png``: the matrices side by side;
-* ``compare.json``: the settings every strategy shares.
+* ``compare.json``: the settings every strategy shares, and ``<strategy>/settings.json``:
+  that strategy's own (its ``--set`` options).
 
 Resumable per strategy: a strategy whose ``results.json`` holds a complete matrix is not run
-again; an interrupted one continues from its checkpoint. A folder holding a comparison made
-with other shared settings is refused (its numbers would not be comparable).
+again; an interrupted one continues from its checkpoint; one added later joins the table.
+A folder holding a comparison made with other shared settings is refused (its numbers would
+not be comparable), and so is a strategy already run there with other settings of its own
+(delete its folder to run it again); both are checked before anything runs.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from .io import atomic_write_bytes, atomic_write_text
 logger = logging.getLogger(__name__)
 
 SETTINGS_NAME = "compare.json"
+#: a strategy's own settings, in its run folder
+STRATEGY_SETTINGS_NAME = "settings.json"
 
 
 @dataclass
@@ -52,6 +57,9 @@ class Setup:
             (the shared budget and any per-strategy settings).
         settings: JSON-able description of the shared settings (benchmark, model, budget,
             seed, ...), stored in ``compare.json`` and checked when a comparison resumes.
+        strategy_settings: ``strategy name -> JSON-able description`` of that strategy's own
+            settings, stored in ``<strategy>/settings.json`` and checked when it resumes, so
+            a strategy with options of its own can join an existing comparison.
         seed: ``torch.manual_seed`` before each strategy's model and benchmark are built.
         device: where the strategies run.
         num_workers: DataLoader worker processes.
@@ -61,6 +69,7 @@ class Setup:
     make_benchmark: Callable[[object, object], object]
     options: Callable[[str, object], dict] = lambda name, eval_transform: {}
     settings: dict = field(default_factory=dict)
+    strategy_settings: Callable[[str], dict] = lambda name: {}
     seed: int = 0
     device: str = "cpu"
     num_workers: int = 0
@@ -76,10 +85,22 @@ def run_comparison(setup: Setup, strategies: Sequence[str], out_dir, *, resume: 
 
     names = _check_names(strategies, get_strategy)
     out_dir = Path(out_dir)
-    _check_settings(out_dir, setup.settings, resume)
+    own = {name: _as_stored(setup.strategy_settings(name)) for name in names}
+    if resume:
+        _check_stored(out_dir / SETTINGS_NAME, _as_stored(setup.settings),
+                      f"{out_dir} holds a comparison made with other settings",
+                      "use another output folder, or start it over (--no-resume)")
+        for name in names:
+            _check_stored(out_dir / name / STRATEGY_SETTINGS_NAME, own[name],
+                          f"{name} was run in {out_dir} with other settings of its own",
+                          f"delete {out_dir / name} to run it again with these")
+    _write_settings(out_dir / SETTINGS_NAME, setup.settings)
     results = {}
     for name in names:
         run_dir = out_dir / name
+        if not resume:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        _write_settings(run_dir / STRATEGY_SETTINGS_NAME, own[name])
         done = _complete_report(run_dir) if resume else None
         if done is not None:
             logger.info("%s: complete in %s, not run again", name, run_dir)
@@ -103,17 +124,24 @@ def _check_names(strategies: Sequence[str], get_strategy) -> list:
     return names
 
 
-def _check_settings(out_dir: Path, settings: dict, resume: bool) -> None:
-    path = out_dir / SETTINGS_NAME
-    settings = json.loads(json.dumps(settings))  # as it reads back from the file
-    if resume and path.exists():
-        stored = json.loads(path.read_text())
-        if stored != settings:
-            changed = sorted(k for k in set(stored) | set(settings) if stored.get(k) != settings.get(k))
-            raise ValueError(
-                f"{out_dir} holds a comparison made with other settings ({', '.join(changed)}: "
-                f"{ {k: stored.get(k) for k in changed} } there, { {k: settings.get(k) for k in changed} } "
-                "now); use another output folder, or start it over (--no-resume)")
+def _as_stored(settings: dict) -> dict:
+    """``settings`` as it reads back from a JSON file."""
+    return json.loads(json.dumps(settings))
+
+
+def _check_stored(path: Path, settings: dict, problem: str, fix: str) -> None:
+    """Refuse when ``path`` holds settings other than ``settings``; say which and how to fix."""
+    if not path.exists():
+        return
+    stored = json.loads(path.read_text())
+    if stored != settings:
+        changed = sorted(k for k in set(stored) | set(settings) if stored.get(k) != settings.get(k))
+        raise ValueError(
+            f"{problem} ({', '.join(changed)}: {({k: stored.get(k) for k in changed})} there, "
+            f"{({k: settings.get(k) for k in changed})} now); {fix}")
+
+
+def _write_settings(path: Path, settings: dict) -> None:
     atomic_write_text(path, json.dumps(settings, indent=2, sort_keys=True) + "\n")
 
 
@@ -142,8 +170,7 @@ def _run_one(setup: Setup, name: str, strategy_class, run_dir: Path, tb_dir: Pat
     from .strategies.timing import RunTime
 
     if not resume:
-        for stale in (run_dir, tb_dir):
-            shutil.rmtree(stale, ignore_errors=True)
+        shutil.rmtree(tb_dir, ignore_errors=True)
     torch.manual_seed(setup.seed)
     model, train_tf, eval_tf, tokenizer = setup.make_model()
     benchmark = setup.make_benchmark(train_tf, eval_tf)

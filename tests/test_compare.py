@@ -132,6 +132,20 @@ def test_other_settings_in_the_same_folder_are_refused(tmp_path, tokenizer):
     assert json.loads((tmp_path / "compare.json").read_text()) == {"budget": 3}
 
 
+def test_a_strategy_run_with_other_options_of_its_own_is_refused(tmp_path, tokenizer):
+    setup = tiny_setup(tokenizer)
+    setup.strategy_settings = lambda name: {"rank": 2} if name == "finetune" else {}
+    run_comparison(setup, ["zeroshot", "finetune"], tmp_path, progress=False)
+    assert json.loads((tmp_path / "finetune" / "settings.json").read_text()) == {"rank": 2}
+    setup.strategy_settings = lambda name: {"rank": 4} if name == "finetune" else {}
+    with pytest.raises(ValueError, match=r"finetune was run in .* \(rank: \{'rank': 2\} there"):
+        run_comparison(setup, ["zeroshot", "finetune"], tmp_path, progress=False)
+    # --no-resume runs the listed strategies again, with the new settings
+    run_comparison(setup, ["finetune"], tmp_path, resume=False, progress=False)
+    assert json.loads((tmp_path / "finetune" / "settings.json").read_text()) == {"rank": 4}
+    assert (tmp_path / "finetune" / "results.json").exists()
+
+
 @pytest.mark.parametrize("names,message", [
     (["moram", "moram"], "listed twice"), ([], "no strategies"), (["ewc"], "unknown strategy 'ewc'")])
 def test_bad_strategy_lists(names, message, tmp_path, tokenizer):
@@ -153,9 +167,24 @@ def test_cli_compare(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| Transfer | zeroshot |" in out and "tensorboard --logdir" in out
     settings = json.loads((tmp_path / "out" / "compare.json").read_text())
-    assert settings["set"] == {"moram": {"topk": "2", "atoms_per_task": "2"}} and settings["iterations"] == 1
+    assert settings["iterations"] == 1 and settings["device"] == "cpu" and "set" not in settings
+    own = json.loads((tmp_path / "out" / "moram" / "settings.json").read_text())
+    assert own == {"topk": "2", "atoms_per_task": "2"}
+    assert json.loads((tmp_path / "out" / "zeroshot" / "settings.json").read_text()) == {}
     rows = list(csv.reader(io.StringIO((tmp_path / "out" / "table.csv").read_text())))
     assert len(rows) == 1 + 3 * 2 and len(rows[0]) == 2 + 5 + 1
+    # a strategy with options of its own joins the existing comparison
+    assert main([*common, "--strategies", "zeroshot,moram,inflora", "--set", "moram.topk=2",
+                 "--set", "moram.atoms_per_task=2", "--set", "inflora.rank=2"]) == 0
+    rows = list(csv.reader(io.StringIO((tmp_path / "out" / "table.csv").read_text())))
+    assert len(rows) == 1 + 3 * 3
+    # one already run with other options of its own is refused, before anything runs
+    stamp = (tmp_path / "out" / "table.csv").stat().st_mtime_ns
+    assert main([*common, "--strategies", "zeroshot,moram", "--set", "moram.topk=1",
+                 "--set", "moram.atoms_per_task=2"]) == 2
+    err = capsys.readouterr().err
+    assert "moram was run in" in err and "topk" in err and "delete" in err
+    assert (tmp_path / "out" / "table.csv").stat().st_mtime_ns == stamp
 
 
 def test_set_values_are_python_literals_or_strings():

@@ -12,8 +12,10 @@ class RunTime(SupervisedPlugin):
     """Seconds spent in ``train`` and ``eval`` calls, summed over the run.
 
     On CUDA the device is synchronised at each boundary, so queued kernels are counted where
-    they ran. Totals survive a run checkpoint (``state_dict``), so a resumed run reports the
-    time of all its parts (not the time lost to an interruption).
+    they ran. An evaluation run inside ``train`` (Avalanche's periodic evaluation,
+    ``eval_every >= 0``) counts as evaluation, not training. Totals survive a run checkpoint
+    (``state_dict``), so a resumed run reports the time of all its parts (not the time lost
+    to an interruption).
     """
 
     def __init__(self) -> None:
@@ -21,7 +23,9 @@ class RunTime(SupervisedPlugin):
         self.train_seconds = 0.0
         self.eval_seconds = 0.0
         self.experiences = 0
-        self._started = None
+        self._train_started = None
+        self._eval_started = None
+        self._eval_inside_train = 0.0
 
     def _now(self, strategy) -> float:
         if torch.device(strategy.device).type == "cuda":
@@ -29,17 +33,24 @@ class RunTime(SupervisedPlugin):
         return time.perf_counter()
 
     def before_training(self, strategy, **kwargs):
-        self._started = self._now(strategy)
+        self._train_started = self._now(strategy)
+        self._eval_inside_train = 0.0
 
     def after_training(self, strategy, **kwargs):
-        self.train_seconds += self._now(strategy) - self._started
+        elapsed = self._now(strategy) - self._train_started
+        self.train_seconds += elapsed - self._eval_inside_train
         self.experiences += 1
+        self._train_started = None
 
     def before_eval(self, strategy, **kwargs):
-        self._started = self._now(strategy)
+        self._eval_started = self._now(strategy)
 
     def after_eval(self, strategy, **kwargs):
-        self.eval_seconds += self._now(strategy) - self._started
+        elapsed = self._now(strategy) - self._eval_started
+        self.eval_seconds += elapsed
+        if self._train_started is not None:
+            self._eval_inside_train += elapsed
+        self._eval_started = None
 
     def report(self) -> dict:
         per = self.train_seconds / self.experiences if self.experiences else float("nan")
