@@ -48,22 +48,43 @@ class DomainLR:
 #: arrays of ZSCL.sh, lwf.sh, lwf_vr.sh and WiSE_finetune.sh [ZSCL mtil/scripts/*.sh]).
 ZSCL_MTIL_LR = DomainLR(1e-5, {"aircraft": 5e-5, "fgvcaircraft": 5e-5, "mnist": 5e-5})
 
+#: the names and aliases of the MTIL domains (:data:`moram_avalanche.benchmarks.domains.SPECS`),
+#: as :class:`DomainLR` keys, in the release's order I
+_MTIL_KEYS = {
+    "aircraft": ("aircraft", "fgvcaircraft"),
+    "caltech101": ("caltech101", "caltech"),
+    "cifar100": ("cifar100",),
+    "dtd": ("dtd", "describabletextures"),
+    "eurosat": ("eurosat",),
+    "flowers": ("flowers", "flowers102", "oxfordflowers"),
+    "food": ("food", "food101"),
+    "mnist": ("mnist",),
+    "pets": ("oxfordpet", "oxfordpets", "pets"),
+    "cars": ("stanfordcars", "cars"),
+    "sun397": ("sun397", "sun"),
+}
+
+
+def _mtil_lr(values) -> DomainLR:
+    """A :class:`DomainLR` from the 11 rates of an MTIL order-I ``lr=(...)`` script array."""
+    if len(values) != len(_MTIL_KEYS):
+        raise ValueError(f"expected {len(_MTIL_KEYS)} learning rates, got {len(values)}")
+    return DomainLR(1e-3, {key: lr for keys, lr in zip(_MTIL_KEYS.values(), values) for key in keys})
+
+
 #: MoE-Adapters' few-shot (5-shot) MTIL learning rates, order I: Aircraft 8e-3, Caltech101 5e-4,
 #: CIFAR100 2e-4, DTD 5e-3, EuroSAT 1e-3, Flowers 1e-3, Food 1e-2, MNIST 1e-4, Pets 1e-2,
-#: Cars 1e-2, SUN397 1e-2 (the per-dataset ``lr`` of the few-shot script [MoE-Adapters4CL
-#: mtil/scripts]; baselines reference, section 2.2). Keys cover the names and aliases of
+#: Cars 1e-2, SUN397 1e-2 (the ``lr`` array of
+#: ``mtil/scripts/train/train_few_shot_router11_experts22_1000iters.sh`` [MoE-Adapters4CL];
+#: baselines reference, section 2.2). Keys cover the names and aliases of
 #: :data:`moram_avalanche.benchmarks.domains.SPECS`. Other domains (e.g. the synthetic
 #: stream): 1e-3, the list's most common value -- our choice.
-MOE_FEWSHOT_MTIL_LR = DomainLR(1e-3, {
-    "aircraft": 8e-3, "fgvcaircraft": 8e-3,
-    "caltech101": 5e-4, "caltech": 5e-4,
-    "cifar100": 2e-4,
-    "dtd": 5e-3, "describabletextures": 5e-3,
-    "eurosat": 1e-3,
-    "flowers": 1e-3, "flowers102": 1e-3, "oxfordflowers": 1e-3,
-    "food": 1e-2, "food101": 1e-2,
-    "mnist": 1e-4,
-    "oxfordpet": 1e-2, "oxfordpets": 1e-2, "pets": 1e-2,
-    "stanfordcars": 1e-2, "cars": 1e-2,
-    "sun397": 1e-2, "sun": 1e-2,
-})
+MOE_FEWSHOT_MTIL_LR = _mtil_lr((8e-3, 5e-4, 2e-4, 5e-3, 1e-3, 1e-3, 1e-2, 1e-4, 1e-2, 1e-2, 1e-2))
+
+#: MoE-Adapters' full-shot MTIL learning rates, order I: Aircraft 5e-3, Caltech101 1e-3,
+#: CIFAR100 5e-3, DTD 1e-3, EuroSAT 1e-4, Flowers 1e-3, Food 1e-3, MNIST 1e-4, Pets 1e-3,
+#: Cars 1e-3, SUN397 1e-3 (the ``lr`` array of
+#: ``mtil/scripts/train/train_full_shot_router11_experts22_1000iters.sh`` [MoE-Adapters4CL];
+#: baselines reference, section 2.2). Same keys as :data:`MOE_FEWSHOT_MTIL_LR`; other
+#: domains: 1e-3, the list's most common value -- our choice.
+MOE_FULLSHOT_MTIL_LR = _mtil_lr((5e-3, 1e-3, 5e-3, 1e-3, 1e-4, 1e-3, 1e-3, 1e-4, 1e-3, 1e-3, 1e-3))
