@@ -134,3 +134,54 @@ def test_alexnet_features_drop_the_last_relu_and_maxpool(tmp_path):
     assert isinstance(features[-1], nn.Conv2d) and len(features) == 11
     assert features(torch.randn(1, 3, 224, 224)).shape == (1, 256, 13, 13)
     assert not any(p.requires_grad for p in features.parameters()) and not features.training
+
+
+class CountingAdam(torch.optim.Adam):
+    """Adam that records the learning rate of every step it takes."""
+
+    runs = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lrs = []
+        CountingAdam.runs.append(self.lrs)
+
+    def step(self, closure=None):
+        self.lrs.append(self.param_groups[0]["lr"])
+        return super().step(closure)
+
+
+@pytest.mark.parametrize("decay_every, expected", [
+    (None, [0.5] * 7),  # the release's schedule never decays within an MTIL run
+    (3, [0.5, 0.5, 0.5, 0.05, 0.05, 0.05, 0.005]),  # x0.1 after every 3 steps
+])
+def test_autoencoders_take_exactly_their_iterations_in_steps_with_the_decay(monkeypatch, decay_every,
+                                                                           expected):
+    monkeypatch.setattr(torch.optim, "Adam", CountingAdam)
+    CountingAdam.runs = []
+    ddas = DDAS(nn.Identity(), hidden=2, iterations=7, reference_iterations=4, lr=0.5, batch_size=3,
+                decay_every=decay_every)
+    ddas.fit_reference(domain("c", 5))  # 5 images in batches of 3: cycles the loader
+    ddas.fit_task(domain("a", 5))
+    reference, task = CountingAdam.runs
+    assert task == pytest.approx(expected)
+    assert reference == pytest.approx(expected[:4])
+
+
+def test_feature_size_mismatch_fails_early_naming_both_sizes():
+    ddas = DDAS(nn.AvgPool2d(8), hidden=2, iterations=1, reference_iterations=1)
+    big = torch.utils.data.TensorDataset(torch.randn(4, 3, 64, 64))  # 3 x 8 x 8 = 192 features
+    small = torch.utils.data.TensorDataset(torch.randn(4, 3, 32, 32))  # 3 x 4 x 4 = 48 features
+    ddas.fit_reference(big)
+    with pytest.raises(ValueError, match="read 192 features, the images of task 0: 48.*the model's transform"):
+        ddas.fit_task(small)
+    assert ddas.tasks == []
+    with pytest.raises(ValueError, match="read 192 features, the images to route: 48"):
+        ddas.errors(small.tensors[0])
+    ddas.fit_reference(small)  # a new reference replaces the old one: its size is free
+    ddas.fit_task(small)
+    assert ddas.select(small.tensors[0]).shape == (4,)
+    state = ddas.state_dict()
+    state["reference"] = DomainAutoencoder(192, 2).state_dict()
+    with pytest.raises(ValueError, match=r"\[48, 192\] features.*the model's transform"):
+        DDAS(nn.AvgPool2d(8)).load_state_dict(state)

@@ -12,7 +12,7 @@ from .moram import MoRAM, MoRAMPlugin, moram_layers
 from .moram_ablations import (ABLATION_STRATEGIES, ROUTING_ABLATIONS, LoadBalancePlugin,
                               MoRAMExternalRouter, MoRAMLoadBalance, MoRAMSelfActivation,
                               MoRAMSelfTemperature, MoRAMSelfThreshold, MoRAMSelfTopK)
-from .schedule import MOE_FEWSHOT_MTIL_LR, ZSCL_MTIL_LR, DomainLR
+from .schedule import MOE_FEWSHOT_MTIL_LR, MOE_FULLSHOT_MTIL_LR, ZSCL_MTIL_LR, DomainLR
 from .seq_lora import SeqLoRA
 from .wiseft import WiSEFT
 from .zeroshot import ZeroShot
@@ -36,6 +36,7 @@ def get_strategy(name: str):
 
 __all__ = [
     "MOE_FEWSHOT_MTIL_LR",
+    "MOE_FULLSHOT_MTIL_LR",
     "ROUTING_ABLATIONS",
     "STRATEGIES",
     "ZSCL",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import warnings
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -10,14 +12,31 @@ import torch.nn.functional as F
 from avalanche.core import SupervisedPlugin
 
 from ..clip.head import TextHead
-from ..clip.inject import ENCODERS
+from ..clip.inject import ENCODERS, _check_names, encoder_module
 from ..clip.moe_adapters import add_router, inject_moe_adapters, moe_mixtures, num_routers, routing
-from ..ddas import DDAS, FEW_SHOT_THRESHOLD, alexnet_features
+from ..ddas import DDAS, FEW_SHOT_THRESHOLD, FULL_SHOT_THRESHOLD, alexnet_features
 from .base import CLIPStrategy
 from .distill_plugin import check_image_dataset
-from .schedule import MOE_FEWSHOT_MTIL_LR, DomainLR
+from .schedule import MOE_FEWSHOT_MTIL_LR, MOE_FULLSHOT_MTIL_LR, DomainLR
 
 SELECTORS = ("ddas", "oracle", "latest")
+
+#: The release's two MTIL recipes [MoE-Adapters4CL mtil/scripts/train/train_{few,full}_shot_
+#: router11_experts22_1000iters.sh; src/models/few_shot_AutoEncoder.py, AutoEncoder.py]:
+#: iterations per experience, the per-domain lr list, the DDAS threshold and the autoencoders'
+#: Adam lr. :class:`MoEAdapters` takes each from ``recipe=`` unless given explicitly.
+RECIPES = {
+    "few-shot": {"iterations": 500, "lr": MOE_FEWSHOT_MTIL_LR, "threshold": FEW_SHOT_THRESHOLD,
+                 "ae_lr": 3e-3},
+    "full-shot": {"iterations": 1000, "lr": MOE_FULLSHOT_MTIL_LR, "threshold": FULL_SHOT_THRESHOLD,
+                  "ae_lr": 1e-2},
+}
+#: the release's test batch size (``--batch-size-eval``, src/args.py): what ``ddas_routing=
+#: "batch"`` routes together
+RELEASE_EVAL_BATCH = 128
+#: above this many training images per class on average, the few-shot recipe warns (its
+#: release setting has 5 per class)
+FEW_SHOT_WARN_PER_CLASS = 50
 
 
 class MoEAdaptersPlugin(SupervisedPlugin):
@@ -27,25 +46,36 @@ class MoEAdaptersPlugin(SupervisedPlugin):
       a new router in every block, the only router that trains; experts frozen so far keep
       ``requires_grad=False``; selection counts restart; the optimizer is rebuilt.
     * ``after_training_exp``: the ``freeze_per_task`` most-selected experts of every block
-      join its frozen set (cumulative); DDAS trains the experience's autoencoder on the
-      experience's training images (as the release: its few-shot set, train transform).
+      join its frozen set (cumulative); DDAS trains the experience's autoencoder. The release
+      follows the same procedure in a separate run on its own 5-per-class draw of the
+      augmented train loader; here on the experience's own training set (train transform,
+      re-augmented on every pass).
+
+    DDAS's DataLoaders use ``ae_workers`` workers, or when it is None the ``num_workers`` the
+    run passes to ``strategy.train(...)`` (Avalanche hands ``train`` keyword arguments to every
+    plugin hook; :func:`~moram_avalanche.runner.run_stream` passes ``num_workers``).
 
     Attributes:
         history: per experience, ``{"domain": name, "blocks": {block name: {"counts": [selections
             per expert], "frozen": [expert indices frozen after it]}}}`` (plain Python).
     """
 
-    def __init__(self, ddas: Optional[DDAS], reference_images=None, freeze_per_task: int = 2) -> None:
+    def __init__(self, ddas: Optional[DDAS], reference_images=None, freeze_per_task: int = 2,
+                 ae_workers: Optional[int] = None) -> None:
         super().__init__()
         self.ddas, self.reference_images = ddas, reference_images
         self.freeze_per_task = freeze_per_task
+        self.ae_workers = ae_workers
         self.history: List[dict] = []
+
+    def _workers(self, kwargs) -> int:
+        return self.ae_workers if self.ae_workers is not None else int(kwargs.get("num_workers", 0))
 
     def before_training_exp(self, strategy, **kwargs):
         if self.ddas is not None:
             self.ddas.to(strategy.device)
             if self.reference_images is not None and self.ddas.reference is None:
-                self.ddas.fit_reference(self.reference_images)
+                self.ddas.fit_reference(self.reference_images, num_workers=self._workers(kwargs))
         router = add_router(strategy.model)
         for mixture in moe_mixtures(strategy.model).values():
             mixture.reset_counts()
@@ -63,7 +93,7 @@ class MoEAdaptersPlugin(SupervisedPlugin):
         self.history.append({"domain": strategy.experience.domain, "blocks": blocks})
         strategy.active_router = None
         if self.ddas is not None:
-            self.ddas.fit_task(strategy.experience.dataset)
+            self.ddas.fit_task(strategy.experience.dataset, num_workers=self._workers(kwargs))
 
     def state_dict(self) -> dict:
         return {"ddas": None if self.ddas is None else self.ddas.state_dict(),
@@ -89,13 +119,26 @@ class MoEAdapters(CLIPStrategy):
 
     Defaults (baselines reference, sections 2.1-2.3; [MoE-Adapters4CL mtil/scripts, src/args.py]):
     both encoders, 22 experts, bottleneck 64, top-2, dropout 0.1, scale 0.1; label smoothing
-    0.2; AdamW wd 0, betas (0.9, 0.999); warm-up 100; cosine; batch 64; 500 iterations
-    (few-shot MTIL); lr :data:`~moram_avalanche.strategies.schedule.MOE_FEWSHOT_MTIL_LR`
-    (per domain); image->text loss only; 2 experts frozen per block per experience; DDAS
-    threshold 0.0585, autoencoders of 100 units, 300 iterations (reference: 1000), Adam lr
-    0.003 and wd 1e-4, batch 64.
+    0.2; AdamW wd 0, betas (0.9, 0.999); warm-up 100; cosine; batch 64; image->text loss
+    only; 2 experts frozen per block per experience; DDAS autoencoders of 100 units, 300
+    iterations (reference: 1000), Adam wd 1e-4, batch 64. The rest comes from ``recipe``
+    (:data:`RECIPES`), each value only where the argument is not given explicitly:
+
+    ========================  ============================  ===============================
+    argument                  ``"few-shot"`` (default)      ``"full-shot"``
+    ========================  ============================  ===============================
+    ``iterations``            500                           1000
+    ``lr``                    ``MOE_FEWSHOT_MTIL_LR``       ``MOE_FULLSHOT_MTIL_LR``
+    ``threshold`` (DDAS)      0.0585                        0.0655
+    ``ae_lr``                 0.003                         0.01
+    ========================  ============================  ===============================
+
+    The release's few-shot setting is 5 images per class; training the few-shot recipe on an
+    experience with more than 50 per class on average (e.g. ``--benchmark mtil``, whose
+    ``--shots`` default is the full sets) warns once, naming ``recipe="full-shot"``.
 
     Args (keyword-only, besides CLIPStrategy's):
+        recipe: "few-shot" (default) or "full-shot", see above.
         reference_images: the images of the DDAS reference autoencoder (TinyImageNet in the
             release): a dataset of CLIP-normalised image tensors (or tuples starting with
             one), or an image folder (with ``reference_transform``, the model's eval
@@ -109,12 +152,21 @@ class MoEAdapters(CLIPStrategy):
         selector: "ddas" (default); "oracle" (the router trained on the test domain, plain
             CLIP for unseen domains) or "latest" (the newest router for every image), for
             ablations. ddas_routing: "sample" (default) or "batch" (the release; see
-            :mod:`moram_avalanche.ddas`). threshold: 0.0585 (few-shot; 0.0655 full-shot).
+            :mod:`moram_avalanche.ddas`). With "batch" (and ``selector="ddas"``) the
+            evaluation batches hold 128 images, the release's ``--batch-size-eval``, unless
+            ``eval_mb_size`` is given: in this mode the batch *is* the unit DDAS routes.
+            threshold: from ``recipe`` (0.0585 few-shot, 0.0655 full-shot).
         ae_iterations, ae_reference_iterations, ae_lr, ae_hidden, ae_batch_size,
-        ae_weight_decay, ae_decay_every: DDAS training (300, 1000, 0.003, 100, 64, 1e-4, None).
-        ae_workers: DataLoader workers for the autoencoders' training images (0).
-        encoders, experts, bottleneck, topk, dropout, adapter_scale: the adapters.
+        ae_weight_decay, ae_decay_every: DDAS training (300, 1000, from ``recipe``, 100, 64,
+            1e-4, None).
+        ae_workers: DataLoader workers for the autoencoders' training images; None (default):
+            the ``num_workers`` of the run (``strategy.train(..., num_workers=N)``, as
+            :func:`~moram_avalanche.runner.run_stream` passes ``--num-workers``), else 0.
+        encoders, experts, bottleneck, topk, dropout, adapter_scale: the adapters. A model
+            that already holds MoE adapters (e.g. resumed into) must have been built with the
+            same values, else a ValueError.
         freeze_per_task: experts frozen per block after each experience (2).
+        iterations, lr: from ``recipe``.
     """
 
     def __init__(
@@ -126,17 +178,18 @@ class MoEAdapters(CLIPStrategy):
         reference_transform=None,
         feature_extractor: Optional[torch.nn.Module] = None,
         ddas_weights: Optional[str] = None,
+        recipe: str = "few-shot",
         selector: str = "ddas",
         ddas_routing: str = "sample",
-        threshold: float = FEW_SHOT_THRESHOLD,
+        threshold: Optional[float] = None,
         ae_iterations: int = 300,
         ae_reference_iterations: int = 1000,
-        ae_lr: float = 3e-3,
+        ae_lr: Optional[float] = None,
         ae_hidden: int = 100,
         ae_batch_size: int = 64,
         ae_weight_decay: float = 1e-4,
         ae_decay_every: Optional[int] = None,
-        ae_workers: int = 0,
+        ae_workers: Optional[int] = None,
         encoders=ENCODERS,
         experts: int = 22,
         bottleneck: int = 64,
@@ -144,21 +197,36 @@ class MoEAdapters(CLIPStrategy):
         dropout: float = 0.1,
         adapter_scale: float = 0.1,
         freeze_per_task: int = 2,
-        iterations: int = 500,
-        lr: float | DomainLR = MOE_FEWSHOT_MTIL_LR,
+        iterations: Optional[int] = None,
+        lr: float | DomainLR | None = None,
         warmup: int = 100,
         label_smoothing: float = 0.2,
         betas=(0.9, 0.999),
         text_to_image_loss: bool = False,
         train_mb_size: int = 64,
+        eval_mb_size: Optional[int] = None,
         plugins=None,
         **kwargs,
     ):
         if selector not in SELECTORS:
             raise ValueError(f"selector must be one of {SELECTORS}, got {selector!r}")
-        if not moe_mixtures(model):
-            inject_moe_adapters(model, encoders, experts=experts, bottleneck=bottleneck, topk=topk,
-                                dropout=dropout, scale=adapter_scale)
+        if recipe not in RECIPES:
+            raise ValueError(f"recipe must be one of {tuple(RECIPES)} (the release's few-shot "
+                             f"5-per-class or full-shot MTIL setting), got {recipe!r}")
+        given = {"iterations": iterations, "lr": lr, "threshold": threshold, "ae_lr": ae_lr}
+        settings = {k: RECIPES[recipe][k] if v is None else v for k, v in given.items()}
+        self.recipe = recipe
+        #: the arguments taken from the recipe (not given explicitly)
+        self.recipe_defaults = tuple(k for k, v in given.items() if v is None)
+        self._warned_shots = False
+        adapter_options = dict(experts=experts, bottleneck=bottleneck, topk=topk, dropout=dropout,
+                               scale=adapter_scale)
+        if moe_mixtures(model):
+            _check_existing_mixtures(model, encoders, adapter_options)
+        else:
+            inject_moe_adapters(model, encoders, **adapter_options)
+        if eval_mb_size is None and selector == "ddas" and ddas_routing == "batch":
+            eval_mb_size = RELEASE_EVAL_BATCH
         self.selector = selector
         self.ddas = None
         images = None
@@ -170,19 +238,20 @@ class MoEAdapters(CLIPStrategy):
             if feature_extractor is None:
                 feature_extractor = alexnet_features(ddas_weights)
             self.ddas = DDAS(feature_extractor,
-                             hidden=ae_hidden, threshold=threshold, routing=ddas_routing,
+                             hidden=ae_hidden, threshold=settings["threshold"], routing=ddas_routing,
                              iterations=ae_iterations, reference_iterations=ae_reference_iterations,
-                             lr=ae_lr, weight_decay=ae_weight_decay, batch_size=ae_batch_size,
-                             decay_every=ae_decay_every, num_workers=ae_workers)
-        self.moe_plugin = MoEAdaptersPlugin(self.ddas, images, freeze_per_task)
+                             lr=settings["ae_lr"], weight_decay=ae_weight_decay,
+                             batch_size=ae_batch_size, decay_every=ae_decay_every)
+        self.moe_plugin = MoEAdaptersPlugin(self.ddas, images, freeze_per_task, ae_workers)
         #: the router being trained (None outside training)
         self.active_router: Optional[int] = None
         #: the route of each image of the last evaluation minibatch (-1: plain CLIP)
         self.last_routes: Optional[torch.Tensor] = None
         self._route_heads: Dict[int, TextHead] = {}
-        super().__init__(model=model, tokenizer=tokenizer, iterations=iterations, lr=lr,
-                         warmup=warmup, label_smoothing=label_smoothing, betas=betas,
-                         text_to_image_loss=text_to_image_loss, train_mb_size=train_mb_size,
+        super().__init__(model=model, tokenizer=tokenizer, iterations=settings["iterations"],
+                         lr=settings["lr"], warmup=warmup, label_smoothing=label_smoothing,
+                         betas=betas, text_to_image_loss=text_to_image_loss,
+                         train_mb_size=train_mb_size, eval_mb_size=eval_mb_size,
                          plugins=[self.moe_plugin, *(plugins or [])], **kwargs)
 
     # ------------------------------------------------------------------ forward
@@ -235,6 +304,24 @@ class MoEAdapters(CLIPStrategy):
         self._route_heads = {}
         super()._after_training_exp(**kwargs)
 
+    def _before_training_exp(self, **kwargs):
+        super()._before_training_exp(**kwargs)
+        self._warn_many_shots()
+
+    def _warn_many_shots(self) -> None:
+        """Once: the few-shot recipe's defaults in use on an experience with many images per class."""
+        if self._warned_shots or self.recipe != "few-shot" or not self.recipe_defaults:
+            return
+        per_class = len(self.experience.dataset) / max(len(self.experience.classnames), 1)
+        if per_class > FEW_SHOT_WARN_PER_CLASS:
+            self._warned_shots = True
+            warnings.warn(
+                f"MoEAdapters trains {self.experience.domain!r} ({per_class:.0f} images per class "
+                f"on average) with the release's few-shot recipe (5 per class) for "
+                f"{', '.join(self.recipe_defaults)}; for full training sets the release uses its "
+                "full-shot recipe: pass recipe=\"full-shot\" (on the command line "
+                "--set recipe=full-shot)", stacklevel=2)
+
     # ------------------------------------------------------------------ checkpoints
     def checkpoint_model_state(self) -> dict:
         """The adapters only (experts, routers, frozen sets, counts): CLIP itself never changes."""
@@ -258,6 +345,31 @@ class MoEAdapters(CLIPStrategy):
                              f"{result.unexpected_keys[:5]}, missing {missing[:5]}")
         for mixture in mixtures.values():
             mixture.set_trainable(None)
+
+
+def _check_existing_mixtures(model, encoders, options: dict) -> None:
+    """Refuse a model whose MoE adapters were built with other arguments than ``options``."""
+    mixtures = moe_mixtures(model)
+    first = next(iter(mixtures.values()))
+    expert = first.experts[0]
+    built = {"experts": first.num_experts, "bottleneck": expert.down.out_features,
+             "topk": first.topk, "dropout": expert.dropout.p, "scale": expert.scale}
+    argument = {"scale": "adapter_scale"}
+    differ = [f"{argument.get(key, key)}={options[key]!r} (the model's: {built[key]!r})"
+              for key in built if not math.isclose(float(options[key]), float(built[key]))]
+    prefix_of = {module: name for name, module in model.named_modules()}
+    present = []
+    for encoder in ENCODERS:
+        prefix = prefix_of[encoder_module(model, encoder)] + "."
+        if any(name.startswith(prefix) for name in mixtures):
+            present.append(encoder)
+    wanted = [e for e in ENCODERS if e in _check_names(encoders, ENCODERS, "encoder")]
+    if present != wanted:
+        differ.append(f"encoders={tuple(wanted)} (the model's: {tuple(present)})")
+    if differ:
+        raise ValueError("the model already holds MoE adapters built with other arguments than "
+                         f"this strategy's: {'; '.join(differ)} Pass "
+                         "the arguments the model was built with, or give a fresh model")
 
 
 def _reference_images(images, transform):

@@ -16,7 +16,9 @@ from moram_avalanche.benchmarks.synthetic import synthetic
 from moram_avalanche.clip.moe_adapters import moe_mixtures, num_routers, routing
 from moram_avalanche.metrics import AccuracyMatrix
 from moram_avalanche.runner import run_stream
-from moram_avalanche.strategies import MOE_FEWSHOT_MTIL_LR, MoEAdapters, ZeroShot, get_strategy
+from moram_avalanche.clip.moe_adapters import inject_moe_adapters
+from moram_avalanche.strategies import (MOE_FEWSHOT_MTIL_LR, MOE_FULLSHOT_MTIL_LR, MoEAdapters, ZeroShot,
+                                        get_strategy)
 
 from conftest import TINY_CONFIG
 
@@ -102,6 +104,9 @@ def test_two_experiences_of_the_synthetic_stream_end_to_end(tiny_clip, tokenizer
     assert prompts == 6
     for name, block in history[0]["blocks"].items():  # 3 iterations x top-2 x (4 images or 6 prompts)
         assert sorted(block["frozen"]) == first[name]["frozen"].nonzero().flatten().tolist()
+        assert sum(block["counts"]) == 3 * 2 * (4 if name.startswith("visual.") else prompts)
+    prompts = len(benchmark.train_stream[1].classnames)
+    for name, block in history[1]["blocks"].items():  # counts restart: experience 2's selections only
         assert sum(block["counts"]) == 3 * 2 * (4 if name.startswith("visual.") else prompts)
     moved = sum(not all(torch.equal(a, b) for a, b in zip(first[n]["experts"][i], second[n]["experts"][i]))
                 for n in first for i in range(4) if not first[n]["frozen"][i])
@@ -212,17 +217,111 @@ def test_defaults_follow_the_release():
     defaults = {k: p.default for k, p in inspect.signature(MoEAdapters).parameters.items()}
     assert defaults["experts"] == 22 and defaults["bottleneck"] == 64 and defaults["topk"] == 2
     assert defaults["label_smoothing"] == 0.2 and defaults["betas"] == (0.9, 0.999)
-    assert defaults["warmup"] == 100 and defaults["iterations"] == 500 and defaults["train_mb_size"] == 64
-    assert defaults["text_to_image_loss"] is False and defaults["threshold"] == 0.0585
-    assert defaults["ae_iterations"] == 300 and defaults["ae_lr"] == 3e-3 and defaults["ae_hidden"] == 100
-    assert defaults["lr"] is MOE_FEWSHOT_MTIL_LR and defaults["freeze_per_task"] == 2
-    expected = {"Aircraft": 8e-3, "Caltech101": 5e-4, "CIFAR100": 2e-4, "DTD": 5e-3, "EuroSAT": 1e-3,
-                "Flowers": 1e-3, "Food": 1e-2, "MNIST": 1e-4, "OxfordPet": 1e-2, "StanfordCars": 1e-2,
-                "SUN397": 1e-2}
-    assert set(expected) == set(SPECS)
+    assert defaults["warmup"] == 100 and defaults["train_mb_size"] == 64
+    assert defaults["text_to_image_loss"] is False and defaults["recipe"] == "few-shot"
+    assert defaults["ae_iterations"] == 300 and defaults["ae_hidden"] == 100
+    assert defaults["freeze_per_task"] == 2 and defaults["ae_workers"] is None
+    # the per-domain lr arrays of the release's few-shot and full-shot train scripts, order I
+    few = {"Aircraft": 8e-3, "Caltech101": 5e-4, "CIFAR100": 2e-4, "DTD": 5e-3, "EuroSAT": 1e-3,
+           "Flowers": 1e-3, "Food": 1e-2, "MNIST": 1e-4, "OxfordPet": 1e-2, "StanfordCars": 1e-2,
+           "SUN397": 1e-2}
+    full = {"Aircraft": 5e-3, "Caltech101": 1e-3, "CIFAR100": 5e-3, "DTD": 1e-3, "EuroSAT": 1e-4,
+            "Flowers": 1e-3, "Food": 1e-3, "MNIST": 1e-4, "OxfordPet": 1e-3, "StanfordCars": 1e-3,
+            "SUN397": 1e-3}
+    assert set(few) == set(full) == set(SPECS)
     for name, spec in SPECS.items():
         for alias in (name, *spec.aliases):
-            assert MOE_FEWSHOT_MTIL_LR(alias) == expected[name], alias
+            assert MOE_FEWSHOT_MTIL_LR(alias) == few[name], alias
+            assert MOE_FULLSHOT_MTIL_LR(alias) == full[name], alias
+
+
+def bare(model, tokenizer, **kwargs):
+    return MoEAdapters(model=model, tokenizer=tokenizer, feature_extractor=tiny_extractor(),
+                       reference_images="none", **kwargs)
+
+
+def test_the_recipe_fills_only_the_arguments_not_given(tiny_clip, tokenizer):
+    few = bare(tiny_clip, tokenizer)
+    assert (few.iterations, few.lr, few.ddas.threshold, few.ddas.lr) == (500, MOE_FEWSHOT_MTIL_LR, 0.0585, 3e-3)
+    full = bare(tiny_clip, tokenizer, recipe="full-shot")
+    assert (full.iterations, full.lr, full.ddas.threshold, full.ddas.lr) == (1000, MOE_FULLSHOT_MTIL_LR, 0.0655,
+                                                                            1e-2)
+    mixed = bare(tiny_clip, tokenizer, recipe="full-shot", iterations=7, ae_lr=0.5)
+    assert (mixed.iterations, mixed.lr, mixed.ddas.threshold, mixed.ddas.lr) == (7, MOE_FULLSHOT_MTIL_LR, 0.0655,
+                                                                                0.5)
+    explicit = bare(tiny_clip, tokenizer, recipe="full-shot", lr=2e-3, threshold=0.0)
+    assert (explicit.iterations, explicit.lr, explicit.ddas.threshold) == (1000, 2e-3, 0.0)
+    with pytest.raises(ValueError, match="recipe must be one of .*'few-shot', 'full-shot'.*'fullshot'"):
+        bare(tiny_clip, tokenizer, recipe="fullshot")
+
+
+def test_the_few_shot_recipe_warns_once_on_an_experience_with_many_images_per_class(tiny_clip, tokenizer,
+                                                                                  make_stream):
+    def trained(sizes, **kwargs):
+        strategy = make(tiny_clip, tokenizer, **{"iterations": 1, "ae_iterations": 1,
+                                                 "ae_reference_iterations": 1, **kwargs})
+        benchmark = make_stream("domain", train_sizes=sizes)  # alpha has 2 classes, beta 3
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            strategy.train(benchmark.train_stream[0])
+            strategy.train(benchmark.train_stream[1])
+        return [str(w.message) for w in caught if "recipe" in str(w.message)]
+
+    warned = trained((102, 153, 3))  # 51 per class, twice: one warning
+    assert len(warned) == 1 and 'recipe="full-shot"' in warned[0] and "'alpha' (51 images per class" in warned[0]
+    assert trained((100, 150, 3)) == []  # 50 per class: few-shot enough
+    assert trained((102, 153, 3), recipe="full-shot") == []
+    assert trained((102, 153, 3), iterations=1, lr=1e-3, threshold=0.1, ae_lr=1e-3) == []  # all explicit
+
+
+def test_batch_routing_evaluates_in_the_release_batches_of_128(tiny_clip, tokenizer):
+    assert bare(tiny_clip, tokenizer, ddas_routing="batch").eval_mb_size == 128
+    assert bare(tiny_clip, tokenizer, ddas_routing="batch", eval_mb_size=32).eval_mb_size == 32
+    assert bare(tiny_clip, tokenizer, train_mb_size=16).eval_mb_size == 16  # per sample: CLIPStrategy's
+    assert bare(tiny_clip, tokenizer, ddas_routing="batch", selector="latest",
+                train_mb_size=16).eval_mb_size == 16  # DDAS does not route
+
+
+@pytest.mark.parametrize("argument, value, built", [
+    ("experts", 22, "experts=4"), ("bottleneck", 64, "bottleneck=8"), ("topk", 3, "topk=2"),
+    ("dropout", 0.0, "dropout=0.1"), ("adapter_scale", 1.0, "scale=0.1"),
+    ("encoders", ("visual",), "('visual', 'text')")])
+def test_a_model_with_other_adapters_is_refused(tiny_clip, tokenizer, argument, value, built):
+    inject_moe_adapters(tiny_clip, experts=4, bottleneck=8)
+    options = {"experts": 4, "bottleneck": 8, argument: value}
+    with pytest.raises(ValueError, match="already holds MoE adapters built with other arguments") as error:
+        bare(tiny_clip, tokenizer, **options)
+    message = str(error.value)
+    assert f"{argument}={value!r}" in message and f"the model's: {built.partition('=')[2] or built}" in message
+    bare(tiny_clip, tokenizer, experts=4, bottleneck=8)  # the arguments it was built with: accepted
+
+
+def test_a_model_with_adapters_in_one_encoder_is_refused_for_both(tiny_clip, tokenizer):
+    inject_moe_adapters(tiny_clip, ("text",), experts=4, bottleneck=8)
+    with pytest.raises(ValueError, match=r"encoders=\('visual', 'text'\) \(the model's: \('text',\)\)"):
+        bare(tiny_clip, tokenizer, experts=4, bottleneck=8)
+    bare(tiny_clip, tokenizer, experts=4, bottleneck=8, encoders=("text",))
+
+
+def test_ddas_loaders_follow_the_run_num_workers(tiny_clip, tokenizer, make_stream):
+    strategy = make(tiny_clip, tokenizer, iterations=1, ae_iterations=1, ae_reference_iterations=1)
+    calls = []
+    for method in ("fit_reference", "fit_task"):
+        original = getattr(strategy.ddas, method)
+
+        def spy(dataset, num_workers=None, original=original, method=method):
+            calls.append((method, num_workers))
+            return original(dataset, num_workers=0)  # no worker processes in the test
+
+        setattr(strategy.ddas, method, spy)
+    benchmark = make_stream("all")
+    strategy.train(benchmark.train_stream[0], num_workers=1)  # Avalanche: train kwargs reach the hooks
+    assert calls == [("fit_reference", 1), ("fit_task", 1)]
+    strategy.moe_plugin.ae_workers = 0  # an explicit ae_workers wins
+    strategy.train(benchmark.train_stream[1], num_workers=1)
+    strategy.moe_plugin.ae_workers = None
+    strategy.train(benchmark.train_stream[2])  # no num_workers given: 0
+    assert calls[2:] == [("fit_task", 0), ("fit_task", 0)]
 
 
 def test_only_the_current_router_and_free_experts_train(tiny_clip, tokenizer, make_stream):
