@@ -143,7 +143,10 @@ class MoEAdapters(CLIPStrategy):
             release): a dataset of CLIP-normalised image tensors (or tuples starting with
             one), or an image folder (with ``reference_transform``, the model's eval
             transform). Required with ``selector="ddas"``; ``"none"`` opts out, leaving only
-            the threshold to send images to plain CLIP.
+            the threshold to send images to plain CLIP. The release trains this autoencoder
+            on a 5-per-class subset of TinyImageNet's train split (1000 images) under the
+            train transform; here on every image given, as given (``--ref-images FOLDER``:
+            the whole folder, eval transform) -- pass a subset to match the release.
         feature_extractor: DDAS's frozen image features (default: ImageNet AlexNet, see
             :func:`~moram_avalanche.ddas.alexnet_features`; any module works).
         ddas_weights: a local file of torchvision's ImageNet AlexNet weights
@@ -155,7 +158,9 @@ class MoEAdapters(CLIPStrategy):
             :mod:`moram_avalanche.ddas`). With "batch" (and ``selector="ddas"``) the
             evaluation batches hold 128 images, the release's ``--batch-size-eval``, unless
             ``eval_mb_size`` is given: in this mode the batch *is* the unit DDAS routes.
-            threshold: from ``recipe`` (0.0585 few-shot, 0.0655 full-shot).
+            threshold: from ``recipe`` (0.0585 few-shot, 0.0655 full-shot); the release tuned
+            both on batch-mean errors of 128 images, not per image (see
+            :mod:`moram_avalanche.ddas`).
         ae_iterations, ae_reference_iterations, ae_lr, ae_hidden, ae_batch_size,
         ae_weight_decay, ae_decay_every: DDAS training (300, 1000, from ``recipe``, 100, 64,
             1e-4, None).
