@@ -241,16 +241,16 @@ def bare(model, tokenizer, **kwargs):
 
 
 def test_the_recipe_fills_only_the_arguments_not_given(tiny_clip, tokenizer):
-    few = bare(tiny_clip, tokenizer)
-    assert (few.iterations, few.lr, few.ddas.threshold, few.ddas.lr) == (500, MOE_FEWSHOT_MTIL_LR, 0.0585, 3e-3)
+    def settings(strategy):
+        return strategy.iterations, strategy.lr, strategy.ddas.threshold, strategy.ddas.lr
+
+    assert settings(bare(tiny_clip, tokenizer)) == (500, MOE_FEWSHOT_MTIL_LR, 0.0585, 3e-3)
     full = bare(tiny_clip, tokenizer, recipe="full-shot")
-    assert (full.iterations, full.lr, full.ddas.threshold, full.ddas.lr) == (1000, MOE_FULLSHOT_MTIL_LR, 0.0655,
-                                                                            1e-2)
+    assert settings(full) == (1000, MOE_FULLSHOT_MTIL_LR, 0.0655, 1e-2)
     mixed = bare(tiny_clip, tokenizer, recipe="full-shot", iterations=7, ae_lr=0.5)
-    assert (mixed.iterations, mixed.lr, mixed.ddas.threshold, mixed.ddas.lr) == (7, MOE_FULLSHOT_MTIL_LR, 0.0655,
-                                                                                0.5)
+    assert settings(mixed) == (7, MOE_FULLSHOT_MTIL_LR, 0.0655, 0.5)
     explicit = bare(tiny_clip, tokenizer, recipe="full-shot", lr=2e-3, threshold=0.0)
-    assert (explicit.iterations, explicit.lr, explicit.ddas.threshold) == (1000, 2e-3, 0.0)
+    assert settings(explicit) == (1000, 2e-3, 0.0, 1e-2)
     with pytest.raises(ValueError, match="recipe must be one of .*'few-shot', 'full-shot'.*'fullshot'"):
         bare(tiny_clip, tokenizer, recipe="fullshot")
 
@@ -268,7 +268,8 @@ def test_the_few_shot_recipe_warns_once_on_an_experience_with_many_images_per_cl
         return [str(w.message) for w in caught if "recipe" in str(w.message)]
 
     warned = trained((102, 153, 3))  # 51 per class, twice: one warning
-    assert len(warned) == 1 and 'recipe="full-shot"' in warned[0] and "'alpha' (51 images per class" in warned[0]
+    assert len(warned) == 1 and 'recipe="full-shot"' in warned[0]
+    assert "'alpha' (51 images per class" in warned[0]
     assert trained((100, 150, 3)) == []  # 50 per class: few-shot enough
     assert trained((102, 153, 3), recipe="full-shot") == []
     assert trained((102, 153, 3), iterations=1, lr=1e-3, threshold=0.1, ae_lr=1e-3) == []  # all explicit
