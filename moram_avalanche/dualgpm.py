@@ -243,7 +243,8 @@ class DualGPM:
         self.updates = int(state["updates"])
 
     def __repr__(self) -> str:
-        return f"DualGPM(dim={self.dim}, dual={self.dual}, kind={self.kind}, columns={self.basis.shape[1]}, updates={self.updates})"
+        return (f"DualGPM(dim={self.dim}, dual={self.dual}, kind={self.kind}, "
+                f"columns={self.basis.shape[1]}, updates={self.updates})")
 
 
 def _complement(basis: torch.Tensor) -> torch.Tensor:

@@ -84,10 +84,10 @@ class InfLoRAPlugin(SupervisedPlugin):
     Covariance data: the experience's training set as the strategy trains on it (its train
     transform), in order, in batches of ``eval_mb_size``, loaded with the ``num_workers`` that
     ``strategy.train`` was given (Avalanche hands ``train``'s keyword arguments to the plugin
-    hooks) -- the original uses its training loader [InfLoRA methods/inflora.py]. Text groups (``encoders`` with "text") see the
-    tokenized prompts of the experience's classes (its ``template``), every one of the
-    ``context_length`` positions counting, padding included, as LibContinual's CLIP port
-    [LibContinual core/model/InfLoRA_opt.py].
+    hooks) -- the original uses its training loader [InfLoRA methods/inflora.py]. Text
+    groups (``encoders`` with "text") see the tokenized prompts of the experience's classes
+    (its ``template``), every one of the ``context_length`` positions counting, padding
+    included, as LibContinual's CLIP port [LibContinual core/model/InfLoRA_opt.py].
 
     Attributes:
         memories: ``{group: DualGPM}``. tasks_done: experiences taken into the memories.
