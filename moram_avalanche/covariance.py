@@ -3,7 +3,9 @@
 InfLoRA's covariance pass [liangyanshuo/InfLoRA models/vit_inflora.py, ``cur_matrix``]: every
 token of every input (for a ViT: the class token and the patch tokens of each image) counts
 once; the last dimension is the feature dimension. Each batch's second moment is a float32
-GEMM; the running sums across batches are float64.
+GEMM run with autocast disabled (inside an fp16 autocast region, CLIP's LN1 outliers squared
+and summed over thousands of tokens could overflow fp16); the running sums across batches
+are float64.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ class InputCovariance:
         def record(module, args):
             x = args[0].detach()
             tokens = x.reshape(-1, x.shape[-1]).float()
-            moment = (tokens.t() @ tokens).double()
+            with torch.autocast(device_type=x.device.type, enabled=False):
+                moment = (tokens.t() @ tokens).double()
             self.sums[key] = moment if key not in self.sums else self.sums[key] + moment
             self.counts[key] += tokens.shape[0]
         return record

@@ -4,7 +4,8 @@ InfLoRA (Liang & Li, CVPR 2024) designs each task's frozen LoRA down-projection 
 part of the input space that earlier tasks did not use, and remembers that part with the
 DualGPM memory of Liang & Li's earlier work, fed the layer's input covariance
 ``C = mean over tokens of x x^T`` instead of raw representations (baselines reference,
-section 3.3; facts from liangyanshuo/InfLoRA ``methods/inflora.py``, ``update_DualGPM``).
+section 3.3; facts from liangyanshuo/InfLoRA ``methods/inflora.py``, ``update_DualGPM``, the
+class-incremental method of the paper's CIFAR-100 and ImageNet-R results).
 
 The memory holds an orthonormal basis ``M`` ``[d, k]`` of one of two kinds:
 
@@ -13,6 +14,16 @@ The memory holds an orthonormal basis ``M`` ``[d, k]`` of one of two kinds:
 * **retain**: ``M`` (written ``P``) spans the *free* space, its orthogonal complement; the
   covariance seen by a new task is ``P P^T C``. A remove memory with more than ``d / 2``
   columns is replaced by its complement (the shorter basis of the two).
+
+``DualGPM(dim, dual=False)`` is plain GPM: remove-type only, never switched, as the official
+domain-incremental variant ``methods/inflora_domain.py`` keeps it (``update_GPM``; the
+variant of its DomainNet config). This package follows the class-incremental ``inflora.py``
+by default, since X-TAIL and MTIL add new classes with every domain. The two protect the
+same space in exact arithmetic: ``P P^T C = (I - M M^T) C`` when ``P`` spans the complement
+of ``M``, and the retain update removes from ``P`` exactly the directions the remove update
+would append to ``M`` (it stops at ``acc < 1 - eps``, the remove update at ``1 - acc >=
+eps``), except when the free energy equals ``1 - eps`` exactly. DualGPM stores the shorter
+of the two bases.
 
 Energies are squared singular values of ``C`` over their sum ``E = sum sigma_i^2(C)``; the
 threshold of task ``t`` of ``T`` is :func:`threshold`.
@@ -29,13 +40,16 @@ exactly ``k = d / 2`` it stays remove-type with ``d / 2`` columns.)
 **Guards the original lacks** (they change nothing in exact arithmetic): a remove update
 appends at most as many directions as the residual has numerically non-zero singular values
 (beyond them the SVD returns arbitrary null-space vectors, possibly inside ``M``), and a
-retain update removes at most the ``k`` directions ``P P^T C`` can have.
+retain update removes at most the ``k`` directions ``P P^T C`` can have. Likewise
+:func:`design_down_projection` takes rows beyond the numerical rank of the projected
+covariance from the free space (:meth:`DualGPM.free_basis`), where the original's SVD
+returns arbitrary null-space vectors that may lie in the old space.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Dict
+from typing import Dict, Optional
 
 import torch
 
@@ -59,23 +73,54 @@ def threshold(task: int, num_tasks: int, lambda_b: float = LAMBDA_B, lambda_e: f
     return lambda_b + (lambda_e - lambda_b) * task / num_tasks
 
 
-def design_down_projection(covariance: torch.Tensor, rank: int) -> torch.Tensor:
+def design_down_projection(covariance: torch.Tensor, rank: int,
+                           free: Optional[torch.Tensor] = None) -> torch.Tensor:
     """InfLoRA's frozen factor: the top-``rank`` left singular vectors of ``covariance``, as rows, / sqrt(3).
 
     ``covariance`` is the (projected) input covariance ``[d, d]``; returns ``[rank, d]`` in its
     dtype [InfLoRA methods/inflora.py: ``U[:, :rank].T / math.sqrt(3)``].
+
+    Only the ``n`` singular vectors of numerically non-zero singular values (``> sigma_max * d
+    * eps`` of the dtype) are defined by ``covariance``; when ``n < rank`` the other rows
+    (our guard; the original keeps whatever its SVD returns) are orthonormal directions of
+    ``span(free)`` (``[d, f]`` orthonormal columns, e.g. :meth:`DualGPM.free_basis`; None: the
+    whole space) orthogonal to the first ``n``, so they stay out of the old input space. Only
+    if ``free`` has fewer than ``rank`` columns do the last rows come from outside it.
     """
     _check_square(covariance)
-    if not 1 <= rank <= covariance.shape[0]:
-        raise ValueError(f"rank must be in 1..{covariance.shape[0]}, got {rank}")
-    u, _, _ = torch.linalg.svd(covariance.double(), full_matrices=False)
-    return (u[:, :rank].t() / math.sqrt(3)).to(covariance.dtype)
+    d = covariance.shape[0]
+    if not 1 <= rank <= d:
+        raise ValueError(f"rank must be in 1..{d} (the layer's input size), got {rank}")
+    u, s, _ = torch.linalg.svd(covariance.double(), full_matrices=False)
+    tolerance = float(s.max()) * d * torch.finfo(covariance.dtype).eps
+    defined = min(rank, int((s > tolerance).sum()))
+    rows = u[:, :defined]
+    if defined < rank:
+        whole = torch.eye(d, dtype=torch.float64, device=u.device)
+        candidates = whole if free is None else free.to(device=u.device, dtype=torch.float64)
+        rows = torch.cat([rows, _orthogonal_directions(rows, candidates, rank - defined)], dim=1)
+        if rows.shape[1] < rank:  # the free space is too small: the rest from anywhere
+            rows = torch.cat([rows, _orthogonal_directions(rows, whole, rank - rows.shape[1])], dim=1)
+    return (rows.t() / math.sqrt(3)).to(covariance.dtype)
+
+
+def _orthogonal_directions(rows: torch.Tensor, candidates: torch.Tensor, count: int) -> torch.Tensor:
+    """Up to ``count`` orthonormal directions of ``span(candidates)`` orthogonal to ``rows``' columns.
+
+    ``candidates`` has orthonormal columns, so ``candidates - rows rows^T candidates`` has
+    singular values 1 (directions left) and 0 (directions taken by ``rows``).
+    """
+    rest = candidates - rows @ (rows.t() @ candidates)
+    u, s, _ = torch.linalg.svd(rest, full_matrices=False)
+    available = int((s > 0.5).sum())
+    return u[:, :min(count, available)]
 
 
 class DualGPM:
     """The DualGPM memory of one layer of input dimension ``dim``.
 
     Empty until the first :meth:`update`; :meth:`project_away` then returns ``C`` unchanged.
+    ``dual=False``: plain GPM, remove-type only (module docstring).
 
     Attributes:
         basis: ``[dim, k]`` orthonormal columns (float64), the old input space (remove) or the
@@ -84,10 +129,11 @@ class DualGPM:
         updates: how many tasks have updated it.
     """
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, dual: bool = True) -> None:
         if dim < 1:
             raise ValueError(f"dim must be >= 1, got {dim}")
         self.dim = dim
+        self.dual = bool(dual)
         self.basis = torch.zeros(dim, 0, dtype=torch.float64)
         self.retain = False
         self.updates = 0
@@ -101,6 +147,19 @@ class DualGPM:
         """Dimension of the protected (old) input space."""
         k = self.basis.shape[1]
         return self.dim - k if self.retain else k
+
+    @property
+    def free_dim(self) -> int:
+        """Dimension of the free space (the complement of the old input space)."""
+        return self.dim - self.old_space_dim
+
+    def free_basis(self) -> Optional[torch.Tensor]:
+        """Orthonormal columns ``[dim, free_dim]`` (float64) spanning the free space; None while empty."""
+        if self.updates == 0:
+            return None
+        if self.retain:
+            return self.basis.clone()
+        return _complement(self.basis)
 
     def project_away(self, covariance: torch.Tensor) -> torch.Tensor:
         """``C`` with its old-input-space part removed: ``(I - M M^T) C`` or ``P P^T C``."""
@@ -135,7 +194,7 @@ class DualGPM:
         else:
             self._update_remove(c, energy, eps)
         self.updates += 1
-        if not self.retain and self.basis.shape[1] > self.dim / 2:
+        if self.dual and not self.retain and self.basis.shape[1] > self.dim / 2:
             self.basis, self.retain = _complement(self.basis), True
         return self.old_space_dim - before
 
@@ -175,12 +234,17 @@ class DualGPM:
         basis = state["basis"]
         if basis.dim() != 2 or basis.shape[0] != self.dim:
             raise ValueError(f"a DualGPM basis of dimension {self.dim} expected, got shape {tuple(basis.shape)}")
+        retain = bool(state["retain"])
+        if retain and not self.dual:
+            raise ValueError("a retain-type (DualGPM) memory cannot load into a plain-GPM memory "
+                             "(dual=False): use the memory kind the checkpoint was made with")
         self.basis = basis.detach().to(torch.float64).cpu().clone()
-        self.retain = bool(state["retain"])
+        self.retain = retain
         self.updates = int(state["updates"])
 
     def __repr__(self) -> str:
-        return f"DualGPM(dim={self.dim}, kind={self.kind}, columns={self.basis.shape[1]}, updates={self.updates})"
+        return (f"DualGPM(dim={self.dim}, dual={self.dual}, kind={self.kind}, "
+                f"columns={self.basis.shape[1]}, updates={self.updates})")
 
 
 def _complement(basis: torch.Tensor) -> torch.Tensor:

@@ -2,9 +2,11 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
+from moram_avalanche.covariance import InputCovariance
 from moram_avalanche.dualgpm import DualGPM, design_down_projection, threshold
 
 # energies (squared singular values over their sum) placed on chosen coordinates of R^8
@@ -173,3 +175,153 @@ def test_bad_input_is_refused_clearly():
         DualGPM(4).update(torch.eye(4), 1.5)
     with pytest.raises(ValueError, match="rank must be in 1..4"):
         design_down_projection(torch.eye(4), 5)
+
+
+# ---------------------------------------------------------------- a naive DualGPM / GPM, from the description
+def naive_update(state, c, eps, dual):
+    """One memory update written from the algorithm's description (baselines reference, 3.3), numpy.
+
+    ``state``: None (empty) or {"basis": [d, k], "kind": "remove"|"retain"}. Projectors are
+    built explicitly, complements come from an eigendecomposition of ``I - M M^T``.
+    """
+    d = c.shape[0]
+    energy = np.sum(np.linalg.svd(c, compute_uv=False) ** 2)
+    if state is None:
+        u, s, _ = np.linalg.svd(c)
+        k = max(1, sum(1 for value in np.cumsum(s ** 2) / energy if value < eps))
+        basis, kind = u[:, :k], "remove"
+    elif state["kind"] == "remove":
+        m = state["basis"]
+        u, s, _ = np.linalg.svd((np.eye(d) - m @ m.T) @ c)
+        acc, new = (energy - np.sum(s ** 2)) / energy, []
+        for i in range(d):
+            if acc >= eps:
+                break
+            acc += s[i] ** 2 / energy
+            new.append(u[:, i:i + 1])
+        basis, kind = np.hstack([m, *new])[:, :d], "remove"
+    else:
+        p = state["basis"]
+        u, s, _ = np.linalg.svd(p @ p.T @ c)
+        acc, r = np.sum(s ** 2) / energy, 0
+        while r < p.shape[1] and acc >= 1 - eps:
+            acc -= s[r] ** 2 / energy
+            r += 1
+        rest = p - u[:, :r] @ u[:, :r].T @ p
+        values, vectors = np.linalg.eigh(rest @ rest.T)
+        basis, kind = vectors[:, values > 0.5], "retain"
+    if dual and kind == "remove" and basis.shape[1] > d / 2:
+        values, vectors = np.linalg.eigh(np.eye(d) - basis @ basis.T)
+        basis, kind = vectors[:, values > 0.5], "retain"
+    return {"basis": basis, "kind": kind}
+
+
+def naive_boundaries(state, c):
+    """The thresholds at which the naive update's decision changes (its accumulated energies)."""
+    d = c.shape[0]
+    s_c = np.linalg.svd(c, compute_uv=False)
+    energy = np.sum(s_c ** 2)
+    if state is None:
+        return list(np.cumsum(s_c ** 2) / energy)
+    b = state["basis"]
+    if state["kind"] == "remove":
+        s = np.linalg.svd((np.eye(d) - b @ b.T) @ c, compute_uv=False)
+        return list((energy - np.sum(s ** 2)) / energy + np.concatenate([[0], np.cumsum(s ** 2)]) / energy)
+    s = np.linalg.svd(b @ b.T @ c, compute_uv=False)
+    return list(1 - (np.sum(s ** 2) - np.concatenate([[0], np.cumsum(s ** 2)])) / energy)
+
+
+def old_space_projector(basis, kind):
+    p = basis @ basis.T
+    return np.eye(basis.shape[0]) - p if kind == "retain" else p
+
+
+@pytest.mark.parametrize("dual", [True, False])
+def test_update_matches_a_naive_implementation_on_random_streams_at_threshold_boundaries(dual):
+    rng = np.random.default_rng(7 if dual else 8)
+    d, steps, kinds, near = 16, 8, {"remove": 0, "retain": 0}, 0
+    for stream in range(40):
+        memory, state = DualGPM(d, dual=dual), None
+        for _ in range(steps):
+            rank = rng.integers(1, 7)
+            x = rng.normal(size=(200, rank)) @ rng.normal(size=(rank, d)) * rng.uniform(0.5, 3)
+            x = x + 0.05 * rng.normal(size=(200, d))
+            c = x.T @ x / 200
+            candidates = [b for b in naive_boundaries(state, c) if 0.3 < b < 0.999]
+            if candidates and rng.random() < 0.8:  # just above or below a decision boundary
+                eps, near = float(rng.choice(candidates) + rng.choice([-1e-7, 1e-7])), near + 1
+            else:
+                eps = float(rng.uniform(0.5, 0.999))
+            before = 0 if state is None else (
+                d - state["basis"].shape[1] if state["kind"] == "retain" else state["basis"].shape[1])
+            state = naive_update(state, c, eps, dual)
+            after = d - state["basis"].shape[1] if state["kind"] == "retain" else state["basis"].shape[1]
+            added = memory.update(torch.from_numpy(c), eps)
+            assert memory.kind == state["kind"], (stream, eps)
+            assert added == after - before
+            np.testing.assert_allclose(old_space_projector(memory.basis.numpy(), memory.kind),
+                                       old_space_projector(state["basis"], state["kind"]), atol=1e-8)
+            kinds[memory.kind] += 1
+    assert near > 150
+    if dual:
+        assert kinds["remove"] > 50 and kinds["retain"] > 50  # both update kinds were exercised
+    else:
+        assert kinds["retain"] == 0 and kinds["remove"] == 40 * steps
+
+
+def test_plain_gpm_never_switches_and_protects_what_dualgpm_protects():
+    dual, plain = DualGPM(8), DualGPM(8, dual=False)
+    for memory in (dual, plain):
+        memory.update(diagonal(FIRST), 0.96)  # 4 directions: remove-type for both
+        memory.update(diagonal({1: 0.6, 3: 0.3, 4: 0.1}), 0.9)  # adds 1 and 3 -> 6 > d / 2
+    assert (dual.kind, plain.kind) == ("retain", "remove")
+    assert plain.basis.shape == (8, 6) and dual.basis.shape == (8, 2)
+    assert torch.allclose(span(plain.basis), coordinates(2, 5, 0, 7, 1, 3))
+    assert torch.allclose(span(dual.free_basis()), coordinates(4, 6))
+    assert torch.allclose(span(plain.free_basis()), coordinates(4, 6))
+    assert dual.free_dim == plain.free_dim == 2 and DualGPM(8).free_basis() is None
+    with pytest.raises(ValueError, match="plain-GPM memory"):
+        DualGPM(8, dual=False).load_state_dict(dual.state_dict())
+
+
+def test_design_rows_beyond_the_projected_rank_come_from_the_free_space():
+    # remove memory = axes 0, 1; the new covariance lives on axes 0..3, so its projection has
+    # rank 2 (axes 2, 3); rank 4 needs 2 more rows: they must come from the free axes 4..7
+    memory = DualGPM(8)
+    memory.update(diagonal({0: 0.6, 1: 0.3, 2: 0.1}), 0.95)
+    assert torch.allclose(span(memory.basis), coordinates(0, 1))
+    rotation = torch.block_diag(random_rotation(4, 3), torch.eye(4, dtype=torch.float64))
+    later = rotation @ diagonal({0: 0.4, 1: 0.3, 2: 0.2, 3: 0.1}) @ rotation.t()
+    down = design_down_projection(memory.project_away(later), 4, free=memory.free_basis())
+    rows = math.sqrt(3) * down.t()  # [8, 4], orthonormal columns
+    assert torch.allclose(rows.t() @ rows, torch.eye(4, dtype=torch.float64), atol=1e-10)
+    assert torch.allclose(coordinates(0, 1) @ rows, torch.zeros(8, 4, dtype=torch.float64), atol=1e-10)
+    # the first two rows are the projected covariance's own directions (in axes 0..3 minus 0, 1)
+    assert torch.allclose(span(rows[:, :2]), coordinates(2, 3), atol=1e-10)
+    # a retain memory of 3 free axes and rank 3: the rows span exactly the free space
+    retain = DualGPM(8)
+    retain.update(diagonal({0: 0.19, 1: 0.19, 2: 0.19, 3: 0.19, 4: 0.19, 5: 0.05}), 0.99)
+    assert retain.kind == "retain" and torch.allclose(span(retain.basis), coordinates(5, 6, 7))
+    down = design_down_projection(retain.project_away(diagonal({5: 1.0})), 3, free=retain.free_basis())
+    assert torch.allclose(3 * down.t() @ down, coordinates(5, 6, 7), atol=1e-10)
+    # free space smaller than rank: the free axes first, then orthonormal rows from elsewhere
+    down = design_down_projection(retain.project_away(diagonal({5: 1.0})), 5, free=retain.free_basis())
+    rows = math.sqrt(3) * down.t()
+    assert torch.allclose(rows.t() @ rows, torch.eye(5, dtype=torch.float64), atol=1e-10)
+    assert torch.allclose(span(rows[:, :3]), coordinates(5, 6, 7), atol=1e-10)
+    # no memory and a full-rank covariance: plain top singular vectors, nothing filled
+    down = design_down_projection(diagonal(FIRST), 3)
+    assert torch.allclose(3 * down.t() @ down, coordinates(2, 5, 0), atol=1e-10)
+
+
+def test_the_covariance_moment_is_computed_outside_autocast():
+    # 12k tokens of value 300: each entry of x^T x is 1.08e9, far beyond fp16's 65504
+    layer = torch.nn.Linear(4, 2)
+    x = torch.full((3, 4000, 4), 300.0)
+    x[..., 1] = -2.0
+    with torch.autocast("cpu", dtype=torch.float16), InputCovariance({"layer": layer}) as recorder:
+        layer(x)
+    v = torch.tensor([300.0, -2.0, 300.0, 300.0], dtype=torch.float64)
+    expected = torch.outer(v, v)  # every token is v
+    cov = recorder.covariances()["layer"]
+    assert cov.dtype == torch.float64 and torch.allclose(cov, expected, rtol=1e-3)  # a float32 GEMM

@@ -31,8 +31,9 @@ class CLIPStrategy(SupervisedTemplate):
       training data however small it is;
     * a fresh AdamW (betas (0.9, 0.9999), weight decay 0 by default; MoRAM release) over the
       parameters that require grad, and a per-iteration cosine schedule with optional linear
-      warm-up (:func:`~moram_avalanche.strategies.schedule.cosine_lr_factor`), both rebuilt
-      for every experience (:meth:`make_optimizer`);
+      warm-up (:func:`~moram_avalanche.strategies.schedule.cosine_lr_factor`; a subclass may
+      set :attr:`lr_factor` to another per-step factor), both rebuilt for every experience
+      (:meth:`make_optimizer`);
     * logits ``exp(logit_scale) * f_img @ E^T`` against the embeddings of
       ``template.format(classname)``; text embeddings are cached while the text encoder has
       no trainable parameters;
@@ -59,6 +60,9 @@ class CLIPStrategy(SupervisedTemplate):
         text_batch_size: prompts per text-encoder call.
         progress: show tqdm bars for training iterations and evaluation.
     """
+
+    #: the per-step learning-rate factor ``f(step, *, warmup, total)`` of :meth:`make_optimizer`
+    lr_factor = staticmethod(cosine_lr_factor)
 
     def __init__(
         self,
@@ -121,7 +125,7 @@ class CLIPStrategy(SupervisedTemplate):
 
     # ------------------------------------------------------------------ optimisation
     def make_optimizer(self, **kwargs):
-        """A fresh AdamW + cosine schedule over the parameters that require grad now."""
+        """A fresh AdamW + :attr:`lr_factor` schedule over the parameters that require grad now."""
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimized_param_id = {}  # tells Avalanche the optimizer is initialised
         if not params:
@@ -133,7 +137,7 @@ class CLIPStrategy(SupervisedTemplate):
         self.optimizer = torch.optim.AdamW(
             params, lr=lr, betas=self.betas, weight_decay=self.weight_decay, foreach=True
         )
-        factor = partial(cosine_lr_factor, warmup=self.warmup, total=self.iterations)
+        factor = partial(self.lr_factor, warmup=self.warmup, total=self.iterations)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
 
     def training_epoch(self, **kwargs):

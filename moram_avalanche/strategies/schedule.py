@@ -19,6 +19,28 @@ def cosine_lr_factor(step: int, *, warmup: int, total: int) -> float:
     return 0.5 * (1 + math.cos(math.pi * (step - warmup) / span))
 
 
+def quarter_cosine_lr_factor(step: int, *, warmup: int, total: int) -> float:
+    """InfLoRA's schedule, per step: ``cos(99 pi s / (200 (S - 1)))`` over the ``S`` steps after warm-up.
+
+    InfLoRA's ``CosineSchedule`` sets ``lr * cos(99 pi e / (200 (K - 1)))`` at epoch ``e`` of
+    ``K`` [liangyanshuo/InfLoRA utils/schedulers.py; methods/inflora.py]: a quarter cosine
+    that starts at 1, ends at ``cos(0.495 pi) ~ 0.0157`` on the last epoch, never reaches 0,
+    and averages ~0.64 (the half cosine of :func:`cosine_lr_factor` ends at 0 and averages
+    0.5). Here ``e / (K - 1)`` becomes ``s / (S - 1)`` for step ``s`` of ``S = total - warmup``
+    (1 throughout when ``S <= 1``), after the same linear warm-up as :func:`cosine_lr_factor`.
+    """
+    if step < warmup:
+        return (step + 1) / warmup
+    span = total - warmup - 1
+    if span < 1:
+        return 1.0
+    return math.cos(99 * math.pi * min(step - warmup, span) / (200 * span))
+
+
+#: the per-step learning-rate factors a strategy may pick by name (``lr_schedule``)
+LR_SCHEDULES = {"cosine": cosine_lr_factor, "quarter_cosine": quarter_cosine_lr_factor}
+
+
 def _key(name: str) -> str:
     return "".join(ch for ch in name.lower() if ch.isalnum())
 

@@ -12,6 +12,7 @@ from avalanche.training.plugins import EvaluationPlugin
 
 from moram_avalanche.benchmarks.synthetic import synthetic
 from moram_avalanche.clip.inject import encoder_module, residual_blocks
+from moram_avalanche.dualgpm import DualGPM
 from moram_avalanche.lora import LoRALinear
 from moram_avalanche.metrics import AccuracyMatrix
 from moram_avalanche.runner import run_stream
@@ -237,3 +238,127 @@ def test_resume_is_bit_identical_and_the_checkpoint_is_lean(make_stream, tokeniz
     memories = strategy.inflora_plugin.state_dict()["memories"]
     assert all(torch.equal(memories[g]["basis"], expected_memories[g]["basis"]) for g in memories)
     assert strategy.inflora_plugin.tasks_done == 3
+
+
+class PostTraining(SupervisedPlugin):
+    """Inserted before InfLoRA's plugin: the trained model's LN1 covariances on the experience's data."""
+
+    def __init__(self):
+        super().__init__()
+        self.covariances, self.lrs, self.memories = [], [], []
+
+    def after_update(self, strategy, **kwargs):
+        self.lrs.append(strategy.optimizer.param_groups[0]["lr"])
+
+    def after_training_exp(self, strategy, **kwargs):
+        data = strategy.adapted_dataset
+        images = torch.stack([data[i][0] for i in range(len(data))])
+        model = strategy.model
+        model.eval()
+        self.covariances.append(naive_ln1_covariances(model, "visual", lambda: model.encode_image(images)))
+        model.train()
+
+
+class Memories(SupervisedPlugin):
+    """Appended after InfLoRA's plugin: the memories after each experience."""
+
+    def __init__(self):
+        super().__init__()
+        self.states = []
+
+    def after_training_exp(self, strategy, **kwargs):
+        self.states.append({n: (m.basis.clone(), m.kind) for n, m in strategy.inflora_plugin.memories.items()})
+
+
+def old_space(basis, kind):
+    p = basis @ basis.t()
+    return torch.eye(basis.shape[0], dtype=p.dtype) - p if kind == "retain" else p
+
+
+def test_the_memory_takes_the_post_training_covariance_and_the_lr_follows_the_quarter_cosine(
+        tiny_clip, tokenizer, make_stream, monkeypatch):
+    import moram_avalanche.strategies.inflora as inflora_module
+    workers = []
+
+    def recording_loader(*args, num_workers=0, **kwargs):
+        workers.append(num_workers)
+        return torch.utils.data.DataLoader(*args, num_workers=0, **kwargs)
+
+    monkeypatch.setattr(inflora_module, "DataLoader", recording_loader)
+    untrained = copy.deepcopy(tiny_clip)
+    spy, memories, designed = PostTraining(), Memories(), Designed()
+    strategy = InfLoRA(model=tiny_clip, tokenizer=tokenizer, rank=2, iterations=4, lr=5e-2, train_mb_size=4,
+                       plugins=[designed, memories], **quiet())
+    strategy.plugins.insert(0, spy)
+    make_train_dataloader = strategy.make_train_dataloader  # keep training in-process (fast)
+    strategy.make_train_dataloader = lambda num_workers=0, **kw: make_train_dataloader(num_workers=0, **kw)
+    stream = make_stream("all").train_stream
+    for experience in (stream[0], stream[1]):
+        strategy.train(experience, num_workers=2)
+    assert workers == [2, 2, 2, 2]  # both covariance passes of both experiences use train's workers
+    # per iteration s of S = 4: lr * cos(99 pi s / (200 (S - 1))) [InfLoRA utils/schedulers.py]
+    expected_lrs = [5e-2 * math.cos(99 * math.pi * s / 600) for s in range(4)]
+    assert spy.lrs == pytest.approx(expected_lrs * 2) and spy.lrs[3] == pytest.approx(5e-2 * 0.01571, rel=1e-3)
+    # the memories equal a fresh DualGPM fed the trained model's covariances, step by step
+    plugin = strategy.inflora_plugin
+    reference = {g: DualGPM(group["dim"]) for g, group in plugin.groups.items()}
+    thresholds = [h["threshold"] for h in plugin.history]
+    assert thresholds == pytest.approx([0.95, 0.95 + 0.05 / 3])  # T = 3 domains
+    for t, eps in enumerate(thresholds):
+        for g in plugin.groups:
+            reference[g].update(spy.covariances[t][g], eps)
+            basis, kind = memories.states[t][g]
+            assert kind == reference[g].kind, (t, g)
+            assert torch.allclose(old_space(basis, kind), old_space(reference[g].basis, reference[g].kind),
+                                  atol=1e-4), (t, g)
+    # the check can fail: the pre-training covariance of experience 0 gives another memory in
+    # the second block (the first block's input, the patch embeddings, does not depend on LoRA)
+    images = designed.images[0]
+    before = naive_ln1_covariances(untrained, "visual", lambda: untrained.encode_image(images))
+    second = sorted(plugin.groups)[1]
+    wrong = DualGPM(plugin.groups[second]["dim"])
+    wrong.update(before[second], thresholds[0])
+    basis, kind = memories.states[0][second]
+    assert (old_space(basis, kind) - old_space(wrong.basis, wrong.kind)).abs().max() > 1e-2
+
+
+def test_the_half_cosine_option_and_bad_options(tiny_clip, tokenizer, make_stream):
+    spy = PostTraining()
+    strategy = InfLoRA(model=tiny_clip, tokenizer=tokenizer, rank=2, iterations=4, lr=1e-2, train_mb_size=4,
+                       lr_schedule="cosine", memory="gpm", **quiet())
+    strategy.plugins.append(spy)
+    strategy.train(make_stream("all").train_stream[0])
+    assert spy.lrs == pytest.approx([1e-2 * 0.5 * (1 + math.cos(math.pi * s / 4)) for s in range(4)])
+    assert all(not m.dual for m in strategy.inflora_plugin.memories.values())
+    for bad, match in [(dict(lr_schedule="step"), "lr_schedule must be one of"),
+                       (dict(memory="ogd"), "memory must be one of"),
+                       (dict(rank=65), "rank must be in 1..64"), (dict(rank=0), "rank must be in 1..64")]:
+        model = open_clip.CLIP(**TINY_CONFIG)
+        with pytest.raises(ValueError, match=match):
+            InfLoRA(model=model, tokenizer=tokenizer, **bad)
+        assert not lora_layers(model)  # refused before the model was changed
+
+
+def test_a_memory_with_too_few_free_directions_warns_and_the_free_ones_come_first(tiny_clip, tokenizer,
+                                                                                  make_stream):
+    designed = Designed()
+    strategy = InfLoRA(model=tiny_clip, tokenizer=tokenizer, rank=3, iterations=1, train_mb_size=4,
+                       plugins=[designed], **quiet())
+    stream = make_stream("all").train_stream
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the first experience has the whole space
+        strategy.train(stream[0])
+    plugin = strategy.inflora_plugin
+    free = torch.eye(64, dtype=torch.float64)[:, 10:12]  # a retain memory: 2 free directions
+    for memory in plugin.memories.values():
+        memory.load_state_dict({"basis": free, "retain": torch.tensor(True), "updates": torch.tensor(1)})
+    with pytest.warns(UserWarning) as caught:
+        strategy.train(stream[1])
+    texts = [str(w.message) for w in caught if "free input directions" in str(w.message)]
+    assert len(texts) == len(plugin.groups) == 2
+    for group, g in plugin.groups.items():
+        assert sum(group in t and "only 2 free input directions for rank 3" in t and "1 rows" in t
+                   for t in texts) == 1
+        rows = math.sqrt(3) * designed.downs[1][g["layers"][0]].double().t()
+        assert torch.allclose(rows[:, :2] @ rows[:, :2].t(), free @ free.t(), atol=1e-5)
+        assert torch.allclose(rows.t() @ rows, torch.eye(3, dtype=torch.float64), atol=1e-5)
