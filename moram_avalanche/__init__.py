@@ -1,62 +1,109 @@
 """moram-avalanche: MoRAM (Mixture of Rank-1 Associative Memory, ICML 2026) for Avalanche.
 
-Importing the package is light: the torch-only pieces are imported here; names that need
-avalanche-lib (strategies, metrics, benchmarks) are imported on first use.
+The public face of the package. Every name is imported on first use, so ``import
+moram_avalanche`` (and the command line's ``--help``) stays instant and pulls in neither
+torch, Avalanche nor open_clip. The rooms behind it (see DESIGN.md and the README's module
+table):
+
+* :mod:`~moram_avalanche.layers` -- pure-torch adapter layers (MoRAMLinear, LoRA, MoE-LoRA,
+  MoE-Adapters' experts), the adapter protocol and the one layer finder;
+* :mod:`~moram_avalanche.clip` -- open_clip coupling: loading, attention split, injection;
+* :mod:`~moram_avalanche.algorithms` -- framework-free baseline math (DualGPM, DDAS, ...);
+* :mod:`~moram_avalanche.strategies` -- Avalanche strategies, one file each, and their plugins;
+* :mod:`~moram_avalanche.benchmarks` -- X-TAIL, MTIL and synthetic streams;
+* :mod:`~moram_avalanche.experiments` -- running, checkpointing, comparing, tables, the demo.
 """
 
 from importlib import import_module
 
-from .atoms import MoRAMLinear
-from .clip.attention import SplitAttention
-from .clip.inject import inject_moram, replace_linears
-from .clip.load import load_clip
+__version__ = "0.2.0"
 
-__version__ = "0.1.0"
-
-_LAZY = {
-    "CLIPStrategy": "strategies",
-    "MoRAM": "strategies",
-    "MoRAMPlugin": "strategies",
-    "FineTune": "strategies",
-    "ZeroShot": "strategies",
-    "WiSEFT": "strategies",
-    "LwF": "strategies",
-    "LwFVR": "strategies",
-    "ZSCL": "strategies",
-    "InfLoRA": "strategies",
-    "InfLoRAPlugin": "strategies",
-    "SeqLoRA": "strategies",
-    "MoELoRA": "strategies",
-    "MoRAMExternalRouter": "strategies",
-    "MoRAMSelfActivation": "strategies",
-    "MoRAMSelfTopK": "strategies",
-    "MoRAMSelfTemperature": "strategies",
-    "MoRAMSelfThreshold": "strategies",
-    "MoRAMLoadBalance": "strategies",
-    "LoadBalancePlugin": "strategies",
-    "ROUTING_ABLATIONS": "strategies",
-    "MoELoRALinear": "moe_lora",
-    "MoEAdapters": "strategies",
-    "inject_moe_adapters": "clip.moe_adapters",
-    "DDAS": "ddas",
-    "AccuracyMatrix": "metrics",
-    "Domain": "benchmarks",
-    "clip_benchmark": "benchmarks",
+#: public name -> the module that defines it
+_PUBLIC = {
+    # layers (pure torch)
+    "MoRAMLinear": "layers.moram",
+    "MoRAMAblationLinear": "layers.moram_variants",
+    "LoRALinear": "layers.lora",
+    "MoELoRALinear": "layers.moe_lora",
+    "MoEAdapterMixture": "layers.moe_adapter",
+    "AdapterLayer": "layers.base",
+    "GrowingAdapter": "layers.base",
+    "find_layers": "layers.base",
+    "adapter_state_dict": "layers.base",
+    "load_adapter_state_dict": "layers.base",
+    # clip (open_clip coupling)
+    "load_clip": "clip.load",
+    "SplitAttention": "clip.attention",
+    "split_attention": "clip.attention",
+    "inject_moram": "clip.inject",
+    "inject_lora": "clip.inject",
+    "inject_moe_lora": "clip.inject",
+    "inject_adapters": "clip.inject",
+    "replace_linears": "clip.inject",
+    "inject_moe_adapters": "clip.block_taps",
+    "TextHead": "clip.head",
+    # algorithms
+    "DDAS": "algorithms.ddas",
+    "DualGPM": "algorithms.dualgpm",
+    "DomainLR": "algorithms.schedules",
+    # strategies and plugins
+    "CLIPStrategy": "strategies.base",
+    "StrategyNeeds": "strategies.needs",
+    "MoRAM": "strategies.moram",
+    "MoRAMExternalRouter": "strategies.moram",
+    "MoRAMSelfActivation": "strategies.moram",
+    "MoRAMSelfTopK": "strategies.moram",
+    "MoRAMSelfTemperature": "strategies.moram",
+    "MoRAMSelfThreshold": "strategies.moram",
+    "MoRAMLoadBalance": "strategies.moram",
+    "ROUTING_ABLATIONS": "strategies.moram",
+    "ZeroShot": "strategies.zeroshot",
+    "FineTune": "strategies.finetune",
+    "ZSCLFineTune": "strategies.zscl_finetune",
+    "WiSEFT": "strategies.wiseft",
+    "LwF": "strategies.lwf",
+    "LwFVR": "strategies.lwf",
+    "ZSCL": "strategies.zscl",
+    "MoEAdapters": "strategies.moe_adapters",
+    "InfLoRA": "strategies.inflora",
+    "SeqLoRA": "strategies.lora_baselines",
+    "MoELoRA": "strategies.lora_baselines",
+    "STRATEGIES": "strategies.registry",
+    "get_strategy": "strategies.registry",
+    "GrowthPlugin": "strategies.plugins.growth",
+    "MoRAMPlugin": "strategies.plugins.moram",
+    "LoadBalancePlugin": "strategies.plugins.load_balance",
+    "InfLoRAPlugin": "strategies.plugins.inflora",
+    "MoEAdaptersPlugin": "strategies.plugins.moe_adapters",
+    # benchmarks
+    "Domain": "benchmarks.clip_benchmark",
+    "clip_benchmark": "benchmarks.clip_benchmark",
+    "xtail": "benchmarks.streams",
+    "mtil": "benchmarks.streams",
     "synthetic": "benchmarks.synthetic",
-    "xtail": "benchmarks",
-    "mtil": "benchmarks",
     "check_data": "benchmarks.check",
-    "run_stream": "runner",
-    "save_run_state": "checkpoint",
-    "load_run_state": "checkpoint",
+    # experiments
+    "AccuracyMatrix": "experiments.metrics",
+    "run_stream": "experiments.runner",
+    "save_run_state": "experiments.checkpoint",
+    "load_run_state": "experiments.checkpoint",
+    "save_checkpoint": "experiments.checkpoint",
+    "Setup": "experiments.compare",
+    "run_comparison": "experiments.compare",
+    "run_demo": "experiments.demo",
 }
 
 
 def __getattr__(name):
-    if name in _LAZY:
-        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    if name in _PUBLIC:
+        value = getattr(import_module(f".{_PUBLIC[name]}", __name__), name)
+        globals()[name] = value  # later look-ups skip __getattr__
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["MoRAMLinear", "SplitAttention", "inject_moram", "replace_linears", "load_clip",
-           "__version__", *_LAZY]
+def __dir__():
+    return sorted([*globals(), *_PUBLIC])
+
+
+__all__ = ["__version__", *_PUBLIC]

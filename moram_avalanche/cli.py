@@ -21,7 +21,7 @@ def _quiet_imports() -> None:
 
 def cmd_demo(args) -> int:
     _quiet_imports()
-    from .demo import DemoConfig, run_demo
+    from .experiments.demo import DemoConfig, run_demo
 
     config = DemoConfig.quick() if args.quick else DemoConfig()
     run_demo(args.out, cache_dir=args.cache_dir, config=config, progress=not args.no_progress)
@@ -34,7 +34,8 @@ def cmd_demo(args) -> int:
 def _make_model(args):
     """A zero-argument loader of the model named on the command line (seeded by the caller)."""
     from .clip.load import load_clip
-    from .demo import TINY_NAME, DemoConfig, default_cache_dir, pretrained_tiny_clip, register_tiny_clip
+    from .experiments.demo import (TINY_NAME, DemoConfig, default_cache_dir, pretrained_tiny_clip,
+                                   register_tiny_clip)
 
     cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     register_tiny_clip(cache_dir)
@@ -53,23 +54,34 @@ def _make_benchmark(args):
 
 
 def _strategy_options(args, name: str, eval_tf, overrides: dict) -> dict:
-    """Keyword arguments of strategy ``name``: the shared budget, references, ``--set`` values."""
+    """Keyword arguments of strategy ``name``: the shared budget, the reference data it
+    declares (``needs``), ``--set`` values."""
+    from .strategies.registry import get_strategy
+
+    needs = get_strategy(name).needs
     options = {"train_mb_size": args.batch_size}
-    if args.iterations is not None and name != "zeroshot":
+    if args.iterations is not None and needs.trains:
         options["iterations"] = args.iterations
     if getattr(args, "lr", None) is not None:
         options["lr"] = args.lr
-    if (args.ref_images or args.ref_sentences) and name == "zscl":
-        from .benchmarks.reference_sets import reference_options
+    wanted = needs.reference_arguments(images=args.ref_images, sentences=args.ref_sentences)
+    if wanted:  # read only the reference data this strategy takes
+        from .benchmarks.reference_sets import reference_data
 
-        options.update(reference_options(args.ref_images, args.ref_sentences, eval_tf))
-    if args.ref_images and name == "moe-adapters":  # the DDAS reference autoencoder's images
-        from .benchmarks.reference_sets import reference_options
-
-        options["reference_images"] = args.ref_images if args.ref_images == "none" else (
-            reference_options(args.ref_images, None, eval_tf)["reference_images"])
+        data = reference_data(wanted.get("reference_images"), wanted.get("reference_sentences"), eval_tf)
+        options.update(needs.reference_arguments(**data))
     options.update(overrides)
     return options
+
+
+def _check_references(args, names) -> None:
+    """``--ref-images`` / ``--ref-sentences`` only when a chosen strategy takes them."""
+    from .strategies.registry import get_strategy, strategies_taking
+
+    for kind, value in (("images", args.ref_images), ("sentences", args.ref_sentences)):
+        if value is not None and not any(kind in get_strategy(name).needs.references for name in names):
+            raise ValueError(f"--ref-{kind} is for strategies that take reference {kind}: "
+                             f"{', '.join(strategies_taking(kind))}")
 
 
 def cmd_run(args) -> int:
@@ -77,20 +89,17 @@ def cmd_run(args) -> int:
 
     get_benchmark(args.benchmark)  # unknown names fail before the slow imports
     _quiet_imports()
-    from .strategies import get_strategy
+    from .strategies.registry import get_strategy
 
     strategy_class = get_strategy(args.strategy)
-    if args.ref_sentences and args.strategy.lower() != "zscl":
-        raise ValueError("--ref-sentences is for --strategy zscl only")
-    if args.ref_images and args.strategy.lower() not in ("zscl", "moe-adapters"):
-        raise ValueError("--ref-images is for --strategy zscl or moe-adapters only")
+    _check_references(args, [args.strategy.lower()])
     overrides = _parse_sets(args.set, prefixed=False)
     import torch
     from avalanche.logging import TensorboardLogger
     from avalanche.training.plugins import EvaluationPlugin
 
-    from .metrics import AccuracyMatrix
-    from .runner import run_stream
+    from .experiments.metrics import AccuracyMatrix
+    from .experiments.runner import run_stream
 
     torch.manual_seed(args.seed)
     model, train_tf, eval_tf, tokenizer = _make_model(args)()
@@ -114,12 +123,13 @@ def cmd_compare(args) -> int:
 
     get_benchmark(args.benchmark)
     _quiet_imports()
-    from .compare import Setup, run_comparison
-    from .strategies import get_strategy
+    from .experiments.compare import Setup, run_comparison
+    from .strategies.registry import get_strategy
 
     names = [n.strip().lower() for n in args.strategies.split(",") if n.strip()]
     for name in names:
         get_strategy(name)
+    _check_references(args, names)
     overrides = _parse_sets(args.set, prefixed=True)
     unknown = sorted(set(overrides) - set(names))
     if unknown:

@@ -1,4 +1,4 @@
-"""InputCovariance: record ``C = mean over tokens of x x^T`` of the inputs of chosen modules (pure torch).
+"""Input covariances ``C = mean over tokens of x x^T`` of chosen modules (pure torch; InfLoRA's memory).
 
 InfLoRA's covariance pass [liangyanshuo/InfLoRA models/vit_inflora.py, ``cur_matrix``]: every
 token of every input (for a ViT: the class token and the patch tokens of each image) counts
@@ -10,7 +10,7 @@ are float64.
 
 from __future__ import annotations
 
-from typing import Dict, Mapping
+from typing import Dict, Iterable, Mapping
 
 import torch
 from torch import nn
@@ -57,3 +57,32 @@ class InputCovariance:
         if empty:
             raise RuntimeError(f"no input reached {empty[:3]} during the covariance pass")
         return {key: self.sums[key] / self.counts[key] for key in self.modules}
+
+
+def input_covariances(
+    model: nn.Module,
+    recorded: Mapping[str, nn.Module],
+    *,
+    images: Iterable[torch.Tensor] = (),
+    tokens: Iterable[torch.Tensor] = (),
+) -> Dict[str, torch.Tensor]:
+    """``{key: mean over tokens of x x^T}`` of the input of each ``recorded`` module (no grad).
+
+    ``images`` batches go through ``model.encode_image``, ``tokens`` batches through
+    ``model.encode_text`` (a CLIP model); each recorded module sees the tokens of the encoder
+    it lives in. The model runs in eval mode (restored after).
+    """
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad(), InputCovariance(recorded) as recorder:
+            for batch in images:
+                model.encode_image(batch)
+            for batch in tokens:
+                model.encode_text(batch)
+    finally:
+        model.train(was_training)
+    return recorder.covariances()
+
+
+__all__ = ["InputCovariance", "input_covariances"]

@@ -52,13 +52,14 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Iterable, List, Optional
+from typing import List, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .clip.load import WeightsUnavailableError
+from ..clip.load import WeightsUnavailableError
+from ..utils.iteration import cycle
 
 #: the few-shot DDAS threshold: ``threshold=(585e-4 ...)`` in the inference block of
 #: ``mtil/scripts/train/train_few_shot_router11_experts22_1000iters.sh`` [MoE-Adapters4CL].
@@ -227,7 +228,9 @@ class DDAS:
         workers = self.num_workers if num_workers is None else num_workers
         loader = torch.utils.data.DataLoader(dataset, batch_size=self.batch_size, shuffle=True,
                                              num_workers=workers, persistent_workers=workers > 0)
-        batches = itertools.islice(_cycle_images(loader), iterations)
+        images = (batch[0] if isinstance(batch, (list, tuple)) else batch
+                  for batch in cycle(loader, f"DDAS's image set ({what})"))
+        batches = itertools.islice(images, iterations)
         ae, optimizer = None, None
         for step, images in enumerate(batches):
             x = self.features(images)
@@ -292,11 +295,21 @@ class DDAS:
         self.reference, self.tasks = reference, tasks
 
 
-def _cycle_images(loader: Iterable):
-    while True:
-        empty = True
-        for batch in loader:
-            empty = False
-            yield batch[0] if isinstance(batch, (list, tuple)) else batch
-        if empty:
-            raise ValueError("DDAS got an empty image set to train an autoencoder on")
+def random_conv_features(seed: int, channels: int = 16, patch: int = 4) -> nn.Module:
+    """An offline stand-in for DDAS's features: a frozen, seeded random ``patch x patch`` convolution
+    (stride ``patch``, weights N(0, 0.2^2) from ``seed``, zero bias) + ReLU.
+
+    For toy streams when ImageNet AlexNet cannot be downloaded (the demo: 16 x 8 x 8 features
+    of a 32 x 32 image); synthetic domains differ in colour and layout statistics that random
+    features keep. Not the release's extractor: report it when used.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    conv = nn.Conv2d(3, channels, kernel_size=patch, stride=patch)
+    with torch.no_grad():
+        conv.weight.copy_(torch.randn(conv.weight.shape, generator=generator) * 0.2)
+        conv.bias.zero_()
+    return nn.Sequential(conv, nn.ReLU()).eval().requires_grad_(False)
+
+
+__all__ = ["DDAS", "FEW_SHOT_THRESHOLD", "FULL_SHOT_THRESHOLD", "DomainAutoencoder", "alexnet_features",
+           "random_conv_features"]

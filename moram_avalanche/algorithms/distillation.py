@@ -37,3 +37,6 @@ def two_way_distillation(teacher_logits: torch.Tensor, student_logits: torch.Ten
     if text_weight:
         loss = loss + text_weight * distillation(teacher_logits.t(), student_logits.t(), temperature)
     return loss
+
+
+__all__ = ["distillation", "two_way_distillation"]

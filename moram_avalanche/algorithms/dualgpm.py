@@ -257,3 +257,6 @@ def _check_square(matrix: torch.Tensor, dim: int | None = None) -> None:
     if matrix.dim() != 2 or matrix.shape[0] != matrix.shape[1] or (dim is not None and matrix.shape[0] != dim):
         want = f"[{dim}, {dim}]" if dim is not None else "square"
         raise ValueError(f"expected a {want} covariance matrix, got shape {tuple(matrix.shape)}")
+
+
+__all__ = ["LAMBDA_B", "LAMBDA_E", "DualGPM", "design_down_projection", "threshold"]

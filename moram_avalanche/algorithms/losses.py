@@ -45,3 +45,6 @@ def clip_continual_loss(
         targets = (classes[:, None] == (labels + offset)[None, :]).to(image.dtype)
         loss = loss + F.cross_entropy(logit_scale * every @ image.t(), targets)
     return loss
+
+
+__all__ = ["clip_continual_loss"]

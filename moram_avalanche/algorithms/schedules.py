@@ -110,3 +110,7 @@ MOE_FEWSHOT_MTIL_LR = _mtil_lr((8e-3, 5e-4, 2e-4, 5e-3, 1e-3, 1e-3, 1e-2, 1e-4, 
 #: baselines reference, section 2.2). Same keys as :data:`MOE_FEWSHOT_MTIL_LR`; other
 #: domains: 1e-3, the list's most common value -- our choice.
 MOE_FULLSHOT_MTIL_LR = _mtil_lr((5e-3, 1e-3, 5e-3, 1e-3, 1e-4, 1e-3, 1e-3, 1e-4, 1e-3, 1e-3, 1e-3))
+
+
+__all__ = ["LR_SCHEDULES", "MOE_FEWSHOT_MTIL_LR", "MOE_FULLSHOT_MTIL_LR", "ZSCL_MTIL_LR", "DomainLR",
+           "cosine_lr_factor", "quarter_cosine_lr_factor"]

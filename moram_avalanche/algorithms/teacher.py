@@ -62,3 +62,6 @@ class FrozenCLIP:
         chunks = [self.encode_tokens(tokenizer(texts[i:i + batch_size]), batch_size)
                   for i in range(0, len(texts), batch_size)]
         return torch.cat(chunks)
+
+
+__all__ = ["FrozenCLIP"]

@@ -33,3 +33,6 @@ def virtual_vocabulary(tokenizer, *, count: int = 1000, length: int = 10, seed: 
     tokens[:, 1:length + 1] = torch.randint(0, sot, (count, length), generator=generator)
     tokens[:, length + 1] = eot
     return tokens
+
+
+__all__ = ["virtual_vocabulary"]

@@ -102,3 +102,6 @@ class WeightCopy:
         if not terms:
             raise ValueError("the model has no parameters")
         return torch.stack(terms).sum()
+
+
+__all__ = ["PLACES", "WeightCopy", "check_place"]

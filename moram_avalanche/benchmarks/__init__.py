@@ -4,7 +4,7 @@
 ``synthetic`` draws an offline stream (:mod:`.synthetic`).
 """
 
-from ..registry import lookup
+from ..utils.names import lookup
 from .clip_benchmark import LABEL_SPACES, Domain, clip_benchmark, label_offsets
 from .images import BadImageError, BadImages
 from .readers import DataError

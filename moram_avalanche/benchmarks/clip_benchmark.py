@@ -48,6 +48,11 @@ class Domain:
         return [template.format(name) for name in self.classnames]
 
 
+def domain_of(experience) -> Domain:
+    """The :class:`Domain` of an experience of a :func:`clip_benchmark` stream."""
+    return experience.domains[experience.current_experience]
+
+
 def label_offsets(domains: Sequence[Domain]) -> List[int]:
     """First label of each domain in the "all" label space."""
     offsets, total = [], 0

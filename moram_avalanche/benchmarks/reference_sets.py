@@ -1,4 +1,4 @@
-"""Reference images and sentences for ZSCL: from disk, or a small synthetic pair for offline runs.
+"""Reference images and sentences (ZSCL, DDAS): from disk, or a small synthetic pair for offline runs.
 
 ZSCL distils zero-shot CLIP on images and sentences unrelated to the stream; its paper uses
 ImageNet's training set and the captions of Conceptual Captions' validation split [ZSCL
@@ -82,17 +82,40 @@ def read_sentences(path) -> list[str]:
     return sentences
 
 
-def reference_options(images, sentences, transform: Callable) -> dict:
-    """``reference_images`` / ``reference_sentences`` keyword arguments from command-line values.
+def reference_data(images, sentences, transform: Callable) -> dict:
+    """``{"images": ..., "sentences": ...}`` read from command-line values (None: not given).
 
-    ``images``: an image folder, or "synthetic"; ``sentences``: a text/TSV file, or
-    "synthetic" (:func:`synthetic_reference`); None leaves the argument out.
+    ``images``: an image folder, "synthetic" (:func:`synthetic_reference`), or "none" (kept as
+    the string: a strategy may opt out of reference images, MoE-Adapters' DDAS does);
+    ``sentences``: a text/TSV file, or "synthetic". Which of them a strategy takes is its
+    declaration (:class:`~moram_avalanche.strategies.needs.StrategyNeeds`).
     """
-    options = {}
+    data = {"images": None, "sentences": None}
     if "synthetic" in (images, sentences):
         pictures, captions = synthetic_reference(transform)
     if images is not None:
-        options["reference_images"] = pictures if images == "synthetic" else image_folder(images, transform)
+        data["images"] = (pictures if images == "synthetic" else images if images == "none"
+                          else image_folder(images, transform))
     if sentences is not None:
-        options["reference_sentences"] = captions if sentences == "synthetic" else read_sentences(sentences)
-    return options
+        data["sentences"] = captions if sentences == "synthetic" else read_sentences(sentences)
+    return data
+
+
+def check_image_dataset(dataset, name: str) -> None:
+    """A clear error unless ``dataset`` is non-empty and yields image tensors ``[C, H, W]``."""
+    try:
+        size = len(dataset)
+    except TypeError:
+        raise ValueError(f"{name} must be a map-style dataset (with len), got {type(dataset).__name__}") from None
+    if size == 0:
+        raise ValueError(f"{name} is empty")
+    item = dataset[0]
+    image = item[0] if isinstance(item, (list, tuple)) else item
+    if not isinstance(image, torch.Tensor) or image.dim() != 3:
+        raise ValueError(f"{name} must yield image tensors [C, H, W] (or tuples starting with one), got "
+                         f"{type(image).__name__}: give the dataset the model's eval transform, e.g. "
+                         "ImageFolder(root, transform=eval_transform) with load_clip's eval_transform")
+
+
+__all__ = ["ImageList", "check_image_dataset", "image_folder", "read_sentences", "reference_data",
+           "synthetic_reference"]

@@ -6,16 +6,21 @@ value, holds four ordinary ``nn.Linear`` modules (``q_proj``, ``k_proj``, ``v_pr
 ``out_proj``) initialised from the packed weights, and computes the same function (up to
 float rounding), so it can replace the attention of any open_clip residual block and
 then any adapter (MoRAM atoms, LoRA) can wrap each of the four matrices.
+
+:func:`split_attention` replaces the attention of every block of a model, choosing how by the
+attention module's type (:data:`ATTENTION_SPLITTERS`, peft's ``dispatch_default`` pattern).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .towers import ENCODERS, blocks
 
 
 class SplitAttention(nn.Module):
@@ -166,3 +171,55 @@ def _additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     if mask.dtype == torch.bool:
         return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(mask, float("-inf"))
     return mask.to(dtype)
+
+
+#: Attention module type -> a function returning an equal drop-in module whose q, k, v and out
+#: projections are separate ``nn.Linear`` layers (the same call signature as the module it
+#: replaces). Looked up by exact type, then along the type's MRO.
+#:
+#: Where the next entry goes: open_clip's main branch replaces the block's
+#: ``nn.MultiheadAttention`` by its own ``open_clip.transformer.Attention`` (packed
+#: ``in_proj_weight`` / ``in_proj_bias``, an ``out_proj`` linear, called as
+#: ``attn(x, attn_mask=...)``; no release has it yet, open_clip 3.3.0 does not). Supporting it
+#: is one entry, ``ATTENTION_SPLITTERS[Attention] = <a builder>``, whose module splits the
+#: packed weight into q/k/v linears as :meth:`SplitAttention.from_mha` does and keeps that
+#: class's ``(x, attn_mask)`` signature and options (``scaled_cosine``, ``scale_heads``).
+ATTENTION_SPLITTERS: Dict[type, Callable[[nn.Module], nn.Module]] = {
+    nn.MultiheadAttention: SplitAttention.from_mha,
+}
+
+
+def splitter_for(attention: nn.Module) -> Optional[Callable[[nn.Module], nn.Module]]:
+    """The :data:`ATTENTION_SPLITTERS` entry for ``attention``'s type (or a base type), or None."""
+    for kind in type(attention).__mro__:
+        if kind in ATTENTION_SPLITTERS:
+            return ATTENTION_SPLITTERS[kind]
+    return None
+
+
+def split_attention(model: nn.Module, encoders: Sequence[str] = ENCODERS) -> int:
+    """Replace each block's attention by an equal module with separate q/k/v/out linears.
+
+    The replacement is chosen by the attention's type (:data:`ATTENTION_SPLITTERS`).
+    Idempotent (already split blocks are left alone). Returns how many were replaced; a block
+    whose attention type has no entry is a TypeError that names the type.
+    """
+    replaced = 0
+    for block in blocks(model, encoders):
+        attention = block.module.attn
+        if isinstance(attention, SplitAttention):
+            continue
+        splitter = splitter_for(attention)
+        if splitter is None:
+            raise TypeError(
+                f"{block.encoder} block {block.name!r} uses {type(attention).__name__}, which "
+                f"moram_avalanche cannot split into q/k/v/out linears (supported: "
+                f"{', '.join(t.__name__ for t in ATTENTION_SPLITTERS)}); add an entry to "
+                "moram_avalanche.clip.attention.ATTENTION_SPLITTERS"
+            )
+        block.module.attn = splitter(attention)
+        replaced += 1
+    return replaced
+
+
+__all__ = ["ATTENTION_SPLITTERS", "SplitAttention", "split_attention", "splitter_for"]

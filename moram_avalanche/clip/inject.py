@@ -10,14 +10,18 @@ baselines).
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, List, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Sequence
 
 from torch import nn
 
-from ..atoms import MoRAMLinear
-from ..lora import LoRALinear
-from ..moe_lora import MoELoRALinear
-from .attention import SplitAttention
+from ..layers.base import find_layers
+from ..layers.lora import LoRALinear
+from ..layers.moe_lora import MoELoRALinear
+from ..layers.moram import MoRAMLinear
+from ..layers.moram_variants import moram_layer_type
+from ..utils.names import check_names
+from .attention import split_attention
+from .towers import ENCODERS, blocks
 
 #: Target name -> path of the linear inside a residual block. "qkvoinout" in the release.
 TARGET_PATHS = {
@@ -28,63 +32,6 @@ TARGET_PATHS = {
     "fc": "mlp.c_fc",
     "proj": "mlp.c_proj",
 }
-ENCODERS = ("visual", "text")
-
-
-def encoder_module(model: nn.Module, encoder: str) -> nn.Module:
-    """The module holding an encoder's transformer: ``model.visual`` or the text tower.
-
-    open_clip's ``CLIP`` keeps the text transformer at ``model.transformer``;
-    ``CustomTextCLIP`` keeps the text tower at ``model.text``.
-    """
-    if encoder == "visual":
-        if not hasattr(model, "visual"):
-            raise ValueError(f"{type(model).__name__} has no `visual` tower: is it an open_clip model?")
-        return model.visual
-    if encoder == "text":
-        for name in ("text", "transformer"):
-            if isinstance(getattr(model, name, None), nn.Module):
-                return getattr(model, name)
-        raise ValueError(
-            f"{type(model).__name__} has neither `text` nor `transformer`: is it an open_clip model?"
-        )
-    raise ValueError(f"unknown encoder {encoder!r}; expected one of {ENCODERS}")
-
-
-def residual_blocks(module: nn.Module) -> List[Tuple[str, nn.Module]]:
-    """``(name, block)`` for every transformer block (a module with ``attn`` and ``mlp.c_fc``)."""
-    return [
-        (name, block)
-        for name, block in module.named_modules()
-        if hasattr(block, "attn") and hasattr(getattr(block, "mlp", None), "c_fc")
-    ]
-
-
-def split_attention(model: nn.Module, encoders: Sequence[str] = ENCODERS) -> int:
-    """Replace each block's ``nn.MultiheadAttention`` by an equal :class:`SplitAttention`.
-
-    Idempotent (already split blocks are left alone). Returns how many were replaced.
-    """
-    replaced = 0
-    for encoder in _check_names(encoders, ENCODERS, "encoder"):
-        blocks = residual_blocks(encoder_module(model, encoder))
-        if not blocks:
-            raise ValueError(
-                f"the {encoder} encoder of {type(model).__name__} has no transformer residual "
-                "blocks (a ResNet or Hugging Face tower?); MoRAM injection supports ViT-style "
-                "open_clip towers"
-            )
-        for name, block in blocks:
-            if isinstance(block.attn, SplitAttention):
-                continue
-            if not isinstance(block.attn, nn.MultiheadAttention):
-                raise TypeError(
-                    f"{encoder} block {name!r} uses {type(block.attn).__name__}, not "
-                    "nn.MultiheadAttention; only open_clip's standard ResidualAttentionBlock is supported"
-                )
-            block.attn = SplitAttention.from_mha(block.attn)
-            replaced += 1
-    return replaced
 
 
 def target_linear_names(
@@ -94,16 +41,9 @@ def target_linear_names(
 
     Call :func:`split_attention` first when targets include q, k, v or out.
     """
-    targets = _check_names(targets, tuple(TARGET_PATHS), "target")
-    prefix_of = {module: name for name, module in model.named_modules()}
-    names = []
-    for encoder in _check_names(encoders, ENCODERS, "encoder"):
-        root = encoder_module(model, encoder)
-        root_name = prefix_of[root]
-        for block_name, _ in residual_blocks(root):
-            block_path = ".".join(part for part in (root_name, block_name) if part)
-            names.extend(f"{block_path}.{TARGET_PATHS[target]}" for target in targets)
-    return names
+    targets = check_names(targets, tuple(TARGET_PATHS), "target")
+    return [f"{block.name}.{TARGET_PATHS[target]}" for block in blocks(model, encoders)
+            for target in targets]
 
 
 def replace_linears(
@@ -149,10 +89,10 @@ def inject_adapters(
     so only the adapters train), splits the attention when q, k, v or out are targets, and
     replaces the linears by name (:func:`replace_linears`). Returns ``{dotted name: adapter}``.
     """
-    if any(isinstance(module, adapter_type) for module in model.modules()):
+    if find_layers(model, adapter_type):
         raise ValueError(f"the model already holds {adapter_type.__name__} layers: inject them "
                          "once per model")
-    targets = _check_names(targets, tuple(TARGET_PATHS), "target")
+    targets = check_names(targets, tuple(TARGET_PATHS), "target")
     if freeze_model:
         model.requires_grad_(False)
     if any(TARGET_PATHS[t].startswith("attn.") for t in targets):
@@ -171,14 +111,20 @@ def inject_moram(
 
     Defaults are the paper's CLIP setting: both encoders, q, k, v, out, c_fc and c_proj
     ("qkvoinout" on encoder "all" in the official release). ``atom_kwargs`` go to
-    :class:`MoRAMLinear` (``atoms_per_task``, ``topk``, ``temperature``, ``threshold``, and
-    the ablation options). With ``freeze_model`` every existing parameter is frozen first, so
-    only atoms train. The layers start with no atoms (the model computes exactly what it
-    did); call ``expand()`` on each (the MoRAM plugin does) before training a task.
+    :class:`~moram_avalanche.layers.moram.MoRAMLinear` (``atoms_per_task``, ``topk``,
+    ``temperature``, ``threshold``); with the ablation options ``router`` or ``load_balance``
+    set, the layers are :class:`~moram_avalanche.layers.moram_variants.MoRAMAblationLinear`
+    (:func:`~moram_avalanche.layers.moram_variants.moram_layer_type`). With ``freeze_model``
+    every existing parameter is frozen first, so only atoms train. The layers start with no
+    atoms (the model computes exactly what it did); call ``expand()`` on each (the MoRAM
+    plugin does) before training a task.
 
     Returns ``{dotted name: MoRAMLinear}``.
     """
-    return inject_adapters(model, lambda linear: MoRAMLinear(linear, **atom_kwargs), MoRAMLinear,
+    kind = moram_layer_type(**atom_kwargs)
+    if kind is MoRAMLinear:
+        atom_kwargs = {k: v for k, v in atom_kwargs.items() if k not in ("router", "load_balance")}
+    return inject_adapters(model, lambda linear: kind(linear, **atom_kwargs), MoRAMLinear,
                            encoders, targets, freeze_model)
 
 
@@ -189,16 +135,19 @@ def inject_lora(
     *,
     rank: int,
     scale: float = 1.0,
+    mergeable: bool = False,
     freeze_model: bool = True,
 ) -> Dict[str, LoRALinear]:
     """Wrap the target linears of every residual block of ``encoders`` in :class:`LoRALinear`.
 
     The LoRA counterpart of :func:`inject_moram` (same target names and encoders), used by
-    SeqLoRA and InfLoRA. ``targets`` defaults to K and V, InfLoRA's choice (baselines
-    reference, section 3.1). Returns ``{dotted name: LoRALinear}``.
+    SeqLoRA and InfLoRA (``mergeable=True``: it merges after each task). ``targets`` defaults
+    to K and V, InfLoRA's choice (baselines reference, section 3.1). Returns
+    ``{dotted name: LoRALinear}``.
     """
-    return inject_adapters(model, lambda linear: LoRALinear(linear, rank=rank, scale=scale),
-                           LoRALinear, encoders, targets, freeze_model)
+    return inject_adapters(
+        model, lambda linear: LoRALinear(linear, rank=rank, scale=scale, mergeable=mergeable),
+        LoRALinear, encoders, targets, freeze_model)
 
 
 def inject_moe_lora(
@@ -210,16 +159,11 @@ def inject_moe_lora(
     temperature: float = 1.0,
     freeze_model: bool = True,
 ) -> Dict[str, MoELoRALinear]:
-    """Wrap the target linears of ``encoders`` in :class:`~moram_avalanche.moe_lora.MoELoRALinear`
+    """Wrap the target linears of ``encoders`` in :class:`~moram_avalanche.layers.moe_lora.MoELoRALinear`
     (the MoE-LoRA ablation; same targets and encoders as :func:`inject_moram`)."""
     return inject_adapters(model, lambda linear: MoELoRALinear(linear, rank=rank, temperature=temperature),
                            MoELoRALinear, encoders, targets, freeze_model)
 
 
-def _check_names(given: Sequence[str], valid: Tuple[str, ...], kind: str) -> Tuple[str, ...]:
-    if isinstance(given, str):
-        given = (given,)
-    unknown = [name for name in given if name not in valid]
-    if unknown or not given:
-        raise ValueError(f"unknown {kind}(s) {unknown or given!r}; expected a non-empty subset of {valid}")
-    return tuple(given)
+__all__ = ["TARGET_PATHS", "inject_adapters", "inject_lora", "inject_moe_lora", "inject_moram",
+           "replace_linears", "target_linear_names"]

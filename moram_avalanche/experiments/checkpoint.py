@@ -1,43 +1,73 @@
 """Lean run checkpoints between experiences: the trained state and the run state, not CLIP.
 
 A checkpoint holds what changes during a run -- the strategy's
-:meth:`~moram_avalanche.strategies.base.CLIPStrategy.checkpoint_model_state` (MoRAM: the atom
-banks only; full fine-tuning: the whole model), the training clock, the domains seen, the
-state of plugins and metrics that have one (``state_dict``/``load_state_dict``) and every RNG
--- so a run resumed from it ends exactly as an uninterrupted run. It is written atomically
-and loads with ``torch.load(weights_only=True)``.
+:meth:`~moram_avalanche.strategies.base.CLIPStrategy.checkpoint_model_state` (the declared
+state of the adapter layers, e.g. MoRAM's atom banks; full fine-tuning: the whole model), the
+training clock, the domains seen, the state of plugins and metrics that have one
+(``state_dict``/``load_state_dict``) and every RNG -- so a run resumed from it ends exactly as
+an uninterrupted run. It is written atomically and loads with ``torch.load(weights_only=True)``.
 
-:func:`enable_avalanche_checkpointing` fixes Avalanche's own ``save_checkpoint`` under
-torch 2.15 (integration guide, section 5).
+For Avalanche's own whole-strategy pickles, :func:`save_checkpoint` is Avalanche's
+``save_checkpoint`` with its torch 2.15 fix applied only while it writes
+(:func:`optimizer_names_for_dill`; integration guide, section 5): importing this package
+patches nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import io
 import random
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import torch
 
-from .io import atomic_write_bytes
+from ..benchmarks.clip_benchmark import Domain
+from ..utils.files import atomic_write, atomic_write_bytes
 
 FORMAT_VERSION = 1
 _CLOCK_FIELDS = ("train_iterations", "train_exp_counter", "train_exp_epochs",
                  "train_exp_iterations", "train_epoch_iterations", "total_iterations")
 
 
-def enable_avalanche_checkpointing() -> None:
-    """Make ``torch.optim.<submodule>`` importable names again, so dill pickles optimizers by reference.
+#: the ``torch.optim`` submodules dill must find by name to pickle optimizers by reference
+OPTIMIZER_MODULES = ("sgd", "adam", "adamw", "lr_scheduler")
+
+
+@contextlib.contextmanager
+def optimizer_names_for_dill() -> Iterator[None]:
+    """While open, ``torch.optim.<submodule>`` names exist again, so dill pickles optimizers by reference.
 
     torch 2.15 removes ``torch.optim.sgd``, ``adam``, ... from the ``torch.optim`` namespace;
     dill then pickles the optimizer classes by value and fails on ``typing_extensions``
-    sentinels (Avalanche's ``save_checkpoint`` raises ``PicklingError``).
+    sentinels (Avalanche's ``save_checkpoint`` raises ``PicklingError``; integration guide,
+    section 5, fix (b)). The names this adds are removed again on exit.
     """
-    for name in ("sgd", "adam", "adamw", "lr_scheduler"):
-        if not hasattr(torch.optim, name):
-            setattr(torch.optim, name, importlib.import_module(f"torch.optim.{name}"))
+    added = [name for name in OPTIMIZER_MODULES if not hasattr(torch.optim, name)]
+    for name in added:
+        setattr(torch.optim, name, importlib.import_module(f"torch.optim.{name}"))
+    try:
+        yield
+    finally:
+        for name in added:
+            delattr(torch.optim, name)
+
+
+def save_checkpoint(strategy, path, exclude=None) -> Path:
+    """Avalanche's ``save_checkpoint(strategy, path, exclude)`` -- a dill pickle of the whole
+    strategy, resumed with ``avalanche.checkpointing.maybe_load_checkpoint`` -- with the torch
+    2.15 fix scoped to the write (:func:`optimizer_names_for_dill`), written atomically.
+
+    :func:`save_run_state` is this package's lean alternative (adapter state, not all of CLIP).
+    """
+    from avalanche.checkpointing import save_checkpoint as avalanche_save_checkpoint
+
+    with optimizer_names_for_dill():
+        return atomic_write(path, lambda file: avalanche_save_checkpoint(strategy, file, exclude=exclude),
+                            mode="wb")
 
 
 def _rng_state() -> dict:
@@ -94,8 +124,6 @@ def save_run_state(strategy, path) -> Path:
 
 def load_run_state(strategy, path) -> int:
     """Restore ``strategy`` from a checkpoint; returns how many experiences were done."""
-    from .benchmarks.clip_benchmark import Domain
-
     state = torch.load(path, map_location="cpu", weights_only=True)
     if state.get("version") != FORMAT_VERSION:
         raise ValueError(f"{path}: checkpoint format {state.get('version')}, expected {FORMAT_VERSION}")
@@ -119,3 +147,7 @@ def load_run_state(strategy, path) -> int:
     strategy.text_head.clear()
     _set_rng_state(state["rng"])
     return int(state["experiences_done"])
+
+
+__all__ = ["FORMAT_VERSION", "OPTIMIZER_MODULES", "load_run_state", "optimizer_names_for_dill",
+           "save_checkpoint", "save_run_state"]

@@ -1,6 +1,6 @@
 """Compare strategies on one benchmark: same model, data, seed and budget; one table.
 
-:func:`run_comparison` runs each strategy with :func:`~moram_avalanche.runner.run_stream`
+:func:`run_comparison` runs each strategy with :func:`~moram_avalanche.experiments.runner.run_stream`
 from a freshly loaded model and a freshly built benchmark (the same seed before each), and
 writes, under ``out_dir``:
 
@@ -12,7 +12,7 @@ writes, under ``out_dir``:
   ``tensorboard --logdir <out_dir>/tensorboard`` overlays every strategy's curves
   (``AccMatrix/<domain>``, ``/Transfer``, ``/Average``, ``/Last``) next to the comparison;
 * ``table.md`` / ``table.csv``: the paper-style Transfer / Average / Last table per domain
-  (:mod:`moram_avalanche.tables`), ``summary.md``: one line per strategy with peak memory and
+  (:mod:`moram_avalanche.experiments.tables`), ``summary.md``: one line per strategy with peak memory and
   training time, ``accuracy_matrices.png``: the matrices side by side;
 * ``compare.json``: the settings every strategy shares, and ``<strategy>/settings.json``:
   that strategy's own (its ``--set`` options).
@@ -36,7 +36,7 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 import torch
 
-from .io import atomic_write_bytes, atomic_write_text
+from ..utils.files import atomic_write_bytes, atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -81,9 +81,9 @@ def run_comparison(setup: Setup, strategies: Sequence[str], out_dir, *, resume: 
 
     A report is ``results.json``'s content plus ``memory`` and ``time``.
     """
-    from .strategies import get_strategy
+    from ..strategies.registry import get_strategy
 
-    names = _check_names(strategies, get_strategy)
+    names = _strategy_names(strategies, get_strategy)
     out_dir = Path(out_dir)
     own = {name: _as_stored(setup.strategy_settings(name)) for name in names}
     if resume:
@@ -112,7 +112,7 @@ def run_comparison(setup: Setup, strategies: Sequence[str], out_dir, *, resume: 
     return results
 
 
-def _check_names(strategies: Sequence[str], get_strategy) -> list:
+def _strategy_names(strategies: Sequence[str], get_strategy) -> list:
     names = [s.strip().lower() for s in strategies if s.strip()]
     if not names:
         raise ValueError("no strategies to compare: give at least one name, e.g. moram,zeroshot")
@@ -164,10 +164,11 @@ def _run_one(setup: Setup, name: str, strategy_class, run_dir: Path, tb_dir: Pat
     from avalanche.logging import TensorboardLogger
     from avalanche.training.plugins import EvaluationPlugin
 
+    from ..strategies.plugins.memory import PeakMemory
+    from ..strategies.plugins.moram import MoRAMPlugin
+    from ..strategies.plugins.timing import RunTime
     from .metrics import AccuracyMatrix
     from .runner import run_stream
-    from .strategies.memory import PeakMemory
-    from .strategies.timing import RunTime
 
     if not resume:
         shutil.rmtree(tb_dir, ignore_errors=True)
@@ -186,7 +187,8 @@ def _run_one(setup: Setup, name: str, strategy_class, run_dir: Path, tb_dir: Pat
     report = {**matrix.report(), "memory": peak.report(), "time": clock.report()}
     atomic_write_text(run_dir / "memory.json", json.dumps(report["memory"], indent=2) + "\n")
     atomic_write_text(run_dir / "time.json", json.dumps(report["time"], indent=2) + "\n")
-    history = getattr(getattr(strategy, "moram_plugin", None), "history", None)
+    history = [entry for plugin in strategy.plugins if isinstance(plugin, MoRAMPlugin)
+               for entry in plugin.history]
     if history:
         from .viz import atom_usage_heatmap
 
@@ -233,3 +235,6 @@ def _write_tensorboard(tb_dir: Path, table: str, summary: str, image) -> None:
     writer.close()
     shutil.rmtree(tb_dir, ignore_errors=True)
     staging.rename(tb_dir)
+
+
+__all__ = ["SETTINGS_NAME", "STRATEGY_SETTINGS_NAME", "Setup", "run_comparison", "write_comparison"]

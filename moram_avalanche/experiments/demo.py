@@ -5,26 +5,29 @@
    (:func:`~moram_avalanche.benchmarks.synthetic.caption_pairs`), so it starts with some
    zero-shot ability. The weights are cached (``cache_dir``) and loaded through
    :func:`~moram_avalanche.clip.load.load_clip` as a local weights file.
-2. The strategies are compared with :func:`~moram_avalanche.compare.run_comparison` on the
+2. The strategies are compared with :func:`~moram_avalanche.experiments.compare.run_comparison` on the
    synthetic stream (resumable per strategy): each writes ``results.json``,
    ``accuracy_matrix.csv`` / ``.png``, ``memory.json`` and ``time.json`` under
    ``out_dir/<strategy>/``, and logs to ``out_dir/tensorboard/<strategy>/``.
 3. The summary (Transfer / Average / Last, peak memory -- the CUDA allocator's peak on a GPU,
    else a CPU proxy counted from the tensors the strategy holds
-   (:class:`~moram_avalanche.strategies.memory.PeakMemory`) -- and training time) and the
+   (:class:`~moram_avalanche.strategies.plugins.memory.PeakMemory`) -- and training time) and the
    paper-style per-domain table are printed and written to ``out_dir/summary.md``,
    ``table.md`` and ``table.csv``; ``accuracy_matrices.png`` shows the matrices side by side.
 
-The baselines run at the demo's iteration budget with their other settings scaled to it:
+The baselines run at the demo's iteration budget with their other settings scaled to it;
+each strategy declares its own scaled recipe (``needs.demo``,
+:class:`~moram_avalanche.strategies.needs.StrategyNeeds`) as a function of :class:`DemoConfig`:
 warm-up and ZSCL's averaging period keep their share of ZSCL's few-shot budget (100 of 500
 iterations), LwF and ZSCL distil on batches of 16 images (half the training batch, where the
 reference uses the training batch size: it keeps the demo within about 5 minutes on 2 CPU
-cores), and ZSCL distils on a small synthetic reference set
+cores). Strategies that take reference data (ZSCL's images and sentences, MoE-Adapters' DDAS
+images) get a small synthetic reference set
 (:func:`~moram_avalanche.benchmarks.reference_sets.synthetic_reference`). MoE-Adapters' DDAS
-trains its reference autoencoder on the same synthetic pictures and reads seeded random
-convolution features (:func:`demo_ddas_features`; the release's ImageNet AlexNet is not
-available offline), with 100 / 200 autoencoder iterations; InfLoRA trains at lr 5e-3 (its
-5e-4 is set for 500 iterations, the demo runs 80).
+reads seeded random convolution features
+(:func:`~moram_avalanche.algorithms.ddas.random_conv_features`; the release's ImageNet AlexNet
+is not available offline), with 100 / 200 autoencoder iterations; InfLoRA trains at lr 5e-3
+(its 5e-4 is set for 500 iterations, the demo runs 80).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from .io import atomic_write, atomic_write_text
+from ..utils.files import atomic_write, atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -107,8 +110,8 @@ def register_tiny_clip(cache_dir) -> str:
 
 def pretrained_tiny_clip(cache_dir, config: DemoConfig, progress: bool = True) -> Path:
     """Weights of the tiny CLIP after its synthetic pre-training (trained once, then cached)."""
-    from .benchmarks.synthetic import caption_pairs
-    from .clip.load import load_clip
+    from ..benchmarks.synthetic import caption_pairs
+    from ..clip.load import load_clip
 
     name = register_tiny_clip(cache_dir)
     settings = {"config": TINY_CONFIG, "steps": config.pretrain_steps, "batch": config.pretrain_batch,
@@ -152,10 +155,10 @@ DEMO_STRATEGIES = ("zeroshot", "finetune", "wiseft", "lwf", "zscl", "moe-adapter
 
 def run_demo(out_dir, *, cache_dir=None, config: Optional[DemoConfig] = None,
              strategies=DEMO_STRATEGIES, progress: bool = True) -> Dict[str, dict]:
-    """Run the demo (a :func:`~moram_avalanche.compare.run_comparison` on the synthetic
+    """Run the demo (a :func:`~moram_avalanche.experiments.compare.run_comparison` on the synthetic
     stream); returns ``{strategy: results.json content + {"memory": ..., "time": ...}}``."""
-    from .benchmarks.synthetic import synthetic
-    from .clip.load import load_clip
+    from ..benchmarks.synthetic import synthetic
+    from ..clip.load import load_clip
     from .compare import Setup, run_comparison
 
     config = config or DemoConfig()
@@ -176,47 +179,24 @@ def run_demo(out_dir, *, cache_dir=None, config: Optional[DemoConfig] = None,
 
 
 def demo_options(name: str, config: DemoConfig, eval_transform) -> dict:
-    """The keyword arguments of strategy ``name`` in the demo (see the module docstring)."""
+    """The keyword arguments of strategy ``name`` in the demo: the shared budget, the strategy's
+    own small-budget recipe and, if it takes any, the synthetic reference data (see the module
+    docstring)."""
+    from ..benchmarks.reference_sets import synthetic_reference
+    from ..strategies.registry import get_strategy
+
+    needs = get_strategy(name).needs
     kwargs = dict(train_mb_size=config.batch_size)
-    if name != "zeroshot":
+    if needs.trains:
         kwargs.update(iterations=config.iterations)
-    if name == "finetune":
-        kwargs.update(lr=config.finetune_lr)
-    if name in ("wiseft", "lwf", "lwf-vr", "zscl"):
-        kwargs.update(lr=config.finetune_lr, warmup=config.baseline_warmup)
-    if name in ("lwf", "lwf-vr", "zscl"):
-        kwargs.update(distill_batch_size=config.distill_batch_size)
-    if name == "zscl":
-        kwargs.update(_demo_reference(config, eval_transform), average_every=config.zscl_average_every)
-    if name == "moe-adapters":
-        kwargs.update(lr=config.moe_lr, warmup=config.baseline_warmup,
-                      reference_images=_demo_reference(config, eval_transform)["reference_images"],
-                      feature_extractor=demo_ddas_features(config.seed),
-                      ae_iterations=config.ae_iterations,
-                      ae_reference_iterations=config.ae_reference_iterations)
-    if name == "inflora":
-        kwargs.update(lr=config.inflora_lr)
-    if name == "moram":
-        kwargs.update(lr=config.moram_lr, atoms_per_task=config.atoms_per_task, topk=config.topk)
+    kwargs.update(needs.demo_options(config))
+    if needs.references:
+        images, sentences = synthetic_reference(eval_transform, images=config.reference_images,
+                                                sentences=config.reference_sentences,
+                                                seed=config.seed + 2000)
+        kwargs.update(needs.reference_arguments(images=images, sentences=sentences))
     return kwargs
 
 
-def demo_ddas_features(seed: int) -> torch.nn.Module:
-    """DDAS's feature extractor in the demo: a frozen, seeded random 4 x 4 / 4 convolution + ReLU
-    (16 x 8 x 8 features of a 32 x 32 image). The release's ImageNet AlexNet cannot be
-    downloaded offline, and the synthetic domains differ in colour and layout statistics that
-    random features keep."""
-    generator = torch.Generator().manual_seed(seed + 3000)
-    conv = torch.nn.Conv2d(3, 16, kernel_size=4, stride=4)
-    with torch.no_grad():
-        conv.weight.copy_(torch.randn(conv.weight.shape, generator=generator) * 0.2)
-        conv.bias.zero_()
-    return torch.nn.Sequential(conv, torch.nn.ReLU()).eval().requires_grad_(False)
-
-
-def _demo_reference(config: DemoConfig, eval_transform) -> dict:
-    from .benchmarks.reference_sets import synthetic_reference
-
-    images, sentences = synthetic_reference(eval_transform, images=config.reference_images,
-                                            sentences=config.reference_sentences, seed=config.seed + 2000)
-    return {"reference_images": images, "reference_sentences": sentences}
+__all__ = ["DEMO_STRATEGIES", "TINY_CONFIG", "TINY_NAME", "DemoConfig", "default_cache_dir", "demo_options",
+           "pretrained_tiny_clip", "register_tiny_clip", "run_demo"]

@@ -23,7 +23,7 @@ import numpy as np
 from avalanche.evaluation import PluginMetric
 from avalanche.evaluation.metric_results import MetricValue
 
-from .io import atomic_write_bytes, atomic_write_text
+from ..utils.files import atomic_write_bytes, atomic_write_text
 
 
 def transfer_per_domain(matrix: np.ndarray) -> np.ndarray:
@@ -182,3 +182,6 @@ def matrix_csv(matrix: np.ndarray, domains: Sequence[str]) -> str:
         cells = ["" if np.isnan(v) else f"{v:.4f}" for v in row]
         lines.append(f"{domains[t]}," + ",".join(cells))
     return "\n".join(lines) + "\n"
+
+
+__all__ = ["AccuracyMatrix", "matrix_csv", "summarize", "transfer_per_domain"]

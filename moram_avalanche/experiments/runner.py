@@ -70,3 +70,6 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
     finally:
         bar.close()
     return done
+
+
+__all__ = ["BAD_IMAGES_NAME", "CHECKPOINT_NAME", "run_stream"]

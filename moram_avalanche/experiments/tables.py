@@ -1,7 +1,7 @@
 """Result tables of a comparison: the paper-style per-domain table and the one-line summary.
 
 Input everywhere: ``{strategy: report}`` with reports as :meth:`AccuracyMatrix.report
-<moram_avalanche.metrics.AccuracyMatrix.report>` writes them to ``results.json`` (complete
+<moram_avalanche.experiments.metrics.AccuracyMatrix.report>` writes them to ``results.json`` (complete
 matrices only).
 
 The paper-style table follows the layout of the ZSCL / MoE-Adapters / MoRAM papers: three
@@ -117,3 +117,6 @@ def summary_table(results: Dict[str, dict]) -> str:
         lines.append(line)
     lines += [f"\nPeak memory: {kind}." for kind in kinds]
     return "\n".join(lines)
+
+
+__all__ = ["paper_table_csv", "paper_table_markdown", "summary_table", "table_rows"]

@@ -107,3 +107,6 @@ def accuracy_heatmaps(matrices, domains: Sequence[str], *, per_row: int = 4,
                                 color="black" if values[r, c] > 60 else "white")
     fig.colorbar(image, ax=fig.axes, shrink=0.8, label="accuracy (%)")
     return _figure_to_image(fig)
+
+
+__all__ = ["accuracy_heatmap", "accuracy_heatmaps", "atom_usage_heatmap", "heatmap"]

@@ -1,4 +1,4 @@
-"""MoE-Adapters (Yu et al., CVPR 2024): a mixture of bottleneck experts beside every block's MLP.
+"""MoE-Adapters (Yu et al., CVPR 2024): a mixture of bottleneck experts with one router per task.
 
 Facts from the official MTIL code (JiazuoYu/MoE-Adapters4CL, ``mtil``; baselines reference,
 section 2.1): in every residual block of both encoders ::
@@ -13,29 +13,27 @@ gate and noise matrices ``d x 22``) reading token 0 of the sample (CLS for image
 text); the sample's gates apply to all of its tokens. No load-balancing loss (the release
 computes one but never adds it).
 
-Nothing of open_clip is copied. ``ResidualAttentionBlock.forward`` ends with
-``x = x + self.ls_2(self.mlp(self.ln_2(x)))`` (open_clip 3.3, batch-first ``[B, N, d]``), so
-two leaf wrappers are enough: :class:`StreamTap` replaces ``ln_2`` and hands its input (the
-residual stream) to the block's :class:`MoEAdapterMixture`; :class:`MixtureAdd` replaces
-``ls_2`` (an ``nn.Identity`` in CLIP) and adds the mixture's output to the MLP branch.
+This module holds one block's experts and routers (:class:`MoEAdapterMixture`, a growing
+adapter: one router per :meth:`~MoEAdapterMixture.expand`) and the model-level helpers; how a
+mixture is wired beside an open_clip block is :mod:`moram_avalanche.clip.block_taps`.
 
 Which router a forward uses is the *route*, set with :func:`routing` (a context manager):
 ``None`` or ``-1`` bypasses the adapters (plain CLIP, bit for bit), an ``int`` ``t >= 0``
 routes every sample through router ``t``, and a ``LongTensor [B]`` picks a router per sample
-(``-1`` entries bypass). Pure torch + open_clip's module tree: no Avalanche.
+(``-1`` entries bypass). Pure torch: no Avalanche, no open_clip.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-from typing import Dict, Iterator, Optional, Sequence, Union
+from typing import Iterator, Optional, Union
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .inject import ENCODERS, _check_names, encoder_module, residual_blocks
+from .base import GrowingAdapter, find_layers
 
 Route = Union[None, int, torch.Tensor]
 
@@ -82,14 +80,21 @@ def noisy_topk_gates(x0: torch.Tensor, gate: torch.Tensor, noise: torch.Tensor, 
     return torch.zeros_like(logits).scatter(-1, index, top.softmax(dim=-1)), index
 
 
-class MoEAdapterMixture(nn.Module):
+class MoEAdapterMixture(GrowingAdapter):
     """The experts and the per-task routers of one block.
 
     Buffers: ``counts`` ``[E]`` (how many samples chose each expert while in training mode,
     text prompts included, since the last :meth:`reset_counts`) and ``frozen`` ``[E]`` (the
     experts frozen so far, see :meth:`freeze_most_used`). Routers are ``gates[t]`` /
     ``noises[t]`` (``[d, E]``, zero-initialised), one per task, added by :meth:`add_router`.
+
+    As a growing adapter: :meth:`expand` adds the task's router and makes it (with the experts
+    not frozen yet) the only trainable part; :meth:`freeze` stops all training. Its whole state
+    dict is declared state; loading one adds routers until the count matches, so a checkpoint
+    taken after several tasks loads into a freshly injected model.
     """
+
+    STATE_KEYS = ("experts", "gates", "noises", "counts", "frozen")
 
     def __init__(self, width: int, experts: int = 22, bottleneck: int = 64, topk: int = 2,
                  dropout: float = 0.1, scale: float = 0.1, *, device=None, dtype=None) -> None:
@@ -135,6 +140,20 @@ class MoEAdapterMixture(nn.Module):
     def reset_counts(self) -> None:
         self.counts.zero_()
 
+    def expand(self) -> int:
+        """Add this task's router; it and the experts not frozen yet train, selection counts restart.
+
+        Returns the router's index (the task's route).
+        """
+        router = self.add_router()
+        self.reset_counts()
+        self.set_trainable(router)
+        return router
+
+    def freeze(self) -> None:
+        """Nothing trains (the experts to keep for good are :meth:`freeze_most_used`'s choice)."""
+        self.set_trainable(None)
+
     def freeze_most_used(self, k: int = 2) -> torch.Tensor:
         """Add the ``k`` most-selected experts since :meth:`reset_counts` to the frozen set.
 
@@ -162,7 +181,7 @@ class MoEAdapterMixture(nn.Module):
 
     def gates_for(self, x0: torch.Tensor, route: Route) -> torch.Tensor:
         """Gates ``[B, E]`` for token-0 features ``x0`` ``[B, d]``; bypassed rows are 0."""
-        ids = _route_ids(route, x0.shape[0], x0.device)
+        ids = route_ids(route, x0.shape[0], x0.device)
         gates = x0.new_zeros(x0.shape[0], self.num_experts)
         for router in ids[ids >= 0].unique().tolist():
             if router >= self.num_routers:
@@ -181,7 +200,7 @@ class MoEAdapterMixture(nn.Module):
         if stream.dim() != 3 or stream.shape[-1] != self.width:
             raise ValueError(f"expected a batch-first stream [B, N, {self.width}], got "
                              f"{tuple(stream.shape)}")
-        ids = _route_ids(route, stream.shape[0], stream.device)
+        ids = route_ids(route, stream.shape[0], stream.device)
         if not bool((ids >= 0).any()):
             return None
         gates = self.gates_for(stream[:, 0], ids)
@@ -192,12 +211,27 @@ class MoEAdapterMixture(nn.Module):
             out = out.index_add(0, rows, weight * self.experts[expert_index](stream[rows]))
         return out
 
+    # ---------------------------------------------------------------- state
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        """Grow to the saved number of routers before the routers load (then nothing trains)."""
+        saved = sum(1 for key in state_dict if key.startswith(f"{prefix}gates.")
+                    and key[len(prefix) + 6:].isdigit())
+        if saved < self.num_routers:
+            error_msgs.append(f"{prefix[:-1] or 'MoEAdapterMixture'} has {self.num_routers} routers, "
+                              f"the state {saved}: load it into a freshly injected model")
+        while self.num_routers < saved:
+            self.add_router()
+        self.set_trainable(None)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
     def extra_repr(self) -> str:
         return (f"width={self.width}, experts={self.num_experts}, topk={self.topk}, "
                 f"routers={self.num_routers}, frozen={int(self.frozen.sum())}")
 
 
-def _route_ids(route: Route, batch: int, device) -> torch.Tensor:
+def route_ids(route: Route, batch: int, device) -> torch.Tensor:
     if route is None:
         return torch.full((batch,), -1, dtype=torch.long, device=device)
     if isinstance(route, int):
@@ -208,91 +242,9 @@ def _route_ids(route: Route, batch: int, device) -> torch.Tensor:
     return route.to(device=device, dtype=torch.long)
 
 
-class StreamTap(nn.Module):
-    """Wraps ``ln_2``: passes its input to the block's mixture, returns ``ln_2(x)`` unchanged."""
-
-    def __init__(self, base: nn.Module, mixture: MoEAdapterMixture) -> None:
-        super().__init__()
-        self.base = base
-        # not a submodule: the mixture is registered once, under MixtureAdd
-        object.__setattr__(self, "_mixture", mixture)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self._mixture.remember(x)
-        return self.base(x)
-
-
-class MixtureAdd(nn.Module):
-    """Wraps ``ls_2``: ``ls_2(mlp_out) + mixture(stream before ln_2)``."""
-
-    def __init__(self, base: nn.Module, mixture: MoEAdapterMixture) -> None:
-        super().__init__()
-        self.base = base
-        self.moe = mixture
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.base(x)
-        extra = self.moe.take()
-        return out if extra is None else out + extra
-
-
-def inject_moe_adapters(
-    model: nn.Module,
-    encoders: Sequence[str] = ENCODERS,
-    *,
-    experts: int = 22,
-    bottleneck: int = 64,
-    topk: int = 2,
-    dropout: float = 0.1,
-    scale: float = 0.1,
-    freeze_model: bool = True,
-) -> Dict[str, MoEAdapterMixture]:
-    """Give every residual block of ``encoders`` a :class:`MoEAdapterMixture` beside its MLP.
-
-    Defaults are the release's MTIL setting (``--ffn_adapt_where AdapterDoubleEncoder
-    --experts_num 22 --topk 2``; bottleneck 64, dropout 0.1, scale 0.1 in its ``Adapter``).
-    With ``freeze_model`` every existing CLIP parameter is frozen first. The mixtures start
-    with no router: the model computes exactly what it did until :func:`add_router` and a
-    route are given. Returns ``{dotted block name: mixture}``.
-    """
-    if moe_mixtures(model):
-        raise ValueError("the model already holds MoE adapters: inject_moe_adapters once per model")
-    if freeze_model:
-        model.requires_grad_(False)
-    prefix_of = {module: name for name, module in model.named_modules()}
-    found = []
-    for encoder in _check_names(encoders, ENCODERS, "encoder"):
-        root = encoder_module(model, encoder)
-        blocks = residual_blocks(root)
-        if not blocks:
-            raise ValueError(f"the {encoder} encoder of {type(model).__name__} has no transformer "
-                             "residual blocks; MoE adapters support ViT-style open_clip towers")
-        for name, block in blocks:
-            if not (isinstance(getattr(block, "ln_2", None), nn.Module)
-                    and isinstance(getattr(block, "ls_2", None), nn.Module)):
-                raise TypeError(f"{encoder} block {name!r} ({type(block).__name__}) lacks ln_2/ls_2: "
-                                "only open_clip's ResidualAttentionBlock is supported")
-            full = ".".join(part for part in (prefix_of[root], name) if part)
-            found.append((full, block))
-    mixtures = {}
-    for full, block in found:
-        like = block.mlp.c_fc.weight
-        mixture = MoEAdapterMixture(block.mlp.c_fc.in_features, experts, bottleneck, topk, dropout,
-                                    scale, device=like.device, dtype=like.dtype)
-        block.ln_2 = StreamTap(block.ln_2, mixture).train(block.training)
-        block.ls_2 = MixtureAdd(block.ls_2, mixture).train(block.training)  # the model's mode
-        mixtures[full] = mixture
-    return mixtures
-
-
-def moe_mixtures(model: nn.Module) -> Dict[str, MoEAdapterMixture]:
-    """Every :class:`MoEAdapterMixture` of ``model`` by dotted name."""
-    return {name: m for name, m in model.named_modules() if isinstance(m, MoEAdapterMixture)}
-
-
 def num_routers(model: nn.Module) -> int:
     """Routers per block (the same in every block); 0 for a model without adapters."""
-    counts = {m.num_routers for m in moe_mixtures(model).values()}
+    counts = {m.num_routers for m in find_layers(model, MoEAdapterMixture).values()}
     if len(counts) > 1:
         raise RuntimeError(f"blocks disagree on the number of routers: {sorted(counts)}")
     return counts.pop() if counts else 0
@@ -300,7 +252,7 @@ def num_routers(model: nn.Module) -> int:
 
 def add_router(model: nn.Module) -> int:
     """Add one router to every block (a new task slot); returns its index."""
-    mixtures = moe_mixtures(model)
+    mixtures = find_layers(model, MoEAdapterMixture)
     if not mixtures:
         raise RuntimeError("the model has no MoE adapters: call inject_moe_adapters first")
     return {m.add_router() for m in mixtures.values()}.pop()
@@ -311,7 +263,7 @@ def routing(model: nn.Module, route: Route) -> Iterator[None]:
     """Run the forwards inside the block with ``route`` (None / -1: plain CLIP)."""
     if isinstance(route, int) and route < 0:
         route = None
-    mixtures = list(moe_mixtures(model).values())
+    mixtures = list(find_layers(model, MoEAdapterMixture).values())
     previous = [m.route for m in mixtures]
     for m in mixtures:
         m.route = route
@@ -320,3 +272,7 @@ def routing(model: nn.Module, route: Route) -> Iterator[None]:
     finally:
         for m, old in zip(mixtures, previous):
             m.route = old
+
+
+__all__ = ["Expert", "MoEAdapterMixture", "Route", "add_router", "noisy_topk_gates", "num_routers",
+           "route_ids", "routing"]

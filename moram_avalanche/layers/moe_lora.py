@@ -1,8 +1,8 @@
 """MoELoRALinear: a frozen ``nn.Linear`` plus a growing mixture of rank-r LoRA experts.
 
 The coarse-grained counterpart of MoRAM in the paper's routing ablation ("MoE-LoRA coarse":
-X-TAIL 62.56 / 69.45 / 74.53 against MoRAM's 63.30 / 72.70 / 80.90). Pure torch, like
-:mod:`moram_avalanche.atoms`: no Avalanche, no open_clip.
+X-TAIL 62.56 / 69.45 / 74.53 against MoRAM's 63.30 / 72.70 / 80.90). Pure torch: no
+Avalanche, no open_clip.
 
 For a token ``x`` and ``E`` experts (one per trained task), each a LoRA pair ``U_e D_e``
 (``D_e`` ``[r, d_in]``, ``U_e`` ``[d_out, r]``):
@@ -32,12 +32,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .linear_wrapper import LinearWrapper, check_positive_int
+from ..utils.checks import check_positive_int
+from .base import GrowingAdapter, LinearWrapper
 
-STATE_KEYS = ("expert_down", "expert_up", "router_weight", "num_frozen")
 
-
-class MoELoRALinear(LinearWrapper):
+class MoELoRALinear(LinearWrapper, GrowingAdapter):
     """``W x + b + sum_e softmax(G x / tau)_e U_e D_e x`` over a frozen base ``nn.Linear``.
 
     Args:
@@ -46,6 +45,8 @@ class MoELoRALinear(LinearWrapper):
             number of parameters per task).
         temperature: softmax temperature of the router (1: the plain softmax).
     """
+
+    STATE_KEYS = ("expert_down", "expert_up", "router_weight", "num_frozen")
 
     def __init__(self, base: nn.Linear, rank: int = 16, temperature: float = 1.0) -> None:
         super().__init__(base)
@@ -188,7 +189,7 @@ class MoELoRALinear(LinearWrapper):
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs):
-        found = {name: state_dict.get(prefix + name) for name in STATE_KEYS}
+        found = {name: state_dict.get(prefix + name) for name in self.STATE_KEYS}
         missing = [prefix + name for name, value in found.items() if value is None]
         if missing:
             missing_keys.extend(missing)
@@ -203,10 +204,13 @@ class MoELoRALinear(LinearWrapper):
             for key in state_dict:
                 if key.startswith(prefix):
                     local = key[len(prefix):]
-                    if local not in STATE_KEYS and local.split(".", 1)[0] not in self._modules:
+                    if local not in self.STATE_KEYS and local.split(".", 1)[0] not in self._modules:
                         unexpected_keys.append(key)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"rank={self.rank}, experts={self.num_frozen}/{self.num_experts} (frozen/total), "
                 f"temperature={self.temperature}")
+
+
+__all__ = ["MoELoRALinear"]

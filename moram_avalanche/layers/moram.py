@@ -1,4 +1,4 @@
-"""MoRAMLinear: a frozen ``nn.Linear`` plus a growing bank of rank-1 memory atoms.
+"""MoRAMLinear: a frozen ``nn.Linear`` plus a growing bank of rank-1 memory atoms (the paper's layer).
 
 Implements the layer of MoRAM ("Little by Little: Continual Learning via Incremental Mixture
 of Rank-1 Associative Memory Experts", ICML 2026). For every token ``x`` and a bank of ``R``
@@ -16,57 +16,79 @@ new trainable atoms are appended (keys Kaiming-uniform with ``a = sqrt(5)`` as i
 ``nn.Linear``; values zero, so the layer output is unchanged at the start of a task).
 
 Storage: every atom lives in one contiguous bank (``_key_bank`` ``[R, d_in]``,
-``_value_bank`` ``[R, d_out]``). The trainable atoms are ``nn.Parameter`` objects that alias
-the bank's last rows, so no forward pass concatenates old and new atoms, and the autograd
-function in :mod:`moram_avalanche.atom_ops` computes gradients for the trainable rows only.
+``_value_bank`` ``[R, d_out]``; :data:`BANKS`). The trainable atoms are ``nn.Parameter``
+objects that alias the bank's last rows, so no forward pass concatenates old and new atoms,
+and the autograd function of :mod:`moram_avalanche.layers.moram_fused` computes gradients for
+the trainable rows only.
 
-State dict keys (stable; a checkpoint holds only these plus the base layer):
+State dict keys (stable; a checkpoint holds only these, :attr:`MoRAMLinear.state_keys`):
 ``atom_keys`` ``[R, d_in]``, ``atom_values`` ``[d_out, R]``, ``num_frozen`` (0-d long),
 ``atom_task`` ``[R]`` (the expansion, i.e. task, that added each atom).
 Loading a state dict resizes the bank, so atoms saved after several tasks load into a
 freshly injected model.
 
-Routing ablations (MoRAM paper, routing table; all off by default, so the layer above is
-unchanged and runs the fused autograd function of :mod:`moram_avalanche.atom_ops`):
-
-* ``topk=None``: no sparsity, every atom is kept (``k = R``).
-* ``temperature=None``: no sharpening, ``tau = 1`` (softmax of the raw relevance).
-* ``threshold=0``: no eval gate.
-* ``router=True``: an external learned router replaces the self-activation relevance: the
-  relevance is ``s = G x`` with router rows ``G`` ``[R, d_in]`` (one row per atom, grown,
-  frozen and pruned with the bank; new rows are Kaiming-uniform, like the keys).
-  Top-k, temperature and the eval gate then act on these logits as they act on ``p / ||p||``.
-  Extra state dict key ``router_weight`` ``[R, d_in]``.
-* ``load_balance="release"`` (or ``True``) / ``"switch"``: every training forward with grad
-  appends the layer's load-balancing term to :attr:`balance_terms`, for a plugin to add to
-  the loss: the MoRAM release's ``R * sum_i Pbar_i^2`` over the kept mixture weights
-  (:func:`~moram_avalanche.atom_ops.release_balance_term`) or Switch Transformer's
-  ``R * sum_i f_i P_i`` (:func:`~moram_avalanche.atom_ops.balance_term`; constant while
-  every atom is kept).
-
-The last two need differentiable routing probabilities and run the plain-autograd
-:func:`~moram_avalanche.atom_ops.plain_mixture` (old and new atoms concatenated per call).
+Three routing ablations of the paper only change numbers and keep this layer and its fused
+path: ``topk=None`` keeps every atom (``k = R``), ``temperature=None`` means ``tau = 1``,
+``threshold=0`` disables the gate. The two that need differentiable routing probabilities
+(an external router, a load-balancing term) are
+:class:`~moram_avalanche.layers.moram_variants.MoRAMAblationLinear`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Dict, NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
 
-from .atom_ops import BALANCE_FORMS, MoRAMFunction, compute_dtype, mixture_forward, plain_mixture
-from .linear_wrapper import LinearWrapper, check_positive_int
-
-STATE_KEYS = ("atom_keys", "atom_values", "num_frozen", "atom_task")
-#: state dict key of the external router's rows (``router=True`` only)
-ROUTER_KEY = "router_weight"
-#: load-balancing terms a layer keeps uncollected before it reports a missing consumer
-MAX_BALANCE_TERMS = 256
+from ..utils.checks import check_positive_int
+from .base import GrowingAdapter, LinearWrapper
+from .moram_fused import MoRAMFunction, compute_dtype, mixture_forward
 
 
-class MoRAMLinear(LinearWrapper):
+class AtomBank(NamedTuple):
+    """One per-atom tensor of the bank: rows ``[R, width]`` aligned with the atoms.
+
+    Every bank grows, freezes, prunes, saves and loads with the atoms, row for row.
+    """
+
+    buffer: str  # the buffer that holds every row
+    param: str  # the parameter that aliases the trainable rows (None when all are frozen)
+    side: str  # "in" or "out": rows are in_features or out_features wide
+    init: str  # "kaiming" (like nn.Linear.weight, a = sqrt(5)) or "zero": new rows at expand()
+    state_key: str  # its state-dict entry
+    transposed: bool  # stored as [width, R] in the state dict (the layout of MoRAMLinear.values)
+
+
+#: the method's banks: keys ``A`` and values ``B``
+BANKS = (AtomBank("_key_bank", "new_keys", "in", "kaiming", "atom_keys", False),
+         AtomBank("_value_bank", "new_values", "out", "zero", "atom_values", True))
+
+
+def routing_options(atoms_per_task: int = 16, topk: Optional[int] = 16,
+                    temperature: Optional[float] = 0.01, threshold: float = 0.2) -> Dict[str, object]:
+    """The layer's options, checked and normalised (``temperature=None`` -> 1.0).
+
+    What :attr:`MoRAMLinear.options` reports for a layer built with these arguments, so code
+    that meets existing layers can compare them with what it would build.
+    """
+    check_positive_int("atoms_per_task", atoms_per_task)
+    if topk is not None:
+        check_positive_int("topk", topk)
+    temperature = 1.0 if temperature is None else temperature
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0 (paper: 0.01 for CLIP), got {temperature}")
+    if not 0 <= threshold <= 1:
+        raise ValueError(
+            f"threshold compares with a cosine-like relevance in [-1, 1]; expected a value in "
+            f"[0, 1] (paper: 0.2, 0 disables the gate), got {threshold}"
+        )
+    return {"atoms_per_task": int(atoms_per_task), "topk": None if topk is None else int(topk),
+            "temperature": float(temperature), "threshold": float(threshold)}
+
+
+class MoRAMLinear(LinearWrapper, GrowingAdapter):
     """A frozen linear map augmented by a mixture of rank-1 associative-memory atoms.
 
     Args:
@@ -78,50 +100,25 @@ class MoRAMLinear(LinearWrapper):
         temperature: softmax temperature ``tau`` over the kept relevances (CLIP: 0.01).
             ``None`` means ``tau = 1`` (ablation "no temperature").
         threshold: eval-only relevance gate ``delta`` (CLIP: 0.2); ``0`` disables it.
-        router: route with an external learned router instead of self-activation (ablation;
-            see the module docstring).
-        load_balance: record a load-balancing term per training forward (ablation; the
-            paper reports that it hurts: X-TAIL Last 80.9 -> 77.3): ``"release"`` (or
-            ``True``), ``"switch"``, or ``False``; settable later.
     """
 
-    def __init__(
-        self,
-        base: nn.Linear,
-        atoms_per_task: int = 16,
-        topk: Optional[int] = 16,
-        temperature: Optional[float] = 0.01,
-        threshold: float = 0.2,
-        router: bool = False,
-        load_balance: bool | str = False,
-    ) -> None:
+    STATE_KEYS = tuple(bank.state_key for bank in BANKS) + ("num_frozen", "atom_task")
+
+    def __init__(self, base: nn.Linear, atoms_per_task: int = 16, topk: Optional[int] = 16,
+                 temperature: Optional[float] = 0.01, threshold: float = 0.2) -> None:
         super().__init__(base)
-        check_positive_int("atoms_per_task", atoms_per_task)
-        if topk is not None:
-            check_positive_int("topk", topk)
-        if temperature is None:
-            temperature = 1.0
-        if not temperature > 0:
-            raise ValueError(f"temperature must be > 0 (paper: 0.01 for CLIP), got {temperature}")
-        if not 0 <= threshold <= 1:
-            raise ValueError(
-                f"threshold compares with a cosine-like relevance in [-1, 1]; expected a value in "
-                f"[0, 1] (paper: 0.2, 0 disables the gate), got {threshold}"
-            )
-        self.atoms_per_task = int(atoms_per_task)
-        self.topk = None if topk is None else int(topk)
-        self.temperature = float(temperature)
-        self.threshold = float(threshold)
-        self.router = bool(router)
-        self.load_balance = load_balance
-        #: load-balancing terms of the training forwards since the last :meth:`pop_balance_terms`
-        self.balance_terms: list = []
+        options = routing_options(atoms_per_task, topk, temperature, threshold)
+        self.atoms_per_task = options["atoms_per_task"]
+        self.topk = options["topk"]
+        self.temperature = options["temperature"]
+        self.threshold = options["threshold"]
 
         self._num_frozen = 0
         self._recording = False
         like = base.weight
-        self.register_buffer("_key_bank", like.new_zeros(0, self.in_features), persistent=False)
-        self.register_buffer("_value_bank", like.new_zeros(0, self.out_features), persistent=False)
+        for bank in self.banks:
+            self.register_buffer(bank.buffer, like.new_zeros(0, self._width(bank)), persistent=False)
+            setattr(self, bank.param, None)
         self.register_buffer(
             "atom_task", torch.zeros(0, dtype=torch.long, device=like.device), persistent=False
         )
@@ -129,13 +126,24 @@ class MoRAMLinear(LinearWrapper):
         self.register_buffer(
             "atom_hits", torch.zeros(0, dtype=torch.long, device=like.device), persistent=False
         )
-        if self.router:
-            self.register_buffer(
-                "_router_bank", like.new_zeros(0, self.in_features), persistent=False
-            )
-        self.new_keys: Optional[nn.Parameter] = None
-        self.new_values: Optional[nn.Parameter] = None
-        self.new_router: Optional[nn.Parameter] = None
+
+    @property
+    def banks(self) -> Tuple[AtomBank, ...]:
+        """The per-atom tensors this layer keeps (:data:`BANKS`; a variant may add its own)."""
+        return BANKS
+
+    @property
+    def state_keys(self) -> Tuple[str, ...]:
+        return tuple(bank.state_key for bank in self.banks) + ("num_frozen", "atom_task")
+
+    @property
+    def options(self) -> Dict[str, object]:
+        """How the layer was built, as :func:`routing_options` normalises it."""
+        return {"atoms_per_task": self.atoms_per_task, "topk": self.topk,
+                "temperature": self.temperature, "threshold": self.threshold}
+
+    def _width(self, bank: AtomBank) -> int:
+        return self.in_features if bank.side == "in" else self.out_features
 
     # ------------------------------------------------------------------ the bank
     @property
@@ -160,77 +168,55 @@ class MoRAMLinear(LinearWrapper):
             return self.num_atoms
         return min(max(self.topk, 2), self.num_atoms)
 
+    def bank_rows(self, bank: AtomBank) -> torch.Tensor:
+        """Every row of ``bank`` ``[num_atoms, width]``, frozen first (detached)."""
+        self._tie_trainable()
+        return getattr(self, bank.buffer).detach()
+
     @property
     def keys(self) -> torch.Tensor:
         """All keys ``[num_atoms, in_features]``, frozen first, in insertion order (detached)."""
-        self._tie_trainable()
-        return self._key_bank.detach()
+        return self.bank_rows(BANKS[0])
 
     @property
     def values(self) -> torch.Tensor:
         """All values ``[out_features, num_atoms]``, frozen first, in insertion order (detached)."""
-        self._tie_trainable()
-        return self._value_bank.detach().t()
-
-    @property
-    def router_weight(self) -> Optional[torch.Tensor]:
-        """The external router's rows ``[num_atoms, in_features]`` (detached), or None."""
-        if not self.router:
-            return None
-        self._tie_trainable()
-        return self._router_bank.detach()
+        return self.bank_rows(BANKS[1]).t()
 
     def expand(self) -> int:
         """Freeze every atom and append ``atoms_per_task`` new trainable ones.
 
         New keys are Kaiming-uniform (``a = sqrt(5)``, fan-in ``in_features``, like
-        ``nn.Linear.weight``); new values are zero (method reference, "continual expansion");
-        new router rows (``router=True``) are Kaiming-uniform too, an independent draw (a
-        router is an ``nn.Linear`` in sparse MoE layers). Not zero: top-k runs over the whole
-        bank without noise, so zero rows (logit 0) would lose every slot to the trained
-        frozen rows whose logits are positive, and the new atoms would hardly train. Returns
-        the new number of atoms. An
-        optimizer built before this call does not hold the new parameters: rebuild it or add
-        them.
+        ``nn.Linear.weight``); new values are zero (method reference, "continual expansion").
+        Returns the new number of atoms. An optimizer built before this call does not hold the
+        new parameters: rebuild it or add them (the growth plugin does it through the
+        strategy's model adaptation).
         """
         self.freeze()
-        keys = torch.empty(self.atoms_per_task, self.in_features)
-        nn.init.kaiming_uniform_(keys, a=math.sqrt(5))
         like = self._key_bank
-        keys = keys.to(device=like.device, dtype=like.dtype)
-        values = like.new_zeros(self.atoms_per_task, self.out_features)
+        rows = {}
+        for bank in self.banks:
+            new = torch.empty(self.atoms_per_task, self._width(bank))
+            if bank.init == "kaiming":
+                nn.init.kaiming_uniform_(new, a=math.sqrt(5))
+            else:
+                new.zero_()
+            rows[bank.buffer] = torch.cat([getattr(self, bank.buffer),
+                                           new.to(device=like.device, dtype=like.dtype)])
         task = int(self.atom_task.max()) + 1 if self.num_atoms else 0
-        tasks = self.atom_task.new_full((self.atoms_per_task,), task)
-        router = None
-        if self.router:
-            rows = torch.empty(self.atoms_per_task, self.in_features)
-            nn.init.kaiming_uniform_(rows, a=math.sqrt(5))
-            router = torch.cat([self._router_bank, rows.to(device=like.device, dtype=like.dtype)])
-        self._set_bank(
-            torch.cat([self._key_bank, keys]),
-            torch.cat([self._value_bank, values]),
-            num_frozen=self.num_atoms,
-            tasks=torch.cat([self.atom_task, tasks]),
-            router=router,
-        )
+        tasks = torch.cat([self.atom_task, self.atom_task.new_full((self.atoms_per_task,), task)])
+        self._set_bank(rows, num_frozen=self.num_atoms, tasks=tasks)
         return self.num_atoms
 
     def freeze(self) -> None:
         """Freeze the trainable atoms; their values stay in the bank."""
         self._tie_trainable()
         self._num_frozen = self.num_atoms
-        self.new_keys = None
-        self.new_values = None
-        self.new_router = None
+        for bank in self.banks:
+            setattr(self, bank.param, None)
 
-    def load_atoms(
-        self,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        num_frozen: int,
-        atom_task: Optional[torch.Tensor] = None,
-        router: Optional[torch.Tensor] = None,
-    ) -> None:
+    def load_atoms(self, keys: torch.Tensor, values: torch.Tensor, num_frozen: int,
+                   atom_task: Optional[torch.Tensor] = None, **extra: torch.Tensor) -> None:
         """Replace the whole bank.
 
         Args:
@@ -239,11 +225,10 @@ class MoRAMLinear(LinearWrapper):
             num_frozen: the first ``num_frozen`` atoms are frozen, the rest trainable.
             atom_task: ``[R]`` non-decreasing task index of each atom; by default
                 consecutive blocks of ``atoms_per_task``.
-            router: ``[R, in_features]`` router rows (``router=True`` layers only; None: zeros).
+            extra: the rows of a variant's other banks, by state-dict key (e.g. ``router_weight``).
 
         When the trainable part has the shape it has now, the existing parameters are
-        updated in place, so an optimizer that holds them keeps working (resume).
-        Activation statistics are reset.
+        updated in place, so an optimizer holding them keeps working.
         """
         keys, values = torch.as_tensor(keys), torch.as_tensor(values)
         if keys.dim() != 2 or keys.shape[1] != self.in_features:
@@ -259,67 +244,62 @@ class MoRAMLinear(LinearWrapper):
         if not 0 <= num_frozen <= keys.shape[0]:
             raise ValueError(f"num_frozen must be in [0, {keys.shape[0]}], got {num_frozen}")
         like = self.base.weight
-        keys = keys.to(device=like.device, dtype=like.dtype)
-        values = values.t().to(device=like.device, dtype=like.dtype)
         if atom_task is None:
             atom_task = torch.arange(keys.shape[0]) // self.atoms_per_task
         atom_task = torch.as_tensor(atom_task).to(device=like.device, dtype=torch.long)
-        if router is not None and not self.router:
-            raise ValueError(
-                "router rows given to a layer without a router: build it with router=True"
-            )
-        if self.router:
-            router = like.new_zeros(keys.shape) if router is None else torch.as_tensor(router)
-            if router.shape != keys.shape:
-                raise ValueError(
-                    f"router rows must be [num_atoms={keys.shape[0]}, in_features="
-                    f"{self.in_features}] like the keys, got {tuple(router.shape)}"
-                )
-            router = router.to(device=like.device, dtype=like.dtype)
         if atom_task.shape != (keys.shape[0],) or bool((atom_task.diff() < 0).any()):
             raise ValueError(
                 f"atom_task must be a non-decreasing [num_atoms={keys.shape[0]}] tensor of task "
                 f"indices, got {tuple(atom_task.shape)}"
             )
-        same_trainable = (
-            self.new_keys is not None
-            and num_frozen == self._num_frozen
-            and keys.shape == self._key_bank.shape
-        )
+        given = {"atom_keys": keys, "atom_values": values, **extra}
+        unknown = sorted(set(given) - {bank.state_key for bank in self.banks})
+        if unknown:
+            raise ValueError(f"{type(self).__name__} keeps no {unknown} rows (its banks: "
+                             f"{[bank.state_key for bank in self.banks]})")
+        rows = {}
+        for bank in self.banks:
+            rows[bank.buffer] = self._rows_for(bank, given.get(bank.state_key), keys.shape[0])
+        same_trainable = (getattr(self, self.banks[0].param) is not None
+                          and num_frozen == self._num_frozen and keys.shape == self._key_bank.shape)
         if same_trainable:
             with torch.no_grad():
                 self._tie_trainable()
-                self._key_bank.copy_(keys)
-                self._value_bank.copy_(values)
-                if self.router:
-                    self._router_bank.copy_(router)
+                for bank in self.banks:
+                    getattr(self, bank.buffer).copy_(rows[bank.buffer])
             self.atom_task = atom_task.clone()
             self.reset_stats()
         else:
-            self._set_bank(keys.clone(), values.clone(), num_frozen, atom_task.clone(),
-                           router=None if router is None else router.clone())
+            self._set_bank({name: row.clone() for name, row in rows.items()}, num_frozen,
+                           atom_task.clone())
 
-    def _trainable_pairs(self):
-        """``(parameter name, bank name)`` of each trainable tail and the bank it aliases."""
-        pairs = [("new_keys", "_key_bank"), ("new_values", "_value_bank")]
-        if self.router:
-            pairs.append(("new_router", "_router_bank"))
-        return pairs
+    def _rows_for(self, bank: AtomBank, given: Optional[torch.Tensor], atoms: int) -> torch.Tensor:
+        """``given`` (state layout) as bank rows ``[atoms, width]`` in the layer's device and dtype.
 
-    def _set_bank(
-        self, keys: torch.Tensor, values: torch.Tensor, num_frozen: int, tasks: torch.Tensor,
-        router: Optional[torch.Tensor] = None,
-    ) -> None:
-        self._key_bank = keys.contiguous()
-        self._value_bank = values.contiguous()
-        if self.router:
-            router = keys.new_zeros(keys.shape) if router is None else router
-            self._router_bank = router.contiguous()
+        A bank the caller leaves out (a variant's, e.g. from the method's atoms) starts at zero.
+        """
+        like = self.base.weight
+        width = self._width(bank)
+        if given is None:
+            return like.new_zeros(atoms, width)
+        rows = torch.as_tensor(given)
+        rows = rows.t() if bank.transposed else rows
+        if rows.shape != (atoms, width):
+            layout = f"[{width}, {atoms}]" if bank.transposed else f"[{atoms}, {width}]"
+            raise ValueError(f"{bank.state_key} must be {layout} (num_atoms={atoms}), got "
+                             f"{tuple(torch.as_tensor(given).shape)}")
+        return rows.to(device=like.device, dtype=like.dtype)
+
+    def _set_bank(self, rows: Dict[str, torch.Tensor], num_frozen: int,
+                  tasks: torch.Tensor) -> None:
+        """Install ``rows`` (buffer name -> ``[R, width]``); the rows after ``num_frozen`` train."""
+        total = rows[self.banks[0].buffer].shape[0]
+        for bank in self.banks:
+            setattr(self, bank.buffer, rows[bank.buffer].contiguous())
+            tail = getattr(self, bank.buffer)[num_frozen:]
+            setattr(self, bank.param, nn.Parameter(tail) if num_frozen < total else None)
         self.atom_task = tasks
         self._num_frozen = num_frozen
-        for param_name, bank_name in self._trainable_pairs():
-            tail = getattr(self, bank_name)[num_frozen:]
-            setattr(self, param_name, nn.Parameter(tail) if num_frozen < keys.shape[0] else None)
         self.reset_stats()
 
     def _tie_trainable(self) -> None:
@@ -328,16 +308,23 @@ class MoRAMLinear(LinearWrapper):
         ``module.to()``, ``deepcopy`` and unpickling give parameters and buffers separate
         storage. The parameters are what the optimizer updates, so their values win.
         """
-        if self.new_keys is None:
+        if getattr(self, self.banks[0].param) is None:
             return
         start = self._num_frozen
-        for param_name, bank_name in self._trainable_pairs():
-            param, bank = getattr(self, param_name), getattr(self, bank_name)
-            tail = bank[start:]
+        for bank in self.banks:
+            param, rows = getattr(self, bank.param), getattr(self, bank.buffer)
+            tail = rows[start:]
             if param.data_ptr() != tail.data_ptr() or param.device != tail.device:
                 with torch.no_grad():
                     tail.copy_(param.detach())
                 param.data = tail
+
+    def trainable_rows(self, bank: AtomBank, dtype: torch.dtype) -> torch.Tensor:
+        """The trainable rows of ``bank`` as the autograd graph sees them (``[0, width]`` if none)."""
+        param = getattr(self, bank.param)
+        if param is None:
+            return getattr(self, bank.buffer)[:0].to(dtype)
+        return param.to(dtype)
 
     # ------------------------------------------------------------------ forward
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -352,13 +339,7 @@ class MoRAMLinear(LinearWrapper):
         weight = self.base.weight.to(dtype) if fuse_base else None
         bias = self.base.bias.to(dtype) if fuse_base and self.base.bias is not None else None
         threshold = self.threshold if (not self.training and self.threshold > 0) else None
-        k = self.effective_topk
-        balance = self.load_balance if self.training and torch.is_grad_enabled() else None
-        if self.router or balance:
-            out, idx, weights = self._plain_forward(tokens, weight, bias, dtype, k, threshold,
-                                                    balance)
-        else:
-            out, idx, weights = self._fused_forward(tokens, weight, bias, dtype, k, threshold)
+        out, idx, weights = self.mixture(tokens, weight, bias, self.effective_topk, threshold)
         if self._recording:
             self._record(idx, weights)
         out = out.reshape(*x.shape[:-1], self.out_features)
@@ -367,76 +348,27 @@ class MoRAMLinear(LinearWrapper):
             out = base_out + out.to(base_out.dtype)
         return out
 
-    def _fused_forward(self, tokens, weight, bias, dtype, k, threshold):
-        """The method's path: one autograd function over the bank (:mod:`.atom_ops`)."""
+    def mixture(self, tokens, weight, bias, k: int, threshold: Optional[float]):
+        """Steps 1-6 on ``tokens`` ``[N, d_in]``: ``(y [N, d_out], kept idx [N, k], weights [N, k])``.
+
+        ``weight`` / ``bias`` are the base's (None: only the atoms' term); ``threshold`` is the
+        eval gate or None. The method's path: one autograd function over the bank
+        (:class:`~moram_avalanche.layers.moram_fused.MoRAMFunction`), gradients for the
+        trainable rows only; without grad, the same arithmetic under ``no_grad``.
+        """
+        dtype = tokens.dtype
         key_bank, value_bank = self._key_bank.to(dtype), self._value_bank.to(dtype)
-        if self.new_keys is not None:
-            new_keys, new_values = self.new_keys.to(dtype), self.new_values.to(dtype)
-        else:
-            new_keys, new_values = key_bank[:0], value_bank[:0]
+        new_keys, new_values = (self.trainable_rows(bank, dtype) for bank in BANKS)
         needs_grad = torch.is_grad_enabled() and any(
             t is not None and t.requires_grad for t in (tokens, weight, bias, new_keys, new_values)
         )
         if needs_grad:
-            out, idx, weights = MoRAMFunction.apply(
-                tokens, weight, bias, key_bank, value_bank, new_keys, new_values,
-                k, self.temperature, threshold,
-            )
-        else:
-            with torch.no_grad():
-                out, _, routing = mixture_forward(
-                    tokens, weight, bias, key_bank, value_bank, k, self.temperature, threshold
-                )
-            idx, weights = routing.idx, routing.weights
-        return out, idx, weights
-
-    def _plain_forward(self, tokens, weight, bias, dtype, k, threshold, balance):
-        """The ablations' path (router, load balance): plain autograd over ``[frozen; new]``."""
-        start = self._num_frozen
-
-        def whole(bank_name, param_name):
-            bank, param = getattr(self, bank_name), getattr(self, param_name)
-            if param is None:
-                return bank.to(dtype)
-            return torch.cat([bank[:start].to(dtype), param.to(dtype)])
-
-        result = plain_mixture(
-            tokens, weight, bias, whole("_key_bank", "new_keys"),
-            whole("_value_bank", "new_values"), k, self.temperature, threshold,
-            router=whole("_router_bank", "new_router") if self.router else None,
-            balance=balance,
-        )
-        if result.balance is not None:
-            if len(self.balance_terms) >= MAX_BALANCE_TERMS:
-                raise RuntimeError(
-                    f"{len(self.balance_terms)} load-balancing terms (each holding its autograd "
-                    "graph) were recorded and never collected: call pop_balance_terms() after "
-                    "each forward (LoadBalancePlugin does), or build the layer with "
-                    "load_balance=False"
-                )
-            self.balance_terms.append(result.balance)
-        return result.out, result.idx, result.weights
-
-    @property
-    def load_balance(self) -> Optional[str]:
-        """The load-balancing term recorded in training (one of ``BALANCE_FORMS``), or None."""
-        return self._load_balance
-
-    @load_balance.setter
-    def load_balance(self, form) -> None:
-        if form is True:
-            form = BALANCE_FORMS[0]
-        elif form is False or form is None:
-            form = None
-        elif form not in BALANCE_FORMS:
-            raise ValueError(f"load_balance must be False, True or one of {BALANCE_FORMS}, "
-                             f"got {form!r}")
-        self._load_balance = form
-
-    def pop_balance_terms(self) -> list:
-        """The load-balancing terms recorded since the last call (and forget them)."""
-        terms, self.balance_terms = self.balance_terms, []
-        return terms
+            return MoRAMFunction.apply(tokens, weight, bias, key_bank, value_bank, new_keys,
+                                       new_values, k, self.temperature, threshold)
+        with torch.no_grad():
+            out, _, routing = mixture_forward(tokens, weight, bias, key_bank, value_bank, k,
+                                              self.temperature, threshold)
+        return out, routing.idx, routing.weights
 
     # ------------------------------------------------------------------ activation statistics
     @property
@@ -467,7 +399,8 @@ class MoRAMLinear(LinearWrapper):
         Optional post-training pruning of the MoRAM paper (99% of the activation mass kept;
         about 30% storage saved). Candidates are the atoms of the latest task
         (``newest_only``, the paper's per-task pruning: older atoms were judged on their own
-        task) or the whole bank. Kept atoms keep their order. The bank must be frozen.
+        task) or the whole bank. Kept atoms keep their order, with every bank's rows. The
+        bank must be frozen.
 
         Returns the indices (in the bank before pruning) of the dropped atoms.
         """
@@ -500,47 +433,36 @@ class MoRAMLinear(LinearWrapper):
         dropped = torch.nonzero(~keep).flatten()
         if dropped.numel():
             mass_kept, hits_kept = self.atom_mass[keep], self.atom_hits[keep]
-            self._set_bank(
-                self._key_bank[keep], self._value_bank[keep], int(keep.sum()), self.atom_task[keep],
-                router=self._router_bank[keep] if self.router else None,
-            )
+            self._set_bank({bank.buffer: getattr(self, bank.buffer)[keep] for bank in self.banks},
+                           int(keep.sum()), self.atom_task[keep])
             self.atom_mass, self.atom_hits = mass_kept, hits_kept
         return dropped
 
     # ------------------------------------------------------------------ state dict
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         self._tie_trainable()
-        destination[prefix + "atom_keys"] = self._key_bank.detach()
-        destination[prefix + "atom_values"] = self._value_bank.t().detach()
+        for bank in self.banks:
+            rows = getattr(self, bank.buffer).detach()
+            destination[prefix + bank.state_key] = rows.t() if bank.transposed else rows
         destination[prefix + "num_frozen"] = torch.tensor(self._num_frozen)
         destination[prefix + "atom_task"] = self.atom_task.detach()
-        if self.router:
-            destination[prefix + ROUTER_KEY] = self._router_bank.detach()
 
     def _load_from_state_dict(
         self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
     ):
-        found = {name: state_dict.get(prefix + name) for name in STATE_KEYS}
-        missing = [prefix + name for name in STATE_KEYS[:3] if found[name] is None]
-        router = state_dict.get(prefix + ROUTER_KEY)
-        if self.router and router is None:
-            missing.append(prefix + ROUTER_KEY)
+        found = {key: state_dict.get(prefix + key) for key in self.state_keys}
+        missing = [prefix + key for key in self.state_keys if key != "atom_task" and found[key] is None]
         if missing:
             missing_keys.extend(missing)
         else:
+            extra = {bank.state_key: found[bank.state_key] for bank in self.banks[2:]}
             try:
-                self.load_atoms(
-                    found["atom_keys"],
-                    found["atom_values"],
-                    int(found["num_frozen"]),
-                    found["atom_task"],
-                    router=router if self.router else None,
-                )
+                self.load_atoms(found["atom_keys"], found["atom_values"], int(found["num_frozen"]),
+                                found["atom_task"], **extra)
             except ValueError as err:
-                error_msgs.append(f"While loading atoms of {prefix[:-1] or 'MoRAMLinear'}: {err}")
+                error_msgs.append(f"While loading atoms of {prefix[:-1] or type(self).__name__}: {err}")
         if strict:
-            known = STATE_KEYS + ((ROUTER_KEY,) if self.router else ())
-            children = set(self._modules)
+            known, children = set(self.state_keys), set(self._modules)
             for key in state_dict:
                 if key.startswith(prefix):
                     local = key[len(prefix):]
@@ -552,6 +474,7 @@ class MoRAMLinear(LinearWrapper):
             f"in_features={self.in_features}, out_features={self.out_features}, "
             f"atoms={self.num_frozen}/{self.num_atoms} (frozen/total), topk={self.topk}, "
             f"temperature={self.temperature}, threshold={self.threshold}"
-            + (", router=True" if self.router else "")
-            + (f", load_balance={self.load_balance!r}" if self.load_balance else "")
         )
+
+
+__all__ = ["BANKS", "AtomBank", "MoRAMLinear", "routing_options"]

@@ -1,9 +1,9 @@
 """The MoRAM layer written the obvious way, for tests and speed comparisons only.
 
-This is a literal transcription of the method's six steps (see :mod:`moram_avalanche.atoms`):
+This is a literal transcription of the method's six steps (see :mod:`moram_avalanche.layers.moram`):
 old and new atoms are concatenated on every call, the top-k is applied as a full ``-inf``
 mask built with ``scatter``, and the read-out is a dense ``[N, R] x [R, d_out]`` product.
-It shares no code with :class:`~moram_avalanche.atoms.MoRAMLinear`.
+It shares no code with :class:`~moram_avalanche.layers.moram.MoRAMLinear`.
 
 Routing ablations: ``topk=None`` keeps every atom, ``temperature=None`` means 1, and
 ``router`` (blocks of router rows ``[r_t, d_in]``) replaces the relevance by ``x G^T``.
@@ -92,3 +92,6 @@ class NaiveMoRAMLinear(torch.nn.Module):
             training=self.training,
         )
         return out.reshape(*x.shape[:-1], out.shape[-1])
+
+
+__all__ = ["NaiveMoRAMLinear", "naive_mixture", "naive_moram"]

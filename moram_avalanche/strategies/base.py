@@ -14,11 +14,14 @@ from avalanche.training.plugins.evaluation import default_evaluator
 from avalanche.training.templates import SupervisedTemplate
 from tqdm.auto import tqdm
 
-from ..benchmarks.clip_benchmark import Domain
+from ..algorithms.losses import clip_continual_loss
+from ..algorithms.schedules import DomainLR, cosine_lr_factor
+from ..benchmarks.clip_benchmark import Domain, domain_of
 from ..clip.head import TextHead
-from .losses import clip_continual_loss
-from .schedule import DomainLR, cosine_lr_factor
-
+from ..layers.base import adapter_state_dict, find_layers, load_adapter_state_dict
+from ..utils.iteration import cycle
+from .needs import StrategyNeeds
+from .plugins.growth import grow_adapters
 
 
 class CLIPStrategy(SupervisedTemplate):
@@ -31,13 +34,13 @@ class CLIPStrategy(SupervisedTemplate):
       training data however small it is;
     * a fresh AdamW (betas (0.9, 0.9999), weight decay 0 by default; MoRAM release) over the
       parameters that require grad, and a per-iteration cosine schedule with optional linear
-      warm-up (:func:`~moram_avalanche.strategies.schedule.cosine_lr_factor`; a subclass may
+      warm-up (:func:`~moram_avalanche.algorithms.schedules.cosine_lr_factor`; a subclass may
       set :attr:`lr_factor` to another per-step factor), both rebuilt for every experience
       (:meth:`make_optimizer`);
     * logits ``exp(logit_scale) * f_img @ E^T`` against the embeddings of
       ``template.format(classname)``; text embeddings are cached while the text encoder has
       no trainable parameters;
-    * the loss of :func:`~moram_avalanche.strategies.losses.clip_continual_loss` (image->text
+    * the loss of :func:`~moram_avalanche.algorithms.losses.clip_continual_loss` (image->text
       over the current classes, plus text->image over seen + current classes when the vision
       encoder trains; ``text_to_image_loss=False`` keeps the image->text term only);
     * evaluation in the label space the benchmark declares (``experience.label_space``):
@@ -47,11 +50,16 @@ class CLIPStrategy(SupervisedTemplate):
     Experiences must carry ``classnames``, ``template``, ``domain`` and the label-space
     attributes that :func:`~moram_avalanche.benchmarks.clip_benchmark.clip_benchmark` sets.
 
+    Growing adapters grow in Avalanche's model-adaptation step, right before the experience's
+    optimizer is built (:meth:`model_adaptation`; :mod:`~moram_avalanche.strategies.plugins.growth`).
+    A run checkpoint holds the declared state of the model's adapter layers when it has any
+    (:func:`~moram_avalanche.layers.base.adapter_state_dict`), else the whole model.
+
     Args (keyword-only; the rest go to ``SupervisedTemplate``):
         model: an open_clip CLIP model. tokenizer: its tokenizer.
         iterations: optimizer steps per experience (MoRAM: 500).
         lr, weight_decay, warmup, label_smoothing: optimisation (MoRAM: 5e-4, 0, 0, 0);
-            ``lr`` may be a :class:`~moram_avalanche.strategies.schedule.DomainLR` (a rate per
+            ``lr`` may be a :class:`~moram_avalanche.algorithms.schedules.DomainLR` (a rate per
             domain, read when each experience's optimizer is built).
         betas: AdamW betas (MoRAM release: (0.9, 0.9999)).
         text_to_image_loss: add the text->image term of the loss when the vision encoder
@@ -63,6 +71,8 @@ class CLIPStrategy(SupervisedTemplate):
 
     #: the per-step learning-rate factor ``f(step, *, warmup, total)`` of :meth:`make_optimizer`
     lr_factor = staticmethod(cosine_lr_factor)
+    #: what the command line and the demo need to know (:mod:`~moram_avalanche.strategies.needs`)
+    needs = StrategyNeeds()
 
     def __init__(
         self,
@@ -117,11 +127,33 @@ class CLIPStrategy(SupervisedTemplate):
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint_model_state(self) -> dict:
-        """What of the model a run checkpoint must hold (here: the whole state dict)."""
+        """What of the model a run checkpoint holds: its adapters' declared state, or all of it.
+
+        With adapter layers (MoRAM, LoRA, MoE-LoRA, MoE-Adapters) only what they declare
+        (:func:`~moram_avalanche.layers.base.adapter_state_dict`): CLIP's own weights never
+        change. Without (full fine-tuning and its relatives) the whole state dict.
+        """
+        if find_layers(self.model):
+            return adapter_state_dict(self.model)
         return self.model.state_dict()
 
     def load_checkpoint_model_state(self, state: dict) -> None:
-        self.model.load_state_dict(state)
+        if find_layers(self.model):
+            load_adapter_state_dict(self.model, state)
+        else:
+            self.model.load_state_dict(state)
+
+    # ------------------------------------------------------------------ model adaptation
+    def model_adaptation(self, model=None):
+        """Avalanche's model adaptation, then (when training) every growth plugin's ``grow``.
+
+        Avalanche builds the optimizer right after this step, so it holds what the adapters
+        added (:mod:`~moram_avalanche.strategies.plugins.growth`).
+        """
+        model = super().model_adaptation(model)
+        if self.is_training:
+            grow_adapters(self)
+        return model
 
     # ------------------------------------------------------------------ optimisation
     def make_optimizer(self, **kwargs):
@@ -149,7 +181,9 @@ class CLIPStrategy(SupervisedTemplate):
                 f"{type(self).__name__} has nothing to train: no parameter of the model "
                 "requires grad (use ZeroShot for an untrained baseline)"
             )
-        batches = itertools.islice(_cycle(self.dataloader, self.experience), self.iterations)
+        batches = itertools.islice(
+            cycle(self.dataloader, f"the training data of domain {self.experience.domain!r}"),
+            self.iterations)
         bar = tqdm(total=self.iterations, desc=f"train {self.experience.domain}",
                    disable=not self.progress, leave=False)
         for self.mbatch in batches:
@@ -160,7 +194,7 @@ class CLIPStrategy(SupervisedTemplate):
             self.optimizer.zero_grad(set_to_none=True)
             self.loss = self._make_empty_loss()
             self._before_forward(**kwargs)
-            with self._autocast():
+            with self.autocast():
                 self.mb_output = self.forward()
                 self._after_forward(**kwargs)
                 self.loss += self.criterion()
@@ -187,7 +221,10 @@ class CLIPStrategy(SupervisedTemplate):
         self.scaler.step(self.optimizer)
         self.scaler.update()
 
-    def _autocast(self):
+    def autocast(self):
+        """The mixed-precision context of the forward passes (fp16 on CUDA with ``amp``; else none).
+
+        Plugins that run the model themselves (distillation) use it too."""
         if not self.amp:
             return contextlib.nullcontext()
         return torch.autocast("cuda", dtype=torch.float16)
@@ -200,7 +237,7 @@ class CLIPStrategy(SupervisedTemplate):
             self._image_features = image
             self._current_text = self._training_text()
             return scale * image @ self._current_text.t()
-        return scale * image @ self._eval_classifier(self.experience).t().to(image.dtype)
+        return scale * image @ self.eval_classifier(self.experience).t().to(image.dtype)
 
     def criterion(self):
         if not self.is_training:
@@ -215,17 +252,17 @@ class CLIPStrategy(SupervisedTemplate):
         return self.text_to_image_loss and self._vision_trains
 
     def _training_text(self):
-        domain = _domain_of(self.experience)
+        domain = domain_of(self.experience)
         if self._text_trains:
             return self.text_head.embed(domain.prompts(), grad=True)
         return self.text_head.embed(domain.prompts())
 
-    def _eval_classifier(self, experience, head: Optional[TextHead] = None):
+    def eval_classifier(self, experience, head: Optional[TextHead] = None):
         """The classifier of ``experience``'s label space, embedded by ``head`` (default: ours)."""
         head = head or self.text_head
         if experience.label_space == "all":
             return head.embed([p for d in experience.domains for p in d.prompts()])
-        domain = _domain_of(experience)
+        domain = domain_of(experience)
         return head.ensemble([domain.prompts(t) for t in domain.eval_templates])
 
     def _unpack_minibatch(self):
@@ -243,7 +280,7 @@ class CLIPStrategy(SupervisedTemplate):
         self._seen_text = self.text_head.embed(prompts) if prompts else None
 
     def _after_training_exp(self, **kwargs):
-        self.seen_domains.append(_domain_of(self.experience))
+        self.seen_domains.append(domain_of(self.experience))
         self._seen_text = None
         if self._text_trains:
             self.text_head.clear()
@@ -256,27 +293,13 @@ class CLIPStrategy(SupervisedTemplate):
             self._unpack_minibatch()
             self._before_eval_iteration(**kwargs)
             self._before_eval_forward(**kwargs)
-            with self._autocast():
+            with self.autocast():
                 self.mb_output = self.forward()
             self._after_eval_forward(**kwargs)
             self.loss = self.criterion()
             self._after_eval_iteration(**kwargs)
             bar.update()
         bar.close()
-
-
-def _cycle(loader, experience):
-    while True:
-        empty = True
-        for batch in loader:
-            empty = False
-            yield batch
-        if empty:
-            raise RuntimeError(f"the training data of domain {experience.domain!r} is empty")
-
-
-def _domain_of(experience) -> Domain:
-    return experience.domains[experience.current_experience]
 
 
 def _check_clip_experience(experience) -> None:
@@ -298,3 +321,6 @@ def _text_parameters(model) -> Sequence[torch.nn.Parameter]:
     skip = {id(p) for p in model.visual.parameters()}
     skip |= {id(getattr(model, n)) for n in ("logit_scale", "logit_bias") if getattr(model, n, None) is not None}
     return [p for p in model.parameters() if id(p) not in skip]
+
+
+__all__ = ["CLIPStrategy"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .base import CLIPStrategy
+from .needs import StrategyNeeds
 
 
 class FineTune(CLIPStrategy):
@@ -13,9 +14,14 @@ class FineTune(CLIPStrategy):
     the rest of the loop (AdamW, cosine schedule, loss) is CLIPStrategy's.
     """
 
+    needs = StrategyNeeds(demo=lambda demo: {"lr": demo.finetune_lr})
+
     def __init__(self, *, model, tokenizer, lr: float = 1e-5, **kwargs):
         model.requires_grad_(True)
         model.logit_scale.requires_grad_(False)
         if getattr(model, "logit_bias", None) is not None:
             model.logit_bias.requires_grad_(False)
         super().__init__(model=model, tokenizer=tokenizer, lr=lr, **kwargs)
+
+
+__all__ = ["FineTune"]

@@ -1,32 +1,29 @@
-"""SeqLoRA: one LoRA per target linear, trained on every experience in turn (ablation baseline)."""
+"""The LoRA-style rows beside MoRAM: SeqLoRA (one LoRA, trained on every task) and MoE-LoRA.
+
+Both sit on the shared CLIP loop and the shared injection (:mod:`moram_avalanche.clip.inject`)
+with MoRAM's setting (method reference): both encoders, q/k/v/out/c_fc/c_proj, rank 16 =
+MoRAM's atoms per task (so each adds as many parameters per task), AdamW lr 5e-4, 500
+iterations per task, batch 64, the text->image loss on. Their checkpoints hold the layers'
+declared state (:func:`~moram_avalanche.layers.base.adapter_state_dict`).
+"""
 
 from __future__ import annotations
 
-from typing import Dict
-
-import torch
-
-from ..clip.inject import ENCODERS, TARGET_PATHS, inject_lora
-from ..lora import LoRALinear
+from ..clip.inject import TARGET_PATHS, inject_lora, inject_moe_lora
+from ..clip.towers import ENCODERS
+from ..layers.base import find_layers
+from ..layers.lora import LoRALinear
+from ..layers.moe_lora import MoELoRALinear
 from .base import CLIPStrategy
-
-#: parameter names of a LoRALinear's factors (what a SeqLoRA checkpoint holds)
-LORA_KEYS = ("down", "up")
-
-
-def lora_layers(model: torch.nn.Module) -> Dict[str, LoRALinear]:
-    """Every LoRALinear of ``model`` by dotted name."""
-    return {name: m for name, m in model.named_modules() if isinstance(m, LoRALinear)}
+from .plugins.growth import GrowthPlugin
 
 
 class SeqLoRA(CLIPStrategy):
     """Sequential LoRA: a single rank-``rank`` LoRA per target linear, never frozen or merged.
 
-    The plain low-rank counterpart of MoRAM: the same targets (both encoders,
-    q/k/v/out/c_fc/c_proj) and the same rank budget (16 = MoRAM's atoms per task), but one
-    adapter that keeps training on every experience, with MoRAM's CLIP loop, loss and
-    optimisation (AdamW lr 5e-4, 500 iterations per task, batch 64; method reference).
-    LoRA's initialisation (``D`` Kaiming-uniform, ``U`` zero; :mod:`moram_avalanche.lora`).
+    The plain low-rank counterpart of MoRAM: the same targets and the same rank budget, but one
+    adapter that keeps training on every experience. LoRA's initialisation (``D``
+    Kaiming-uniform, ``U`` zero; :mod:`moram_avalanche.layers.lora`).
 
     Args (keyword-only, besides CLIPStrategy's): rank, scale (of the update; 1), encoders,
     targets.
@@ -35,24 +32,34 @@ class SeqLoRA(CLIPStrategy):
     def __init__(self, *, model, tokenizer, rank: int = 16, scale: float = 1.0,
                  encoders=ENCODERS, targets=tuple(TARGET_PATHS), iterations: int = 500,
                  lr: float = 5e-4, train_mb_size: int = 64, **kwargs):
-        if not lora_layers(model):
+        if not find_layers(model, LoRALinear):
             inject_lora(model, encoders, targets, rank=rank, scale=scale)
         super().__init__(model=model, tokenizer=tokenizer, iterations=iterations, lr=lr,
                          train_mb_size=train_mb_size, **kwargs)
 
-    def _lora_keys(self):
-        return {f"{name}.{key}" for name in lora_layers(self.model) for key in LORA_KEYS}
 
-    def checkpoint_model_state(self) -> dict:
-        """The LoRA factors only (CLIP's weights stay frozen)."""
-        keys = self._lora_keys()
-        return {k: v for k, v in self.model.state_dict().items() if k in keys}
+class MoELoRA(CLIPStrategy):
+    """The "MoE-LoRA coarse" row of the MoRAM paper's routing ablation.
 
-    def load_checkpoint_model_state(self, state: dict) -> None:
-        keys = self._lora_keys()
-        if set(state) != keys:
-            raise ValueError(
-                "checkpoint LoRA factors do not fit this model: extra "
-                f"{sorted(set(state) - keys)[:5]}, missing {sorted(keys - set(state))[:5]}"
-            )
-        self.model.load_state_dict(state, strict=False)
+    Per target linear, one rank-``rank`` LoRA expert per task (old experts and router rows
+    frozen) mixed by a per-token softmax router
+    (:class:`~moram_avalanche.layers.moe_lora.MoELoRALinear`), grown by a
+    :class:`~moram_avalanche.strategies.plugins.growth.GrowthPlugin`: one expert per
+    experience, frozen after it.
+
+    Args (keyword-only, besides CLIPStrategy's): rank, temperature (router; 1), encoders,
+    targets.
+    """
+
+    def __init__(self, *, model, tokenizer, rank: int = 16, temperature: float = 1.0,
+                 encoders=ENCODERS, targets=tuple(TARGET_PATHS), iterations: int = 500,
+                 lr: float = 5e-4, train_mb_size: int = 64, plugins=None, **kwargs):
+        if not find_layers(model, MoELoRALinear):
+            inject_moe_lora(model, encoders, targets, rank=rank, temperature=temperature)
+        self.moe_plugin = GrowthPlugin(MoELoRALinear)
+        super().__init__(model=model, tokenizer=tokenizer, iterations=iterations, lr=lr,
+                         train_mb_size=train_mb_size, plugins=[self.moe_plugin, *(plugins or [])],
+                         **kwargs)
+
+
+__all__ = ["MoELoRA", "SeqLoRA"]

@@ -4,48 +4,19 @@ from __future__ import annotations
 
 import torch
 
-from .base import _domain_of
-from .distill_plugin import ReferenceDistillation
-from .teacher import FrozenCLIP
-from .virtual_vocab import virtual_vocabulary
+from ..algorithms.teacher import FrozenCLIP
+from ..algorithms.virtual_vocab import virtual_vocabulary
+from .plugins.distillation import LwFDistillation
 from .zscl_finetune import ZSCLFineTune
-
-
-class LwFDistillation(ReferenceDistillation):
-    """LwF's teacher, images and texts [ZSCL mtil/scripts/lwf.sh, lwf_vr.sh; mtil/src/models/finetune.py].
-
-    * teacher: the model as the experience starts, i.e. the previous experience's final model
-      (``--ref-model`` = the previous checkpoint; zero-shot CLIP for the first task);
-    * images: the experience's own training set with the *eval* transform, in a separately
-      shuffled loader (``--ref-dataset`` = the current dataset, loaded with the eval transform);
-    * texts: the current domain's class prompts (its training template), embedded by the
-      teacher -- or, for LwF-VR, the fixed ``tokens`` (``--ref-sentences random``).
-    """
-
-    def __init__(self, teacher: FrozenCLIP, tokens: torch.Tensor | None = None, **kwargs) -> None:
-        super().__init__(teacher, **kwargs)
-        self.tokens = tokens
-
-    def before_training_exp(self, strategy, **kwargs):
-        self.teacher.to(strategy.device)
-        self.teacher.copy_from(strategy.model)
-        super().before_training_exp(strategy, **kwargs)
-
-    def reference_images(self, strategy):
-        return strategy.experience.dataset.eval()
-
-    def reference_text(self, strategy):
-        if self.tokens is not None:
-            return self.teacher.encode_tokens(self.tokens, strategy.text_head.batch_size)
-        prompts = _domain_of(strategy.experience).prompts()
-        return self.teacher.encode_text(prompts, strategy.tokenizer, strategy.text_head.batch_size)
+from .needs import StrategyNeeds
 
 
 class LwF(ZSCLFineTune):
     """LwF (Li & Hoiem, 2016) for CLIP, as the ZSCL paper's MTIL baseline runs it.
 
     Fine-tuning (:class:`ZSCLFineTune`, whose defaults apply) plus, every iteration, the
-    two-way distillation of :class:`LwFDistillation`'s frozen teacher on a separate batch of
+    two-way distillation of :class:`~moram_avalanche.strategies.plugins.distillation.LwFDistillation`'s
+    frozen teacher on a separate batch of
     the current domain's images; no weight ensembling, no L2 [ZSCL mtil/scripts/lwf.sh].
     Old domains' classes are not in the distilled logits (the ZSCL code's LwF, not classic
     LwF with old heads).
@@ -62,6 +33,10 @@ class LwF(ZSCLFineTune):
     the model at each experience start.
     """
 
+    needs = StrategyNeeds(demo=lambda demo: {
+        "lr": demo.finetune_lr, "warmup": demo.baseline_warmup,
+        "distill_batch_size": demo.distill_batch_size})
+
     def __init__(self, *, model, tokenizer, temperature: float = 2.0, image_weight: float = 1.0,
                  text_weight: float = 1.0, distill_batch_size: int | None = None,
                  reference_tokens: torch.Tensor | None = None, plugins=None, **kwargs):
@@ -77,7 +52,8 @@ class LwFVR(LwF):
 
     Identical to :class:`LwF` except that the texts are ``sentences`` random-token sentences of
     ``words`` tokens (1000 and 10 [ZSCL mtil/src/models/helpers.py ``virtual_vocab``]), drawn
-    once per run from ``vocabulary_seed`` (:func:`~moram_avalanche.strategies.virtual_vocab.virtual_vocabulary`)
+    once per run from ``vocabulary_seed``
+    (:func:`~moram_avalanche.algorithms.virtual_vocab.virtual_vocabulary`)
     and embedded by the teacher at each experience start [ZSCL mtil/scripts/lwf_vr.sh].
     """
 
@@ -87,3 +63,6 @@ class LwFVR(LwF):
             raise TypeError("LwFVR draws its own reference tokens; use LwF to pass yours")
         tokens = virtual_vocabulary(tokenizer, count=sentences, length=words, seed=vocabulary_seed)
         super().__init__(model=model, tokenizer=tokenizer, reference_tokens=tokens, **kwargs)
+
+
+__all__ = ["LwF", "LwFVR"]

@@ -5,19 +5,24 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 import torch
 import torch.nn.functional as F
-from avalanche.core import SupervisedPlugin
 
+from ..algorithms.ddas import (DDAS, FEW_SHOT_THRESHOLD, FULL_SHOT_THRESHOLD, alexnet_features,
+                               random_conv_features)
+from ..algorithms.schedules import MOE_FEWSHOT_MTIL_LR, MOE_FULLSHOT_MTIL_LR, DomainLR
+from ..benchmarks.reference_sets import check_image_dataset, image_folder
+from ..clip.block_taps import block_mixture, inject_moe_adapters
 from ..clip.head import TextHead
-from ..clip.inject import ENCODERS, _check_names, encoder_module
-from ..clip.moe_adapters import add_router, inject_moe_adapters, moe_mixtures, num_routers, routing
-from ..ddas import DDAS, FEW_SHOT_THRESHOLD, FULL_SHOT_THRESHOLD, alexnet_features
+from ..clip.towers import ENCODERS, blocks
+from ..layers.base import find_layers
+from ..layers.moe_adapter import MoEAdapterMixture, num_routers, routing
+from ..utils.names import check_names
 from .base import CLIPStrategy
-from .distill_plugin import check_image_dataset
-from .schedule import MOE_FEWSHOT_MTIL_LR, MOE_FULLSHOT_MTIL_LR, DomainLR
+from .needs import StrategyNeeds
+from .plugins.moe_adapters import MoEAdaptersPlugin
 
 SELECTORS = ("ddas", "oracle", "latest")
 
@@ -39,81 +44,14 @@ RELEASE_EVAL_BATCH = 128
 FEW_SHOT_WARN_PER_CLASS = 50
 
 
-class MoEAdaptersPlugin(SupervisedPlugin):
-    """The experience-boundary work of MoE-Adapters (baselines reference, section 2.2-2.3).
-
-    * ``before_training_exp``: (once) the DDAS reference autoencoder on the reference images;
-      a new router in every block, the only router that trains; experts frozen so far keep
-      ``requires_grad=False``; selection counts restart; the optimizer is rebuilt.
-    * ``after_training_exp``: the ``freeze_per_task`` most-selected experts of every block
-      join its frozen set (cumulative); DDAS trains the experience's autoencoder. The release
-      follows the same procedure in a separate run on its own 5-per-class draw of the
-      augmented train loader; here on the experience's own training set (train transform,
-      re-augmented on every pass).
-
-    DDAS's DataLoaders use ``ae_workers`` workers, or when it is None the ``num_workers`` the
-    run passes to ``strategy.train(...)`` (Avalanche hands ``train`` keyword arguments to every
-    plugin hook; :func:`~moram_avalanche.runner.run_stream` passes ``num_workers``).
-
-    Attributes:
-        history: per experience, ``{"domain": name, "blocks": {block name: {"counts": [selections
-            per expert], "frozen": [expert indices frozen after it]}}}`` (plain Python).
-    """
-
-    def __init__(self, ddas: Optional[DDAS], reference_images=None, freeze_per_task: int = 2,
-                 ae_workers: Optional[int] = None) -> None:
-        super().__init__()
-        self.ddas, self.reference_images = ddas, reference_images
-        self.freeze_per_task = freeze_per_task
-        self.ae_workers = ae_workers
-        self.history: List[dict] = []
-
-    def _workers(self, kwargs) -> int:
-        return self.ae_workers if self.ae_workers is not None else int(kwargs.get("num_workers", 0))
-
-    def before_training_exp(self, strategy, **kwargs):
-        if self.ddas is not None:
-            self.ddas.to(strategy.device)
-            if self.reference_images is not None and self.ddas.reference is None:
-                self.ddas.fit_reference(self.reference_images, num_workers=self._workers(kwargs))
-        router = add_router(strategy.model)
-        for mixture in moe_mixtures(strategy.model).values():
-            mixture.reset_counts()
-            mixture.set_trainable(router)
-        strategy.active_router = router
-        strategy.make_optimizer()
-
-    def after_training_exp(self, strategy, **kwargs):
-        blocks = {}
-        for name, mixture in moe_mixtures(strategy.model).items():
-            counts = mixture.counts.tolist()
-            blocks[name] = {"counts": counts,
-                            "frozen": mixture.freeze_most_used(self.freeze_per_task).tolist()}
-            mixture.set_trainable(None)
-        self.history.append({"domain": strategy.experience.domain, "blocks": blocks})
-        strategy.active_router = None
-        if self.ddas is not None:
-            self.ddas.fit_task(strategy.experience.dataset, num_workers=self._workers(kwargs))
-
-    def state_dict(self) -> dict:
-        return {"ddas": None if self.ddas is None else self.ddas.state_dict(),
-                "history": self.history}
-
-    def load_state_dict(self, state: dict) -> None:
-        if (state["ddas"] is None) != (self.ddas is None):
-            raise ValueError("the checkpoint and this strategy disagree on using DDAS (selector)")
-        if self.ddas is not None:
-            self.ddas.load_state_dict(state["ddas"])
-        self.history = list(state["history"])
-
-
 class MoEAdapters(CLIPStrategy):
     """MoE-Adapters (Yu et al., CVPR 2024) for CLIP, as the official MTIL code trains it.
 
     22 bottleneck-64 experts beside the MLP of every block of both encoders, one noisy top-2
-    router per experience (:mod:`moram_avalanche.clip.moe_adapters`); only the current
+    router per experience (:mod:`moram_avalanche.layers.moe_adapter`,
+    :mod:`moram_avalanche.clip.block_taps`); only the current
     router and the not-yet-frozen experts train; after each experience the 2 most-used
-    experts per block are frozen for good. At test, DDAS (:mod:`moram_avalanche.ddas`) picks
+    experts per block are frozen for good. At test, DDAS (:mod:`moram_avalanche.algorithms.ddas`) picks
     each image's router -- or plain zero-shot CLIP -- and the image is scored against text
     embeddings computed under that same router, in the label space of the benchmark.
 
@@ -148,31 +86,36 @@ class MoEAdapters(CLIPStrategy):
             train transform; here on every image given, as given (``--ref-images FOLDER``:
             the whole folder, eval transform) -- pass a subset to match the release.
         feature_extractor: DDAS's frozen image features (default: ImageNet AlexNet, see
-            :func:`~moram_avalanche.ddas.alexnet_features`; any module works).
+            :func:`~moram_avalanche.algorithms.ddas.alexnet_features`; any module works).
         ddas_weights: a local file of torchvision's ImageNet AlexNet weights
             (``alexnet-owt-7be5be79.pth``) for the default extractor; default: torch hub's cache,
             downloaded when online. On the command line: ``run --set ddas_weights=PATH``.
         selector: "ddas" (default); "oracle" (the router trained on the test domain, plain
             CLIP for unseen domains) or "latest" (the newest router for every image), for
             ablations. ddas_routing: "sample" (default) or "batch" (the release; see
-            :mod:`moram_avalanche.ddas`). With "batch" (and ``selector="ddas"``) the
+            :mod:`moram_avalanche.algorithms.ddas`). With "batch" (and ``selector="ddas"``) the
             evaluation batches hold 128 images, the release's ``--batch-size-eval``, unless
             ``eval_mb_size`` is given: in this mode the batch *is* the unit DDAS routes.
             threshold: from ``recipe`` (0.0585 few-shot, 0.0655 full-shot); the release tuned
             both on batch-mean errors of 128 images, not per image (see
-            :mod:`moram_avalanche.ddas`).
+            :mod:`moram_avalanche.algorithms.ddas`).
         ae_iterations, ae_reference_iterations, ae_lr, ae_hidden, ae_batch_size,
         ae_weight_decay, ae_decay_every: DDAS training (300, 1000, from ``recipe``, 100, 64,
             1e-4, None).
         ae_workers: DataLoader workers for the autoencoders' training images; None (default):
             the ``num_workers`` of the run (``strategy.train(..., num_workers=N)``, as
-            :func:`~moram_avalanche.runner.run_stream` passes ``--num-workers``), else 0.
+            :func:`~moram_avalanche.experiments.runner.run_stream` passes ``--num-workers``), else 0.
         encoders, experts, bottleneck, topk, dropout, adapter_scale: the adapters. A model
             that already holds MoE adapters (e.g. resumed into) must have been built with the
             same values, else a ValueError.
         freeze_per_task: experts frozen per block after each experience (2).
         iterations, lr: from ``recipe``.
     """
+
+    needs = StrategyNeeds(references=("images",), demo=lambda demo: {
+        "lr": demo.moe_lr, "warmup": demo.baseline_warmup,
+        "feature_extractor": random_conv_features(demo.seed + 3000),
+        "ae_iterations": demo.ae_iterations, "ae_reference_iterations": demo.ae_reference_iterations})
 
     def __init__(
         self,
@@ -226,7 +169,7 @@ class MoEAdapters(CLIPStrategy):
         self._warned_shots = False
         adapter_options = dict(experts=experts, bottleneck=bottleneck, topk=topk, dropout=dropout,
                                scale=adapter_scale)
-        if moe_mixtures(model):
+        if find_layers(model, MoEAdapterMixture):
             _check_existing_mixtures(model, encoders, adapter_options)
         else:
             inject_moe_adapters(model, encoders, **adapter_options)
@@ -297,7 +240,7 @@ class MoEAdapters(CLIPStrategy):
             self._route_heads[route] = TextHead(self.model, self.tokenizer,
                                                 batch_size=self.text_head.batch_size)
         with routing(self.model, route):
-            return self._eval_classifier(self.experience, head=self._route_heads[route])
+            return self.eval_classifier(self.experience, head=self._route_heads[route])
 
     def _before_eval(self, **kwargs):
         self._route_heads = {}
@@ -327,34 +270,10 @@ class MoEAdapters(CLIPStrategy):
                 "full-shot recipe: pass recipe=\"full-shot\" (on the command line "
                 "--set recipe=full-shot)", stacklevel=2)
 
-    # ------------------------------------------------------------------ checkpoints
-    def checkpoint_model_state(self) -> dict:
-        """The adapters only (experts, routers, frozen sets, counts): CLIP itself never changes."""
-        prefixes = tuple(f"{name}." for name in moe_mixtures(self.model))
-        return {k: v for k, v in self.model.state_dict().items() if k.startswith(prefixes)}
-
-    def load_checkpoint_model_state(self, state: dict) -> None:
-        mixtures = moe_mixtures(self.model)
-        first = next(iter(mixtures))
-        routers = sum(1 for k in state if k.startswith(f"{first}.gates."))
-        if num_routers(self.model) > routers:
-            raise ValueError(f"this model has {num_routers(self.model)} routers, the checkpoint "
-                             f"{routers}: resume into a fresh model")
-        while num_routers(self.model) < routers:
-            add_router(self.model)
-        result = self.model.load_state_dict(state, strict=False)
-        prefixes = tuple(f"{name}." for name in mixtures)
-        missing = [k for k in result.missing_keys if k.startswith(prefixes)]
-        if result.unexpected_keys or missing:
-            raise ValueError("checkpoint adapters do not fit this model: unexpected "
-                             f"{result.unexpected_keys[:5]}, missing {missing[:5]}")
-        for mixture in mixtures.values():
-            mixture.set_trainable(None)
-
 
 def _check_existing_mixtures(model, encoders, options: dict) -> None:
     """Refuse a model whose MoE adapters were built with other arguments than ``options``."""
-    mixtures = moe_mixtures(model)
+    mixtures = find_layers(model, MoEAdapterMixture)
     first = next(iter(mixtures.values()))
     expert = first.experts[0]
     built = {"experts": first.num_experts, "bottleneck": expert.down.out_features,
@@ -362,13 +281,9 @@ def _check_existing_mixtures(model, encoders, options: dict) -> None:
     argument = {"scale": "adapter_scale"}
     differ = [f"{argument.get(key, key)}={options[key]!r} (the model's: {built[key]!r})"
               for key in built if not math.isclose(float(options[key]), float(built[key]))]
-    prefix_of = {module: name for name, module in model.named_modules()}
-    present = []
-    for encoder in ENCODERS:
-        prefix = prefix_of[encoder_module(model, encoder)] + "."
-        if any(name.startswith(prefix) for name in mixtures):
-            present.append(encoder)
-    wanted = [e for e in ENCODERS if e in _check_names(encoders, ENCODERS, "encoder")]
+    present = [encoder for encoder in ENCODERS
+               if any(block_mixture(block.module) for block in blocks(model, encoder, required=False))]
+    wanted = [e for e in ENCODERS if e in check_names(encoders, ENCODERS, "encoder")]
     if present != wanted:
         differ.append(f"encoders={tuple(wanted)} (the model's: {tuple(present)})")
     if differ:
@@ -391,8 +306,9 @@ def _reference_images(images, transform):
         if transform is None:
             raise ValueError(f"reference_images={str(images)!r} is a folder: give reference_transform "
                              f"too. {how}")
-        from ..benchmarks.reference_sets import image_folder
-
         images = image_folder(images, transform)
     check_image_dataset(images, "reference_images")
     return images
+
+
+__all__ = ["RECIPES", "RELEASE_EVAL_BATCH", "SELECTORS", "MoEAdapters"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .weight_plugins import WiSEMerge
+from .plugins.weights import WiSEMerge
 from .zscl_finetune import ZSCLFineTune
 
 
@@ -11,7 +11,7 @@ class WiSEFT(ZSCLFineTune):
 
     Fine-tuning (:class:`ZSCLFineTune`, whose defaults apply), then once at the end of every
     experience ``theta <- alpha * theta_finetuned + (1 - alpha) * theta_anchor``
-    (:class:`~moram_avalanche.strategies.weight_plugins.WiSEMerge`), the merged model being
+    (:class:`~moram_avalanche.strategies.plugins.weights.WiSEMerge`), the merged model being
     the next experience's start [ZSCL mtil/src/models/finetune.py, mtil/scripts/WiSE_finetune.sh].
 
     Args (keyword-only, besides ZSCLFineTune's):
@@ -28,3 +28,6 @@ class WiSEFT(ZSCLFineTune):
                                     zeroshot=model if anchor == "zeroshot" else None)
         super().__init__(model=model, tokenizer=tokenizer, plugins=[self.wise_merge, *(plugins or [])],
                          **kwargs)
+
+
+__all__ = ["WiSEFT"]

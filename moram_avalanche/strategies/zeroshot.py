@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .base import CLIPStrategy
+from .needs import StrategyNeeds
 
 
 class ZeroShot(CLIPStrategy):
@@ -11,8 +12,13 @@ class ZeroShot(CLIPStrategy):
     All parameters are frozen, so the text embeddings are computed once and cached.
     """
 
+    needs = StrategyNeeds(trains=False)
+
     def __init__(self, *, model, tokenizer, **kwargs):
         if kwargs.pop("iterations", 0):
             raise ValueError("ZeroShot does not train: leave `iterations` unset")
         model.requires_grad_(False)
         super().__init__(model=model, tokenizer=tokenizer, iterations=0, **kwargs)
+
+
+__all__ = ["ZeroShot"]

@@ -6,38 +6,13 @@ from collections.abc import Sequence
 
 from torch.utils.data import Dataset
 
-from .distill_plugin import ReferenceDistillation, check_image_dataset
-from .teacher import FrozenCLIP
-from .weight_plugins import L2Anchor, WeightEnsemble
-from .weights import check_place
+from ..algorithms.teacher import FrozenCLIP
+from ..algorithms.weight_copy import check_place
+from ..benchmarks.reference_sets import check_image_dataset
+from .needs import StrategyNeeds
+from .plugins.distillation import ZSCLDistillation
+from .plugins.weights import L2Anchor, WeightEnsemble
 from .zscl_finetune import ZSCLFineTune
-
-
-class ZSCLDistillation(ReferenceDistillation):
-    """ZSCL's teacher, images and texts [ZSCL mtil/src/models/finetune.py, mtil/scripts/ZSCL.sh].
-
-    * teacher: zero-shot CLIP, never updated (not the previous model);
-    * images: a reference image set (ImageNet's training set, eval transform, in the paper);
-    * texts: reference sentences (the Conceptual Captions validation captions in the paper),
-      embedded once by the teacher (the reference re-embeds them every iteration with the
-      same frozen teacher: the same values).
-    """
-
-    def __init__(self, teacher: FrozenCLIP, images: Dataset, sentences: Sequence[str], **kwargs) -> None:
-        super().__init__(teacher, **kwargs)
-        self.images = images
-        self.sentences = list(sentences)
-        self._embedded = None
-
-    def reference_images(self, strategy):
-        return self.images
-
-    def reference_text(self, strategy):
-        if self._embedded is None:
-            self._embedded = self.teacher.encode_text(self.sentences, strategy.tokenizer,
-                                                      strategy.text_head.batch_size)
-        self._embedded = self._embedded.to(self.teacher.device)
-        return self._embedded
 
 
 class ZSCL(ZSCLFineTune):
@@ -48,13 +23,15 @@ class ZSCL(ZSCLFineTune):
 
     * two-way distillation of the frozen **zero-shot** teacher -- ``model`` as passed here --
       on a batch of ``reference_images`` against the teacher's embeddings of
-      ``reference_sentences`` (:class:`ZSCLDistillation`; T = 2, weights 1 and 1: ``--T``,
+      ``reference_sentences``
+      (:class:`~moram_avalanche.strategies.plugins.distillation.ZSCLDistillation`; T = 2,
+      weights 1 and 1: ``--T``,
       ``--image_loss --text_loss``);
     * ``l2_weight * sum ||theta - theta_start||^2`` to the weights the experience started from
-      (:class:`~moram_avalanche.strategies.weight_plugins.L2Anchor`; ``--l2 1``);
+      (:class:`~moram_avalanche.strategies.plugins.weights.L2Anchor`; ``--l2 1``);
     * weight ensembling every ``average_every`` iterations, the uniform average becoming the
       model -- the next experience's start and anchor -- at the end
-      (:class:`~moram_avalanche.strategies.weight_plugins.WeightEnsemble`; ``--we --avg_freq 100``).
+      (:class:`~moram_avalanche.strategies.plugins.weights.WeightEnsemble`; ``--we --avg_freq 100``).
 
     Args (keyword-only, besides ZSCLFineTune's):
         reference_images: a dataset of image tensors (or tuples whose first element is one),
@@ -72,6 +49,10 @@ class ZSCL(ZSCLFineTune):
     Raises:
         ValueError: when ``reference_images`` or ``reference_sentences`` is missing or empty.
     """
+
+    needs = StrategyNeeds(references=("images", "sentences"), demo=lambda demo: {
+        "lr": demo.finetune_lr, "warmup": demo.baseline_warmup,
+        "distill_batch_size": demo.distill_batch_size, "average_every": demo.zscl_average_every})
 
     def __init__(self, *, model, tokenizer, reference_images: Dataset | None = None,
                  reference_sentences: Sequence[str] | None = None, temperature: float = 2.0,
@@ -99,6 +80,8 @@ def _check_references(images, sentences) -> None:
            "reference_sentences=<a list of strings>; offline, "
            "moram_avalanche.benchmarks.reference_sets.synthetic_reference() gives a small "
            "synthetic pair (moram-avalanche run: --ref-images / --ref-sentences)")
+    if isinstance(images, str):
+        raise ValueError(f"reference_images={images!r} is not a dataset: {how}")
     if images is None or sentences is None:
         missing = [n for n, v in (("reference_images", images), ("reference_sentences", sentences))
                    if v is None]
@@ -109,3 +92,6 @@ def _check_references(images, sentences) -> None:
     if not len(sentences):
         raise ValueError(f"reference_sentences is empty: {how}")
     check_image_dataset(images, "reference_images")
+
+
+__all__ = ["ZSCL"]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import warnings
 
+from ..algorithms.schedules import ZSCL_MTIL_LR, DomainLR
 from .finetune import FineTune
-from .schedule import ZSCL_MTIL_LR, DomainLR
+from .needs import StrategyNeeds
 
 
 class ZSCLFineTune(FineTune):
@@ -19,7 +20,7 @@ class ZSCLFineTune(FineTune):
     Defaults and their sources ([ZSCL mtil/src/args.py] and the ``lr`` arrays and flags of
     [ZSCL mtil/scripts/finetune.sh, WiSE_finetune.sh, lwf.sh, lwf_vr.sh, ZSCL.sh]):
 
-    * ``lr``: 1e-5, 5e-5 for Aircraft and MNIST (:data:`~moram_avalanche.strategies.schedule.ZSCL_MTIL_LR`);
+    * ``lr``: 1e-5, 5e-5 for Aircraft and MNIST (:data:`~moram_avalanche.algorithms.schedules.ZSCL_MTIL_LR`);
     * ``warmup`` 100 steps then cosine (``--warmup_length``); AdamW ``betas`` (0.9, 0.999)
       (``--beta2``), ``weight_decay`` 0 (``--wd``); ``train_mb_size`` 64 (``--batch-size``);
     * ``label_smoothing`` 0.2 (``--ls 0.2``);
@@ -29,6 +30,8 @@ class ZSCLFineTune(FineTune):
       (MoRAM on 16-shot X-TAIL, MoE-Adapters on 5-shot MTIL) is 500 iterations of batch 64.
       Pass ``iterations=1000`` for ZSCL's own setting.
     """
+
+    needs = StrategyNeeds(demo=lambda demo: {"lr": demo.finetune_lr, "warmup": demo.baseline_warmup})
 
     def __init__(self, *, model, tokenizer, lr: float | DomainLR = ZSCL_MTIL_LR, iterations: int = 500,
                  warmup: int = 100, label_smoothing: float = 0.2, betas=(0.9, 0.999),
@@ -41,3 +44,6 @@ class ZSCLFineTune(FineTune):
         super().__init__(model=model, tokenizer=tokenizer, lr=lr, iterations=iterations, warmup=warmup,
                          label_smoothing=label_smoothing, betas=betas, weight_decay=weight_decay,
                          train_mb_size=train_mb_size, text_to_image_loss=text_to_image_loss, **kwargs)
+
+
+__all__ = ["ZSCLFineTune"]

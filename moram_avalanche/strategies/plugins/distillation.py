@@ -1,16 +1,18 @@
-"""ReferenceDistillation: the teacher-student term that LwF and ZSCL add to the CLIP loss."""
+"""Distillation plugins: the teacher-student term LwF and ZSCL add to the CLIP loss, and their teachers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 from avalanche.core import SupervisedPlugin
 from torch.utils.data import DataLoader, Dataset
 
-from .distill import two_way_distillation
-from .teacher import FrozenCLIP
+from ...algorithms.distillation import two_way_distillation
+from ...algorithms.teacher import FrozenCLIP
+from ...benchmarks.clip_benchmark import domain_of
+from ...utils.iteration import cycle
 
 
 class ReferenceDistillation(SupervisedPlugin):
@@ -21,7 +23,7 @@ class ReferenceDistillation(SupervisedPlugin):
     loader, independent of the training batch, cycled when exhausted -- is embedded by the
     teacher (no gradient) and by the student's image encoder; both are scored against the
     same fixed text embeddings ``Z`` computed by the *teacher*, with the student's (frozen)
-    logit scale, and :func:`~moram_avalanche.strategies.distill.two_way_distillation` of the
+    logit scale, and :func:`~moram_avalanche.algorithms.distillation.two_way_distillation` of the
     two ``[batch, N]`` logit matrices is added to ``strategy.loss`` in ``before_backward``.
     The student's text encoder gets no distillation gradient (as in the reference).
 
@@ -68,11 +70,11 @@ class ReferenceDistillation(SupervisedPlugin):
         loader = DataLoader(self.reference_images(strategy), shuffle=True,
                             batch_size=self.batch_size or strategy.train_mb_size,
                             num_workers=self.num_workers)
-        self._batches = _cycle(loader)
+        self._batches = cycle(loader, "the reference image set")
 
     def before_backward(self, strategy, **kwargs):
         images = _images_of(next(self._batches)).to(strategy.device, non_blocking=True)
-        with strategy._autocast():
+        with strategy.autocast():
             teacher = self.teacher.encode_image(images)
             student = F.normalize(strategy.model.encode_image(images), dim=-1)
             scale = strategy.model.logit_scale.exp()
@@ -94,30 +96,61 @@ class ReferenceDistillation(SupervisedPlugin):
         return self.teacher.nbytes + text
 
 
-def check_image_dataset(dataset, name: str) -> None:
-    """A clear error unless ``dataset`` is non-empty and yields image tensors ``[C, H, W]``."""
-    try:
-        size = len(dataset)
-    except TypeError:
-        raise ValueError(f"{name} must be a map-style dataset (with len), got {type(dataset).__name__}") from None
-    if size == 0:
-        raise ValueError(f"{name} is empty")
-    item = dataset[0]
-    image = item[0] if isinstance(item, (list, tuple)) else item
-    if not isinstance(image, torch.Tensor) or image.dim() != 3:
-        raise ValueError(f"{name} must yield image tensors [C, H, W] (or tuples starting with one), got "
-                         f"{type(image).__name__}: give the dataset the model's eval transform, e.g. "
-                         "ImageFolder(root, transform=eval_transform) with load_clip's eval_transform")
+class LwFDistillation(ReferenceDistillation):
+    """LwF's teacher, images and texts [ZSCL mtil/scripts/lwf.sh, lwf_vr.sh; mtil/src/models/finetune.py].
+
+    * teacher: the model as the experience starts, i.e. the previous experience's final model
+      (``--ref-model`` = the previous checkpoint; zero-shot CLIP for the first task);
+    * images: the experience's own training set with the *eval* transform, in a separately
+      shuffled loader (``--ref-dataset`` = the current dataset, loaded with the eval transform);
+    * texts: the current domain's class prompts (its training template), embedded by the
+      teacher -- or, for LwF-VR, the fixed ``tokens`` (``--ref-sentences random``).
+    """
+
+    def __init__(self, teacher: FrozenCLIP, tokens: torch.Tensor | None = None, **kwargs) -> None:
+        super().__init__(teacher, **kwargs)
+        self.tokens = tokens
+
+    def before_training_exp(self, strategy, **kwargs):
+        self.teacher.to(strategy.device)
+        self.teacher.copy_from(strategy.model)
+        super().before_training_exp(strategy, **kwargs)
+
+    def reference_images(self, strategy):
+        return strategy.experience.dataset.eval()
+
+    def reference_text(self, strategy):
+        if self.tokens is not None:
+            return self.teacher.encode_tokens(self.tokens, strategy.text_head.batch_size)
+        prompts = domain_of(strategy.experience).prompts()
+        return self.teacher.encode_text(prompts, strategy.tokenizer, strategy.text_head.batch_size)
 
 
-def _cycle(loader) -> Iterator:
-    while True:
-        empty = True
-        for batch in loader:
-            empty = False
-            yield batch
-        if empty:
-            raise RuntimeError("the reference image set is empty")
+class ZSCLDistillation(ReferenceDistillation):
+    """ZSCL's teacher, images and texts [ZSCL mtil/src/models/finetune.py, mtil/scripts/ZSCL.sh].
+
+    * teacher: zero-shot CLIP, never updated (not the previous model);
+    * images: a reference image set (ImageNet's training set, eval transform, in the paper);
+    * texts: reference sentences (the Conceptual Captions validation captions in the paper),
+      embedded once by the teacher (the reference re-embeds them every iteration with the
+      same frozen teacher: the same values).
+    """
+
+    def __init__(self, teacher: FrozenCLIP, images: Dataset, sentences: Sequence[str], **kwargs) -> None:
+        super().__init__(teacher, **kwargs)
+        self.images = images
+        self.sentences = list(sentences)
+        self._embedded = None
+
+    def reference_images(self, strategy):
+        return self.images
+
+    def reference_text(self, strategy):
+        if self._embedded is None:
+            self._embedded = self.teacher.encode_text(self.sentences, strategy.tokenizer,
+                                                      strategy.text_head.batch_size)
+        self._embedded = self._embedded.to(self.teacher.device)
+        return self._embedded
 
 
 def _images_of(batch) -> torch.Tensor:
@@ -126,3 +159,6 @@ def _images_of(batch) -> torch.Tensor:
         raise TypeError(f"reference images must be tensors, got {type(images).__name__}: "
                         "give the reference dataset the model's eval transform")
     return images
+
+
+__all__ = ["LwFDistillation", "ReferenceDistillation", "ZSCLDistillation"]

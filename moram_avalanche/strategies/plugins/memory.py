@@ -82,3 +82,6 @@ class PeakMemory(SupervisedPlugin):
     def load_state_dict(self, state: dict) -> None:
         self.proxy_peak, self.cuda_peak = int(state["proxy_peak"]), int(state["cuda_peak"])
         self.breakdown = dict(state["breakdown"])
+
+
+__all__ = ["PROXY_LABEL", "PeakMemory", "memory_footprint", "tensors_bytes"]

@@ -65,3 +65,6 @@ class RunTime(SupervisedPlugin):
         self.train_seconds = float(state["train_seconds"])
         self.eval_seconds = float(state["eval_seconds"])
         self.experiences = int(state["experiences"])
+
+
+__all__ = ["RunTime"]

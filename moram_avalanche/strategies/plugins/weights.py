@@ -1,6 +1,6 @@
 """Parameter-space plugins of the ZSCL code: WiSE-FT merging, weight ensembling, the L2 anchor.
 
-Each keeps one :class:`~moram_avalanche.strategies.weights.WeightCopy` (on the CPU by
+Each keeps one :class:`~moram_avalanche.algorithms.weight_copy.WeightCopy` (on the CPU by
 default, ``on="model"`` for the model's device and dtype). All of their state is
 reconstructed from the model when an experience starts (or, for a zero-shot anchor, when the
 plugin is built), so a run checkpoint of the model between experiences is enough to resume.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from avalanche.core import SupervisedPlugin
 from torch import nn
 
-from .weights import WeightCopy, check_place
+from ...algorithms.weight_copy import WeightCopy, check_place
 
 ANCHORS = ("start", "zeroshot")
 
@@ -131,3 +131,6 @@ class L2Anchor(SupervisedPlugin):
 
     def held_bytes(self) -> int:
         return 0 if self.anchor is None else self.anchor.nbytes
+
+
+__all__ = ["ANCHORS", "L2Anchor", "WeightEnsemble", "WiSEMerge"]

@@ -1,0 +1,13 @@
+"""The experiment application: run a strategy over a stream, checkpoint and resume, compare
+strategies, summarise accuracy matrices into the paper's tables, draw them, and the demo.
+
+Nothing below this room imports it (import-linter contract in setup.cfg).
+"""
+
+from .checkpoint import load_run_state, save_checkpoint, save_run_state
+from .compare import Setup, run_comparison
+from .metrics import AccuracyMatrix, summarize
+from .runner import run_stream
+
+__all__ = ["AccuracyMatrix", "Setup", "load_run_state", "run_comparison", "run_stream", "save_checkpoint",
+           "save_run_state", "summarize"]

@@ -1,0 +1,24 @@
+"""Pure-torch adapter layers: no Avalanche, no open_clip.
+
+The adapter-layer protocol and the one layer finder (:mod:`.base`), MoRAM's layer
+(:mod:`.moram`), its fused autograd function (:mod:`.moram_fused`), the routing-ablation
+variant (:mod:`.moram_variants`), the method written the obvious way (:mod:`.naive`), and the
+baselines' layers: LoRA (:mod:`.lora`), MoE-LoRA (:mod:`.moe_lora`) and MoE-Adapters' experts
+and per-task routers (:mod:`.moe_adapter`).
+"""
+
+from .base import (AdapterLayer, GrowingAdapter, LinearWrapper, adapter_state_dict, find_layers,
+                   load_adapter_state_dict)
+from .lora import LoRALinear
+from .moe_adapter import Expert, MoEAdapterMixture, add_router, num_routers, routing
+from .moe_lora import MoELoRALinear
+from .moram import MoRAMLinear, routing_options
+from .moram_fused import MoRAMFunction
+from .moram_variants import BALANCE_FORMS, MoRAMAblationLinear, moram_layer_type
+from .naive import NaiveMoRAMLinear, naive_moram
+
+__all__ = ["BALANCE_FORMS", "AdapterLayer", "Expert", "GrowingAdapter", "LinearWrapper", "LoRALinear",
+           "MoEAdapterMixture", "MoELoRALinear", "MoRAMAblationLinear", "MoRAMFunction", "MoRAMLinear",
+           "NaiveMoRAMLinear", "adapter_state_dict", "add_router", "find_layers",
+           "load_adapter_state_dict", "moram_layer_type", "naive_moram", "num_routers", "routing",
+           "routing_options"]

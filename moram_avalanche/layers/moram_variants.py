@@ -1,0 +1,236 @@
+"""The MoRAM paper's routing ablations that need differentiable routing: external router, load balancing.
+
+:class:`MoRAMAblationLinear` is :class:`~moram_avalanche.layers.moram.MoRAMLinear` (same bank,
+growth, pruning, statistics and state) with two options the method does not have:
+
+* ``router=True``: an external learned router replaces the self-activation relevance: the
+  relevance is ``s = G x`` with router rows ``G`` ``[R, d_in]``, one per atom, kept as a third
+  bank (:data:`ROUTER_BANK`): grown, frozen, pruned, saved and loaded with the atoms. New rows
+  are Kaiming-uniform like the keys (a router is an ``nn.Linear`` in sparse MoE layers), not
+  zero: top-k runs over the whole bank without noise, so zero rows (logit 0) would lose every
+  slot to the trained frozen rows whose logits are positive, and the new atoms would hardly
+  train. Top-k, temperature and the eval gate then act on these logits as they act on
+  ``p / ||p||``. Extra state dict key ``router_weight`` ``[R, d_in]``.
+* ``load_balance="release"`` (or ``True``) / ``"switch"``: every training forward with grad
+  appends the layer's load-balancing term to :attr:`~MoRAMAblationLinear.balance_terms`, for a
+  plugin to add to the loss: the MoRAM release's ``R * sum_i Pbar_i^2`` over the kept mixture
+  weights (:func:`release_balance_term`) or Switch Transformer's ``R * sum_i f_i P_i``
+  (:func:`balance_term`; constant while every atom is kept).
+
+Both run :func:`plain_mixture`: ordinary autograd over ``[frozen; trainable]`` concatenated
+per call (the method's fused function has no gradient for routing probabilities). With both
+options off the layer takes the method's fused path. Pure torch.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .moram import BANKS, AtomBank, MoRAMLinear
+from .moram_fused import RELEVANCE_EPS, route_dtype
+
+#: the external router's rows, aligned with the atoms (``router=True`` only)
+ROUTER_BANK = AtomBank("_router_bank", "new_router", "in", "kaiming", "router_weight", False)
+#: load-balancing terms a layer keeps uncollected before it reports a missing consumer
+MAX_BALANCE_TERMS = 256
+
+class PlainResult(NamedTuple):
+    """Output of :func:`plain_mixture`."""
+
+    out: torch.Tensor  # [N, d_out]
+    idx: torch.Tensor  # [N, k] kept atoms (not differentiable)
+    weights: torch.Tensor  # [N, k] mixture weights (detached, for activation statistics)
+    balance: Optional[torch.Tensor]  # 0-d load-balancing term, or None
+
+
+#: the load-balancing terms :func:`plain_mixture` can return (``balance=``)
+BALANCE_FORMS = ("release", "switch")
+
+
+def release_balance_term(weights: torch.Tensor, idx: torch.Tensor, num_atoms: int) -> torch.Tensor:
+    """The MoRAM release's load-balancing term ``R * sum_i Pbar_i^2`` of one layer.
+
+    ``Pbar_i`` is the mean over tokens of atom ``i``'s mixture weight: the post-top-k
+    ``softmax(s_I / tau)`` of ``weights`` ``[N, k]``, scattered to the bank by ``idx`` (0 where
+    not kept); the weights are differentiable. Perfectly uniform use gives 1; one atom taking
+    every token gives ``R``. This is the term of the release's commented-out training forward
+    (Artificer-AI-Lab/MoRAM, ``XTAIL/loralib/moram.py``, ``forward_backup``:
+    ``P = weights.reshape(-1, R).mean(0); loss = R * (P ** 2).sum()``); unlike the Switch form
+    it still pushes towards balance when every atom is kept (``k >= R``, e.g. all of the first
+    task at r = k = 16), because ``tau = 0.01`` makes the kept weights far from uniform.
+    """
+    tokens = max(weights.shape[0], 1)
+    mass = weights.new_zeros(num_atoms).index_add(0, idx.reshape(-1), weights.reshape(-1))
+    mean_weight = mass / tokens
+    return num_atoms * (mean_weight * mean_weight).sum()
+
+
+def balance_term(relevance: torch.Tensor, idx: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Switch-Transformer load-balancing term ``R * sum_i f_i P_i`` of one layer.
+
+    Fedus, Zoph and Shazeer, "Switch Transformers" (JMLR 2022), eq. 4-6: ``P_i`` is the mean
+    over tokens of the router probability of atom ``i``, here ``softmax(s / tau)`` over the
+    whole bank (before top-k and gate; differentiable), and ``f_i`` the fraction of routing
+    assignments that go to atom ``i``: the share of (token, kept slot) pairs of the top-k
+    selection ``idx`` ``[N, k]``, so ``sum_i f_i = 1`` (Switch's top-1 fraction when k = 1;
+    Hugging Face's top-k variant sums over slots instead, which multiplies the term by k).
+    Perfectly uniform routing gives 1.
+
+    When every atom is kept (``k >= R``: no top-k, or all of the first task at r = k = 16)
+    ``f_i = 1/R`` and the term is exactly 1, with no gradient, whatever the routing: the
+    Switch form balances only what top-k selects. :func:`release_balance_term` is the form
+    of the MoRAM release and the default of the load-balancing ablation.
+    """
+    num_atoms = relevance.shape[-1]
+    probs = torch.softmax(relevance / temperature, dim=-1)
+    mean_prob = probs.mean(0)
+    counts = torch.zeros(num_atoms, dtype=probs.dtype, device=probs.device)
+    ones = torch.ones(idx.numel(), dtype=probs.dtype, device=probs.device)
+    counts.index_add_(0, idx.reshape(-1), ones)
+    fraction = counts / max(idx.numel(), 1)
+    return num_atoms * (fraction * mean_prob).sum()
+
+
+def plain_mixture(tokens, weight, bias, keys, values, k, temperature, threshold, *,
+                  router=None, balance=None) -> PlainResult:
+    """The layer with ordinary autograd, for the routing ablations that need it.
+
+    ``keys`` ``[R, d_in]`` and ``values`` ``[R, d_out]`` are the whole bank (frozen rows and
+    trainable rows concatenated by the caller; gradients reach whatever requires grad).
+    The relevance is the self-activation ``s = p / max(||p||, eps)`` or, with ``router``
+    ``[R, d_in]``, the external router's logits ``s = router x``. Then, as in the method:
+    top-``k`` of ``s`` (for self-activation selected on ``p``, the same order as the fused
+    path), ``w = softmax(s_I / tau)``, eval gate ``w <- w * [s_I >= threshold]`` (``None``: no
+    gate), ``y = W x + b + sum_I w_i p_i B_i``. With ``balance`` (one of
+    :data:`BALANCE_FORMS`) the layer's load-balancing term is returned too:
+    :func:`release_balance_term` (``"release"``) or :func:`balance_term` (``"switch"``).
+    """
+    if balance not in (None, *BALANCE_FORMS):
+        raise ValueError(f"balance must be None or one of {BALANCE_FORMS}, got {balance!r}")
+    wide = route_dtype(tokens.dtype)
+    proj = F.linear(tokens, keys).to(wide)
+    if router is None:
+        norm = torch.linalg.vector_norm(proj, dim=-1, keepdim=True).clamp_min(RELEVANCE_EPS)
+        _, idx = proj.topk(k, dim=-1, sorted=False)
+        relevance = proj / norm
+        kept_relevance = relevance.gather(1, idx)
+    else:
+        relevance = F.linear(tokens, router).to(wide)
+        kept_relevance, idx = relevance.topk(k, dim=-1, sorted=False)
+    soft = torch.softmax(kept_relevance / temperature, dim=-1)
+    weights = soft if threshold is None else soft * (kept_relevance >= threshold)
+    coef = (weights * proj.gather(1, idx)).to(tokens.dtype)
+    mix = coef.new_zeros(proj.shape).scatter(1, idx, coef)
+    out = mix @ values
+    if bias is not None:
+        out = out + bias
+    if weight is not None:
+        out = out + tokens @ weight.t()
+    term = None
+    if balance == "release":
+        term = release_balance_term(soft, idx, relevance.shape[-1])
+    elif balance == "switch":
+        term = balance_term(relevance, idx, temperature)
+    return PlainResult(out, idx, weights.detach(), term)
+
+
+class MoRAMAblationLinear(MoRAMLinear):
+    """MoRAMLinear with the routing ablations ``router`` and ``load_balance`` (module docstring).
+
+    Args:
+        base, atoms_per_task, topk, temperature, threshold: as :class:`MoRAMLinear`.
+        router: route with an external learned router instead of self-activation.
+        load_balance: record a load-balancing term per training forward (the paper reports
+            that it hurts: X-TAIL Last 80.9 -> 77.3): ``"release"`` (or ``True``),
+            ``"switch"``, or ``False``; settable later.
+    """
+
+    def __init__(self, base: nn.Linear, atoms_per_task: int = 16, topk: Optional[int] = 16,
+                 temperature: Optional[float] = 0.01, threshold: float = 0.2, *,
+                 router: bool = False, load_balance: bool | str = False) -> None:
+        self.router = bool(router)
+        super().__init__(base, atoms_per_task, topk, temperature, threshold)
+        self.load_balance = load_balance
+        #: load-balancing terms of the training forwards since the last :meth:`pop_balance_terms`
+        self.balance_terms: list = []
+
+    @property
+    def banks(self) -> Tuple[AtomBank, ...]:
+        return BANKS + ((ROUTER_BANK,) if self.router else ())
+
+    @property
+    def options(self):
+        return {**super().options, "router": self.router}
+
+    @property
+    def router_weight(self) -> Optional[torch.Tensor]:
+        """The external router's rows ``[num_atoms, in_features]`` (detached), or None."""
+        return self.bank_rows(ROUTER_BANK) if self.router else None
+
+    @property
+    def load_balance(self) -> Optional[str]:
+        """The load-balancing term recorded in training (one of ``BALANCE_FORMS``), or None."""
+        return self._load_balance
+
+    @load_balance.setter
+    def load_balance(self, form) -> None:
+        if form is True:
+            form = BALANCE_FORMS[0]
+        elif form is False or form is None:
+            form = None
+        elif form not in BALANCE_FORMS:
+            raise ValueError(f"load_balance must be False, True or one of {BALANCE_FORMS}, "
+                             f"got {form!r}")
+        self._load_balance = form
+
+    def pop_balance_terms(self) -> list:
+        """The load-balancing terms recorded since the last call (and forget them)."""
+        terms, self.balance_terms = self.balance_terms, []
+        return terms
+
+    def mixture(self, tokens, weight, bias, k, threshold):
+        """The plain-autograd path (:func:`plain_mixture`) when routing needs gradients, else the method's."""
+        balance = self.load_balance if self.training and torch.is_grad_enabled() else None
+        if not (self.router or balance):
+            return super().mixture(tokens, weight, bias, k, threshold)
+        dtype, start = tokens.dtype, self.num_frozen
+
+        def whole(bank):
+            rows = getattr(self, bank.buffer)
+            if getattr(self, bank.param) is None:
+                return rows.to(dtype)
+            return torch.cat([rows[:start].to(dtype), self.trainable_rows(bank, dtype)])
+
+        result = plain_mixture(
+            tokens, weight, bias, whole(BANKS[0]), whole(BANKS[1]), k, self.temperature, threshold,
+            router=whole(ROUTER_BANK) if self.router else None, balance=balance,
+        )
+        if result.balance is not None:
+            if len(self.balance_terms) >= MAX_BALANCE_TERMS:
+                raise RuntimeError(
+                    f"{len(self.balance_terms)} load-balancing terms (each holding its autograd "
+                    "graph) were recorded and never collected: call pop_balance_terms() after "
+                    "each forward (LoadBalancePlugin does), or build the layer with "
+                    "load_balance=False"
+                )
+            self.balance_terms.append(result.balance)
+        return result.out, result.idx, result.weights
+
+    def extra_repr(self) -> str:
+        return (super().extra_repr() + (", router=True" if self.router else "")
+                + (f", load_balance={self.load_balance!r}" if self.load_balance else ""))
+
+
+def moram_layer_type(*, router: bool = False, load_balance: bool | str = False, **_options) -> type:
+    """The layer class for these options: the method's :class:`MoRAMLinear` unless an ablation
+    needs :class:`MoRAMAblationLinear` (``router`` or ``load_balance`` set). Other options are
+    the layers' own and do not choose the class."""
+    return MoRAMAblationLinear if router or load_balance else MoRAMLinear
+
+
+__all__ = ["BALANCE_FORMS", "MAX_BALANCE_TERMS", "ROUTER_BANK", "MoRAMAblationLinear", "PlainResult",
+           "balance_term", "moram_layer_type", "plain_mixture", "release_balance_term"]
