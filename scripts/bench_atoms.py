@@ -24,8 +24,8 @@ import time
 import torch
 from torch import nn
 
-from moram_avalanche.atoms import MoRAMLinear
-from moram_avalanche.reference import NaiveMoRAMLinear
+from moram_avalanche.layers.moram import MoRAMLinear
+from moram_avalanche.layers.naive import NaiveMoRAMLinear
 
 BLOCK = {"q": (768, 768), "k": (768, 768), "v": (768, 768), "out": (768, 768),
          "c_fc": (768, 3072), "c_proj": (3072, 768)}

@@ -11,7 +11,7 @@ import time
 import torch
 from torch import nn
 
-from moram_avalanche.atoms import MoRAMLinear
+from moram_avalanche.layers.moram import MoRAMLinear
 
 
 def main(threads: int = 1) -> None:

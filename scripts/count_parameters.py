@@ -23,7 +23,7 @@ from avalanche.core import SupervisedPlugin  # noqa: E402
 from avalanche.training.plugins import EvaluationPlugin  # noqa: E402
 
 from moram_avalanche.benchmarks.synthetic import synthetic  # noqa: E402
-from moram_avalanche.metrics import AccuracyMatrix  # noqa: E402
+from moram_avalanche.experiments.metrics import AccuracyMatrix  # noqa: E402
 from moram_avalanche.strategies import STRATEGIES, get_strategy  # noqa: E402
 
 logging.getLogger().setLevel(logging.ERROR)  # open_clip warns that the weights are random

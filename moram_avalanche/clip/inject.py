@@ -18,7 +18,7 @@ from ..layers.base import find_layers
 from ..layers.lora import LoRALinear
 from ..layers.moe_lora import MoELoRALinear
 from ..layers.moram import MoRAMLinear
-from ..layers.moram_variants import moram_layer_type
+from ..layers.moram_variants import moram_layer
 from ..utils.names import check_names
 from .attention import split_attention
 from .towers import ENCODERS, blocks
@@ -114,17 +114,15 @@ def inject_moram(
     :class:`~moram_avalanche.layers.moram.MoRAMLinear` (``atoms_per_task``, ``topk``,
     ``temperature``, ``threshold``); with the ablation options ``router`` or ``load_balance``
     set, the layers are :class:`~moram_avalanche.layers.moram_variants.MoRAMAblationLinear`
-    (:func:`~moram_avalanche.layers.moram_variants.moram_layer_type`). With ``freeze_model``
+    (:func:`~moram_avalanche.layers.moram_variants.moram_layer`). With ``freeze_model``
     every existing parameter is frozen first, so only atoms train. The layers start with no
     atoms (the model computes exactly what it did); call ``expand()`` on each (the MoRAM
     plugin does) before training a task.
 
     Returns ``{dotted name: MoRAMLinear}``.
     """
-    kind = moram_layer_type(**atom_kwargs)
-    if kind is MoRAMLinear:
-        atom_kwargs = {k: v for k, v in atom_kwargs.items() if k not in ("router", "load_balance")}
-    return inject_adapters(model, lambda linear: kind(linear, **atom_kwargs), MoRAMLinear,
+    moram_layer(nn.Linear(1, 1), **atom_kwargs)  # checks the options before the model changes
+    return inject_adapters(model, lambda linear: moram_layer(linear, **atom_kwargs), MoRAMLinear,
                            encoders, targets, freeze_model)
 
 

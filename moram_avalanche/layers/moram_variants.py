@@ -232,5 +232,13 @@ def moram_layer_type(*, router: bool = False, load_balance: bool | str = False, 
     return MoRAMAblationLinear if router or load_balance else MoRAMLinear
 
 
+def moram_layer(base: nn.Linear, *, router: bool = False, load_balance: bool | str = False,
+                **options) -> MoRAMLinear:
+    """A MoRAM layer over ``base`` of the class :func:`moram_layer_type` picks for the options."""
+    if moram_layer_type(router=router, load_balance=load_balance) is MoRAMLinear:
+        return MoRAMLinear(base, **options)
+    return MoRAMAblationLinear(base, **options, router=router, load_balance=load_balance)
+
+
 __all__ = ["BALANCE_FORMS", "MAX_BALANCE_TERMS", "ROUTER_BANK", "MoRAMAblationLinear", "PlainResult",
-           "balance_term", "moram_layer_type", "plain_mixture", "release_balance_term"]
+           "balance_term", "moram_layer", "moram_layer_type", "plain_mixture", "release_balance_term"]

@@ -151,8 +151,7 @@ class MoRAM(CLIPStrategy):
         options = routing_options(atoms_per_task, topk, temperature, threshold)
         load_balance = balance_form if balance_coef > 0 else False
         kind = moram_layer_type(router=router, load_balance=load_balance)
-        if kind is not MoRAMLinear:
-            options["router"] = bool(router)
+        options["router"] = bool(router)
         if find_layers(model, MoRAMLinear):
             _check_existing_layers(model, kind, options)
         else:
@@ -176,7 +175,8 @@ def _check_existing_layers(model, kind: type, options: dict) -> None:
     ablation run on such a model would silently be another variant.
     """
     for name, layer in find_layers(model, MoRAMLinear).items():
-        differ = [f"{key}={value!r} (asked: {options[key]!r})" for key, value in layer.options.items()
+        have = {"router": False, **layer.options}  # the method's layer routes without a router
+        differ = [f"{key}={value!r} (asked: {options[key]!r})" for key, value in have.items()
                   if key in options and value != options[key]]
         if type(layer) is not kind:
             differ.insert(0, f"type {type(layer).__name__} (asked: {kind.__name__})")

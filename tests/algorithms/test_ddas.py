@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from moram_avalanche.ddas import DDAS, DomainAutoencoder, alexnet_features
+from moram_avalanche.algorithms.ddas import DDAS, DomainAutoencoder, alexnet_features
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from moram_avalanche.strategies.distill import distillation, two_way_distillation
+from moram_avalanche.algorithms.distillation import distillation, two_way_distillation
 
 
 def naive_kd(teacher, student, T):

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from moram_avalanche.covariance import InputCovariance
-from moram_avalanche.dualgpm import DualGPM, design_down_projection, threshold
+from moram_avalanche.algorithms.covariance import InputCovariance
+from moram_avalanche.algorithms.dualgpm import DualGPM, design_down_projection, threshold
 
 # energies (squared singular values over their sum) placed on chosen coordinates of R^8
 FIRST = {2: 0.50, 5: 0.25, 0: 0.12, 7: 0.08, 1: 0.03, 3: 0.01, 4: 0.01, 6: 0.0}

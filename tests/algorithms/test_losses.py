@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from moram_avalanche.strategies.losses import clip_continual_loss
-from moram_avalanche.strategies.schedule import cosine_lr_factor
+from moram_avalanche.algorithms.losses import clip_continual_loss
+from moram_avalanche.algorithms.schedules import cosine_lr_factor
 
 
 def unit(rows):

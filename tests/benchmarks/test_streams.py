@@ -7,6 +7,8 @@ from collections import Counter
 import pytest
 from avalanche.training.plugins import EvaluationPlugin
 
+from moram_avalanche.layers.base import find_layers
+from moram_avalanche.layers.moram import MoRAMLinear
 from moram_avalanche.benchmarks import MTIL_ORDERS, XTAIL_ORDERS, BadImageError, DataError, mtil, xtail
 from moram_avalanche.benchmarks.fewshot import domain_rng, few_shot_indices
 from moram_avalanche.benchmarks.prompts import MORAM_TEMPLATES, RAIL_TEMPLATE, ZSCL_TEMPLATES
@@ -169,8 +171,8 @@ def test_corrupt_image_is_skipped_and_counted_or_stops(fake_root, tmp_path, recw
 @pytest.mark.parametrize("build", [xtail, mtil])
 def test_moram_runs_one_experience_and_one_evaluation(build, fake_root, tiny_clip, tokenizer,
                                                       tiny_transforms):
-    from moram_avalanche.metrics import AccuracyMatrix
-    from moram_avalanche.strategies import MoRAM, moram_layers
+    from moram_avalanche.experiments.metrics import AccuracyMatrix
+    from moram_avalanche.strategies import MoRAM
 
     bench = build(fake_root, shots=2, train_transform=tiny_transforms[0],
                   eval_transform=tiny_transforms[1])
@@ -183,7 +185,7 @@ def test_moram_runs_one_experience_and_one_evaluation(build, fake_root, tiny_cli
     row = matrix.result()
     assert row.shape == (1, len(bench.test_stream)) and ((0 <= row) & (row <= 100)).all()
     assert matrix.report()["skipped_images"] == {"count": 0, "files": {}}
-    assert all(layer.num_frozen == 2 for layer in moram_layers(tiny_clip).values())
+    assert all(layer.num_frozen == 2 for layer in find_layers(tiny_clip, MoRAMLinear).values())
 
 
 def test_images_skipped_in_worker_processes_are_recorded(fake_root, tmp_path):

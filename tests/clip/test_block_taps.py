@@ -1,100 +1,18 @@
-"""MoE adapters in open_clip's blocks: gating, noise, placement, bypass, counts, freezing."""
+"""MoE adapters in open_clip's blocks: placement beside the MLP, bypass, counts, freezing."""
 
 import copy
 
 import pytest
 import torch
 
-from moram_avalanche.clip.inject import residual_blocks
-from moram_avalanche.clip.moe_adapters import (
-    Expert,
-    MoEAdapterMixture,
-    add_router,
-    inject_moe_adapters,
-    moe_mixtures,
-    num_routers,
-    routing,
-)
+from moram_avalanche.clip.block_taps import block_mixture, inject_moe_adapters
+from moram_avalanche.clip.towers import blocks
+from moram_avalanche.layers.base import find_layers
+from moram_avalanche.layers.moe_adapter import MoEAdapterMixture, add_router, num_routers, routing
 
+from naive_gates import naive_top2
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-
-
-def naive_top2(x0, weight):
-    """Gates by hand: the two largest logits, softmax over them, zeros elsewhere."""
-    logits = (x0 @ weight).tolist()
-    gates = torch.zeros(len(logits), weight.shape[1], dtype=torch.float64)
-    for row, values in enumerate(logits):
-        order = sorted(range(len(values)), key=lambda e: -values[e])[:2]
-        a, b = values[order[0]], values[order[1]]
-        ea, eb = 1.0, torch.exp(torch.tensor(b - a, dtype=torch.float64)).item()
-        gates[row, order[0]], gates[row, order[1]] = ea / (ea + eb), eb / (ea + eb)
-    return gates
-
-
-def mixture_with_router(width=8, experts=5, seed=0, noise=0.0):
-    torch.manual_seed(seed)
-    mixture = MoEAdapterMixture(width, experts=experts, bottleneck=4, topk=2, dropout=0.0)
-    mixture.add_router()
-    with torch.no_grad():
-        mixture.gates[0].normal_()
-        mixture.noises[0].fill_(noise)
-        for expert in mixture.experts:
-            expert.up.weight.normal_()
-    return mixture
-
-
-def test_expert_init_and_scale():
-    torch.manual_seed(0)
-    expert = Expert(6, bottleneck=3, dropout=0.0, scale=0.1)
-    assert torch.count_nonzero(expert.up.weight) == 0 and torch.count_nonzero(expert.up.bias) == 0
-    assert torch.count_nonzero(expert.down.bias) == 0 and torch.count_nonzero(expert.down.weight) > 0
-    bound = 1 / 6 ** 0.5  # kaiming_uniform(a=sqrt(5)) on fan_in 6
-    assert expert.down.weight.abs().max() <= bound
-    with torch.no_grad():
-        expert.up.weight.normal_()
-        expert.up.bias.normal_()
-    x = torch.randn(2, 6)
-    by_hand = 0.1 * (torch.relu(x @ expert.down.weight.t() + expert.down.bias) @ expert.up.weight.t()
-                     + expert.up.bias)
-    assert torch.allclose(expert(x), by_hand, atol=1e-6)
-
-
-def test_router_keeps_the_top2_of_the_gate_logits_and_normalises_them():
-    mixture = mixture_with_router().eval()
-    x0 = torch.randn(7, 8)
-    gates = mixture.gates_for(x0, 0)
-    assert ((gates != 0).sum(dim=1) == 2).all()
-    assert torch.allclose(gates.sum(dim=1), torch.ones(7))
-    assert torch.allclose(gates.double(), naive_top2(x0, mixture.gates[0].detach()), atol=1e-6)
-
-
-def test_noise_only_in_training():
-    mixture = mixture_with_router(noise=2.0)
-    x0 = torch.randn(16, 8)
-    expected = naive_top2(x0, mixture.gates[0].detach())
-    mixture.eval()
-    torch.manual_seed(1)
-    first = mixture.gates_for(x0, 0)
-    torch.manual_seed(2)
-    assert torch.equal(mixture.gates_for(x0, 0), first)
-    assert torch.allclose(first.double(), expected, atol=1e-6)
-    mixture.train()
-    torch.manual_seed(1)
-    noisy = mixture.gates_for(x0, 0)
-    assert not torch.allclose(noisy.double(), expected, atol=1e-3)
-    assert ((noisy != 0).sum(dim=1) == 2).all()
-
-
-def test_zero_routers_start_with_random_training_choices_and_learn_the_noise():
-    mixture = MoEAdapterMixture(8, experts=5, bottleneck=4).train()
-    mixture.add_router()
-    x = torch.randn(4, 3, 8)
-    with torch.no_grad():  # non-zero experts, so the gates matter
-        for expert in mixture.experts:
-            expert.up.weight.normal_()
-    mixture(x, 0).pow(2).sum().backward()
-    assert mixture.gates[0].grad is not None and mixture.noises[0].grad.abs().sum() > 0
 
 
 def block_by_hand(block, mixture, x):
@@ -125,9 +43,8 @@ def injected(tiny_clip, **kwargs):
 @pytest.mark.parametrize("encoder", ["visual", "text"])
 def test_adapter_output_sits_beside_the_mlp_on_the_pre_ln2_stream(tiny_clip, encoder):
     mixtures = injected(tiny_clip)
-    root = tiny_clip.visual if encoder == "visual" else tiny_clip.transformer
-    name, block = residual_blocks(root)[1]
-    mixture = block.ls_2.moe
+    block = blocks(tiny_clip, encoder)[1].module
+    mixture = block_mixture(block)
     assert mixture in mixtures.values()
     x = torch.randn(3, 5, mixture.width)
     with torch.no_grad():
@@ -162,11 +79,11 @@ def test_bypass_is_plain_clip_exactly_and_routes_are_per_sample(tiny_clip, token
 def test_injection_covers_every_block_of_both_encoders_and_freezes_clip(tiny_clip):
     clip_params = list(tiny_clip.parameters())
     mixtures = inject_moe_adapters(tiny_clip, experts=4, bottleneck=8)
-    expected = len(residual_blocks(tiny_clip.visual)) + len(residual_blocks(tiny_clip.transformer))
+    expected = len(blocks(tiny_clip, "visual")) + len(blocks(tiny_clip, "text"))
     assert len(mixtures) == expected == 4
     assert not any(p.requires_grad for p in clip_params)
     assert num_routers(tiny_clip) == 0 and add_router(tiny_clip) == 0 and add_router(tiny_clip) == 1
-    assert all(m.num_routers == 2 for m in moe_mixtures(tiny_clip).values())
+    assert all(m.num_routers == 2 for m in find_layers(tiny_clip, MoEAdapterMixture).values())
     with pytest.raises(ValueError, match="once per model"):
         inject_moe_adapters(tiny_clip)
     with pytest.raises(IndexError, match="does not exist"):

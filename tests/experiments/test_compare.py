@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from moram_avalanche.cli import main
-from moram_avalanche.compare import Setup, run_comparison
-from moram_avalanche.metrics import summarize
-from moram_avalanche.tables import paper_table_csv, paper_table_markdown, summary_table
+from moram_avalanche.experiments.compare import Setup, run_comparison
+from moram_avalanche.experiments.metrics import summarize
+from moram_avalanche.experiments.tables import paper_table_csv, paper_table_markdown, summary_table
 
 from conftest import TINY_CONFIG
 

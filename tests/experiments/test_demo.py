@@ -1,12 +1,11 @@
-"""The demo pipeline end to end at a reduced size, and the command line."""
+"""The demo pipeline end to end at a reduced size."""
 
 import json
 
 import pytest
 
-from moram_avalanche.cli import main
-from moram_avalanche.demo import DEMO_STRATEGIES, DemoConfig, run_demo
-from moram_avalanche.tables import paper_table_markdown, summary_table
+from moram_avalanche.experiments.demo import DEMO_STRATEGIES, DemoConfig, run_demo
+from moram_avalanche.experiments.tables import paper_table_markdown, summary_table
 
 
 def test_demo_pipeline_end_to_end(tmp_path, capsys):
@@ -55,42 +54,3 @@ def test_demo_pipeline_end_to_end(tmp_path, capsys):
     run_demo(tmp_path / "again", cache_dir=cache, config=DemoConfig.quick(), strategies=("zeroshot",),
              progress=False)
     assert weights[0].stat().st_mtime_ns == stamp  # the pre-trained model came from the cache
-
-
-def test_cli_rejects_unknown_names(capsys, tmp_path):
-    assert main(["run", "--benchmark", "imagenet-r", "--strategy", "moram", "--log-dir", str(tmp_path)]) == 2
-    assert "unknown benchmark 'imagenet-r'; available: mtil, synthetic, xtail" in capsys.readouterr().err
-    assert main(["run", "--benchmark", "synthetic", "--strategy", "ewc", "--log-dir", str(tmp_path)]) == 2
-    from moram_avalanche.strategies import STRATEGIES
-
-    err = capsys.readouterr().err
-    assert "unknown strategy 'ewc'; available: " + ", ".join(sorted(STRATEGIES)) in err
-    assert {"finetune", "lwf", "lwf-vr", "moram", "wiseft", "zeroshot", "zscl"} <= set(STRATEGIES)
-    with pytest.raises(SystemExit):
-        main(["run", "--strategy", "moram"])  # required options missing
-
-
-def test_cli_run_on_the_synthetic_benchmark(tmp_path, capsys):
-    code = main(["run", "--benchmark", "synthetic", "--strategy", "zeroshot",
-                 "--model", "moram-synthetic-tiny", "--pretrained", "none",
-                 "--cache-dir", str(tmp_path / "cache"), "--log-dir", str(tmp_path / "run"),
-                 "--no-progress"])
-    assert code == 0
-    assert "Transfer" in capsys.readouterr().out
-    report = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert report["domains"] == ["shapes", "digits", "colours", "glyphs", "textures"]
-
-
-def test_cli_run_zscl_needs_and_takes_reference_data(tmp_path, capsys):
-    common = ["run", "--benchmark", "synthetic", "--model", "moram-synthetic-tiny", "--pretrained", "none",
-              "--cache-dir", str(tmp_path / "cache"), "--no-progress", "--iterations", "1", "--batch-size", "8"]
-    assert main([*common, "--strategy", "zscl", "--log-dir", str(tmp_path / "a")]) == 2
-    assert "ZSCL needs reference_images and reference_sentences" in capsys.readouterr().err
-    assert main([*common, "--strategy", "lwf", "--ref-images", "synthetic", "--log-dir", str(tmp_path / "b")]) == 2
-    assert "--ref-images is for --strategy zscl or moe-adapters only" in capsys.readouterr().err
-    sentences = tmp_path / "captions.txt"
-    sentences.write_text("a red circle.\n\na blue square on a striped background.\n")
-    with pytest.warns(UserWarning, match="warmup \\(100\\) >= iterations \\(1\\)"):
-        assert main([*common, "--strategy", "zscl", "--ref-images", "synthetic", "--ref-sentences",
-                     str(sentences), "--log-dir", str(tmp_path / "c")]) == 0
-    assert len(json.loads((tmp_path / "c" / "results.json").read_text())["matrix"]) == 5

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from moram_avalanche.metrics import matrix_csv, summarize, transfer_per_domain
+from moram_avalanche.experiments.metrics import matrix_csv, summarize, transfer_per_domain
 
 # rows: after training on domain t; columns: evaluated domain d
 MATRIX = np.array([
@@ -54,7 +54,7 @@ def test_csv_layout():
 
 
 def test_accuracy_matrix_writes_results_atomically(tmp_path):
-    from moram_avalanche.metrics import AccuracyMatrix
+    from moram_avalanche.experiments.metrics import AccuracyMatrix
 
     metric = AccuracyMatrix(out_dir=tmp_path)
     metric.domains = ["a", "b", "c"]

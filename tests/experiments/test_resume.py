@@ -7,9 +7,11 @@ import pytest
 import torch
 from avalanche.training.plugins import EvaluationPlugin
 
-from moram_avalanche.metrics import AccuracyMatrix
-from moram_avalanche.runner import run_stream
-from moram_avalanche.strategies import ZSCL, FineTune, LwFVR, MoRAM, WiSEFT, moram_layers
+from moram_avalanche.layers.base import find_layers
+from moram_avalanche.layers.moram import MoRAMLinear
+from moram_avalanche.experiments.metrics import AccuracyMatrix
+from moram_avalanche.experiments.runner import run_stream
+from moram_avalanche.strategies import ZSCL, FineTune, LwFVR, MoRAM, WiSEFT
 
 from conftest import TINY_CONFIG
 
@@ -65,7 +67,7 @@ def test_moram_checkpoint_holds_atoms_not_clip(make_stream, tokenizer, tmp_path)
     names = set(state["model"])
     assert names and all(n.rpartition(".")[2] in ("atom_keys", "atom_values", "num_frozen", "atom_task")
                          for n in names)
-    assert len(names) == 4 * len(moram_layers(strategy.model))
+    assert len(names) == 4 * len(find_layers(strategy.model, MoRAMLinear))
     assert state["experiences_done"] == 1 and state["seen_domains"][0]["name"] == "alpha"
 
 

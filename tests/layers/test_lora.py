@@ -5,12 +5,12 @@ import torch
 from torch import nn
 
 from moram_avalanche.clip.inject import inject_lora
-from moram_avalanche.lora import LoRALinear
+from moram_avalanche.layers.lora import LoRALinear
 
 
-def _layer(rank=3, scale=0.5):
+def _layer(rank=3, scale=0.5, mergeable=False):
     torch.manual_seed(0)
-    layer = LoRALinear(nn.Linear(6, 5), rank=rank, scale=scale)
+    layer = LoRALinear(nn.Linear(6, 5), rank=rank, scale=scale, mergeable=mergeable)
     with torch.no_grad():
         layer.up.normal_()
     return layer
@@ -35,7 +35,7 @@ def test_forward_is_base_plus_scaled_product():
 
 
 def test_merge_keeps_the_function_and_zeroes_up():
-    layer = _layer()
+    layer = _layer(mergeable=True)
     x = torch.randn(8, 6)
     before = layer(x).detach()
     weight_before = layer.base.weight.detach().clone()
@@ -45,6 +45,16 @@ def test_merge_keeps_the_function_and_zeroes_up():
     assert torch.count_nonzero(layer.up) == 0
     torch.testing.assert_close(layer.base.weight, weight_before + delta)
     torch.testing.assert_close(layer(x), before, rtol=1e-5, atol=1e-5)
+
+
+def test_only_a_mergeable_layer_merges_and_then_declares_its_base_weight():
+    plain, mergeable = _layer(), _layer(mergeable=True)
+    assert plain.state_keys == ("down", "up")
+    assert mergeable.state_keys == ("down", "up", "base.weight")
+    weight = plain.base.weight.detach().clone()
+    with pytest.raises(RuntimeError, match="mergeable=True"):
+        plain.merge()
+    assert torch.equal(plain.base.weight, weight)  # refused before anything changed
 
 
 def test_set_down_checks_shape_and_keeps_the_parameter():

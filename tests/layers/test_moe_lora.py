@@ -4,9 +4,9 @@ import pytest
 import torch
 from torch import nn
 
+from moram_avalanche.layers.base import find_layers
 from moram_avalanche.clip.inject import inject_moe_lora
-from moram_avalanche.moe_lora import MoELoRALinear
-from moram_avalanche.strategies.moe_lora import moe_lora_layers
+from moram_avalanche.layers.moe_lora import MoELoRALinear
 
 
 def grown(d_in=5, d_out=4, rank=2, experts=3, temperature=1.0, seed=0):
@@ -127,7 +127,7 @@ def test_injected_model_round_trips_into_a_freshly_injected_model(tiny_clip):
                 layer.new_router.normal_()
     inject_moe_lora(blank, rank=2)
     blank.load_state_dict(tiny_clip.state_dict())
-    assert all(layer.num_experts == 2 for layer in moe_lora_layers(blank).values())
+    assert all(layer.num_experts == 2 for layer in find_layers(blank, MoELoRALinear).values())
     images = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         assert torch.equal(blank.encode_image(images), tiny_clip.encode_image(images))

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from moram_avalanche.atoms import MoRAMLinear
-from moram_avalanche.reference import naive_moram
+from moram_avalanche.layers.moram import MoRAMLinear
+from moram_avalanche.layers.naive import naive_moram
 
 
 def make_layer(d_in, d_out, *, dtype=torch.float64, **kwargs):

@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from moram_avalanche.atoms import MoRAMLinear
-from moram_avalanche.reference import naive_mixture
+from moram_avalanche.layers.moram import MoRAMLinear
+from moram_avalanche.layers.naive import naive_mixture
 
 
 def grown_layer(d_in=6, d_out=5, per_task=4, expansions=2, topk=3, seed=0):

@@ -1,4 +1,5 @@
-"""MoRAMLinear's routing-ablation options against hand computations and the naive reference."""
+"""The routing-ablation options (MoRAMLinear's and MoRAMAblationLinear's) against hand computations
+and the naive reference."""
 
 import math
 
@@ -6,22 +7,29 @@ import pytest
 import torch
 from torch import nn
 
-from moram_avalanche.atom_ops import BALANCE_FORMS, balance_term, plain_mixture, release_balance_term
-from moram_avalanche.atoms import ROUTER_KEY, MoRAMLinear
-from moram_avalanche.reference import naive_moram
+from moram_avalanche.layers.moram_variants import BALANCE_FORMS, balance_term, plain_mixture, release_balance_term
+from moram_avalanche.layers.moram import MoRAMLinear
+from moram_avalanche.layers.moram_variants import ROUTER_BANK, MoRAMAblationLinear, moram_layer
+
+ROUTER_KEY = ROUTER_BANK.state_key
+from moram_avalanche.layers.naive import naive_moram
 
 
 def grown(d_in=5, d_out=4, per_task=3, expansions=2, seed=0, **kwargs):
     """A float64 layer grown ``expansions`` times, with non-zero values (and router rows)."""
     torch.manual_seed(seed)
-    layer = MoRAMLinear(nn.Linear(d_in, d_out).double(), atoms_per_task=per_task, **kwargs)
+    layer = moram_layer(nn.Linear(d_in, d_out).double(), atoms_per_task=per_task, **kwargs)
     for _ in range(expansions):
         layer.expand()
         with torch.no_grad():
             layer.new_values.normal_()
-            if layer.router:
+            if has_router(layer):
                 layer.new_router.normal_()
     return layer
+
+
+def has_router(layer):
+    return isinstance(layer, MoRAMAblationLinear) and layer.router
 
 
 def hand_output(layer, x, *, relevance, k, tau, gate=None):
@@ -50,7 +58,7 @@ def reference(layer, x, training):
     new_keys = layer.keys[f:].clone().requires_grad_()
     new_values = layer.values[:, f:].clone().requires_grad_()
     router, new_router = None, None
-    if layer.router:
+    if has_router(layer):
         new_router = layer.router_weight[f:].clone().requires_grad_()
         router = [layer.router_weight[:f], new_router]
     out = naive_moram(x, layer.base.weight, layer.base.bias, [layer.keys[:f], new_keys],
@@ -62,7 +70,7 @@ def reference(layer, x, training):
 
 def layer_grads(layer):
     grads = [layer.new_keys.grad, layer.new_values.grad.t()]  # values: [r, d_out] in the bank
-    return grads + ([layer.new_router.grad] if layer.router else [])
+    return grads + ([layer.new_router.grad] if has_router(layer) else [])
 
 
 # ---------------------------------------------------------------- outputs
@@ -234,7 +242,7 @@ def test_release_term_balances_even_when_every_atom_is_kept(topk):
 
 
 def test_load_balance_option_is_checked():
-    layer = MoRAMLinear(nn.Linear(2, 2))
+    layer = MoRAMAblationLinear(nn.Linear(2, 2))
     assert layer.load_balance is None
     with pytest.raises(ValueError, match="load_balance must be"):
         layer.load_balance = "auxiliary"
@@ -293,7 +301,7 @@ def test_new_router_rows_win_their_share_of_top_k_slots():
     # quarter of the top-k slots (zero-initialised rows would get almost none: logit 0
     # against frozen rows with positive logits)
     torch.manual_seed(0)
-    layer = MoRAMLinear(nn.Linear(32, 8), atoms_per_task=16, topk=16, temperature=None,
+    layer = MoRAMAblationLinear(nn.Linear(32, 8), atoms_per_task=16, topk=16, temperature=None,
                         threshold=0.0, router=True)
     for _ in range(4):
         layer.expand()
@@ -309,8 +317,8 @@ def test_router_state_dict_round_trip_into_a_fresh_layer():
     assert set(state) == {"atom_keys", "atom_values", "num_frozen", "atom_task", ROUTER_KEY,
                           "base.weight", "base.bias"}
     assert state[ROUTER_KEY].shape == (6, 4)
-    fresh = MoRAMLinear(nn.Linear(4, 3).double(), atoms_per_task=2, topk=3, threshold=0.1,
-                        router=True)
+    fresh = MoRAMAblationLinear(nn.Linear(4, 3).double(), atoms_per_task=2, topk=3, threshold=0.1,
+                                router=True)
     fresh.load_state_dict(state)
     assert fresh.num_frozen == 4 and fresh.new_router.shape == (2, 4)
     x = torch.randn(5, 4, dtype=torch.float64)
@@ -343,14 +351,14 @@ def test_bad_options_are_reported():
     with pytest.raises(ValueError, match="topk"):
         MoRAMLinear(nn.Linear(2, 2), topk=0)
     layer = MoRAMLinear(nn.Linear(2, 2), atoms_per_task=1)
-    with pytest.raises(ValueError, match="router=True"):
-        layer.load_atoms(torch.zeros(1, 2), torch.zeros(2, 1), 0, router=torch.zeros(1, 2))
+    with pytest.raises(ValueError, match=f"MoRAMLinear keeps no \\['{ROUTER_KEY}'\\] rows"):
+        layer.load_atoms(torch.zeros(1, 2), torch.zeros(2, 1), 0, router_weight=torch.zeros(1, 2))
 
 
 def test_uncollected_balance_terms_are_reported(monkeypatch):
-    import moram_avalanche.atoms as atoms
+    import moram_avalanche.layers.moram_variants as variants
 
-    monkeypatch.setattr(atoms, "MAX_BALANCE_TERMS", 2)
+    monkeypatch.setattr(variants, "MAX_BALANCE_TERMS", 2)
     layer = grown(load_balance=True).train()
     x = torch.randn(3, 5, dtype=torch.float64)
     layer(x)

@@ -9,14 +9,16 @@ import torch
 from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 
+from moram_avalanche.layers.base import find_layers
+from moram_avalanche.layers.moe_lora import MoELoRALinear
+from moram_avalanche.layers.moram import MoRAMLinear
 from moram_avalanche.benchmarks.synthetic import synthetic
-from moram_avalanche.lora import LoRALinear
-from moram_avalanche.metrics import AccuracyMatrix
-from moram_avalanche.runner import run_stream
+from moram_avalanche.layers.lora import LoRALinear
+from moram_avalanche.experiments.metrics import AccuracyMatrix
+from moram_avalanche.experiments.runner import run_stream
 from moram_avalanche.strategies import (ROUTING_ABLATIONS, STRATEGIES, MoELoRA, MoRAM,
-                                        MoRAMLoadBalance, SeqLoRA, get_strategy, moram_layers)
-from moram_avalanche.strategies.moe_lora import moe_lora_layers
-from moram_avalanche.strategies.moram_ablations import ABLATION_STRATEGIES
+                                        MoRAMLoadBalance, SeqLoRA, get_strategy)
+from moram_avalanche.strategies.moram import ABLATION_STRATEGIES
 
 from conftest import TINY_CONFIG
 
@@ -72,7 +74,7 @@ def test_two_experiences_of_the_synthetic_stream(name, tiny_clip, tokenizer):
     trained = strategy.checkpoint_model_state()
     assert trained and any(v.is_floating_point() and v.abs().sum() > 0 for v in trained.values())
     row = next((r for r in ROUTING_ABLATIONS.values() if r.strategy == name), None)
-    for layer in moram_layers(tiny_clip).values():  # the layers carry the row's options
+    for layer in find_layers(tiny_clip, MoRAMLinear).values():  # the layers carry the row's options
         assert layer.num_atoms == 32 and layer.num_frozen == 32
         for option, value in row.options.items():
             if option == "balance_coef":
@@ -124,7 +126,7 @@ def test_moe_lora_freezes_old_experts_and_router_rows(tiny_clip, tokenizer):
     for experience in tiny_stream().train_stream:
         strategy.train(experience)
     first, second = snapshots.states
-    layers = moe_lora_layers(tiny_clip)
+    layers = find_layers(tiny_clip, MoELoRALinear)
     assert all(layer.num_experts == 2 and layer.num_frozen == 2 for layer in layers.values())
     changed = 0
     for name in layers:

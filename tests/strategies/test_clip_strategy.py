@@ -7,7 +7,7 @@ import torch
 from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 
-from moram_avalanche.metrics import AccuracyMatrix
+from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.strategies import FineTune, MoRAM, ZeroShot
 
 warnings.filterwarnings("ignore", message="No loggers specified")

@@ -10,14 +10,15 @@ import torch
 from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 
+from moram_avalanche.layers.base import find_layers
 from moram_avalanche.benchmarks.synthetic import synthetic
-from moram_avalanche.clip.inject import encoder_module, residual_blocks
-from moram_avalanche.dualgpm import DualGPM
-from moram_avalanche.lora import LoRALinear
-from moram_avalanche.metrics import AccuracyMatrix
-from moram_avalanche.runner import run_stream
-from moram_avalanche.strategies import STRATEGIES, InfLoRA, lora_layers
-from moram_avalanche.strategies.inflora import input_covariances
+from moram_avalanche.clip.towers import blocks
+from moram_avalanche.algorithms.dualgpm import DualGPM
+from moram_avalanche.layers.lora import LoRALinear
+from moram_avalanche.experiments.metrics import AccuracyMatrix
+from moram_avalanche.experiments.runner import run_stream
+from moram_avalanche.strategies import STRATEGIES, InfLoRA
+from moram_avalanche.algorithms.covariance import input_covariances
 
 from conftest import TINY_CONFIG
 
@@ -32,7 +33,7 @@ def naive_ln1_covariances(model, encoder, run):
     """{attention name: mean x x^T} of every block's LN1 output, recorded with plain hooks."""
     outputs, handles = {}, []
     root_name = {m: n for n, m in model.named_modules()}
-    for _, block in residual_blocks(encoder_module(model, encoder)):
+    for block in (b.module for b in blocks(model, encoder)):
         name = root_name[block.attn]
         handles.append(block.ln_1.register_forward_hook(
             lambda module, args, out, name=name: outputs.setdefault(name, []).append(out.reshape(-1, out.shape[-1]))))
@@ -51,7 +52,7 @@ def test_the_covariance_pass_equals_a_naive_computation_from_the_ln1_outputs(tin
     strategy = InfLoRA(model=tiny_clip, tokenizer=tokenizer, rank=2, encoders=("visual", "text"), **quiet())
     groups = strategy.inflora_plugin.groups
     assert len(groups) == 4 and all(len(g["layers"]) == 2 for g in groups.values())  # k and v share a group
-    layers = lora_layers(tiny_clip)
+    layers = find_layers(tiny_clip, LoRALinear)
     recorded = {name: layers[g["layers"][0]] for name, g in groups.items()}
     gen = torch.Generator().manual_seed(5)
     images = [torch.randn(3, 3, 32, 32, generator=gen), torch.randn(2, 3, 32, 32, generator=gen)]
@@ -84,7 +85,7 @@ class Designed(SupervisedPlugin):
         self.downs, self.ups, self.memories, self.optimized, self.images = [], [], [], [], []
 
     def before_training_exp(self, strategy, **kwargs):
-        layers = lora_layers(strategy.model)
+        layers = find_layers(strategy.model, LoRALinear)
         self.downs.append({n: l.down.detach().clone() for n, l in layers.items()})
         self.ups.append({n: l.up.detach().clone() for n, l in layers.items()})
         self.memories.append({n: (m.basis.clone(), m.kind, m.updates)
@@ -114,7 +115,7 @@ def test_two_experiences_of_the_synthetic_stream(tiny_clip, tokenizer, monkeypat
                                      evaluator=EvaluationPlugin(matrix, loggers=[]))
     strategy.plugins.insert(0, Spy(probe, before_merge))
     initial = {k: v.clone() for k, v in tiny_clip.state_dict().items()}  # after injection
-    layers = lora_layers(tiny_clip)
+    layers = find_layers(tiny_clip, LoRALinear)
     names.update({id(layer): name for name, layer in layers.items()})
     assert len(layers) == 4 and all(n.startswith("visual.") for n in layers)  # image encoder only, k and v
     for experience in benchmark.train_stream:
@@ -184,7 +185,7 @@ def test_defaults_and_errors(tiny_clip, tokenizer, make_stream):
     assert not strategy.text_to_image_loss and strategy.label_smoothing == 0 and strategy.warmup == 0
     plugin = strategy.inflora_plugin
     assert plugin.rank == 10 and (plugin.lambda_b, plugin.lambda_e) == (0.95, 1.0) and plugin.num_tasks is None
-    layers = lora_layers(tiny_clip)
+    layers = find_layers(tiny_clip, LoRALinear)
     assert sorted(n.rpartition(".")[2] for n in layers) == ["k_proj", "k_proj", "v_proj", "v_proj"]
     assert all(layer.scale == 1.0 and not layer.down.requires_grad and layer.up.requires_grad
                for layer in layers.values())
@@ -227,7 +228,7 @@ def test_resume_is_bit_identical_and_the_checkpoint_is_lean(make_stream, tokeniz
     strategy, benchmark, metric = fresh_run(make_stream, tokenizer)
     assert run_stream(strategy, benchmark, tmp_path / "cut", max_experiences=1, progress=False) == 1
     checkpoint = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=True)
-    assert set(checkpoint["model"]) == {f"{n}.{s}" for n in lora_layers(strategy.model)
+    assert set(checkpoint["model"]) == {f"{n}.{s}" for n in find_layers(strategy.model, LoRALinear)
                                         for s in ("base.weight", "down", "up")}
     torch.rand(1000)  # a new process: new objects, and the global RNG moved on
     strategy, benchmark, metric = fresh_run(make_stream, tokenizer)
@@ -277,7 +278,7 @@ def old_space(basis, kind):
 
 def test_the_memory_takes_the_post_training_covariance_and_the_lr_follows_the_quarter_cosine(
         tiny_clip, tokenizer, make_stream, monkeypatch):
-    import moram_avalanche.strategies.inflora as inflora_module
+    import moram_avalanche.strategies.plugins.inflora as inflora_module
     workers = []
 
     def recording_loader(*args, num_workers=0, **kwargs):
@@ -336,7 +337,7 @@ def test_the_half_cosine_option_and_bad_options(tiny_clip, tokenizer, make_strea
         model = open_clip.CLIP(**TINY_CONFIG)
         with pytest.raises(ValueError, match=match):
             InfLoRA(model=model, tokenizer=tokenizer, **bad)
-        assert not lora_layers(model)  # refused before the model was changed
+        assert not find_layers(model, LoRALinear)  # refused before the model was changed
 
 
 def test_a_memory_with_too_few_free_directions_warns_and_the_free_ones_come_first(tiny_clip, tokenizer,

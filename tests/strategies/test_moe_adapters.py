@@ -10,15 +10,17 @@ from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 from torch import nn
 
+from moram_avalanche.layers.base import find_layers
+from moram_avalanche.layers.moe_adapter import MoEAdapterMixture
 from moram_avalanche.benchmarks.domains import SPECS
 from moram_avalanche.benchmarks.reference_sets import synthetic_reference
 from moram_avalanche.benchmarks.synthetic import synthetic
-from moram_avalanche.clip.moe_adapters import moe_mixtures, num_routers, routing
-from moram_avalanche.metrics import AccuracyMatrix
-from moram_avalanche.runner import run_stream
-from moram_avalanche.clip.moe_adapters import inject_moe_adapters
-from moram_avalanche.strategies import (MOE_FEWSHOT_MTIL_LR, MOE_FULLSHOT_MTIL_LR, MoEAdapters, ZeroShot,
-                                        get_strategy)
+from moram_avalanche.layers.moe_adapter import num_routers, routing
+from moram_avalanche.experiments.metrics import AccuracyMatrix
+from moram_avalanche.experiments.runner import run_stream
+from moram_avalanche.clip.block_taps import inject_moe_adapters
+from moram_avalanche.algorithms.schedules import MOE_FEWSHOT_MTIL_LR, MOE_FULLSHOT_MTIL_LR
+from moram_avalanche.strategies import MoEAdapters, ZeroShot, get_strategy
 
 from conftest import TINY_CONFIG
 
@@ -49,7 +51,7 @@ def make(model, tokenizer, plugins=(), metric=None, **kwargs):
 
 def adapter_state(model):
     return {k: v.detach().clone() for k, v in model.state_dict().items()
-            if any(k.startswith(f"{n}.") for n in moe_mixtures(model))}
+            if any(k.startswith(f"{n}.") for n in find_layers(model, MoEAdapterMixture))}
 
 
 class Snapshots(SupervisedPlugin):
@@ -63,7 +65,7 @@ class Snapshots(SupervisedPlugin):
         self.states.append({n: {"experts": [[p.detach().clone() for p in e.parameters()] for e in m.experts],
                                "frozen": m.frozen.clone(), "gates": [g.detach().clone() for g in m.gates],
                                "trainable": [e.down.weight.requires_grad for e in m.experts]}
-                           for n, m in moe_mixtures(strategy.model).items()})
+                           for n, m in find_layers(strategy.model, MoEAdapterMixture).items()})
 
 
 def test_two_experiences_of_the_synthetic_stream_end_to_end(tiny_clip, tokenizer):
@@ -335,7 +337,7 @@ def test_only_the_current_router_and_free_experts_train(tiny_clip, tokenizer, ma
     class Check(SupervisedPlugin):
         def before_training_iteration(self, strategy, **kwargs):
             optimized = {id(p) for g in strategy.optimizer.param_groups for p in g["params"]}
-            for m in moe_mixtures(strategy.model).values():
+            for m in find_layers(strategy.model, MoEAdapterMixture).values():
                 assert id(m.gates[1]) in optimized and id(m.gates[0]) not in optimized
                 for expert, frozen in zip(m.experts, m.frozen.tolist()):
                     assert (id(expert.up.weight) in optimized) == (not frozen)

@@ -6,7 +6,9 @@ import pytest
 import torch
 from avalanche.training.plugins import EvaluationPlugin
 
-from moram_avalanche.strategies import MoRAM, moram_layers
+from moram_avalanche.layers.base import find_layers
+from moram_avalanche.layers.moram import MoRAMLinear
+from moram_avalanche.strategies import MoRAM
 
 warnings.filterwarnings("ignore", message="No loggers specified")
 
@@ -20,11 +22,11 @@ def make(tiny_clip, tokenizer, **kwargs):
 
 def test_defaults_are_the_paper_settings(tiny_clip, tokenizer):
     strategy = MoRAM(model=tiny_clip, tokenizer=tokenizer, evaluator=EvaluationPlugin(loggers=[]))
-    layer = next(iter(moram_layers(tiny_clip).values()))
+    layer = next(iter(find_layers(tiny_clip, MoRAMLinear).values()))
     assert (layer.atoms_per_task, layer.topk, layer.temperature, layer.threshold) == (16, 16, 0.01, 0.2)
     assert (strategy.lr, strategy.iterations, strategy.train_mb_size) == (5e-4, 500, 64)
     assert strategy.betas == (0.9, 0.9999) and strategy.weight_decay == 0.0
-    assert len(moram_layers(tiny_clip)) == 24  # both encoders, 6 targets, 2 blocks each
+    assert len(find_layers(tiny_clip, MoRAMLinear)) == 24  # both encoders, 6 targets, 2 blocks each
 
 
 def test_only_the_newest_atoms_change_during_an_experience(tiny_clip, tokenizer, make_stream):
@@ -34,7 +36,7 @@ def test_only_the_newest_atoms_change_during_an_experience(tiny_clip, tokenizer,
     before = {k: v.clone() for k, v in tiny_clip.state_dict().items()}
     strategy.train(benchmark.train_stream[1])
     after = tiny_clip.state_dict()
-    layers = moram_layers(tiny_clip)
+    layers = find_layers(tiny_clip, MoRAMLinear)
     for name, layer in layers.items():
         assert (layer.num_atoms, layer.num_frozen) == (8, 8)
         old_keys, old_values = before[f"{name}.atom_keys"], before[f"{name}.atom_values"]
@@ -56,7 +58,7 @@ def test_the_plugin_records_activation_statistics_and_can_prune(tiny_clip, token
     stats = next(iter(entry["layers"].values()))
     assert stats["mass"].shape == (4,) and stats["mass"].sum() > 0 and stats["hits"].sum() > 0
     pruned = strategy.moram_plugin.pruned[0]
-    layers = moram_layers(tiny_clip)
+    layers = find_layers(tiny_clip, MoRAMLinear)
     assert all(layers[n].num_atoms == 4 - pruned[n] for n in layers)
 
 
@@ -65,7 +67,7 @@ def test_text_only_atoms_leave_the_image_encoder_untouched(tiny_clip, tokenizer,
     strategy = make(tiny_clip, tokenizer, encoders=("text",))
     strategy.train(benchmark.train_stream[0])
     assert not strategy._vision_trains and strategy._text_trains
-    assert all(name.startswith("transformer.") for name in moram_layers(tiny_clip))
+    assert all(name.startswith("transformer.") for name in find_layers(tiny_clip, MoRAMLinear))
 
 
 def test_unknown_names_are_reported():

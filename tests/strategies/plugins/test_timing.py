@@ -5,8 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from moram_avalanche.strategies import timing
-from moram_avalanche.strategies.timing import RunTime
+from moram_avalanche.strategies.plugins import timing
+from moram_avalanche.strategies.plugins.timing import RunTime
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from avalanche.training.plugins import EvaluationPlugin
 from torch import nn
 
 from moram_avalanche.strategies import ZSCL, WiSEFT
-from moram_avalanche.strategies.weights import WeightCopy
+from moram_avalanche.algorithms.weight_copy import WeightCopy
 
 
 def linear(weight, bias, dtype=torch.float32):
