@@ -200,11 +200,12 @@ def splitter_for(attention: nn.Module) -> Optional[Callable[[nn.Module], nn.Modu
 def split_attention(model: nn.Module, encoders: Sequence[str] = ENCODERS) -> int:
     """Replace each block's attention by an equal module with separate q/k/v/out linears.
 
-    The replacement is chosen by the attention's type (:data:`ATTENTION_SPLITTERS`).
-    Idempotent (already split blocks are left alone). Returns how many were replaced; a block
-    whose attention type has no entry is a TypeError that names the type.
+    The replacement is chosen by the attention's type (:data:`ATTENTION_SPLITTERS`). Every
+    block is checked before any is replaced: a block whose attention type has no entry is a
+    TypeError naming the type, and the model is left as it was. Idempotent (already split
+    blocks are left alone). Returns how many were replaced.
     """
-    replaced = 0
+    todo = []
     for block in blocks(model, encoders):
         attention = block.module.attn
         if isinstance(attention, SplitAttention):
@@ -217,9 +218,10 @@ def split_attention(model: nn.Module, encoders: Sequence[str] = ENCODERS) -> int
                 f"{', '.join(t.__name__ for t in ATTENTION_SPLITTERS)}); add an entry to "
                 "moram_avalanche.clip.attention.ATTENTION_SPLITTERS"
             )
-        block.module.attn = splitter(attention)
-        replaced += 1
-    return replaced
+        todo.append((block.module, splitter))
+    for module, splitter in todo:
+        module.attn = splitter(module.attn)
+    return len(todo)
 
 
 __all__ = ["ATTENTION_SPLITTERS", "SplitAttention", "split_attention", "splitter_for"]

@@ -18,7 +18,7 @@ from ..layers.base import find_layers
 from ..layers.lora import LoRALinear
 from ..layers.moe_lora import MoELoRALinear
 from ..layers.moram import MoRAMLinear
-from ..layers.moram_variants import moram_layer
+from ..layers.moram_variants import check_moram_options, moram_layer
 from ..utils.names import check_names
 from .attention import split_attention
 from .towers import ENCODERS, blocks
@@ -121,7 +121,7 @@ def inject_moram(
 
     Returns ``{dotted name: MoRAMLinear}``.
     """
-    moram_layer(nn.Linear(1, 1), **atom_kwargs)  # checks the options before the model changes
+    check_moram_options(**atom_kwargs)  # before the model changes
     return inject_adapters(model, lambda linear: moram_layer(linear, **atom_kwargs), MoRAMLinear,
                            encoders, targets, freeze_model)
 

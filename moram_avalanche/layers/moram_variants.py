@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .moram import BANKS, AtomBank, MoRAMLinear
+from .moram import BANKS, AtomBank, MoRAMLinear, routing_options
 from .moram_fused import RELEVANCE_EPS, route_dtype
 
 #: the external router's rows, aligned with the atoms (``router=True`` only)
@@ -178,14 +178,7 @@ class MoRAMAblationLinear(MoRAMLinear):
 
     @load_balance.setter
     def load_balance(self, form) -> None:
-        if form is True:
-            form = BALANCE_FORMS[0]
-        elif form is False or form is None:
-            form = None
-        elif form not in BALANCE_FORMS:
-            raise ValueError(f"load_balance must be False, True or one of {BALANCE_FORMS}, "
-                             f"got {form!r}")
-        self._load_balance = form
+        self._load_balance = balance_form(form)
 
     def pop_balance_terms(self) -> list:
         """The load-balancing terms recorded since the last call (and forget them)."""
@@ -225,6 +218,24 @@ class MoRAMAblationLinear(MoRAMLinear):
                 + (f", load_balance={self.load_balance!r}" if self.load_balance else ""))
 
 
+def balance_form(value) -> Optional[str]:
+    """``load_balance`` normalised: None (off), or one of :data:`BALANCE_FORMS` (``True``: the first)."""
+    if value is True:
+        return BALANCE_FORMS[0]
+    if value is False or value is None:
+        return None
+    if value not in BALANCE_FORMS:
+        raise ValueError(f"load_balance must be False, True or one of {BALANCE_FORMS}, got {value!r}")
+    return value
+
+
+def check_moram_options(*, router: bool = False, load_balance: bool | str = False, **options) -> None:
+    """Check the options of :func:`moram_layer` without building a layer (nothing allocated, no
+    random draw): a ValueError names the first bad one."""
+    routing_options(**options)
+    balance_form(load_balance)
+
+
 def moram_layer_type(*, router: bool = False, load_balance: bool | str = False, **_options) -> type:
     """The layer class for these options: the method's :class:`MoRAMLinear` unless an ablation
     needs :class:`MoRAMAblationLinear` (``router`` or ``load_balance`` set). Other options are
@@ -241,4 +252,5 @@ def moram_layer(base: nn.Linear, *, router: bool = False, load_balance: bool | s
 
 
 __all__ = ["BALANCE_FORMS", "MAX_BALANCE_TERMS", "ROUTER_BANK", "MoRAMAblationLinear", "PlainResult",
-           "balance_term", "moram_layer", "moram_layer_type", "plain_mixture", "release_balance_term"]
+           "balance_form", "balance_term", "check_moram_options", "moram_layer", "moram_layer_type",
+           "plain_mixture", "release_balance_term"]

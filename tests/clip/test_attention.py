@@ -111,3 +111,32 @@ def test_unsupported_options_and_causal_hint_without_mask_are_errors():
     q, k, v = inputs(True)
     with pytest.raises(RuntimeError, match="is_causal"):
         split(q, k, v, is_causal=True)
+
+
+# ---------------------------------------------------------------- the split chosen by module type
+def test_the_split_is_chosen_by_the_attention_type_along_its_mro(tiny_clip, monkeypatch):
+    from moram_avalanche.clip import attention as module
+    from moram_avalanche.clip.attention import ATTENTION_SPLITTERS, split_attention, splitter_for
+
+    class Packed(nn.MultiheadAttention):  # a subclass dispatches through its base type
+        pass
+
+    assert splitter_for(nn.MultiheadAttention(8, 2)) == SplitAttention.from_mha
+    assert splitter_for(Packed(8, 2)) == SplitAttention.from_mha
+    assert splitter_for(nn.Linear(2, 2)) is None
+
+    class OtherAttention(nn.Module):  # e.g. open_clip's upcoming Attention
+        def __init__(self, mha):
+            super().__init__()
+            self.mha = mha
+
+    blocks = list(tiny_clip.visual.transformer.resblocks)
+    blocks[1].attn = OtherAttention(blocks[1].attn)
+    with pytest.raises(TypeError, match="uses OtherAttention, which.*ATTENTION_SPLITTERS"):
+        split_attention(tiny_clip, ("visual",))
+    assert isinstance(blocks[0].attn, nn.MultiheadAttention)  # checked first: nothing was split
+    monkeypatch.setitem(ATTENTION_SPLITTERS, OtherAttention, lambda attn: SplitAttention.from_mha(attn.mha))
+    assert split_attention(tiny_clip, ("visual",)) == len(blocks)  # one more entry is all it takes
+    assert all(isinstance(block.attn, SplitAttention) for block in blocks)
+    assert split_attention(tiny_clip, ("visual",)) == 0  # idempotent
+    assert module.ATTENTION_SPLITTERS is ATTENTION_SPLITTERS

@@ -1,11 +1,13 @@
 """inject_moram on a tiny random-init open_clip model."""
 
+import copy
+
 import pytest
 import torch
 from torch import nn
 
 from moram_avalanche.layers.moram import MoRAMLinear
-from moram_avalanche.clip.attention import SplitAttention
+from moram_avalanche.clip.attention import SplitAttention, split_attention
 from moram_avalanche.clip.inject import inject_moram, replace_linears, target_linear_names
 
 
@@ -113,3 +115,27 @@ def test_every_adapter_injects_once_and_leaves_a_bad_target_list_harmless(inject
     assert len(layers) == 2 * 4 and all(n.endswith(("attn.v_proj", "mlp.c_fc")) for n in layers)
     with pytest.raises(ValueError, match="already holds"):
         getattr(injection, inject)(tiny_clip, **kwargs)
+
+
+def test_wrapping_the_linears_draws_no_random_numbers(tiny_clip):
+    # the layers start empty: beyond the attention split (SplitAttention builds its linears before
+    # copying the packed weights), injecting must not shift the random stream that draws the atoms
+    other = copy.deepcopy(tiny_clip)
+    torch.manual_seed(0)
+    split_attention(other)
+    expected = torch.rand(3)
+    for options in ({}, {"router": True}):
+        model = copy.deepcopy(tiny_clip)
+        torch.manual_seed(0)
+        inject_moram(model, atoms_per_task=4, **options)
+        assert torch.equal(torch.rand(3), expected), options
+
+
+def test_bad_layer_options_leave_the_model_untouched(tiny_clip):
+    before = {k: v.clone() for k, v in tiny_clip.state_dict().items()}
+    trainable = [p.requires_grad for p in tiny_clip.parameters()]
+    for bad in ({"topk": 0}, {"temperature": -1.0}, {"load_balance": "sometimes"}, {"atom_count": 3}):
+        with pytest.raises((ValueError, TypeError)):
+            inject_moram(tiny_clip, **bad)
+    assert tiny_clip.state_dict().keys() == before.keys()  # attention not split, nothing wrapped
+    assert [p.requires_grad for p in tiny_clip.parameters()] == trainable  # not even frozen
