@@ -64,12 +64,11 @@ def _strategy_options(args, name: str, eval_tf, overrides: dict) -> dict:
         options["iterations"] = args.iterations
     if getattr(args, "lr", None) is not None:
         options["lr"] = args.lr
-    wanted = needs.reference_arguments(images=args.ref_images, sentences=args.ref_sentences)
+    wanted = needs.taken(images=args.ref_images, sentences=args.ref_sentences)
     if wanted:  # read only the reference data this strategy takes
         from .benchmarks.reference_sets import reference_data
 
-        data = reference_data(wanted.get("reference_images"), wanted.get("reference_sentences"), eval_tf)
-        options.update(needs.reference_arguments(**data))
+        options.update(needs.reference_arguments(**reference_data(eval_tf, **wanted)))
     options.update(overrides)
     return options
 

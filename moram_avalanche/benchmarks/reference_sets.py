@@ -82,13 +82,14 @@ def read_sentences(path) -> list[str]:
     return sentences
 
 
-def reference_data(images, sentences, transform: Callable) -> dict:
+def reference_data(transform: Callable, *, images=None, sentences=None) -> dict:
     """``{"images": ..., "sentences": ...}`` read from command-line values (None: not given).
 
     ``images``: an image folder, "synthetic" (:func:`synthetic_reference`), or "none" (kept as
     the string: a strategy may opt out of reference images, MoE-Adapters' DDAS does);
-    ``sentences``: a text/TSV file, or "synthetic". Which of them a strategy takes is its
-    declaration (:class:`~moram_avalanche.strategies.needs.StrategyNeeds`).
+    ``sentences``: a text/TSV file, or "synthetic". ``transform`` is the model's eval transform.
+    Which of them a strategy takes is its declaration
+    (:class:`~moram_avalanche.strategies.needs.StrategyNeeds`).
     """
     data = {"images": None, "sentences": None}
     if "synthetic" in (images, sentences):

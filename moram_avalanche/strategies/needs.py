@@ -41,14 +41,15 @@ class StrategyNeeds:
             raise ValueError(f"unknown reference kinds {unknown}; expected a subset of "
                              f"{tuple(REFERENCE_ARGUMENTS)}")
 
-    def reference_arguments(self, **given) -> Dict[str, Any]:
-        """``{keyword argument: value}`` for the given reference data this strategy takes.
-
-        ``given`` holds ``images=...`` / ``sentences=...``; None values and kinds the strategy
-        does not take are left out.
-        """
-        return {REFERENCE_ARGUMENTS[kind]: value for kind, value in given.items()
+    def taken(self, **given) -> Dict[str, Any]:
+        """The given reference data (``images=...``, ``sentences=...``) this strategy takes,
+        None values left out."""
+        return {kind: value for kind, value in given.items()
                 if value is not None and kind in self.references}
+
+    def reference_arguments(self, **given) -> Dict[str, Any]:
+        """``{keyword argument: value}`` for the given reference data this strategy takes."""
+        return {REFERENCE_ARGUMENTS[kind]: value for kind, value in self.taken(**given).items()}
 
     def demo_options(self, config) -> Dict[str, Any]:
         """The options :attr:`demo` gives for the demo settings ``config`` ({} without one)."""
