@@ -164,3 +164,33 @@ def test_importing_the_package_patches_nothing_outside_it():
             "print(sorted(set(vars(torch.optim)) - before))")
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def calls_of(attribute: str) -> list:
+    """``module:line`` of every call ``<something>.<attribute>(...)`` in the package."""
+    found = []
+    for path in MODULES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == attribute):
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    return found
+
+
+def test_one_layer_finder():
+    # adapters are found by find_layers alone; towers.py walks the module tree for blocks
+    assert sorted({c.split(":")[0] for c in calls_of("named_modules")}) == ["clip/towers.py", "layers/base.py"]
+
+
+def test_one_checkpoint_filter_and_no_strategy_lists_keys():
+    from moram_avalanche.strategies.base import CLIPStrategy
+    from moram_avalanche.strategies.registry import STRATEGIES
+
+    for name, cls in STRATEGIES.items():
+        for method in ("checkpoint_model_state", "load_checkpoint_model_state"):
+            assert getattr(cls, method) is getattr(CLIPStrategy, method), (name, method)
+
+
+def test_no_plugin_rebuilds_the_optimizer():
+    # the optimizer is built by Avalanche after the model adaptation: nothing calls make_optimizer
+    assert calls_of("make_optimizer") == []
