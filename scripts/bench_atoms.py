@@ -93,6 +93,19 @@ def check_same(layer, naive, x) -> float:
     return worst
 
 
+def gate_pass_fraction(layer, x) -> float:
+    """Share of the kept (top-k) atoms whose relevance passes the eval gate ``s >= delta``.
+
+    The eval read-out skips the others, so eval timings depend on it: random keys (this
+    script) pass few atoms; a trained bank may pass more (at most ``1 / delta^2`` per token).
+    """
+    with torch.no_grad():
+        proj = x.reshape(-1, layer.in_features) @ layer.keys.t()
+        kept = proj.topk(layer.effective_topk, dim=-1).values
+        relevance = kept / proj.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    return float((relevance >= layer.threshold).float().mean())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
@@ -108,12 +121,13 @@ def main() -> None:
         totals = {key: 0.0 for key in ("lin_eval", "mo_eval", "nv_eval", "lin_tr", "mo_tr", "nv_tr")}
         print(f"\n== {num_atoms} atoms ==")
         print(f"{'layer':8s} {'eval x lin':>10s} {'eval nv/mo':>10s} {'train x lin':>11s} "
-              f"{'train nv/mo':>11s} {'max|diff|':>10s}")
+              f"{'train nv/mo':>11s} {'max|diff|':>10s} {'gate pass':>9s}")
         for name, (d_in, d_out) in BLOCK.items():
             base, layer, naive = build(d_in, d_out, num_atoms)
             x = torch.randn(*TOKENS, d_in)
             grad = torch.randn(*TOKENS, d_out)  # an upstream gradient like a real one (dense)
             diff = check_same(layer, naive, x)
+            passed = gate_pass_fraction(layer, x)
             for module in (base, layer, naive):
                 module.eval()
             t = time_calls({"lin_eval": eval_step(base, x), "mo_eval": eval_step(layer, x),
@@ -125,7 +139,7 @@ def main() -> None:
             for key in totals:
                 totals[key] += t[key]
             print(f"{name:8s} {t['mo_eval'] / t['lin_eval']:10.2f} {t['nv_eval'] / t['mo_eval']:10.2f} "
-                  f"{t['mo_tr'] / t['lin_tr']:11.2f} {t['nv_tr'] / t['mo_tr']:11.2f} {diff:10.1e}")
+                  f"{t['mo_tr'] / t['lin_tr']:11.2f} {t['nv_tr'] / t['mo_tr']:11.2f} {diff:10.1e} {passed:9.1%}")
         print(f"{'block':8s} {totals['mo_eval'] / totals['lin_eval']:10.2f} "
               f"{totals['nv_eval'] / totals['mo_eval']:10.2f} "
               f"{totals['mo_tr'] / totals['lin_tr']:11.2f} {totals['nv_tr'] / totals['mo_tr']:11.2f}")

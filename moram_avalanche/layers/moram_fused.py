@@ -67,7 +67,7 @@ def route(proj: torch.Tensor, k: int, temperature: float, threshold: Optional[fl
     softmax = torch.softmax(kept_relevance / temperature, dim=-1)
     weights = softmax
     if threshold is not None:
-        weights = softmax * (kept_relevance >= threshold)
+        weights = softmax.masked_fill(kept_relevance < threshold, 0.0)
     return Routing(norm, idx, kept_relevance, softmax, weights, kept_proj)
 
 
@@ -84,12 +84,30 @@ def mixture_forward(tokens, weight, bias, key_bank, value_bank, k, temperature, 
     proj = F.linear(tokens, key_bank).to(route_dtype(tokens.dtype))
     routing = route(proj, k, temperature, threshold)
     coef = (routing.weights * routing.kept_proj).to(tokens.dtype)
-    out = F.embedding_bag(routing.idx, value_bank, per_sample_weights=coef, mode="sum")
+    out = read_out(routing.idx, coef, value_bank, gated=threshold is not None)
     if bias is not None:
         out.add_(bias)
     if weight is not None:
         out.addmm_(tokens, weight.t())  # the base GEMM accumulates into the same buffer
     return out, proj, routing
+
+
+def read_out(idx: torch.Tensor, coef: torch.Tensor, value_bank: torch.Tensor,
+             gated: bool = False) -> torch.Tensor:
+    """``[N, d_out]`` rows ``sum_j coef[n, j] * value_bank[idx[n, j]]`` (step 6's atom term).
+
+    ``gated``: the eval gate has zeroed some coefficients; their rows are skipped (one
+    ``embedding_bag`` over the non-zero entries only, with per-token offsets). Skipping a
+    zero term leaves every sum as it is (``a + 0 == a``), and at ``delta = 0.2`` at most
+    ``1 / delta^2 = 25`` atoms per token can pass the gate (``||s|| = 1``), often far fewer.
+    """
+    if not gated:
+        return F.embedding_bag(idx, value_bank, per_sample_weights=coef, mode="sum")
+    keep = coef != 0
+    counts = keep.sum(1)
+    offsets = torch.cumsum(counts, 0) - counts  # start of each token's bag
+    return F.embedding_bag(idx[keep], value_bank, offsets, per_sample_weights=coef[keep],
+                           mode="sum")
 
 
 class MoRAMFunction(torch.autograd.Function):
@@ -178,5 +196,5 @@ def _tail_rows(idx: torch.Tensor, coef: torch.Tensor, start: int, total: int) ->
     return dense
 
 
-__all__ = ["RELEVANCE_EPS", "MoRAMFunction", "Routing", "compute_dtype", "mixture_forward", "route",
-           "route_dtype"]
+__all__ = ["RELEVANCE_EPS", "MoRAMFunction", "Routing", "compute_dtype", "mixture_forward", "read_out",
+           "route", "route_dtype"]
