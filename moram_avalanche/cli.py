@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -53,6 +54,35 @@ def _make_benchmark(args):
                                              eval_transform=eval_tf, **options)
 
 
+def _resolve_device(device: str) -> str:
+    """``--device``: ``auto`` is CUDA when a GPU is visible, else the CPU; other names as given."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _resolve_num_workers(args) -> int:
+    """``--num-workers``: by default, worker processes when images are decoded from disk
+    (a ``--data-root`` is given; half the CPU cores, at most 8), else 0 (in-memory data)."""
+    if args.num_workers is not None:
+        if args.num_workers < 0:
+            raise ValueError(f"--num-workers must be >= 0, got {args.num_workers}")
+        return args.num_workers
+    if args.data_root is None:
+        return 0
+    return max(1, min(8, (os.cpu_count() or 1) // 2))
+
+
+def _resolve_fast_paths(args) -> None:
+    """Fill ``--device`` and ``--num-workers`` defaults that depend on the machine (in place)."""
+    args.device = _resolve_device(args.device)
+    args.num_workers = _resolve_num_workers(args)
+    if args.eval_batch_size is not None and args.eval_batch_size < 1:
+        raise ValueError(f"--eval-batch-size must be >= 1, got {args.eval_batch_size}")
+
+
 def _strategy_options(args, name: str, eval_tf, overrides: dict) -> dict:
     """Keyword arguments of strategy ``name``: the shared budget, the reference data it
     declares (``needs``), ``--set`` values."""
@@ -60,6 +90,8 @@ def _strategy_options(args, name: str, eval_tf, overrides: dict) -> dict:
 
     needs = get_strategy(name).needs
     options = {"train_mb_size": args.batch_size}
+    if args.eval_batch_size is not None:
+        options["eval_mb_size"] = args.eval_batch_size
     if args.iterations is not None and needs.trains:
         options["iterations"] = args.iterations
     if getattr(args, "lr", None) is not None:
@@ -92,6 +124,7 @@ def cmd_run(args) -> int:
 
     strategy_class = get_strategy(args.strategy)
     _check_references(args, [args.strategy.lower()])
+    _resolve_fast_paths(args)
     overrides = _parse_sets(args.set, prefixed=False)
     import torch
     from avalanche.logging import TensorboardLogger
@@ -129,6 +162,7 @@ def cmd_compare(args) -> int:
     for name in names:
         get_strategy(name)
     _check_references(args, names)
+    _resolve_fast_paths(args)
     overrides = _parse_sets(args.set, prefixed=True)
     unknown = sorted(set(overrides) - set(names))
     if unknown:
@@ -284,6 +318,9 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iterations", type=int, default=None,
                         help="optimizer steps per experience (default: each strategy's, 500)")
     parser.add_argument("--batch-size", type=int, default=64, help="training batch size (default: 64)")
+    parser.add_argument("--eval-batch-size", type=int, default=None,
+                        help="evaluation batch size (default: 4 x --batch-size; inference keeps "
+                             "no activations)")
     parser.add_argument("--ref-images", default=None,
                         help="zscl: reference image folder (class sub-folders, e.g. ImageNet train/); "
                              "moe-adapters: DDAS's reference images (e.g. TinyImageNet train/, or "
@@ -291,7 +328,9 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ref-sentences", default=None,
                         help="zscl: reference sentences, one per line (or a Conceptual Captions TSV), "
                              "or 'synthetic'")
-    parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    parser.add_argument("--device", default="auto",
+                        help="torch device, or 'auto': cuda when a GPU is visible, else cpu "
+                             "(default: auto)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cache-dir", default=None, help="cache of the demo's tiny CLIP")
     parser.add_argument("--order", default=None,
@@ -305,8 +344,9 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--on-bad-image", default=None, choices=("skip", "raise"),
                         help="an unreadable image: skip it with a warning, counted in results.json "
                              "(default), or stop")
-    parser.add_argument("--num-workers", type=int, default=0,
-                        help="DataLoader worker processes decoding images (default: 0)")
+    parser.add_argument("--num-workers", type=int, default=None,
+                        help="DataLoader worker processes decoding images (default: with "
+                             "--data-root, half the CPU cores up to 8; else 0)")
     parser.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints and results")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 

@@ -35,7 +35,9 @@ class TextHead:
         if grad:
             return self._encode(key)
         if key not in self._cache:
-            with torch.no_grad():
+            # a normal (not inference-mode) tensor even when evaluation runs under
+            # torch.inference_mode(): training reuses the cache and autograd saves it
+            with torch.inference_mode(False), torch.no_grad():
                 self._cache[key] = self._encode(key)
         return self._cache[key]
 

@@ -20,6 +20,7 @@ from ..benchmarks.clip_benchmark import Domain, domain_of
 from ..clip.head import TextHead
 from ..layers.base import adapter_state_dict, find_layers, load_adapter_state_dict
 from ..utils.iteration import cycle
+from .image_cache import ImageFeatureCache
 from .needs import StrategyNeeds
 from .plugins.growth import grow_adapters
 
@@ -45,7 +46,12 @@ class CLIPStrategy(SupervisedTemplate):
       encoder trains; ``text_to_image_loss=False`` keeps the image->text term only);
     * evaluation in the label space the benchmark declares (``experience.label_space``):
       "all" -- every class of every domain, labels offset by ``experience.label_offset``
-      (X-TAIL) -- or "domain" -- the experience's own classes with its template ensemble (MTIL).
+      (X-TAIL) -- or "domain" -- the experience's own classes with its template ensemble (MTIL);
+    * evaluation on the fastest path that gives the same numbers: under
+      ``torch.inference_mode()``, in minibatches of ``eval_mb_size`` (default
+      :data:`EVAL_BATCH_FACTOR` x ``train_mb_size``: no activations are kept), and with the
+      image features of an unchanged image tower computed once and replayed by later
+      evaluations (:mod:`~moram_avalanche.strategies.image_cache`; ``cache_image_features``).
 
     Experiences must carry ``classnames``, ``template``, ``domain`` and the label-space
     attributes that :func:`~moram_avalanche.benchmarks.clip_benchmark.clip_benchmark` sets.
@@ -65,6 +71,11 @@ class CLIPStrategy(SupervisedTemplate):
         text_to_image_loss: add the text->image term of the loss when the vision encoder
             trains (MoRAM release: True; the ZSCL lineage trains on image->text only).
         amp: mixed precision (fp16 autocast + gradient scaling) on CUDA; ignored on CPU.
+        eval_mb_size: evaluation minibatch (default ``EVAL_BATCH_FACTOR * train_mb_size``).
+        cache_image_features: replay the image features of the test sets while the image
+            tower is unchanged (:class:`~moram_avalanche.strategies.image_cache.ImageFeatureCache`;
+            strategies whose evaluation forward uses the images otherwise set
+            :attr:`replays_image_features` False).
         text_batch_size: prompts per text-encoder call.
         progress: show tqdm bars for training iterations and evaluation.
     """
@@ -73,6 +84,9 @@ class CLIPStrategy(SupervisedTemplate):
     lr_factor = staticmethod(cosine_lr_factor)
     #: what the command line and the demo need to know (:mod:`~moram_avalanche.strategies.needs`)
     needs = StrategyNeeds()
+    #: whether the evaluation logits depend on the images only through
+    #: :meth:`eval_image_features` (so cached features can stand in for the images)
+    replays_image_features = True
 
     def __init__(
         self,
@@ -95,13 +109,15 @@ class CLIPStrategy(SupervisedTemplate):
         plugins=None,
         evaluator=default_evaluator,
         eval_every: int = -1,
+        cache_image_features: bool = True,
         **base_kwargs,
     ):
         if iterations < 0:
             raise ValueError(f"iterations must be >= 0, got {iterations}")
         super().__init__(
             model=model, optimizer=None, train_mb_size=train_mb_size, train_epochs=1,
-            eval_mb_size=eval_mb_size or train_mb_size, device=device, plugins=plugins,
+            eval_mb_size=eval_mb_size or EVAL_BATCH_FACTOR * train_mb_size, device=device,
+            plugins=plugins,
             evaluator=evaluator, eval_every=eval_every, **base_kwargs,
         )
         self.tokenizer = tokenizer
@@ -124,6 +140,9 @@ class CLIPStrategy(SupervisedTemplate):
         self._seen_text = None
         self._text_trains = False
         self._vision_trains = False
+        self.image_cache = (ImageFeatureCache()
+                            if cache_image_features and self.replays_image_features else None)
+        self._replaying = False
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint_model_state(self) -> dict:
@@ -231,13 +250,21 @@ class CLIPStrategy(SupervisedTemplate):
 
     # ------------------------------------------------------------------ model output
     def forward(self):
-        image = F.normalize(self.model.encode_image(self.mb_x), dim=-1)
         scale = self.model.logit_scale.exp()
         if self.is_training:
+            image = F.normalize(self.model.encode_image(self.mb_x), dim=-1)
             self._image_features = image
             self._current_text = self._training_text()
             return scale * image @ self._current_text.t()
+        image = self.eval_image_features()
         return scale * image @ self.eval_classifier(self.experience).t().to(image.dtype)
+
+    def eval_image_features(self):
+        """Normalised image features of the evaluation minibatch (replayed ones when cached)."""
+        if self._replaying:
+            return self.mb_x
+        self._image_features = F.normalize(self.model.encode_image(self.mb_x), dim=-1)
+        return self._image_features
 
     def criterion(self):
         if not self.is_training:
@@ -286,20 +313,53 @@ class CLIPStrategy(SupervisedTemplate):
             self.text_head.clear()
         super()._after_training_exp(**kwargs)
 
+    def _before_eval(self, **kwargs):
+        super()._before_eval(**kwargs)
+        if self.image_cache is not None:
+            self.image_cache.start(self.model.visual)  # drops the features if the tower changed
+
+    def _image_cache_key(self):
+        """What identifies an experience's evaluation batches (None: not cached)."""
+        if self.image_cache is None:
+            return None
+        experience = self.experience
+        return (experience.origin_stream.name, experience.current_experience,
+                len(experience.dataset), self.eval_mb_size)
+
     def eval_epoch(self, **kwargs):
-        bar = tqdm(total=len(self.dataloader), desc=f"eval {getattr(self.experience, 'domain', '')}",
+        """One pass over the experience's test data under ``torch.inference_mode()``.
+
+        With cached image features of this tower (:attr:`image_cache`) the minibatches are
+        replayed from the cache (features instead of images; same labels, same order) and no
+        image is read; otherwise the features are recorded for the next evaluation.
+        """
+        key = self._image_cache_key()
+        replay = self.image_cache.get(key) if key is not None else None
+        batches = self.dataloader if replay is None else replay
+        bar = tqdm(total=len(batches), desc=f"eval {getattr(self.experience, 'domain', '')}",
                    disable=not self.progress, leave=False)
-        for self.mbatch in self.dataloader:
-            self._unpack_minibatch()
-            self._before_eval_iteration(**kwargs)
-            self._before_eval_forward(**kwargs)
-            with self.autocast():
-                self.mb_output = self.forward()
-            self._after_eval_forward(**kwargs)
-            self.loss = self.criterion()
-            self._after_eval_iteration(**kwargs)
-            bar.update()
-        bar.close()
+        self._replaying = replay is not None
+        try:
+            with torch.inference_mode():
+                for self.mbatch in batches:
+                    self.mbatch = list(self.mbatch)
+                    rest = list(self.mbatch[1:])  # labels as read, before any offset
+                    self._unpack_minibatch()
+                    self._before_eval_iteration(**kwargs)
+                    self._before_eval_forward(**kwargs)
+                    with self.autocast():
+                        self.mb_output = self.forward()
+                    if key is not None and replay is None:
+                        self.image_cache.add(key, self._image_features, *rest)
+                    self._after_eval_forward(**kwargs)
+                    self.loss = self.criterion()
+                    self._after_eval_iteration(**kwargs)
+                    bar.update()
+            if key is not None and replay is None:
+                self.image_cache.finish(key)
+        finally:
+            self._replaying = False
+            bar.close()
 
 
 def _check_clip_experience(experience) -> None:
@@ -323,4 +383,7 @@ def _text_parameters(model) -> Sequence[torch.nn.Parameter]:
     return [p for p in model.parameters() if id(p) not in skip]
 
 
-__all__ = ["CLIPStrategy"]
+#: default evaluation minibatch, in training minibatches (inference keeps no activations)
+EVAL_BATCH_FACTOR = 4
+
+__all__ = ["CLIPStrategy", "EVAL_BATCH_FACTOR"]

@@ -112,6 +112,8 @@ class MoEAdapters(CLIPStrategy):
         iterations, lr: from ``recipe``.
     """
 
+    #: the evaluation forward routes each image (DDAS reads the pixels): no feature replay
+    replays_image_features = False
     needs = StrategyNeeds(references=("images",), demo=lambda demo: {
         "lr": demo.moe_lr, "warmup": demo.baseline_warmup,
         "feature_extractor": random_conv_features(demo.seed + 3000),
