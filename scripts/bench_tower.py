@@ -57,6 +57,11 @@ def build_towers(tasks: int):
     return {"plain": plain, "split": split, "moram": moram, "lora": lora}
 
 
+def sync() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 def time_round_robin(fns: dict, repeats: int) -> dict:
     """Median seconds per call of each function, timed round-robin so drift hits all alike."""
     for fn in fns.values():
@@ -64,8 +69,10 @@ def time_round_robin(fns: dict, repeats: int) -> dict:
     samples = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
+            sync()
             start = time.perf_counter()
             fn()
+            sync()
             samples[name].append(time.perf_counter() - start)
     return {name: statistics.median(values) for name, values in samples.items()}
 
@@ -116,15 +123,17 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    towers = build_towers(args.tasks)
-    images = torch.randn(args.batch, 3, 224, 224)
+    towers = {name: model.to(args.device) for name, model in build_towers(args.tasks).items()}
+    images = torch.randn(args.batch, 3, 224, 224, device=args.device)
     with torch.inference_mode():
         plain_out, split_out = towers["plain"].visual(images), towers["split"].visual(images)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load "
+    where = torch.cuda.get_device_name() if images.is_cuda else f"{torch.get_num_threads()} CPU threads"
+    print(f"torch {torch.__version__}, {where}, load "
           f"{os.getloadavg()[0]:.1f}, batch {args.batch}, {args.tasks} tasks of 16 atoms "
           f"({sum(l.num_atoms for l in find_layers(towers['moram'], MoRAMLinear).values())} atoms "
           f"in 72 linears), median of {args.repeats}")

@@ -1,0 +1,210 @@
+"""Numerical checks of the GPU path: CUDA against the CPU reference, AMP (fp16, bf16) against fp32.
+
+Run by ``scripts/gpu_check.sh`` on a CUDA machine (exit status 1 when a check fails):
+
+1. ``MoRAMLinear`` on CUDA, fp32, eval and train: output and every gradient against the naive
+   reference (``layers/naive.py``) on the CPU in float64 (ViT-B/16 sizes, 160 atoms).
+2. The same layer under ``torch.autocast`` fp16 and bf16: output and gradients against the
+   fp32 CUDA run (relative error of the whole tensor, ``||a - b|| / ||b||``), finite.
+3. The ViT-B/16 image tower with 10 tasks of atoms on its 72 linears: features under fp16 and
+   bf16 autocast against fp32 (relative error and cosine), and one training step's
+   gradients of the newest atoms.
+4. One short MoRAM run of the strategy on CUDA on a synthetic stream, with ``amp=True`` (fp16
+   autocast + gradient scaling) and without: the loss stays finite and the accuracies are printed.
+
+    python scripts/gpu_checks.py [--out gpu_checks.txt]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from moram_avalanche.layers.moram import MoRAMLinear
+from moram_avalanche.layers.naive import NaiveMoRAMLinear
+
+LINES = []
+FAILED = []
+DEVICE = "cuda"  # "cpu" with --smoke-cpu (checks the script itself, small sizes)
+SIZES = {"layers": ((768, 768), (768, 3072), (3072, 768)), "tokens": (4, 197), "tower": "ViT-B-16",
+         "images": 8}
+
+
+def report(name, value, limit):
+    ok = value <= limit
+    LINES.append(f"{'ok  ' if ok else 'FAIL'} {name}: {value:.2e} (limit {limit:.0e})")
+    print(LINES[-1], flush=True)
+    if not ok:
+        FAILED.append(name)
+
+
+def relative(a, b):
+    a, b = a.double(), b.double()
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def layer_with_atoms(d_in, d_out, atoms=160, device=DEVICE):
+    torch.manual_seed(0)
+    layer = MoRAMLinear(nn.Linear(d_in, d_out), atoms_per_task=16, topk=16, temperature=0.01, threshold=0.2)
+    for _ in range(atoms // 16):
+        layer.expand()
+        with torch.no_grad():
+            layer.new_values.normal_(std=0.02)
+    return layer.to(device)
+
+
+def run_layer(layer, x, training, dtype=None):
+    layer.train(training)
+    x = x.clone().requires_grad_()
+    with torch.autocast(DEVICE, dtype=dtype, enabled=dtype is not None):
+        out = layer(x)
+    out.float().square().mean().backward()
+    grads = {"x": x.grad, "keys": layer.new_keys.grad, "values": layer.new_values.grad}
+    layer.zero_grad(set_to_none=True)
+    return out.detach().float(), {k: v.detach().float() for k, v in grads.items()}
+
+
+def check_layer_parity():
+    for d_in, d_out in ((768, 768), (768, 3072), (3072, 768)):
+        layer = layer_with_atoms(d_in, d_out)
+        x = torch.randn(4, 197, d_in, device=DEVICE)
+        frozen = layer.num_frozen
+        cpu = copy.deepcopy(layer).cpu().double()
+        naive = NaiveMoRAMLinear(cpu.base.weight, cpu.base.bias, cpu.keys[:frozen], cpu.values[:, :frozen],
+                                 cpu.keys[frozen:], cpu.values[:, frozen:], topk=16, temperature=0.01,
+                                 threshold=0.2)
+        for training in (False, True):
+            out, grads = run_layer(layer, x, training)
+            naive.train(training)
+            xr = x.detach().cpu().double().requires_grad_()
+            ref = naive(xr)
+            ref.square().mean().backward()
+            tag = f"{d_in}->{d_out} {'train' if training else 'eval'}"
+            report(f"layer CUDA fp32 vs CPU float64 reference, {tag}: output", relative(out.cpu(), ref.detach()), 1e-4)
+            report(f"  grad x", relative(grads["x"].cpu(), xr.grad), 1e-3)
+            if training:
+                report(f"  grad new keys", relative(grads["keys"].cpu(), naive.new_keys.grad), 1e-3)
+                report(f"  grad new values", relative(grads["values"].cpu().t(), naive.new_values.grad), 1e-3)
+            naive.zero_grad(set_to_none=True)
+
+
+def check_layer_amp():
+    for d_in, d_out in ((768, 768), (768, 3072)):
+        layer = layer_with_atoms(d_in, d_out)
+        x = torch.randn(4, 197, d_in, device=DEVICE)
+        for training in (False, True):
+            out32, grads32 = run_layer(layer, x, training)
+            for dtype, limit in ((torch.float16, 5e-3), (torch.bfloat16, 3e-2)):
+                out, grads = run_layer(layer, x, training, dtype)
+                tag = f"{d_in}->{d_out} {'train' if training else 'eval'} {str(dtype)[6:]}"
+                finite = all(torch.isfinite(t).all() for t in (out, *grads.values()) if t is not None)
+                report(f"layer autocast vs fp32, {tag}: output (finite {finite})",
+                       relative(out, out32) if finite else float("inf"), limit)
+                if training:
+                    report(f"  grad new keys", relative(grads["keys"], grads32["keys"]), 10 * limit)
+                    report(f"  grad new values", relative(grads["values"], grads32["values"]), 10 * limit)
+
+
+def check_tower_amp():
+    import open_clip
+
+    from moram_avalanche.clip.inject import inject_moram
+
+    torch.manual_seed(0)
+    model = open_clip.create_model(SIZES["tower"], pretrained=None)
+    layers = inject_moram(model, encoders=("visual",))
+    for layer in layers.values():
+        for _ in range(10):
+            layer.expand()
+            with torch.no_grad():
+                layer.new_values.normal_(std=0.02)
+    model = model.to(DEVICE).eval()
+    images = torch.randn(8, 3, 224, 224, device=DEVICE)
+    with torch.inference_mode():
+        ref = model.encode_image(images).float()
+        for dtype, limit in ((torch.float16, 1e-2), (torch.bfloat16, 5e-2)):
+            with torch.autocast(DEVICE, dtype=dtype):
+                out = model.encode_image(images).float()
+            cosine = float(torch.nn.functional.cosine_similarity(out, ref).min())
+            report(f"ViT-B/16 tower, 10 tasks of atoms, {str(dtype)[6:]} autocast vs fp32: features "
+                   f"(min cosine {cosine:.5f})", relative(out, ref), limit)
+    model.train()
+    grads = {}
+    for dtype in (None, torch.float16, torch.bfloat16):
+        with torch.autocast(DEVICE, dtype=dtype or torch.float16, enabled=dtype is not None):
+            loss = model.encode_image(images).float().square().mean()
+        loss.backward()
+        grads[dtype] = torch.cat([l.new_keys.grad.flatten().float() for l in layers.values()])
+        model.zero_grad(set_to_none=True)
+    report("ViT-B/16 tower training step, fp16 vs fp32: grads of the newest keys",
+           relative(grads[torch.float16], grads[None]), 1e-1)
+    report("ViT-B/16 tower training step, bf16 vs fp32: grads of the newest keys",
+           relative(grads[torch.bfloat16], grads[None]), 2e-1)
+
+
+def check_strategy_amp():
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from moram_avalanche.benchmarks.synthetic import synthetic
+    from moram_avalanche.experiments.demo import TINY_CONFIG
+    from moram_avalanche.experiments.metrics import AccuracyMatrix
+    from moram_avalanche.strategies import MoRAM
+    import open_clip
+
+    results = {}
+    for amp in (False, True):
+        torch.manual_seed(0)
+        model = open_clip.CLIP(**TINY_CONFIG)
+        simple = open_clip.tokenizer.SimpleTokenizer(context_length=TINY_CONFIG["text_cfg"]["context_length"])
+        benchmark = synthetic(train_size=64, test_size=32, seed=0)
+        matrix = AccuracyMatrix()
+        strategy = MoRAM(model=model, tokenizer=lambda t: simple(t), iterations=20, train_mb_size=16,
+                         device=DEVICE, amp=amp, progress=False,
+                         evaluator=EvaluationPlugin(matrix, loggers=[]))
+        for experience in benchmark.train_stream[:3]:
+            strategy.train(experience)
+            strategy.eval(benchmark.test_stream)
+            if not torch.isfinite(strategy.loss):
+                FAILED.append(f"MoRAM strategy amp={amp}: loss {strategy.loss}")
+        results[amp] = matrix.result()
+    LINES.append(f"MoRAM strategy on CUDA, synthetic stream, 3 tasks: accuracy rows fp32 "
+                 f"{results[False].round(1).tolist()} / amp fp16 {results[True].round(1).tolist()}")
+    print(LINES[-1], flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--smoke-cpu", action="store_true", help="run the checks on the CPU, small sizes")
+    args = parser.parse_args()
+    global DEVICE
+    if args.smoke_cpu:
+        DEVICE = "cpu"
+        SIZES.update(layers=((64, 64), (64, 128), (128, 64)), tokens=(2, 9), tower="ViT-B-32", images=2)
+    elif not torch.cuda.is_available():
+        print("no CUDA device: nothing to check (--smoke-cpu runs the script on the CPU)", file=sys.stderr)
+        return 2
+    name = torch.cuda.get_device_name() if DEVICE == "cuda" else "CPU (smoke run)"
+    LINES.append(f"device: {name}, torch {torch.__version__}")
+    print(LINES[-1])
+    for check in (check_layer_parity, check_layer_amp, check_tower_amp, check_strategy_amp):
+        try:
+            check()
+        except Exception as err:  # report and go on with the next check
+            FAILED.append(f"{check.__name__}: {type(err).__name__}: {err}")
+            LINES.append(f"FAIL {check.__name__}: {type(err).__name__}: {err}")
+            print(LINES[-1], flush=True)
+    LINES.append(f"{len(FAILED)} failed" + (f": {FAILED}" if FAILED else ""))
+    print(LINES[-1])
+    if args.out:
+        Path(args.out).write_text("\n".join(LINES) + "\n")
+    return 1 if FAILED else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
