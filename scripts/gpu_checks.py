@@ -48,14 +48,14 @@ def relative(a, b):
     return float((a - b).norm() / b.norm().clamp_min(1e-30))
 
 
-def layer_with_atoms(d_in, d_out, atoms=160, device=DEVICE):
+def layer_with_atoms(d_in, d_out, atoms=160):
     torch.manual_seed(0)
     layer = MoRAMLinear(nn.Linear(d_in, d_out), atoms_per_task=16, topk=16, temperature=0.01, threshold=0.2)
     for _ in range(atoms // 16):
         layer.expand()
         with torch.no_grad():
             layer.new_values.normal_(std=0.02)
-    return layer.to(device)
+    return layer.to(DEVICE)
 
 
 def run_layer(layer, x, training, dtype=None):
@@ -70,9 +70,9 @@ def run_layer(layer, x, training, dtype=None):
 
 
 def check_layer_parity():
-    for d_in, d_out in ((768, 768), (768, 3072), (3072, 768)):
+    for d_in, d_out in SIZES["layers"]:
         layer = layer_with_atoms(d_in, d_out)
-        x = torch.randn(4, 197, d_in, device=DEVICE)
+        x = torch.randn(*SIZES["tokens"], d_in, device=DEVICE)
         frozen = layer.num_frozen
         cpu = copy.deepcopy(layer).cpu().double()
         naive = NaiveMoRAMLinear(cpu.base.weight, cpu.base.bias, cpu.keys[:frozen], cpu.values[:, :frozen],
@@ -94,9 +94,9 @@ def check_layer_parity():
 
 
 def check_layer_amp():
-    for d_in, d_out in ((768, 768), (768, 3072)):
+    for d_in, d_out in SIZES["layers"][:2]:
         layer = layer_with_atoms(d_in, d_out)
-        x = torch.randn(4, 197, d_in, device=DEVICE)
+        x = torch.randn(*SIZES["tokens"], d_in, device=DEVICE)
         for training in (False, True):
             out32, grads32 = run_layer(layer, x, training)
             for dtype, limit in ((torch.float16, 5e-3), (torch.bfloat16, 3e-2)):
@@ -124,14 +124,15 @@ def check_tower_amp():
             with torch.no_grad():
                 layer.new_values.normal_(std=0.02)
     model = model.to(DEVICE).eval()
-    images = torch.randn(8, 3, 224, 224, device=DEVICE)
+    size = model.visual.image_size[0]
+    images = torch.randn(SIZES["images"], 3, size, size, device=DEVICE)
     with torch.inference_mode():
         ref = model.encode_image(images).float()
         for dtype, limit in ((torch.float16, 1e-2), (torch.bfloat16, 5e-2)):
             with torch.autocast(DEVICE, dtype=dtype):
                 out = model.encode_image(images).float()
             cosine = float(torch.nn.functional.cosine_similarity(out, ref).min())
-            report(f"ViT-B/16 tower, 10 tasks of atoms, {str(dtype)[6:]} autocast vs fp32: features "
+            report(f"{SIZES['tower']} tower, 10 tasks of atoms, {str(dtype)[6:]} autocast vs fp32: features "
                    f"(min cosine {cosine:.5f})", relative(out, ref), limit)
     model.train()
     grads = {}
@@ -149,6 +150,7 @@ def check_tower_amp():
 
 def check_strategy_amp():
     from avalanche.training.plugins import EvaluationPlugin
+    from torchvision import transforms
 
     from moram_avalanche.benchmarks.synthetic import synthetic
     from moram_avalanche.experiments.demo import TINY_CONFIG
@@ -161,7 +163,10 @@ def check_strategy_amp():
         torch.manual_seed(0)
         model = open_clip.CLIP(**TINY_CONFIG)
         simple = open_clip.tokenizer.SimpleTokenizer(context_length=TINY_CONFIG["text_cfg"]["context_length"])
-        benchmark = synthetic(train_size=64, test_size=32, seed=0)
+        size = TINY_CONFIG["vision_cfg"]["image_size"]
+        to_tensor = transforms.Compose([transforms.Resize((size, size)), transforms.ToTensor()])
+        benchmark = synthetic(train_size=64, test_size=32, seed=0, train_transform=to_tensor,
+                              eval_transform=to_tensor)
         matrix = AccuracyMatrix()
         strategy = MoRAM(model=model, tokenizer=lambda t: simple(t), iterations=20, train_mb_size=16,
                          device=DEVICE, amp=amp, progress=False,
