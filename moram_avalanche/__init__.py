@@ -59,6 +59,7 @@ _PUBLIC = {
     "ROUTING_ABLATIONS": "strategies.moram",
     "ZeroShot": "strategies.zeroshot",
     "FineTune": "strategies.finetune",
+    "FineTuneAlone": "strategies.finetune_alone",
     "ZSCLFineTune": "strategies.zscl_finetune",
     "WiSEFT": "strategies.wiseft",
     "LwF": "strategies.lwf",
@@ -80,6 +81,7 @@ _PUBLIC = {
     "clip_benchmark": "benchmarks.clip_benchmark",
     "xtail": "benchmarks.streams",
     "mtil": "benchmarks.streams",
+    "mtil_5shot": "benchmarks.streams",
     "synthetic": "benchmarks.synthetic",
     "check_data": "benchmarks.check",
     # experiments
@@ -91,6 +93,8 @@ _PUBLIC = {
     "Setup": "experiments.compare",
     "run_comparison": "experiments.compare",
     "run_demo": "experiments.demo",
+    "seed_everything": "experiments.seeding",
+    "reproduce": "experiments.reproduce",
 }
 
 

@@ -109,4 +109,9 @@ def accuracy_heatmaps(matrices, domains: Sequence[str], *, per_row: int = 4,
     return _figure_to_image(fig)
 
 
-__all__ = ["accuracy_heatmap", "accuracy_heatmaps", "atom_usage_heatmap", "heatmap"]
+def figure_to_image(fig):
+    """A matplotlib figure as an RGB PIL image (PNG at 100 dpi, tight bounding box)."""
+    return _figure_to_image(fig)
+
+
+__all__ = ["accuracy_heatmap", "accuracy_heatmaps", "atom_usage_heatmap", "figure_to_image", "heatmap"]
