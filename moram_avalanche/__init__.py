@@ -95,6 +95,7 @@ _PUBLIC = {
     "run_demo": "experiments.demo",
     "seed_everything": "experiments.seeding",
     "reproduce": "experiments.reproduce",
+    "ReproduceSettings": "experiments.reproduce_plan",
 }
 
 

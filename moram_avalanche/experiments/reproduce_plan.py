@@ -206,7 +206,7 @@ def format_run(run: Run, settings: ReproduceSettings) -> List[str]:
     protocol = run.protocol
     shown = [k for k in SHOWN_FIRST if k in options] + sorted(k for k in options if k not in SHOWN_FIRST)
     lines = [
-        f"  {run.strategy} (seed {run.seed}) -> {run.folder(settings.root / 'runs')}",
+        f"  {run.run_id} (seed {run.seed}) -> {run.folder(settings.root / 'runs')}",
         f"    protocol: {protocol.builder}, order {protocol.order} ({', '.join(protocol.domains)}), "
         f"{protocol.shots} shots per class"
         + (f", {settings.test_shots} test images per class (rehearsal)" if settings.test_shots else "")
@@ -240,6 +240,29 @@ def _status(path: str) -> str:
     return "  [found]" if Path(path).expanduser().exists() else "  [MISSING]"
 
 
+def _activation(settings: ReproduceSettings) -> str:
+    from ..clip.load import trained_with_quick_gelu
+
+    tag = settings.weights_origin or settings.pretrained
+    if tag and tag.lower() != "none" and trained_with_quick_gelu(settings.model, tag):
+        return "QuickGELU, as these weights were trained"
+    return "the model config's"
+
+
+def _domains_status(protocol: Protocol, settings: ReproduceSettings) -> str:
+    """Which of the protocol's domains the data root holds (``check-data``'s verdict)."""
+    if settings.data_root is None or not Path(settings.data_root).expanduser().is_dir():
+        return "domains: not checked (no --data-root folder)"
+    from ..benchmarks.check import check_data
+
+    reports = check_data(settings.data_root, protocol.benchmark, progress=False)
+    wanted = set(protocol.domains)
+    missing = [f"{r.name} ({r.status})" for r in reports if r.name in wanted and not r.usable]
+    found = sum(r.usable for r in reports if r.name in wanted)
+    return (f"domains: {found} of {len(wanted)} found" + (f"; MISSING: {', '.join(missing)}" if missing else "")
+            + f" (moram-avalanche check-data --root {settings.data_root} --benchmark {protocol.benchmark})")
+
+
 def format_plan(specs: Sequence[TableSpec], settings: ReproduceSettings, planned: Sequence[PlannedRun]) -> str:
     """The plan as text: the data and model it needs, each table's rows, every run's settings."""
     protocols = list(dict.fromkeys(p.run.protocol for p in planned))
@@ -248,11 +271,12 @@ def format_plan(specs: Sequence[TableSpec], settings: ReproduceSettings, planned
                 "mean nothing)" if settings.rehearse else ""),
              f"  model: {settings.model}, weights {settings.pretrained!r}"
              + (f" (origin {settings.weights_origin!r})" if settings.weights_origin else "")
-             + "; OpenAI's weights run with QuickGELU",
+             + f"; activation: {_activation(settings)}",
              f"  device: {settings.device}; output: {settings.root}"]
     for protocol in protocols:
         lines.append(f"  data: {protocol.builder} under {settings.data_root or '<data-root>'}: "
                      f"{protocol.description}")
+        lines.append(f"    {_domains_status(protocol, settings)}")
     for spec in specs:
         seeds = table_seeds(spec, settings)
         lines.append(f"\n{spec.name} ({spec.label}): {spec.title}; seeds {', '.join(map(str, seeds))}")
