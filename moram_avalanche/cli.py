@@ -97,11 +97,13 @@ def cmd_run(args) -> int:
     from avalanche.logging import TensorboardLogger
     from avalanche.training.plugins import EvaluationPlugin
 
+    from .experiments.analysis.source import weights_checksum
     from .experiments.metrics import AccuracyMatrix
     from .experiments.runner import run_stream
 
     torch.manual_seed(args.seed)
     model, train_tf, eval_tf, tokenizer = _make_model(args)()
+    checksum = weights_checksum(model)
     benchmark = _make_benchmark(args)(train_tf, eval_tf)
     log_dir = Path(args.log_dir)
     matrix = AccuracyMatrix(out_dir=log_dir)
@@ -109,7 +111,7 @@ def cmd_run(args) -> int:
     options = _strategy_options(args, args.strategy.lower(), eval_tf, overrides.get("", {}))
     strategy = strategy_class(model=model, tokenizer=tokenizer, evaluator=evaluator, device=args.device,
                               progress=not args.no_progress, **options)
-    _record_run(args, log_dir, overrides.get("", {}))
+    _record_run(args, log_dir, overrides.get("", {}), checksum)
     run_stream(strategy, benchmark, log_dir, resume=not args.no_resume, progress=not args.no_progress,
                num_workers=args.num_workers)
     report = matrix.report()
@@ -118,7 +120,7 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _record_run(args, log_dir: Path, overrides: dict) -> None:
+def _record_run(args, log_dir: Path, overrides: dict, checksum: float) -> None:
     """``LOG_DIR/run.json``: what rebuilds the run's model and data (read by ``analyze``)."""
     from .experiments.analysis.source import write_run_settings
 
@@ -127,7 +129,8 @@ def _record_run(args, log_dir: Path, overrides: dict) -> None:
         "pretrained": args.pretrained, "cache_dir": args.cache_dir, "strategy": args.strategy.lower(),
         "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
         "set": {k: repr(v) for k, v in overrides.items()}, "iterations": args.iterations, "lr": args.lr,
-        "batch_size": args.batch_size, "seed": args.seed, "device": args.device})
+        "batch_size": args.batch_size, "seed": args.seed, "device": args.device,
+        "weights_checksum": checksum})
 
 
 def cmd_analyze(args) -> int:

@@ -29,6 +29,11 @@ def test_cli_run_on_the_synthetic_benchmark(tmp_path, capsys):
     assert "Transfer" in capsys.readouterr().out
     report = json.loads((tmp_path / "run" / "results.json").read_text())
     assert report["domains"] == ["shapes", "digits", "colours", "glyphs", "textures"]
+    recorded = json.loads((tmp_path / "run" / "run.json").read_text())  # what `analyze` rebuilds
+    assert {k: recorded[k] for k in ("benchmark", "model", "pretrained", "seed", "strategy")} == {
+        "benchmark": "synthetic", "model": "moram-synthetic-tiny", "pretrained": "none", "seed": 0,
+        "strategy": "zeroshot"}
+    assert recorded["weights_checksum"] > 0
 
 
 def test_cli_run_zscl_needs_and_takes_reference_data(tmp_path, capsys):

@@ -43,6 +43,9 @@ class RunSettings:
         model: the open_clip model name. pretrained: its tag or weights file (None: random).
         benchmark: ``xtail``, ``mtil`` or ``synthetic``; stream: its options (order, shots, ...).
         data_root: where the datasets are. cache_dir: the tiny demo CLIP's cache.
+        seed: the seed set before the run built its model (what random weights depend on).
+        weights_checksum: :func:`weights_checksum` of the run's CLIP, when recorded: the
+            rebuilt model must match it.
         source: where these settings were read (for the report).
     """
 
@@ -52,6 +55,8 @@ class RunSettings:
     stream: Dict[str, object] = field(default_factory=dict)
     data_root: Optional[str] = None
     cache_dir: Optional[str] = None
+    seed: Optional[int] = None
+    weights_checksum: Optional[float] = None
     source: str = "given"
 
 
@@ -98,7 +103,8 @@ def _recorded(log_dir: Path) -> Optional[RunSettings]:
             pretrained = settings.get("pretrained")
             return RunSettings(settings["model"], None if str(pretrained).lower() == "none" else pretrained,
                                settings["benchmark"], dict(settings.get("stream") or {}),
-                               settings.get("data_root"), settings.get("cache_dir"), str(path))
+                               settings.get("data_root"), settings.get("cache_dir"), settings.get("seed"),
+                               settings.get("weights_checksum"), str(path))
     return None
 
 
@@ -107,11 +113,30 @@ def _demo_settings(settings: dict, path: str) -> RunSettings:
     demo = settings["demo"]
     stream = {key: demo[key] for key in ("train_size", "test_size", "seed", "label_space") if key in demo}
     return RunSettings(settings["model"], f"demo-cache:{settings['weights']}", "synthetic-demo", stream,
-                       source=path)
+                       seed=demo.get("seed"), source=path)
+
+
+def weights_checksum(model: nn.Module) -> float:
+    """A fingerprint of a model's weights: the float64 sum of the absolute values of its parameters
+    and finite buffer entries (no cancellation, so devices that sum in another order agree to
+    ~1e-12; an attention mask's -inf entries are left out)."""
+    import torch
+
+    with torch.no_grad():
+        tensors = [t.detach().double().abs() for t in [*model.parameters(), *model.buffers()]]
+        return float(sum(t[torch.isfinite(t)].sum() for t in tensors))
 
 
 def load_run_model(settings: RunSettings, device="cpu"):
-    """``(model, train_transform, eval_transform, tokenizer)`` of the run's CLIP (no MoRAM layers yet)."""
+    """``(model, train_transform, eval_transform, tokenizer)`` of the run's CLIP (no MoRAM layers yet).
+
+    Random weights (``pretrained`` None) are drawn after seeding with the run's seed, as the run
+    drew them; a recorded :func:`weights_checksum` must match.
+    """
+    import math
+
+    import torch
+
     from ...clip.load import load_clip
     from ..demo import TINY_NAME, DemoConfig, default_cache_dir, pretrained_tiny_clip, register_tiny_clip
 
@@ -125,7 +150,17 @@ def load_run_model(settings: RunSettings, device="cpu"):
                              "the --cache-dir the demo used")
     elif settings.model == TINY_NAME and pretrained == "synthetic":
         pretrained = str(pretrained_tiny_clip(cache_dir, DemoConfig()))
-    return load_clip(settings.model, pretrained=pretrained or None, device=device)
+    if settings.seed is not None:
+        torch.manual_seed(settings.seed)
+    loaded = load_clip(settings.model, pretrained=pretrained or None, device=device)
+    if settings.weights_checksum is not None:
+        found = weights_checksum(loaded[0])
+        if not math.isclose(found, settings.weights_checksum, rel_tol=1e-7):
+            raise ValueError(
+                f"the CLIP rebuilt from {settings.source} ({settings.model}, pretrained="
+                f"{settings.pretrained}) is not the run's (weights checksum {found!r}, recorded "
+                f"{settings.weights_checksum!r}): pass the run's weights (--pretrained)")
+    return loaded
 
 
 def load_run_benchmark(settings: RunSettings, train_transform, eval_transform):
@@ -173,4 +208,5 @@ def settings_dict(settings: RunSettings) -> dict:
 
 
 __all__ = ["COMPARE_SETTINGS_NAME", "RUN_SETTINGS_NAME", "RunSettings", "load_run_benchmark",
-           "load_run_model", "moram_model", "read_run_settings", "settings_dict", "write_run_settings"]
+           "load_run_model", "moram_model", "read_run_settings", "settings_dict", "weights_checksum",
+           "write_run_settings"]
