@@ -91,8 +91,9 @@ def layer_activations(model: nn.Module, layer_name: str, inputs: torch.Tensor, *
 
 def _weights(model: nn.Module, layer: MoRAMLinear, inputs: torch.Tensor, encoder: str) -> torch.Tensor:
     """``[B, R, L]`` weights; a batch as long as the sequence (an ambiguous layout) runs in halves."""
+    encode = model.encode_image if encoder == "visual" else model.encode_text
     with torch.inference_mode(), captured_inputs(layer) as seen:
-        model.encode_image(inputs) if encoder == "visual" else model.encode_text(inputs)
+        encode(inputs)
     x, samples = seen[0], inputs.shape[0]
     if x.dim() == 3 and x.shape[0] == x.shape[1] and samples > 1:
         half = samples // 2

@@ -3,7 +3,7 @@ tab:latency; ViT-B/16 on X-TAIL, GPU not named in the paper)."""
 
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Optional
 
 from .formula import PAPER_FORMULAS
 
