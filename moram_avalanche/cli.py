@@ -321,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.set_defaults(func=cmd_compare)
 
     analysis = commands.add_parser(
-        "analyze", help="the paper's figures from a MoRAM run: activation maps, atoms for 99%, pruning",
+        "analyze", help="the paper's figures from a MoRAM run: activation maps, atoms for 99%%, pruning",
         description="Write LOG_DIR/analysis/: report.md embedding every picture -- activation maps of "
                     "one layer's atoms on image tokens for data of task t after task t' (paper Figs. "
                     "3, 6-8), averaged activation ratios (Fig. 5), atoms needed for 99%% of the "
