@@ -224,9 +224,10 @@ def cumulative_curves(curves: Dict[str, dict], *, share: float, tasks: int):
         return figure_to_image(fig, dpi=DPI)
 
 
-def pruning(rows: Sequence[PruneRow], *, hypothetical: bool, paper_share: float = 0.3):
+def pruning(rows: Sequence[PruneRow], *, hypothetical: bool, share: float = 0.99, paper_share: float = 0.3):
     """Left: stored numbers saved per task (share of those the task added; the paper's ~30% marked).
-    Right: mean atoms kept per layer, by tower and projection, per task (one scale, 0 to ``r``)."""
+    Right: mean atoms kept per layer, by tower and projection, per task (one scale, 0 to ``r``).
+    ``hypothetical``: what keeping ``share`` of each task's mass would do (the run did not prune)."""
     tasks = sorted({row.task for row in rows})
     where = {row.layer: parse_layer_name(row.layer) for row in rows}
     present = {(w.encoder, w.projection) for w in where.values()}
@@ -244,7 +245,8 @@ def pruning(rows: Sequence[PruneRow], *, hypothetical: bool, paper_share: float 
         added = sum(row.added * row.per_atom for row in part)
         saved.append(100 * sum(row.saved for row in part) / added if added else 0.0)
     top = max(row.added for row in rows)
-    what = "would save (99% rule on the recorded masses; this run did not prune)" if hypothetical else "saved"
+    what = (f"would save ({share:.0%} rule on the recorded masses; this run did not prune)" if hypothetical
+            else "saved")
     with _style():
         fig = _figure(3.5 + 0.45 * len(tasks) * 2, 1.8 + 0.28 * len(groups))
         left, right = fig.subplots(1, 2, width_ratios=[1, 1.2])

@@ -153,7 +153,7 @@ def analyze(log_dir, *, data_root: Optional[str] = None, options: Optional[Analy
         sections.append("## Atoms carrying the activation mass\n\nNo activation mass was recorded in this "
                         "run (`record_activations=False`), so there is nothing to count.\n")
     steps.update()
-    sections.append(_pruning_section(record, images, numbers, out))
+    sections.append(_pruning_section(record, images, numbers, out, options.share))
     steps.update()
     steps.close()
 
@@ -354,22 +354,22 @@ def _mass_section(record, rows, options) -> str:
     return "\n".join(lines)
 
 
-def _pruning_section(record: RunRecord, images: dict, numbers: dict, out: Path) -> str:
+def _pruning_section(record: RunRecord, images: dict, numbers: dict, out: Path, share: float) -> str:
     hypothetical = not pruned(record)
     head = ["## Pruning: atoms kept and storage saved (paper: about 30% saved)", ""]
     try:
-        rows = pruning_rows(record, hypothetical=hypothetical)
+        rows = pruning_rows(record, hypothetical=hypothetical, share=share)
     except ValueError as err:
         return "\n".join(head + [f"Nothing to show: {err}.", ""])
-    images["pruning.png"] = figures.pruning(rows, hypothetical=hypothetical)
+    images["pruning.png"] = figures.pruning(rows, hypothetical=hypothetical, share=share)
     atomic_write_text(out / "pruning.csv", _pruning_csv(rows))
     totals = per_task(rows)
-    share = overall_saved_share(rows)
-    numbers["pruning"] = {"hypothetical": hypothetical, "saved_share": share, "per_task": totals}
+    saved = overall_saved_share(rows)
+    numbers["pruning"] = {"hypothetical": hypothetical, "saved_share": saved, "per_task": totals}
     if hypothetical:
         head.append("This run did not prune (`prune_mass=None`). Shown: what keeping, after each task, the "
-                    "smallest set of the task's new atoms that covers 99% of the mass recorded while training "
-                    "it would keep and save.")
+                    f"smallest set of the task's new atoms that covers {share:.0%} of the mass recorded while "
+                    "training it would keep and save.")
     else:
         kept = f"{record.prune_mass:.0%}" if record.prune_mass is not None else "its `prune_mass` share"
         head.append(f"After each task the run kept the smallest set of the task's new atoms covering {kept} "
@@ -384,7 +384,7 @@ def _pruning_section(record: RunRecord, images: dict, numbers: dict, out: Path) 
                     f"{row['atoms_kept']} | {row['parameters_added']:,} | {row['parameters_saved']:,} | "
                     f"{row['saved_share']:.1%} |")
     verb = "would save" if hypothetical else "saved"
-    head += ["", f"Over all tasks pruning {verb} **{share:.1%}** of the atoms' storage.", ""]
+    head += ["", f"Over all tasks pruning {verb} **{saved:.1%}** of the atoms' storage.", ""]
     return "\n".join(head)
 
 

@@ -72,7 +72,9 @@ def test_cli_analyze_without_maps_needs_only_the_records(tmp_path, capsys):
     report = tmp_path / "run" / "analysis" / "report.md"
     assert str(report) in capsys.readouterr().out
     assert pictures(report) == ["atoms_for_99.png", "cumulative_mass.png", "pruning.png"]
-    assert "did not prune" in report.read_text()
+    assert "did not prune" in report.read_text() and "covers 99% of the mass" in report.read_text()
+    pruning = json.loads((report.parent / "analysis.json").read_text())["pruning"]
+    assert pruning["hypothetical"] is True and 0 <= pruning["saved_share"] < 1
 
 
 def test_cli_analyze_errors_are_one_line(tmp_path, capsys):
