@@ -119,52 +119,52 @@ def analyze(log_dir, *, data_root: Optional[str] = None, options: Optional[Analy
     options = options or AnalysisOptions()
     options.check()
     record = load_run(log_dir)
-    out = record.log_dir / ANALYSIS_DIR
     scenarios = (parse_scenarios(options.scenarios, record.tasks) if options.scenarios
                  else default_scenarios(record.tasks))
     layer = map_layer(record, options) if options.maps else None
-    images, sections, numbers = {}, [], {"run": _run_summary(record), "options": asdict(options)}
-    steps = tqdm(total=3 + (len(scenarios) if options.maps else 0), desc="analysis", disable=not progress)
-
+    # everything is computed first; files are written at the end, each atomically
+    images, texts, sections = {}, {}, []
+    numbers = {"run": _run_summary(record), "options": asdict(options)}
+    steps = tqdm(total=2 + (len(scenarios) if options.maps else 0), desc="analysis", disable=not progress)
     if options.maps:
         bundle = _model_and_data(record, data_root, model, benchmark, eval_transform, tokenizer,
                                  layer_options, settings or {}, device)
         numbers["run"]["settings"] = bundle.pop("settings")
         maps = _maps(record, layer, scenarios, options, bundle, steps)
         images.update(maps["images"])
-        sections.append(_maps_section(record, layer, scenarios, options, maps))
+        sections.append(_maps_section(record, layer, scenarios, maps))
         numbers["activations"] = maps["numbers"]
-    mass_rows = mass_counts(record, options.share)
+    sections.append(_mass_section(record, options, layer, images, texts, numbers))
     steps.update()
-    if sum(row.total_mass for row in mass_rows) > 0:
-        curve_layers = _curve_layers(record, options, layer)
-        images["atoms_for_99.png"] = figures.mass_counts(mass_rows, share=options.share, tasks=record.tasks)
-        curves = {}
-        for name in curve_layers:
-            mass = final_bank_mass(record, name).mass
-            curves[parse_layer_name(name).label] = {"encoder": parse_layer_name(name).encoder,
-                                                    "curve": cumulative_curve(mass),
-                                                    "needed": atoms_for_mass(mass, options.share)}
-        images["cumulative_mass.png"] = figures.cumulative_curves(curves, share=options.share, tasks=record.tasks)
-        sections.append(_mass_section(record, mass_rows, options))
-        numbers["atoms_for_share"] = [asdict(row) for row in mass_rows]
-        atomic_write_text(out / "atoms_for_99.csv", _mass_csv(mass_rows))
-    else:
-        sections.append("## Atoms carrying the activation mass\n\nNo activation mass was recorded in this "
-                        "run (`record_activations=False`), so there is nothing to count.\n")
-    steps.update()
-    sections.append(_pruning_section(record, images, numbers, out, options.share))
+    sections.append(_pruning_section(record, images, texts, numbers, options.share))
     steps.update()
     steps.close()
 
+    out = record.log_dir / ANALYSIS_DIR
+    _remove_stale(out, set(images) | set(texts))
     for name, image in images.items():
         save_png(image, out / name)
+    for name, text in texts.items():
+        atomic_write_text(out / name, text)
     report = _report(record, sections)
     atomic_write_text(out / "analysis.json", json.dumps(numbers, indent=2, default=_jsonable) + "\n")
     path = atomic_write_text(out / REPORT_NAME, report)
     if tensorboard:
         write_tensorboard(tensorboard_dir(record.log_dir), images, report)
     return path
+
+
+#: the files an analysis writes besides report.md and analysis.json (older ones are removed)
+OUTPUT_PATTERNS = ("activation_map_*.png", "activation_ratios.png", "atoms_for_99.png", "atoms_for_99.csv",
+                   "cumulative_mass.png", "pruning.png", "pruning.csv")
+
+
+def _remove_stale(out: Path, keep: set) -> None:
+    """Remove what an earlier analysis wrote and this one does not (other scenarios, say)."""
+    for pattern in OUTPUT_PATTERNS:
+        for path in out.glob(pattern):
+            if path.name not in keep:
+                path.unlink()
 
 
 # ---------------------------------------------------------------------- the map layer
@@ -304,7 +304,7 @@ def _run_summary(record: RunRecord) -> dict:
             "atoms": {name: int(bank["atom_task"].numel()) for name, bank in record.banks.items()}}
 
 
-def _maps_section(record, layer, scenarios, options, maps) -> str:
+def _maps_section(record, layer, scenarios, maps) -> str:
     where = parse_layer_name(layer)
     lines = ["## Which atoms fire on which tokens (paper Figs. 3, 5-8)", "",
              f"Layer: **{where.label}** (`{layer}`). Each map shows the mixture weight `w_i` of every atom "
@@ -329,7 +329,21 @@ def _maps_section(record, layer, scenarios, options, maps) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _mass_section(record, rows, options) -> str:
+def _mass_section(record: RunRecord, options: AnalysisOptions, layer: Optional[str], images: dict,
+                  texts: dict, numbers: dict) -> str:
+    rows = mass_counts(record, options.share)
+    if sum(row.total_mass for row in rows) <= 0:
+        return ("## Atoms carrying the activation mass\n\nNo activation mass was recorded in this run "
+                "(`record_activations=False`), so there is nothing to count.\n")
+    images["atoms_for_99.png"] = figures.mass_counts(rows, share=options.share, tasks=record.tasks)
+    curves = {}
+    for name in _curve_layers(record, options, layer):
+        mass, where = final_bank_mass(record, name).mass, parse_layer_name(name)
+        curves[where.label] = {"encoder": where.encoder, "curve": cumulative_curve(mass),
+                               "needed": atoms_for_mass(mass, options.share)}
+    images["cumulative_mass.png"] = figures.cumulative_curves(curves, share=options.share, tasks=record.tasks)
+    numbers["atoms_for_share"] = [asdict(row) for row in rows]
+    texts["atoms_for_99.csv"] = _mass_csv(rows)
     lines = [f"## Atoms needed for {options.share:.0%} of the cumulative activation mass (paper Figs. 9-11)", "",
              "While each task trains, every layer adds each token's mixture weights to its atoms' mass. An "
              "atom's cumulative mass is the sum over every task it took part in; the count of a layer is the "
@@ -354,7 +368,7 @@ def _mass_section(record, rows, options) -> str:
     return "\n".join(lines)
 
 
-def _pruning_section(record: RunRecord, images: dict, numbers: dict, out: Path, share: float) -> str:
+def _pruning_section(record: RunRecord, images: dict, texts: dict, numbers: dict, share: float) -> str:
     hypothetical = not pruned(record)
     head = ["## Pruning: atoms kept and storage saved (paper: about 30% saved)", ""]
     try:
@@ -362,7 +376,7 @@ def _pruning_section(record: RunRecord, images: dict, numbers: dict, out: Path, 
     except ValueError as err:
         return "\n".join(head + [f"Nothing to show: {err}.", ""])
     images["pruning.png"] = figures.pruning(rows, hypothetical=hypothetical, share=share)
-    atomic_write_text(out / "pruning.csv", _pruning_csv(rows))
+    texts["pruning.csv"] = _pruning_csv(rows)
     totals = per_task(rows)
     saved = overall_saved_share(rows)
     numbers["pruning"] = {"hypothetical": hypothetical, "saved_share": saved, "per_task": totals}

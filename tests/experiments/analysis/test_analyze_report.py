@@ -52,7 +52,8 @@ def test_analyze_writes_the_report_and_every_picture_it_lists(pruned_copy):
     tags = tensorboard_images(log_dir / "tb" / "analysis")
     assert tags == {f"Analysis/{name[:-4]}" for name in listed}
     # analysing again replaces the TensorBoard run (one point per picture, not two)
-    analyze(log_dir, options=AnalysisOptions(maps=False), progress=False)
+    report = analyze(log_dir, options=AnalysisOptions(maps=False), progress=False)
+    assert sorted(p.name for p in report.parent.glob("*.png")) == sorted(pictures(report))  # no stale maps
     assert tensorboard_images(log_dir / "tb" / "analysis") == {
         "Analysis/atoms_for_99", "Analysis/cumulative_mass", "Analysis/pruning"}
 
