@@ -145,7 +145,9 @@ class MoEAdapters(CLIPStrategy):
                      "release routes a test batch: ddas_routing='batch')",
         reference_paths=MOE_REFERENCE_PATHS, files=_moe_files,
         short_budget=lambda n: {"warmup": scaled(100, n), "ae_iterations": min(300, n),
-                                "ae_reference_iterations": min(1000, n)})
+                                "ae_reference_iterations": min(1000, n)},
+        cost=lambda: {"feature_extractor": _untrained_alexnet_features(), "ae_iterations": 1,
+                      "ae_reference_iterations": 1})
 
     def __init__(
         self,
@@ -299,6 +301,14 @@ class MoEAdapters(CLIPStrategy):
                 f"{', '.join(self.recipe_defaults)}; for full training sets the release uses its "
                 "full-shot recipe: pass recipe=\"full-shot\" (on the command line "
                 "--set recipe=full-shot)", stacklevel=2)
+
+
+def _untrained_alexnet_features() -> torch.nn.Module:
+    """DDAS's default extractor (:func:`~moram_avalanche.algorithms.ddas.alexnet_features`) with
+    random weights: the same compute without the ImageNet download, for timing (``cost``)."""
+    from torchvision.models import alexnet
+
+    return alexnet().features[:-2].eval().requires_grad_(False)
 
 
 def _check_existing_mixtures(model, encoders, options: dict) -> None:

@@ -49,6 +49,11 @@ class StrategyNeeds:
             experience are cut to ``n`` (``reproduce --rehearse`` and smoke runs): a function
             of ``n`` giving keyword arguments (warm-up, averaging period, autoencoder
             iterations, ...). None: nothing else to shorten.
+        cost: its options for ``moram-avalanche cost`` (:mod:`moram_avalanche.experiments.cost`),
+            which builds it offline on random weights to count parameters and time it: a
+            function giving keyword arguments that replace what needs a download or trains
+            outside the measured loop by stand-ins of the same compute (MoE-Adapters: DDAS's
+            AlexNet with random weights). None: nothing to replace.
     """
 
     trains: bool = True
@@ -59,6 +64,7 @@ class StrategyNeeds:
     reference_paths: Mapping[str, str] = field(default_factory=dict)
     files: Optional[Callable[[Dict[str, Any]], Dict[str, str]]] = None
     short_budget: Optional[Callable[[int], Dict[str, Any]]] = None
+    cost: Optional[Callable[[], Dict[str, Any]]] = None
 
     def __post_init__(self):
         unknown = sorted(set(self.references) - set(REFERENCE_ARGUMENTS))
@@ -87,6 +93,10 @@ class StrategyNeeds:
     def paper_options(self, protocol) -> Dict[str, Any]:
         """The options :attr:`paper` gives for ``protocol`` ({} without one)."""
         return dict(self.paper(protocol)) if self.paper is not None else {}
+
+    def cost_options(self) -> Dict[str, Any]:
+        """The options :attr:`cost` gives ({} without one)."""
+        return dict(self.cost()) if self.cost is not None else {}
 
     def short_budget_options(self, iterations: int) -> Dict[str, Any]:
         """The options :attr:`short_budget` gives for ``iterations`` ({} without one)."""
