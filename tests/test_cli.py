@@ -31,7 +31,7 @@ def test_cli_run_on_the_synthetic_benchmark(tmp_path, capsys):
     assert report["domains"] == ["shapes", "digits", "colours", "glyphs", "textures"]
     recorded = json.loads((tmp_path / "run" / "run.json").read_text())  # what `analyze` rebuilds
     assert {k: recorded[k] for k in ("benchmark", "model", "pretrained", "seed", "strategy")} == {
-        "benchmark": "synthetic", "model": "moram-synthetic-tiny", "pretrained": "none", "seed": 0,
+        "benchmark": "synthetic", "model": "moram-synthetic-tiny", "pretrained": "none", "seed": 42,
         "strategy": "zeroshot"}
     assert recorded["weights_checksum"] > 0
 
