@@ -11,7 +11,8 @@ table):
 * :mod:`~moram_avalanche.algorithms` -- framework-free baseline math (DualGPM, DDAS, ...);
 * :mod:`~moram_avalanche.strategies` -- Avalanche strategies, one file each, and their plugins;
 * :mod:`~moram_avalanche.benchmarks` -- X-TAIL, MTIL and synthetic streams;
-* :mod:`~moram_avalanche.experiments` -- running, checkpointing, comparing, tables, the demo.
+* :mod:`~moram_avalanche.experiments` -- running, checkpointing, comparing, tables, the demo, the
+  paper's figures from a run (``analyze``) and cost tables (``measure_cost``).
 """
 
 from importlib import import_module
@@ -59,6 +60,7 @@ _PUBLIC = {
     "ROUTING_ABLATIONS": "strategies.moram",
     "ZeroShot": "strategies.zeroshot",
     "FineTune": "strategies.finetune",
+    "FineTuneAlone": "strategies.finetune_alone",
     "ZSCLFineTune": "strategies.zscl_finetune",
     "WiSEFT": "strategies.wiseft",
     "LwF": "strategies.lwf",
@@ -80,6 +82,7 @@ _PUBLIC = {
     "clip_benchmark": "benchmarks.clip_benchmark",
     "xtail": "benchmarks.streams",
     "mtil": "benchmarks.streams",
+    "mtil_5shot": "benchmarks.streams",
     "synthetic": "benchmarks.synthetic",
     "check_data": "benchmarks.check",
     # experiments
@@ -91,6 +94,13 @@ _PUBLIC = {
     "Setup": "experiments.compare",
     "run_comparison": "experiments.compare",
     "run_demo": "experiments.demo",
+    "seed_everything": "experiments.seeding",
+    "reproduce": "experiments.reproduce",
+    "ReproduceSettings": "experiments.reproduce_plan",
+    "analyze": "experiments.analysis",
+    "AnalysisOptions": "experiments.analysis",
+    "measure_cost": "experiments.cost",
+    "CostOptions": "experiments.cost",
 }
 
 

@@ -1,4 +1,5 @@
-"""The ``moram-avalanche`` command line: ``demo``, ``run``, ``compare`` and ``check-data``.
+"""The ``moram-avalanche`` command line: ``demo``, ``run``, ``compare``, ``reproduce``, ``analyze``,
+``cost`` and ``check-data``.
 
 Heavy imports (torch, Avalanche, open_clip) happen inside the commands, so ``--help`` and
 argument errors are instant.
@@ -43,7 +44,8 @@ def _make_model(args):
     pretrained = None if args.pretrained.lower() == "none" else args.pretrained
     if args.model == TINY_NAME and pretrained == "synthetic":
         pretrained = str(pretrained_tiny_clip(cache_dir, DemoConfig()))
-    return lambda: load_clip(args.model, pretrained=pretrained or None, device=args.device)
+    return lambda: load_clip(args.model, pretrained=pretrained or None, device=args.device,
+                             weights_origin=args.weights_origin)
 
 
 def _make_benchmark(args):
@@ -52,15 +54,6 @@ def _make_benchmark(args):
     builder, options = get_benchmark(args.benchmark), _stream_options(args)
     return lambda train_tf, eval_tf: builder(args.data_root, train_transform=train_tf,
                                              eval_transform=eval_tf, **options)
-
-
-def _resolve_device(device: str) -> str:
-    """``--device``: ``auto`` is CUDA when a GPU is visible, else the CPU; other names as given."""
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def _resolve_num_workers(args) -> int:
@@ -77,7 +70,9 @@ def _resolve_num_workers(args) -> int:
 
 def _resolve_fast_paths(args) -> None:
     """Fill ``--device`` and ``--num-workers`` defaults that depend on the machine (in place)."""
-    args.device = _resolve_device(args.device)
+    from .experiments.reproduce import resolve_device
+
+    args.device = resolve_device(args.device)
     args.num_workers = _resolve_num_workers(args)
     if args.eval_batch_size is not None and args.eval_batch_size < 1:
         raise ValueError(f"--eval-batch-size must be >= 1, got {args.eval_batch_size}")
@@ -130,11 +125,14 @@ def cmd_run(args) -> int:
     from avalanche.logging import TensorboardLogger
     from avalanche.training.plugins import EvaluationPlugin
 
+    from .experiments.analysis.source import weights_checksum
     from .experiments.metrics import AccuracyMatrix
     from .experiments.runner import run_stream
+    from .experiments.seeding import seed_everything
 
-    torch.manual_seed(args.seed)
+    seed_everything(args.seed)
     model, train_tf, eval_tf, tokenizer = _make_model(args)()
+    checksum = weights_checksum(model)
     benchmark = _make_benchmark(args)(train_tf, eval_tf)
     log_dir = Path(args.log_dir)
     matrix = AccuracyMatrix(out_dir=log_dir)
@@ -142,12 +140,73 @@ def cmd_run(args) -> int:
     options = _strategy_options(args, args.strategy.lower(), eval_tf, overrides.get("", {}))
     strategy = strategy_class(model=model, tokenizer=tokenizer, evaluator=evaluator, device=args.device,
                               progress=not args.no_progress, **options)
+    _record_run(args, log_dir, overrides.get("", {}), checksum)
     run_stream(strategy, benchmark, log_dir, resume=not args.no_resume, progress=not args.no_progress,
                num_workers=args.num_workers)
     report = matrix.report()
     print(f"Transfer {report['transfer']:.1f}  Average {report['average']:.1f}  "
           f"Last {report['last']:.1f}   ({log_dir}/results.json)")
     return 0
+
+
+def _record_run(args, log_dir: Path, overrides: dict, checksum: float) -> None:
+    """``LOG_DIR/run.json``: what rebuilds the run's model and data (read by ``analyze``)."""
+    from .experiments.analysis.source import write_run_settings
+
+    write_run_settings(log_dir, {
+        "benchmark": args.benchmark, "stream": _stream_options(args), "model": args.model,
+        "pretrained": args.pretrained, "weights_origin": args.weights_origin, "cache_dir": args.cache_dir,
+        "strategy": args.strategy.lower(),
+        "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
+        "set": {k: repr(v) for k, v in overrides.items()}, "iterations": args.iterations, "lr": args.lr,
+        "batch_size": args.batch_size, "seed": args.seed, "device": args.device,
+        "weights_checksum": checksum})
+
+
+def cmd_analyze(args) -> int:
+    _quiet_imports()
+    from .experiments.analysis import AnalysisOptions, analyze
+
+    options = AnalysisOptions(encoder=args.encoder, layer=args.layer, projection=args.projection,
+                              scenarios=args.scenarios, image=args.image, images=args.images,
+                              share=args.share, maps=not args.no_maps)
+    overrides = {k: v for k, v in (("model", args.model), ("pretrained", args.pretrained),
+                                   ("benchmark", args.benchmark), ("cache_dir", args.cache_dir)) if v}
+    report = analyze(args.log_dir, data_root=args.data_root, options=options, settings=overrides,
+                     device=args.device, progress=not args.no_progress)
+    print(f"{report} (pictures beside it; TensorBoard: the run's log, run 'analysis')")
+    return 0
+
+
+def cmd_cost(args) -> int:
+    _quiet_imports()
+    import json
+
+    from .experiments.cost import CostOptions, cost_report, measure_cost
+    from .utils.files import atomic_write_text
+
+    names = [n.strip().lower() for n in args.strategies.split(",") if n.strip()]
+    options = CostOptions(
+        model=args.model, pretrained=None if args.pretrained.lower() == "none" else args.pretrained,
+        device=args.device, strategies=names, tasks=_task_numbers(args.tasks), batch_size=args.batch_size,
+        iterations=args.iterations, warmup=args.warmup, classes=args.classes, eval_images=args.eval_images,
+        eval_batch_size=args.eval_batch_size, repeats=args.repeats, amp=args.amp,
+        options=_parse_sets(args.set, prefixed=True), cache_dir=args.cache_dir, seed=args.seed,
+        timing=not args.params_only)
+    results = measure_cost(options, progress=not args.no_progress)
+    report = cost_report(results, paper=not args.no_paper)
+    print(report)
+    if args.out:
+        atomic_write_text(Path(args.out) / "cost.md", report)
+        atomic_write_text(Path(args.out) / "cost.json", json.dumps(results, indent=2, default=str) + "\n")
+    return 0
+
+
+def _task_numbers(text: str) -> List[int]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items or not all(t.isdigit() and int(t) >= 1 for t in items):
+        raise ValueError(f"--tasks must list task numbers >= 1, e.g. 1,5,10; got {text!r}")
+    return sorted({int(t) for t in items})
 
 
 def cmd_compare(args) -> int:
@@ -169,8 +228,8 @@ def cmd_compare(args) -> int:
         raise ValueError(f"--set names strategies that are not compared: {unknown} (compared: {names})")
     settings = {
         "benchmark": args.benchmark, "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
-        "model": args.model, "pretrained": args.pretrained, "stream": _stream_options(args),
-        "iterations": args.iterations, "batch_size": args.batch_size, "seed": args.seed,
+        "model": args.model, "pretrained": args.pretrained, "weights_origin": args.weights_origin,
+        "stream": _stream_options(args), "iterations": args.iterations, "batch_size": args.batch_size, "seed": args.seed,
         "ref_images": args.ref_images, "ref_sentences": args.ref_sentences,
         "device": args.device, "num_workers": args.num_workers,
     }
@@ -231,10 +290,43 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
+#: ``reproduce``'s tables (moram_avalanche.experiments.reproduce.TABLE_CHOICES, kept here so that
+#: --help needs no heavy import; a test checks both agree)
+REPRODUCE_TABLES = ("xtail", "xtail-order2", "mtil", "routing", "robustness", "pruning", "load-balance",
+                    "sweeps", "additional-baselines", "all")
+
+
+def cmd_reproduce(args) -> int:
+    if args.table not in REPRODUCE_TABLES:
+        raise ValueError(f"unknown table {args.table!r}; the paper's CLIP tables: {', '.join(REPRODUCE_TABLES)}")
+    _quiet_imports()
+    from .experiments.reproduce import ReproduceSettings, paper_text, parse_seeds, plan_text, resolve_device
+
+    if args.paper:
+        print(paper_text(args.table))
+        return 0
+    seeds = None if args.seeds is None else parse_seeds(args.seeds)
+    settings = ReproduceSettings(
+        data_root=args.data_root, out=args.out, seeds=seeds, device=resolve_device(args.device),
+        model=args.model, pretrained=args.pretrained, weights_origin=args.weights_origin,
+        ref_images=args.ref_images, ref_sentences=args.ref_sentences, iterations=args.iterations,
+        rehearse=args.rehearse, num_workers=args.num_workers, progress=not args.no_progress)
+    if args.dry_run:
+        print(plan_text(args.table, settings))
+        return 0
+    from .experiments.reproduce import reproduce
+
+    results = reproduce(args.table, settings)
+    for name in results:
+        print(f"{name}: {settings.root / name}/table.md, table.csv, table.png")
+    print(f"all tables: {settings.root / 'index.md'}\n  tensorboard --logdir {settings.root}")
+    return 0
+
+
 def cmd_check_data(args) -> int:
     from .benchmarks.check import check_data, format_report
 
-    benchmarks = ("xtail", "mtil") if args.benchmark == "all" else (args.benchmark,)
+    benchmarks = ("xtail", "mtil") if args.benchmark == "all" else (args.benchmark,)  # mtil-5shot: mtil's files
     usable = True
     for i, benchmark in enumerate(benchmarks):
         reports = check_data(args.root, benchmark, verify_images=args.verify_images,
@@ -264,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     run = commands.add_parser("run", help="one strategy over one benchmark, resumable")
-    run.add_argument("--benchmark", required=True, help="benchmark name (xtail, mtil, synthetic)")
+    run.add_argument("--benchmark", required=True, help=f"benchmark name -- {_benchmarks_help()}")
     run.add_argument("--strategy", required=True,
                      help="strategy name (moram, finetune, zeroshot, wiseft, lwf, lwf-vr, zscl, ...; "
                           "an unknown name lists them all)")
@@ -282,7 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "per strategy) and write the Transfer / Average / Last table per domain "
                     "(table.md, table.csv; best in bold), summary.md (with peak memory and time), "
                     "accuracy_matrices.png and a combined TensorBoard log (OUT/tensorboard).")
-    compare.add_argument("--benchmark", required=True, help="benchmark name (xtail, mtil, synthetic)")
+    compare.add_argument("--benchmark", required=True, help=f"benchmark name -- {_benchmarks_help()}")
     compare.add_argument("--strategies", required=True,
                          help="comma-separated strategy names, e.g. zeroshot,zscl,moe-adapters,moram")
     compare.add_argument("--out", required=True, help="output folder of the comparison")
@@ -292,6 +384,78 @@ def build_parser() -> argparse.ArgumentParser:
     _add_shared_options(compare)
     compare.set_defaults(func=cmd_compare)
 
+    analysis = commands.add_parser(
+        "analyze", help="the paper's figures from a MoRAM run: activation maps, atoms for 99%%, pruning",
+        description="Write LOG_DIR/analysis/: report.md embedding every picture -- activation maps of "
+                    "one layer's atoms on image tokens for data of task t after task t' (paper Figs. "
+                    "3, 6-8), averaged activation ratios (Fig. 5), atoms needed for 99%% of the "
+                    "cumulative activation mass per layer and projection (Figs. 9-11), atoms kept and "
+                    "storage saved by pruning -- the PNGs, analysis.json, and the pictures in the "
+                    "run's TensorBoard log. The model and data are rebuilt from the run's settings.")
+    analysis.add_argument("log_dir", metavar="LOG_DIR",
+                          help="the run's folder (run --log-dir, or OUT/<strategy> of a compare)")
+    analysis.add_argument("--data-root", default=None, help="where the run's datasets are now "
+                          "(default: where the run read them)")
+    analysis.add_argument("--encoder", default="visual", choices=("visual", "text"),
+                          help="tower of the activation maps (default: visual, the paper's)")
+    analysis.add_argument("--layer", type=int, default=None,
+                          help="block of the maps, 1-based (default: 8 of 12 as the paper, else the middle)")
+    analysis.add_argument("--projection", default="k", choices=("q", "k", "v", "out", "fc", "proj"),
+                          help="projection of the maps (default: k, the paper's)")
+    analysis.add_argument("--scenarios", default=None, metavar="DATA@AFTER,...",
+                          help="e.g. 1@1,1@2,1@10,9@1,9@9 (images of task DATA, model after task AFTER; "
+                               "default: these, for the run's length)")
+    analysis.add_argument("--image", type=int, default=0, help="test image (0-based) each map shows")
+    analysis.add_argument("--images", type=int, default=16,
+                          help="test images averaged for the activation ratios (default: 16)")
+    analysis.add_argument("--share", type=float, default=0.99,
+                          help="share of the cumulative activation mass the atom counts cover (default: 0.99)")
+    analysis.add_argument("--no-maps", action="store_true",
+                          help="only what the records give (atom counts, pruning): no model, no data")
+    analysis.add_argument("--model", default=None, help="the run's open_clip model (default: recorded)")
+    analysis.add_argument("--pretrained", default=None, help="its weights (default: recorded)")
+    analysis.add_argument("--benchmark", default=None, help="the run's benchmark (default: recorded)")
+    analysis.add_argument("--cache-dir", default=None, help="cache of the demo's tiny CLIP")
+    analysis.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    analysis.add_argument("--no-progress", action="store_true", help="no progress bars")
+    analysis.set_defaults(func=cmd_analyze)
+
+    cost = commands.add_parser(
+        "cost", help="parameters, peak training memory and ms/image of each method after 1/5/10 tasks",
+        description="For CLIP, MoRAM, MoE-Adapters, InfLoRA and the LoRA-style baselines (or "
+                    "--strategies): trainable parameters per weight matrix (formula and count) and "
+                    "per task, peak training memory per task (the CUDA allocator's peak on a GPU, a "
+                    "labelled CPU proxy otherwise), training and inference ms/image after each of "
+                    "--tasks, on random images (the paper's cost tables). Says which device and "
+                    "precision it measured.")
+    cost.add_argument("--model", default="ViT-B-16", help="open_clip model name (default: ViT-B-16, the paper's)")
+    cost.add_argument("--pretrained", default="none",
+                      help="weights: open_clip tag, local file or 'none' (default: none; costs do not "
+                           "depend on the weights)")
+    cost.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    cost.add_argument("--strategies", default="zeroshot,moram,moe-adapters,inflora,seq-lora,moe-lora",
+                      help="comma-separated strategy names (default: the paper's rows; zeroshot is CLIP)")
+    cost.add_argument("--tasks", default="1,5,10", help="after which tasks to measure (default: 1,5,10)")
+    cost.add_argument("--batch-size", type=int, default=64, help="training batch (default: 64, the paper's)")
+    cost.add_argument("--iterations", type=int, default=10, help="timed training steps per measured task")
+    cost.add_argument("--warmup", type=int, default=3, help="untimed training steps before them")
+    cost.add_argument("--classes", type=int, default=110,
+                      help="classes per task (default: 110, X-TAIL's average)")
+    cost.add_argument("--eval-images", type=int, default=256, help="test images per measured task")
+    cost.add_argument("--eval-batch-size", type=int, default=None, help="evaluation batch (default: --batch-size)")
+    cost.add_argument("--repeats", type=int, default=3, help="timed evaluations per measured task")
+    cost.add_argument("--amp", action="store_true", help="fp16 autocast (CUDA only)")
+    cost.add_argument("--params-only", action="store_true",
+                      help="count parameters only (no training steps, no timing): quick on a CPU")
+    cost.add_argument("--set", action="append", metavar="STRATEGY.KEY=VALUE",
+                      help="a keyword argument of one strategy, as a Python literal; repeatable")
+    cost.add_argument("--out", default=None, help="also write cost.md and cost.json there")
+    cost.add_argument("--no-paper", action="store_true", help="leave out the paper's tables")
+    cost.add_argument("--seed", type=int, default=0)
+    cost.add_argument("--cache-dir", default=None, help="cache of the demo's tiny CLIP config")
+    cost.add_argument("--no-progress", action="store_true", help="no progress bars")
+    cost.set_defaults(func=cmd_cost)
+
     check = commands.add_parser(
         "check-data", help="which X-TAIL / MTIL domains a data root holds, and what is wrong",
         description="Report, per domain, found / missing / malformed (with the file or folder "
@@ -299,12 +463,58 @@ def build_parser() -> argparse.ArgumentParser:
                     "classes and images. Exit status 1 when a benchmark cannot be built.")
     check.add_argument("--root", required=True, help="the data root (--data-root of run)")
     check.add_argument("--benchmark", default="all", choices=("xtail", "mtil", "all"),
-                       help="which protocol's layout to check (default: all)")
+                       help="which layout to check: xtail (X-TAIL's split files) or mtil "
+                            "(torchvision's; also what mtil-5shot reads) (default: all)")
     check.add_argument("--verify-images", action="store_true",
                        help="also decode every image (slow) and count unreadable ones")
     check.add_argument("--no-progress", action="store_true", help="no progress bars")
     check.set_defaults(func=cmd_check_data)
+
+    reproduce = commands.add_parser(
+        "reproduce", help="the paper's CLIP tables, each row run with the paper's settings",
+        description="Run every row of a table of the MoRAM paper that the library can run, with "
+                    "the paper's settings (per strategy: its own paper's), resumable, and write "
+                    "OUT/TABLE/table.md, table.csv (ours, the paper's and the difference per cell; "
+                    "mean ± std over several seeds), table.png and a TensorBoard log. Tables: xtail "
+                    "(X-TAIL order 1, 16-shot), xtail-order2, mtil (5-shot MTIL, the paper's), "
+                    "routing, robustness (3 seeds), pruning, load-balance, sweeps (Fig. 4), "
+                    "additional-baselines, all.")
+    reproduce.add_argument("table", metavar="TABLE", help=f"one of {', '.join(REPRODUCE_TABLES)}")
+    reproduce.add_argument("--data-root", default=None, help="the datasets (and, by default, the "
+                           "reference data: ImageNet/train, tiny-imagenet-200/train, Conceptual "
+                           "Captions' Validation_GCC-1.1.0-Validation_output.csv)")
+    reproduce.add_argument("--out", default="runs/reproduce", help="output folder (default: runs/reproduce)")
+    reproduce.add_argument("--seeds", default=None, help="comma-separated seeds of every table "
+                           "(default: 42, the release's; robustness: 42,43,44)")
+    reproduce.add_argument("--device", default="auto", help="torch device (default: auto, CUDA when available)")
+    reproduce.add_argument("--paper", action="store_true", help="print the paper's table alone (no data needed)")
+    reproduce.add_argument("--dry-run", action="store_true",
+                           help="print the plan: every run with its settings and what it needs on disk")
+    reproduce.add_argument("--rehearse", action="store_true",
+                           help="run the whole plan at real model size with 2 iterations per task on 2 "
+                                "test images per class (OUT/rehearsal): finds a missing file or a crash in minutes")
+    reproduce.add_argument("--model", default="ViT-B-16", help="open_clip model name (the paper: ViT-B-16)")
+    reproduce.add_argument("--pretrained", default="openai", help="open_clip tag or local weights file "
+                           "(the paper: openai); 'none': random init")
+    reproduce.add_argument("--weights-origin", default=None, metavar="TAG",
+                           help="the tag a local --pretrained file was published under (openai: run with QuickGELU)")
+    reproduce.add_argument("--ref-images", default=None, help="reference images for every strategy "
+                           "that takes them, instead of each one's paper location under --data-root "
+                           "(a folder, or 'synthetic')")
+    reproduce.add_argument("--ref-sentences", default=None, help="reference sentences (ZSCL), instead of "
+                           "Conceptual Captions under --data-root (a file, or 'synthetic')")
+    reproduce.add_argument("--iterations", type=int, default=None,
+                           help="a shorter budget per experience for smoke runs (NOT the paper's; recorded)")
+    reproduce.add_argument("--num-workers", type=int, default=0, help="DataLoader worker processes (default: 0)")
+    reproduce.add_argument("--no-progress", action="store_true", help="no progress bars")
+    reproduce.set_defaults(func=cmd_reproduce)
     return parser
+
+
+def _benchmarks_help() -> str:
+    from .benchmarks import describe_benchmarks
+
+    return describe_benchmarks()
 
 
 def _add_shared_options(parser: argparse.ArgumentParser) -> None:
@@ -315,6 +525,9 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
                         help="open_clip tag, local weights file or 'none' (random init; default: "
                              "openai); 'synthetic' with --model moram-synthetic-tiny uses the demo's "
                              "pre-trained tiny CLIP")
+    parser.add_argument("--weights-origin", default=None, metavar="TAG",
+                        help="the open_clip tag a local --pretrained file was published under "
+                             "(openai: OpenAI's weights, run with QuickGELU as they were trained)")
     parser.add_argument("--iterations", type=int, default=None,
                         help="optimizer steps per experience (default: each strategy's, 500)")
     parser.add_argument("--batch-size", type=int, default=64, help="training batch size (default: 64)")
@@ -331,12 +544,14 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto",
                         help="torch device, or 'auto': cuda when a GPU is visible, else cpu "
                              "(default: auto)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=42,
+                        help="seed of Python's, NumPy's and torch's generators (default: 42, the release's)")
     parser.add_argument("--cache-dir", default=None, help="cache of the demo's tiny CLIP")
     parser.add_argument("--order", default=None,
                         help="domain order: xtail 1|2, mtil I|II, or a comma-separated list of domains")
     parser.add_argument("--shots", default=None,
-                        help="training images per class, or 'full' (default: xtail 16, mtil full)")
+                        help="training images per class, or 'full' (default: xtail 16 -- the paper's "
+                             "X-TAIL; mtil full -- ZSCL's MTIL; mtil-5shot 5 -- the paper's MTIL)")
     parser.add_argument("--data-seed", type=int, default=None,
                         help="few-shot sampling seed (default: 42, the reference code's)")
     parser.add_argument("--prompts", default=None, choices=("moram", "rail", "zscl"),

@@ -10,8 +10,9 @@
 #                     a short MoRAM run with amp=True)           -- scripts/gpu_checks.py
 #   bench_tower.txt   ViT-B/16 image tower after 10 tasks: eval vs plain CLIP, one training step
 #                     vs rank-16 LoRA (synchronised CUDA timings, round-robin medians)
-#   latency_fp32.md   the paper's table: ms/image, training and inference after 1 / 5 / 10 tasks,
-#   latency_amp.md    ViT-B/16, CLIP / MoRAM / MoE-Adapters / InfLoRA -- scripts/bench_latency.py
+#   cost_fp32/, cost_amp/  the paper's cost table (`moram-avalanche cost`): parameters, memory,
+#                     ms/image of training and inference after 1 / 5 / 10 tasks, ViT-B/16,
+#                     CLIP / MoRAM / MoE-Adapters / InfLoRA / SeqLoRA / MoE-LoRA
 #   eval_rate.txt     images/s of a full X-TAIL-sized evaluation (ViT-B/16), before / after / replay
 #   summary.txt       what passed and what failed
 # No Triton kernel is part of the package (none was written for issue 15), so there is no
@@ -56,10 +57,10 @@ fi
 step "test suite (CUDA visible)" suite.txt "$PY" -m pytest -q -rs
 step "GPU numerics: CUDA vs reference, AMP vs fp32" gpu_checks.txt \
   "$PY" scripts/gpu_checks.py --out "$OUT/gpu_checks_summary.txt"
-step "latency table, fp32" latency_fp32.txt \
-  "$PY" scripts/bench_latency.py --device cuda --out "$OUT/latency_fp32.md"
-step "latency table, fp16 autocast" latency_amp.txt \
-  "$PY" scripts/bench_latency.py --device cuda --amp --out "$OUT/latency_amp.md"
+step "cost table (params, latency after 1/5/10 tasks), fp32" cost_fp32.txt \
+  "$PY" -m moram_avalanche cost --device cuda --no-progress --out "$OUT/cost_fp32"
+step "cost table (params, latency after 1/5/10 tasks), fp16 autocast" cost_amp.txt \
+  "$PY" -m moram_avalanche cost --device cuda --amp --no-progress --out "$OUT/cost_amp"
 step "ViT-B/16 tower, 10 tasks: eval vs plain CLIP, train step vs rank-16 LoRA (batch 64)" \
   bench_tower.txt "$PY" scripts/bench_tower.py --device cuda --batch 64 --repeats 10
 step "X-TAIL-sized evaluation rate, ViT-B/16, a quarter of the test images (22,478), 1,100 classes" \
