@@ -161,7 +161,7 @@ def main() -> None:
     for name in samples:
         extra = "" if name == "before" else (f"  ({rate[name] / rate['before']:.2f}x before; top logit "
                                              f"max|diff| {worst[name]:.1e}, {flips[name]} changed predictions)")
-        print(f"{name:7s} {rate[name]:9.0f} images/s{extra}")
+        print(f"{name:7s} {rate[name]:9.3g} images/s{extra}")
 
 
 if __name__ == "__main__":
