@@ -31,8 +31,8 @@ from torch import nn
 def module_fingerprint(module: nn.Module) -> str:
     """A hash of ``module``'s structure, options and tensors (see the module docstring)."""
     digest = hashlib.blake2b(digest_size=20)
-    for name, sub in module.named_modules():
-        digest.update(f"{name}:{type(sub).__qualname__}:{sub.training}:{sub.extra_repr()}\n".encode())
+    for index, sub in enumerate(module.modules()):  # the tree, in order (tensors carry the names)
+        digest.update(f"{index}:{type(sub).__qualname__}:{sub.training}:{sub.extra_repr()}\n".encode())
     tensors = list(module.named_parameters(remove_duplicate=False))
     tensors += list(module.named_buffers(remove_duplicate=False))
     for name, tensor in tensors:

@@ -45,9 +45,10 @@ def test_the_demo_builds_each_strategy_from_its_declaration():
     config = DemoConfig.quick()
     transform = SimpleNamespace()  # the reference images are built lazily: never called here
     zeroshot = demo_options("zeroshot", config, transform)
-    assert zeroshot == {"train_mb_size": config.batch_size}
+    batches = {"train_mb_size": config.batch_size, "eval_mb_size": config.batch_size}  # the table's
+    assert zeroshot == batches
     moram = demo_options("moram", config, transform)
-    assert moram == {"train_mb_size": config.batch_size, "iterations": config.iterations, "lr": config.moram_lr,
+    assert moram == {**batches, "iterations": config.iterations, "lr": config.moram_lr,
                      "topk": config.topk, "atoms_per_task": config.atoms_per_task}
     zscl = demo_options("zscl", config, transform)
     assert len(zscl["reference_images"]) == config.reference_images
