@@ -1,7 +1,9 @@
 """The ``moram-avalanche`` command line: ``demo``, ``run``, ``compare`` and ``check-data``.
 
 Heavy imports (torch, Avalanche, open_clip) happen inside the commands, so ``--help`` and
-argument errors are instant.
+argument errors are instant. Every argument is checked before anything is loaded or written
+(:mod:`moram_avalanche.arguments`, the checked-arguments layer); a user's mistake is one line
+on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ import warnings
 from pathlib import Path
 from typing import List, Optional
 
+from .arguments import (OneLineParser, check_compare_arguments, check_run_arguments, is_user_error,
+                        nonnegative_int, positive_float, positive_int, report_error, shots)
+
 
 def _quiet_imports() -> None:
     # avalanche-lib warns on every import that no QP solver is installed (only GEM needs one)
@@ -20,11 +25,19 @@ def _quiet_imports() -> None:
 
 
 def cmd_demo(args) -> int:
+    from .utils.devices import resolve_device
+    from .utils.files import check_output_folder
+
+    device = resolve_device(args.device, "--device")
+    check_output_folder(args.out, "--out")
+    if args.cache_dir is not None:
+        check_output_folder(args.cache_dir, "--cache-dir")
     _quiet_imports()
-    from .experiments.demo import DemoConfig, run_demo
+    from .experiments.demo import DEMO_STRATEGIES, FULL_DEMO_STRATEGIES, DemoConfig, run_demo
 
     config = DemoConfig.quick() if args.quick else DemoConfig()
-    run_demo(args.out, cache_dir=args.cache_dir, config=config, progress=not args.no_progress)
+    run_demo(args.out, cache_dir=args.cache_dir, config=config, progress=not args.no_progress,
+             strategies=FULL_DEMO_STRATEGIES if args.full else DEMO_STRATEGIES, device=device)
     print(f"\nresults.json, accuracy matrices (CSV, PNG), memory and time: {args.out}/<strategy>/"
           f"\ntable.md, table.csv, summary.md, accuracy_matrices.png: {args.out}/"
           f"\n  tensorboard --logdir {Path(args.out) / 'tensorboard'}")
@@ -73,26 +86,28 @@ def _strategy_options(args, name: str, eval_tf, overrides: dict) -> dict:
     return options
 
 
-def _check_references(args, names) -> None:
-    """``--ref-images`` / ``--ref-sentences`` only when a chosen strategy takes them."""
-    from .strategies.registry import get_strategy, strategies_taking
-
-    for kind, value in (("images", args.ref_images), ("sentences", args.ref_sentences)):
-        if value is not None and not any(kind in get_strategy(name).needs.references for name in names):
-            raise ValueError(f"--ref-{kind} is for strategies that take reference {kind}: "
-                             f"{', '.join(strategies_taking(kind))}")
+def _shared_settings(args) -> dict:
+    """What ``run`` and ``compare`` record of the shared options (checked when resuming)."""
+    return {
+        "benchmark": args.benchmark, "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
+        "model": args.model, "pretrained": args.pretrained, "stream": _stream_options(args),
+        "iterations": args.iterations, "batch_size": args.batch_size, "seed": args.seed,
+        "ref_images": args.ref_images, "ref_sentences": args.ref_sentences,
+    }
 
 
 def cmd_run(args) -> int:
     from .benchmarks import get_benchmark
 
     get_benchmark(args.benchmark)  # unknown names fail before the slow imports
+    overrides = _parse_sets(args.set, prefixed=False)
+    settings = {**_shared_settings(args), "strategy": args.strategy.lower(), "lr": args.lr,
+                "set": {k: repr(v) for k, v in overrides.get("", {}).items()}}
     _quiet_imports()
+    check_run_arguments(args, overrides.get("", {}), settings)
     from .strategies.registry import get_strategy
 
     strategy_class = get_strategy(args.strategy)
-    _check_references(args, [args.strategy.lower()])
-    overrides = _parse_sets(args.set, prefixed=False)
     import torch
     from avalanche.logging import TensorboardLogger
     from avalanche.training.plugins import EvaluationPlugin
@@ -105,12 +120,13 @@ def cmd_run(args) -> int:
     benchmark = _make_benchmark(args)(train_tf, eval_tf)
     log_dir = Path(args.log_dir)
     matrix = AccuracyMatrix(out_dir=log_dir)
-    evaluator = EvaluationPlugin(matrix, loggers=[TensorboardLogger(log_dir / "tb")])
     options = _strategy_options(args, args.strategy.lower(), eval_tf, overrides.get("", {}))
-    strategy = strategy_class(model=model, tokenizer=tokenizer, evaluator=evaluator, device=args.device,
+    # the evaluator (and its TensorBoard folder) is made once the strategy passed its checks
+    strategy = strategy_class(model=model, tokenizer=tokenizer, device=args.device,
+                              evaluator=lambda: EvaluationPlugin(matrix, loggers=[TensorboardLogger(log_dir / "tb")]),
                               progress=not args.no_progress, **options)
     run_stream(strategy, benchmark, log_dir, resume=not args.no_resume, progress=not args.no_progress,
-               num_workers=args.num_workers)
+               num_workers=args.num_workers, settings=settings)
     report = matrix.report()
     print(f"Transfer {report['transfer']:.1f}  Average {report['average']:.1f}  "
           f"Last {report['last']:.1f}   ({log_dir}/results.json)")
@@ -121,25 +137,16 @@ def cmd_compare(args) -> int:
     from .benchmarks import get_benchmark
 
     get_benchmark(args.benchmark)
-    _quiet_imports()
-    from .experiments.compare import Setup, run_comparison
-    from .strategies.registry import get_strategy
-
     names = [n.strip().lower() for n in args.strategies.split(",") if n.strip()]
-    for name in names:
-        get_strategy(name)
-    _check_references(args, names)
     overrides = _parse_sets(args.set, prefixed=True)
-    unknown = sorted(set(overrides) - set(names))
-    if unknown:
-        raise ValueError(f"--set names strategies that are not compared: {unknown} (compared: {names})")
-    settings = {
-        "benchmark": args.benchmark, "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
-        "model": args.model, "pretrained": args.pretrained, "stream": _stream_options(args),
-        "iterations": args.iterations, "batch_size": args.batch_size, "seed": args.seed,
-        "ref_images": args.ref_images, "ref_sentences": args.ref_sentences,
-        "device": args.device, "num_workers": args.num_workers,
-    }
+    _quiet_imports()
+    from .utils.devices import resolve_device
+
+    args.device = resolve_device(args.device, "--device")
+    settings = {**_shared_settings(args), "device": args.device, "num_workers": args.num_workers}
+    check_compare_arguments(args, names, overrides, settings)
+    from .experiments.compare import Setup, run_comparison
+
     setup = Setup(
         make_model=_make_model(args), make_benchmark=_make_benchmark(args),
         options=lambda name, eval_tf: _strategy_options(args, name, eval_tf, overrides.get(name, {})),
@@ -181,7 +188,7 @@ def _stream_options(args) -> dict:
     if args.order is not None:
         options["order"] = args.order.split(",") if "," in args.order else args.order
     if args.shots is not None:
-        options["shots"] = None if args.shots.lower() in ("full", "none") else _positive_int(args.shots)
+        options["shots"] = None if args.shots == "full" else args.shots
     if args.data_seed is not None:
         options["seed"] = args.data_seed
     if args.prompts is not None:
@@ -189,12 +196,6 @@ def _stream_options(args) -> dict:
     if args.on_bad_image is not None:
         options["on_bad_image"] = args.on_bad_image
     return options
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"--shots must be a positive integer or 'full', got {text!r}")
-    return int(text)
 
 
 def cmd_check_data(args) -> int:
@@ -213,20 +214,30 @@ def cmd_check_data(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="moram-avalanche",
         description="MoRAM continual learning of CLIP as Avalanche strategies.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    demo = commands.add_parser("demo", help="ZeroShot vs FineTune vs MoRAM on an offline synthetic stream")
+    demo = commands.add_parser(
+        "demo", help="ZeroShot vs FineTune vs MoRAM on an offline synthetic stream (--full: 8 strategies)",
+        description="Pre-train a tiny CLIP on synthetic captioned images (cached), then compare ZeroShot, "
+                    "FineTune and MoRAM on a five-domain synthetic stream, as `compare` does; --full "
+                    "adds WiSE-FT, LwF, ZSCL, MoE-Adapters and InfLoRA. Resumable: run it again to "
+                    "print the table or add strategies.")
     demo.add_argument("--out", default="runs/demo", help="output folder (default: runs/demo)")
     demo.add_argument("--cache-dir", default=None,
                       help="where the pre-trained tiny CLIP is cached (default: ~/.cache/moram-avalanche "
                            "or $MORAM_AVALANCHE_CACHE)")
-    demo.add_argument("--quick", action="store_true", help="a seconds-long smoke version")
-    demo.add_argument("--no-progress", action="store_true", help="no progress bars")
+    demo.add_argument("--full", action="store_true",
+                      help="all eight strategies: + WiSE-FT, LwF, ZSCL, MoE-Adapters, InfLoRA (a few minutes more)")
+    demo.add_argument("--quick", action="store_true", help="a seconds-long smoke version (tiny sizes)")
+    demo.add_argument("--device", default="auto",
+                      help="torch device: auto (a CUDA GPU when there is one, default), cpu, cuda, cuda:N")
+    demo.add_argument("--no-progress", action="store_true",
+                      help="no progress output (off a terminal it is one line per experience)")
     demo.set_defaults(func=cmd_demo)
 
     run = commands.add_parser("run", help="one strategy over one benchmark, resumable")
@@ -235,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="strategy name (moram, finetune, zeroshot, wiseft, lwf, lwf-vr, zscl, ...; "
                           "an unknown name lists them all)")
     run.add_argument("--log-dir", required=True, help="output folder: TensorBoard, results, checkpoint")
-    run.add_argument("--lr", type=float, default=None, help="learning rate (default: the strategy's)")
+    run.add_argument("--lr", type=positive_float, default=None, help="learning rate (default: the strategy's)")
     run.add_argument("--set", action="append", metavar="KEY=VALUE",
                      help="any keyword argument of the strategy, as a Python literal "
                           "(e.g. --set topk=8 --set threshold=0); repeatable")
@@ -281,9 +292,9 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
                         help="open_clip tag, local weights file or 'none' (random init; default: "
                              "openai); 'synthetic' with --model moram-synthetic-tiny uses the demo's "
                              "pre-trained tiny CLIP")
-    parser.add_argument("--iterations", type=int, default=None,
+    parser.add_argument("--iterations", type=nonnegative_int, default=None,
                         help="optimizer steps per experience (default: each strategy's, 500)")
-    parser.add_argument("--batch-size", type=int, default=64, help="training batch size (default: 64)")
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="training batch size (default: 64)")
     parser.add_argument("--ref-images", default=None,
                         help="zscl: reference image folder (class sub-folders, e.g. ImageNet train/); "
                              "moe-adapters: DDAS's reference images (e.g. TinyImageNet train/, or "
@@ -291,24 +302,27 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ref-sentences", default=None,
                         help="zscl: reference sentences, one per line (or a Conceptual Captions TSV), "
                              "or 'synthetic'")
-    parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="auto",
+                        help="torch device: auto (a CUDA GPU when there is one, default), cpu, cuda, cuda:N")
+    parser.add_argument("--seed", type=int, default=0, help="torch seed before the model is built (default: 0)")
     parser.add_argument("--cache-dir", default=None, help="cache of the demo's tiny CLIP")
     parser.add_argument("--order", default=None,
                         help="domain order: xtail 1|2, mtil I|II, or a comma-separated list of domains")
-    parser.add_argument("--shots", default=None,
+    parser.add_argument("--shots", type=shots, default=None,
                         help="training images per class, or 'full' (default: xtail 16, mtil full)")
-    parser.add_argument("--data-seed", type=int, default=None,
+    parser.add_argument("--data-seed", type=nonnegative_int, default=None,
                         help="few-shot sampling seed (default: 42, the reference code's)")
     parser.add_argument("--prompts", default=None, choices=("moram", "rail", "zscl"),
                         help="prompt templates (default: xtail moram, mtil zscl)")
     parser.add_argument("--on-bad-image", default=None, choices=("skip", "raise"),
                         help="an unreadable image: skip it with a warning, counted in results.json "
                              "(default), or stop")
-    parser.add_argument("--num-workers", type=int, default=0,
+    parser.add_argument("--num-workers", type=nonnegative_int, default=0,
                         help="DataLoader worker processes decoding images (default: 0)")
-    parser.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints and results")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--no-resume", action="store_true",
+                        help="start over: remove the run's checkpoint and results instead of resuming")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress output (off a terminal it is one line per experience)")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -321,15 +335,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     logging.getLogger("moram_avalanche").setLevel(logging.INFO)  # ours; libraries stay quiet
     try:
         return int(args.func(args) or 0)
-    except ValueError as err:
-        print(f"moram-avalanche {args.command}: {err}", file=sys.stderr)
-        return 2
-    except RuntimeError as err:
-        from .clip.load import WeightsUnavailableError
-
-        if not isinstance(err, WeightsUnavailableError):
+    except KeyboardInterrupt:
+        print(f"moram-avalanche {args.command}: interrupted; run the same command again to resume",
+              file=sys.stderr)
+        return 130
+    except Exception as err:
+        if not is_user_error(err):
             raise
-        print(f"moram-avalanche {args.command}: {err}", file=sys.stderr)
+        print(report_error(args.command, err), file=sys.stderr)
         return 2
 
 

@@ -16,7 +16,7 @@ from typing import List
 
 from tqdm.auto import tqdm
 
-from .images import BadImages, ImageFiles
+from .images import BadImages, ImageFiles, read_rgb
 from .readers import DataError
 from .streams import protocol_domains, read_domain
 
@@ -77,11 +77,9 @@ def check_data(root, benchmark: str = "xtail", *, verify_images: bool = False,
 
 
 def _decodes(path: str) -> bool:
-    from PIL import Image
-
+    """Whether a run can read ``path`` (decoded whole, in a mode :func:`.images.to_rgb` takes)."""
     try:
-        with Image.open(path) as image:
-            image.convert("RGB")
+        read_rgb(path)
         return True
     except (OSError, SyntaxError, ValueError):
         return False

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from ..algorithms.teacher import FrozenCLIP
 from ..algorithms.virtual_vocab import virtual_vocabulary
 from .plugins.distillation import LwFDistillation
-from .zscl_finetune import ZSCLFineTune
+from ..utils.checks import check_number, check_positive_int
 from .needs import StrategyNeeds
+from .zscl_finetune import ZSCLFineTune
 
 
 class LwF(ZSCLFineTune):
@@ -35,7 +38,8 @@ class LwF(ZSCLFineTune):
 
     needs = StrategyNeeds(demo=lambda demo: {
         "lr": demo.finetune_lr, "warmup": demo.baseline_warmup,
-        "distill_batch_size": demo.distill_batch_size})
+        "distill_batch_size": demo.distill_batch_size},
+        check=lambda options: check_distillation_options(options))
 
     def __init__(self, *, model, tokenizer, temperature: float = 2.0, image_weight: float = 1.0,
                  text_weight: float = 1.0, distill_batch_size: int | None = None,
@@ -45,6 +49,23 @@ class LwF(ZSCLFineTune):
             text_weight=text_weight, batch_size=distill_batch_size)
         super().__init__(model=model, tokenizer=tokenizer, plugins=[self.distillation, *(plugins or [])],
                          **kwargs)
+
+
+def check_distillation_options(options) -> None:
+    """Value checks of the distillation options (LwF, ZSCL) given in ``options``."""
+    if "temperature" in options:
+        check_number("temperature", options["temperature"], low=0, low_open=True, hint="ZSCL: 2")
+    for name in ("image_weight", "text_weight", "l2_weight"):
+        if name in options:
+            check_number(name, options[name], low=0)
+    if options.get("distill_batch_size") is not None:
+        check_positive_int("distill_batch_size", options["distill_batch_size"])
+
+
+def _check_virtual_vocabulary(options) -> None:
+    for name in ("sentences", "words"):
+        if name in options:
+            check_positive_int(name, options[name])
 
 
 class LwFVR(LwF):
@@ -57,6 +78,8 @@ class LwFVR(LwF):
     and embedded by the teacher at each experience start [ZSCL mtil/scripts/lwf_vr.sh].
     """
 
+    needs = dataclasses.replace(LwF.needs, check=lambda options: _check_virtual_vocabulary(options))
+
     def __init__(self, *, model, tokenizer, sentences: int = 1000, words: int = 10,
                  vocabulary_seed: int = 0, **kwargs):
         if "reference_tokens" in kwargs:
@@ -65,4 +88,4 @@ class LwFVR(LwF):
         super().__init__(model=model, tokenizer=tokenizer, reference_tokens=tokens, **kwargs)
 
 
-__all__ = ["LwF", "LwFVR"]
+__all__ = ["LwF", "LwFVR", "check_distillation_options"]

@@ -2,15 +2,16 @@
 
 Each strategy class carries a :class:`StrategyNeeds` as its ``needs`` attribute (inherited
 unless it declares its own): ``moram-avalanche run / compare`` read it to decide which shared
-options apply (``--iterations``, ``--ref-images``, ``--ref-sentences``), and the demo reads it
-for the strategy's recipe at the demo's small budget. Adding a strategy means declaring its
-needs on its class and one line in :mod:`~moram_avalanche.strategies.registry`.
+options apply (``--iterations``, ``--ref-images``, ``--ref-sentences``) and to check a
+strategy's options before anything is built (``check``), and the demo reads it for the
+strategy's recipe at the demo's small budget. Adding a strategy means declaring its needs on
+its class and one line in :mod:`~moram_avalanche.strategies.registry`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 #: the reference data a strategy can take -> its keyword argument (and command-line option)
 REFERENCE_ARGUMENTS = {"images": "reference_images", "sentences": "reference_sentences"}
@@ -29,11 +30,20 @@ class StrategyNeeds:
             (:class:`moram_avalanche.experiments.demo.DemoConfig`, read by attribute) giving
             keyword arguments -- the strategy's own recipe scaled to the demo. None: the
             shared budget alone (batch size and iterations).
+        check: the value checks of its own options, on the given options alone (a mapping of
+            the keyword arguments passed; absent ones keep their defaults): raises a
+            ValueError naming the option, what was given and what is allowed. It builds
+            nothing (no model, no layer), so a comparison checks every strategy before the
+            first one runs; the constructor runs it too (before it touches the model). The
+            checks of the classes a strategy derives from run as well; names and types are
+            checked from the signatures
+            (:func:`~moram_avalanche.strategies.options.check_strategy_options`).
     """
 
     trains: bool = True
     references: Tuple[str, ...] = ()
     demo: Optional[Callable[[Any], Dict[str, Any]]] = None
+    check: Optional[Callable[[Mapping[str, Any]], None]] = None
 
     def __post_init__(self):
         unknown = sorted(set(self.references) - set(REFERENCE_ARGUMENTS))

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from .plugins.weights import WiSEMerge
+import dataclasses
+
+from ..algorithms.weight_copy import check_place
+from ..utils.checks import check_number
+from .plugins.weights import ANCHORS, WiSEMerge
 from .zscl_finetune import ZSCLFineTune
 
 
@@ -22,12 +26,23 @@ class WiSEFT(ZSCLFineTune):
             model's device and dtype).
     """
 
+    needs = dataclasses.replace(ZSCLFineTune.needs, check=lambda options: _check_wise_options(options))
+
     def __init__(self, *, model, tokenizer, alpha: float = 0.8, anchor: str = "start",
                  weights_on: str = "cpu", plugins=None, **kwargs):
         self.wise_merge = WiSEMerge(alpha, anchor=anchor, on=weights_on,
                                     zeroshot=model if anchor == "zeroshot" else None)
         super().__init__(model=model, tokenizer=tokenizer, plugins=[self.wise_merge, *(plugins or [])],
                          **kwargs)
+
+
+def _check_wise_options(options) -> None:
+    if "alpha" in options:
+        check_number("alpha", options["alpha"], low=0, high=1, hint="the fine-tuned weights' share; ZSCL: 0.8")
+    if "anchor" in options and options["anchor"] not in ANCHORS:
+        raise ValueError(f"anchor must be one of {ANCHORS}, got {options['anchor']!r}")
+    if "weights_on" in options:
+        check_place(options["weights_on"])
 
 
 __all__ = ["WiSEFT"]

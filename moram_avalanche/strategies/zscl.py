@@ -9,10 +9,22 @@ from torch.utils.data import Dataset
 from ..algorithms.teacher import FrozenCLIP
 from ..algorithms.weight_copy import check_place
 from ..benchmarks.reference_sets import check_image_dataset
+from ..utils.checks import check_nonnegative_int
+from .lwf import check_distillation_options
 from .needs import StrategyNeeds
 from .plugins.distillation import ZSCLDistillation
 from .plugins.weights import L2Anchor, WeightEnsemble
 from .zscl_finetune import ZSCLFineTune
+
+
+REFERENCE_HOW = (
+    "ZSCL distils zero-shot CLIP on a reference image set and reference sentences "
+    "(the paper: ImageNet's training images with the eval transform, and Conceptual "
+    "Captions' validation captions); pass reference_images=<a dataset of image tensors, "
+    "e.g. torchvision.datasets.ImageFolder(root, transform=eval_transform)> and "
+    "reference_sentences=<a list of strings>; offline, "
+    "moram_avalanche.benchmarks.reference_sets.synthetic_reference() gives a small "
+    "synthetic pair (moram-avalanche run: --ref-images / --ref-sentences)")
 
 
 class ZSCL(ZSCLFineTune):
@@ -52,7 +64,8 @@ class ZSCL(ZSCLFineTune):
 
     needs = StrategyNeeds(references=("images", "sentences"), demo=lambda demo: {
         "lr": demo.finetune_lr, "warmup": demo.baseline_warmup,
-        "distill_batch_size": demo.distill_batch_size, "average_every": demo.zscl_average_every})
+        "distill_batch_size": demo.distill_batch_size, "average_every": demo.zscl_average_every},
+        check=lambda options: _check_zscl_options(options))
 
     def __init__(self, *, model, tokenizer, reference_images: Dataset | None = None,
                  reference_sentences: Sequence[str] | None = None, temperature: float = 2.0,
@@ -72,14 +85,20 @@ class ZSCL(ZSCLFineTune):
         super().__init__(model=model, tokenizer=tokenizer, plugins=[*own, *(plugins or [])], **kwargs)
 
 
+def _check_zscl_options(options) -> None:
+    missing = [name for name in ("reference_images", "reference_sentences") if options.get(name) is None]
+    if missing:
+        raise ValueError(f"ZSCL needs {' and '.join(missing)}: {REFERENCE_HOW}")
+    check_distillation_options(options)
+    for name in ("average_every", "reference_workers"):
+        if name in options:
+            check_nonnegative_int(name, options[name])
+    if "weights_on" in options:
+        check_place(options["weights_on"])
+
+
 def _check_references(images, sentences) -> None:
-    how = ("ZSCL distils zero-shot CLIP on a reference image set and reference sentences "
-           "(the paper: ImageNet's training images with the eval transform, and Conceptual "
-           "Captions' validation captions); pass reference_images=<a dataset of image tensors, "
-           "e.g. torchvision.datasets.ImageFolder(root, transform=eval_transform)> and "
-           "reference_sentences=<a list of strings>; offline, "
-           "moram_avalanche.benchmarks.reference_sets.synthetic_reference() gives a small "
-           "synthetic pair (moram-avalanche run: --ref-images / --ref-sentences)")
+    how = REFERENCE_HOW
     if isinstance(images, str):
         raise ValueError(f"reference_images={images!r} is not a dataset: {how}")
     if images is None or sentences is None:
