@@ -74,6 +74,17 @@ def shots(text: str):
     return value
 
 
+def share(text: str) -> float:
+    """An argparse type: a share, a number in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}") from None
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], e.g. 0.99, got {text!r}")
+    return value
+
+
 def _integer(text: str, what: str = "an integer") -> int:
     try:
         return int(text)
@@ -224,4 +235,4 @@ def check_compare_arguments(args, names: List[str], overrides: Mapping[str, Mapp
 
 __all__ = ["OneLineParser", "check_compare_arguments", "check_references_taken", "check_run_arguments",
            "check_shared_arguments", "check_strategy_arguments", "is_user_error", "nonnegative_int",
-           "positive_float", "positive_int", "report_error", "shots"]
+           "positive_float", "positive_int", "report_error", "share", "shots"]
