@@ -123,6 +123,14 @@ CLI_MISTAKES = [
      ["--set moram.threshold=-1: threshold must be a finite number in [0, 1]"]),
     ("demo: --device cuda", lambda t: ["demo", "--out", str(t / "demo"), "--device", "cuda"],
      ["moram-avalanche demo: --device 'cuda': no CUDA GPU"]),
+    ("demo: --out is a file", lambda t: ["demo", "--out", str(a_file(t))],
+     ["moram-avalanche demo: --out", "a-file is a file, not a folder"]),
+    ("cost: --device cuda", lambda t: ["cost", "--params-only", "--device", "cuda", "--out", str(t / "run")],
+     ["moram-avalanche cost: --device 'cuda': no CUDA GPU"]),
+    ("cost: --out is a file", lambda t: ["cost", "--params-only", "--out", str(a_file(t))],
+     ["moram-avalanche cost: --out", "a-file is a file, not a folder"]),
+    ("analyze: --device cuda", lambda t: ["analyze", str(t / "run"), "--device", "cuda"],
+     ["moram-avalanche analyze: --device 'cuda': no CUDA GPU"]),
 ]
 
 
@@ -160,6 +168,26 @@ def test_an_argument_of_the_wrong_form_is_one_line_and_exit_status_2(extra, mess
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err, err
     assert not (tmp_path / "run").exists()
+
+
+OTHER_COMMANDS_MISTAKES = [
+    ("analyze --share 1.5", ["analyze", "LOG", "--share", "1.5"], "argument --share: must be a number in (0, 1]"),
+    ("analyze --images 0", ["analyze", "LOG", "--images", "0"], "argument --images: must be a positive integer"),
+    ("analyze --layer x", ["analyze", "LOG", "--layer", "x"], "argument --layer: must be an integer, got 'x'"),
+    ("cost --batch-size 0", ["cost", "--batch-size", "0"], "argument --batch-size: must be a positive integer"),
+    ("cost --repeats -1", ["cost", "--repeats", "-1"], "argument --repeats: must be a positive integer"),
+    ("demo --oot", ["demo", "--oot", "x"], "unrecognized arguments: --oot x"),
+]
+
+
+@pytest.mark.parametrize("argv, message", [c[1:] for c in OTHER_COMMANDS_MISTAKES],
+                         ids=[c[0] for c in OTHER_COMMANDS_MISTAKES])
+def test_other_commands_refuse_arguments_of_the_wrong_form_in_one_line(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
 
 
 def test_a_read_only_log_dir_is_refused_before_anything_runs(tmp_path, capsys, monkeypatch):
@@ -338,4 +366,4 @@ def test_an_api_mistake_raises_a_clear_error(call, error, message, tmp_path):
 
 
 def test_there_are_at_least_forty_cases():
-    assert len(CLI_MISTAKES) + len(ARGPARSE_MISTAKES) + len(API_MISTAKES) >= 40
+    assert len(CLI_MISTAKES) + len(ARGPARSE_MISTAKES) + len(OTHER_COMMANDS_MISTAKES) + len(API_MISTAKES) >= 40
