@@ -60,7 +60,8 @@ def check_data(root, benchmark: str = "xtail", *, verify_images: bool = False,
                               len(data.test), folder=str(data.folder))
         paths = sorted({p for split in (data.train, data.test) if isinstance(split, ImageFiles)
                         for p in split.paths})
-        for path in tqdm(paths, desc=f"check {spec.name}", disable=not progress, leave=False):
+        for path in tqdm(paths, desc=f"check {spec.name}", disable=None if progress else True,
+                         leave=False):  # None: terminals only
             if not os.path.isfile(path):
                 report.missing_files.append(path)
             elif verify_images and not _decodes(path):
