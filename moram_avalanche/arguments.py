@@ -140,7 +140,6 @@ def _needs_data_root(builder) -> bool:
 def check_strategy_arguments(args, name: str, overrides: Mapping[str, object], *, set_prefix: str = "") -> dict:
     """Check strategy ``name`` with the command line's budget and its ``--set`` values
     (``set_prefix``: ``"moram."`` for ``compare``); returns the options checked."""
-    from .strategies.needs import REFERENCE_ARGUMENTS
     from .strategies.options import check_option_types, check_option_values
     from .strategies.registry import get_strategy
 
