@@ -40,9 +40,9 @@ from pathlib import Path
 from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
-import torch
 
 from ..utils.files import atomic_write_bytes, atomic_write_text, check_output_folder, remove_temporaries
+from .seeding import RELEASE_SEED, seed_everything
 from .settings import RUN_SETTINGS_NAME, check_settings, describe_benchmark, describe_options, write_settings
 
 logger = logging.getLogger(__name__)
@@ -70,7 +70,9 @@ class Setup:
         strategy_settings: ``strategy name -> JSON-able description`` of that strategy's own
             settings (e.g. how its options were given), stored in ``<strategy>/settings.json``
             with the options themselves and checked when it resumes.
-        seed: ``torch.manual_seed`` before each strategy's model and benchmark are built.
+        seed: Python's, NumPy's and torch's generators are seeded with it before each
+            strategy's model and benchmark are built (:func:`~moram_avalanche.experiments.seeding.seed_everything`;
+            default 42, the release's).
         device: where the strategies run.
         num_workers: DataLoader worker processes.
     """
@@ -80,7 +82,7 @@ class Setup:
     options: Callable[[str, object], dict] = lambda name, eval_transform: {}
     settings: dict = field(default_factory=dict)
     strategy_settings: Callable[[str], dict] = lambda name: {}
-    seed: int = 0
+    seed: int = RELEASE_SEED
     device: str = "cpu"
     num_workers: int = 0
 
@@ -129,7 +131,7 @@ def _prepare(setup: Setup, names: Sequence[str], get_strategy) -> Dict[str, tupl
     given the eval transform of one model load, checked without building any strategy."""
     from ..strategies.options import check_strategy_options
 
-    torch.manual_seed(setup.seed)
+    seed_everything(setup.seed)
     model, train_tf, eval_tf, _ = setup.make_model()
     benchmark = describe_benchmark(setup.make_benchmark(train_tf, eval_tf))
     del model
@@ -185,7 +187,7 @@ def _run_one(setup: Setup, name: str, strategy_class, run_dir: Path, tb_dir: Pat
 
     if not resume:
         shutil.rmtree(tb_dir, ignore_errors=True)
-    torch.manual_seed(setup.seed)
+    seed_everything(setup.seed)
     model, train_tf, eval_tf, tokenizer = setup.make_model()
     benchmark = setup.make_benchmark(train_tf, eval_tf)
     matrix = AccuracyMatrix(out_dir=run_dir)

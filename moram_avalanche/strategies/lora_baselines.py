@@ -21,6 +21,11 @@ from .base import CLIPStrategy
 from .needs import StrategyNeeds
 from .plugins.growth import GrowthPlugin
 
+#: the shared setting of the LoRA-style rows: MoRAM's (method reference)
+LORA_PAPER_SETTINGS = {"rank": 16, "encoders": tuple(ENCODERS), "targets": tuple(TARGET_PATHS),
+                       "iterations": 500, "lr": 5e-4, "train_mb_size": 64, "betas": (0.9, 0.9999),
+                       "weight_decay": 0.0}
+
 
 def check_lora_options(options) -> None:
     """The value checks of SeqLoRA's and MoE-LoRA's own options given in ``options``."""
@@ -71,7 +76,12 @@ class MoELoRA(CLIPStrategy):
     targets.
     """
 
-    needs = StrategyNeeds(check=check_lora_options)
+    needs = StrategyNeeds(
+        paper=lambda protocol: {**LORA_PAPER_SETTINGS, "temperature": 1.0},
+        paper_source="the MoRAM paper's routing table, coarse-grained baseline: one rank-16 LoRA "
+                     "expert per task behind a softmax router (rank = MoRAM's r), MoRAM's "
+                     "optimisation; router temperature 1 (tau* of the next row is not given)",
+        check=check_lora_options)
 
     def __init__(self, *, model, tokenizer, rank: int = 16, temperature: float = 1.0,
                  encoders=ENCODERS, targets=tuple(TARGET_PATHS), iterations: int = 500,
@@ -84,4 +94,4 @@ class MoELoRA(CLIPStrategy):
                          **kwargs)
 
 
-__all__ = ["MoELoRA", "SeqLoRA", "check_lora_options"]
+__all__ = ["LORA_PAPER_SETTINGS", "MoELoRA", "SeqLoRA", "check_lora_options"]
