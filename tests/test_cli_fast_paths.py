@@ -48,10 +48,12 @@ def test_explicit_values_win(tmp_path, spy_run):
 
 
 @pytest.mark.parametrize("option, value, message", [
-    ("--eval-batch-size", "0", "--eval-batch-size must be >= 1, got 0"),
-    ("--num-workers", "-1", "--num-workers must be >= 0, got -1"),
+    ("--eval-batch-size", "0", "argument --eval-batch-size: must be a positive integer (1 or more), got '0'"),
+    ("--num-workers", "-1", "argument --num-workers: must be an integer >= 0, got '-1'"),
 ])
 def test_bad_values_are_one_line_errors(tmp_path, capsys, option, value, message):
-    assert main(RUN + ["--log-dir", str(tmp_path / "a"), option, value]) == 2
+    with pytest.raises(SystemExit) as stop:  # argparse's own exit, status 2
+        main(RUN + ["--log-dir", str(tmp_path / "a"), option, value])
+    assert stop.value.code == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "a").exists()
