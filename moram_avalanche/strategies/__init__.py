@@ -15,6 +15,7 @@ from .moram import (ROUTING_ABLATIONS, MoRAM, MoRAMExternalRouter, MoRAMLoadBala
                     MoRAMSelfTemperature, MoRAMSelfThreshold, MoRAMSelfTopK)
 from .needs import StrategyNeeds
 from .plugins import GrowthPlugin, InfLoRAPlugin, LoadBalancePlugin, MoEAdaptersPlugin, MoRAMPlugin
+from .rail import RAIL, RAILDual, RAILPrimal
 from .registry import STRATEGIES, get_strategy
 from .wiseft import WiSEFT
 from .zeroshot import ZeroShot
@@ -25,4 +26,4 @@ __all__ = ["ROUTING_ABLATIONS", "STRATEGIES", "CLIPStrategy", "FineTune", "Growt
            "InfLoRAPlugin", "LoadBalancePlugin", "LwF", "LwFVR", "MoEAdapters", "MoEAdaptersPlugin",
            "MoELoRA", "MoRAM", "MoRAMExternalRouter", "MoRAMLoadBalance", "MoRAMPlugin",
            "MoRAMSelfActivation", "MoRAMSelfTemperature", "MoRAMSelfThreshold", "MoRAMSelfTopK",
-           "SeqLoRA", "StrategyNeeds", "WiSEFT", "ZSCL", "ZSCLFineTune", "ZeroShot", "get_strategy"]
+           "RAIL", "RAILDual", "RAILPrimal", "SeqLoRA", "StrategyNeeds", "WiSEFT", "ZSCL", "ZSCLFineTune", "ZeroShot", "get_strategy"]

@@ -17,6 +17,7 @@ from .lora_baselines import MoELoRA, SeqLoRA
 from .lwf import LwF, LwFVR
 from .moe_adapters import MoEAdapters
 from .moram import ABLATION_STRATEGIES, MoRAM
+from .rail import RAILDual, RAILPrimal
 from .wiseft import WiSEFT
 from .zeroshot import ZeroShot
 from .zscl import ZSCL
@@ -25,6 +26,7 @@ from .zscl import ZSCL
 STRATEGIES: Dict[str, Type[CLIPStrategy]] = {
     "moram": MoRAM, "finetune": FineTune, "zeroshot": ZeroShot, "wiseft": WiSEFT, "lwf": LwF,
     "lwf-vr": LwFVR, "zscl": ZSCL, "moe-adapters": MoEAdapters, "inflora": InfLoRA,
+    "rail-primal": RAILPrimal, "rail-dual": RAILDual,
     # routing ablations of the MoRAM paper (moram.ROUTING_ABLATIONS)
     "seq-lora": SeqLoRA, "moe-lora": MoELoRA, **ABLATION_STRATEGIES,
 }

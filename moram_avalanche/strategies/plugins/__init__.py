@@ -5,6 +5,7 @@ public strategy state; each strategy file is a thin ``CLIPStrategy`` subclass th
 Growing adapters grow through one mechanism, :class:`~.growth.GrowthPlugin`.
 """
 
+from .analytic import AnalyticHead
 from .distillation import LwFDistillation, ReferenceDistillation, ZSCLDistillation
 from .growth import GrowthPlugin, grow_adapters
 from .inflora import InfLoRAPlugin
@@ -15,6 +16,6 @@ from .moram import MoRAMPlugin
 from .timing import RunTime
 from .weights import L2Anchor, WeightEnsemble, WiSEMerge
 
-__all__ = ["GrowthPlugin", "InfLoRAPlugin", "L2Anchor", "LoadBalancePlugin", "LwFDistillation",
+__all__ = ["AnalyticHead", "GrowthPlugin", "InfLoRAPlugin", "L2Anchor", "LoadBalancePlugin", "LwFDistillation",
            "MoEAdaptersPlugin", "MoRAMPlugin", "PeakMemory", "ReferenceDistillation", "RunTime",
            "WeightEnsemble", "WiSEMerge", "ZSCLDistillation", "grow_adapters", "memory_footprint"]
