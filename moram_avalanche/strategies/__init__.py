@@ -6,6 +6,7 @@ Importing this package changes nothing outside it.
 """
 
 from .base import CLIPStrategy
+from .codyra import CoDyRA
 from .finetune import FineTune
 from .inflora import InfLoRA
 from .lora_baselines import MoELoRA, SeqLoRA
@@ -14,7 +15,7 @@ from .moe_adapters import MoEAdapters
 from .moram import (ROUTING_ABLATIONS, MoRAM, MoRAMExternalRouter, MoRAMLoadBalance, MoRAMSelfActivation,
                     MoRAMSelfTemperature, MoRAMSelfThreshold, MoRAMSelfTopK)
 from .needs import StrategyNeeds
-from .plugins import GrowthPlugin, InfLoRAPlugin, LoadBalancePlugin, MoEAdaptersPlugin, MoRAMPlugin
+from .plugins import CoDyRAPlugin, GrowthPlugin, InfLoRAPlugin, LoadBalancePlugin, MoEAdaptersPlugin, MoRAMPlugin
 from .rail import RAIL, RAILDual, RAILPrimal
 from .registry import STRATEGIES, get_strategy
 from .wiseft import WiSEFT
@@ -22,7 +23,7 @@ from .zeroshot import ZeroShot
 from .zscl import ZSCL
 from .zscl_finetune import ZSCLFineTune
 
-__all__ = ["ROUTING_ABLATIONS", "STRATEGIES", "CLIPStrategy", "FineTune", "GrowthPlugin", "InfLoRA",
+__all__ = ["ROUTING_ABLATIONS", "STRATEGIES", "CLIPStrategy", "CoDyRA", "CoDyRAPlugin", "FineTune", "GrowthPlugin", "InfLoRA",
            "InfLoRAPlugin", "LoadBalancePlugin", "LwF", "LwFVR", "MoEAdapters", "MoEAdaptersPlugin",
            "MoELoRA", "MoRAM", "MoRAMExternalRouter", "MoRAMLoadBalance", "MoRAMPlugin",
            "MoRAMSelfActivation", "MoRAMSelfTemperature", "MoRAMSelfThreshold", "MoRAMSelfTopK",

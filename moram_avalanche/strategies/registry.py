@@ -11,6 +11,7 @@ from typing import Dict, Type
 
 from ..utils.names import lookup
 from .base import CLIPStrategy
+from .codyra import CoDyRA
 from .finetune import FineTune
 from .inflora import InfLoRA
 from .lora_baselines import MoELoRA, SeqLoRA
@@ -26,7 +27,7 @@ from .zscl import ZSCL
 STRATEGIES: Dict[str, Type[CLIPStrategy]] = {
     "moram": MoRAM, "finetune": FineTune, "zeroshot": ZeroShot, "wiseft": WiSEFT, "lwf": LwF,
     "lwf-vr": LwFVR, "zscl": ZSCL, "moe-adapters": MoEAdapters, "inflora": InfLoRA,
-    "rail-primal": RAILPrimal, "rail-dual": RAILDual,
+    "rail-primal": RAILPrimal, "rail-dual": RAILDual, "codyra": CoDyRA,
     # routing ablations of the MoRAM paper (moram.ROUTING_ABLATIONS)
     "seq-lora": SeqLoRA, "moe-lora": MoELoRA, **ABLATION_STRATEGIES,
 }

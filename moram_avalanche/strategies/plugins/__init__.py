@@ -6,6 +6,7 @@ Growing adapters grow through one mechanism, :class:`~.growth.GrowthPlugin`.
 """
 
 from .analytic import AnalyticHead
+from .codyra import CoDyRAPlugin
 from .distillation import LwFDistillation, ReferenceDistillation, ZSCLDistillation
 from .growth import GrowthPlugin, grow_adapters
 from .inflora import InfLoRAPlugin
@@ -16,6 +17,6 @@ from .moram import MoRAMPlugin
 from .timing import RunTime
 from .weights import L2Anchor, WeightEnsemble, WiSEMerge
 
-__all__ = ["AnalyticHead", "GrowthPlugin", "InfLoRAPlugin", "L2Anchor", "LoadBalancePlugin", "LwFDistillation",
+__all__ = ["AnalyticHead", "CoDyRAPlugin", "GrowthPlugin", "InfLoRAPlugin", "L2Anchor", "LoadBalancePlugin", "LwFDistillation",
            "MoEAdaptersPlugin", "MoRAMPlugin", "PeakMemory", "ReferenceDistillation", "RunTime",
            "WeightEnsemble", "WiSEMerge", "ZSCLDistillation", "grow_adapters", "memory_footprint"]
