@@ -11,7 +11,7 @@ from moram_avalanche.layers.base import find_layers
 from moram_avalanche.layers.moram import MoRAMLinear
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.experiments.runner import run_stream
-from moram_avalanche.strategies import ZSCL, FineTune, LwFVR, MoRAM, RAILDual, RAILPrimal, WiSEFT
+from moram_avalanche.strategies import ZSCL, CoDyRA, FineTune, LwFVR, MoRAM, RAILDual, RAILPrimal, WiSEFT
 
 from conftest import TINY_CONFIG
 
@@ -47,6 +47,8 @@ ZSCL_REFERENCES = {
     # training-free: the analytic head (ridge state, random expansion, kernel memory) is the state
     (RAILPrimal, {"hidden_dim": 24}),
     (RAILDual, {}),
+    # gates thresholded after iterations 1 and 2 (kappa 0.1), merged and restarted after each task
+    (CoDyRA, dict(rank=4, lr=1e-2, max_kappa=0.1, kappa_steps=3, dense_fraction=0.0)),
 ])
 def test_resume_after_interruption_gives_the_identical_matrix(strategy_class, kwargs, make_stream,
                                                               tokenizer, tmp_path):
