@@ -3,7 +3,7 @@
 DualGPM memories and input covariances (InfLoRA), DDAS (MoE-Adapters' router selector),
 weight copies (WiSE-FT, ZSCL), distillation losses and frozen teachers (LwF, ZSCL), the CLIP
 continual loss, learning-rate schedules, LwF-VR's virtual vocabulary, RAIL's analytic heads,
-CoDyRA's rank selection.
+CoDyRA's rank selection, iCaRL's herding.
 """
 
 from .analytic import (DUAL_REGULARIZATION, FUSION_WEIGHT, HIDDEN_DIM, KERNELS, PRIMAL_REGULARIZATION,
@@ -13,6 +13,7 @@ from .ddas import (DDAS, FEW_SHOT_THRESHOLD, FULL_SHOT_THRESHOLD, DomainAutoenco
                    random_conv_features)
 from .distillation import distillation, two_way_distillation
 from .dualgpm import LAMBDA_B, LAMBDA_E, DualGPM, design_down_projection, threshold
+from .herding import herding_order
 from .losses import clip_continual_loss
 from .rank_selection import (DENSE_FRACTION, KAPPA_STEPS, MAX_KAPPA, kappa_at, prunes_at,
                              soft_threshold_gates_)
@@ -28,5 +29,5 @@ __all__ = ["DDAS", "DENSE_FRACTION", "KAPPA_STEPS", "MAX_KAPPA", "kappa_at", "pr
            "MOE_FEWSHOT_MTIL_LR", "MOE_FULLSHOT_MTIL_LR", "PLACES", "ZSCL_MTIL_LR", "DomainAutoencoder",
            "DomainLR", "DualGPM", "FrozenCLIP", "InputCovariance", "WeightCopy", "alexnet_features",
            "check_place", "clip_continual_loss", "cosine_lr_factor", "design_down_projection",
-           "distillation", "input_covariances", "quarter_cosine_lr_factor", "random_conv_features",
+           "distillation", "herding_order", "input_covariances", "quarter_cosine_lr_factor", "random_conv_features",
            "threshold", "two_way_distillation", "virtual_vocabulary"]
