@@ -11,7 +11,7 @@ from moram_avalanche.layers.base import find_layers
 from moram_avalanche.layers.moram import MoRAMLinear
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.experiments.runner import run_stream
-from moram_avalanche.strategies import ZSCL, CoDyRA, FineTune, LwFVR, MoRAM, RAILDual, RAILPrimal, WiSEFT
+from moram_avalanche.strategies import ZSCL, CoDyRA, FineTune, ICaRL, LwFVR, MoRAM, RAILDual, RAILPrimal, WiSEFT
 
 from conftest import TINY_CONFIG
 
@@ -48,6 +48,8 @@ ZSCL_REFERENCES = {
     (RAILPrimal, {"hidden_dim": 24}),
     (RAILDual, {}),
     # gates thresholded after iterations 1 and 2 (kappa 0.1), merged and restarted after each task
+    # the herded memory (indices) is the state; the zero-shot teacher is rebuilt from the model
+    (ICaRL, {"lr": 1e-3, "warmup": 1, "memory_size": 5}),
     (CoDyRA, dict(rank=4, lr=1e-2, max_kappa=0.1, kappa_steps=3, dense_fraction=0.0)),
 ])
 def test_resume_after_interruption_gives_the_identical_matrix(strategy_class, kwargs, make_stream,
