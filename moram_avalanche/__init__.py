@@ -11,7 +11,8 @@ table):
 * :mod:`~moram_avalanche.algorithms` -- framework-free baseline math (DualGPM, DDAS, ...);
 * :mod:`~moram_avalanche.strategies` -- Avalanche strategies, one file each, and their plugins;
 * :mod:`~moram_avalanche.benchmarks` -- X-TAIL, MTIL and synthetic streams;
-* :mod:`~moram_avalanche.experiments` -- running, checkpointing, comparing, tables, the demo.
+* :mod:`~moram_avalanche.experiments` -- running, checkpointing, comparing, tables, the demo, the
+  paper's figures from a run (``analyze``) and cost tables (``measure_cost``).
 """
 
 from importlib import import_module
@@ -91,6 +92,10 @@ _PUBLIC = {
     "Setup": "experiments.compare",
     "run_comparison": "experiments.compare",
     "run_demo": "experiments.demo",
+    "analyze": "experiments.analysis",
+    "AnalysisOptions": "experiments.analysis",
+    "measure_cost": "experiments.cost",
+    "CostOptions": "experiments.cost",
 }
 
 
