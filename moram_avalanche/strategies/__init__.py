@@ -8,6 +8,7 @@ Importing this package changes nothing outside it.
 from .base import CLIPStrategy
 from .codyra import CoDyRA
 from .finetune import FineTune
+from .finetune_alone import FineTuneAlone
 from .icarl import ICaRL
 from .inflora import InfLoRA
 from .lora_baselines import MoELoRA, SeqLoRA
@@ -24,7 +25,8 @@ from .zeroshot import ZeroShot
 from .zscl import ZSCL
 from .zscl_finetune import ZSCLFineTune
 
-__all__ = ["ROUTING_ABLATIONS", "STRATEGIES", "CLIPStrategy", "CoDyRA", "CoDyRAPlugin", "FineTune", "GrowthPlugin", "ICaRL", "InfLoRA",
+__all__ = ["ROUTING_ABLATIONS", "STRATEGIES", "CLIPStrategy", "CoDyRA", "CoDyRAPlugin", "FineTune", "FineTuneAlone",
+           "GrowthPlugin", "ICaRL", "InfLoRA",
            "InfLoRAPlugin", "LoadBalancePlugin", "LwF", "LwFVR", "MoEAdapters", "MoEAdaptersPlugin",
            "MoELoRA", "MoRAM", "MoRAMExternalRouter", "MoRAMLoadBalance", "MoRAMPlugin",
            "MoRAMSelfActivation", "MoRAMSelfTemperature", "MoRAMSelfThreshold", "MoRAMSelfTopK",

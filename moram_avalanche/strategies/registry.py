@@ -13,6 +13,7 @@ from ..utils.names import lookup
 from .base import CLIPStrategy
 from .codyra import CoDyRA
 from .finetune import FineTune
+from .finetune_alone import FineTuneAlone
 from .icarl import ICaRL
 from .inflora import InfLoRA
 from .lora_baselines import MoELoRA, SeqLoRA
@@ -28,6 +29,7 @@ from .zscl import ZSCL
 STRATEGIES: Dict[str, Type[CLIPStrategy]] = {
     "moram": MoRAM, "finetune": FineTune, "zeroshot": ZeroShot, "wiseft": WiSEFT, "lwf": LwF,
     "lwf-vr": LwFVR, "zscl": ZSCL, "moe-adapters": MoEAdapters, "inflora": InfLoRA,
+    "finetune-alone": FineTuneAlone,  # each domain from the pre-trained weights (upper bound)
     "rail-primal": RAILPrimal, "rail-dual": RAILDual, "codyra": CoDyRA, "icarl": ICaRL,
     # routing ablations of the MoRAM paper (moram.ROUTING_ABLATIONS)
     "seq-lora": SeqLoRA, "moe-lora": MoELoRA, **ABLATION_STRATEGIES,
