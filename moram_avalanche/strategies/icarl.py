@@ -6,10 +6,17 @@ from ..algorithms.teacher import FrozenCLIP
 from .needs import StrategyNeeds
 from .plugins.distillation import ExemplarDistillation
 from .plugins.exemplars import MAX_READ, MEMORY_SIZE, ExemplarMemory
-from .zscl_finetune import ZSCLFineTune
+from .zscl_finetune import ZSCL_PAPER_SETTINGS, ZSCL_PAPER_SOURCE, ZSCLFineTune, zscl_short_budget
 
 #: where the distillation teacher comes from
 TEACHERS = ("zeroshot", "previous")
+
+
+#: the settings ``reproduce`` runs iCaRL with: ZSCL's MTIL optimisation without label smoothing,
+#: and the memory and distillation of the ZSCL code (see :class:`ICaRL`)
+ICARL_PAPER_SETTINGS = {**ZSCL_PAPER_SETTINGS, "label_smoothing": 0.0, "memory_size": MEMORY_SIZE,
+                        "balanced": False, "max_read": MAX_READ, "teacher": "zeroshot", "temperature": 2.0,
+                        "image_weight": 1.0, "text_weight": 1.0}
 
 
 class ICaRL(ZSCLFineTune):
@@ -49,9 +56,14 @@ class ICaRL(ZSCLFineTune):
     stream when needed).
     """
 
-    needs = StrategyNeeds(demo=lambda demo: {
-        "lr": demo.finetune_lr, "warmup": demo.baseline_warmup,
-        "distill_batch_size": demo.distill_batch_size})
+    needs = StrategyNeeds(
+        demo=lambda demo: {"lr": demo.finetune_lr, "warmup": demo.baseline_warmup,
+                           "distill_batch_size": demo.distill_batch_size},
+        paper=lambda protocol: dict(ICARL_PAPER_SETTINGS),
+        paper_source=f"{ZSCL_PAPER_SOURCE}; memory, herding and distillation of [ZSCL "
+                     "mtil/src/models/icarl.py, mtil/scripts/icarl.sh]; both distillation terms "
+                     "weighted 1 (icarl.sh adds neither: our choice, as ZSCL.sh)",
+        short_budget=zscl_short_budget)
 
     def __init__(self, *, model, tokenizer, memory_size: int = MEMORY_SIZE, balanced: bool = False,
                  max_read: int = MAX_READ, teacher: str = "zeroshot", temperature: float = 2.0,
@@ -67,4 +79,4 @@ class ICaRL(ZSCLFineTune):
                          plugins=[self.distillation, self.memory, *(plugins or [])], **kwargs)
 
 
-__all__ = ["ICaRL", "TEACHERS"]
+__all__ = ["ICARL_PAPER_SETTINGS", "ICaRL", "TEACHERS"]

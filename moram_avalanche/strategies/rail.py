@@ -145,8 +145,22 @@ class RAIL(CLIPStrategy):
         return torch.tensor(columns, dtype=torch.long)
 
 
+#: the source of the settings ``reproduce`` runs RAIL with
+RAIL_PAPER_SOURCE = ("RAIL's official code [linghan1997/Regression-based-Analytic-Incremental-Learning "
+                     "configs/analytic_clip.yaml, dual_RAIL.py]; the benchmark's prompts for the "
+                     "zero-shot classifier (every row of a table shares one)")
+#: the settings ``reproduce`` runs RAIL-Primal and RAIL-Dual with (the release's; see :class:`RAIL`)
+RAIL_PRIMAL_PAPER_SETTINGS = {"form": "primal", "fusion_weight": FUSION_WEIGHT, "hidden_dim": HIDDEN_DIM,
+                              "regularization": 0.1, "passes": 1, "train_mb_size": 128}
+RAIL_DUAL_PAPER_SETTINGS = {"form": "dual", "fusion_weight": FUSION_WEIGHT, "kernel": "rbf", "gamma": RBF_GAMMA,
+                            "regularization": 0.001, "passes": 1, "train_mb_size": 128}
+
+
 class RAILPrimal(RAIL):
     """RAIL-Primal: random ReLU expansion (15000) + recursive ridge regression (lambda 0.1)."""
+
+    needs = StrategyNeeds(trains=False, paper=lambda protocol: dict(RAIL_PRIMAL_PAPER_SETTINGS),
+                          paper_source=RAIL_PAPER_SOURCE)
 
     def __init__(self, *, model, tokenizer, **kwargs):
         if kwargs.setdefault("form", "primal") != "primal":
@@ -157,10 +171,14 @@ class RAILPrimal(RAIL):
 class RAILDual(RAIL):
     """RAIL-Dual: Gaussian-kernel ridge regression (gamma 0.1, lambda 0.001) over every feature seen."""
 
+    needs = StrategyNeeds(trains=False, paper=lambda protocol: dict(RAIL_DUAL_PAPER_SETTINGS),
+                          paper_source=RAIL_PAPER_SOURCE)
+
     def __init__(self, *, model, tokenizer, **kwargs):
         if kwargs.setdefault("form", "dual") != "dual":
             raise ValueError("RAILDual is the dual form; use RAILPrimal or RAIL(form=...)")
         super().__init__(model=model, tokenizer=tokenizer, **kwargs)
 
 
-__all__ = ["RAIL", "RAILDual", "RAILPrimal"]
+__all__ = ["RAIL", "RAILDual", "RAILPrimal", "RAIL_DUAL_PAPER_SETTINGS", "RAIL_PAPER_SOURCE",
+           "RAIL_PRIMAL_PAPER_SETTINGS"]
