@@ -165,6 +165,7 @@ class CLIPStrategy(SupervisedTemplate):
         self.image_cache = (ImageFeatureCache()
                             if cache_image_features and self.replays_image_features else None)
         self._replaying = False
+        self._eval_features = None  # what eval_image_features computed for this minibatch
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint_model_state(self) -> dict:
@@ -285,8 +286,8 @@ class CLIPStrategy(SupervisedTemplate):
         """Normalised image features of the evaluation minibatch (replayed ones when cached)."""
         if self._replaying:
             return self.mb_x
-        self._image_features = F.normalize(self.model.encode_image(self.mb_x), dim=-1)
-        return self._image_features
+        self._eval_features = F.normalize(self.model.encode_image(self.mb_x), dim=-1)
+        return self._eval_features
 
     def criterion(self):
         if not self.is_training:
@@ -353,7 +354,9 @@ class CLIPStrategy(SupervisedTemplate):
 
         With cached image features of this tower (:attr:`image_cache`) the minibatches are
         replayed from the cache (features instead of images; same labels, same order) and no
-        image is read; otherwise the features are recorded for the next evaluation.
+        image is read; otherwise the features are recorded for the next evaluation -- when the
+        strategy's forward took them from :meth:`eval_image_features` (one that computes its
+        features otherwise is never recorded, so never replayed).
         """
         key = self._image_cache_key()
         replay = self.image_cache.get(key) if key is not None else None
@@ -369,10 +372,15 @@ class CLIPStrategy(SupervisedTemplate):
                     self._unpack_minibatch()
                     self._before_eval_iteration(**kwargs)
                     self._before_eval_forward(**kwargs)
+                    self._eval_features = None
                     with self.autocast():
                         self.mb_output = self.forward()
                     if key is not None and replay is None:
-                        self.image_cache.add(key, self._image_features, *rest)
+                        if self._eval_features is None:  # a forward of its own: record nothing
+                            self.image_cache.drop(key)
+                            key = None
+                        else:
+                            self.image_cache.add(key, self._eval_features, *rest)
                     self._after_eval_forward(**kwargs)
                     self.loss = self.criterion()
                     self._after_eval_iteration(**kwargs)

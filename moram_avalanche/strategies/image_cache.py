@@ -75,6 +75,10 @@ class ImageFeatureCache:
         """Record one minibatch: its features and the rest of the minibatch as read (labels, ...)."""
         self._pending.setdefault(key, []).append((features, *rest))
 
+    def drop(self, key: Hashable) -> None:
+        """Forget what was recorded of ``key`` in this evaluation."""
+        self._pending.pop(key, None)
+
     def finish(self, key: Hashable) -> None:
         if key in self._pending:
             self._store[key] = self._pending.pop(key)

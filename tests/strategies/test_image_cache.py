@@ -124,3 +124,23 @@ def test_a_trained_tower_is_evaluated_afresh(tiny_clip, tokenizer, make_stream):
     assert not same_runs(runs[True][0], runs[True][1])  # training changed the tower
     assert same_runs(runs[True][1], runs[True][2])
     assert passes[False][0] > passes[True][0]
+
+
+def test_a_strategy_with_its_own_forward_is_never_replayed(tiny_clip, tokenizer, make_stream):
+    import torch.nn.functional as F
+
+    class OwnForward(ZeroShot):  # computes its features itself (as RAIL does), not via eval_image_features
+        def forward(self):
+            image = F.normalize(self.model.encode_image(self.mb_x), dim=-1)
+            return self.model.logit_scale.exp() * image @ self.eval_classifier(self.experience).t()
+
+    benchmark = make_stream("all")
+    passes = count_image_passes(tiny_clip)
+    spy = Outputs()
+    strategy = OwnForward(model=tiny_clip, tokenizer=tokenizer, plugins=[spy], progress=False,
+                          evaluator=EvaluationPlugin(loggers=[]))
+    strategy.eval(benchmark.test_stream)
+    first = passes[0]
+    strategy.eval(benchmark.test_stream)
+    assert first > 0 and passes[0] == 2 * first and len(strategy.image_cache) == 0
+    assert same_runs(spy.runs[0], spy.runs[1])

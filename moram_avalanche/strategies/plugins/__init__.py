@@ -5,7 +5,10 @@ public strategy state; each strategy file is a thin ``CLIPStrategy`` subclass th
 Growing adapters grow through one mechanism, :class:`~.growth.GrowthPlugin`.
 """
 
-from .distillation import LwFDistillation, ReferenceDistillation, ZSCLDistillation
+from .analytic import AnalyticHead
+from .codyra import CoDyRAPlugin
+from .distillation import ExemplarDistillation, LwFDistillation, ReferenceDistillation, ZSCLDistillation
+from .exemplars import ExemplarMemory
 from .growth import GrowthPlugin, grow_adapters
 from .inflora import InfLoRAPlugin
 from .load_balance import LoadBalancePlugin
@@ -15,6 +18,6 @@ from .moram import MoRAMPlugin
 from .timing import RunTime
 from .weights import L2Anchor, WeightEnsemble, WiSEMerge
 
-__all__ = ["GrowthPlugin", "InfLoRAPlugin", "L2Anchor", "LoadBalancePlugin", "LwFDistillation",
+__all__ = ["AnalyticHead", "CoDyRAPlugin", "ExemplarDistillation", "ExemplarMemory", "GrowthPlugin", "InfLoRAPlugin", "L2Anchor", "LoadBalancePlugin", "LwFDistillation",
            "MoEAdaptersPlugin", "MoRAMPlugin", "PeakMemory", "ReferenceDistillation", "RunTime",
            "WeightEnsemble", "WiSEMerge", "ZSCLDistillation", "grow_adapters", "memory_footprint"]
