@@ -1,7 +1,8 @@
 """The ``moram-avalanche`` command line: ``demo``, ``run``, ``compare`` and ``check-data``.
 
 Heavy imports (torch, Avalanche, open_clip) happen inside the commands, so ``--help`` and
-argument errors are instant.
+argument errors are instant. ``run`` and ``compare`` also run data-parallel under
+``torchrun --nproc_per_node N -m moram_avalanche ...`` (:mod:`moram_avalanche.experiments.distributed`).
 """
 
 from __future__ import annotations
@@ -97,23 +98,28 @@ def cmd_run(args) -> int:
     from avalanche.logging import TensorboardLogger
     from avalanche.training.plugins import EvaluationPlugin
 
-    from .experiments.metrics import AccuracyMatrix
+    from .experiments.distributed import start_processes
+    from .experiments.metrics import AccuracyMatrix, accuracy_matrix_of
     from .experiments.runner import run_stream
 
+    processes = start_processes(args.seed, args.device)  # one of several under torchrun
+    processes.check(args.strategy, strategy_class.needs)
+    args.device, progress = processes.device, not args.no_progress and processes.main
     torch.manual_seed(args.seed)
     model, train_tf, eval_tf, tokenizer = _make_model(args)()
     benchmark = _make_benchmark(args)(train_tf, eval_tf)
     log_dir = Path(args.log_dir)
-    matrix = AccuracyMatrix(out_dir=log_dir)
-    evaluator = EvaluationPlugin(matrix, loggers=[TensorboardLogger(log_dir / "tb")])
+    evaluator = EvaluationPlugin(AccuracyMatrix(out_dir=log_dir),
+                                 loggers=processes.loggers(lambda: [TensorboardLogger(log_dir / "tb")]))
     options = _strategy_options(args, args.strategy.lower(), eval_tf, overrides.get("", {}))
     strategy = strategy_class(model=model, tokenizer=tokenizer, evaluator=evaluator, device=args.device,
-                              progress=not args.no_progress, **options)
-    run_stream(strategy, benchmark, log_dir, resume=not args.no_resume, progress=not args.no_progress,
+                              progress=progress, plugins=processes.plugins(), **options)
+    run_stream(strategy, benchmark, log_dir, resume=not args.no_resume, progress=progress,
                num_workers=args.num_workers)
-    report = matrix.report()
-    print(f"Transfer {report['transfer']:.1f}  Average {report['average']:.1f}  "
-          f"Last {report['last']:.1f}   ({log_dir}/results.json)")
+    report = accuracy_matrix_of(strategy).report()  # the resumed metric after a whole-strategy resume
+    if processes.main:
+        print(f"Transfer {report['transfer']:.1f}  Average {report['average']:.1f}  "
+              f"Last {report['last']:.1f}   ({log_dir}/results.json)")
     return 0
 
 
@@ -133,12 +139,19 @@ def cmd_compare(args) -> int:
     unknown = sorted(set(overrides) - set(names))
     if unknown:
         raise ValueError(f"--set names strategies that are not compared: {unknown} (compared: {names})")
+    from .experiments.distributed import start_processes
+
+    requested_device = args.device
+    processes = start_processes(args.seed, args.device)  # one of several under torchrun
+    for name in names:
+        processes.check(name, get_strategy(name).needs)
+    args.device = processes.device
     settings = {
         "benchmark": args.benchmark, "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
         "model": args.model, "pretrained": args.pretrained, "stream": _stream_options(args),
         "iterations": args.iterations, "batch_size": args.batch_size, "seed": args.seed,
         "ref_images": args.ref_images, "ref_sentences": args.ref_sentences,
-        "device": args.device, "num_workers": args.num_workers,
+        "device": requested_device, "num_workers": args.num_workers,
     }
     setup = Setup(
         make_model=_make_model(args), make_benchmark=_make_benchmark(args),
@@ -147,8 +160,9 @@ def cmd_compare(args) -> int:
         strategy_settings=lambda name: {k: repr(v) for k, v in overrides.get(name, {}).items()},
         seed=args.seed, device=args.device, num_workers=args.num_workers)
     run_comparison(setup, names, args.out, resume=not args.no_resume, progress=not args.no_progress)
-    print(f"\ntable.md, table.csv, summary.md, accuracy_matrices.png: {args.out}/"
-          f"\n  tensorboard --logdir {Path(args.out) / 'tensorboard'}")
+    if processes.main:
+        print(f"\ntable.md, table.csv, summary.md, accuracy_matrices.png: {args.out}/"
+              f"\n  tensorboard --logdir {Path(args.out) / 'tensorboard'}")
     return 0
 
 
@@ -232,8 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="one strategy over one benchmark, resumable")
     run.add_argument("--benchmark", required=True, help="benchmark name (xtail, mtil, synthetic)")
     run.add_argument("--strategy", required=True,
-                     help="strategy name (moram, finetune, zeroshot, wiseft, lwf, lwf-vr, zscl, ...; "
-                          "an unknown name lists them all)")
+                     help="strategy name (moram, finetune, zeroshot, wiseft, lwf, lwf-vr, zscl, ..., or "
+                          "Avalanche's avalanche.naive, avalanche.ewc, ...; an unknown name lists them all)")
     run.add_argument("--log-dir", required=True, help="output folder: TensorBoard, results, checkpoint")
     run.add_argument("--lr", type=float, default=None, help="learning rate (default: the strategy's)")
     run.add_argument("--set", action="append", metavar="KEY=VALUE",

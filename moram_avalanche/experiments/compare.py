@@ -22,6 +22,10 @@ again; an interrupted one continues from its checkpoint; one added later joins t
 A folder holding a comparison made with other shared settings is refused (its numbers would
 not be comparable), and so is a strategy already run there with other settings of its own
 (delete its folder to run it again); both are checked before anything runs.
+
+Strategies are the registry's (:func:`~moram_avalanche.strategies.registry.get_strategy`):
+the package's and Avalanche's own (``avalanche.naive``, ...). Under ``torchrun`` every
+process runs every strategy data-parallel and rank 0 alone writes.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 import torch
 
+from ..strategies.distributed import barrier, is_main_process, world_size
 from ..utils.files import atomic_write_bytes, atomic_write_text
 
 logger = logging.getLogger(__name__)
@@ -94,13 +99,18 @@ def run_comparison(setup: Setup, strategies: Sequence[str], out_dir, *, resume: 
             _check_stored(out_dir / name / STRATEGY_SETTINGS_NAME, own[name],
                           f"{name} was run in {out_dir} with other settings of its own",
                           f"delete {out_dir / name} to run it again with these")
-    _write_settings(out_dir / SETTINGS_NAME, setup.settings)
+    main = is_main_process()  # rank 0 of a data-parallel run writes; the others only train
+    barrier()  # every process has checked the stored settings before rank 0 rewrites them
+    if main:
+        _write_settings(out_dir / SETTINGS_NAME, setup.settings)
     results = {}
     for name in names:
         run_dir = out_dir / name
-        if not resume:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        _write_settings(run_dir / STRATEGY_SETTINGS_NAME, own[name])
+        if main:
+            if not resume:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            _write_settings(run_dir / STRATEGY_SETTINGS_NAME, own[name])
+        barrier()
         done = _complete_report(run_dir) if resume else None
         if done is not None:
             logger.info("%s: complete in %s, not run again", name, run_dir)
@@ -108,7 +118,8 @@ def run_comparison(setup: Setup, strategies: Sequence[str], out_dir, *, resume: 
             continue
         results[name] = _run_one(setup, name, get_strategy(name), run_dir,
                                  out_dir / "tensorboard" / name, resume, progress)
-    write_comparison(results, out_dir)
+    if main:
+        write_comparison(results, out_dir)
     return results
 
 
@@ -164,35 +175,41 @@ def _run_one(setup: Setup, name: str, strategy_class, run_dir: Path, tb_dir: Pat
     from avalanche.logging import TensorboardLogger
     from avalanche.training.plugins import EvaluationPlugin
 
+    from ..strategies.plugins.data_parallel import DataParallel
     from ..strategies.plugins.memory import PeakMemory
     from ..strategies.plugins.moram import MoRAMPlugin
     from ..strategies.plugins.timing import RunTime
-    from .metrics import AccuracyMatrix
+    from .metrics import AccuracyMatrix, accuracy_matrix_of
     from .runner import run_stream
 
-    if not resume:
+    main = is_main_process()
+    if not resume and main:
         shutil.rmtree(tb_dir, ignore_errors=True)
     torch.manual_seed(setup.seed)
     model, train_tf, eval_tf, tokenizer = setup.make_model()
     benchmark = setup.make_benchmark(train_tf, eval_tf)
-    matrix = AccuracyMatrix(out_dir=run_dir)
-    evaluator = EvaluationPlugin(matrix, loggers=[TensorboardLogger(tb_dir)])
-    peak, clock = PeakMemory(), RunTime()
+    loggers = [TensorboardLogger(tb_dir)] if main else []  # rank 0 logs (Avalanche's rule)
+    evaluator = EvaluationPlugin(AccuracyMatrix(out_dir=run_dir), loggers=loggers)
     options = dict(setup.options(name, eval_tf))
-    plugins = [peak, clock, *options.pop("plugins", [])]
+    parallel = [DataParallel()] if world_size() > 1 else []
+    plugins = [PeakMemory(), RunTime(), *parallel, *options.pop("plugins", [])]
     strategy = strategy_class(model=model, tokenizer=tokenizer, evaluator=evaluator,
-                              device=setup.device, progress=progress, plugins=plugins, **options)
-    run_stream(strategy, benchmark, run_dir, resume=resume, progress=progress,
+                              device=setup.device, progress=progress and main, plugins=plugins, **options)
+    run_stream(strategy, benchmark, run_dir, resume=resume, progress=progress and main,
                num_workers=setup.num_workers)
-    report = {**matrix.report(), "memory": peak.report(), "time": clock.report()}
-    atomic_write_text(run_dir / "memory.json", json.dumps(report["memory"], indent=2) + "\n")
-    atomic_write_text(run_dir / "time.json", json.dumps(report["time"], indent=2) + "\n")
+    # a whole-strategy resume (Avalanche's strategies) replaced the metric and plugins
+    peak, clock = (next(p for p in strategy.plugins if isinstance(p, kind)) for kind in (PeakMemory, RunTime))
+    report = {**accuracy_matrix_of(strategy).report(), "memory": peak.report(), "time": clock.report()}
     history = [entry for plugin in strategy.plugins if isinstance(plugin, MoRAMPlugin)
                for entry in plugin.history]
-    if history:
-        from .viz import atom_usage_heatmap
+    if main:
+        atomic_write_text(run_dir / "memory.json", json.dumps(report["memory"], indent=2) + "\n")
+        atomic_write_text(run_dir / "time.json", json.dumps(report["time"], indent=2) + "\n")
+        if history:
+            from .viz import atom_usage_heatmap
 
-        _save_png(atom_usage_heatmap(history[-1]), run_dir / "atom_usage.png")
+            _save_png(atom_usage_heatmap(history[-1]), run_dir / "atom_usage.png")
+    barrier()
     return report
 
 

@@ -4,6 +4,14 @@ The loop of every experiment in the paper, resumable: after each experience the 
 written to ``<out_dir>/checkpoint.pt``; started again with the same output folder, the run
 continues after the last completed experience and ends with the same accuracy matrix as an
 uninterrupted run.
+
+The package's strategies write the lean run state of :mod:`~moram_avalanche.experiments.checkpoint`
+(adapters, clock, plugin and metric state, RNGs); any other strategy -- Avalanche's own,
+``avalanche.naive``, ... -- Avalanche's whole-strategy checkpoint (``save_checkpoint`` /
+``maybe_load_checkpoint``, with the package's torch 2.15 fix), which holds their replay
+buffers, importances and teachers too. In a data-parallel run (``torchrun``) every process
+trains and evaluates its share, rank 0 alone writes the checkpoint, and every process resumes
+from it.
 """
 
 from __future__ import annotations
@@ -14,7 +22,9 @@ from typing import Optional
 
 from tqdm.auto import tqdm
 
-from .checkpoint import load_run_state, save_run_state
+from ..strategies.distributed import barrier, is_main_process, world_size
+from ..strategies.plugins.data_parallel import DataParallel
+from .checkpoint import load_run_state, save_checkpoint, save_run_state
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +53,10 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
 
     Returns the number of experiences completed.
     """
+    if world_size() > 1 and not any(isinstance(p, DataParallel) for p in strategy.plugins):
+        raise ValueError(f"run_stream runs in a process group of {world_size()} processes but the "
+                         "strategy has no DataParallel plugin: every process would train its own "
+                         "model. Add plugins=[DataParallel()]")
     path = Path(out_dir) / CHECKPOINT_NAME
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     if getattr(benchmark, "bad_images", None) is not None:
@@ -51,7 +65,7 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
     train_loader = dict(loader, persistent_workers=num_workers > 0)
     done = 0
     if resume and path.exists():
-        done = load_run_state(strategy, path)
+        done = _load(strategy, path)
         logger.info("resuming %s after %d experience(s) from %s", type(strategy).__name__, done, path)
     stream = benchmark.train_stream
     stop = len(stream) if max_experiences is None else min(len(stream), max_experiences)
@@ -60,7 +74,9 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
         for index in range(done, stop):
             strategy.train(stream[index], **train_loader)
             strategy.eval(benchmark.test_stream, **loader)
-            save_run_state(strategy, path)
+            if is_main_process():
+                _save(strategy, path)
+            barrier()  # every process resumes from the same checkpoint
             done = index + 1
             bar.update()
     except KeyboardInterrupt:
@@ -72,4 +88,25 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
     return done
 
 
-__all__ = ["BAD_IMAGES_NAME", "CHECKPOINT_NAME", "run_stream"]
+def lean_checkpoints(strategy) -> bool:
+    """Whether ``strategy`` has the package's lean run state (its CLIP strategies do)."""
+    return hasattr(strategy, "checkpoint_model_state") and hasattr(strategy, "load_checkpoint_model_state")
+
+
+def _save(strategy, path: Path) -> None:
+    if lean_checkpoints(strategy):
+        save_run_state(strategy, path)
+    else:
+        save_checkpoint(strategy, path)
+
+
+def _load(strategy, path: Path) -> int:
+    if lean_checkpoints(strategy):
+        return load_run_state(strategy, path)
+    from avalanche.checkpointing import maybe_load_checkpoint
+
+    _, done = maybe_load_checkpoint(strategy, str(path), map_location=strategy.device)
+    return int(done)
+
+
+__all__ = ["BAD_IMAGES_NAME", "CHECKPOINT_NAME", "lean_checkpoints", "run_stream"]

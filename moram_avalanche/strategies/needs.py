@@ -29,11 +29,15 @@ class StrategyNeeds:
             (:class:`moram_avalanche.experiments.demo.DemoConfig`, read by attribute) giving
             keyword arguments -- the strategy's own recipe scaled to the demo. None: the
             shared budget alone (batch size and iterations).
+        data_parallel: whether it trains correctly data-parallel (``torchrun``, the
+            :class:`~moram_avalanche.strategies.plugins.data_parallel.DataParallel` plugin);
+            the command line refuses the others there.
     """
 
     trains: bool = True
     references: Tuple[str, ...] = ()
     demo: Optional[Callable[[Any], Dict[str, Any]]] = None
+    data_parallel: bool = True
 
     def __post_init__(self):
         unknown = sorted(set(self.references) - set(REFERENCE_ARGUMENTS))

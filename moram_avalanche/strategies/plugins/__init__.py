@@ -6,7 +6,8 @@ Growing adapters grow through one mechanism, :class:`~.growth.GrowthPlugin`.
 """
 
 from .distillation import LwFDistillation, ReferenceDistillation, ZSCLDistillation
-from .growth import GrowthPlugin, grow_adapters
+from .data_parallel import DataParallel
+from .growth import GrowthPlugin
 from .inflora import InfLoRAPlugin
 from .load_balance import LoadBalancePlugin
 from .memory import PeakMemory, memory_footprint
@@ -15,6 +16,6 @@ from .moram import MoRAMPlugin
 from .timing import RunTime
 from .weights import L2Anchor, WeightEnsemble, WiSEMerge
 
-__all__ = ["GrowthPlugin", "InfLoRAPlugin", "L2Anchor", "LoadBalancePlugin", "LwFDistillation",
+__all__ = ["DataParallel", "GrowthPlugin", "InfLoRAPlugin", "L2Anchor", "LoadBalancePlugin", "LwFDistillation",
            "MoEAdaptersPlugin", "MoRAMPlugin", "PeakMemory", "ReferenceDistillation", "RunTime",
-           "WeightEnsemble", "WiSEMerge", "ZSCLDistillation", "grow_adapters", "memory_footprint"]
+           "WeightEnsemble", "WiSEMerge", "ZSCLDistillation", "memory_footprint"]

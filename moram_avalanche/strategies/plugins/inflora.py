@@ -18,7 +18,7 @@ from .growth import GrowthPlugin
 MEMORIES = ("dual", "gpm")
 
 
-class InfLoRAPlugin(GrowthPlugin):
+class InfLoRAPlugin(GrowthPlugin, supports_distributed=True):
     """InfLoRA's per-task procedure around the shared CLIP loop (baselines reference, section 3.2).
 
     Layers are grouped by attention module ("group" = the LoRA'd q/k/v projections of one

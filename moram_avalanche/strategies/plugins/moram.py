@@ -8,7 +8,7 @@ from ...layers.moram import MoRAMLinear
 from .growth import GrowthPlugin
 
 
-class MoRAMPlugin(GrowthPlugin):
+class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
     """MoRAM's experience boundaries (method reference, "continual expansion"):
 
     * :meth:`grow` (the model-adaptation step, before the optimizer is built): every
