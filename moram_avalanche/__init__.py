@@ -98,6 +98,8 @@ _PUBLIC = {
     "Setup": "experiments.compare",
     "run_comparison": "experiments.compare",
     "run_demo": "experiments.demo",
+    "WandBLogger": "experiments.loggers",
+    "accuracy_matrix_of": "experiments.metrics",
 }
 
 

@@ -50,8 +50,9 @@ def _make_benchmark(args):
     from .benchmarks import get_benchmark
 
     builder, options = get_benchmark(args.benchmark), _stream_options(args)
-    return lambda train_tf, eval_tf: builder(args.data_root, train_transform=train_tf,
-                                             eval_transform=eval_tf, **options)
+    return lambda train_tf, eval_tf: builder(
+        args.data_root, train_transform=eval_tf if args.no_augment else train_tf, eval_transform=eval_tf,
+        **options)
 
 
 def _strategy_options(args, name: str, eval_tf, overrides: dict) -> dict:
@@ -152,6 +153,7 @@ def cmd_compare(args) -> int:
         "iterations": args.iterations, "batch_size": args.batch_size, "seed": args.seed,
         "ref_images": args.ref_images, "ref_sentences": args.ref_sentences,
         "device": requested_device, "num_workers": args.num_workers,
+        **({"augment": False} if args.no_augment else {}),  # older comparisons resume as they were
     }
     setup = Setup(
         make_model=_make_model(args), make_benchmark=_make_benchmark(args),
@@ -321,6 +323,9 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
                              "(default), or stop")
     parser.add_argument("--num-workers", type=int, default=0,
                         help="DataLoader worker processes decoding images (default: 0)")
+    parser.add_argument("--no-augment", action="store_true",
+                        help="train on the model's evaluation transform (no random crops); a "
+                             "data-parallel run (torchrun) then reproduces a one-process run")
     parser.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints and results")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 

@@ -40,7 +40,7 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 import torch
 
-from ..strategies.distributed import barrier, is_main_process, world_size
+from ..algorithms.data_parallel import barrier, is_main_process, world_size
 from ..utils.files import atomic_write_bytes, atomic_write_text
 
 logger = logging.getLogger(__name__)

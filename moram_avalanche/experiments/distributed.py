@@ -5,7 +5,7 @@ the command with ``RANK`` / ``LOCAL_RANK`` / ``WORLD_SIZE`` set. :func:`start_pr
 initialises the process group through Avalanche's ``DistributedHelper.init_distributed``
 (gloo on CPU, NCCL on CUDA; it also seeds every process alike) and gives each process its
 device (``cuda:<LOCAL_RANK>`` on GPUs). What the processes do together is in
-:mod:`moram_avalanche.strategies.distributed` and the
+:mod:`moram_avalanche.algorithms.data_parallel` and the
 :class:`~moram_avalanche.strategies.plugins.data_parallel.DataParallel` plugin; rank 0 alone
 writes logs, results and checkpoints. Without torchrun nothing changes.
 """
@@ -18,7 +18,7 @@ from typing import Callable, List
 
 import torch
 
-from ..strategies.distributed import is_main_process, world_size
+from ..algorithms.data_parallel import is_main_process, world_size
 from ..strategies.plugins.data_parallel import DataParallel
 
 #: the environment torchrun sets for each process

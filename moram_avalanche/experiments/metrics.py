@@ -30,7 +30,7 @@ import torchmetrics
 from avalanche.evaluation import PluginMetric
 from avalanche.evaluation.metric_results import MetricValue
 
-from ..strategies.distributed import is_main_process
+from ..algorithms.data_parallel import is_main_process
 from ..utils.files import atomic_write_bytes, atomic_write_text
 
 

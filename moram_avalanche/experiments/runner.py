@@ -22,7 +22,7 @@ from typing import Optional
 
 from tqdm.auto import tqdm
 
-from ..strategies.distributed import barrier, is_main_process, world_size
+from ..algorithms.data_parallel import barrier, is_main_process, world_size
 from ..strategies.plugins.data_parallel import DataParallel
 from .checkpoint import load_run_state, save_checkpoint, save_run_state
 

@@ -24,7 +24,7 @@ from ..clip.towers import text_parameters
 from ..layers.base import adapter_state_dict, find_layers, load_adapter_state_dict
 from ..models.scoring import MASK_VALUE, own_domain_logits
 from ..utils.iteration import cycle
-from .distributed import ShardedBatches, all_reduce_sum, gather, gather_with_grad, world_size
+from ..algorithms.data_parallel import ShardedBatches, all_reduce_sum, gather, gather_with_grad, world_size
 from .needs import StrategyNeeds
 from .plugins.data_parallel import DataParallel
 
@@ -60,7 +60,7 @@ class CLIPStrategy(SupervisedTemplate):
     * data-parallel over ``torch.distributed`` processes with the
       :class:`~moram_avalanche.strategies.plugins.data_parallel.DataParallel` plugin: each
       process takes a contiguous share of every global batch (the batches of one process,
-      :class:`~moram_avalanche.strategies.distributed.ShardedBatches`), the text->image term
+      :class:`~moram_avalanche.algorithms.data_parallel.ShardedBatches`), the text->image term
       sees the images of every process (gathered with gradient), so the averaged gradient is
       the one-process gradient of the whole batch.
 
@@ -169,7 +169,7 @@ class CLIPStrategy(SupervisedTemplate):
 
         One process draws exactly the batches of Avalanche's training loader for one task;
         data-parallel processes split each of those batches
-        (:class:`~moram_avalanche.strategies.distributed.ShardedBatches`). Training data of
+        (:class:`~moram_avalanche.algorithms.data_parallel.ShardedBatches`). Training data of
         several task labels keeps Avalanche's task-balanced loader.
         """
         data = self.adapted_dataset

@@ -39,7 +39,7 @@ from avalanche.training.plugins.evaluation import default_evaluator
 
 from ..algorithms.schedules import cosine_lr_factor
 from ..models.classifier import CLIPClassifier
-from .distributed import world_size
+from ..algorithms.data_parallel import world_size
 from .needs import StrategyNeeds
 from .plugins.budget import IterationBudget
 

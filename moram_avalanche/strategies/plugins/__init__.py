@@ -6,6 +6,7 @@ Growing adapters grow through one mechanism, :class:`~.growth.GrowthPlugin`.
 """
 
 from .distillation import LwFDistillation, ReferenceDistillation, ZSCLDistillation
+from .budget import IterationBudget
 from .data_parallel import DataParallel
 from .growth import GrowthPlugin
 from .inflora import InfLoRAPlugin
@@ -16,6 +17,6 @@ from .moram import MoRAMPlugin
 from .timing import RunTime
 from .weights import L2Anchor, WeightEnsemble, WiSEMerge
 
-__all__ = ["DataParallel", "GrowthPlugin", "InfLoRAPlugin", "L2Anchor", "LoadBalancePlugin", "LwFDistillation",
+__all__ = ["DataParallel", "GrowthPlugin", "InfLoRAPlugin", "IterationBudget", "L2Anchor", "LoadBalancePlugin", "LwFDistillation",
            "MoEAdaptersPlugin", "MoRAMPlugin", "PeakMemory", "ReferenceDistillation", "RunTime",
            "WeightEnsemble", "WiSEMerge", "ZSCLDistillation", "memory_footprint"]

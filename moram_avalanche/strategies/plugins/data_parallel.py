@@ -5,8 +5,8 @@ from __future__ import annotations
 from avalanche.core import SupervisedPlugin
 from torch.utils.data import DataLoader, Subset
 
-from ..distributed import (average_gradients, broadcast_module, check_same_parameters, shard_indices,
-                           world_size)
+from ...algorithms.data_parallel import (average_gradients, broadcast_module, check_same_parameters,
+                                         shard_indices, world_size)
 
 
 class DataParallel(SupervisedPlugin, supports_distributed=True):
@@ -24,7 +24,7 @@ class DataParallel(SupervisedPlugin, supports_distributed=True):
       the processes (:class:`~moram_avalanche.experiments.metrics.AccuracyMatrix`) are exact.
 
     Training data is sharded by the strategy's loader: :class:`~moram_avalanche.strategies.base.CLIPStrategy`
-    splits every global batch (:class:`~moram_avalanche.strategies.distributed.ShardedBatches`);
+    splits every global batch (:class:`~moram_avalanche.algorithms.data_parallel.ShardedBatches`);
     Avalanche's strategies use Avalanche's distributed sampler. Without a process group
     (one process) the plugin does nothing.
     """

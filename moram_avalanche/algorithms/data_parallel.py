@@ -1,5 +1,7 @@
 """Data-parallel pieces over ``torch.distributed``: shards, collectives, gradient averaging.
 
+Framework-free (torch only, no Avalanche), used by the strategies, their
+:class:`~moram_avalanche.strategies.plugins.data_parallel.DataParallel` plugin and the runner.
 One process per device (``torchrun --nproc_per_node N``); every process holds the whole model
 and a contiguous share of each global batch. Without an initialised process group every
 function here is the single-process identity (world size 1), so the same code runs both ways.
@@ -17,7 +19,7 @@ samples and draws the same order every pass, so shards are cut here without padd
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, List, Sequence
+from typing import Iterable, Iterator, List
 
 import torch
 import torch.distributed as dist
@@ -76,27 +78,40 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     return total
 
 
+class _GatherWithGrad(torch.autograd.Function):
+    """All-gather along dim 0 (shares of any length); backward: the summed gradient of own rows."""
+
+    @staticmethod
+    def forward(ctx, tensor: torch.Tensor) -> torch.Tensor:
+        sizes = [torch.zeros((), dtype=torch.long, device=tensor.device) for _ in range(world_size())]
+        dist.all_gather(sizes, torch.tensor(tensor.shape[0], device=tensor.device))
+        sizes = [int(size) for size in sizes]
+        longest = max(sizes)
+        padded = torch.cat([tensor, tensor.new_zeros(longest - tensor.shape[0], *tensor.shape[1:])])
+        parts = [torch.empty_like(padded) for _ in sizes]
+        dist.all_gather(parts, padded.contiguous())
+        ctx.sizes, ctx.rank = sizes, rank()
+        return torch.cat([part[:size] for part, size in zip(parts, sizes)])
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        total = grad.contiguous().clone()
+        dist.all_reduce(total)  # every process's gradient of the gathered rows, summed
+        start = sum(ctx.sizes[:ctx.rank])
+        return total[start:start + ctx.sizes[ctx.rank]]
+
+
 def gather_with_grad(tensor: torch.Tensor) -> torch.Tensor:
     """Every process's ``tensor`` concatenated along dim 0 in rank order, differentiable.
 
     Shares may differ in length. The backward pass sums, over the group, the gradients that
-    reach each process's own rows (``torch.distributed.nn.functional.all_gather``), so a loss
-    every process computes identically on the gathered batch gives, after gradients are
-    averaged over the group, the gradient of that loss for one process holding the whole batch.
+    reach each process's own rows, so a loss every process computes identically on the gathered
+    batch gives, once :func:`average_gradients` averaged them, the gradient of that loss for one
+    process holding the whole batch.
     """
     if world_size() == 1:
         return tensor
-    from torch.distributed.nn.functional import all_gather
-
-    sizes = [torch.zeros((), dtype=torch.long, device=tensor.device) for _ in range(world_size())]
-    dist.all_gather(sizes, torch.tensor(tensor.shape[0], device=tensor.device))
-    sizes = [int(s) for s in sizes]
-    longest = max(sizes)
-    padded = tensor
-    if tensor.shape[0] < longest:
-        padded = torch.cat([tensor, tensor.new_zeros(longest - tensor.shape[0], *tensor.shape[1:])])
-    parts = all_gather(padded)
-    return torch.cat([part[:size] for part, size in zip(parts, sizes)])
+    return _GatherWithGrad.apply(tensor)
 
 
 def gather(tensor: torch.Tensor) -> torch.Tensor:
@@ -200,11 +215,6 @@ class ShardedBatches(Sampler[List[int]]):
         return full + (1 if tail and not self.drop_last and tail >= world_size() else 0)
 
 
-def split_sizes(total: int, parts: int) -> Sequence[int]:
-    """Sizes of the :func:`shard_bounds` shares."""
-    return [shard_bounds(total, p, parts).stop - shard_bounds(total, p, parts).start for p in range(parts)]
-
-
 __all__ = ["ShardedBatches", "all_reduce_sum", "average_gradients", "barrier", "broadcast_int",
            "broadcast_module", "check_same_parameters", "gather", "gather_with_grad",
-           "is_main_process", "rank", "shard_bounds", "shard_indices", "split_sizes", "world_size"]
+           "is_main_process", "rank", "shard_bounds", "shard_indices", "world_size"]
