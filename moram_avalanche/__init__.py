@@ -12,7 +12,8 @@ table):
 * :mod:`~moram_avalanche.strategies` -- Avalanche strategies, one file each, and their plugins;
 * :mod:`~moram_avalanche.benchmarks` -- X-TAIL, MTIL and synthetic streams;
 * :mod:`~moram_avalanche.models` -- CLIP as an Avalanche model (``CLIPClassifier``);
-* :mod:`~moram_avalanche.experiments` -- running, checkpointing, comparing, tables, the demo.
+* :mod:`~moram_avalanche.experiments` -- running, checkpointing, comparing, tables, the demo, the
+  paper's figures from a run (``analyze``) and cost tables (``measure_cost``).
 """
 
 from importlib import import_module
@@ -100,6 +101,10 @@ _PUBLIC = {
     "run_demo": "experiments.demo",
     "WandBLogger": "experiments.loggers",
     "accuracy_matrix_of": "experiments.metrics",
+    "analyze": "experiments.analysis",
+    "AnalysisOptions": "experiments.analysis",
+    "measure_cost": "experiments.cost",
+    "CostOptions": "experiments.cost",
 }
 
 

@@ -1,4 +1,4 @@
-"""The ``moram-avalanche`` command line: ``demo``, ``run``, ``compare`` and ``check-data``.
+"""The ``moram-avalanche`` command line: ``demo``, ``run``, ``compare``, ``analyze``, ``cost`` and ``check-data``.
 
 Heavy imports (torch, Avalanche, open_clip) happen inside the commands, so ``--help`` and
 argument errors are instant. ``run`` and ``compare`` also run data-parallel under
@@ -99,15 +99,18 @@ def cmd_run(args) -> int:
     from avalanche.logging import TensorboardLogger
     from avalanche.training.plugins import EvaluationPlugin
 
+    from .experiments.analysis.source import weights_checksum
     from .experiments.distributed import start_processes
     from .experiments.metrics import AccuracyMatrix, accuracy_matrix_of
     from .experiments.runner import run_stream
 
+    requested_device = args.device
     processes = start_processes(args.seed, args.device)  # one of several under torchrun
     processes.check(args.strategy, strategy_class.needs)
     args.device, progress = processes.device, not args.no_progress and processes.main
     torch.manual_seed(args.seed)
     model, train_tf, eval_tf, tokenizer = _make_model(args)()
+    checksum = weights_checksum(model)
     benchmark = _make_benchmark(args)(train_tf, eval_tf)
     log_dir = Path(args.log_dir)
     evaluator = EvaluationPlugin(AccuracyMatrix(out_dir=log_dir),
@@ -115,6 +118,8 @@ def cmd_run(args) -> int:
     options = _strategy_options(args, args.strategy.lower(), eval_tf, overrides.get("", {}))
     strategy = strategy_class(model=model, tokenizer=tokenizer, evaluator=evaluator, device=args.device,
                               progress=progress, plugins=processes.plugins(), **options)
+    if processes.main:
+        _record_run(args, log_dir, overrides.get("", {}), checksum, requested_device)
     run_stream(strategy, benchmark, log_dir, resume=not args.no_resume, progress=progress,
                num_workers=args.num_workers)
     report = accuracy_matrix_of(strategy).report()  # the resumed metric after a whole-strategy resume
@@ -122,6 +127,66 @@ def cmd_run(args) -> int:
         print(f"Transfer {report['transfer']:.1f}  Average {report['average']:.1f}  "
               f"Last {report['last']:.1f}   ({log_dir}/results.json)")
     return 0
+
+
+def _record_run(args, log_dir: Path, overrides: dict, checksum: float, device: str) -> None:
+    """``LOG_DIR/run.json``: what rebuilds the run's model and data (read by ``analyze``);
+    ``device`` is the one asked for (a data-parallel process runs on its own ``cuda:<rank>``)."""
+    from .experiments.analysis.source import write_run_settings
+
+    write_run_settings(log_dir, {
+        "benchmark": args.benchmark, "stream": _stream_options(args), "model": args.model,
+        "pretrained": args.pretrained, "cache_dir": args.cache_dir, "strategy": args.strategy.lower(),
+        "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
+        "set": {k: repr(v) for k, v in overrides.items()}, "iterations": args.iterations, "lr": args.lr,
+        "batch_size": args.batch_size, "seed": args.seed, "device": device,
+        "augment": not args.no_augment, "weights_checksum": checksum})
+
+
+def cmd_analyze(args) -> int:
+    _quiet_imports()
+    from .experiments.analysis import AnalysisOptions, analyze
+
+    options = AnalysisOptions(encoder=args.encoder, layer=args.layer, projection=args.projection,
+                              scenarios=args.scenarios, image=args.image, images=args.images,
+                              share=args.share, maps=not args.no_maps)
+    overrides = {k: v for k, v in (("model", args.model), ("pretrained", args.pretrained),
+                                   ("benchmark", args.benchmark), ("cache_dir", args.cache_dir)) if v}
+    report = analyze(args.log_dir, data_root=args.data_root, options=options, settings=overrides,
+                     device=args.device, progress=not args.no_progress)
+    print(f"{report} (pictures beside it; TensorBoard: the run's log, run 'analysis')")
+    return 0
+
+
+def cmd_cost(args) -> int:
+    _quiet_imports()
+    import json
+
+    from .experiments.cost import CostOptions, cost_report, measure_cost
+    from .utils.files import atomic_write_text
+
+    names = [n.strip().lower() for n in args.strategies.split(",") if n.strip()]
+    options = CostOptions(
+        model=args.model, pretrained=None if args.pretrained.lower() == "none" else args.pretrained,
+        device=args.device, strategies=names, tasks=_task_numbers(args.tasks), batch_size=args.batch_size,
+        iterations=args.iterations, warmup=args.warmup, classes=args.classes, eval_images=args.eval_images,
+        eval_batch_size=args.eval_batch_size, repeats=args.repeats, amp=args.amp,
+        options=_parse_sets(args.set, prefixed=True), cache_dir=args.cache_dir, seed=args.seed,
+        timing=not args.params_only)
+    results = measure_cost(options, progress=not args.no_progress)
+    report = cost_report(results, paper=not args.no_paper)
+    print(report)
+    if args.out:
+        atomic_write_text(Path(args.out) / "cost.md", report)
+        atomic_write_text(Path(args.out) / "cost.json", json.dumps(results, indent=2, default=str) + "\n")
+    return 0
+
+
+def _task_numbers(text: str) -> List[int]:
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items or not all(t.isdigit() and int(t) >= 1 for t in items):
+        raise ValueError(f"--tasks must list task numbers >= 1, e.g. 1,5,10; got {text!r}")
+    return sorted({int(t) for t in items})
 
 
 def cmd_compare(args) -> int:
@@ -273,6 +338,78 @@ def build_parser() -> argparse.ArgumentParser:
                               "(e.g. --set moram.lr=1e-3); repeatable")
     _add_shared_options(compare)
     compare.set_defaults(func=cmd_compare)
+
+    analysis = commands.add_parser(
+        "analyze", help="the paper's figures from a MoRAM run: activation maps, atoms for 99%%, pruning",
+        description="Write LOG_DIR/analysis/: report.md embedding every picture -- activation maps of "
+                    "one layer's atoms on image tokens for data of task t after task t' (paper Figs. "
+                    "3, 6-8), averaged activation ratios (Fig. 5), atoms needed for 99%% of the "
+                    "cumulative activation mass per layer and projection (Figs. 9-11), atoms kept and "
+                    "storage saved by pruning -- the PNGs, analysis.json, and the pictures in the "
+                    "run's TensorBoard log. The model and data are rebuilt from the run's settings.")
+    analysis.add_argument("log_dir", metavar="LOG_DIR",
+                          help="the run's folder (run --log-dir, or OUT/<strategy> of a compare)")
+    analysis.add_argument("--data-root", default=None, help="where the run's datasets are now "
+                          "(default: where the run read them)")
+    analysis.add_argument("--encoder", default="visual", choices=("visual", "text"),
+                          help="tower of the activation maps (default: visual, the paper's)")
+    analysis.add_argument("--layer", type=int, default=None,
+                          help="block of the maps, 1-based (default: 8 of 12 as the paper, else the middle)")
+    analysis.add_argument("--projection", default="k", choices=("q", "k", "v", "out", "fc", "proj"),
+                          help="projection of the maps (default: k, the paper's)")
+    analysis.add_argument("--scenarios", default=None, metavar="DATA@AFTER,...",
+                          help="e.g. 1@1,1@2,1@10,9@1,9@9 (images of task DATA, model after task AFTER; "
+                               "default: these, for the run's length)")
+    analysis.add_argument("--image", type=int, default=0, help="test image (0-based) each map shows")
+    analysis.add_argument("--images", type=int, default=16,
+                          help="test images averaged for the activation ratios (default: 16)")
+    analysis.add_argument("--share", type=float, default=0.99,
+                          help="share of the cumulative activation mass the atom counts cover (default: 0.99)")
+    analysis.add_argument("--no-maps", action="store_true",
+                          help="only what the records give (atom counts, pruning): no model, no data")
+    analysis.add_argument("--model", default=None, help="the run's open_clip model (default: recorded)")
+    analysis.add_argument("--pretrained", default=None, help="its weights (default: recorded)")
+    analysis.add_argument("--benchmark", default=None, help="the run's benchmark (default: recorded)")
+    analysis.add_argument("--cache-dir", default=None, help="cache of the demo's tiny CLIP")
+    analysis.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    analysis.add_argument("--no-progress", action="store_true", help="no progress bars")
+    analysis.set_defaults(func=cmd_analyze)
+
+    cost = commands.add_parser(
+        "cost", help="parameters, peak training memory and ms/image of each method after 1/5/10 tasks",
+        description="For CLIP, MoRAM, MoE-Adapters, InfLoRA and the LoRA-style baselines (or "
+                    "--strategies): trainable parameters per weight matrix (formula and count) and "
+                    "per task, peak training memory per task (the CUDA allocator's peak on a GPU, a "
+                    "labelled CPU proxy otherwise), training and inference ms/image after each of "
+                    "--tasks, on random images (the paper's cost tables). Says which device and "
+                    "precision it measured.")
+    cost.add_argument("--model", default="ViT-B-16", help="open_clip model name (default: ViT-B-16, the paper's)")
+    cost.add_argument("--pretrained", default="none",
+                      help="weights: open_clip tag, local file or 'none' (default: none; costs do not "
+                           "depend on the weights)")
+    cost.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    cost.add_argument("--strategies", default="zeroshot,moram,moe-adapters,inflora,seq-lora,moe-lora",
+                      help="comma-separated strategy names (default: the paper's rows; zeroshot is CLIP)")
+    cost.add_argument("--tasks", default="1,5,10", help="after which tasks to measure (default: 1,5,10)")
+    cost.add_argument("--batch-size", type=int, default=64, help="training batch (default: 64, the paper's)")
+    cost.add_argument("--iterations", type=int, default=10, help="timed training steps per measured task")
+    cost.add_argument("--warmup", type=int, default=3, help="untimed training steps before them")
+    cost.add_argument("--classes", type=int, default=110,
+                      help="classes per task (default: 110, X-TAIL's average)")
+    cost.add_argument("--eval-images", type=int, default=256, help="test images per measured task")
+    cost.add_argument("--eval-batch-size", type=int, default=None, help="evaluation batch (default: --batch-size)")
+    cost.add_argument("--repeats", type=int, default=3, help="timed evaluations per measured task")
+    cost.add_argument("--amp", action="store_true", help="fp16 autocast (CUDA only)")
+    cost.add_argument("--params-only", action="store_true",
+                      help="count parameters only (no training steps, no timing): quick on a CPU")
+    cost.add_argument("--set", action="append", metavar="STRATEGY.KEY=VALUE",
+                      help="a keyword argument of one strategy, as a Python literal; repeatable")
+    cost.add_argument("--out", default=None, help="also write cost.md and cost.json there")
+    cost.add_argument("--no-paper", action="store_true", help="leave out the paper's tables")
+    cost.add_argument("--seed", type=int, default=0)
+    cost.add_argument("--cache-dir", default=None, help="cache of the demo's tiny CLIP config")
+    cost.add_argument("--no-progress", action="store_true", help="no progress bars")
+    cost.set_defaults(func=cmd_cost)
 
     check = commands.add_parser(
         "check-data", help="which X-TAIL / MTIL domains a data root holds, and what is wrong",

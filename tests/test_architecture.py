@@ -125,7 +125,8 @@ def name_branches(source: str, names: set) -> list:
     return branching
 
 
-@pytest.mark.parametrize("relative", ["cli.py", "experiments/demo.py"])
+@pytest.mark.parametrize("relative", ["cli.py", "experiments/demo.py", *sorted(
+    str(p.relative_to(PACKAGE)) for p in (PACKAGE / "experiments" / "cost").glob("*.py"))])
 def test_the_command_line_and_the_demo_do_not_branch_on_strategy_names(relative):
     assert name_branches((PACKAGE / relative).read_text(), strategy_names()) == []
 
@@ -154,6 +155,7 @@ def test_every_strategy_declares_options_it_accepts():
     for name, cls in STRATEGIES.items():
         needs, takes = cls.needs, accepted(cls)
         wanted = set(needs.demo_options(DemoConfig())) | {REFERENCE_ARGUMENTS[r] for r in needs.references}
+        wanted |= set(needs.cost_options())
         wanted |= {"iterations"} if needs.trains else set()
         assert wanted <= takes, (name, wanted - takes)
 

@@ -29,6 +29,11 @@ def test_cli_run_on_the_synthetic_benchmark(tmp_path, capsys):
     assert "Transfer" in capsys.readouterr().out
     report = json.loads((tmp_path / "run" / "results.json").read_text())
     assert report["domains"] == ["shapes", "digits", "colours", "glyphs", "textures"]
+    recorded = json.loads((tmp_path / "run" / "run.json").read_text())  # what `analyze` rebuilds
+    assert {k: recorded[k] for k in ("benchmark", "model", "pretrained", "seed", "strategy")} == {
+        "benchmark": "synthetic", "model": "moram-synthetic-tiny", "pretrained": "none", "seed": 0,
+        "strategy": "zeroshot"}
+    assert recorded["weights_checksum"] > 0
 
 
 def test_cli_run_zscl_needs_and_takes_reference_data(tmp_path, capsys):
@@ -44,3 +49,16 @@ def test_cli_run_zscl_needs_and_takes_reference_data(tmp_path, capsys):
         assert main([*common, "--strategy", "zscl", "--ref-images", "synthetic", "--ref-sentences",
                      str(sentences), "--log-dir", str(tmp_path / "c")]) == 0
     assert len(json.loads((tmp_path / "c" / "results.json").read_text())["matrix"]) == 5
+
+
+def test_every_help_text_renders(capsys):
+    from moram_avalanche.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command").choices
+    for name in [None, *commands]:
+        with pytest.raises(SystemExit) as info:
+            main(["--help"] if name is None else [name, "--help"])
+        assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert "analyze" in out and "99%," in out and "cost" in out

@@ -8,15 +8,25 @@ from typing import Sequence
 import numpy as np
 
 
-def _figure_to_image(fig):
+def figure_to_image(fig, dpi: int = 100):
+    """A matplotlib figure as an RGB PIL image (tight bounding box)."""
     from PIL import Image
 
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight")
     buffer.seek(0)
     image = Image.open(buffer).convert("RGB")
     image.load()
     return image
+
+
+def save_png(image, path) -> None:
+    """Write a PIL image to ``path`` as PNG, atomically."""
+    from ..utils.files import atomic_write_bytes
+
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 def heatmap(values: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str], *,
@@ -44,7 +54,7 @@ def heatmap(values: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[
                         color="black" if bright else "white")
     if title:
         ax.set_title(title)
-    return _figure_to_image(fig)
+    return figure_to_image(fig)
 
 
 def accuracy_heatmap(matrix: np.ndarray, domains: Sequence[str], title: str = "accuracy (%)"):
@@ -106,7 +116,8 @@ def accuracy_heatmaps(matrices, domains: Sequence[str], *, per_row: int = 4,
                         ax.text(c, r, f"{values[r, c]:.0f}", ha="center", va="center", fontsize=6,
                                 color="black" if values[r, c] > 60 else "white")
     fig.colorbar(image, ax=fig.axes, shrink=0.8, label="accuracy (%)")
-    return _figure_to_image(fig)
+    return figure_to_image(fig)
 
 
-__all__ = ["accuracy_heatmap", "accuracy_heatmaps", "atom_usage_heatmap", "heatmap"]
+__all__ = ["accuracy_heatmap", "accuracy_heatmaps", "atom_usage_heatmap", "figure_to_image", "heatmap",
+           "save_png"]

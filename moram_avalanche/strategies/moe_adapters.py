@@ -117,7 +117,9 @@ class MoEAdapters(CLIPStrategy):
     needs = StrategyNeeds(references=("images",), data_parallel=False, demo=lambda demo: {
         "lr": demo.moe_lr, "warmup": demo.baseline_warmup,
         "feature_extractor": random_conv_features(demo.seed + 3000),
-        "ae_iterations": demo.ae_iterations, "ae_reference_iterations": demo.ae_reference_iterations})
+        "ae_iterations": demo.ae_iterations, "ae_reference_iterations": demo.ae_reference_iterations},
+        cost=lambda: {"feature_extractor": _untrained_alexnet_features(), "ae_iterations": 1,
+                      "ae_reference_iterations": 1})
 
     def __init__(
         self,
@@ -271,6 +273,14 @@ class MoEAdapters(CLIPStrategy):
                 f"{', '.join(self.recipe_defaults)}; for full training sets the release uses its "
                 "full-shot recipe: pass recipe=\"full-shot\" (on the command line "
                 "--set recipe=full-shot)", stacklevel=2)
+
+
+def _untrained_alexnet_features() -> torch.nn.Module:
+    """DDAS's default extractor (:func:`~moram_avalanche.algorithms.ddas.alexnet_features`) with
+    random weights: the same compute without the ImageNet download, for timing (``cost``)."""
+    from torchvision.models import alexnet
+
+    return alexnet().features[:-2].eval().requires_grad_(False)
 
 
 def _check_existing_mixtures(model, encoders, options: dict) -> None:

@@ -29,6 +29,11 @@ class StrategyNeeds:
             (:class:`moram_avalanche.experiments.demo.DemoConfig`, read by attribute) giving
             keyword arguments -- the strategy's own recipe scaled to the demo. None: the
             shared budget alone (batch size and iterations).
+        cost: its options for ``moram-avalanche cost`` (:mod:`moram_avalanche.experiments.cost`),
+            which builds it offline on random weights to count parameters and time it: a
+            function giving keyword arguments that replace what needs a download or trains
+            outside the measured loop by stand-ins of the same compute (MoE-Adapters: DDAS's
+            AlexNet with random weights). None: nothing to replace.
         data_parallel: whether it trains correctly data-parallel (``torchrun``, the
             :class:`~moram_avalanche.strategies.plugins.data_parallel.DataParallel` plugin);
             the command line refuses the others there.
@@ -37,6 +42,7 @@ class StrategyNeeds:
     trains: bool = True
     references: Tuple[str, ...] = ()
     demo: Optional[Callable[[Any], Dict[str, Any]]] = None
+    cost: Optional[Callable[[], Dict[str, Any]]] = None
     data_parallel: bool = True
 
     def __post_init__(self):
@@ -58,6 +64,10 @@ class StrategyNeeds:
     def demo_options(self, config) -> Dict[str, Any]:
         """The options :attr:`demo` gives for the demo settings ``config`` ({} without one)."""
         return dict(self.demo(config)) if self.demo is not None else {}
+
+    def cost_options(self) -> Dict[str, Any]:
+        """The options :attr:`cost` gives ({} without one)."""
+        return dict(self.cost()) if self.cost is not None else {}
 
 
 __all__ = ["REFERENCE_ARGUMENTS", "StrategyNeeds"]

@@ -9,6 +9,7 @@ from avalanche.training.plugins import EvaluationPlugin
 from moram_avalanche.layers.base import find_layers
 from moram_avalanche.layers.moram import MoRAMLinear
 from moram_avalanche.strategies import MoRAM
+from moram_avalanche.strategies.plugins.moram import MoRAMPlugin
 
 warnings.filterwarnings("ignore", message="No loggers specified")
 
@@ -60,6 +61,18 @@ def test_the_plugin_records_activation_statistics_and_can_prune(tiny_clip, token
     pruned = strategy.moram_plugin.pruned[0]
     layers = find_layers(tiny_clip, MoRAMLinear)
     assert all(layers[n].num_atoms == 4 - pruned[n] for n in layers)
+    # what the analysis reads back: which atoms went, the bank kept, how the layers were built
+    for name, layer in layers.items():
+        recorded = entry["layers"][name]
+        assert recorded["dropped"].numel() == pruned[name] and recorded["bank_size"] == layer.num_atoms
+        assert recorded["bank_checksum"] == pytest.approx(float(layer.keys.double().sum()
+                                                                + layer.values.double().sum()))
+    assert strategy.moram_plugin.layer_options[name] == layer.options
+    state = strategy.moram_plugin.state_dict()
+    assert state["prune_mass"] == 0.9 and set(state) == {"history", "pruned", "layer_options", "prune_mass"}
+    older = MoRAMPlugin()
+    older.load_state_dict({"history": state["history"], "pruned": state["pruned"]})  # an older checkpoint
+    assert older.layer_options == {} and len(older.history) == 1
 
 
 def test_text_only_atoms_leave_the_image_encoder_untouched(tiny_clip, tokenizer, make_stream):

@@ -4,15 +4,27 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+import torch
+
 from ...layers.moram import MoRAMLinear
 from .growth import GrowthPlugin
+
+
+def bank_checksum(layer: MoRAMLinear) -> float:
+    """A fingerprint of the bank a layer holds: the float64 sum of its keys and values.
+
+    Frozen atoms never change, so the bank after task ``t`` is the final bank's rows of tasks
+    ``<= t``; the analysis (:mod:`moram_avalanche.experiments.analysis`) checks that against
+    this number, recorded after each task.
+    """
+    return float(layer.keys.double().sum() + layer.values.double().sum())
 
 
 class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
     """MoRAM's experience boundaries (method reference, "continual expansion"):
 
-    * :meth:`grow` (the model-adaptation step, before the optimizer is built): every
-      MoRAMLinear freezes its atoms and appends ``atoms_per_task`` new ones; per-atom
+    * :meth:`grow` (once the experience's data is adapted, before the model adaptation and the
+      optimizer): every MoRAMLinear freezes its atoms and appends ``atoms_per_task`` new ones; per-atom
       activation statistics restart and are recorded during training (``record=True``).
     * :meth:`settle` (after the experience): the new atoms freeze; their statistics are kept in
       :attr:`history`; with ``prune_mass`` the atoms of the task outside the smallest set
@@ -20,8 +32,14 @@ class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
 
     Attributes:
         history: one entry per trained experience: ``{"experience", "domain", "layers":
-            {name: {"mass", "hits", "atom_task"}}}`` (CPU tensors), for analysis and plots.
+            {name: {"mass", "hits", "atom_task", "dropped", "bank_size", "bank_checksum"}}}``.
+            ``mass`` / ``hits`` / ``atom_task`` describe the bank the task trained with (before
+            pruning; CPU tensors), ``dropped`` the positions in that bank that pruning removed
+            (empty without pruning), ``bank_size`` and ``bank_checksum`` (:func:`bank_checksum`)
+            the bank the layer keeps after the task. Enough to redraw the paper's figures from
+            the final bank alone (frozen atoms never change).
         pruned: atoms dropped per experience, ``{name: count}``.
+        layer_options: ``{name: layer.options}`` of the layers it grows (how to rebuild them).
     """
 
     layer_type = MoRAMLinear
@@ -34,6 +52,7 @@ class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
         self.record = record or prune_mass is not None
         self.history: List[dict] = []
         self.pruned: List[Dict[str, int]] = []
+        self.layer_options: Dict[str, dict] = {}
 
     def grow(self, strategy) -> None:
         for layer in self.layers(strategy.model).values():
@@ -51,18 +70,26 @@ class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
             snapshot[name] = {"mass": layer.atom_mass.detach().cpu().clone(),
                               "hits": layer.atom_hits.detach().cpu().clone(),
                               "atom_task": layer.atom_task.detach().cpu().clone()}
+        if self.prune_mass is not None:
+            dropped = {name: layer.prune(self.prune_mass).detach().cpu() for name, layer in layers.items()}
+            self.pruned.append({name: int(index.numel()) for name, index in dropped.items()})
+        for name, layer in layers.items():
+            stats = snapshot[name]
+            stats["dropped"] = dropped[name] if self.prune_mass is not None else torch.zeros(0, dtype=torch.long)
+            stats["bank_size"] = layer.num_atoms
+            stats["bank_checksum"] = bank_checksum(layer)
+        self.layer_options = {name: dict(layer.options) for name, layer in layers.items()}
         self.history.append({"experience": strategy.experience.current_experience,
                              "domain": getattr(strategy.experience, "domain", None),
                              "layers": snapshot})
-        if self.prune_mass is not None:
-            self.pruned.append({name: int(layer.prune(self.prune_mass).numel())
-                                for name, layer in layers.items()})
 
     def state_dict(self) -> dict:
-        return {"history": self.history, "pruned": self.pruned}
+        return {"history": self.history, "pruned": self.pruned, "layer_options": self.layer_options,
+                "prune_mass": self.prune_mass}
 
     def load_state_dict(self, state: dict) -> None:
         self.history, self.pruned = list(state["history"]), list(state["pruned"])
+        self.layer_options = dict(state.get("layer_options", {}))  # absent in older checkpoints
 
 
-__all__ = ["MoRAMPlugin"]
+__all__ = ["MoRAMPlugin", "bank_checksum"]
