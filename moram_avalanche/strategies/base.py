@@ -54,9 +54,8 @@ class CLIPStrategy(SupervisedTemplate):
     * replay composes: a training batch may hold samples of earlier domains (Avalanche's
       ``ReplayPlugin`` mixes them in); each sample is scored against its own domain's classes
       (its task label is its domain) in the image->text term, and against every seen and
-      current class in the text->image term (:func:`~moram_avalanche.algorithms.losses.image_to_text_loss`,
-      :func:`~moram_avalanche.algorithms.losses.text_to_image_loss`); a batch of the current
-      domain alone gets exactly the release's loss;
+      current class in the text->image term (:meth:`mixed_batch_loss`); a batch of the
+      current domain alone gets exactly the release's loss;
     * data-parallel over ``torch.distributed`` processes with the
       :class:`~moram_avalanche.strategies.plugins.data_parallel.DataParallel` plugin: each
       process takes a contiguous share of every global batch (the batches of one process,
@@ -66,6 +65,18 @@ class CLIPStrategy(SupervisedTemplate):
 
     Experiences must carry ``classnames``, ``template``, ``domain`` and the label-space
     attributes that :func:`~moram_avalanche.benchmarks.clip_benchmark.clip_benchmark` sets.
+
+    Replay in the loop, for strategies built on it (a replay buffer is any Avalanche
+    ``ReplayPlugin`` / storage policy; the batch's ``mb_task_id`` tells each sample's domain):
+    :attr:`label_space` (the stream's :class:`~moram_avalanche.benchmarks.label_space.LabelSpace`:
+    ``local_labels`` maps dataset labels to each domain's classes), :meth:`training_text_of`
+    (a domain's training class embeddings for the current minibatch), :meth:`seen_class_rows`
+    (where each sample's domain starts among the seen + current classes) and
+    :meth:`mixed_batch_loss` (the loss of a batch mixing domains; override it to change how
+    replayed samples are scored). In training, :meth:`forward` returns each sample's scores
+    against its own domain's classes laid out in the label space
+    (:func:`~moram_avalanche.models.scoring.own_domain_logits`), so Avalanche's accuracy
+    metrics and logit-storing plugins read them as any model's output.
 
     Growing adapters grow right before Avalanche's model adaptation and the experience's
     optimizer (:mod:`~moram_avalanche.strategies.plugins.growth`), as in any Avalanche strategy.
@@ -143,6 +154,13 @@ class CLIPStrategy(SupervisedTemplate):
         self._vision_trains = False
         self._space: Optional[LabelSpace] = None
         self._batch_text = {}  # domain index -> class embeddings, for the current minibatch
+
+    @property
+    def label_space(self) -> LabelSpace:
+        """The label space of the stream being trained (read when each training experience starts)."""
+        if self._space is None:
+            raise RuntimeError(f"{type(self).__name__} has not started a training experience yet")
+        return self._space
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint_model_state(self) -> dict:
@@ -283,17 +301,27 @@ class CLIPStrategy(SupervisedTemplate):
             return clip_continual_loss(
                 self._image_features, self._current_text, self._seen_text, labels, scale,
                 text_to_image=self._uses_text_to_image(), label_smoothing=self.label_smoothing)
-        return self._mixed_loss(tasks, labels, scale)
+        return self.mixed_batch_loss(tasks, labels)
 
-    def _mixed_loss(self, tasks, labels, scale):
-        """The loss of a batch mixing domains, or of one process's share of a global batch.
+    def mixed_batch_loss(self, tasks: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The loss of a batch mixing domains (replay), or of one process's share of a global batch.
 
-        Image->text: each sample against its own domain's classes, summed here and divided by
-        the global batch size times the number of processes' reciprocal, so that the mean of
-        the processes' gradients is the gradient of the mean over the global batch.
-        Text->image: over every seen and current class, against the images of the whole
-        global batch (gathered with gradient).
+        Args:
+            tasks: ``[B]`` each sample's domain (its task label, ``mb_task_id``).
+            labels: ``[B]`` each sample's class within its own domain
+                (:meth:`~moram_avalanche.benchmarks.label_space.LabelSpace.local_labels`).
+
+        Image->text (:func:`~moram_avalanche.algorithms.losses.image_to_text_loss`): each sample
+        against its own domain's classes (:meth:`training_text_of`), summed over this process's
+        samples and scaled by ``world_size / global batch``, so that the mean of the processes'
+        gradients is the gradient of the mean over the global batch. Text->image
+        (:func:`~moram_avalanche.algorithms.losses.text_to_image_loss`, when the vision encoder
+        trains): every seen and current class against the images of the whole global batch
+        (gathered with gradient), each sample's positive at :meth:`seen_class_rows` + its label.
+        On a batch of the current domain alone, in one process, it equals the release's loss
+        (:func:`~moram_avalanche.algorithms.losses.clip_continual_loss`).
         """
+        scale = self.model.logit_scale.exp()
         image = self._image_features
         present = sorted(tasks.unique().tolist())
         texts = [self.training_text_of(task) for task in present]
@@ -304,12 +332,14 @@ class CLIPStrategy(SupervisedTemplate):
         if self._uses_text_to_image():
             seen = self._seen_text
             every = self._current_text if seen is None else torch.cat([seen, self._current_text])
-            rows = labels + self._seen_rows(tasks)
+            rows = labels + self.seen_class_rows(tasks)
             loss = loss + text_to_image_loss(gather_with_grad(image), every, gather(rows), scale)
         return loss
 
-    def _seen_rows(self, tasks):
-        """The first row of each sample's domain in ``[seen classes; current classes]``."""
+    def seen_class_rows(self, tasks: torch.Tensor) -> torch.Tensor:
+        """``[B]``: the first row of each sample's domain in ``[seen classes; current classes]``
+        (the seen domains in training order, then the current one); a clear error for a domain
+        this strategy has not trained on."""
         starts, total = {}, 0
         for domain in self.seen_domains:
             starts[domain.name] = total

@@ -22,7 +22,8 @@ it in the paper-style table beside the package's strategies:
   requires without a default take the value of its own example scripts (cited per entry);
   ``--set KEY=VALUE`` (``compare``: ``--set avalanche.ewc.ewc_lambda=1``) overrides any.
 
-``needs.label_spaces`` says in which label spaces a strategy works with CLIP (every one here).
+Every one works in both label spaces ("all", "domain") and data-parallel (``torchrun``:
+each process loads ``train_mb_size / N`` of every global batch).
 """
 
 from __future__ import annotations

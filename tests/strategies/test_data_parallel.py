@@ -1,4 +1,5 @@
-"""Data-parallel pieces: one process draws Avalanche's batches; two (gloo, CPU) give the one-process gradient."""
+"""Data-parallel pieces: one process draws Avalanche's batches; two (gloo, CPU) give the one-process gradient
+and MoRAM's activation statistics."""
 
 import os
 import socket
@@ -56,7 +57,27 @@ def clip_like_loss(x, weight, text, labels, total, processes):
                                                           torch.tensor(10.0))
 
 
+def recorded_stats(x, reduce=False):
+    """A MoRAM layer's recorded activation mass and hits on ``x`` (MoRAMPlugin's settle reduces them)."""
+    from moram_avalanche.layers.moram import MoRAMLinear
+    from moram_avalanche.strategies.plugins.moram import reduce_recorded_stats
+
+    torch.manual_seed(3)
+    layer = MoRAMLinear(torch.nn.Linear(WIDTH, WIDTH), atoms_per_task=4, topk=2, temperature=1.0)
+    layer.expand()
+    layer.reset_stats()
+    layer.start_recording()
+    with torch.no_grad():
+        layer(x)
+    if reduce:
+        reduce_recorded_stats([layer])
+    return layer.atom_mass, layer.atom_hits
+
+
 def worker(rank, world, port, out):
+    # Avalanche creates a logger when imported, which it refuses on a rank > 0 of a process group
+    import moram_avalanche.strategies.plugins.moram  # noqa: F401
+
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
@@ -67,7 +88,9 @@ def worker(rank, world, port, out):
         average_gradients([weight])
         torch.manual_seed(5)
         batches = [list(b) for _ in range(2) for b in ShardedBatches(11, 4)]
-        torch.save({"grad": weight.grad, "batches": batches}, os.path.join(out, f"{rank}.pt"))
+        mass, hits = recorded_stats(x[part], reduce=True)
+        torch.save({"grad": weight.grad, "batches": batches, "mass": mass, "hits": hits},
+                   os.path.join(out, f"{rank}.pt"))
     finally:
         dist.destroy_process_group()
 
@@ -88,6 +111,10 @@ def test_two_processes_give_the_one_process_gradient_and_batches(tmp_path):
     torch.manual_seed(5)
     whole = [list(b) for _ in range(2) for b in ShardedBatches(11, 4)]
     results = [torch.load(tmp_path / f"{r}.pt", weights_only=True) for r in (0, 1)]
+    mass, hits = recorded_stats(x)
+    assert hits.sum() == BATCH * 2  # top-2 of 4 atoms per sample
     for result in results:
         assert torch.allclose(result["grad"], weight.grad, atol=1e-6)
+        # every process holds the whole batch's activation statistics (so pruning agrees)
+        assert torch.allclose(result["mass"], mass, atol=1e-6) and torch.equal(result["hits"], hits)
     assert [a + b for a, b in zip(results[0]["batches"], results[1]["batches"])] == whole
