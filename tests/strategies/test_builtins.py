@@ -122,3 +122,26 @@ def test_iteration_budget_needs_one_epoch(tiny_clip, tokenizer, tiny_transforms)
                      evaluator=EvaluationPlugin(loggers=[]))
     with pytest.raises(ValueError, match="train_epochs=1"):
         strategy.train(benchmark.train_stream[0])
+
+
+def test_built_ins_by_name_on_the_command_line(tmp_path, capsys):
+    import csv
+    import io
+    import json
+
+    from moram_avalanche.cli import main
+
+    common = ["--benchmark", "synthetic", "--model", "moram-synthetic-tiny", "--pretrained", "none",
+              "--cache-dir", str(tmp_path / "cache"), "--no-progress", "--iterations", "2", "--batch-size", "8"]
+    assert main(["run", *common, "--strategy", "avalanche.replay", "--set", "mem_sise=3",
+                 "--log-dir", str(tmp_path / "bad")]) == 2
+    assert "avalanche.replay has no argument(s) ['mem_sise']" in capsys.readouterr().err
+    assert main(["compare", *common, "--strategies", "zeroshot,avalanche.ewc", "--set", "avalanche.ewc.ewc_lambda=1",
+                 "--out", str(tmp_path / "out")]) == 0
+    assert "| avalanche.ewc |" in capsys.readouterr().out  # the paper-style table, beside zeroshot
+    assert json.loads((tmp_path / "out" / "avalanche.ewc" / "settings.json").read_text()) == {"ewc_lambda": "1"}
+    rows = list(csv.reader(io.StringIO((tmp_path / "out" / "table.csv").read_text())))
+    names = {row[1] for row in rows[1:]}
+    assert names == {"zeroshot", "avalanche.ewc"} and len(rows) == 1 + 3 * 2, rows
+    matrix = json.loads((tmp_path / "out" / "avalanche.ewc" / "results.json").read_text())["matrix"]
+    assert len(matrix) == 5 and all(0 <= v <= 100 for row in matrix for v in row)
