@@ -112,7 +112,7 @@ class CLIPClassifier(MultiTaskModule):
 
     # ------------------------------------------------------------------ forward
     def forward(self, x: torch.Tensor, task_labels=OMITTED):
-        space = self._space()
+        self._space()  # a clear error before any encoding when the model was never adapted
         if task_labels is None:
             return self.forward_all_tasks(x)
         image = self.encode_image(x)

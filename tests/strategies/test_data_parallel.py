@@ -4,7 +4,6 @@ and MoRAM's activation statistics."""
 import os
 import socket
 
-import pytest
 import torch
 import torch.distributed as dist
 
