@@ -1,4 +1,5 @@
-"""The ``moram-avalanche`` command line: ``demo``, ``run``, ``compare``, ``analyze``, ``cost`` and ``check-data``.
+"""The ``moram-avalanche`` command line: ``demo``, ``run``, ``compare``, ``reproduce``, ``analyze``,
+``cost`` and ``check-data``.
 
 Heavy imports (torch, Avalanche, open_clip) happen inside the commands, so ``--help`` and
 argument errors are instant. ``run`` and ``compare`` also run data-parallel under
@@ -43,7 +44,8 @@ def _make_model(args):
     pretrained = None if args.pretrained.lower() == "none" else args.pretrained
     if args.model == TINY_NAME and pretrained == "synthetic":
         pretrained = str(pretrained_tiny_clip(cache_dir, DemoConfig()))
-    return lambda: load_clip(args.model, pretrained=pretrained or None, device=args.device)
+    return lambda: load_clip(args.model, pretrained=pretrained or None, device=args.device,
+                             weights_origin=args.weights_origin)
 
 
 def _make_benchmark(args):
@@ -103,12 +105,13 @@ def cmd_run(args) -> int:
     from .experiments.distributed import start_processes
     from .experiments.metrics import AccuracyMatrix, accuracy_matrix_of
     from .experiments.runner import run_stream
+    from .experiments.seeding import seed_everything
 
     requested_device = args.device
     processes = start_processes(args.seed, args.device)  # one of several under torchrun
     processes.check(args.strategy, strategy_class.needs)
     args.device, progress = processes.device, not args.no_progress and processes.main
-    torch.manual_seed(args.seed)
+    seed_everything(args.seed)
     model, train_tf, eval_tf, tokenizer = _make_model(args)()
     checksum = weights_checksum(model)
     benchmark = _make_benchmark(args)(train_tf, eval_tf)
@@ -136,7 +139,8 @@ def _record_run(args, log_dir: Path, overrides: dict, checksum: float, device: s
 
     write_run_settings(log_dir, {
         "benchmark": args.benchmark, "stream": _stream_options(args), "model": args.model,
-        "pretrained": args.pretrained, "cache_dir": args.cache_dir, "strategy": args.strategy.lower(),
+        "pretrained": args.pretrained, "weights_origin": args.weights_origin, "cache_dir": args.cache_dir,
+        "strategy": args.strategy.lower(),
         "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
         "set": {k: repr(v) for k, v in overrides.items()}, "iterations": args.iterations, "lr": args.lr,
         "batch_size": args.batch_size, "seed": args.seed, "device": device,
@@ -214,8 +218,8 @@ def cmd_compare(args) -> int:
     args.device = processes.device
     settings = {
         "benchmark": args.benchmark, "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
-        "model": args.model, "pretrained": args.pretrained, "stream": _stream_options(args),
-        "iterations": args.iterations, "batch_size": args.batch_size, "seed": args.seed,
+        "model": args.model, "pretrained": args.pretrained, "weights_origin": args.weights_origin,
+        "stream": _stream_options(args), "iterations": args.iterations, "batch_size": args.batch_size, "seed": args.seed,
         "ref_images": args.ref_images, "ref_sentences": args.ref_sentences,
         "device": requested_device, "num_workers": args.num_workers,
         **({"augment": False} if args.no_augment else {}),  # older comparisons resume as they were
@@ -278,10 +282,43 @@ def _positive_int(text: str) -> int:
     return int(text)
 
 
+#: ``reproduce``'s tables (moram_avalanche.experiments.reproduce.TABLE_CHOICES, kept here so that
+#: --help needs no heavy import; a test checks both agree)
+REPRODUCE_TABLES = ("xtail", "xtail-order2", "mtil", "routing", "robustness", "pruning", "load-balance",
+                    "sweeps", "additional-baselines", "all")
+
+
+def cmd_reproduce(args) -> int:
+    if args.table not in REPRODUCE_TABLES:
+        raise ValueError(f"unknown table {args.table!r}; the paper's CLIP tables: {', '.join(REPRODUCE_TABLES)}")
+    _quiet_imports()
+    from .experiments.reproduce import ReproduceSettings, paper_text, parse_seeds, plan_text, resolve_device
+
+    if args.paper:
+        print(paper_text(args.table))
+        return 0
+    seeds = None if args.seeds is None else parse_seeds(args.seeds)
+    settings = ReproduceSettings(
+        data_root=args.data_root, out=args.out, seeds=seeds, device=resolve_device(args.device),
+        model=args.model, pretrained=args.pretrained, weights_origin=args.weights_origin,
+        ref_images=args.ref_images, ref_sentences=args.ref_sentences, iterations=args.iterations,
+        rehearse=args.rehearse, num_workers=args.num_workers, progress=not args.no_progress)
+    if args.dry_run:
+        print(plan_text(args.table, settings))
+        return 0
+    from .experiments.reproduce import reproduce
+
+    results = reproduce(args.table, settings)
+    for name in results:
+        print(f"{name}: {settings.root / name}/table.md, table.csv, table.png")
+    print(f"all tables: {settings.root / 'index.md'}\n  tensorboard --logdir {settings.root}")
+    return 0
+
+
 def cmd_check_data(args) -> int:
     from .benchmarks.check import check_data, format_report
 
-    benchmarks = ("xtail", "mtil") if args.benchmark == "all" else (args.benchmark,)
+    benchmarks = ("xtail", "mtil") if args.benchmark == "all" else (args.benchmark,)  # mtil-5shot: mtil's files
     usable = True
     for i, benchmark in enumerate(benchmarks):
         reports = check_data(args.root, benchmark, verify_images=args.verify_images,
@@ -311,7 +348,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     run = commands.add_parser("run", help="one strategy over one benchmark, resumable")
-    run.add_argument("--benchmark", required=True, help="benchmark name (xtail, mtil, synthetic)")
+    run.add_argument("--benchmark", required=True, help=f"benchmark name -- {_benchmarks_help()}")
     run.add_argument("--strategy", required=True,
                      help="strategy name (moram, finetune, zeroshot, wiseft, lwf, lwf-vr, zscl, ..., or "
                           "Avalanche's avalanche.naive, avalanche.ewc, ...; an unknown name lists them all)")
@@ -329,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "per strategy) and write the Transfer / Average / Last table per domain "
                     "(table.md, table.csv; best in bold), summary.md (with peak memory and time), "
                     "accuracy_matrices.png and a combined TensorBoard log (OUT/tensorboard).")
-    compare.add_argument("--benchmark", required=True, help="benchmark name (xtail, mtil, synthetic)")
+    compare.add_argument("--benchmark", required=True, help=f"benchmark name -- {_benchmarks_help()}")
     compare.add_argument("--strategies", required=True,
                          help="comma-separated strategy names, e.g. zeroshot,zscl,moe-adapters,moram")
     compare.add_argument("--out", required=True, help="output folder of the comparison")
@@ -418,12 +455,58 @@ def build_parser() -> argparse.ArgumentParser:
                     "classes and images. Exit status 1 when a benchmark cannot be built.")
     check.add_argument("--root", required=True, help="the data root (--data-root of run)")
     check.add_argument("--benchmark", default="all", choices=("xtail", "mtil", "all"),
-                       help="which protocol's layout to check (default: all)")
+                       help="which layout to check: xtail (X-TAIL's split files) or mtil "
+                            "(torchvision's; also what mtil-5shot reads) (default: all)")
     check.add_argument("--verify-images", action="store_true",
                        help="also decode every image (slow) and count unreadable ones")
     check.add_argument("--no-progress", action="store_true", help="no progress bars")
     check.set_defaults(func=cmd_check_data)
+
+    reproduce = commands.add_parser(
+        "reproduce", help="the paper's CLIP tables, each row run with the paper's settings",
+        description="Run every row of a table of the MoRAM paper that the library can run, with "
+                    "the paper's settings (per strategy: its own paper's), resumable, and write "
+                    "OUT/TABLE/table.md, table.csv (ours, the paper's and the difference per cell; "
+                    "mean ± std over several seeds), table.png and a TensorBoard log. Tables: xtail "
+                    "(X-TAIL order 1, 16-shot), xtail-order2, mtil (5-shot MTIL, the paper's), "
+                    "routing, robustness (3 seeds), pruning, load-balance, sweeps (Fig. 4), "
+                    "additional-baselines, all.")
+    reproduce.add_argument("table", metavar="TABLE", help=f"one of {', '.join(REPRODUCE_TABLES)}")
+    reproduce.add_argument("--data-root", default=None, help="the datasets (and, by default, the "
+                           "reference data: ImageNet/train, tiny-imagenet-200/train, Conceptual "
+                           "Captions' Validation_GCC-1.1.0-Validation_output.csv)")
+    reproduce.add_argument("--out", default="runs/reproduce", help="output folder (default: runs/reproduce)")
+    reproduce.add_argument("--seeds", default=None, help="comma-separated seeds of every table "
+                           "(default: 42, the release's; robustness: 42,43,44)")
+    reproduce.add_argument("--device", default="auto", help="torch device (default: auto, CUDA when available)")
+    reproduce.add_argument("--paper", action="store_true", help="print the paper's table alone (no data needed)")
+    reproduce.add_argument("--dry-run", action="store_true",
+                           help="print the plan: every run with its settings and what it needs on disk")
+    reproduce.add_argument("--rehearse", action="store_true",
+                           help="run the whole plan at real model size with 2 iterations per task on 2 "
+                                "test images per class (OUT/rehearsal): finds a missing file or a crash in minutes")
+    reproduce.add_argument("--model", default="ViT-B-16", help="open_clip model name (the paper: ViT-B-16)")
+    reproduce.add_argument("--pretrained", default="openai", help="open_clip tag or local weights file "
+                           "(the paper: openai); 'none': random init")
+    reproduce.add_argument("--weights-origin", default=None, metavar="TAG",
+                           help="the tag a local --pretrained file was published under (openai: run with QuickGELU)")
+    reproduce.add_argument("--ref-images", default=None, help="reference images for every strategy "
+                           "that takes them, instead of each one's paper location under --data-root "
+                           "(a folder, or 'synthetic')")
+    reproduce.add_argument("--ref-sentences", default=None, help="reference sentences (ZSCL), instead of "
+                           "Conceptual Captions under --data-root (a file, or 'synthetic')")
+    reproduce.add_argument("--iterations", type=int, default=None,
+                           help="a shorter budget per experience for smoke runs (NOT the paper's; recorded)")
+    reproduce.add_argument("--num-workers", type=int, default=0, help="DataLoader worker processes (default: 0)")
+    reproduce.add_argument("--no-progress", action="store_true", help="no progress bars")
+    reproduce.set_defaults(func=cmd_reproduce)
     return parser
+
+
+def _benchmarks_help() -> str:
+    from .benchmarks import describe_benchmarks
+
+    return describe_benchmarks()
 
 
 def _add_shared_options(parser: argparse.ArgumentParser) -> None:
@@ -434,6 +517,9 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
                         help="open_clip tag, local weights file or 'none' (random init; default: "
                              "openai); 'synthetic' with --model moram-synthetic-tiny uses the demo's "
                              "pre-trained tiny CLIP")
+    parser.add_argument("--weights-origin", default=None, metavar="TAG",
+                        help="the open_clip tag a local --pretrained file was published under "
+                             "(openai: OpenAI's weights, run with QuickGELU as they were trained)")
     parser.add_argument("--iterations", type=int, default=None,
                         help="optimizer steps per experience (default: each strategy's, 500)")
     parser.add_argument("--batch-size", type=int, default=64, help="training batch size (default: 64)")
@@ -445,12 +531,14 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
                         help="zscl: reference sentences, one per line (or a Conceptual Captions TSV), "
                              "or 'synthetic'")
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=42,
+                        help="seed of Python's, NumPy's and torch's generators (default: 42, the release's)")
     parser.add_argument("--cache-dir", default=None, help="cache of the demo's tiny CLIP")
     parser.add_argument("--order", default=None,
                         help="domain order: xtail 1|2, mtil I|II, or a comma-separated list of domains")
     parser.add_argument("--shots", default=None,
-                        help="training images per class, or 'full' (default: xtail 16, mtil full)")
+                        help="training images per class, or 'full' (default: xtail 16 -- the paper's "
+                             "X-TAIL; mtil full -- ZSCL's MTIL; mtil-5shot 5 -- the paper's MTIL)")
     parser.add_argument("--data-seed", type=int, default=None,
                         help="few-shot sampling seed (default: 42, the reference code's)")
     parser.add_argument("--prompts", default=None, choices=("moram", "rail", "zscl"),

@@ -9,7 +9,7 @@ from moram_avalanche.cli import main
 
 def test_cli_rejects_unknown_names(capsys, tmp_path):
     assert main(["run", "--benchmark", "imagenet-r", "--strategy", "moram", "--log-dir", str(tmp_path)]) == 2
-    assert "unknown benchmark 'imagenet-r'; available: mtil, synthetic, xtail" in capsys.readouterr().err
+    assert "unknown benchmark 'imagenet-r'; available: mtil, mtil-5shot, synthetic, xtail" in capsys.readouterr().err
     assert main(["run", "--benchmark", "synthetic", "--strategy", "ewc", "--log-dir", str(tmp_path)]) == 2
     from moram_avalanche.strategies import STRATEGIES
 
@@ -31,7 +31,7 @@ def test_cli_run_on_the_synthetic_benchmark(tmp_path, capsys):
     assert report["domains"] == ["shapes", "digits", "colours", "glyphs", "textures"]
     recorded = json.loads((tmp_path / "run" / "run.json").read_text())  # what `analyze` rebuilds
     assert {k: recorded[k] for k in ("benchmark", "model", "pretrained", "seed", "strategy")} == {
-        "benchmark": "synthetic", "model": "moram-synthetic-tiny", "pretrained": "none", "seed": 0,
+        "benchmark": "synthetic", "model": "moram-synthetic-tiny", "pretrained": "none", "seed": 42,
         "strategy": "zeroshot"}
     assert recorded["weights_checksum"] > 0
 
@@ -49,6 +49,47 @@ def test_cli_run_zscl_needs_and_takes_reference_data(tmp_path, capsys):
         assert main([*common, "--strategy", "zscl", "--ref-images", "synthetic", "--ref-sentences",
                      str(sentences), "--log-dir", str(tmp_path / "c")]) == 0
     assert len(json.loads((tmp_path / "c" / "results.json").read_text())["matrix"]) == 5
+
+
+def test_every_help_text_says_which_protocol_a_benchmark_is():
+    from moram_avalanche.cli import build_parser
+
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    for name in ("run", "compare"):
+        benchmark = next(a for a in commands[name]._actions if "--benchmark" in a.option_strings)
+        shots = next(a for a in commands[name]._actions if "--shots" in a.option_strings)
+        assert "mtil-5shot: few-shot MTIL, the MoRAM paper's MTIL table" in benchmark.help
+        assert "mtil: MTIL as ZSCL runs it" in benchmark.help and "16 shots" in benchmark.help
+        assert "mtil-5shot 5 -- the paper's MTIL" in shots.help and "mtil full -- ZSCL's MTIL" in shots.help
+    check = next(a for a in commands["check-data"]._actions if "--benchmark" in a.option_strings)
+    assert "mtil-5shot" in check.help
+
+
+def test_run_seeds_python_numpy_and_torch_with_the_releases_42(tmp_path, monkeypatch):
+    """The generators' states when the model is built equal those right after seeding all three
+    with 42 (the release's seed_all); before, only torch was seeded, with 0."""
+    import random
+
+    import numpy as np
+    import torch
+
+    import moram_avalanche.clip.load as load
+
+    seen = {}
+    original = load.load_clip
+
+    def recording(*args, **kwargs):
+        seen.update(python=random.random(), numpy=np.random.random(), torch=torch.rand(1).item())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(load, "load_clip", recording)
+    assert main(["run", "--benchmark", "synthetic", "--strategy", "zeroshot", "--model", "moram-synthetic-tiny",
+                 "--pretrained", "none", "--cache-dir", str(tmp_path / "cache"), "--log-dir",
+                 str(tmp_path / "run"), "--no-progress"]) == 0
+    expected = {"python": random.Random(42).random(), "numpy": np.random.RandomState(42).random_sample(),
+                "torch": torch.rand(1, generator=torch.Generator().manual_seed(42)).item()}
+    assert seen == expected
 
 
 def test_every_help_text_renders(capsys):

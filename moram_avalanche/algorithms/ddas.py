@@ -74,6 +74,14 @@ FULL_SHOT_THRESHOLD = 0.0655
 ROUTINGS = ("sample", "batch")
 
 
+def alexnet_weights_path() -> Path:
+    """Where torchvision caches ImageNet AlexNet's weights (``torch.hub.get_dir()/checkpoints``),
+    what :func:`alexnet_features` reads without ``weights_path``."""
+    from torchvision.models import AlexNet_Weights
+
+    return Path(torch.hub.get_dir()) / "checkpoints" / Path(AlexNet_Weights.IMAGENET1K_V1.url).name
+
+
 def alexnet_features(weights_path: Optional[str] = None) -> nn.Module:
     """torchvision AlexNet's ``features`` minus the last ReLU + MaxPool, ImageNet weights, frozen.
 
@@ -87,7 +95,7 @@ def alexnet_features(weights_path: Optional[str] = None) -> nn.Module:
     from torchvision.models import AlexNet_Weights, alexnet
 
     spec = AlexNet_Weights.IMAGENET1K_V1
-    cached = Path(torch.hub.get_dir()) / "checkpoints" / Path(spec.url).name
+    cached = alexnet_weights_path()
     path = Path(weights_path).expanduser() if weights_path is not None else cached
     how = (f"pre-fetch them on a machine with internet, e.g. `python -c \"import torchvision; "
            f"torchvision.models.alexnet(weights='IMAGENET1K_V1')\"`, and copy {Path(spec.url).name} "
@@ -312,4 +320,4 @@ def random_conv_features(seed: int, channels: int = 16, patch: int = 4) -> nn.Mo
 
 
 __all__ = ["DDAS", "FEW_SHOT_THRESHOLD", "FULL_SHOT_THRESHOLD", "DomainAutoencoder", "alexnet_features",
-           "random_conv_features"]
+           "alexnet_weights_path", "random_conv_features"]

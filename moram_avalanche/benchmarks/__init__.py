@@ -1,17 +1,18 @@
 """Continual-learning streams for CLIP, selectable by name (``--benchmark``).
 
-``xtail`` and ``mtil`` read the datasets from disk (:mod:`.streams`, :mod:`.domains`);
-``synthetic`` draws an offline stream (:mod:`.synthetic`).
+``xtail``, ``mtil`` and ``mtil-5shot`` read the datasets from disk (:mod:`.streams`,
+:mod:`.domains`); ``synthetic`` draws an offline stream (:mod:`.synthetic`). Which protocol
+each name is: :data:`BENCHMARK_PROTOCOLS`.
 """
 
 from ..utils.names import lookup
 from .clip_benchmark import LABEL_SPACES, Domain, clip_benchmark, label_offsets
 from .images import BadImageError, BadImages
 from .readers import DataError
-from .streams import MTIL_ORDERS, XTAIL_ORDERS, mtil, xtail
+from .streams import MTIL_ORDERS, MTIL_PAPER_SHOTS, XTAIL_ORDERS, mtil, mtil_5shot, xtail
 
 #: options of the disk-backed streams (``--order``, ``--shots``, ...)
-STREAM_OPTIONS = ("order", "shots", "seed", "prompts", "on_bad_image")
+STREAM_OPTIONS = ("order", "shots", "seed", "prompts", "on_bad_image", "test_shots")
 #: the ones the synthetic stream takes too (``--order shapes,digits``, ``--data-seed``)
 SYNTHETIC_OPTIONS = ("order", "seed")
 
@@ -28,7 +29,23 @@ def _synthetic(data_root=None, **kwargs):
 
 
 #: ``--benchmark`` name -> builder(data_root, train_transform=..., eval_transform=..., ...)
-BENCHMARKS = {"synthetic": _synthetic, "xtail": xtail, "mtil": mtil}
+BENCHMARKS = {"synthetic": _synthetic, "xtail": xtail, "mtil": mtil, "mtil-5shot": mtil_5shot}
+
+#: ``--benchmark`` name -> the protocol it is (what help texts and plans say)
+BENCHMARK_PROTOCOLS = {
+    "xtail": "X-TAIL (RAIL; the MoRAM paper's): 10 domains, 16 shots per class, order 1 by "
+             "default, every domain's classes at test",
+    "mtil": "MTIL as ZSCL runs it: 11 domains, the full training sets by default, each "
+            "domain's own classes at test",
+    "mtil-5shot": f"few-shot MTIL, the MoRAM paper's MTIL table (MoE-Adapters' protocol): "
+                  f"mtil with {MTIL_PAPER_SHOTS} shots per class",
+    "synthetic": "an offline drawn stream of five toy domains (demo, tests)",
+}
+
+
+def describe_benchmarks() -> str:
+    """One line per benchmark name: the protocol it is."""
+    return "; ".join(f"{name}: {text}" for name, text in BENCHMARK_PROTOCOLS.items())
 
 
 def get_benchmark(name: str):
@@ -36,6 +53,7 @@ def get_benchmark(name: str):
     return lookup(BENCHMARKS, name, "benchmark")
 
 
-__all__ = ["BENCHMARKS", "BadImageError", "BadImages", "DataError", "Domain", "LABEL_SPACES",
-           "MTIL_ORDERS", "STREAM_OPTIONS", "SYNTHETIC_OPTIONS", "XTAIL_ORDERS", "clip_benchmark", "get_benchmark",
-           "label_offsets", "mtil", "xtail"]
+__all__ = ["BENCHMARKS", "BENCHMARK_PROTOCOLS", "BadImageError", "BadImages", "DataError", "Domain",
+           "LABEL_SPACES", "MTIL_ORDERS", "MTIL_PAPER_SHOTS", "STREAM_OPTIONS", "SYNTHETIC_OPTIONS",
+           "XTAIL_ORDERS", "clip_benchmark", "describe_benchmarks", "get_benchmark", "label_offsets", "mtil",
+           "mtil_5shot", "xtail"]

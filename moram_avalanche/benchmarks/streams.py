@@ -28,13 +28,14 @@ from .prompts import domain_prompts
 from .readers import DataError
 
 #: X-TAIL task orders. Order 1 is the MoRAM / RAIL default [MoRAM XTAIL/main.py --datasets;
-#: RAIL configs/analytic_clip.yaml]. Order 2 is in no released code: this is MTIL Order II
-#: without CIFAR-100, the candidate of datasets.md §6 -- UNVERIFIED against the RAIL paper.
+#: RAIL configs/analytic_clip.yaml], the column order of the MoRAM paper's X-TAIL table. Order 2
+#: is in no released code: it is the column order of the paper's order-2 X-TAIL table
+#: (``tab:few_xtail_order_2``), whose Transfer row has "--" under Cars, the first task.
 XTAIL_ORDERS = {
     1: ("Aircraft", "Caltech101", "DTD", "EuroSAT", "Flowers", "Food", "MNIST", "OxfordPet",
         "StanfordCars", "SUN397"),
-    2: ("StanfordCars", "Food", "MNIST", "OxfordPet", "Flowers", "SUN397", "Aircraft",
-        "Caltech101", "DTD", "EuroSAT"),
+    2: ("StanfordCars", "Aircraft", "OxfordPet", "Food", "SUN397", "MNIST", "Flowers", "DTD",
+        "Caltech101", "EuroSAT"),
 }
 #: MTIL task orders [ZSCL mtil/scripts/*.sh (I); ZSCL mtil/results.ipynb statistics(order=2) (II)].
 MTIL_ORDERS = {
@@ -50,14 +51,14 @@ Order = Union[int, str, Sequence[str]]
 
 def xtail(root, *, order: Order = 1, shots: int = 16, seed: int = 42, prompts: str = "moram",
           train_transform=None, eval_transform=None, on_bad_image: str = "skip",
-          bad_image_log=None):
+          bad_image_log=None, test_shots: Optional[int] = None):
     """The X-TAIL stream (RAIL, NeurIPS 2024, as run by the MoRAM release).
 
     Args:
         root: the folder holding the datasets in the CoOp split-file layout (any of the folder
             spellings of the MoRAM code, RAIL and CoOp; ``moram-avalanche check-data`` lists them).
-        order: 1 (default), 2 (unverified candidate, see :data:`XTAIL_ORDERS`) or a list of
-            domain names / aliases.
+        order: 1 (default), 2 (the paper's order-2 table, see :data:`XTAIL_ORDERS`) or a
+            list of domain names / aliases.
         shots: training images per class, drawn from the split file's ``train`` list (16,
             [MoRAM main.py]); a class with fewer is sampled with replacement, as CoOp does.
         seed: few-shot sampling seed (42, [MoRAM main.py]); each domain has its own generator
@@ -68,6 +69,9 @@ def xtail(root, *, order: Order = 1, shots: int = 16, seed: int = 42, prompts: s
         on_bad_image: "skip" (warn, record, use another image of the class) or "raise".
         bad_image_log: file recording skipped images (default: a temporary file; the runner
             moves it into the run's output folder).
+        test_shots: None (the whole test sets, as the paper) or at most this many test images
+            per class, drawn like the training shots (rehearsals: a crash or a missing file
+            shows in minutes; the accuracies mean nothing).
 
     Labels are local; the evaluation label space is the union of all 1,100 classes, each
     domain's classes offset by the class counts of the domains before it in ``order``.
@@ -79,13 +83,17 @@ def xtail(root, *, order: Order = 1, shots: int = 16, seed: int = 42, prompts: s
     return _build("xtail", root, specs, shots=shots, seed=seed, prompts=prompts,
                   replace_short=True, label_space="all", train_transform=train_transform,
                   eval_transform=eval_transform, on_bad_image=on_bad_image,
-                  bad_image_log=bad_image_log)
+                  bad_image_log=bad_image_log, test_shots=test_shots)
 
 
 def mtil(root, *, order: Order = "I", shots: Optional[int] = None, seed: int = 42,
          prompts: str = "zscl", train_transform=None, eval_transform=None,
-         on_bad_image: str = "skip", bad_image_log=None):
+         on_bad_image: str = "skip", bad_image_log=None, test_shots: Optional[int] = None):
     """The MTIL stream (ZSCL, ICCV 2023; 5-shot variant of MoE-Adapters, CVPR 2024).
+
+    The default is ZSCL's full-shot protocol. The MoRAM paper's MTIL table is **5-shot**
+    ("in line with RAIL, a 5-shot split for MTIL"): ``shots=5``, or :func:`mtil_5shot`
+    (``--benchmark mtil-5shot``).
 
     Args:
         root: the folder holding the datasets in torchvision's layouts (``--data-location``
@@ -98,7 +106,8 @@ def mtil(root, *, order: Order = "I", shots: Optional[int] = None, seed: int = 4
             splits of Caltech101 / EuroSAT / SUN397 always use ZSCL's seed 42.
         prompts: "zscl" (default: train on each domain's first template, evaluate with its
             template ensemble [ZSCL models/evaluation.py]), "moram" or "rail".
-        train_transform, eval_transform, on_bad_image, bad_image_log: as for :func:`xtail`.
+        train_transform, eval_transform, on_bad_image, bad_image_log, test_shots: as for
+            :func:`xtail`.
 
     Labels are local and the evaluation label space is the test domain's own classes
     (task-incremental evaluation); the domain index is the task label.
@@ -107,7 +116,23 @@ def mtil(root, *, order: Order = "I", shots: Optional[int] = None, seed: int = 4
     return _build("mtil", root, specs, shots=shots, seed=seed, prompts=prompts,
                   replace_short=False, label_space="domain", train_transform=train_transform,
                   eval_transform=eval_transform, on_bad_image=on_bad_image,
-                  bad_image_log=bad_image_log)
+                  bad_image_log=bad_image_log, test_shots=test_shots)
+
+
+#: the shots of the MoRAM paper's MTIL table ("a 5-shot split for MTIL") = MoE-Adapters' few-shot
+#: MTIL [MoE-Adapters4CL mtil/scripts/train/train_few_shot_*.sh ``--few_shot=5``]
+MTIL_PAPER_SHOTS = 5
+
+
+def mtil_5shot(root, *, shots: int = MTIL_PAPER_SHOTS, **kwargs):
+    """Few-shot MTIL, the MoRAM paper's MTIL protocol: :func:`mtil` with 5 training images per
+    class (MoE-Adapters, CVPR 2024; the paper's ``tab:few_mtil_full``). Other arguments as
+    :func:`mtil`; ``shots`` must stay 5 (use :func:`mtil` for other counts)."""
+    if shots != MTIL_PAPER_SHOTS:
+        raise ValueError(f"mtil-5shot is MTIL with {MTIL_PAPER_SHOTS} training images per class "
+                         f"(the MoRAM paper's protocol), got shots={shots!r}; for other counts use "
+                         "mtil(shots=N) (--benchmark mtil --shots N)")
+    return mtil(root, shots=MTIL_PAPER_SHOTS, **kwargs)
 
 
 def read_domain(protocol: str, spec: DomainSpec, root: Path, bad_images: BadImages) -> DomainData:
@@ -157,7 +182,7 @@ def _resolve_order(order: Order, presets: dict, stream: str) -> List[DomainSpec]
 
 
 def _build(protocol, root, specs, *, shots, seed, prompts, replace_short, label_space,
-           train_transform, eval_transform, on_bad_image, bad_image_log):
+           train_transform, eval_transform, on_bad_image, bad_image_log, test_shots=None):
     root = Path(root).expanduser() if root is not None else None
     if root is None or not root.is_dir():
         raise ValueError(f"{protocol}: data root {root} is not a folder; pass the folder that "
@@ -165,6 +190,9 @@ def _build(protocol, root, specs, *, shots, seed, prompts, replace_short, label_
     if shots is not None and (isinstance(shots, bool) or not isinstance(shots, int) or shots < 1):
         raise ValueError(f"shots must be a positive integer{' or None' if protocol == 'mtil' else ''}, "
                          f"got {shots!r}")
+    if test_shots is not None and (isinstance(test_shots, bool) or not isinstance(test_shots, int)
+                                   or test_shots < 1):
+        raise ValueError(f"test_shots must be a positive integer or None, got {test_shots!r}")
     bad_images = BadImages(on_bad_image, bad_image_log)
     read, errors = [], []
     for spec in specs:
@@ -189,7 +217,11 @@ def _build(protocol, root, specs, *, shots, seed, prompts, replace_short, label_
             train = train.subset(few_shot_indices(train.targets, shots, domain_rng(seed, data.name),
                                                   replace_short=replace_short))
         train_sets.append(train)
-        test_sets.append(data.test)
+        test = data.test
+        if test_shots is not None:
+            test = test.subset(few_shot_indices(test.targets, test_shots,
+                                                domain_rng(seed, data.name + "/test"), replace_short=False))
+        test_sets.append(test)
     benchmark = clip_benchmark(domains, train_sets, test_sets, label_space=label_space,
                                train_transform=train_transform, eval_transform=eval_transform)
     for stream in (benchmark.train_stream, benchmark.test_stream):

@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
-import torch
 
 from ..algorithms.data_parallel import barrier, is_main_process, world_size
 from ..utils.files import atomic_write_bytes, atomic_write_text
+from .seeding import RELEASE_SEED, seed_everything
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,9 @@ class Setup:
         strategy_settings: ``strategy name -> JSON-able description`` of that strategy's own
             settings, stored in ``<strategy>/settings.json`` and checked when it resumes, so
             a strategy with options of its own can join an existing comparison.
-        seed: ``torch.manual_seed`` before each strategy's model and benchmark are built.
+        seed: Python's, NumPy's and torch's generators are seeded with it before each
+            strategy's model and benchmark are built (:func:`~moram_avalanche.experiments.seeding.seed_everything`;
+            default 42, the release's).
         device: where the strategies run.
         num_workers: DataLoader worker processes.
     """
@@ -75,7 +77,7 @@ class Setup:
     options: Callable[[str, object], dict] = lambda name, eval_transform: {}
     settings: dict = field(default_factory=dict)
     strategy_settings: Callable[[str], dict] = lambda name: {}
-    seed: int = 0
+    seed: int = RELEASE_SEED
     device: str = "cpu"
     num_workers: int = 0
 
@@ -185,7 +187,7 @@ def _run_one(setup: Setup, name: str, strategy_class, run_dir: Path, tb_dir: Pat
     main = is_main_process()
     if not resume and main:
         shutil.rmtree(tb_dir, ignore_errors=True)
-    torch.manual_seed(setup.seed)
+    seed_everything(setup.seed)
     model, train_tf, eval_tf, tokenizer = setup.make_model()
     benchmark = setup.make_benchmark(train_tf, eval_tf)
     loggers = [TensorboardLogger(tb_dir)] if main else []  # rank 0 logs (Avalanche's rule)

@@ -7,6 +7,7 @@ Importing this package changes nothing outside it.
 
 from .base import CLIPStrategy
 from .finetune import FineTune
+from .finetune_alone import FineTuneAlone
 from .inflora import InfLoRA
 from .lora_baselines import MoELoRA, SeqLoRA
 from .lwf import LwF, LwFVR
@@ -21,7 +22,7 @@ from .zeroshot import ZeroShot
 from .zscl import ZSCL
 from .zscl_finetune import ZSCLFineTune
 
-__all__ = ["ROUTING_ABLATIONS", "STRATEGIES", "CLIPStrategy", "FineTune", "GrowthPlugin", "InfLoRA",
+__all__ = ["ROUTING_ABLATIONS", "STRATEGIES", "CLIPStrategy", "FineTune", "FineTuneAlone", "GrowthPlugin", "InfLoRA",
            "InfLoRAPlugin", "LoadBalancePlugin", "LwF", "LwFVR", "MoEAdapters", "MoEAdaptersPlugin",
            "MoELoRA", "MoRAM", "MoRAMExternalRouter", "MoRAMLoadBalance", "MoRAMPlugin",
            "MoRAMSelfActivation", "MoRAMSelfTemperature", "MoRAMSelfThreshold", "MoRAMSelfTopK",

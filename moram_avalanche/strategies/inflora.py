@@ -21,6 +21,15 @@ INFLORA_TARGETS = ("k", "v")
 ATTENTION_INPUT_TARGETS = ("q", "k", "v")
 
 
+#: InfLoRA's settings, written out for the paper's runs (see :class:`InfLoRA`)
+INFLORA_PAPER_SETTINGS = {
+    "rank": 10, "encoders": ("visual",), "targets": INFLORA_TARGETS, "lambda_b": LAMBDA_B,
+    "lambda_e": LAMBDA_E, "memory": "dual", "lr_schedule": "quarter_cosine", "lr": 5e-4,
+    "betas": (0.9, 0.999), "weight_decay": 0.0, "iterations": 500, "train_mb_size": 64,
+    "text_to_image_loss": False,
+}
+
+
 class InfLoRA(CLIPStrategy):
     """InfLoRA (Liang & Li, CVPR 2024) on the shared CLIP loop (baselines reference, section 3).
 
@@ -68,7 +77,13 @@ class InfLoRA(CLIPStrategy):
         (``text_to_image_loss=False``), as InfLoRA and LibContinual.
     """
 
-    needs = StrategyNeeds(demo=lambda demo: {"lr": demo.inflora_lr})
+    needs = StrategyNeeds(
+        demo=lambda demo: {"lr": demo.inflora_lr},
+        paper=lambda protocol: dict(INFLORA_PAPER_SETTINGS),
+        paper_source="InfLoRA's ViT settings [liangyanshuo/InfLoRA configs, methods/inflora.py], "
+                     "the image encoder only as LibContinual's CLIP port [RL-VIG/LibContinual "
+                     "config/InfLoRA_opt_clip.yaml]; 500 iterations of batch 64 is the harness's "
+                     "budget (the MoRAM paper does not give its InfLoRA settings)")
 
     def __init__(self, *, model, tokenizer, rank: int = 10, encoders: Sequence[str] = ("visual",),
                  targets: Sequence[str] = INFLORA_TARGETS, num_tasks: Optional[int] = None,
@@ -112,4 +127,4 @@ def _check_rank(model, encoders, rank) -> None:
                              f"{block.encoder} encoder's block {block.name!r}, got rank={rank}")
 
 
-__all__ = ["ATTENTION_INPUT_TARGETS", "INFLORA_TARGETS", "InfLoRA"]
+__all__ = ["ATTENTION_INPUT_TARGETS", "INFLORA_PAPER_SETTINGS", "INFLORA_TARGETS", "InfLoRA"]

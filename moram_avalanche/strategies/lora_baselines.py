@@ -15,7 +15,13 @@ from ..layers.base import find_layers
 from ..layers.lora import LoRALinear
 from ..layers.moe_lora import MoELoRALinear
 from .base import CLIPStrategy
+from .needs import StrategyNeeds
 from .plugins.growth import GrowthPlugin
+
+#: the shared setting of the LoRA-style rows: MoRAM's (method reference)
+LORA_PAPER_SETTINGS = {"rank": 16, "encoders": tuple(ENCODERS), "targets": tuple(TARGET_PATHS),
+                       "iterations": 500, "lr": 5e-4, "train_mb_size": 64, "betas": (0.9, 0.9999),
+                       "weight_decay": 0.0}
 
 
 class SeqLoRA(CLIPStrategy):
@@ -51,6 +57,12 @@ class MoELoRA(CLIPStrategy):
     targets.
     """
 
+    needs = StrategyNeeds(
+        paper=lambda protocol: {**LORA_PAPER_SETTINGS, "temperature": 1.0},
+        paper_source="the MoRAM paper's routing table, coarse-grained baseline: one rank-16 LoRA "
+                     "expert per task behind a softmax router (rank = MoRAM's r), MoRAM's "
+                     "optimisation; router temperature 1 (tau* of the next row is not given)")
+
     def __init__(self, *, model, tokenizer, rank: int = 16, temperature: float = 1.0,
                  encoders=ENCODERS, targets=tuple(TARGET_PATHS), iterations: int = 500,
                  lr: float = 5e-4, train_mb_size: int = 64, plugins=None, **kwargs):
@@ -62,4 +74,4 @@ class MoELoRA(CLIPStrategy):
                          **kwargs)
 
 
-__all__ = ["MoELoRA", "SeqLoRA"]
+__all__ = ["LORA_PAPER_SETTINGS", "MoELoRA", "SeqLoRA"]

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from ..algorithms.ddas import (DDAS, FEW_SHOT_THRESHOLD, FULL_SHOT_THRESHOLD, alexnet_features,
-                               random_conv_features)
+                               alexnet_weights_path, random_conv_features)
 from ..algorithms.schedules import MOE_FEWSHOT_MTIL_LR, MOE_FULLSHOT_MTIL_LR, DomainLR
 from ..benchmarks.reference_sets import check_image_dataset, image_folder
 from ..clip.block_taps import block_mixture, inject_moe_adapters
@@ -21,7 +21,7 @@ from ..layers.base import find_layers
 from ..layers.moe_adapter import MoEAdapterMixture, num_routers, routing
 from ..utils.names import check_names
 from .base import CLIPStrategy
-from .needs import StrategyNeeds
+from .needs import StrategyNeeds, scaled
 from .plugins.moe_adapters import MoEAdaptersPlugin
 
 SELECTORS = ("ddas", "oracle", "latest")
@@ -36,6 +36,27 @@ RECIPES = {
     "full-shot": {"iterations": 1000, "lr": MOE_FULLSHOT_MTIL_LR, "threshold": FULL_SHOT_THRESHOLD,
                   "ae_lr": 1e-2},
 }
+#: the release's few-shot recipe, written out for the paper's runs (5-shot MTIL; X-TAIL, where
+#: MoE-Adapters has no release, takes the same few-shot recipe -- our choice): see :class:`MoEAdapters`
+MOE_PAPER_SETTINGS = {
+    "recipe": "few-shot", **RECIPES["few-shot"], "experts": 22, "bottleneck": 64, "topk": 2,
+    "dropout": 0.1, "adapter_scale": 0.1, "freeze_per_task": 2, "warmup": 100,
+    "label_smoothing": 0.2, "betas": (0.9, 0.999), "train_mb_size": 64, "selector": "ddas",
+    "ddas_routing": "sample", "ae_iterations": 300, "ae_reference_iterations": 1000,
+    "text_to_image_loss": False,
+}
+#: where the DDAS reference images (TinyImageNet) lie under a data root [MoE-Adapters4CL
+#: mtil/src/datasets/collections.py TinyImageNet_dataset]
+MOE_REFERENCE_PATHS = {"images": "tiny-imagenet-200/train"}
+
+
+def _moe_files(options: dict) -> dict:
+    """DDAS's AlexNet weights, unless another feature extractor is given."""
+    if options.get("selector", "ddas") != "ddas" or options.get("feature_extractor") is not None:
+        return {}
+    return {"ImageNet AlexNet weights (DDAS features)": str(options.get("ddas_weights") or alexnet_weights_path())}
+
+
 #: the release's test batch size (``--batch-size-eval``, src/args.py): what ``ddas_routing=
 #: "batch"`` routes together
 RELEASE_EVAL_BATCH = 128
@@ -114,10 +135,19 @@ class MoEAdapters(CLIPStrategy):
 
     #: not data-parallel: DDAS's autoencoders train on each process and the experts frozen after
     #: each experience follow each process's own selection counts
-    needs = StrategyNeeds(references=("images",), data_parallel=False, demo=lambda demo: {
-        "lr": demo.moe_lr, "warmup": demo.baseline_warmup,
-        "feature_extractor": random_conv_features(demo.seed + 3000),
-        "ae_iterations": demo.ae_iterations, "ae_reference_iterations": demo.ae_reference_iterations},
+    needs = StrategyNeeds(
+        references=("images",), data_parallel=False, demo=lambda demo: {
+            "lr": demo.moe_lr, "warmup": demo.baseline_warmup,
+            "feature_extractor": random_conv_features(demo.seed + 3000),
+            "ae_iterations": demo.ae_iterations, "ae_reference_iterations": demo.ae_reference_iterations},
+        paper=lambda protocol: dict(MOE_PAPER_SETTINGS),
+        paper_source="MoE-Adapters' few-shot MTIL recipe [JiazuoYu/MoE-Adapters4CL mtil/scripts/"
+                     "train/train_few_shot_router11_experts22_1000iters.sh, src/args.py]; on X-TAIL "
+                     "the same recipe (no release: our choice); DDAS routes each image (the "
+                     "release routes a test batch: ddas_routing='batch')",
+        reference_paths=MOE_REFERENCE_PATHS, files=_moe_files,
+        short_budget=lambda n: {"warmup": scaled(100, n), "ae_iterations": min(300, n),
+                                "ae_reference_iterations": min(1000, n)},
         cost=lambda: {"feature_extractor": _untrained_alexnet_features(), "ae_iterations": 1,
                       "ae_reference_iterations": 1})
 
@@ -323,4 +353,4 @@ def _reference_images(images, transform):
     return images
 
 
-__all__ = ["RECIPES", "RELEASE_EVAL_BATCH", "SELECTORS", "MoEAdapters"]
+__all__ = ["MOE_PAPER_SETTINGS", "MOE_REFERENCE_PATHS", "RECIPES", "RELEASE_EVAL_BATCH", "SELECTORS", "MoEAdapters"]

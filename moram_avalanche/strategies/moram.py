@@ -50,6 +50,7 @@ MoRAM's.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple, Optional, Tuple
 
 from ..clip.inject import TARGET_PATHS, inject_moram
@@ -94,6 +95,19 @@ ROUTING_ABLATIONS = {
 }
 
 
+#: the MoRAM paper's CLIP setting, written out (method reference; [Artificer-AI-Lab/MoRAM
+#: XTAIL/runner_moram.sh, main.py]): r = 16 atoms per task, top-k 16, tau 0.01, delta 0.2, both
+#: encoders, q/k/v/out/c_fc/c_proj, AdamW (0.9, 0.9999) lr 5e-4 without weight decay, cosine,
+#: 500 iterations per task, batch 64 -- the same on X-TAIL (16 shots) and 5-shot MTIL
+MORAM_PAPER_SETTINGS = {
+    "atoms_per_task": 16, "topk": 16, "temperature": 0.01, "threshold": 0.2,
+    "encoders": tuple(ENCODERS), "targets": tuple(TARGET_PATHS), "iterations": 500, "lr": 5e-4,
+    "train_mb_size": 64, "betas": (0.9, 0.9999), "weight_decay": 0.0, "warmup": 0,
+}
+MORAM_PAPER_SOURCE = ("the MoRAM paper's CLIP setting and its release [Artificer-AI-Lab/MoRAM "
+                      "XTAIL/runner_moram.sh, main.py]")
+
+
 class MoRAM(CLIPStrategy):
     """MoRAM (ICML 2026) for CLIP: rank-1 atom banks on every frozen linear, grown per task.
 
@@ -121,7 +135,9 @@ class MoRAM(CLIPStrategy):
     """
 
     needs = StrategyNeeds(demo=lambda demo: {"lr": demo.moram_lr, "topk": demo.topk,
-                                             "atoms_per_task": demo.atoms_per_task})
+                                             "atoms_per_task": demo.atoms_per_task},
+                          paper=lambda protocol: dict(MORAM_PAPER_SETTINGS),
+                          paper_source=MORAM_PAPER_SOURCE)
 
     def __init__(
         self,
@@ -188,9 +204,18 @@ def _check_existing_layers(model, kind: type, options: dict) -> None:
 
 
 class _RoutingVariant(MoRAM):
-    """MoRAM with the defaults of one row of :data:`ROUTING_ABLATIONS` (overridable)."""
+    """MoRAM with the defaults of one row of :data:`ROUTING_ABLATIONS` (overridable).
+
+    Each variant declares its own paper settings: MoRAM's with its row's options on top."""
 
     ROW = "full"
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        row = ROUTING_ABLATIONS[cls.ROW].options
+        cls.needs = replace(MoRAM.needs, paper=lambda protocol: {**MORAM_PAPER_SETTINGS, **row},
+                            paper_source=f"{MORAM_PAPER_SOURCE}, with the routing table's row "
+                                         f"{cls.ROW!r}: {row}")
 
     def __init__(self, **kwargs):
         super().__init__(**{**ROUTING_ABLATIONS[self.ROW].options, **kwargs})
@@ -246,6 +271,6 @@ ABLATION_STRATEGIES = {
 }
 
 
-__all__ = ["ABLATION_STRATEGIES", "ROUTING_ABLATIONS", "AblationRow", "MoRAM", "MoRAMExternalRouter",
+__all__ = ["ABLATION_STRATEGIES", "MORAM_PAPER_SETTINGS", "MORAM_PAPER_SOURCE", "ROUTING_ABLATIONS", "AblationRow", "MoRAM", "MoRAMExternalRouter",
            "MoRAMLoadBalance", "MoRAMSelfActivation", "MoRAMSelfTemperature", "MoRAMSelfThreshold",
            "MoRAMSelfTopK"]

@@ -16,6 +16,7 @@ from ..utils.names import lookup
 from .base import CLIPStrategy
 from .builtins import BUILTINS, BuiltinStrategy
 from .finetune import FineTune
+from .finetune_alone import FineTuneAlone
 from .inflora import InfLoRA
 from .lora_baselines import MoELoRA, SeqLoRA
 from .lwf import LwF, LwFVR
@@ -29,6 +30,7 @@ from .zscl import ZSCL
 STRATEGIES: Dict[str, Type[CLIPStrategy]] = {
     "moram": MoRAM, "finetune": FineTune, "zeroshot": ZeroShot, "wiseft": WiSEFT, "lwf": LwF,
     "lwf-vr": LwFVR, "zscl": ZSCL, "moe-adapters": MoEAdapters, "inflora": InfLoRA,
+    "finetune-alone": FineTuneAlone,  # each domain from the pre-trained weights (upper bound)
     # routing ablations of the MoRAM paper (moram.ROUTING_ABLATIONS)
     "seq-lora": SeqLoRA, "moe-lora": MoELoRA, **ABLATION_STRATEGIES,
 }

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from .needs import StrategyNeeds
 from .plugins.weights import WiSEMerge
-from .zscl_finetune import ZSCLFineTune
+from .zscl_finetune import ZSCL_PAPER_SETTINGS, ZSCL_PAPER_SOURCE, ZSCLFineTune, zscl_short_budget
 
 
 class WiSEFT(ZSCLFineTune):
@@ -21,6 +22,13 @@ class WiSEFT(ZSCLFineTune):
         weights_on: where the anchor copy lives: "cpu" (float32, default) or "model" (the
             model's device and dtype).
     """
+
+    needs = StrategyNeeds(
+        demo=ZSCLFineTune.needs.demo,
+        paper=lambda protocol: {**ZSCL_PAPER_SETTINGS, "alpha": 0.8, "anchor": "start"},
+        paper_source=f"{ZSCL_PAPER_SOURCE}; alpha 0.8 and the start anchor of "
+                     "[ZSCL mtil/scripts/WiSE_finetune.sh]",
+        short_budget=zscl_short_budget)
 
     def __init__(self, *, model, tokenizer, alpha: float = 0.8, anchor: str = "start",
                  weights_on: str = "cpu", plugins=None, **kwargs):

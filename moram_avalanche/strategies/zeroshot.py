@@ -12,7 +12,8 @@ class ZeroShot(CLIPStrategy):
     All parameters are frozen, so the text embeddings are computed once and cached.
     """
 
-    needs = StrategyNeeds(trains=False)
+    needs = StrategyNeeds(trains=False, paper=lambda protocol: {},
+                          paper_source="pre-trained CLIP, evaluated as it is")
 
     def __init__(self, *, model, tokenizer, **kwargs):
         if kwargs.pop("iterations", 0):

@@ -51,10 +51,15 @@ def test_xtail_domains_offsets_and_prompts(fake_root):
     assert bench.train_stream[3].classnames[0] == "Annual Crop Land satellite location"
 
 
-def test_xtail_order_2_and_custom_orders_move_the_offsets(fake_root):
+def test_xtail_order_2_is_the_papers_and_custom_orders_move_the_offsets(fake_root):
+    # the column order of the paper's order-2 table (tab:few_xtail_order_2), whose Transfer row
+    # has "--" under Cars, the first task -- not MTIL's order II without CIFAR-100
+    paper = ["StanfordCars", "Aircraft", "OxfordPet", "Food", "SUN397", "MNIST", "Flowers", "DTD",
+             "Caltech101", "EuroSAT"]
     bench = xtail(fake_root, order=2)
-    assert [e.domain for e in bench.train_stream] == list(XTAIL_ORDERS[2])
-    assert bench.test_stream[0].label_offset == 0 and bench.test_stream[1].label_offset == 2  # Cars: 2
+    assert [e.domain for e in bench.train_stream] == list(XTAIL_ORDERS[2]) == paper
+    # fake class counts: Cars 2, Aircraft 3, Pets 2, Food 2, SUN397 2, MNIST 10, ...
+    assert [e.label_offset for e in bench.test_stream][:7] == [0, 2, 5, 7, 9, 11, 21]
     custom = xtail(fake_root, order=["mnist", "oxford_flowers"], shots=2)
     assert [e.domain for e in custom.train_stream] == ["MNIST", "Flowers"]
     assert [e.label_offset for e in custom.test_stream] == [0, 10]
@@ -114,6 +119,29 @@ def test_mtil_full_and_five_shot(fake_root):
     assert [e.domain for e in few.train_stream] == list(MTIL_ORDERS["II"])
     for experience in few.train_stream:
         assert set(Counter(experience.dataset.targets).values()) == {5}
+
+
+def test_mtil_5shot_is_the_papers_mtil_one_name_away(fake_root):
+    from moram_avalanche.benchmarks import BENCHMARK_PROTOCOLS, get_benchmark, mtil_5shot
+
+    bench = get_benchmark("mtil-5shot")(fake_root, order="I")
+    assert [e.domain for e in bench.train_stream] == list(MTIL_ORDERS["I"])
+    assert bench.protocol == "mtil" and bench.shots == 5
+    for experience in bench.train_stream:  # every fake class has at least 5 training images
+        assert set(Counter(experience.dataset.targets).values()) == {5}
+    assert "5 shots" in BENCHMARK_PROTOCOLS["mtil-5shot"] and "paper" in BENCHMARK_PROTOCOLS["mtil-5shot"]
+    with pytest.raises(ValueError, match="mtil-5shot is MTIL with 5 training images per class"):
+        mtil_5shot(fake_root, shots=16)
+
+
+def test_test_shots_keep_a_few_test_images_per_class(fake_root):
+    whole, few = xtail(fake_root, shots=2), xtail(fake_root, shots=2, test_shots=2)
+    for full, cut in zip(whole.test_stream, few.test_stream):
+        counts, full_counts = Counter(cut.dataset.targets), Counter(full.dataset.targets)
+        assert set(counts) == set(full_counts)  # every class kept, at most 2 images each
+        assert all(counts[label] == min(2, n) for label, n in full_counts.items())
+    with pytest.raises(ValueError, match="test_shots must be a positive integer"):
+        mtil(fake_root, test_shots=0)
 
 
 def test_prompt_presets(fake_root):

@@ -1,5 +1,7 @@
 """load_clip: real open_clip loading code, exercised with a tiny registered config."""
 
+import warnings
+
 import pytest
 import torch
 
@@ -49,4 +51,109 @@ def test_unavailable_download_says_which_weights_and_how_to_pass_a_file(monkeypa
     message = str(info.value)
     assert "'ViT-B-16'" in message and "'openai'" in message
     assert "pretrained='/path/to/open_clip_pytorch_model.bin'" in message
-    assert "force_quick_gelu=True" in message  # OpenAI weights use QuickGELU
+    assert "weights_origin='openai'" in message and "QuickGELU" in message  # OpenAI weights use QuickGELU
+
+
+# ------------------------------------------------------------------ the activation of OpenAI's weights
+def activations(model):
+    """The activation module of every MLP of both towers."""
+    return [block.mlp.gelu for tower in (model.visual.transformer, model.transformer)
+            for block in tower.resblocks]
+
+
+def test_openai_tag_runs_with_quick_gelu_in_both_towers(monkeypatch, tmp_path):
+    """open_clip 3.3 builds nn.GELU for ("ViT-B-16", "openai") and only warns; the weights were
+    trained with QuickGELU. The download is mocked to a local file of random weights."""
+    import open_clip
+    from open_clip.transformer import QuickGELU
+
+    with torch.device("meta"):  # shapes only: no time spent initialising 150 M parameters
+        shapes = open_clip.CLIP(**open_clip.get_model_config("ViT-B-16")).state_dict()
+    generator = torch.Generator().manual_seed(0)
+    weights = {k: torch.randn(v.shape, generator=generator, dtype=torch.float16).to(v.dtype)
+               if v.is_floating_point() else torch.zeros(v.shape, dtype=v.dtype)
+               for k, v in shapes.items()}
+    path = tmp_path / "open_clip_pytorch_model.bin"
+    torch.save(weights, path)
+    downloads = []
+
+    def download(config, cache_dir=None):
+        downloads.append(config["url"])
+        return str(path)
+
+    monkeypatch.setattr(open_clip, "download_pretrained", download)
+    monkeypatch.setattr(open_clip.factory, "download_pretrained", download)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # open_clip's QuickGELU-mismatch warning included
+        model, *_ = load_clip("ViT-B-16", pretrained="openai")
+    assert downloads and all("ViT-B-16.pt" in url for url in downloads)
+    found = activations(model)
+    assert len(found) == 24 and all(isinstance(a, QuickGELU) for a in found)
+    first = model.visual.transformer.resblocks[0].mlp.c_fc.weight
+    assert torch.equal(first, weights["visual.transformer.resblocks.0.mlp.c_fc.weight"])  # the file's
+
+
+@pytest.fixture
+def tiny_with_openai_tag(tiny_clip_name, monkeypatch, tmp_path):
+    """The tiny model with a pretend "openai" tag (trained with QuickGELU, as OpenAI's) and a
+    "-quickgelu" twin; returns a file of its random weights."""
+    import json
+
+    import open_clip
+    from open_clip import pretrained
+
+    from conftest import TINY_CONFIG
+
+    config = tmp_path / f"{tiny_clip_name}-quickgelu.json"
+    config.write_text(json.dumps({**TINY_CONFIG, "quick_gelu": True}))
+    open_clip.add_model_config(config)
+    tags = {"openai": {"url": "", "hf_hub": "", "quick_gelu": True, "mean": (0.1, 0.2, 0.3),
+                       "std": (0.5, 0.5, 0.5), "interpolation": "bicubic", "resize_mode": "shortest"},
+            "plain": {"url": "", "hf_hub": "", "quick_gelu": False}}
+    monkeypatch.setitem(pretrained._PRETRAINED, tiny_clip_name, tags)
+    monkeypatch.setitem(pretrained._PRETRAINED, f"{tiny_clip_name}-quickgelu", {"openai": tags["openai"]})
+    model, *_ = load_clip(tiny_clip_name, pretrained=None)
+    path = tmp_path / "weights.pt"
+    torch.save(model.state_dict(), path)
+    return str(path)
+
+
+def test_a_file_said_to_hold_openai_weights_runs_with_quick_gelu(tiny_clip_name, tiny_with_openai_tag):
+    from open_clip.transformer import QuickGELU
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model, _, eval_tf, _ = load_clip(tiny_clip_name, pretrained=tiny_with_openai_tag,
+                                         weights_origin="openai")
+    assert all(isinstance(a, QuickGELU) for a in activations(model))
+    normalize = [t for t in eval_tf.transforms if type(t).__name__ == "Normalize"][0]
+    assert tuple(normalize.mean) == (0.1, 0.2, 0.3)  # the origin tag's preprocessing
+    # the -quickgelu name says it too, without a warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model, *_ = load_clip(f"{tiny_clip_name}-quickgelu", pretrained=tiny_with_openai_tag)
+    assert all(isinstance(a, QuickGELU) for a in activations(model))
+    # weights of another origin: GELU, no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model, *_ = load_clip(tiny_clip_name, pretrained=tiny_with_openai_tag, weights_origin="plain")
+    assert not any(isinstance(a, QuickGELU) for a in activations(model))
+
+
+def test_a_file_of_unknown_origin_warns_how_to_say_what_it_is(tiny_clip_name, tiny_with_openai_tag):
+    from moram_avalanche.clip.load import UnknownWeightsOriginWarning
+
+    with pytest.warns(UnknownWeightsOriginWarning) as caught:
+        model, *_ = load_clip(tiny_clip_name, pretrained=tiny_with_openai_tag)
+    message = str(caught[0].message)
+    assert "['openai']" in message and "QuickGELU" in message
+    assert "weights_origin='openai'" in message and "--weights-origin openai" in message
+    assert f"{tiny_clip_name}-quickgelu" in message
+    assert isinstance(activations(model)[0], torch.nn.GELU)  # built as the name says
+
+
+def test_bad_weights_origin(tiny_clip_name, tiny_with_openai_tag):
+    with pytest.raises(ValueError, match="weights_origin='laion' is not a pretrained tag"):
+        load_clip(tiny_clip_name, pretrained=tiny_with_openai_tag, weights_origin="laion")
+    with pytest.raises(ValueError, match="no pretrained weights are loaded"):
+        load_clip(tiny_clip_name, pretrained=None, weights_origin="openai")

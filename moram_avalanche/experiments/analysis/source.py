@@ -46,6 +46,8 @@ class RunSettings:
         seed: the seed set before the run built its model (what random weights depend on).
         weights_checksum: :func:`weights_checksum` of the run's CLIP, when recorded: the
             rebuilt model must match it.
+        weights_origin: the tag a local weights file was published under (``openai``: built
+            with QuickGELU, as :func:`~moram_avalanche.clip.load.load_clip` does for the run).
         source: where these settings were read (for the report).
     """
 
@@ -58,6 +60,7 @@ class RunSettings:
     seed: Optional[int] = None
     weights_checksum: Optional[float] = None
     source: str = "given"
+    weights_origin: Optional[str] = None
 
 
 def write_run_settings(log_dir, settings: dict) -> Path:
@@ -104,7 +107,8 @@ def _recorded(log_dir: Path) -> Optional[RunSettings]:
             return RunSettings(settings["model"], None if str(pretrained).lower() == "none" else pretrained,
                                settings["benchmark"], dict(settings.get("stream") or {}),
                                settings.get("data_root"), settings.get("cache_dir"), settings.get("seed"),
-                               settings.get("weights_checksum"), str(path))
+                               settings.get("weights_checksum"), str(path),
+                               settings.get("weights_origin"))
     return None
 
 
@@ -152,7 +156,8 @@ def load_run_model(settings: RunSettings, device="cpu"):
         pretrained = str(pretrained_tiny_clip(cache_dir, DemoConfig()))
     if settings.seed is not None:
         torch.manual_seed(settings.seed)
-    loaded = load_clip(settings.model, pretrained=pretrained or None, device=device)
+    loaded = load_clip(settings.model, pretrained=pretrained or None, device=device,
+                       weights_origin=settings.weights_origin if pretrained else None)
     if settings.weights_checksum is not None:
         found = weights_checksum(loaded[0])
         if not math.isclose(found, settings.weights_checksum, rel_tol=1e-7):

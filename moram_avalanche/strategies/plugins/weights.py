@@ -102,6 +102,30 @@ class WeightEnsemble(SupervisedPlugin, supports_distributed=True):
         return 0 if self.average is None else self.average.nbytes
 
 
+class RestartFrom(SupervisedPlugin, supports_distributed=True):
+    """Every experience starts from the weights ``model`` has now (e.g. zero-shot CLIP).
+
+    Each domain is then learned on its own -- the per-domain upper bound of a stream (the
+    "Fine-tune" row of the X-TAIL table): row ``t`` of the accuracy matrix is the model fine-tuned
+    on domain ``t`` alone, so its diagonal is each domain's own fine-tuned accuracy.
+
+    Args:
+        model: the model whose current weights every experience restarts from.
+        on: where the copy lives ("cpu" or "model").
+    """
+
+    def __init__(self, model: nn.Module, on: str = "cpu") -> None:
+        super().__init__()
+        self.copy = WeightCopy(model, check_place(on))
+
+    def before_training_exp(self, strategy, **kwargs):
+        self.copy.place_like(strategy.model)
+        self.copy.load_into(strategy.model)
+
+    def held_bytes(self) -> int:
+        return self.copy.nbytes
+
+
 class L2Anchor(SupervisedPlugin, supports_distributed=True):
     """``weight * sum_p ||theta_p - theta_p^start||^2`` added to the loss (ZSCL's ``--l2``).
 
@@ -133,4 +157,4 @@ class L2Anchor(SupervisedPlugin, supports_distributed=True):
         return 0 if self.anchor is None else self.anchor.nbytes
 
 
-__all__ = ["ANCHORS", "L2Anchor", "WeightEnsemble", "WiSEMerge"]
+__all__ = ["ANCHORS", "L2Anchor", "RestartFrom", "WeightEnsemble", "WiSEMerge"]

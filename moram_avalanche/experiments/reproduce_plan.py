@@ -1,0 +1,302 @@
+"""The plan of ``moram-avalanche reproduce``: every run a set of tables needs, with its settings.
+
+A run is one strategy on one protocol with one seed (:class:`Run`); tables share runs (MoRAM
+on X-TAIL order 1 with seed 42 serves the X-TAIL, routing, robustness, pruning,
+load-balancing, sweep and additional-baselines tables), so each runs once, in its own folder
+``<out>/runs/<protocol>/seed<seed>/<strategy>[+<option>=<value>...]`` -- a
+:func:`~moram_avalanche.experiments.compare.run_comparison` folder, resumable.
+
+A run's keyword arguments are the strategy's own paper settings
+(:attr:`~moram_avalanche.strategies.needs.StrategyNeeds.paper`), the row's options
+(:class:`~moram_avalanche.experiments.paper_tables.Method`), and, only for rehearsals and smoke
+runs, a shorter budget (``iterations`` and what the strategy shortens with it). The seed sets
+both the training (Python, NumPy and torch generators) and the few-shot subsets, as the
+release's single ``--seed`` does.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ..strategies.registry import get_strategy
+from .paper_tables import Protocol, TableSpec
+
+#: rehearsals (``--rehearse``): optimizer steps per experience and test images per class
+REHEARSAL_ITERATIONS = 2
+REHEARSAL_TEST_SHOTS = 2
+#: the optimisation settings every plan line shows (when the strategy has them)
+SHOWN_FIRST = ("iterations", "lr", "train_mb_size", "warmup", "label_smoothing", "betas", "weight_decay")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One strategy on one protocol with one seed; ``options``: the row's own options."""
+
+    protocol: Protocol
+    strategy: str
+    options: Tuple[Tuple[str, Any], ...]
+    seed: int
+
+    @property
+    def run_id(self) -> str:
+        return self.strategy + "".join(f"+{k}={_short(v)}" for k, v in self.options)
+
+    def folder(self, runs_root) -> Path:
+        return Path(runs_root) / self.protocol.key / f"seed{self.seed}" / self.run_id
+
+
+def _short(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@dataclass
+class ReproduceSettings:
+    """What ``reproduce`` was asked (the command line's options).
+
+    Attributes:
+        data_root: the folder holding the datasets (and, by default, the reference data).
+        out: where the runs and the tables go.
+        seeds: the seeds of every table; None: each table's own (42; the robustness table 42,
+            43, 44).
+        device: torch device of the runs.
+        model, pretrained, weights_origin: the CLIP (the paper: ViT-B-16, OpenAI's weights --
+            QuickGELU; a local file of them needs ``weights_origin="openai"``).
+        ref_images, ref_sentences: reference data for every strategy that takes it, instead of
+            each strategy's paper location under ``data_root`` (an image folder or
+            "synthetic"; a sentence file or "synthetic").
+        iterations: a shorter budget per experience (smoke runs; not the paper's); with it each
+            strategy shortens what scales with the budget (warm-up, averaging, DDAS autoencoders).
+        rehearse: 2 iterations per experience and 2 test images per class, at real model size,
+            under ``out/rehearsal``: a missing file or a crash shows in minutes.
+        num_workers, progress: DataLoader workers; progress bars.
+    """
+
+    data_root: Optional[str] = None
+    out: str = "runs/reproduce"
+    seeds: Optional[Tuple[int, ...]] = None
+    device: str = "cpu"
+    model: str = "ViT-B-16"
+    pretrained: Optional[str] = "openai"
+    weights_origin: Optional[str] = None
+    ref_images: Optional[str] = None
+    ref_sentences: Optional[str] = None
+    iterations: Optional[int] = None
+    rehearse: bool = False
+    num_workers: int = 0
+    progress: bool = True
+
+    def __post_init__(self):
+        if self.iterations is not None and (isinstance(self.iterations, bool) or self.iterations < 1):
+            raise ValueError(f"iterations must be a positive integer, got {self.iterations!r}")
+        if self.seeds is not None:
+            self.seeds = tuple(self.seeds)
+            if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+                raise ValueError(f"seeds must be distinct and at least one, got {self.seeds}")
+
+    @property
+    def budget(self) -> Optional[int]:
+        """The shortened iterations per experience (None: the paper's)."""
+        return REHEARSAL_ITERATIONS if self.rehearse else self.iterations
+
+    @property
+    def test_shots(self) -> Optional[int]:
+        return REHEARSAL_TEST_SHOTS if self.rehearse else None
+
+    @property
+    def root(self) -> Path:
+        """Where this reproduction's runs and tables go (rehearsals apart)."""
+        return Path(self.out) / "rehearsal" if self.rehearse else Path(self.out)
+
+
+@dataclass
+class PlannedRun:
+    """A run and the table rows it serves."""
+
+    run: Run
+    used_by: List[str] = field(default_factory=list)
+
+
+def table_seeds(spec: TableSpec, settings: ReproduceSettings) -> Tuple[int, ...]:
+    return settings.seeds if settings.seeds is not None else spec.seeds
+
+
+def method_runs(spec: TableSpec, label: str, settings: ReproduceSettings) -> List[Run]:
+    """The runs of one method of a table, one per seed ([] when the method is not run)."""
+    method = spec.method(label)
+    if method.strategy is None:
+        return []
+    paper = get_strategy(method.strategy).needs.paper_options(spec.protocol)
+    # an option equal to the paper's setting is no option: the same run serves both rows
+    own = tuple(sorted((k, v) for k, v in method.options if k not in paper or paper[k] != v))
+    return [Run(spec.protocol, method.strategy, own, seed) for seed in table_seeds(spec, settings)]
+
+
+def plan(specs: Sequence[TableSpec], settings: ReproduceSettings) -> List[PlannedRun]:
+    """Every distinct run of ``specs``, in table order, with the rows each serves."""
+    planned: Dict[Run, PlannedRun] = {}
+    for spec in specs:
+        for label in dict.fromkeys(label for _, label in spec.table_rows()):
+            for run in method_runs(spec, label, settings):
+                entry = planned.setdefault(run, PlannedRun(run))
+                entry.used_by.append(f"{spec.name}: {label}")
+    return list(planned.values())
+
+
+def run_options(run: Run, settings: ReproduceSettings) -> Dict[str, Any]:
+    """The keyword arguments of ``run``'s strategy, reference data aside."""
+    needs = get_strategy(run.strategy).needs
+    options = needs.paper_options(run.protocol)
+    options.update(dict(run.options))
+    if settings.budget is not None and needs.trains:
+        options["iterations"] = settings.budget
+        options.update(needs.short_budget_options(settings.budget))
+    return options
+
+
+def reference_sources(run: Run, settings: ReproduceSettings) -> Dict[str, str]:
+    """``{kind: path or "synthetic"}`` of the reference data ``run``'s strategy takes."""
+    needs = get_strategy(run.strategy).needs
+    given = {"images": settings.ref_images, "sentences": settings.ref_sentences}
+    sources = {}
+    for kind in needs.references:
+        if given[kind] is not None:
+            sources[kind] = given[kind]
+        elif kind in needs.reference_paths and settings.data_root is not None:
+            sources[kind] = str(Path(settings.data_root).expanduser() / needs.reference_paths[kind])
+        else:
+            sources[kind] = f"<data-root>/{needs.reference_paths.get(kind, '?')}"
+    return sources
+
+
+def files_needed(run: Run, settings: ReproduceSettings) -> Dict[str, str]:
+    """``{what: path}`` of every file or folder ``run`` reads besides the benchmark's domains."""
+    needs = get_strategy(run.strategy).needs
+    files = {f"reference {kind} ({run.strategy})": path
+             for kind, path in reference_sources(run, settings).items() if path not in ("synthetic", "none")}
+    files.update(needs.files_needed(run_options(run, settings)))
+    if settings.pretrained and settings.pretrained.lower() != "none" and _is_path(settings.pretrained):
+        files["CLIP weights"] = settings.pretrained
+    return files
+
+
+def _is_path(value: str) -> bool:
+    return os.sep in value or value.endswith((".bin", ".pt", ".pth", ".safetensors"))
+
+
+def run_settings(run: Run, settings: ReproduceSettings) -> Dict[str, Any]:
+    """What made the run, as stored in its folder and checked when it resumes (JSON-able)."""
+    return {
+        "reproduce": 1, "protocol": run.protocol.key, "benchmark": run.protocol.builder,
+        "stream": {**run.protocol.stream_options(), "seed": run.seed, "test_shots": settings.test_shots},
+        "data_root": str(Path(settings.data_root).expanduser().resolve()) if settings.data_root else None,
+        "model": settings.model, "pretrained": settings.pretrained,
+        "weights_origin": settings.weights_origin, "strategy": run.strategy, "seed": run.seed,
+        "options": {k: repr(v) for k, v in sorted(run_options(run, settings).items())},
+        "references": reference_sources(run, settings),
+    }
+
+
+def format_run(run: Run, settings: ReproduceSettings) -> List[str]:
+    """The lines of one run in a plan: every setting, and what it reads from disk."""
+    needs = get_strategy(run.strategy).needs
+    options = run_options(run, settings)
+    protocol = run.protocol
+    shown = [k for k in SHOWN_FIRST if k in options] + sorted(k for k in options if k not in SHOWN_FIRST)
+    lines = [
+        f"  {run.run_id} (seed {run.seed}) -> {run.folder(settings.root / 'runs')}",
+        f"    protocol: {protocol.builder}, order {protocol.order} ({', '.join(protocol.domains)}), "
+        f"{protocol.shots} shots per class"
+        + (f", {settings.test_shots} test images per class (rehearsal)" if settings.test_shots else "")
+        + f", prompts {protocol.prompts!r}, seed {run.seed} (training and few-shot subsets)",
+        "    settings: " + (", ".join(f"{k}={_show(options[k], protocol)}" for k in shown)
+                            or "none (evaluation only)"),
+        f"    source: {needs.paper_source or 'the strategy defaults'}",
+    ]
+    if settings.budget is not None and needs.trains:
+        lines.append(f"    NOT the paper's budget: {settings.budget} iterations per experience "
+                     + ("(rehearsal)" if settings.rehearse else "(--iterations)"))
+    for what, path in files_needed(run, settings).items():
+        lines.append(f"    needs {what}: {path}{_status(path)}")
+    return lines
+
+
+def _show(value, protocol: Optional[Protocol] = None) -> str:
+    """A setting as the plan shows it; a per-domain learning rate as its value on each domain
+    of ``protocol`` that differs from its default."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    if protocol is not None and callable(value) and hasattr(value, "default"):
+        special = [f"{d} {value(d):g}" for d in protocol.domains if value(d) != value.default]
+        return f"{value.default:g}" + (f" ({', '.join(special)})" if special else "")
+    return repr(value)
+
+
+def _status(path: str) -> str:
+    if path.startswith("<"):
+        return ""
+    return "  [found]" if Path(path).expanduser().exists() else "  [MISSING]"
+
+
+def _activation(settings: ReproduceSettings) -> str:
+    from ..clip.load import trained_with_quick_gelu
+
+    tag = settings.weights_origin or settings.pretrained
+    if tag and tag.lower() != "none" and trained_with_quick_gelu(settings.model, tag):
+        return "QuickGELU, as these weights were trained"
+    return "the model config's"
+
+
+def _domains_status(protocol: Protocol, settings: ReproduceSettings) -> str:
+    """Which of the protocol's domains the data root holds (``check-data``'s verdict)."""
+    if settings.data_root is None or not Path(settings.data_root).expanduser().is_dir():
+        return "domains: not checked (no --data-root folder)"
+    from ..benchmarks.check import check_data
+
+    reports = check_data(settings.data_root, protocol.benchmark, progress=False)
+    wanted = set(protocol.domains)
+    missing = [f"{r.name} ({r.status})" for r in reports if r.name in wanted and not r.usable]
+    found = sum(r.usable for r in reports if r.name in wanted)
+    return (f"domains: {found} of {len(wanted)} found" + (f"; MISSING: {', '.join(missing)}" if missing else "")
+            + f" (moram-avalanche check-data --root {settings.data_root} --benchmark {protocol.benchmark})")
+
+
+def format_plan(specs: Sequence[TableSpec], settings: ReproduceSettings, planned: Sequence[PlannedRun]) -> str:
+    """The plan as text: the data and model it needs, each table's rows, every run's settings."""
+    protocols = list(dict.fromkeys(p.run.protocol for p in planned))
+    lines = [f"moram-avalanche reproduce: {', '.join(s.name for s in specs)}"
+             + (" -- REHEARSAL (2 iterations per experience, 2 test images per class; the numbers "
+                "mean nothing)" if settings.rehearse else ""),
+             f"  model: {settings.model}, weights {settings.pretrained!r}"
+             + (f" (origin {settings.weights_origin!r})" if settings.weights_origin else "")
+             + f"; activation: {_activation(settings)}",
+             f"  device: {settings.device}; output: {settings.root}"]
+    for protocol in protocols:
+        lines.append(f"  data: {protocol.builder} under {settings.data_root or '<data-root>'}: "
+                     f"{protocol.description}")
+        lines.append(f"    {_domains_status(protocol, settings)}")
+    for spec in specs:
+        seeds = table_seeds(spec, settings)
+        lines.append(f"\n{spec.name} ({spec.label}): {spec.title}; seeds {', '.join(map(str, seeds))}")
+        blocks: Dict[str, List[str]] = {}
+        for block, label in spec.table_rows():
+            blocks.setdefault(label, []).append(block)
+        for label, in_blocks in blocks.items():
+            method = spec.method(label)
+            what = (f"{method.strategy}" + "".join(f" {k}={_show(v)}" for k, v in method.options)
+                    if method.strategy else f"not run: {method.reason}")
+            lines.append(f"  {label} [{', '.join(in_blocks)}]: {what}")
+        if spec.erratum:
+            lines.append(f"  {spec.erratum}")
+    lines.append(f"\nruns ({len(planned)}; each resumes from its folder):")
+    for entry in planned:
+        lines += format_run(entry.run, settings)
+        lines.append(f"    used by: {'; '.join(entry.used_by)}")
+    return "\n".join(lines)
+
+
+__all__ = ["PlannedRun", "REHEARSAL_ITERATIONS", "REHEARSAL_TEST_SHOTS", "ReproduceSettings", "Run",
+           "files_needed", "format_plan", "format_run", "method_runs", "plan", "reference_sources",
+           "run_options", "run_settings", "table_seeds"]

@@ -1,0 +1,154 @@
+"""Training and evaluation cost per image of each strategy of the paper's tables, relative to MoRAM.
+
+The README's GPU-time estimates for ``moram-avalanche reproduce`` scale the paper's measured
+MoRAM cost (8.32 ms per training image, 2.07-2.52 ms per test image; ``tab:latency``) by these
+ratios. Measured at real model size (random weights: timing only) on one synthetic domain of
+``--classes`` classes (X-TAIL averages 110 per domain) with the strategies' paper settings,
+at a batch of ``--batch`` images; each round builds every strategy afresh and trains one
+experience, round-robin (interleaved), and the medians over the rounds are printed.
+
+Caveats: the ratios come from the device this runs on (a CPU here); on a GPU small operations
+(top-k, routing) weigh differently. Per-iteration costs that do not scale with the batch (the
+text tower on the class prompts, optimizer steps, weight copies) weigh more at a small batch
+than at the paper's 64.
+
+Run: python scripts/bench_reproduce_costs.py [--model ViT-B-16] [--batch 16] [--classes 110]
+     [--iterations 3] [--rounds 3] [--test 64] [--threads N] [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import time
+import warnings
+
+import torch
+
+warnings.filterwarnings("ignore")
+
+#: the strategies timed, and whether they train
+STRATEGIES = ("moram", "zeroshot", "finetune-alone", "wiseft", "lwf", "zscl", "moe-adapters", "inflora",
+              "moe-lora", "moram-external-router", "moram-load-balance")
+
+
+class IterationClock:
+    """Seconds per training iteration after the first (warm-up), synchronised on CUDA."""
+
+    def __init__(self, device):
+        from avalanche.core import SupervisedPlugin
+
+        clock = self
+
+        class Plugin(SupervisedPlugin):
+            def before_training_iteration(self, strategy, **kwargs):
+                clock.started = clock.now()
+
+            def after_training_iteration(self, strategy, **kwargs):
+                clock.times.append(clock.now() - clock.started)
+
+        self.device, self.times, self.started, self.plugin = torch.device(device), [], None, Plugin()
+
+    def now(self) -> float:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter()
+
+
+def stream(classes: int, train: int, test: int, size: int):
+    from moram_avalanche.benchmarks import Domain, clip_benchmark
+
+    class Images(torch.utils.data.Dataset):
+        def __init__(self, count, seed):
+            generator = torch.Generator().manual_seed(seed)
+            self.images = torch.randn(count, 3, size, size, generator=generator)
+            self.targets = [i % classes for i in range(count)]
+
+        def __len__(self):
+            return len(self.targets)
+
+        def __getitem__(self, index):
+            return self.images[index], self.targets[index]
+
+    domain = Domain("bench", tuple(f"class {i}" for i in range(classes)), "a photo of a {}.")
+    return clip_benchmark([domain], [Images(train, 0)], [Images(test, 1)], label_space="all")
+
+
+def options(name: str, iterations: int, batch: int, eval_transform) -> dict:
+    from moram_avalanche.algorithms.ddas import random_conv_features
+    from moram_avalanche.benchmarks.reference_sets import synthetic_reference
+    from moram_avalanche.experiments.paper_tables import XTAIL_ORDER1
+    from moram_avalanche.strategies.registry import get_strategy
+
+    needs = get_strategy(name).needs
+    kwargs = needs.paper_options(XTAIL_ORDER1)
+    if needs.trains:
+        kwargs.update(iterations=iterations, **needs.short_budget_options(iterations))
+    kwargs["train_mb_size"] = batch
+    if needs.references:
+        images, sentences = synthetic_reference(eval_transform, images=2 * batch, sentences=200)
+        kwargs.update(needs.reference_arguments(images=images, sentences=sentences))
+    if name == "moe-adapters":  # ImageNet AlexNet is not available offline: same-shaped random features
+        kwargs["feature_extractor"] = random_conv_features(0)
+    return kwargs
+
+
+def measure(name, base, tokenizer, eval_transform, args):
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from moram_avalanche.strategies.registry import get_strategy
+
+    size = base.visual.image_size
+    benchmark = stream(args.classes, args.batch * 2, args.test, size[0] if isinstance(size, tuple) else size)
+    clock = IterationClock(args.device)
+    strategy = get_strategy(name)(model=copy.deepcopy(base), tokenizer=tokenizer, device=args.device,
+                                  progress=False, plugins=[clock.plugin],
+                                  evaluator=EvaluationPlugin(loggers=[]),
+                                  **options(name, args.iterations, args.batch, eval_transform))
+    strategy.train(benchmark.train_stream[0])
+    train = statistics.median(clock.times[1:]) / args.batch if len(clock.times) > 1 else float("nan")
+    start = clock.now()
+    strategy.eval(benchmark.test_stream)
+    return train, (clock.now() - start) / args.test
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="ViT-B-16")
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--classes", type=int, default=110)
+    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--test", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from moram_avalanche.clip.load import load_clip
+
+    torch.manual_seed(0)
+    base, _, eval_transform, tokenizer = load_clip(args.model, pretrained=None)
+    names = [n for n in args.strategies.split(",") if n]
+    results = {name: [] for name in names}
+    for round_ in range(args.rounds):
+        for name in names:
+            results[name].append(measure(name, base, tokenizer, eval_transform, args))
+            print(f"round {round_ + 1}: {name} train {1000 * results[name][-1][0]:.1f} ms/image, "
+                  f"eval {1000 * results[name][-1][1]:.1f} ms/image", flush=True)
+    train_ref = statistics.median(t for t, _ in results["moram"])
+    eval_ref = statistics.median(e for _, e in results["moram"])
+    print(f"\n{args.model}, batch {args.batch}, {args.classes} classes, {args.device}, "
+          f"{torch.get_num_threads()} threads; medians of {args.rounds} interleaved rounds")
+    print("| strategy | train ms/image | x MoRAM | eval ms/image | x MoRAM |\n|---|---|---|---|---|")
+    for name in names:
+        train = statistics.median(t for t, _ in results[name])
+        test = statistics.median(e for _, e in results[name])
+        print(f"| {name} | {1000 * train:.1f} | {train / train_ref:.2f} | {1000 * test:.1f} | "
+              f"{test / eval_ref:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
