@@ -2,7 +2,9 @@
 ``cost`` and ``check-data``.
 
 Heavy imports (torch, Avalanche, open_clip) happen inside the commands, so ``--help`` and
-argument errors are instant. ``run`` and ``compare`` also run data-parallel under
+argument errors are instant. Every argument is checked before anything is loaded or written
+(:mod:`moram_avalanche.arguments`, the checked-arguments layer); a user's mistake is one line
+on stderr and exit status 2. ``run`` and ``compare`` also run data-parallel under
 ``torchrun --nproc_per_node N -m moram_avalanche ...`` (:mod:`moram_avalanche.experiments.distributed`).
 """
 
@@ -15,6 +17,9 @@ import warnings
 from pathlib import Path
 from typing import List, Optional
 
+from .arguments import (OneLineParser, check_compare_arguments, check_run_arguments, is_user_error,
+                        nonnegative_int, positive_float, positive_int, report_error, share, shots)
+
 
 def _quiet_imports() -> None:
     # avalanche-lib warns on every import that no QP solver is installed (only GEM needs one)
@@ -22,11 +27,19 @@ def _quiet_imports() -> None:
 
 
 def cmd_demo(args) -> int:
+    from .utils.devices import resolve_device
+    from .utils.files import check_output_folder
+
+    device = resolve_device(args.device, "--device")
+    check_output_folder(args.out, "--out")
+    if args.cache_dir is not None:
+        check_output_folder(args.cache_dir, "--cache-dir")
     _quiet_imports()
-    from .experiments.demo import DemoConfig, run_demo
+    from .experiments.demo import DEMO_STRATEGIES, FULL_DEMO_STRATEGIES, DemoConfig, run_demo
 
     config = DemoConfig.quick() if args.quick else DemoConfig()
-    run_demo(args.out, cache_dir=args.cache_dir, config=config, progress=not args.no_progress)
+    run_demo(args.out, cache_dir=args.cache_dir, config=config, progress=not args.no_progress,
+             strategies=FULL_DEMO_STRATEGIES if args.full else DEMO_STRATEGIES, device=device)
     print(f"\nresults.json, accuracy matrices (CSV, PNG), memory and time: {args.out}/<strategy>/"
           f"\ntable.md, table.csv, summary.md, accuracy_matrices.png: {args.out}/"
           f"\n  tensorboard --logdir {Path(args.out) / 'tensorboard'}")
@@ -77,34 +90,37 @@ def _strategy_options(args, name: str, eval_tf, overrides: dict) -> dict:
     return options
 
 
-def _check_references(args, names) -> None:
-    """``--ref-images`` / ``--ref-sentences`` only when a chosen strategy takes them."""
-    from .strategies.registry import get_strategy, strategies_taking
-
-    for kind, value in (("images", args.ref_images), ("sentences", args.ref_sentences)):
-        if value is not None and not any(kind in get_strategy(name).needs.references for name in names):
-            raise ValueError(f"--ref-{kind} is for strategies that take reference {kind}: "
-                             f"{', '.join(strategies_taking(kind))}")
+def _shared_settings(args) -> dict:
+    """What ``run`` and ``compare`` record of the shared options (checked when resuming)."""
+    return {
+        "benchmark": args.benchmark, "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
+        "model": args.model, "pretrained": args.pretrained, "weights_origin": args.weights_origin,
+        "stream": _stream_options(args),
+        "iterations": args.iterations, "batch_size": args.batch_size, "seed": args.seed,
+        "ref_images": args.ref_images, "ref_sentences": args.ref_sentences,
+        **({"augment": False} if args.no_augment else {}),  # earlier records resume as they were
+    }
 
 
 def cmd_run(args) -> int:
     from .benchmarks import get_benchmark
 
     get_benchmark(args.benchmark)  # unknown names fail before the slow imports
+    overrides = _parse_sets(args.set, prefixed=False)
+    settings = {**_shared_settings(args), "strategy": args.strategy.lower(), "lr": args.lr,
+                "set": {k: repr(v) for k, v in overrides.get("", {}).items()}}
     _quiet_imports()
+    check_run_arguments(args, overrides.get("", {}), settings)
     from .strategies.registry import get_strategy
 
     strategy_class = get_strategy(args.strategy)
-    _check_references(args, [args.strategy.lower()])
-    overrides = _parse_sets(args.set, prefixed=False)
-    import torch
     from avalanche.logging import TensorboardLogger
     from avalanche.training.plugins import EvaluationPlugin
 
     from .experiments.analysis.source import weights_checksum
     from .experiments.distributed import start_processes
     from .experiments.metrics import AccuracyMatrix, accuracy_matrix_of
-    from .experiments.runner import run_stream
+    from .experiments.runner import check_run_folder, run_settings, run_stream
     from .experiments.seeding import seed_everything
 
     requested_device = args.device
@@ -116,15 +132,20 @@ def cmd_run(args) -> int:
     checksum = weights_checksum(model)
     benchmark = _make_benchmark(args)(train_tf, eval_tf)
     log_dir = Path(args.log_dir)
-    evaluator = EvaluationPlugin(AccuracyMatrix(out_dir=log_dir),
-                                 loggers=processes.loggers(lambda: [TensorboardLogger(log_dir / "tb")]))
+    matrix = AccuracyMatrix(out_dir=log_dir)
     options = _strategy_options(args, args.strategy.lower(), eval_tf, overrides.get("", {}))
-    strategy = strategy_class(model=model, tokenizer=tokenizer, evaluator=evaluator, device=args.device,
-                              progress=progress, plugins=processes.plugins(), **options)
+    # the evaluator (and its TensorBoard folder, rank 0 only) is made once the strategy passed its checks
+    strategy = strategy_class(
+        model=model, tokenizer=tokenizer, device=args.device, plugins=processes.plugins(),
+        evaluator=lambda: EvaluationPlugin(matrix, loggers=processes.loggers(
+            lambda: [TensorboardLogger(log_dir / "tb")])),
+        progress=progress, **options)
+    if not args.no_resume:  # the whole record (the benchmark's domains too) before run.json is written
+        check_run_folder(log_dir, run_settings(strategy, benchmark, settings))
     if processes.main:
         _record_run(args, log_dir, overrides.get("", {}), checksum, requested_device)
     run_stream(strategy, benchmark, log_dir, resume=not args.no_resume, progress=progress,
-               num_workers=args.num_workers)
+               num_workers=args.num_workers, settings=settings)
     report = accuracy_matrix_of(strategy).report()  # the resumed metric after a whole-strategy resume
     if processes.main:
         print(f"Transfer {report['transfer']:.1f}  Average {report['average']:.1f}  "
@@ -148,6 +169,9 @@ def _record_run(args, log_dir: Path, overrides: dict, checksum: float, device: s
 
 
 def cmd_analyze(args) -> int:
+    from .utils.devices import resolve_device
+
+    args.device = resolve_device(args.device, "--device")
     _quiet_imports()
     from .experiments.analysis import AnalysisOptions, analyze
 
@@ -163,6 +187,12 @@ def cmd_analyze(args) -> int:
 
 
 def cmd_cost(args) -> int:
+    from .utils.devices import resolve_device
+    from .utils.files import check_output_folder
+
+    args.device = resolve_device(args.device, "--device")
+    if args.out:
+        check_output_folder(args.out, "--out")
     _quiet_imports()
     import json
 
@@ -197,33 +227,23 @@ def cmd_compare(args) -> int:
     from .benchmarks import get_benchmark
 
     get_benchmark(args.benchmark)
+    names = [n.strip().lower() for n in args.strategies.split(",") if n.strip()]
+    overrides = _parse_sets(args.set, prefixed=True)
     _quiet_imports()
-    from .experiments.compare import Setup, run_comparison
+    from .utils.devices import resolve_device
+
+    args.device = resolve_device(args.device, "--device")
+    settings = {**_shared_settings(args), "device": args.device, "num_workers": args.num_workers}
+    check_compare_arguments(args, names, overrides, settings)
+    from .experiments.distributed import start_processes
     from .strategies.registry import get_strategy
 
-    names = [n.strip().lower() for n in args.strategies.split(",") if n.strip()]
-    for name in names:
-        get_strategy(name)
-    _check_references(args, names)
-    overrides = _parse_sets(args.set, prefixed=True)
-    unknown = sorted(set(overrides) - set(names))
-    if unknown:
-        raise ValueError(f"--set names strategies that are not compared: {unknown} (compared: {names})")
-    from .experiments.distributed import start_processes
-
-    requested_device = args.device
     processes = start_processes(args.seed, args.device)  # one of several under torchrun
     for name in names:
         processes.check(name, get_strategy(name).needs)
-    args.device = processes.device
-    settings = {
-        "benchmark": args.benchmark, "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
-        "model": args.model, "pretrained": args.pretrained, "weights_origin": args.weights_origin,
-        "stream": _stream_options(args), "iterations": args.iterations, "batch_size": args.batch_size, "seed": args.seed,
-        "ref_images": args.ref_images, "ref_sentences": args.ref_sentences,
-        "device": requested_device, "num_workers": args.num_workers,
-        **({"augment": False} if args.no_augment else {}),  # older comparisons resume as they were
-    }
+    args.device = processes.device  # cuda:<LOCAL_RANK> under torchrun; the record keeps the one asked for
+    from .experiments.compare import Setup, run_comparison
+
     setup = Setup(
         make_model=_make_model(args), make_benchmark=_make_benchmark(args),
         options=lambda name, eval_tf: _strategy_options(args, name, eval_tf, overrides.get(name, {})),
@@ -266,7 +286,7 @@ def _stream_options(args) -> dict:
     if args.order is not None:
         options["order"] = args.order.split(",") if "," in args.order else args.order
     if args.shots is not None:
-        options["shots"] = None if args.shots.lower() in ("full", "none") else _positive_int(args.shots)
+        options["shots"] = None if args.shots == "full" else args.shots
     if args.data_seed is not None:
         options["seed"] = args.data_seed
     if args.prompts is not None:
@@ -274,12 +294,6 @@ def _stream_options(args) -> dict:
     if args.on_bad_image is not None:
         options["on_bad_image"] = args.on_bad_image
     return options
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise ValueError(f"--shots must be a positive integer or 'full', got {text!r}")
-    return int(text)
 
 
 #: ``reproduce``'s tables (moram_avalanche.experiments.reproduce.TABLE_CHOICES, kept here so that
@@ -331,20 +345,30 @@ def cmd_check_data(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="moram-avalanche",
         description="MoRAM continual learning of CLIP as Avalanche strategies.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    demo = commands.add_parser("demo", help="ZeroShot vs FineTune vs MoRAM on an offline synthetic stream")
+    demo = commands.add_parser(
+        "demo", help="ZeroShot vs FineTune vs MoRAM on an offline synthetic stream (--full: 8 strategies)",
+        description="Pre-train a tiny CLIP on synthetic captioned images (cached), then compare ZeroShot, "
+                    "FineTune and MoRAM on a five-domain synthetic stream, as `compare` does; --full "
+                    "adds WiSE-FT, LwF, ZSCL, MoE-Adapters and InfLoRA. Resumable: run it again to "
+                    "print the table or add strategies.")
     demo.add_argument("--out", default="runs/demo", help="output folder (default: runs/demo)")
     demo.add_argument("--cache-dir", default=None,
                       help="where the pre-trained tiny CLIP is cached (default: ~/.cache/moram-avalanche "
                            "or $MORAM_AVALANCHE_CACHE)")
-    demo.add_argument("--quick", action="store_true", help="a seconds-long smoke version")
-    demo.add_argument("--no-progress", action="store_true", help="no progress bars")
+    demo.add_argument("--full", action="store_true",
+                      help="all eight strategies: + WiSE-FT, LwF, ZSCL, MoE-Adapters, InfLoRA (a few minutes more)")
+    demo.add_argument("--quick", action="store_true", help="a seconds-long smoke version (tiny sizes)")
+    demo.add_argument("--device", default="auto",
+                      help="torch device: auto (a CUDA GPU when there is one, default), cpu, cuda, cuda:N")
+    demo.add_argument("--no-progress", action="store_true",
+                      help="no progress output (off a terminal it is one line per experience)")
     demo.set_defaults(func=cmd_demo)
 
     run = commands.add_parser("run", help="one strategy over one benchmark, resumable")
@@ -353,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="strategy name (moram, finetune, zeroshot, wiseft, lwf, lwf-vr, zscl, ..., or "
                           "Avalanche's avalanche.naive, avalanche.ewc, ...; an unknown name lists them all)")
     run.add_argument("--log-dir", required=True, help="output folder: TensorBoard, results, checkpoint")
-    run.add_argument("--lr", type=float, default=None, help="learning rate (default: the strategy's)")
+    run.add_argument("--lr", type=positive_float, default=None, help="learning rate (default: the strategy's)")
     run.add_argument("--set", action="append", metavar="KEY=VALUE",
                      help="any keyword argument of the strategy, as a Python literal "
                           "(e.g. --set topk=8 --set threshold=0); repeatable")
@@ -390,17 +414,17 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default: where the run read them)")
     analysis.add_argument("--encoder", default="visual", choices=("visual", "text"),
                           help="tower of the activation maps (default: visual, the paper's)")
-    analysis.add_argument("--layer", type=int, default=None,
+    analysis.add_argument("--layer", type=positive_int, default=None,
                           help="block of the maps, 1-based (default: 8 of 12 as the paper, else the middle)")
     analysis.add_argument("--projection", default="k", choices=("q", "k", "v", "out", "fc", "proj"),
                           help="projection of the maps (default: k, the paper's)")
     analysis.add_argument("--scenarios", default=None, metavar="DATA@AFTER,...",
                           help="e.g. 1@1,1@2,1@10,9@1,9@9 (images of task DATA, model after task AFTER; "
                                "default: these, for the run's length)")
-    analysis.add_argument("--image", type=int, default=0, help="test image (0-based) each map shows")
-    analysis.add_argument("--images", type=int, default=16,
+    analysis.add_argument("--image", type=nonnegative_int, default=0, help="test image (0-based) each map shows")
+    analysis.add_argument("--images", type=positive_int, default=16,
                           help="test images averaged for the activation ratios (default: 16)")
-    analysis.add_argument("--share", type=float, default=0.99,
+    analysis.add_argument("--share", type=share, default=0.99,
                           help="share of the cumulative activation mass the atom counts cover (default: 0.99)")
     analysis.add_argument("--no-maps", action="store_true",
                           help="only what the records give (atom counts, pruning): no model, no data")
@@ -408,7 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
     analysis.add_argument("--pretrained", default=None, help="its weights (default: recorded)")
     analysis.add_argument("--benchmark", default=None, help="the run's benchmark (default: recorded)")
     analysis.add_argument("--cache-dir", default=None, help="cache of the demo's tiny CLIP")
-    analysis.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    analysis.add_argument("--device", default="auto",
+                          help="torch device: auto (a CUDA GPU when there is one, default), cpu, cuda, cuda:N")
     analysis.add_argument("--no-progress", action="store_true", help="no progress bars")
     analysis.set_defaults(func=cmd_analyze)
 
@@ -424,18 +449,19 @@ def build_parser() -> argparse.ArgumentParser:
     cost.add_argument("--pretrained", default="none",
                       help="weights: open_clip tag, local file or 'none' (default: none; costs do not "
                            "depend on the weights)")
-    cost.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    cost.add_argument("--device", default="auto",
+                      help="torch device: auto (a CUDA GPU when there is one, default), cpu, cuda, cuda:N")
     cost.add_argument("--strategies", default="zeroshot,moram,moe-adapters,inflora,seq-lora,moe-lora",
                       help="comma-separated strategy names (default: the paper's rows; zeroshot is CLIP)")
     cost.add_argument("--tasks", default="1,5,10", help="after which tasks to measure (default: 1,5,10)")
-    cost.add_argument("--batch-size", type=int, default=64, help="training batch (default: 64, the paper's)")
-    cost.add_argument("--iterations", type=int, default=10, help="timed training steps per measured task")
-    cost.add_argument("--warmup", type=int, default=3, help="untimed training steps before them")
-    cost.add_argument("--classes", type=int, default=110,
+    cost.add_argument("--batch-size", type=positive_int, default=64, help="training batch (default: 64, the paper's)")
+    cost.add_argument("--iterations", type=positive_int, default=10, help="timed training steps per measured task")
+    cost.add_argument("--warmup", type=nonnegative_int, default=3, help="untimed training steps before them")
+    cost.add_argument("--classes", type=positive_int, default=110,
                       help="classes per task (default: 110, X-TAIL's average)")
-    cost.add_argument("--eval-images", type=int, default=256, help="test images per measured task")
-    cost.add_argument("--eval-batch-size", type=int, default=None, help="evaluation batch (default: --batch-size)")
-    cost.add_argument("--repeats", type=int, default=3, help="timed evaluations per measured task")
+    cost.add_argument("--eval-images", type=positive_int, default=256, help="test images per measured task")
+    cost.add_argument("--eval-batch-size", type=positive_int, default=None, help="evaluation batch (default: --batch-size)")
+    cost.add_argument("--repeats", type=positive_int, default=3, help="timed evaluations per measured task")
     cost.add_argument("--amp", action="store_true", help="fp16 autocast (CUDA only)")
     cost.add_argument("--params-only", action="store_true",
                       help="count parameters only (no training steps, no timing): quick on a CPU")
@@ -495,9 +521,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "(a folder, or 'synthetic')")
     reproduce.add_argument("--ref-sentences", default=None, help="reference sentences (ZSCL), instead of "
                            "Conceptual Captions under --data-root (a file, or 'synthetic')")
-    reproduce.add_argument("--iterations", type=int, default=None,
+    reproduce.add_argument("--iterations", type=positive_int, default=None,
                            help="a shorter budget per experience for smoke runs (NOT the paper's; recorded)")
-    reproduce.add_argument("--num-workers", type=int, default=0, help="DataLoader worker processes (default: 0)")
+    reproduce.add_argument("--num-workers", type=nonnegative_int, default=0, help="DataLoader worker processes (default: 0)")
     reproduce.add_argument("--no-progress", action="store_true", help="no progress bars")
     reproduce.set_defaults(func=cmd_reproduce)
     return parser
@@ -520,9 +546,9 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weights-origin", default=None, metavar="TAG",
                         help="the open_clip tag a local --pretrained file was published under "
                              "(openai: OpenAI's weights, run with QuickGELU as they were trained)")
-    parser.add_argument("--iterations", type=int, default=None,
+    parser.add_argument("--iterations", type=nonnegative_int, default=None,
                         help="optimizer steps per experience (default: each strategy's, 500)")
-    parser.add_argument("--batch-size", type=int, default=64, help="training batch size (default: 64)")
+    parser.add_argument("--batch-size", type=positive_int, default=64, help="training batch size (default: 64)")
     parser.add_argument("--ref-images", default=None,
                         help="zscl: reference image folder (class sub-folders, e.g. ImageNet train/); "
                              "moe-adapters: DDAS's reference images (e.g. TinyImageNet train/, or "
@@ -530,29 +556,32 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ref-sentences", default=None,
                         help="zscl: reference sentences, one per line (or a Conceptual Captions TSV), "
                              "or 'synthetic'")
-    parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    parser.add_argument("--device", default="auto",
+                        help="torch device: auto (a CUDA GPU when there is one, default), cpu, cuda, cuda:N")
     parser.add_argument("--seed", type=int, default=42,
                         help="seed of Python's, NumPy's and torch's generators (default: 42, the release's)")
     parser.add_argument("--cache-dir", default=None, help="cache of the demo's tiny CLIP")
     parser.add_argument("--order", default=None,
                         help="domain order: xtail 1|2, mtil I|II, or a comma-separated list of domains")
-    parser.add_argument("--shots", default=None,
+    parser.add_argument("--shots", type=shots, default=None,
                         help="training images per class, or 'full' (default: xtail 16 -- the paper's "
                              "X-TAIL; mtil full -- ZSCL's MTIL; mtil-5shot 5 -- the paper's MTIL)")
-    parser.add_argument("--data-seed", type=int, default=None,
+    parser.add_argument("--data-seed", type=nonnegative_int, default=None,
                         help="few-shot sampling seed (default: 42, the reference code's)")
     parser.add_argument("--prompts", default=None, choices=("moram", "rail", "zscl"),
                         help="prompt templates (default: xtail moram, mtil zscl)")
     parser.add_argument("--on-bad-image", default=None, choices=("skip", "raise"),
                         help="an unreadable image: skip it with a warning, counted in results.json "
                              "(default), or stop")
-    parser.add_argument("--num-workers", type=int, default=0,
+    parser.add_argument("--num-workers", type=nonnegative_int, default=0,
                         help="DataLoader worker processes decoding images (default: 0)")
     parser.add_argument("--no-augment", action="store_true",
                         help="train on the model's evaluation transform (no random crops); a "
                              "data-parallel run (torchrun) then reproduces a one-process run")
-    parser.add_argument("--no-resume", action="store_true", help="ignore existing checkpoints and results")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--no-resume", action="store_true",
+                        help="start over: remove the run's checkpoint and results instead of resuming")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress output (off a terminal it is one line per experience)")
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -565,15 +594,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     logging.getLogger("moram_avalanche").setLevel(logging.INFO)  # ours; libraries stay quiet
     try:
         return int(args.func(args) or 0)
-    except ValueError as err:
-        print(f"moram-avalanche {args.command}: {err}", file=sys.stderr)
-        return 2
-    except RuntimeError as err:
-        from .clip.load import WeightsUnavailableError
-
-        if not isinstance(err, WeightsUnavailableError):
+    except KeyboardInterrupt:
+        print(f"moram-avalanche {args.command}: interrupted; run the same command again to resume",
+              file=sys.stderr)
+        return 130
+    except Exception as err:
+        if not is_user_error(err):
             raise
-        print(f"moram-avalanche {args.command}: {err}", file=sys.stderr)
+        print(report_error(args.command, err), file=sys.stderr)
         return 2
 
 

@@ -105,3 +105,35 @@ def test_every_help_text_renders(capsys):
         assert info.value.code == 0
     out = capsys.readouterr().out
     assert "analyze" in out and "99%," in out and "cost" in out
+
+
+def _words(text: str) -> set:
+    return {word.lower().replace("-", "") for word in text.replace(",", " ").replace(":", " ").split()}
+
+
+def test_the_demo_help_names_what_the_demo_runs():
+    from moram_avalanche.cli import build_parser
+    from moram_avalanche.experiments.demo import DEMO_STRATEGIES, FULL_DEMO_STRATEGIES
+    from moram_avalanche.strategies.registry import get_strategy
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if a.dest == "command")
+    demo = commands.choices["demo"]
+    summary = next(a.help for a in commands._choices_actions if a.dest == "demo")
+    shown = summary.split("(")[0]  # "ZeroShot vs FineTune vs MoRAM on an offline synthetic stream"
+    named = {get_strategy(name).__name__.lower() for name in DEMO_STRATEGIES}
+    assert named <= _words(shown)
+    # no strategy the default demo leaves out is named before "--full"
+    others = {get_strategy(name).__name__.lower() for name in FULL_DEMO_STRATEGIES} - named
+    assert not others & _words(shown) and not others & _words(demo.description.split("--full")[0])
+    full = next(a.help for a in demo._actions if a.dest == "full")
+    assert others <= _words(full) and "all eight strategies" in full and len(FULL_DEMO_STRATEGIES) == 8
+
+
+@pytest.mark.parametrize("argv", [["demo"], ["run", "--benchmark", "synthetic", "--strategy", "moram", "--log-dir", "x"],
+                                  ["compare", "--benchmark", "synthetic", "--strategies", "moram", "--out", "x"],
+                                  ["analyze", "x"], ["cost"]])
+def test_device_defaults_to_auto(argv):
+    from moram_avalanche.cli import build_parser
+
+    assert build_parser().parse_args(argv).device == "auto"

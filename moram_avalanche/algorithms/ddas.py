@@ -312,7 +312,8 @@ def random_conv_features(seed: int, channels: int = 16, patch: int = 4) -> nn.Mo
     features keep. Not the release's extractor: report it when used.
     """
     generator = torch.Generator().manual_seed(seed)
-    conv = nn.Conv2d(3, channels, kernel_size=patch, stride=patch)
+    # skip_init: no draw from the global RNG (building these features changes no later result)
+    conv = torch.nn.utils.skip_init(nn.Conv2d, 3, channels, kernel_size=patch, stride=patch)
     with torch.no_grad():
         conv.weight.copy_(torch.randn(conv.weight.shape, generator=generator) * 0.2)
         conv.bias.zero_()

@@ -16,7 +16,7 @@ from typing import List
 
 from tqdm.auto import tqdm
 
-from .images import BadImages, ImageFiles
+from .images import BadImages, ImageFiles, read_rgb
 from .readers import DataError
 from .streams import protocol_domains, read_domain
 
@@ -60,7 +60,8 @@ def check_data(root, benchmark: str = "xtail", *, verify_images: bool = False,
                               len(data.test), folder=str(data.folder))
         paths = sorted({p for split in (data.train, data.test) if isinstance(split, ImageFiles)
                         for p in split.paths})
-        for path in tqdm(paths, desc=f"check {spec.name}", disable=not progress, leave=False):
+        for path in tqdm(paths, desc=f"check {spec.name}", disable=None if progress else True,
+                         leave=False):  # None: terminals only
             if not os.path.isfile(path):
                 report.missing_files.append(path)
             elif verify_images and not _decodes(path):
@@ -77,11 +78,9 @@ def check_data(root, benchmark: str = "xtail", *, verify_images: bool = False,
 
 
 def _decodes(path: str) -> bool:
-    from PIL import Image
-
+    """Whether a run can read ``path`` (decoded whole, in a mode :func:`.images.to_rgb` takes)."""
     try:
-        with Image.open(path) as image:
-            image.convert("RGB")
+        read_rgb(path)
         return True
     except (OSError, SyntaxError, ValueError):
         return False

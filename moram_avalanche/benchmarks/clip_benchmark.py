@@ -113,6 +113,11 @@ def clip_benchmark(domains, train_sets, test_sets, *, label_space: str, train_tr
             f"need one train and one test set per domain: got {len(domains)} domains, "
             f"{len(train_sets)} train sets, {len(test_sets)} test sets"
         )
+    names = [domain.name for domain in domains]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"domain names must be distinct (they key the accuracy matrix, the logs "
+                         f"and the checkpoints), got {repeated} more than once in {names}")
     groups = TransformGroups({"train": train_transform, "eval": eval_transform})
     offsets = label_offsets(domains)
 

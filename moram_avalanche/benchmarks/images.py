@@ -6,10 +6,14 @@ or that the format forces into memory (CIFAR-100's pickles, 150 MB of uint8). Bo
 ``(PIL image, local label)`` and carry ``targets``, as Avalanche's classification datasets
 expect; transforms are Avalanche's (the benchmark's train / eval transform groups).
 
-A corrupt or unreadable file is handed to a :class:`BadImages` policy: ``"skip"`` (default)
-warns once per file, records it, and returns the next readable image of the same class in
-its place; ``"raise"`` stops with the file's path and dataset. Records go to an append-only
-JSON-lines file, so DataLoader worker processes report them too.
+Every image becomes 8-bit RGB the way it looks (:func:`to_rgb`): 16-bit grey scaled to 8
+bits, palettes looked up, CMYK converted, transparency composited over white; a mode that
+cannot be shown faithfully (32-bit integer beyond 16 bits, float) is refused like a corrupt
+file. A corrupt, unreadable or refused file is handed to a :class:`BadImages` policy:
+``"skip"`` (default) warns once per file, records it, and returns the next readable image of
+the same class in its place; ``"raise"`` stops with the file's path and dataset. Records go
+to an append-only JSON-lines file, so DataLoader worker processes report them too; a line
+torn by a killed process is ignored when the file is read.
 """
 
 from __future__ import annotations
@@ -25,11 +29,69 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 from PIL import Image
 
+from ..utils.errors import UserError
+
 BAD_IMAGE_POLICIES = ("skip", "raise")
 
+#: PIL modes :func:`to_rgb` converts with ``Image.convert("RGB")`` (no alpha, 8 bits a channel)
+PLAIN_MODES = ("RGB", "L", "1", "CMYK", "YCbCr", "LAB", "HSV", "RGBX")
+#: PIL modes with an alpha channel, composited over white
+ALPHA_MODES = ("RGBA", "RGBa", "LA", "La", "PA")
+#: 16-bit grey (PNG): scaled to 8 bits
+SIXTEEN_BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N")
 
-class BadImageError(RuntimeError):
+
+class BadImageError(UserError, RuntimeError):
     """An image file could not be decoded and the policy is ``"raise"``."""
+
+
+class UnsupportedImageError(ValueError):
+    """An image whose PIL mode :func:`to_rgb` cannot convert faithfully."""
+
+
+def to_rgb(image: Image.Image) -> Image.Image:
+    """``image`` as 8-bit RGB, as it looks.
+
+    * RGB, grey, bilevel, CMYK, YCbCr, LAB, HSV: PIL's conversion;
+    * palette: looked up (with its transparent index composited over white);
+    * alpha (RGBA, LA, PA, premultiplied): composited over a white background -- the
+      reference code's ``convert("RGB")`` drops alpha and shows whatever colour the file
+      keeps under transparent pixels;
+    * 16-bit grey: ``round(v * 255 / 65535)``; ``convert("RGB")`` would clip every value
+      above 255 to white;
+    * 32-bit integer grey ("I"): kept when its values fit in 8 bits, scaled when they fit in
+      16, else refused; float ("F") and other modes: refused.
+
+    Refusals raise :class:`UnsupportedImageError` (a ValueError) naming the mode.
+    """
+    mode = image.mode
+    if mode == "P":
+        mode = "PA" if "transparency" in image.info else "RGB"
+        image = image.convert("RGBA" if mode == "PA" else "RGB")
+    if mode in PLAIN_MODES:
+        return image.convert("RGB")
+    if mode in ALPHA_MODES:
+        rgba = image.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    if mode in SIXTEEN_BIT_MODES or mode == "I":
+        values = np.asarray(image).astype(np.int64)
+        low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
+        if low < 0 or high > 65535:
+            raise UnsupportedImageError(f"32-bit grey values in [{low}, {high}] do not fit in 16 "
+                                        "bits; convert the file to 8-bit")
+        if mode in SIXTEEN_BIT_MODES or high > 255:
+            values = (values * 255 + 32767) // 65535
+        return Image.fromarray(values.astype(np.uint8), mode="L").convert("RGB")
+    raise UnsupportedImageError(f"PIL mode {image.mode!r} cannot be shown as 8-bit RGB faithfully; "
+                                "convert the file to 8-bit RGB")
+
+
+def read_rgb(path) -> Image.Image:
+    """Decode the image file ``path`` completely, as :func:`to_rgb` converts it."""
+    with Image.open(path) as image:
+        image.load()  # decodes the whole file, so truncation errors surface here
+        return to_rgb(image)
 
 
 class BadImages:
@@ -60,10 +122,11 @@ class BadImages:
         log_path = Path(log_path)
         if log_path == self.log_path:
             return
+        _end_torn_line(log_path)
         old = self.log_path.read_text(encoding="utf-8") if self.log_path.exists() else ""
         if old:
             with open(log_path, "a", encoding="utf-8") as log:
-                log.write(old)
+                log.write(old if old.endswith("\n") else old + "\n")
         if self._cleanup is not None:
             self._cleanup()
             self._cleanup = None
@@ -74,8 +137,8 @@ class BadImages:
         message = f"cannot read image {path} of dataset {dataset!r}: {type(error).__name__}: {error}"
         if self.policy == "raise":
             raise BadImageError(
-                f"{message}\n(pass on_bad_image='skip' / --on-bad-image skip to skip such files "
-                "with a warning, or replace the file)"
+                f"{message} (replace the file, or pass on_bad_image='skip' / --on-bad-image skip "
+                "to skip such files with a warning)"
             ) from error
         record = json.dumps({"dataset": dataset, "path": str(path), "error": str(error)})
         with open(self.log_path, "a", encoding="utf-8") as log:  # O_APPEND: one line per write
@@ -90,14 +153,34 @@ class BadImages:
         if not self.log_path.exists():
             return {}
         found = {}
-        for line in self.log_path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
+        text = self.log_path.read_bytes().decode("utf-8", errors="replace")
+        for line in text.splitlines():
+            try:
                 record = json.loads(line)
                 found[record["path"]] = record["dataset"]
+            except (ValueError, KeyError, TypeError):  # a line torn by a killed process
+                continue
         return found
 
     def __getstate__(self):  # copies (worker processes) share the log file; only we delete it
         return {"policy": self.policy, "log_path": self.log_path, "_warned": set(), "_cleanup": None}
+
+
+def _end_torn_line(path: Path) -> None:
+    """Give a log whose last line was torn (a process killed mid-write) its line break, so the
+    next record starts on a line of its own."""
+    try:
+        with open(path, "rb") as log:
+            log.seek(0, os.SEEK_END)
+            if log.tell() == 0:
+                return
+            log.seek(-1, os.SEEK_END)
+            torn = log.read(1) != b"\n"
+    except FileNotFoundError:
+        return
+    if torn:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write("\n")
 
 
 def _remove(path) -> None:
@@ -154,8 +237,7 @@ class ImageFiles(_LabelledImages):
         self.paths: List[str] = [str(p) for p in paths]
 
     def _load(self, index: int) -> Image.Image:
-        with Image.open(self.paths[index]) as image:
-            return image.convert("RGB")  # convert() decodes the whole file, so errors surface here
+        return read_rgb(self.paths[index])
 
     def _describe(self, index: int) -> str:
         return self.paths[index]
@@ -181,7 +263,7 @@ class ImageArrays(_LabelledImages):
         self.source = source
 
     def _load(self, index: int) -> Image.Image:
-        return Image.fromarray(np.asarray(self.array[self.index[index]])).convert("RGB")
+        return to_rgb(Image.fromarray(np.asarray(self.array[self.index[index]])))
 
     def _describe(self, index: int) -> str:
         return f"{self.source}[{int(self.index[index])}]"
@@ -190,3 +272,7 @@ class ImageArrays(_LabelledImages):
         return ImageArrays(self.array, [self.targets[i] for i in indices], name=self.name,
                            index=self.index[list(indices)], bad_images=self.bad_images,
                            source=self.source)
+
+
+__all__ = ["ALPHA_MODES", "BAD_IMAGE_POLICIES", "PLAIN_MODES", "SIXTEEN_BIT_MODES", "BadImageError",
+           "BadImages", "ImageArrays", "ImageFiles", "UnsupportedImageError", "read_rgb", "to_rgb"]

@@ -169,16 +169,27 @@ def _resolve_order(order: Order, presets: dict, stream: str) -> List[DomainSpec]
     if isinstance(order, (int, str)):
         key = order.upper() if isinstance(order, str) else order
         key = int(key) if isinstance(key, str) and key.isdigit() else key
-        if key not in presets:
+        if key in presets:
+            names = presets[key]
+        elif isinstance(order, str) and _is_domain(order):
+            names = [order]  # one domain
+        else:
             raise ValueError(f"{stream} order must be one of {list(presets)} or a list of "
                              f"domains, got {order!r}")
-        names = presets[key]
     else:
         names = list(order)
     specs = [resolve_domain(name) for name in names]
     if not specs or len({s.name for s in specs}) != len(specs):
         raise ValueError(f"{stream} order must list distinct domains, got {list(names)}")
     return specs
+
+
+def _is_domain(name: str) -> bool:
+    try:
+        resolve_domain(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _build(protocol, root, specs, *, shots, seed, prompts, replace_short, label_space,

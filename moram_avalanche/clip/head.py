@@ -9,6 +9,36 @@ import torch.nn.functional as F
 from torch import nn
 
 
+def context_length(model: nn.Module):
+    """The number of tokens the text encoder of an open_clip model takes (None if unknown)."""
+    for owner in (model, getattr(model, "text", None)):
+        length = getattr(owner, "context_length", None)
+        if isinstance(length, int):
+            return length
+    return None
+
+
+def check_tokenizer(model: nn.Module, tokenizer) -> None:
+    """A ValueError unless ``tokenizer`` makes token sequences as long as ``model`` reads.
+
+    One probe sentence is tokenised. A tokenizer of another model (say open_clip's default
+    77-token one with a 16-token text encoder) otherwise fails deep inside the text encoder,
+    or -- when padding lengths happen to broadcast -- not at all.
+    """
+    if not callable(tokenizer):
+        raise TypeError(f"tokenizer must be callable (texts -> token ids), got {type(tokenizer).__name__}")
+    expected = context_length(model)
+    if expected is None:
+        return
+    tokens = tokenizer(["a photo."])
+    length = tokens.shape[-1] if hasattr(tokens, "shape") else None
+    if length != expected:
+        raise ValueError(
+            f"the tokenizer makes sequences of {length} tokens but the model's text encoder "
+            f"takes {expected} (model.context_length): use the model's own tokenizer, "
+            "load_clip's fourth value or open_clip.get_tokenizer(<model name>)")
+
+
 class TextHead:
     """Embeds prompts with a CLIP model's text encoder.
 
@@ -20,6 +50,7 @@ class TextHead:
     """
 
     def __init__(self, model: nn.Module, tokenizer, batch_size: int = 256) -> None:
+        check_tokenizer(model, tokenizer)
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size

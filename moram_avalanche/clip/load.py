@@ -17,17 +17,22 @@ with:
 from __future__ import annotations
 
 import os
+import pickle
+import re
 import warnings
 from typing import Any, Callable, Optional, Tuple
 
 from torch import nn
+
+from ..utils.devices import resolve_device
+from ..utils.errors import UserError
 
 #: the pretrained-config fields that set the image preprocessing -> open_clip's keyword
 _PREPROCESS_KEYWORDS = {"mean": "image_mean", "std": "image_std", "interpolation": "image_interpolation",
                         "resize_mode": "image_resize_mode"}
 
 
-class WeightsUnavailableError(RuntimeError):
+class WeightsUnavailableError(UserError, RuntimeError):
     """Pretrained weights could not be obtained (no network, no cache, wrong file)."""
 
 
@@ -49,7 +54,7 @@ def load_clip(
         name: open_clip model name (the paper: ``"ViT-B-16"``).
         pretrained: an open_clip tag (the paper: ``"openai"``), a path to a local weights
             file, or None for random initialisation (tests, offline demos).
-        device: where the model is placed.
+        device: where the model is placed (``"auto"``: a CUDA GPU when there is one).
         cache_dir: where open_clip caches downloaded weights.
         weights_origin: with a local file, the open_clip tag the file's weights were
             published under (e.g. ``"openai"``): the model is built as that tag's weights
@@ -61,6 +66,7 @@ def load_clip(
 
     Raises:
         ValueError: unknown model name, ``pretrained`` is neither a known tag nor a file, or
+            the file does not hold weights of this model; a device this machine lacks;
             ``weights_origin`` is not a tag of the model (or contradicts the tag given).
         WeightsUnavailableError: the tag's weights could not be downloaded or found in the
             cache; the message says how to pass a local weights file instead.
@@ -73,20 +79,55 @@ def load_clip(
             f"{', '.join(m for m in open_clip.list_models() if m.startswith('ViT-B'))}, ... "
             "(open_clip.list_models() lists them all)"
         )
+    device = resolve_device(device)
     options = dict(open_clip_kwargs)
+    local = False
     if pretrained:
         tag = _weights_tag(open_clip, name, pretrained, weights_origin)
-        _fetch_pretrained(open_clip, name, pretrained, cache_dir)
+        local = _fetch_pretrained(open_clip, name, pretrained, cache_dir)
         options.update(_trained_as(open_clip, name, tag, is_file=tag != pretrained))
         if tag is None:
             _warn_unknown_origin(open_clip, name, pretrained)
     elif weights_origin is not None:
         raise ValueError(f"weights_origin={weights_origin!r} describes a weights file, but no "
                          "pretrained weights are loaded (pretrained=None)")
-    model, train_transform, eval_transform = open_clip.create_model_and_transforms(
-        name, pretrained=pretrained or None, device=device, cache_dir=cache_dir, **options
-    )
+    try:
+        model, train_transform, eval_transform = open_clip.create_model_and_transforms(
+            name, pretrained=pretrained or None, device=device, cache_dir=cache_dir, **options
+        )
+    except (RuntimeError, pickle.UnpicklingError, EOFError, KeyError, ValueError) as err:
+        if not local:
+            raise
+        raise ValueError(
+            f"pretrained={pretrained!r} does not hold weights of open_clip model {name!r} "
+            f"({_describe_load_error(err)}); pass a weights file saved from {name} "
+            "(its state_dict), the model those weights belong to, or 'none' for random weights"
+        ) from None
     return model, train_transform, eval_transform, open_clip.get_tokenizer(name)
+
+
+def _describe_load_error(err: BaseException) -> str:
+    """One short line for a failed weights load: counts of missing / unexpected / mismatched
+    keys for a state dict of another model, else the error's first line."""
+    text = str(err)
+    counts = {label: len(re.findall(r'"[^"]+"', line)) for label, line in
+              (("missing", _line_after(text, "Missing key(s) in state_dict:")),
+               ("unexpected", _line_after(text, "Unexpected key(s) in state_dict:")))}
+    mismatched = text.count("size mismatch for ")
+    if any(counts.values()) or mismatched:
+        parts = [f"{n} {label} keys" for label, n in counts.items() if n]
+        parts += [f"{mismatched} keys of other shapes"] if mismatched else []
+        return "a state dict of another model: " + ", ".join(parts)
+    if isinstance(err, (pickle.UnpicklingError, EOFError)) or "PytorchStreamReader" in text:
+        return "torch.load cannot read it: a truncated file, or not a torch weights file"
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    first = first if len(first) <= 120 else first[:117] + "..."
+    return f"{type(err).__name__}: {first}"
+
+
+def _line_after(text: str, marker: str) -> str:
+    start = text.find(marker)
+    return "" if start < 0 else text[start + len(marker):].split("\n", 1)[0]
 
 
 def trained_with_quick_gelu(name: str, tag: str) -> bool:
@@ -145,13 +186,15 @@ def _warn_unknown_origin(open_clip, name: str, path: str) -> None:
         UnknownWeightsOriginWarning, stacklevel=3)
 
 
-def _fetch_pretrained(open_clip, name: str, pretrained: str, cache_dir: Optional[str]) -> None:
-    """Make sure the weights for ``pretrained`` are on disk, or fail with instructions."""
+def _fetch_pretrained(open_clip, name: str, pretrained: str, cache_dir: Optional[str]) -> bool:
+    """Make sure the weights for ``pretrained`` are on disk, or fail with instructions.
+
+    Returns whether ``pretrained`` is a local file (rather than a tag)."""
     tags = open_clip.list_pretrained_tags_by_model(name)
     config = open_clip.get_pretrained_cfg(name, pretrained)
     if not config:
         if os.path.isfile(os.path.expanduser(pretrained)):
-            return
+            return True
         raise ValueError(
             f"pretrained={pretrained!r} is neither a known tag for {name!r} nor an existing file. "
             f"Known tags for {name}: {tags or 'none'}. To use weights you downloaded yourself, "
@@ -169,6 +212,7 @@ def _fetch_pretrained(open_clip, name: str, pretrained: str, cache_dir: Optional
             + ("" if not config.get("quick_gelu") else "; OpenAI's weights run with QuickGELU")
             + "), or point cache_dir at a cache that holds them."
         ) from err
+    return False
 
 
 __all__ = ["UnknownWeightsOriginWarning", "WeightsUnavailableError", "load_clip", "trained_with_quick_gelu"]

@@ -7,6 +7,12 @@ training clock, the domains seen, the state of plugins and metrics that have one
 (``state_dict``/``load_state_dict``) and every RNG -- so a run resumed from it ends exactly as
 an uninterrupted run. It is written atomically and loads with ``torch.load(weights_only=True)``.
 
+Damage is named and survivable: :func:`save_run_state` keeps the checkpoint it replaces
+(``checkpoint.prev.pt`` beside ``checkpoint.pt``: one experience earlier), and
+:func:`load_latest_run_state` falls back to it, with a warning naming the damaged file, when
+the newest cannot be read (a truncated copy, a full disk); with no readable checkpoint left it
+stops with a :class:`DamagedCheckpointError` that names the files and the ways out.
+
 For Avalanche's own whole-strategy pickles, :func:`save_checkpoint` is Avalanche's
 ``save_checkpoint`` with its torch 2.15 fix applied only while it writes
 (:func:`optimizer_names_for_dill`; integration guide, section 5): importing this package
@@ -18,9 +24,12 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import logging
+import os
+import pickle
 import random
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional, Tuple
 
 import numpy as np
 import torch
@@ -28,7 +37,11 @@ import torch
 from ..benchmarks.clip_benchmark import Domain
 from ..utils.files import atomic_write, atomic_write_bytes
 
+logger = logging.getLogger(__name__)
+
 FORMAT_VERSION = 1
+#: the entries every run checkpoint holds
+STATE_KEYS = ("version", "strategy", "experiences_done", "model", "clock", "seen_domains", "stateful", "rng")
 _CLOCK_FIELDS = ("train_iterations", "train_exp_counter", "train_exp_epochs",
                  "train_exp_iterations", "train_epoch_iterations", "total_iterations")
 
@@ -101,8 +114,24 @@ def _stateful(strategy):
     return items
 
 
-def save_run_state(strategy, path) -> Path:
-    """Write the checkpoint of ``strategy`` after its last completed experience."""
+class DamagedCheckpointError(ValueError):
+    """A run checkpoint that cannot be read (truncated, overwritten, of another format)."""
+
+
+def previous_path(path) -> Path:
+    """Where :func:`save_run_state` keeps the checkpoint that ``path`` replaced
+    (``checkpoint.pt`` -> ``checkpoint.prev.pt``)."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.prev{path.suffix}")
+
+
+def save_run_state(strategy, path, *, keep_previous: bool = True) -> Path:
+    """Write the checkpoint of ``strategy`` after its last completed experience.
+
+    The file is written atomically; with ``keep_previous`` the checkpoint it replaces is
+    kept as :func:`previous_path` (renamed, not copied), the fallback of
+    :func:`load_latest_run_state`.
+    """
     state = {
         "version": FORMAT_VERSION,
         "strategy": type(strategy).__name__,
@@ -119,14 +148,65 @@ def save_run_state(strategy, path) -> Path:
     }
     buffer = io.BytesIO()
     torch.save(state, buffer)
+    path = Path(path)
+    if keep_previous and path.exists():
+        os.replace(path, previous_path(path))  # killed right after: the loader takes the previous
     return atomic_write_bytes(path, buffer.getvalue())
+
+
+def read_run_state(path) -> dict:
+    """The content of a run checkpoint; a :class:`DamagedCheckpointError` naming ``path`` when
+    it cannot be read or lacks what a run checkpoint holds."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, pickle.UnpicklingError, OSError, ValueError, KeyError) as err:
+        first = (str(err).strip().splitlines() or [""])[0].split(". ")[0][:100]
+        raise DamagedCheckpointError(f"{path} cannot be read, truncated or overwritten "
+                                     f"({type(err).__name__}: {first})") from None
+    if not isinstance(state, dict) or any(key not in state for key in STATE_KEYS):
+        raise DamagedCheckpointError(f"{path} is not a run checkpoint of this package")
+    if state["version"] != FORMAT_VERSION:
+        raise DamagedCheckpointError(f"{path}: checkpoint format {state['version']}, expected {FORMAT_VERSION}")
+    return state
+
+
+def load_latest_run_state(strategy, path) -> Tuple[int, Optional[Path]]:
+    """Restore ``strategy`` from the newest readable of ``path`` and its previous checkpoint
+    (:func:`previous_path`); returns ``(experiences done, the file used)``, ``(0, None)`` when
+    neither exists.
+
+    A damaged newest checkpoint is skipped with a warning that names it (the run resumes one
+    experience earlier); when no checkpoint can be read, a :class:`DamagedCheckpointError`
+    names the files and the ways out.
+    """
+    damaged = []
+    for candidate in (Path(path), previous_path(path)):
+        if not candidate.exists():
+            continue
+        try:
+            state = read_run_state(candidate)
+        except DamagedCheckpointError as err:
+            damaged.append(str(err))
+            continue
+        if damaged:
+            logger.warning("%s; resuming from the previous checkpoint %s instead (one experience "
+                           "earlier)", damaged[0], candidate)
+        return restore_run_state(strategy, state, candidate), candidate
+    if damaged:
+        raise DamagedCheckpointError(
+            f"{'; '.join(damaged)}, and no earlier checkpoint can be read: start the run over "
+            "(--no-resume, resume=False), or put back an intact copy of the file")
+    return 0, None
 
 
 def load_run_state(strategy, path) -> int:
     """Restore ``strategy`` from a checkpoint; returns how many experiences were done."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    if state.get("version") != FORMAT_VERSION:
-        raise ValueError(f"{path}: checkpoint format {state.get('version')}, expected {FORMAT_VERSION}")
+    return restore_run_state(strategy, read_run_state(path), path)
+
+
+def restore_run_state(strategy, state: dict, path) -> int:
+    """Restore ``strategy`` from ``state`` (read from ``path``, named in errors); returns how
+    many experiences were done."""
     if state["strategy"] != type(strategy).__name__:
         raise ValueError(
             f"{path} was written by a {state['strategy']} run, not {type(strategy).__name__}: "
@@ -149,5 +229,6 @@ def load_run_state(strategy, path) -> int:
     return int(state["experiences_done"])
 
 
-__all__ = ["FORMAT_VERSION", "OPTIMIZER_MODULES", "load_run_state", "optimizer_names_for_dill",
-           "save_checkpoint", "save_run_state"]
+__all__ = ["FORMAT_VERSION", "OPTIMIZER_MODULES", "STATE_KEYS", "DamagedCheckpointError",
+           "load_latest_run_state", "load_run_state", "optimizer_names_for_dill", "previous_path",
+           "read_run_state", "restore_run_state", "save_checkpoint", "save_run_state"]

@@ -15,13 +15,19 @@ writes, under ``out_dir``:
   (:mod:`moram_avalanche.experiments.tables`), ``summary.md``: one line per strategy with peak memory and
   training time, ``accuracy_matrices.png``: the matrices side by side;
 * ``compare.json``: the settings every strategy shares, and ``<strategy>/settings.json``:
-  that strategy's own (its ``--set`` options).
+  the run's record (:mod:`~moram_avalanche.experiments.settings`): the shared settings, the
+  strategy's own (its ``--set`` options), the options it was built with, the benchmark.
 
 Resumable per strategy: a strategy whose ``results.json`` holds a complete matrix is not run
-again; an interrupted one continues from its checkpoint; one added later joins the table.
+again; an interrupted one continues from its checkpoint; one added later joins the table; a
+finished one whose result files went missing or were damaged writes them again.
 A folder holding a comparison made with other shared settings is refused (its numbers would
-not be comparable), and so is a strategy already run there with other settings of its own
-(delete its folder to run it again); both are checked before anything runs.
+not be comparable), and so is a strategy already run there with other settings or options of
+its own (delete its folder to run it again). Everything is checked before anything runs or
+is written: the model is loaded once to give every strategy's options (:attr:`Setup.options`)
+their transform, and each strategy's options are checked
+(:func:`~moram_avalanche.strategies.options.check_strategy_options`) and compared with its
+record.
 
 Strategies are the registry's (:func:`~moram_avalanche.strategies.registry.get_strategy`):
 the package's and Avalanche's own (``avalanche.naive``, ...). Under ``torchrun`` every
@@ -40,14 +46,17 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 
 from ..algorithms.data_parallel import barrier, is_main_process, world_size
-from ..utils.files import atomic_write_bytes, atomic_write_text
+from ..utils.files import atomic_write_bytes, atomic_write_text, check_output_folder, remove_temporaries
 from .seeding import RELEASE_SEED, seed_everything
+from .settings import RUN_SETTINGS_NAME, check_settings, describe_benchmark, describe_options, write_settings
 
 logger = logging.getLogger(__name__)
 
 SETTINGS_NAME = "compare.json"
-#: a strategy's own settings, in its run folder
-STRATEGY_SETTINGS_NAME = "settings.json"
+#: a strategy's record, in its run folder (the runner's :data:`~.settings.RUN_SETTINGS_NAME`)
+STRATEGY_SETTINGS_NAME = RUN_SETTINGS_NAME
+#: the parts of a run's record known before its strategy is built (its model is not)
+CHECKED_BEFORE_RUNNING = ("run", "strategy", "options", "benchmark")
 
 
 @dataclass
@@ -59,12 +68,13 @@ class Setup:
             per strategy (after seeding), so every strategy starts from the same weights.
         make_benchmark: ``(train_transform, eval_transform) -> benchmark``.
         options: ``(strategy name, eval_transform) -> keyword arguments`` of that strategy
-            (the shared budget and any per-strategy settings).
+            (the shared budget and any per-strategy settings). Called once per strategy,
+            before any strategy runs; its values are checked and recorded.
         settings: JSON-able description of the shared settings (benchmark, model, budget,
             seed, ...), stored in ``compare.json`` and checked when a comparison resumes.
         strategy_settings: ``strategy name -> JSON-able description`` of that strategy's own
-            settings, stored in ``<strategy>/settings.json`` and checked when it resumes, so
-            a strategy with options of its own can join an existing comparison.
+            settings (e.g. how its options were given), stored in ``<strategy>/settings.json``
+            with the options themselves and checked when it resumes.
         seed: Python's, NumPy's and torch's generators are seeded with it before each
             strategy's model and benchmark are built (:func:`~moram_avalanche.experiments.seeding.seed_everything`;
             default 42, the release's).
@@ -91,38 +101,60 @@ def run_comparison(setup: Setup, strategies: Sequence[str], out_dir, *, resume: 
     from ..strategies.registry import get_strategy
 
     names = _strategy_names(strategies, get_strategy)
-    out_dir = Path(out_dir)
-    own = {name: _as_stored(setup.strategy_settings(name)) for name in names}
+    out_dir = check_output_folder(out_dir, "out_dir")
     if resume:
-        _check_stored(out_dir / SETTINGS_NAME, _as_stored(setup.settings),
-                      f"{out_dir} holds a comparison made with other settings",
-                      "use another output folder, or start it over (--no-resume)")
+        check_settings(out_dir / SETTINGS_NAME, setup.settings, what=f"the comparison in {out_dir}",
+                       fix="use another output folder, or start it over (--no-resume, resume=False)")
+    prepared = _prepare(setup, names, get_strategy)
+    if resume:
         for name in names:
-            _check_stored(out_dir / name / STRATEGY_SETTINGS_NAME, own[name],
-                          f"{name} was run in {out_dir} with other settings of its own",
-                          f"delete {out_dir / name} to run it again with these")
+            check_settings(out_dir / name / STRATEGY_SETTINGS_NAME, prepared[name][1],
+                           what=f"{name} in {out_dir}", keys=CHECKED_BEFORE_RUNNING,
+                           fix=f"delete {out_dir / name} to run it again with these, or start the "
+                               "comparison over (--no-resume, resume=False)")
     main = is_main_process()  # rank 0 of a data-parallel run writes; the others only train
     barrier()  # every process has checked the stored settings before rank 0 rewrites them
     if main:
-        _write_settings(out_dir / SETTINGS_NAME, setup.settings)
+        remove_temporaries(out_dir)
+        write_settings(out_dir / SETTINGS_NAME, setup.settings)
     results = {}
     for name in names:
         run_dir = out_dir / name
-        if main:
-            if not resume:
-                shutil.rmtree(run_dir, ignore_errors=True)
-            _write_settings(run_dir / STRATEGY_SETTINGS_NAME, own[name])
+        if not resume and main:
+            shutil.rmtree(run_dir, ignore_errors=True)
         barrier()
         done = _complete_report(run_dir) if resume else None
         if done is not None:
             logger.info("%s: complete in %s, not run again", name, run_dir)
             results[name] = done
             continue
-        results[name] = _run_one(setup, name, get_strategy(name), run_dir,
-                                 out_dir / "tensorboard" / name, resume, progress)
+        options, record = prepared[name]
+        results[name] = _run_one(setup, name, get_strategy(name), run_dir, out_dir / "tensorboard" / name,
+                                 resume, progress, options, record["run"])
     if main:
         write_comparison(results, out_dir)
     return results
+
+
+def _prepare(setup: Setup, names: Sequence[str], get_strategy) -> Dict[str, tuple]:
+    """``{name: (options, the record checked before running)}``: every strategy's options,
+    given the eval transform of one model load, checked without building any strategy."""
+    from ..strategies.options import check_strategy_options
+
+    seed_everything(setup.seed)
+    model, train_tf, eval_tf, _ = setup.make_model()
+    benchmark = describe_benchmark(setup.make_benchmark(train_tf, eval_tf))
+    del model
+    prepared = {}
+    for name in names:
+        cls = get_strategy(name)
+        options = dict(setup.options(name, eval_tf))
+        check_strategy_options(cls, options)
+        run = {"comparison": setup.settings, "strategy_settings": setup.strategy_settings(name),
+               "seed": setup.seed}
+        prepared[name] = (options, {"run": run, "strategy": cls.__name__,
+                                    "options": describe_options(options), "benchmark": benchmark})
+    return prepared
 
 
 def _strategy_names(strategies: Sequence[str], get_strategy) -> list:
@@ -137,43 +169,23 @@ def _strategy_names(strategies: Sequence[str], get_strategy) -> list:
     return names
 
 
-def _as_stored(settings: dict) -> dict:
-    """``settings`` as it reads back from a JSON file."""
-    return json.loads(json.dumps(settings))
-
-
-def _check_stored(path: Path, settings: dict, problem: str, fix: str) -> None:
-    """Refuse when ``path`` holds settings other than ``settings``; say which and how to fix."""
-    if not path.exists():
-        return
-    stored = json.loads(path.read_text())
-    if stored != settings:
-        changed = sorted(k for k in set(stored) | set(settings) if stored.get(k) != settings.get(k))
-        raise ValueError(
-            f"{problem} ({', '.join(changed)}: {({k: stored.get(k) for k in changed})} there, "
-            f"{({k: settings.get(k) for k in changed})} now); {fix}")
-
-
-def _write_settings(path: Path, settings: dict) -> None:
-    atomic_write_text(path, json.dumps(settings, indent=2, sort_keys=True) + "\n")
-
-
 def _complete_report(run_dir: Path) -> Optional[dict]:
-    """The stored report of a finished run, or None."""
+    """The stored report of a finished run, or None (not finished, or a file missing or
+    damaged: the run is resumed from its checkpoint, which writes them again)."""
     try:
         report = json.loads((run_dir / "results.json").read_text())
         memory = json.loads((run_dir / "memory.json").read_text())
         time = json.loads((run_dir / "time.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    matrix = report.get("matrix") or []
-    if len(matrix) != len(report.get("domains", ())) or "per_domain" not in report:
+        matrix = report.get("matrix") or []
+        if len(matrix) != len(report.get("domains", ())) or "per_domain" not in report:
+            return None
+    except (OSError, ValueError, AttributeError, TypeError):
         return None
     return {**report, "memory": memory, "time": time}
 
 
 def _run_one(setup: Setup, name: str, strategy_class, run_dir: Path, tb_dir: Path, resume: bool,
-             progress: bool) -> dict:
+             progress: bool, options: dict, settings: dict) -> dict:
     from avalanche.logging import TensorboardLogger
     from avalanche.training.plugins import EvaluationPlugin
 
@@ -190,15 +202,17 @@ def _run_one(setup: Setup, name: str, strategy_class, run_dir: Path, tb_dir: Pat
     seed_everything(setup.seed)
     model, train_tf, eval_tf, tokenizer = setup.make_model()
     benchmark = setup.make_benchmark(train_tf, eval_tf)
-    loggers = [TensorboardLogger(tb_dir)] if main else []  # rank 0 logs (Avalanche's rule)
-    evaluator = EvaluationPlugin(AccuracyMatrix(out_dir=run_dir), loggers=loggers)
-    options = dict(setup.options(name, eval_tf))
+    matrix = AccuracyMatrix(out_dir=run_dir)
+    options = dict(options)
     parallel = [DataParallel()] if world_size() > 1 else []
     plugins = [PeakMemory(), RunTime(), *parallel, *options.pop("plugins", [])]
+    loggers = (lambda: [TensorboardLogger(tb_dir)]) if main else list  # rank 0 logs (Avalanche's rule)
+    # the evaluator (and its TensorBoard folder) is made once the strategy passed its checks
+    evaluator = lambda: EvaluationPlugin(matrix, loggers=loggers())  # noqa: E731
     strategy = strategy_class(model=model, tokenizer=tokenizer, evaluator=evaluator,
                               device=setup.device, progress=progress and main, plugins=plugins, **options)
     run_stream(strategy, benchmark, run_dir, resume=resume, progress=progress and main,
-               num_workers=setup.num_workers)
+               num_workers=setup.num_workers, settings=settings)
     # a whole-strategy resume (Avalanche's strategies) replaced the metric and plugins
     peak, clock = (next(p for p in strategy.plugins if isinstance(p, kind)) for kind in (PeakMemory, RunTime))
     report = {**accuracy_matrix_of(strategy).report(), "memory": peak.report(), "time": clock.report()}

@@ -19,6 +19,7 @@ from typing import Callable, List
 import torch
 
 from ..algorithms.data_parallel import is_main_process, world_size
+from ..utils.devices import resolve_device
 from ..strategies.plugins.data_parallel import DataParallel
 
 #: the environment torchrun sets for each process
@@ -55,9 +56,10 @@ def under_torchrun() -> bool:
 def start_processes(seed: int, device: str) -> Processes:
     """Join the torchrun process group when there is one; this process's device and role.
 
-    ``device`` is the one asked for on the command line ("cpu", "cuda"); under torchrun a CUDA
+    ``device`` is the one asked for on the command line ("cpu", "cuda", "auto"); under torchrun a CUDA
     device becomes ``cuda:<LOCAL_RANK>``.
     """
+    device = resolve_device(device, "--device")  # "auto" -> "cuda" or "cpu"
     if not under_torchrun():
         return Processes(device=device, world=1, main=True)
     if not (torch.distributed.is_available() and torch.distributed.is_initialized()):

@@ -114,7 +114,9 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
         self.domains: List[str] = []
         self.rows: Dict[int, Dict[int, float]] = {}
         self._accuracy: Optional[TopOneAccuracy] = None
-        self._bad_images = None  # the benchmark's record of skipped images, when it has one
+        #: the benchmark's record of skipped images, when it has one (set by the first
+        #: evaluation, or by the runner)
+        self.bad_images = None
 
     # ------------------------------------------------------------------ state
     def result(self) -> np.ndarray:
@@ -162,7 +164,7 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
         if total == 0:
             return None
         experience = strategy.experience
-        self._bad_images = getattr(experience, "bad_images", self._bad_images)
+        self.bad_images = getattr(experience, "bad_images", self.bad_images)
         if not self.domains:
             self.domains = [d.name for d in experience.domains]
         row = strategy.clock.train_exp_counter - 1
@@ -194,8 +196,8 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
         report = {"domains": self.domains, "matrix": matrix.tolist(), "zero_shot": self.zero_shot}
         if matrix.size and not np.isnan(matrix).any():
             report.update(summarize(matrix))
-        if self._bad_images is not None:
-            skipped = self._bad_images.skipped()
+        if self.bad_images is not None:
+            skipped = self.bad_images.skipped()
             report["skipped_images"] = {"count": len(skipped), "files": skipped}
         return report
 

@@ -5,51 +5,72 @@ written to ``<out_dir>/checkpoint.pt``; started again with the same output folde
 continues after the last completed experience and ends with the same accuracy matrix as an
 uninterrupted run.
 
+The folder records what made it (``settings.json``, :mod:`~moram_avalanche.experiments.settings`)
+and a run with other settings is refused there; what a killed process leaves behind is
+cleared or survived: temporaries of interrupted writes are removed, a damaged checkpoint
+falls back to the previous one (:func:`~moram_avalanche.experiments.checkpoint.load_latest_run_state`),
+a torn last line of ``bad_images.jsonl`` is ignored, TensorBoard hides the points logged after
+the checkpoint it resumes from, and a finished run rewrites results files that went missing.
+
 The package's strategies write the lean run state of :mod:`~moram_avalanche.experiments.checkpoint`
 (adapters, clock, plugin and metric state, RNGs); any other strategy -- Avalanche's own,
 ``avalanche.naive``, ... -- Avalanche's whole-strategy checkpoint (``save_checkpoint`` /
 ``maybe_load_checkpoint``, with the package's torch 2.15 fix), which holds their replay
 buffers, importances and teachers too. In a data-parallel run (``torchrun``) every process
-trains and evaluates its share, rank 0 alone writes the checkpoint, and every process resumes
-from it.
+trains and evaluates its share, rank 0 alone writes the folder's files, and every process
+resumes from rank 0's checkpoint.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 from tqdm.auto import tqdm
 
+from ..utils.checks import check_nonnegative_int, check_positive_int
+from ..utils.files import check_output_folder, remove_temporaries
 from ..algorithms.data_parallel import barrier, is_main_process, world_size
 from ..strategies.plugins.data_parallel import DataParallel
-from .checkpoint import load_run_state, save_checkpoint, save_run_state
+from .checkpoint import load_latest_run_state, previous_path, save_checkpoint, save_run_state
+from .settings import (RUN_SETTINGS_NAME, check_settings, describe, describe_benchmark, describe_options,
+                       write_settings)
 
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = "checkpoint.pt"
-
-
 BAD_IMAGES_NAME = "bad_images.jsonl"
+#: what a run writes in its folder (removed when it starts over)
+RUN_FILES = (CHECKPOINT_NAME, "checkpoint.prev.pt", BAD_IMAGES_NAME, RUN_SETTINGS_NAME, "results.json",
+             "accuracy_matrix.csv", "accuracy_matrix.png", "memory.json", "time.json", "atom_usage.png")
 
 
 def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
                max_experiences: Optional[int] = None, progress: bool = True,
-               num_workers: int = 0) -> int:
+               num_workers: int = 0, settings: Optional[Mapping[str, Any]] = None) -> int:
     """Train on each experience of ``benchmark.train_stream`` and evaluate ``test_stream`` after each.
 
     Args:
         strategy: a CLIP strategy (its evaluator holds the metrics and loggers).
         benchmark: a benchmark of :mod:`moram_avalanche.benchmarks`.
         out_dir: where the checkpoint goes (and, typically, the strategy's results).
-        resume: continue from ``out_dir/checkpoint.pt`` when it exists.
+        resume: continue from ``out_dir/checkpoint.pt`` when it exists; False starts over
+            (the run's files in ``out_dir`` are removed first).
         max_experiences: stop after this many experiences in total (None: the whole stream).
+        progress: a bar over the experiences (and the strategy's own bars) on a terminal;
+            elsewhere (a log file, a pipe) one line per experience.
         num_workers: DataLoader worker processes for decoding images (training keeps its
             workers alive while it cycles the data).
+        settings: JSON-able description of what else made the run (data, model weights,
+            seeds, ...), recorded with the strategy's class and options and the benchmark's
+            domains in ``out_dir/settings.json``.
 
-    Images skipped as unreadable are recorded in ``out_dir/bad_images.jsonl`` (kept across
-    resumes) and counted in ``results.json``.
+    Resuming in a folder whose recorded settings differ is a ValueError that lists the
+    differences (nothing is run or written). Images skipped as unreadable are recorded in
+    ``out_dir/bad_images.jsonl`` (kept across resumes) and counted in ``results.json``.
 
     Returns the number of experiences completed.
     """
@@ -57,34 +78,64 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
         raise ValueError(f"run_stream runs in a process group of {world_size()} processes but the "
                          "strategy has no DataParallel plugin: every process would train its own "
                          "model. Add plugins=[DataParallel()]")
-    path = Path(out_dir) / CHECKPOINT_NAME
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
-    if getattr(benchmark, "bad_images", None) is not None:
-        benchmark.bad_images.redirect(Path(out_dir) / BAD_IMAGES_NAME)
+    if max_experiences is not None:
+        check_positive_int("max_experiences", max_experiences)
+    check_nonnegative_int("num_workers", num_workers)
+    out_dir = check_output_folder(out_dir, "out_dir")
+    record = run_settings(strategy, benchmark, settings)
+    if resume:
+        check_run_folder(out_dir, record)
+    main = is_main_process()  # rank 0 of a data-parallel run writes; every process reads
+    if main:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        removed = remove_temporaries(out_dir)
+        if removed:
+            logger.info("removed %d temporary file(s) of interrupted writes in %s", len(removed), out_dir)
+        if not resume:
+            for name in RUN_FILES:
+                (out_dir / name).unlink(missing_ok=True)
+    barrier()
+    path = out_dir / CHECKPOINT_NAME
+    done, used = _load(strategy, path) if resume else (0, None)
+    if used is not None:
+        logger.info("resuming %s after %d experience(s) from %s", type(strategy).__name__, done, used)
+    barrier()  # every process has read the checkpoint before rank 0 writes again
+    if main:
+        write_settings(out_dir / RUN_SETTINGS_NAME, record)
+    bad_images = getattr(benchmark, "bad_images", None)
+    if bad_images is not None:
+        bad_images.redirect(out_dir / BAD_IMAGES_NAME)
+    if main:
+        hide_later_points(strategy, done + 1)
     loader = {"num_workers": num_workers}
     train_loader = dict(loader, persistent_workers=num_workers > 0)
-    done = 0
-    if resume and path.exists():
-        done = _load(strategy, path)
-        logger.info("resuming %s after %d experience(s) from %s", type(strategy).__name__, done, path)
     stream = benchmark.train_stream
     stop = len(stream) if max_experiences is None else min(len(stream), max_experiences)
-    bar = tqdm(total=len(stream), initial=done, desc=type(strategy).__name__, disable=not progress)
+    name = type(strategy).__name__
+    interactive = progress and sys.stderr.isatty()
+    bar = tqdm(total=len(stream), initial=done, desc=name, disable=not interactive)
+    start = done
     try:
         for index in range(done, stop):
+            began = time.perf_counter()
             strategy.train(stream[index], **train_loader)
             strategy.eval(benchmark.test_stream, **loader)
-            if is_main_process():
+            if main:
                 _save(strategy, path)
             barrier()  # every process resumes from the same checkpoint
             done = index + 1
             bar.update()
+            if progress and not interactive:
+                print(f"{name}: experience {done}/{len(stream)} ({getattr(stream[index], 'domain', index)}) "
+                      f"done in {time.perf_counter() - began:.1f} s", file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         logger.warning("interrupted after %d experience(s); run again with the same output "
                        "folder to resume from %s", done, path)
         raise
     finally:
         bar.close()
+    if done == start and done and main:
+        rewrite_results(strategy, bad_images)
     return done
 
 
@@ -100,13 +151,79 @@ def _save(strategy, path: Path) -> None:
         save_checkpoint(strategy, path)
 
 
-def _load(strategy, path: Path) -> int:
+def _load(strategy, path: Path):
+    """``(experiences done, the file used or None)``: the lean run state (with its fallback to
+    the previous checkpoint), or Avalanche's whole-strategy checkpoint."""
     if lean_checkpoints(strategy):
-        return load_run_state(strategy, path)
+        return load_latest_run_state(strategy, path)
+    if not path.exists():
+        return 0, None
     from avalanche.checkpointing import maybe_load_checkpoint
 
     _, done = maybe_load_checkpoint(strategy, str(path), map_location=strategy.device)
-    return int(done)
+    return int(done), path
 
 
-__all__ = ["BAD_IMAGES_NAME", "CHECKPOINT_NAME", "lean_checkpoints", "run_stream"]
+def run_settings(strategy, benchmark, settings: Optional[Mapping[str, Any]] = None) -> dict:
+    """What ``settings.json`` records: ``run`` (the caller's ``settings``), the strategy's class
+    and recorded options, the model's class and size, the benchmark's description."""
+    model = getattr(strategy, "model", None)
+    return {
+        "run": describe(dict(settings or {})),
+        "strategy": type(strategy).__name__,
+        "options": describe_options(getattr(strategy, "given_options", {})),
+        "model": describe(model) if model is not None else None,
+        "benchmark": describe_benchmark(benchmark),
+    }
+
+
+def holds_results(out_dir) -> bool:
+    """Whether ``out_dir`` holds a run's results (a checkpoint or ``results.json``)."""
+    out_dir = Path(out_dir)
+    return any((out_dir / name).exists() for name in
+               (CHECKPOINT_NAME, previous_path(out_dir / CHECKPOINT_NAME).name, "results.json"))
+
+
+def check_run_folder(out_dir, record: Mapping[str, Any], *, keys=None, what: Optional[str] = None) -> None:
+    """Refuse to resume in ``out_dir`` when it holds a run whose ``settings.json`` records other
+    settings than ``record`` (only ``keys``, when given; :func:`run_settings` gives the whole
+    record): a ValueError listing the differences and the ways out. A folder without results
+    (nothing to lose) is never refused."""
+    if holds_results(out_dir):
+        check_settings(Path(out_dir) / RUN_SETTINGS_NAME, record, keys=keys,
+                       what=what or f"the run in {out_dir}",
+                       fix="resume it with the settings it was made with, give another folder, "
+                           "or start it over (--no-resume, resume=False)")
+
+
+def hide_later_points(strategy, step: int) -> None:
+    """Tell TensorBoard to drop what the strategy's TensorBoard loggers logged at ``step`` and
+    after in earlier sessions: the points of an experience a killed run evaluated but did not
+    checkpoint, which the resumed run logs again (TensorBoard's ``purge_step``: a session
+    start at ``step``). A run that starts over hides everything from step 1."""
+    from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+
+    for tb_logger in getattr(getattr(strategy, "evaluator", None), "loggers", ()) or ():
+        file_writer = getattr(getattr(tb_logger, "writer", None), "file_writer", None)
+        if file_writer is not None and hasattr(file_writer, "add_event"):
+            file_writer.add_event(Event(step=step, session_log=SessionLog(status=SessionLog.START)))
+            file_writer.flush()
+
+
+def rewrite_results(strategy, bad_images=None) -> None:
+    """Write the files of every :class:`~moram_avalanche.experiments.metrics.AccuracyMatrix`
+    with an output folder again (a finished run resumed: files deleted or damaged since)."""
+    from .metrics import AccuracyMatrix
+    from .viz import accuracy_heatmap
+
+    for metric in getattr(getattr(strategy, "evaluator", None), "metrics", ()) or ():
+        if isinstance(metric, AccuracyMatrix) and metric.out_dir is not None and metric.result().size:
+            if bad_images is not None:
+                metric.bad_images = bad_images
+            matrix = metric.result()
+            image = None if matrix.size == 0 else accuracy_heatmap(matrix, metric.domains)
+            metric.write(metric.out_dir, image)
+
+
+__all__ = ["BAD_IMAGES_NAME", "CHECKPOINT_NAME", "RUN_FILES", "check_run_folder", "hide_later_points",
+           "holds_results", "lean_checkpoints", "rewrite_results", "run_settings", "run_stream"]

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..utils.checks import check_positive_int
+from ..utils.checks import check_number, check_positive_int
 from .base import GrowingAdapter, LinearWrapper
 
 
@@ -51,8 +51,7 @@ class MoELoRALinear(LinearWrapper, GrowingAdapter):
     def __init__(self, base: nn.Linear, rank: int = 16, temperature: float = 1.0) -> None:
         super().__init__(base)
         check_positive_int("rank", rank)
-        if not temperature > 0:
-            raise ValueError(f"temperature must be > 0 (1: plain softmax), got {temperature}")
+        check_number("temperature", temperature, low=0, low_open=True, hint="1: the plain softmax")
         self.rank = rank
         self.temperature = float(temperature)
         like = base.weight

@@ -42,7 +42,7 @@ from typing import Dict, NamedTuple, Optional, Tuple
 import torch
 from torch import nn
 
-from ..utils.checks import check_positive_int
+from ..utils.checks import check_number, check_positive_int
 from .base import GrowingAdapter, LinearWrapper
 from .moram_fused import MoRAMFunction, compute_dtype, mixture_forward
 
@@ -77,13 +77,10 @@ def routing_options(atoms_per_task: int = 16, topk: Optional[int] = 16,
     if topk is not None:
         check_positive_int("topk", topk)
     temperature = 1.0 if temperature is None else temperature
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0 (paper: 0.01 for CLIP), got {temperature}")
-    if not 0 <= threshold <= 1:
-        raise ValueError(
-            f"threshold compares with a cosine-like relevance in [-1, 1]; expected a value in "
-            f"[0, 1] (paper: 0.2, 0 disables the gate), got {threshold}"
-        )
+    check_number("temperature", temperature, low=0, low_open=True,
+                 hint="paper: 0.01 for CLIP; None means 1")
+    check_number("threshold", threshold, low=0, high=1,
+                 hint="it gates a cosine-like relevance in [-1, 1]; paper: 0.2, 0 disables the gate")
     return {"atoms_per_task": int(atoms_per_task), "topk": None if topk is None else int(topk),
             "temperature": float(temperature), "threshold": float(threshold)}
 
@@ -231,6 +228,12 @@ class MoRAMLinear(LinearWrapper, GrowingAdapter):
         updated in place, so an optimizer holding them keeps working.
         """
         keys, values = torch.as_tensor(keys), torch.as_tensor(values)
+        for name, rows in (("keys", keys), ("values", values), *extra.items()):
+            rows = torch.as_tensor(rows)
+            if rows.is_floating_point() and not bool(torch.isfinite(rows).all()):
+                raise ValueError(f"{name} hold NaN or infinite entries "
+                                 f"({int((~torch.isfinite(rows)).sum())} of {rows.numel()}): "
+                                 "load atoms from an intact checkpoint")
         if keys.dim() != 2 or keys.shape[1] != self.in_features:
             raise ValueError(
                 f"keys must be [num_atoms, in_features={self.in_features}], got {tuple(keys.shape)}"
@@ -328,6 +331,9 @@ class MoRAMLinear(LinearWrapper, GrowingAdapter):
 
     # ------------------------------------------------------------------ forward
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() == 0 or x.shape[-1] != self.in_features:
+            raise ValueError(f"{type(self).__name__} takes inputs [..., in_features={self.in_features}], "
+                             f"got {tuple(x.shape)}")
         if self.num_atoms == 0:
             return self.base(x)
         self._tie_trainable()

@@ -23,9 +23,11 @@ from ..clip.head import TextHead
 from ..clip.towers import text_parameters
 from ..layers.base import adapter_state_dict, find_layers, load_adapter_state_dict
 from ..models.scoring import MASK_VALUE, own_domain_logits
+from ..utils.devices import resolve_device
 from ..utils.iteration import cycle
 from ..algorithms.data_parallel import ShardedBatches, all_reduce_sum, gather, gather_with_grad, world_size
 from .needs import StrategyNeeds
+from .options import check_shared_options, check_strategy_options
 from .plugins.data_parallel import DataParallel
 
 
@@ -83,6 +85,12 @@ class CLIPStrategy(SupervisedTemplate):
     A run checkpoint holds the declared state of the model's adapter layers when it has any
     (:func:`~moram_avalanche.layers.base.adapter_state_dict`), else the whole model.
 
+    Options are checked before anything is built (:meth:`__new__`,
+    :func:`~moram_avalanche.strategies.options.check_strategy_options`): an unknown or
+    misspelled keyword or a value of the wrong type is a ``TypeError``, a value out of range a
+    ``ValueError``, before the model is touched. The keyword arguments a strategy was built
+    with stay in :attr:`given_options` (a run folder records them).
+
     Args (keyword-only; the rest go to ``SupervisedTemplate``):
         model: an open_clip CLIP model. tokenizer: its tokenizer.
         iterations: optimizer steps per experience (MoRAM: 500).
@@ -94,13 +102,24 @@ class CLIPStrategy(SupervisedTemplate):
             trains (MoRAM release: True; the ZSCL lineage trains on image->text only).
         amp: mixed precision (fp16 autocast + gradient scaling) on CUDA; ignored on CPU.
         text_batch_size: prompts per text-encoder call.
-        progress: show tqdm bars for training iterations and evaluation.
+        progress: show tqdm bars for training iterations and evaluation (on a terminal only:
+            written to a file or a pipe, bars are left out).
+        device: a torch device, or ``"auto"`` (a CUDA GPU when there is one); a device this
+            machine lacks is a ValueError.
     """
 
     #: the per-step learning-rate factor ``f(step, *, warmup, total)`` of :meth:`make_optimizer`
     lr_factor = staticmethod(cosine_lr_factor)
     #: what the command line and the demo need to know (:mod:`~moram_avalanche.strategies.needs`)
     needs = StrategyNeeds()
+
+    def __new__(cls, *args, **kwargs):
+        """Check the keyword options (names, types, ranges; nothing built yet) and keep them."""
+        check_strategy_options(cls, kwargs)
+        self = super().__new__(cls)
+        #: the keyword arguments this strategy was built with, as given
+        self.given_options = dict(kwargs)
+        return self
 
     def __init__(
         self,
@@ -125,8 +144,11 @@ class CLIPStrategy(SupervisedTemplate):
         eval_every: int = -1,
         **base_kwargs,
     ):
-        if iterations < 0:
-            raise ValueError(f"iterations must be >= 0, got {iterations}")
+        check_shared_options(dict(iterations=iterations, lr=lr, weight_decay=weight_decay, warmup=warmup,
+                                  label_smoothing=label_smoothing, betas=betas,
+                                  text_batch_size=text_batch_size, train_mb_size=train_mb_size,
+                                  eval_mb_size=eval_mb_size))
+        device = resolve_device(device)
         super().__init__(
             model=model, optimizer=None, train_mb_size=train_mb_size, train_epochs=1,
             eval_mb_size=eval_mb_size or train_mb_size, device=device, plugins=plugins,
@@ -233,7 +255,7 @@ class CLIPStrategy(SupervisedTemplate):
             cycle(self.dataloader, f"the training data of domain {self.experience.domain!r}"),
             self.iterations)
         bar = tqdm(total=self.iterations, desc=f"train {self.experience.domain}",
-                   disable=not self.progress, leave=False)
+                   disable=None if self.progress else True, leave=False)  # None: terminals only
         for self.mbatch in batches:
             if self._stop_training:
                 break
@@ -418,7 +440,7 @@ class CLIPStrategy(SupervisedTemplate):
 
     def eval_epoch(self, **kwargs):
         bar = tqdm(total=len(self.dataloader), desc=f"eval {getattr(self.experience, 'domain', '')}",
-                   disable=not self.progress, leave=False)
+                   disable=None if self.progress else True, leave=False)  # None: terminals only
         for self.mbatch in self.dataloader:
             self._unpack_minibatch()
             self._before_eval_iteration(**kwargs)

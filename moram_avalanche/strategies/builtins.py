@@ -40,6 +40,7 @@ from avalanche.training.plugins.evaluation import default_evaluator
 
 from ..algorithms.schedules import cosine_lr_factor
 from ..models.classifier import CLIPClassifier
+from ..utils.devices import resolve_device
 from ..algorithms.data_parallel import world_size
 from .needs import StrategyNeeds
 from .plugins.budget import IterationBudget
@@ -49,6 +50,9 @@ PREFIX = "avalanche."
 #: the arguments :class:`BuiltinStrategy` sets itself (the harness's budget and optimisation)
 HARNESS_ARGUMENTS = ("model", "optimizer", "criterion", "train_mb_size", "train_epochs", "eval_mb_size",
                      "device", "plugins", "evaluator", "eval_every")
+#: the options :meth:`BuiltinStrategy.__call__` takes besides the strategy's own arguments
+HARNESS_OPTIONS = ("model", "tokenizer", "iterations", "lr", "betas", "weight_decay", "warmup", "criterion",
+                   "train_mb_size", "eval_mb_size", "device", "plugins", "evaluator", "progress")
 
 
 class IterationSchedule(LRSchedulerPlugin, supports_distributed=True):
@@ -85,6 +89,23 @@ class BuiltinStrategy:
         module, _, cls = self.target.partition(":")
         return getattr(import_module(module), cls)
 
+    @property
+    def __name__(self) -> str:  # noqa: A003 - what records and messages call a strategy class
+        return self.strategy_class.__name__
+
+    def check_options(self, options) -> None:
+        """Check keyword ``options`` of :meth:`__call__` without building anything: unknown names
+        (ValueError listing the strategy's own arguments) and the shared loop's ranges."""
+        from .options import check_shared_options
+
+        accepted = set(self.arguments()) | set(HARNESS_OPTIONS)
+        unknown = sorted(set(options) - accepted)
+        if unknown:
+            raise ValueError(f"{self.name} has no argument(s) {unknown}; its own arguments: "
+                             f"{sorted(self.arguments())} (the budget and optimisation: iterations, lr, "
+                             "betas, weight_decay, warmup, train_mb_size)")
+        check_shared_options(options)
+
     def arguments(self) -> Dict[str, inspect.Parameter]:
         """The strategy's own keyword arguments (not the harness's)."""
         params = inspect.signature(self.strategy_class.__init__).parameters
@@ -98,12 +119,8 @@ class BuiltinStrategy:
                  evaluator=default_evaluator, progress: bool = True, **options):
         """Build the strategy (``progress`` is accepted for the package's call convention;
         Avalanche's loops report through their loggers)."""
-        accepted = self.arguments()
-        unknown = sorted(set(options) - set(accepted))
-        if unknown:
-            raise ValueError(f"{self.name} has no argument(s) {unknown}; its own arguments: "
-                             f"{sorted(accepted)} (the budget and optimisation: iterations, lr, "
-                             "betas, weight_decay, warmup, train_mb_size)")
+        self.check_options(options)
+        device = resolve_device(device)
         world = world_size()
         if train_mb_size % world:
             raise ValueError(f"train_mb_size {train_mb_size} (the global batch) must be a multiple of the "
@@ -144,4 +161,4 @@ BUILTINS: Dict[str, BuiltinStrategy] = {entry.name: entry for entry in (
 )}
 
 
-__all__ = ["BUILTINS", "HARNESS_ARGUMENTS", "PREFIX", "BuiltinStrategy", "IterationSchedule"]
+__all__ = ["BUILTINS", "HARNESS_ARGUMENTS", "HARNESS_OPTIONS", "PREFIX", "BuiltinStrategy", "IterationSchedule"]

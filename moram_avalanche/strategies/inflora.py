@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from ..algorithms.dualgpm import LAMBDA_B, LAMBDA_E
-from ..algorithms.schedules import LR_SCHEDULES
+from ..algorithms.schedules import LR_SCHEDULES, DomainLR
 from ..clip.inject import inject_lora, target_linear_names
 from ..clip.towers import ENCODERS, blocks
 from ..layers.base import find_layers
 from ..layers.lora import LoRALinear
+from ..utils.checks import check_number, check_positive_int
 from ..utils.names import check_names
 from .base import CLIPStrategy
 from .needs import StrategyNeeds
@@ -83,20 +84,19 @@ class InfLoRA(CLIPStrategy):
         paper_source="InfLoRA's ViT settings [liangyanshuo/InfLoRA configs, methods/inflora.py], "
                      "the image encoder only as LibContinual's CLIP port [RL-VIG/LibContinual "
                      "config/InfLoRA_opt_clip.yaml]; 500 iterations of batch 64 is the harness's "
-                     "budget (the MoRAM paper does not give its InfLoRA settings)")
+                     "budget (the MoRAM paper does not give its InfLoRA settings)",
+        check=lambda options: check_inflora_options(options))
 
     def __init__(self, *, model, tokenizer, rank: int = 10, encoders: Sequence[str] = ("visual",),
                  targets: Sequence[str] = INFLORA_TARGETS, num_tasks: Optional[int] = None,
                  lambda_b: float = LAMBDA_B, lambda_e: float = LAMBDA_E, memory: str = "dual",
-                 lr_schedule: str = "quarter_cosine", lr: float = 5e-4,
+                 lr_schedule: str = "quarter_cosine", lr: float | DomainLR = 5e-4,
                  betas=(0.9, 0.999), weight_decay: float = 0.0, iterations: int = 500,
                  train_mb_size: int = 64, text_to_image_loss: bool = False, plugins=None, **kwargs):
+        check_inflora_options(dict(encoders=encoders, targets=targets, lr_schedule=lr_schedule,
+                                   memory=memory, rank=rank))
         encoders = check_names(encoders, ENCODERS, "encoder")
         targets = check_names(targets, ATTENTION_INPUT_TARGETS, "InfLoRA target")
-        if lr_schedule not in LR_SCHEDULES:
-            raise ValueError(f"lr_schedule must be one of {tuple(LR_SCHEDULES)}, got {lr_schedule!r}")
-        if memory not in MEMORIES:
-            raise ValueError(f"memory must be one of {MEMORIES} (DualGPM or plain GPM), got {memory!r}")
         _check_rank(model, encoders, rank)  # before the model is changed
         inject_lora(model, encoders=encoders, targets=targets, rank=rank, mergeable=True)
         groups = {}
@@ -118,6 +118,26 @@ class InfLoRA(CLIPStrategy):
         self.lr_factor = LR_SCHEDULES[lr_schedule]
 
 
+def check_inflora_options(options) -> None:
+    """The value checks of :class:`InfLoRA`'s own options given in ``options`` (nothing built;
+    the rank's upper bound, the attention width, is checked against the model)."""
+    if "encoders" in options:
+        check_names(options["encoders"], ENCODERS, "encoder")
+    if "targets" in options:
+        check_names(options["targets"], ATTENTION_INPUT_TARGETS, "InfLoRA target")
+    if "lr_schedule" in options and options["lr_schedule"] not in LR_SCHEDULES:
+        raise ValueError(f"lr_schedule must be one of {tuple(LR_SCHEDULES)}, got {options['lr_schedule']!r}")
+    if "memory" in options and options["memory"] not in MEMORIES:
+        raise ValueError(f"memory must be one of {MEMORIES} (DualGPM or plain GPM), got {options['memory']!r}")
+    if "rank" in options:
+        check_positive_int("rank", options["rank"])
+    if options.get("num_tasks") is not None:
+        check_positive_int("num_tasks", options["num_tasks"])
+    for name in ("lambda_b", "lambda_e"):
+        if name in options:
+            check_number(name, options[name], low=0, high=1, hint="DualGPM's threshold")
+
+
 def _check_rank(model, encoders, rank) -> None:
     """``1 <= rank <=`` the attention input size (LN1 width) of every block of ``encoders``."""
     for block in blocks(model, encoders):
@@ -127,4 +147,4 @@ def _check_rank(model, encoders, rank) -> None:
                              f"{block.encoder} encoder's block {block.name!r}, got rank={rank}")
 
 
-__all__ = ["ATTENTION_INPUT_TARGETS", "INFLORA_PAPER_SETTINGS", "INFLORA_TARGETS", "InfLoRA"]
+__all__ = ["ATTENTION_INPUT_TARGETS", "INFLORA_PAPER_SETTINGS", "INFLORA_TARGETS", "InfLoRA", "check_inflora_options"]

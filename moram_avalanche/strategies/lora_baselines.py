@@ -9,11 +9,14 @@ declared state (:func:`~moram_avalanche.layers.base.adapter_state_dict`).
 
 from __future__ import annotations
 
+from ..algorithms.schedules import DomainLR
 from ..clip.inject import TARGET_PATHS, inject_lora, inject_moe_lora
 from ..clip.towers import ENCODERS
 from ..layers.base import find_layers
 from ..layers.lora import LoRALinear
 from ..layers.moe_lora import MoELoRALinear
+from ..utils.checks import check_number, check_positive_int
+from ..utils.names import check_names
 from .base import CLIPStrategy
 from .needs import StrategyNeeds
 from .plugins.growth import GrowthPlugin
@@ -22,6 +25,20 @@ from .plugins.growth import GrowthPlugin
 LORA_PAPER_SETTINGS = {"rank": 16, "encoders": tuple(ENCODERS), "targets": tuple(TARGET_PATHS),
                        "iterations": 500, "lr": 5e-4, "train_mb_size": 64, "betas": (0.9, 0.9999),
                        "weight_decay": 0.0}
+
+
+def check_lora_options(options) -> None:
+    """The value checks of SeqLoRA's and MoE-LoRA's own options given in ``options``."""
+    if "rank" in options:
+        check_positive_int("rank", options["rank"])
+    if "scale" in options:
+        check_number("scale", options["scale"])
+    if "temperature" in options:
+        check_number("temperature", options["temperature"], low=0, low_open=True, hint="1: the plain softmax")
+    if "encoders" in options:
+        check_names(options["encoders"], ENCODERS, "encoder")
+    if "targets" in options:
+        check_names(options["targets"], tuple(TARGET_PATHS), "target")
 
 
 class SeqLoRA(CLIPStrategy):
@@ -35,9 +52,11 @@ class SeqLoRA(CLIPStrategy):
     targets.
     """
 
+    needs = StrategyNeeds(check=check_lora_options)
+
     def __init__(self, *, model, tokenizer, rank: int = 16, scale: float = 1.0,
                  encoders=ENCODERS, targets=tuple(TARGET_PATHS), iterations: int = 500,
-                 lr: float = 5e-4, train_mb_size: int = 64, **kwargs):
+                 lr: float | DomainLR = 5e-4, train_mb_size: int = 64, **kwargs):
         if not find_layers(model, LoRALinear):
             inject_lora(model, encoders, targets, rank=rank, scale=scale)
         super().__init__(model=model, tokenizer=tokenizer, iterations=iterations, lr=lr,
@@ -61,11 +80,12 @@ class MoELoRA(CLIPStrategy):
         paper=lambda protocol: {**LORA_PAPER_SETTINGS, "temperature": 1.0},
         paper_source="the MoRAM paper's routing table, coarse-grained baseline: one rank-16 LoRA "
                      "expert per task behind a softmax router (rank = MoRAM's r), MoRAM's "
-                     "optimisation; router temperature 1 (tau* of the next row is not given)")
+                     "optimisation; router temperature 1 (tau* of the next row is not given)",
+        check=check_lora_options)
 
     def __init__(self, *, model, tokenizer, rank: int = 16, temperature: float = 1.0,
                  encoders=ENCODERS, targets=tuple(TARGET_PATHS), iterations: int = 500,
-                 lr: float = 5e-4, train_mb_size: int = 64, plugins=None, **kwargs):
+                 lr: float | DomainLR = 5e-4, train_mb_size: int = 64, plugins=None, **kwargs):
         if not find_layers(model, MoELoRALinear):
             inject_moe_lora(model, encoders, targets, rank=rank, temperature=temperature)
         self.moe_plugin = GrowthPlugin(MoELoRALinear)
@@ -74,4 +94,4 @@ class MoELoRA(CLIPStrategy):
                          **kwargs)
 
 
-__all__ = ["LORA_PAPER_SETTINGS", "MoELoRA", "SeqLoRA"]
+__all__ = ["LORA_PAPER_SETTINGS", "MoELoRA", "SeqLoRA", "check_lora_options"]

@@ -6,8 +6,9 @@ import torch
 
 from ..algorithms.teacher import FrozenCLIP
 from ..algorithms.virtual_vocab import virtual_vocabulary
-from .plugins.distillation import LwFDistillation
+from ..utils.checks import check_number, check_positive_int
 from .needs import StrategyNeeds
+from .plugins.distillation import LwFDistillation
 from .zscl_finetune import ZSCL_PAPER_SETTINGS, ZSCL_PAPER_SOURCE, ZSCLFineTune, zscl_short_budget
 
 #: LwF's distillation in ZSCL's MTIL runs [ZSCL mtil/scripts/lwf.sh: --T 2 --image_loss --text_loss]
@@ -41,7 +42,8 @@ class LwF(ZSCLFineTune):
         "distill_batch_size": demo.distill_batch_size},
         paper=lambda protocol: dict(LWF_PAPER_SETTINGS),
         paper_source=f"{ZSCL_PAPER_SOURCE}; distillation of [ZSCL mtil/scripts/lwf.sh]",
-        short_budget=zscl_short_budget)
+        short_budget=zscl_short_budget,
+        check=lambda options: check_distillation_options(options))
 
     def __init__(self, *, model, tokenizer, temperature: float = 2.0, image_weight: float = 1.0,
                  text_weight: float = 1.0, distill_batch_size: int | None = None,
@@ -51,6 +53,23 @@ class LwF(ZSCLFineTune):
             text_weight=text_weight, batch_size=distill_batch_size)
         super().__init__(model=model, tokenizer=tokenizer, plugins=[self.distillation, *(plugins or [])],
                          **kwargs)
+
+
+def check_distillation_options(options) -> None:
+    """Value checks of the distillation options (LwF, ZSCL) given in ``options``."""
+    if "temperature" in options:
+        check_number("temperature", options["temperature"], low=0, low_open=True, hint="ZSCL: 2")
+    for name in ("image_weight", "text_weight", "l2_weight"):
+        if name in options:
+            check_number(name, options[name], low=0)
+    if options.get("distill_batch_size") is not None:
+        check_positive_int("distill_batch_size", options["distill_batch_size"])
+
+
+def _check_virtual_vocabulary(options) -> None:
+    for name in ("sentences", "words"):
+        if name in options:
+            check_positive_int(name, options[name])
 
 
 class LwFVR(LwF):
@@ -67,7 +86,8 @@ class LwFVR(LwF):
         demo=LwF.needs.demo,
         paper=lambda protocol: {**LWF_PAPER_SETTINGS, "sentences": 1000, "words": 10},
         paper_source=f"{ZSCL_PAPER_SOURCE}; distillation of [ZSCL mtil/scripts/lwf_vr.sh]",
-        short_budget=zscl_short_budget)
+        short_budget=zscl_short_budget,
+        check=lambda options: _check_virtual_vocabulary(options))
 
     def __init__(self, *, model, tokenizer, sentences: int = 1000, words: int = 10,
                  vocabulary_seed: int = 0, **kwargs):
@@ -77,4 +97,4 @@ class LwFVR(LwF):
         super().__init__(model=model, tokenizer=tokenizer, reference_tokens=tokens, **kwargs)
 
 
-__all__ = ["LWF_PAPER_SETTINGS", "LwF", "LwFVR"]
+__all__ = ["LWF_PAPER_SETTINGS", "LwF", "LwFVR", "check_distillation_options"]

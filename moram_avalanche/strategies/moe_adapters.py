@@ -10,7 +10,7 @@ from typing import Dict, Optional
 import torch
 import torch.nn.functional as F
 
-from ..algorithms.ddas import (DDAS, FEW_SHOT_THRESHOLD, FULL_SHOT_THRESHOLD, alexnet_features,
+from ..algorithms.ddas import (DDAS, FEW_SHOT_THRESHOLD, FULL_SHOT_THRESHOLD, ROUTINGS, alexnet_features,
                                alexnet_weights_path, random_conv_features)
 from ..algorithms.schedules import MOE_FEWSHOT_MTIL_LR, MOE_FULLSHOT_MTIL_LR, DomainLR
 from ..benchmarks.reference_sets import check_image_dataset, image_folder
@@ -19,6 +19,7 @@ from ..clip.head import TextHead
 from ..clip.towers import ENCODERS, blocks
 from ..layers.base import find_layers
 from ..layers.moe_adapter import MoEAdapterMixture, num_routers, routing
+from ..utils.checks import check_nonnegative_int, check_number, check_positive_int
 from ..utils.names import check_names
 from .base import CLIPStrategy
 from .needs import StrategyNeeds, scaled
@@ -149,7 +150,8 @@ class MoEAdapters(CLIPStrategy):
         short_budget=lambda n: {"warmup": scaled(100, n), "ae_iterations": min(300, n),
                                 "ae_reference_iterations": min(1000, n)},
         cost=lambda: {"feature_extractor": _untrained_alexnet_features(), "ae_iterations": 1,
-                      "ae_reference_iterations": 1})
+                      "ae_reference_iterations": 1},
+        check=lambda options: check_moe_adapters_options(options))
 
     def __init__(
         self,
@@ -334,12 +336,53 @@ def _check_existing_mixtures(model, encoders, options: dict) -> None:
                          "the arguments the model was built with, or give a fresh model")
 
 
+REFERENCE_HOW = (
+    "DDAS's reference autoencoder sends images that look like no task to plain CLIP; the "
+    "release trains it on TinyImageNet. Pass reference_images=<a dataset of CLIP-normalised "
+    "image tensors> or an image folder with reference_transform=<the model's eval "
+    "transform> (moram_avalanche.benchmarks.reference_sets.synthetic_reference gives a "
+    "small offline set), or reference_images='none' to rely on the threshold alone")
+
+
+def check_moe_adapters_options(options) -> None:
+    """The value checks of :class:`MoEAdapters`' own options given in ``options`` (nothing built)."""
+    choices = {"selector": SELECTORS, "recipe": tuple(RECIPES), "ddas_routing": ROUTINGS}
+    for name, allowed in choices.items():
+        if name in options and options[name] not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, got {options[name]!r}")
+    if options.get("selector", "ddas") == "ddas":
+        if options.get("reference_images") is None:
+            raise ValueError(f"MoEAdapters with selector='ddas' needs reference_images: {REFERENCE_HOW}")
+        if options.get("feature_extractor") is not None and options.get("ddas_weights") is not None:
+            raise ValueError("ddas_weights is the file of the default AlexNet extractor; "
+                             "pass either feature_extractor or ddas_weights, not both")
+        weights = options.get("ddas_weights")
+        if weights is not None and not Path(weights).expanduser().is_file():
+            raise ValueError(f"AlexNet weights file {weights} does not exist (ddas_weights): give the "
+                             "path of alexnet-owt-7be5be79.pth, torchvision's ImageNet AlexNet")
+    for name in ("ae_iterations", "ae_reference_iterations", "ae_hidden", "ae_batch_size", "experts",
+                 "bottleneck", "topk"):
+        if name in options:
+            check_positive_int(name, options[name])
+    for name in ("ae_decay_every", "ae_workers"):
+        if options.get(name) is not None:
+            (check_positive_int if name == "ae_decay_every" else check_nonnegative_int)(name, options[name])
+    if "freeze_per_task" in options:
+        check_nonnegative_int("freeze_per_task", options["freeze_per_task"])
+    if options.get("threshold") is not None:
+        check_number("threshold", options["threshold"], low=0, hint="the release's DDAS threshold: 0.0585")
+    if options.get("ae_lr") is not None:
+        check_number("ae_lr", options["ae_lr"], low=0, low_open=True)
+    if "dropout" in options:
+        check_number("dropout", options["dropout"], low=0, high=1, high_open=True)
+    if "adapter_scale" in options:
+        check_number("adapter_scale", options["adapter_scale"])
+    if "encoders" in options:
+        check_names(options["encoders"], ENCODERS, "encoder")
+
+
 def _reference_images(images, transform):
-    how = ("DDAS's reference autoencoder sends images that look like no task to plain CLIP; the "
-           "release trains it on TinyImageNet. Pass reference_images=<a dataset of CLIP-normalised "
-           "image tensors> or an image folder with reference_transform=<the model's eval "
-           "transform> (moram_avalanche.benchmarks.reference_sets.synthetic_reference gives a "
-           "small offline set), or reference_images='none' to rely on the threshold alone")
+    how = REFERENCE_HOW
     if images is None:
         raise ValueError(f"MoEAdapters with selector='ddas' needs reference_images: {how}")
     if isinstance(images, str) and images == "none":
@@ -353,4 +396,5 @@ def _reference_images(images, transform):
     return images
 
 
-__all__ = ["MOE_PAPER_SETTINGS", "MOE_REFERENCE_PATHS", "RECIPES", "RELEASE_EVAL_BATCH", "SELECTORS", "MoEAdapters"]
+__all__ = ["MOE_PAPER_SETTINGS", "MOE_REFERENCE_PATHS", "RECIPES", "RELEASE_EVAL_BATCH", "SELECTORS", "MoEAdapters",
+           "check_moe_adapters_options"]

@@ -53,11 +53,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import NamedTuple, Optional, Tuple
 
+from ..algorithms.schedules import DomainLR
 from ..clip.inject import TARGET_PATHS, inject_moram
 from ..clip.towers import ENCODERS
 from ..layers.base import find_layers
 from ..layers.moram import MoRAMLinear, routing_options
-from ..layers.moram_variants import moram_layer_type
+from ..layers.moram_variants import BALANCE_FORMS, moram_layer_type
+from ..utils.checks import check_number
+from ..utils.names import check_names
 from .base import CLIPStrategy
 from .needs import StrategyNeeds
 from .plugins.load_balance import LoadBalancePlugin
@@ -137,7 +140,8 @@ class MoRAM(CLIPStrategy):
     needs = StrategyNeeds(demo=lambda demo: {"lr": demo.moram_lr, "topk": demo.topk,
                                              "atoms_per_task": demo.atoms_per_task},
                           paper=lambda protocol: dict(MORAM_PAPER_SETTINGS),
-                          paper_source=MORAM_PAPER_SOURCE)
+                          paper_source=MORAM_PAPER_SOURCE,
+                          check=lambda options: check_moram_strategy_options(options))
 
     def __init__(
         self,
@@ -156,14 +160,11 @@ class MoRAM(CLIPStrategy):
         prune_mass: Optional[float] = None,
         record_activations: bool = True,
         iterations: int = 500,
-        lr: float = 5e-4,
+        lr: float | DomainLR = 5e-4,
         train_mb_size: int = 64,
         plugins=None,
         **kwargs,
     ):
-        if balance_coef < 0:
-            raise ValueError(
-                f"balance_coef must be >= 0 (0: no load balancing), got {balance_coef}")
         options = routing_options(atoms_per_task, topk, temperature, threshold)
         load_balance = balance_form if balance_coef > 0 else False
         kind = moram_layer_type(router=router, load_balance=load_balance)
@@ -182,6 +183,24 @@ class MoRAM(CLIPStrategy):
             own.append(self.balance_plugin)
         super().__init__(model=model, tokenizer=tokenizer, iterations=iterations, lr=lr,
                          train_mb_size=train_mb_size, plugins=[*own, *(plugins or [])], **kwargs)
+
+
+def check_moram_strategy_options(options) -> None:
+    """The value checks of :class:`MoRAM`'s own options that are given in ``options``
+    (``needs.check``: nothing is built)."""
+    routing_options(**{k: options[k] for k in ("atoms_per_task", "topk", "temperature", "threshold")
+                       if k in options})
+    if "balance_coef" in options:
+        check_number("balance_coef", options["balance_coef"], low=0, hint="0: no load balancing")
+    if "balance_form" in options and options["balance_form"] not in BALANCE_FORMS:
+        raise ValueError(f"balance_form must be one of {BALANCE_FORMS}, got {options['balance_form']!r}")
+    if options.get("prune_mass") is not None:
+        check_number("prune_mass", options["prune_mass"], low=0, low_open=True, high=1,
+                     hint="the share of activation mass kept; the paper's option: 0.99")
+    if "encoders" in options:
+        check_names(options["encoders"], ENCODERS, "encoder")
+    if "targets" in options:
+        check_names(options["targets"], tuple(TARGET_PATHS), "target")
 
 
 def _check_existing_layers(model, kind: type, options: dict) -> None:
@@ -271,6 +290,7 @@ ABLATION_STRATEGIES = {
 }
 
 
-__all__ = ["ABLATION_STRATEGIES", "MORAM_PAPER_SETTINGS", "MORAM_PAPER_SOURCE", "ROUTING_ABLATIONS", "AblationRow", "MoRAM", "MoRAMExternalRouter",
+__all__ = ["ABLATION_STRATEGIES", "MORAM_PAPER_SETTINGS", "MORAM_PAPER_SOURCE", "ROUTING_ABLATIONS", "AblationRow",
+           "MoRAM", "MoRAMExternalRouter", "check_moram_strategy_options",
            "MoRAMLoadBalance", "MoRAMSelfActivation", "MoRAMSelfTemperature", "MoRAMSelfThreshold",
            "MoRAMSelfTopK"]

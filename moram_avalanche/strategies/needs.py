@@ -3,8 +3,9 @@ branches on its name.
 
 Each strategy class carries a :class:`StrategyNeeds` as its ``needs`` attribute (inherited
 unless it declares its own): ``moram-avalanche run / compare`` read it to decide which shared
-options apply (``--iterations``, ``--ref-images``, ``--ref-sentences``), the demo reads it
-for the strategy's recipe at the demo's small budget, and ``moram-avalanche reproduce`` for
+options apply (``--iterations``, ``--ref-images``, ``--ref-sentences``) and to check a
+strategy's options before anything is built (``check``), the demo reads it for the
+strategy's recipe at the demo's small budget, and ``moram-avalanche reproduce`` for
 the settings of the paper's runs (``paper``, with their source), the data they need on disk
 (``reference_paths``, ``files``) and what to shorten with the budget (``short_budget``).
 Adding a strategy means declaring its needs on its class and one line in
@@ -33,6 +34,14 @@ class StrategyNeeds:
             (:class:`moram_avalanche.experiments.demo.DemoConfig`, read by attribute) giving
             keyword arguments -- the strategy's own recipe scaled to the demo. None: the
             shared budget alone (batch size and iterations).
+        check: the value checks of its own options, on the given options alone (a mapping of
+            the keyword arguments passed; absent ones keep their defaults): raises a
+            ValueError naming the option, what was given and what is allowed. It builds
+            nothing (no model, no layer), so a comparison checks every strategy before the
+            first one runs; the constructor runs it too (before it touches the model). The
+            checks of the classes a strategy derives from run as well; names and types are
+            checked from the signatures
+            (:func:`~moram_avalanche.strategies.options.check_strategy_options`).
         paper: the keyword arguments of the paper's runs of this strategy -- every setting
             the paper (or the strategy's own paper) fixes, written out so a changed default
             cannot change a reproduction: a function of the protocol (an object with
@@ -62,6 +71,7 @@ class StrategyNeeds:
     trains: bool = True
     references: Tuple[str, ...] = ()
     demo: Optional[Callable[[Any], Dict[str, Any]]] = None
+    check: Optional[Callable[[Mapping[str, Any]], None]] = None
     paper: Optional[Callable[[Any], Dict[str, Any]]] = None
     paper_source: str = ""
     reference_paths: Mapping[str, str] = field(default_factory=dict)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from ..algorithms.weight_copy import check_place
+from ..utils.checks import check_number
 from .needs import StrategyNeeds
-from .plugins.weights import WiSEMerge
+from .plugins.weights import ANCHORS, WiSEMerge
 from .zscl_finetune import ZSCL_PAPER_SETTINGS, ZSCL_PAPER_SOURCE, ZSCLFineTune, zscl_short_budget
 
 
@@ -28,7 +30,8 @@ class WiSEFT(ZSCLFineTune):
         paper=lambda protocol: {**ZSCL_PAPER_SETTINGS, "alpha": 0.8, "anchor": "start"},
         paper_source=f"{ZSCL_PAPER_SOURCE}; alpha 0.8 and the start anchor of "
                      "[ZSCL mtil/scripts/WiSE_finetune.sh]",
-        short_budget=zscl_short_budget)
+        short_budget=zscl_short_budget,
+        check=lambda options: _check_wise_options(options))
 
     def __init__(self, *, model, tokenizer, alpha: float = 0.8, anchor: str = "start",
                  weights_on: str = "cpu", plugins=None, **kwargs):
@@ -36,6 +39,15 @@ class WiSEFT(ZSCLFineTune):
                                     zeroshot=model if anchor == "zeroshot" else None)
         super().__init__(model=model, tokenizer=tokenizer, plugins=[self.wise_merge, *(plugins or [])],
                          **kwargs)
+
+
+def _check_wise_options(options) -> None:
+    if "alpha" in options:
+        check_number("alpha", options["alpha"], low=0, high=1, hint="the fine-tuned weights' share; ZSCL: 0.8")
+    if "anchor" in options and options["anchor"] not in ANCHORS:
+        raise ValueError(f"anchor must be one of {ANCHORS}, got {options['anchor']!r}")
+    if "weights_on" in options:
+        check_place(options["weights_on"])
 
 
 __all__ = ["WiSEFT"]

@@ -13,13 +13,19 @@ class ZeroShot(CLIPStrategy):
     """
 
     needs = StrategyNeeds(trains=False, paper=lambda protocol: {},
-                          paper_source="pre-trained CLIP, evaluated as it is")
+                          paper_source="pre-trained CLIP, evaluated as it is",
+                          check=lambda options: _check_untrained(options))
 
     def __init__(self, *, model, tokenizer, **kwargs):
-        if kwargs.pop("iterations", 0):
-            raise ValueError("ZeroShot does not train: leave `iterations` unset")
+        _check_untrained(kwargs)
+        kwargs.pop("iterations", None)
         model.requires_grad_(False)
         super().__init__(model=model, tokenizer=tokenizer, iterations=0, **kwargs)
+
+
+def _check_untrained(options) -> None:
+    if options.get("iterations"):
+        raise ValueError(f"ZeroShot does not train: leave iterations unset (got {options['iterations']!r})")
 
 
 __all__ = ["ZeroShot"]

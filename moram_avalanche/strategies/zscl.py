@@ -9,6 +9,8 @@ from torch.utils.data import Dataset
 from ..algorithms.teacher import FrozenCLIP
 from ..algorithms.weight_copy import check_place
 from ..benchmarks.reference_sets import check_image_dataset
+from ..utils.checks import check_nonnegative_int
+from .lwf import check_distillation_options
 from .needs import StrategyNeeds, scaled
 from .plugins.distillation import ZSCLDistillation
 from .plugins.weights import L2Anchor, WeightEnsemble
@@ -18,6 +20,16 @@ from .zscl_finetune import ZSCL_PAPER_SETTINGS, ZSCL_PAPER_SOURCE, ZSCLFineTune
 #: cc.py; mtil/datasets.md]: ImageNet's training images, Conceptual Captions' validation captions
 ZSCL_REFERENCE_PATHS = {"images": "ImageNet/train",
                         "sentences": "Validation_GCC-1.1.0-Validation_output.csv"}
+
+
+REFERENCE_HOW = (
+    "ZSCL distils zero-shot CLIP on a reference image set and reference sentences "
+    "(the paper: ImageNet's training images with the eval transform, and Conceptual "
+    "Captions' validation captions); pass reference_images=<a dataset of image tensors, "
+    "e.g. torchvision.datasets.ImageFolder(root, transform=eval_transform)> and "
+    "reference_sentences=<a list of strings>; offline, "
+    "moram_avalanche.benchmarks.reference_sets.synthetic_reference() gives a small "
+    "synthetic pair (moram-avalanche run: --ref-images / --ref-sentences)")
 
 
 class ZSCL(ZSCLFineTune):
@@ -64,7 +76,8 @@ class ZSCL(ZSCLFineTune):
         paper_source=f"{ZSCL_PAPER_SOURCE}; distillation, L2 and weight ensembling of "
                      "[ZSCL mtil/scripts/ZSCL.sh]",
         reference_paths=ZSCL_REFERENCE_PATHS,
-        short_budget=lambda n: {"warmup": scaled(100, n), "average_every": scaled(100, n, at_least=1)})
+        short_budget=lambda n: {"warmup": scaled(100, n), "average_every": scaled(100, n, at_least=1)},
+        check=lambda options: _check_zscl_options(options))
 
     def __init__(self, *, model, tokenizer, reference_images: Dataset | None = None,
                  reference_sentences: Sequence[str] | None = None, temperature: float = 2.0,
@@ -84,14 +97,20 @@ class ZSCL(ZSCLFineTune):
         super().__init__(model=model, tokenizer=tokenizer, plugins=[*own, *(plugins or [])], **kwargs)
 
 
+def _check_zscl_options(options) -> None:
+    missing = [name for name in ("reference_images", "reference_sentences") if options.get(name) is None]
+    if missing:
+        raise ValueError(f"ZSCL needs {' and '.join(missing)}: {REFERENCE_HOW}")
+    check_distillation_options(options)
+    for name in ("average_every", "reference_workers"):
+        if name in options:
+            check_nonnegative_int(name, options[name])
+    if "weights_on" in options:
+        check_place(options["weights_on"])
+
+
 def _check_references(images, sentences) -> None:
-    how = ("ZSCL distils zero-shot CLIP on a reference image set and reference sentences "
-           "(the paper: ImageNet's training images with the eval transform, and Conceptual "
-           "Captions' validation captions); pass reference_images=<a dataset of image tensors, "
-           "e.g. torchvision.datasets.ImageFolder(root, transform=eval_transform)> and "
-           "reference_sentences=<a list of strings>; offline, "
-           "moram_avalanche.benchmarks.reference_sets.synthetic_reference() gives a small "
-           "synthetic pair (moram-avalanche run: --ref-images / --ref-sentences)")
+    how = REFERENCE_HOW
     if isinstance(images, str):
         raise ValueError(f"reference_images={images!r} is not a dataset: {how}")
     if images is None or sentences is None:

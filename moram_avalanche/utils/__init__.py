@@ -1,12 +1,17 @@
-"""Small helpers every room uses: atomic files, name lookups, argument checks, endless loaders.
+"""Small helpers every room uses: atomic files, name lookups, argument checks, endless loaders,
+the errors the command line reports without a traceback.
 
 Pure Python: this room imports nothing else of the package.
 """
 
-from .checks import check_positive_int
-from .files import atomic_write, atomic_write_bytes, atomic_write_text
+from .checks import check_nonnegative_int, check_number, check_positive_int
+from .devices import resolve_device
+from .errors import OptionError, UserError, user_message
+from .files import (atomic_write, atomic_write_bytes, atomic_write_text, check_output_folder,
+                    remove_temporaries)
 from .iteration import cycle
 from .names import check_names, lookup
 
-__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text", "check_names",
-           "check_positive_int", "cycle", "lookup"]
+__all__ = ["OptionError", "UserError", "atomic_write", "atomic_write_bytes", "atomic_write_text",
+           "check_names", "check_nonnegative_int", "check_number", "check_output_folder",
+           "check_positive_int", "cycle", "lookup", "remove_temporaries", "resolve_device", "user_message"]

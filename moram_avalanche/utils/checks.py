@@ -2,9 +2,42 @@
 
 from __future__ import annotations
 
+import math
+import numbers
+
 
 def check_positive_int(name: str, value) -> int:
     """``value`` if it is an int >= 1 (bools refused); else a ValueError naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
     return value
+
+
+def check_nonnegative_int(name: str, value) -> int:
+    """``value`` if it is an int >= 0 (bools refused); else a ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {value!r}")
+    return value
+
+
+def check_number(name: str, value, *, low: float = -math.inf, high: float = math.inf,
+                 low_open: bool = False, high_open: bool = False, hint: str = "") -> float:
+    """``value`` if it is a finite real number in the given range; else a ValueError naming
+    ``name``, the range and ``hint`` (e.g. the paper's value). NaN and infinities are refused."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    if ok:
+        ok = (value > low if low_open else value >= low) and (value < high if high_open else value <= high)
+    if not ok:
+        if math.isfinite(low) and math.isfinite(high):
+            bounds = f" in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        elif math.isfinite(low):
+            bounds = f" {'>' if low_open else '>='} {low:g}"
+        elif math.isfinite(high):
+            bounds = f" {'<' if high_open else '<='} {high:g}"
+        else:
+            bounds = ""
+        raise ValueError(f"{name} must be a finite number{bounds}{hint and f' ({hint})'}, got {value!r}")
+    return value
+
+
+__all__ = ["check_nonnegative_int", "check_number", "check_positive_int"]

@@ -79,7 +79,9 @@ def test_cli_run_on_xtail_with_stream_options(fake_root, tmp_path, capsys):
     assert report["domains"] == ["MNIST", "DTD"]
     assert report["skipped_images"] == {"count": 1, "files": {str(broken): "DTD"}}
     assert str(broken) in (tmp_path / "run" / "bad_images.jsonl").read_text()
-    assert main(["run", "--benchmark", "xtail", "--strategy", "zeroshot", "--shots", "x",
-                 "--data-root", str(fake_root), "--model", "moram-synthetic-tiny", "--pretrained", "none",
-                 "--cache-dir", str(tmp_path / "cache"), "--log-dir", str(tmp_path / "bad")]) == 2
-    assert "--shots must be a positive integer or 'full'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # an argparse error: one line, status 2
+        main(["run", "--benchmark", "xtail", "--strategy", "zeroshot", "--shots", "x",
+              "--data-root", str(fake_root), "--model", "moram-synthetic-tiny", "--pretrained", "none",
+              "--cache-dir", str(tmp_path / "cache"), "--log-dir", str(tmp_path / "bad")])
+    assert exit_.value.code == 2
+    assert "argument --shots: must be a positive integer or 'full', got 'x'" in capsys.readouterr().err

@@ -119,6 +119,10 @@ def test_comparison_folder_and_resuming_per_strategy(tmp_path, tokenizer, capsys
     (tmp_path / "moram" / "time.json").unlink()
     resumed = run_comparison(setup, ["moram"], tmp_path, progress=False)
     assert resumed["moram"]["matrix"] == results["moram"]["matrix"]
+    # a finished one whose results were lost or torn writes them again
+    (tmp_path / "moram" / "results.json").write_text('{"domains": ["shapes", "col')
+    resumed = run_comparison(setup, ["moram"], tmp_path, progress=False)
+    assert json.loads((tmp_path / "moram" / "results.json").read_text())["matrix"] == results["moram"]["matrix"]
     # a strategy added later joins the same table
     run_comparison(setup, ["zeroshot", "moram", "finetune"], tmp_path, progress=False)
     assert len(list(csv.reader(io.StringIO((tmp_path / "table.csv").read_text())))) == 1 + 3 * 3
@@ -136,14 +140,40 @@ def test_a_strategy_run_with_other_options_of_its_own_is_refused(tmp_path, token
     setup = tiny_setup(tokenizer)
     setup.strategy_settings = lambda name: {"rank": 2} if name == "finetune" else {}
     run_comparison(setup, ["zeroshot", "finetune"], tmp_path, progress=False)
-    assert json.loads((tmp_path / "finetune" / "settings.json").read_text()) == {"rank": 2}
+    assert json.loads((tmp_path / "finetune" / "settings.json").read_text())["run"]["strategy_settings"] == {"rank": 2}
     setup.strategy_settings = lambda name: {"rank": 4} if name == "finetune" else {}
-    with pytest.raises(ValueError, match=r"finetune was run in .* \(rank: \{'rank': 2\} there"):
+    with pytest.raises(ValueError, match=r"finetune in .* was made with other settings "
+                                         r"\(run.strategy_settings.rank: 2 there, 4 now\)"):
         run_comparison(setup, ["zeroshot", "finetune"], tmp_path, progress=False)
     # --no-resume runs the listed strategies again, with the new settings
     run_comparison(setup, ["finetune"], tmp_path, resume=False, progress=False)
-    assert json.loads((tmp_path / "finetune" / "settings.json").read_text()) == {"rank": 4}
+    assert json.loads((tmp_path / "finetune" / "settings.json").read_text())["run"]["strategy_settings"] == {"rank": 4}
     assert (tmp_path / "finetune" / "results.json").exists()
+
+
+def test_a_rerun_with_other_python_options_is_refused_before_anything_runs(tmp_path, tokenizer):
+    setup = tiny_setup(tokenizer)
+    run_comparison(setup, ["zeroshot", "moram"], tmp_path, progress=False)
+    recorded = json.loads((tmp_path / "moram" / "settings.json").read_text())
+    assert recorded["options"] == {"atoms_per_task": 2, "iterations": 2, "lr": 0.01, "topk": 2, "train_mb_size": 6}
+    stamp = (tmp_path / "table.csv").stat().st_mtime_ns
+    options = setup.options
+    setup.options = lambda name, eval_tf: {**options(name, eval_tf), **({"lr": 1e-3} if name == "moram" else {})}
+    with pytest.raises(ValueError, match=r"moram in .* was made with other settings \(options.lr: 0.01 there, "
+                                         r"0.001 now\): delete .*moram to run it again"):
+        run_comparison(setup, ["zeroshot", "moram"], tmp_path, progress=False)
+    assert (tmp_path / "table.csv").stat().st_mtime_ns == stamp
+
+
+def test_a_wrong_option_of_any_strategy_stops_the_comparison_before_it_writes(tmp_path, tokenizer):
+    setup = tiny_setup(tokenizer)
+    options = setup.options
+    setup.options = lambda name, eval_tf: {**options(name, eval_tf), **({"topkk": 2} if name == "moram" else {})}
+    with pytest.raises(TypeError, match="MoRAM takes no option 'topkk': did you mean topk"):
+        run_comparison(setup, ["zeroshot", "moram"], tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()  # zeroshot did not run first; no settings were written
+    setup.options = options
+    assert list(run_comparison(setup, ["zeroshot", "moram"], tmp_path / "out", progress=False)) == ["zeroshot", "moram"]
 
 
 @pytest.mark.parametrize("names,message", [
@@ -169,8 +199,9 @@ def test_cli_compare(tmp_path, capsys):
     settings = json.loads((tmp_path / "out" / "compare.json").read_text())
     assert settings["iterations"] == 1 and settings["device"] == "cpu" and "set" not in settings
     own = json.loads((tmp_path / "out" / "moram" / "settings.json").read_text())
-    assert own == {"topk": "2", "atoms_per_task": "2"}
-    assert json.loads((tmp_path / "out" / "zeroshot" / "settings.json").read_text()) == {}
+    assert own["run"]["strategy_settings"] == {"topk": "2", "atoms_per_task": "2"}
+    assert own["options"] == {"atoms_per_task": 2, "iterations": 1, "topk": 2, "train_mb_size": 8}
+    assert json.loads((tmp_path / "out" / "zeroshot" / "settings.json").read_text())["run"]["strategy_settings"] == {}
     rows = list(csv.reader(io.StringIO((tmp_path / "out" / "table.csv").read_text())))
     assert len(rows) == 1 + 3 * 2 and len(rows[0]) == 2 + 5 + 1
     # a strategy with options of its own joins the existing comparison
@@ -183,7 +214,8 @@ def test_cli_compare(tmp_path, capsys):
     assert main([*common, "--strategies", "zeroshot,moram", "--set", "moram.topk=1",
                  "--set", "moram.atoms_per_task=2"]) == 2
     err = capsys.readouterr().err
-    assert "moram was run in" in err and "topk" in err and "delete" in err
+    assert "moram in" in err and "run.strategy_settings.topk" in err and "options.topk: 2 there, 1 now" in err
+    assert "delete" in err
     assert (tmp_path / "out" / "table.csv").stat().st_mtime_ns == stamp
 
 

@@ -4,15 +4,17 @@ import json
 
 import pytest
 
-from moram_avalanche.experiments.demo import DEMO_STRATEGIES, DemoConfig, run_demo
+from moram_avalanche.experiments.demo import DEMO_STRATEGIES, FULL_DEMO_STRATEGIES, DemoConfig, run_demo
 from moram_avalanche.experiments.tables import paper_table_markdown, summary_table
 
 
 def test_demo_pipeline_end_to_end(tmp_path, capsys):
     cache = tmp_path / "cache"
-    results = run_demo(tmp_path / "out", cache_dir=cache, config=DemoConfig.quick(), progress=False)
+    results = run_demo(tmp_path / "out", cache_dir=cache, config=DemoConfig.quick(), progress=False,
+                       strategies=FULL_DEMO_STRATEGIES)
     assert list(results) == ["zeroshot", "finetune", "wiseft", "lwf", "zscl", "moe-adapters", "inflora",
-                             "moram"] == list(DEMO_STRATEGIES)
+                             "moram"] == list(FULL_DEMO_STRATEGIES)
+    assert DEMO_STRATEGIES == ("zeroshot", "finetune", "moram")  # `moram-avalanche demo` without --full
     for name, report in results.items():
         run = tmp_path / "out" / name
         assert len(report["matrix"]) == 5 and len(report["matrix"][0]) == 5

@@ -75,6 +75,9 @@ def test_a_checkpoint_of_another_strategy_is_refused(make_stream, tokenizer, tmp
     strategy, benchmark, _ = fresh_run(MoRAM, make_stream, tokenizer, atoms_per_task=4, topk=2)
     run_stream(strategy, benchmark, tmp_path, max_experiences=1, progress=False)
     other, benchmark, _ = fresh_run(FineTune, make_stream, tokenizer)
+    with pytest.raises(ValueError, match='was made with other settings .*strategy: "MoRAM" there, "FineTune" now'):
+        run_stream(other, benchmark, tmp_path, progress=False)
+    (tmp_path / "settings.json").unlink()  # a folder of an older version: the checkpoint still says whose it is
     with pytest.raises(ValueError, match="written by a MoRAM run"):
         run_stream(other, benchmark, tmp_path, progress=False)
 

@@ -333,7 +333,7 @@ def test_the_half_cosine_option_and_bad_options(tiny_clip, tokenizer, make_strea
     assert all(not m.dual for m in strategy.inflora_plugin.memories.values())
     for bad, match in [(dict(lr_schedule="step"), "lr_schedule must be one of"),
                        (dict(memory="ogd"), "memory must be one of"),
-                       (dict(rank=65), "rank must be in 1..64"), (dict(rank=0), "rank must be in 1..64")]:
+                       (dict(rank=65), "rank must be in 1..64"), (dict(rank=0), "rank must be a positive int, got 0")]:
         model = open_clip.CLIP(**TINY_CONFIG)
         with pytest.raises(ValueError, match=match):
             InfLoRA(model=model, tokenizer=tokenizer, **bad)

@@ -125,7 +125,8 @@ def analyze(log_dir, *, data_root: Optional[str] = None, options: Optional[Analy
     # everything is computed first; files are written at the end, each atomically
     images, texts, sections = {}, {}, []
     numbers = {"run": _run_summary(record), "options": asdict(options)}
-    steps = tqdm(total=2 + (len(scenarios) if options.maps else 0), desc="analysis", disable=not progress)
+    steps = tqdm(total=2 + (len(scenarios) if options.maps else 0), desc="analysis",
+                 disable=None if progress else True)  # None: terminals only
     if options.maps:
         bundle = _model_and_data(record, data_root, model, benchmark, eval_transform, tokenizer,
                                  layer_options, settings or {}, device)

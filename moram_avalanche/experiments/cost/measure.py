@@ -166,7 +166,8 @@ def measure_cost(options: CostOptions, progress: bool = True) -> dict:
                                else "CPU proxy: " + PROXY_LABEL),
                "settings": {k: v for k, v in asdict(options).items() if k != "options"},
                "strategies": []}
-    bar = tqdm(total=len(options.strategies) * max(options.tasks), desc="cost", disable=not progress)
+    bar = tqdm(total=len(options.strategies) * max(options.tasks), desc="cost",
+               disable=None if progress else True)  # None: terminals only
     for name in options.strategies:
         results["strategies"].append(_measure_one(name, options, bar))
     bar.close()

@@ -1,0 +1,237 @@
+"""The command line's checked-arguments layer: every argument checked before anything runs.
+
+``moram-avalanche`` commands call these checks first, so a mistake costs no model load and
+writes nothing. A mistake is reported in one line that names the argument, what was given,
+what is allowed and how to fix it, and the command exits with 2 (:func:`report_error`):
+
+* argparse's own errors (a missing option, ``--batch-size 0`` through the argument types
+  below) go through :class:`OneLineParser`;
+* :func:`check_run_arguments` / :func:`check_compare_arguments` check the rest against the
+  registries and the machine: benchmark and strategy names, each strategy's options with its
+  ``--set`` values (:func:`~moram_avalanche.strategies.options.check_strategy_options`:
+  names, types and ranges, nothing built), reference data the strategies take, the device
+  (``auto`` resolved), the data root, the output and cache folders (they must be writable),
+  and the settings an existing output folder was made with.
+
+Nothing here branches on strategy names: what a strategy takes, it declares
+(:class:`~moram_avalanche.strategies.needs.StrategyNeeds`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+import re
+from pathlib import Path
+from typing import Dict, List, Mapping
+
+from .utils.errors import UserError, user_message
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose usage errors are one line (no usage block), exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: {message} (`{self.prog} --help` lists the options)\n")
+
+
+# ---------------------------------------------------------------- argument types (argparse)
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (1 or more), got {text!r}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """An argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}")
+    return value
+
+
+def shots(text: str):
+    """An argparse type: images per class (an integer >= 1), or ``"full"`` (every image)."""
+    if text.lower() in ("full", "none"):
+        return "full"
+    value = _integer(text, "a positive integer or 'full'")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer or 'full', got {text!r}")
+    return value
+
+
+def share(text: str) -> float:
+    """An argparse type: a share, a number in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], got {text!r}") from None
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1], e.g. 0.99, got {text!r}")
+    return value
+
+
+def _integer(text: str, what: str = "an integer") -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+
+
+# ---------------------------------------------------------------- errors
+def report_error(command: str, error: BaseException) -> str:
+    """The line the command line prints for a user's mistake (without the trailing newline)."""
+    return f"moram-avalanche {command}: {user_message(error)}"
+
+
+def is_user_error(error: BaseException) -> bool:
+    """A mistake of the user (a wrong value or type, a missing file, an unusable machine):
+    reported in one line; anything else keeps its traceback."""
+    return isinstance(error, (ValueError, UserError))
+
+
+# ---------------------------------------------------------------- checks of run / compare
+def check_shared_arguments(args) -> None:
+    """The options ``run`` and ``compare`` share; resolves ``args.device`` in place."""
+    from .benchmarks import get_benchmark
+    from .utils.devices import resolve_device
+    from .utils.files import check_output_folder
+
+    builder = get_benchmark(args.benchmark)
+    args.device = resolve_device(args.device, "--device")
+    if args.data_root is not None and not Path(args.data_root).expanduser().is_dir():
+        raise ValueError(f"--data-root {args.data_root}: no such folder; give the folder that holds "
+                         "the datasets (moram-avalanche check-data --root DIR lists what it finds)")
+    if args.data_root is None and _needs_data_root(builder):
+        raise ValueError(f"--benchmark {args.benchmark} reads datasets from disk: give --data-root DIR "
+                         "(or --benchmark synthetic for the offline stream)")
+    if args.cache_dir is not None:
+        check_output_folder(args.cache_dir, "--cache-dir")
+    for option, value, kind in (("--ref-images", args.ref_images, "folder"),
+                                ("--ref-sentences", args.ref_sentences, "file")):
+        if value is None or value in ("synthetic", "none"):
+            continue
+        path = Path(value).expanduser()
+        if not (path.is_dir() if kind == "folder" else path.is_file()):
+            raise ValueError(f"{option} {value}: no such {kind}; give an existing {kind}, or "
+                             "'synthetic' for a small generated set")
+
+
+def _needs_data_root(builder) -> bool:
+    """Whether a benchmark builder reads from disk: its first parameter has no default."""
+    first = next(iter(inspect.signature(builder).parameters.values()), None)
+    return first is not None and first.default is inspect.Parameter.empty
+
+
+def check_strategy_arguments(args, name: str, overrides: Mapping[str, object], *, set_prefix: str = "") -> dict:
+    """Check strategy ``name`` with the command line's budget and its ``--set`` values
+    (``set_prefix``: ``"moram."`` for ``compare``); returns the options checked."""
+    from .strategies.options import check_option_types, check_option_values
+    from .strategies.registry import get_strategy
+
+    cls = get_strategy(name)
+    needs = cls.needs
+    options: Dict[str, object] = {"train_mb_size": args.batch_size}
+    if args.iterations is not None and needs.trains:
+        options["iterations"] = args.iterations
+    if getattr(args, "lr", None) is not None:
+        options["lr"] = args.lr
+    references = needs.reference_arguments(images=args.ref_images, sentences=args.ref_sentences)
+    options.update(references)
+    for key, value in overrides.items():
+        try:
+            check_option_types(cls, {key: value})
+        except (TypeError, ValueError) as err:
+            raise _option_error(f"--set {set_prefix}{key}={value!r}", err) from None
+    options.update(overrides)
+    try:
+        check_option_types(cls, options, unbuilt=tuple(references))
+        check_option_values(cls, options)
+    except (TypeError, ValueError) as err:
+        named = [key for key in overrides if re.match(rf"(each of )?{re.escape(key)}\b", str(err))]
+        where = f"--set {set_prefix}{named[0]}={overrides[named[0]]!r}" if named else f"--strategy {name}"
+        raise _option_error(where, err) from None
+    return options
+
+
+def _option_error(where: str, error: BaseException) -> Exception:
+    from .utils.errors import OptionError
+
+    message = f"{where}: {error}"
+    return OptionError(message) if isinstance(error, TypeError) else ValueError(message)
+
+
+def check_references_taken(args, names: List[str]) -> None:
+    """``--ref-images`` / ``--ref-sentences`` only when a chosen strategy takes them."""
+    from .strategies.registry import get_strategy, strategies_taking
+
+    for kind, value in (("images", args.ref_images), ("sentences", args.ref_sentences)):
+        if value is not None and not any(kind in get_strategy(name).needs.references for name in names):
+            raise ValueError(f"--ref-{kind} is for strategies that take reference {kind}: "
+                             f"{', '.join(strategies_taking(kind))}")
+
+
+def check_run_arguments(args, overrides: Mapping[str, object], settings: Mapping[str, object]) -> None:
+    """Everything ``run`` takes, before anything is loaded or written: the shared options, the
+    strategy with its ``--set`` values, and ``--log-dir`` (writable; when it holds a run, one
+    made with the same ``settings`` unless ``--no-resume``)."""
+    from .experiments.runner import check_run_folder
+    from .utils.files import check_output_folder
+
+    check_shared_arguments(args)
+    check_references_taken(args, [args.strategy.lower()])
+    check_strategy_arguments(args, args.strategy.lower(), overrides)
+    log_dir = check_output_folder(args.log_dir, "--log-dir")
+    if not args.no_resume:
+        check_run_folder(log_dir, {"run": settings}, keys=("run",), what=f"--log-dir {log_dir}")
+
+
+def check_compare_arguments(args, names: List[str], overrides: Mapping[str, Mapping[str, object]],
+                            settings: Mapping[str, object]) -> None:
+    """Everything ``compare`` takes, before anything is loaded or written: the shared options,
+    every strategy with its own ``--set`` values, and ``--out`` (writable; when it holds a
+    comparison, one made with the same shared ``settings`` unless ``--no-resume``)."""
+    from .experiments.compare import SETTINGS_NAME
+    from .experiments.settings import check_settings
+    from .strategies.registry import get_strategy
+    from .utils.files import check_output_folder
+
+    check_shared_arguments(args)
+    if not names:
+        raise ValueError("--strategies is empty: give comma-separated names, e.g. zeroshot,finetune,moram")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"--strategies lists {repeated} twice: give each strategy once")
+    for name in names:
+        get_strategy(name)
+    unknown = sorted(set(overrides) - set(names))
+    if unknown:
+        raise ValueError(f"--set names strategies that are not compared: {unknown} (compared: {names}); "
+                         "write --set STRATEGY.KEY=VALUE with STRATEGY one of --strategies")
+    check_references_taken(args, names)
+    for name in names:
+        check_strategy_arguments(args, name, overrides.get(name, {}), set_prefix=f"{name}.")
+    out = check_output_folder(args.out, "--out")
+    if not args.no_resume:
+        check_settings(out / SETTINGS_NAME, settings, what=f"the comparison in --out {out}",
+                       fix="give the settings it was made with, another --out, or --no-resume to "
+                           "start the listed strategies over")
+
+
+__all__ = ["OneLineParser", "check_compare_arguments", "check_references_taken", "check_run_arguments",
+           "check_shared_arguments", "check_strategy_arguments", "is_user_error", "nonnegative_int",
+           "positive_float", "positive_int", "report_error", "share", "shots"]
