@@ -40,6 +40,12 @@ COSTS = {
     "moe-adapters": (8.56, 3.25, "paper (DDAS's small autoencoders not counted)"),
     "inflora": (0.8 * MORAM_TRAIN, CLIP_EVAL, "assumed 0.8x MoRAM (image encoder only); merged: CLIP"),
     "moe-lora": (MORAM_TRAIN, MORAM_EVAL, "assumed as MoRAM"),
+    "icarl": (2 * FULL_FT_TRAIN + FULL_FT_TRAIN / 3, CLIP_EVAL, "as LwF (distillation on an exemplar batch)"),
+    "rail-primal": (0.0, 1.03 * CLIP_EVAL,
+                    "training-free: one image forward per 16-shot training image (~17,600 on X-TAIL, "
+                    "minutes) neglected; inference CLIP + 3% (scripts/bench_rail.py)"),
+    "codyra": (MORAM_TRAIN, CLIP_EVAL, "assumed as MoRAM in training (rank-16 LoRA on the same linears); "
+               "merged: CLIP inference"),
     "moram-variant": (MORAM_TRAIN, MORAM_EVAL, "assumed as MoRAM (routing ablations, pruning, sweeps)"),
     "moram-plain-path": (1.15 * MORAM_TRAIN, MORAM_EVAL,
                          "assumed +15% training: external router, load balancing (plain-autograd path)"),
@@ -47,16 +53,17 @@ COSTS = {
 
 #: table -> runs: (strategy cost key, protocol, seeds); a run is shared by the tables that name it
 TABLES = {
-    "xtail": [(s, "xtail", (42,)) for s in ("zeroshot", "finetune-alone", "lwf", "wiseft", "zscl",
-                                             "moe-adapters", "moram")],
+    "xtail": [(s, "xtail", (42,)) for s in ("zeroshot", "finetune-alone", "lwf", "wiseft", "icarl", "zscl",
+                                             "moe-adapters", "rail-primal", "codyra", "moram")],
     "xtail-order2": [(s, "xtail-2", (42,)) for s in ("zeroshot", "lwf", "wiseft", "zscl", "moe-adapters",
-                                                     "moram")],
+                                                     "rail-primal", "codyra", "moram")],
     "mtil": [(s, "mtil", (42,)) for s in ("zeroshot", "lwf", "lwf-vr", "wiseft", "zscl", "moe-adapters",
-                                           "moram")],
+                                           "rail-primal", "codyra", "moram")],
     "routing": [("moe-lora", "xtail", (42,)), ("moram", "xtail", (42,))]
     + [("moram-plain-path:router", "xtail", (42,))]
     + [(f"moram-variant:{row}", "xtail", (42,)) for row in ("self", "topk", "temperature", "threshold")],
-    "robustness": [("inflora", "xtail", (42, 43, 44)), ("moram", "xtail", (42, 43, 44))],
+    "robustness": [("inflora", "xtail", (42, 43, 44)), ("codyra", "xtail", (42, 43, 44)),
+                   ("moram", "xtail", (42, 43, 44))],
     "pruning": [("moram", "xtail", (42,)), ("moram-variant:pruning", "xtail", (42,))],
     "load-balance": [("moram", "xtail", (42,)), ("moram-plain-path:balance", "xtail", (42,))],
     "sweeps": [("moram", "xtail", (42,))] + [(f"moram-variant:sweep{i}", "xtail", (42,)) for i in range(12)],

@@ -54,3 +54,13 @@ def test_inflora_options_through_set(tmp_path, capsys):
     downs = {k: v for k, v in state.items() if k.endswith(".down")}
     assert downs and all(v.shape[0] == 2 for v in downs.values())
     assert any(k.startswith("transformer.") for k in downs) and any(k.startswith("visual.") for k in downs)
+
+
+def test_rail_codyra_and_icarl_run_from_the_command_line(tmp_path, capsys):
+    # RAIL takes no --iterations (training-free): the command line leaves it out for it
+    for name, extra in (("rail-primal", ("--set", "hidden_dim=64")), ("rail-dual", ()),
+                        ("codyra", ("--set", "rank=2")), ("icarl", ("--set", "memory_size=8"))):
+        out = tmp_path / name
+        assert main(common(tmp_path, "--strategy", name, *extra, "--log-dir", str(out))) == 0, capsys.readouterr().err
+        report = json.loads((out / "results.json").read_text())
+        assert len(report["matrix"]) == 5

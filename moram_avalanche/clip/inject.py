@@ -15,6 +15,7 @@ from typing import Callable, Dict, Iterable, List, Sequence
 from torch import nn
 
 from ..layers.base import find_layers
+from ..layers.gated_lora import GatedLoRALinear
 from ..layers.lora import LoRALinear
 from ..layers.moe_lora import MoELoRALinear
 from ..layers.moram import MoRAMLinear
@@ -163,5 +164,20 @@ def inject_moe_lora(
                            MoELoRALinear, encoders, targets, freeze_model)
 
 
-__all__ = ["TARGET_PATHS", "inject_adapters", "inject_lora", "inject_moe_lora", "inject_moram",
+def inject_gated_lora(
+    model: nn.Module,
+    encoders: Sequence[str] = ENCODERS,
+    targets: Sequence[str] = tuple(TARGET_PATHS),
+    *,
+    rank: int = 16,
+    freeze_model: bool = True,
+) -> Dict[str, GatedLoRALinear]:
+    """Wrap the target linears of ``encoders`` in :class:`~moram_avalanche.layers.gated_lora.GatedLoRALinear`
+    (CoDyRA; its release's setting is :func:`inject_moram`'s: both encoders, q/k/v/out/c_fc/c_proj,
+    rank 16 [Artificer-AI-Lab/CoDyRA runner_codyra.sh ``TARGET_ENCODER=all``, ``qkvoinout``])."""
+    return inject_adapters(model, lambda linear: GatedLoRALinear(linear, rank=rank), GatedLoRALinear,
+                           encoders, targets, freeze_model)
+
+
+__all__ = ["TARGET_PATHS", "inject_adapters", "inject_gated_lora", "inject_lora", "inject_moe_lora", "inject_moram",
            "replace_linears", "target_linear_names"]

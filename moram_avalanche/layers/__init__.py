@@ -3,12 +3,13 @@
 The adapter-layer protocol and the one layer finder (:mod:`.base`), MoRAM's layer
 (:mod:`.moram`), its fused autograd function (:mod:`.moram_fused`), the routing-ablation
 variant (:mod:`.moram_variants`), the method written the obvious way (:mod:`.naive`), and the
-baselines' layers: LoRA (:mod:`.lora`), MoE-LoRA (:mod:`.moe_lora`) and MoE-Adapters' experts
+baselines' layers: LoRA (:mod:`.lora`), CoDyRA's gated LoRA (:mod:`.gated_lora`), MoE-LoRA (:mod:`.moe_lora`) and MoE-Adapters' experts
 and per-task routers (:mod:`.moe_adapter`).
 """
 
 from .base import (AdapterLayer, GrowingAdapter, LinearWrapper, adapter_state_dict, find_layers,
                    load_adapter_state_dict)
+from .gated_lora import GatedLoRALinear
 from .lora import LoRALinear
 from .moe_adapter import Expert, MoEAdapterMixture, add_router, num_routers, routing
 from .moe_lora import MoELoRALinear
@@ -17,7 +18,7 @@ from .moram_fused import MoRAMFunction
 from .moram_variants import BALANCE_FORMS, MoRAMAblationLinear, moram_layer_type
 from .naive import NaiveMoRAMLinear, naive_moram
 
-__all__ = ["BALANCE_FORMS", "AdapterLayer", "Expert", "GrowingAdapter", "LinearWrapper", "LoRALinear",
+__all__ = ["BALANCE_FORMS", "AdapterLayer", "Expert", "GatedLoRALinear", "GrowingAdapter", "LinearWrapper", "LoRALinear",
            "MoEAdapterMixture", "MoELoRALinear", "MoRAMAblationLinear", "MoRAMFunction", "MoRAMLinear",
            "NaiveMoRAMLinear", "adapter_state_dict", "add_router", "find_layers",
            "load_adapter_state_dict", "moram_layer_type", "naive_moram", "num_routers", "routing",

@@ -15,13 +15,16 @@ from typing import Dict, Type, Union
 from ..utils.names import lookup
 from .base import CLIPStrategy
 from .builtins import BUILTINS, BuiltinStrategy
+from .codyra import CoDyRA
 from .finetune import FineTune
 from .finetune_alone import FineTuneAlone
+from .icarl import ICaRL
 from .inflora import InfLoRA
 from .lora_baselines import MoELoRA, SeqLoRA
 from .lwf import LwF, LwFVR
 from .moe_adapters import MoEAdapters
 from .moram import ABLATION_STRATEGIES, MoRAM
+from .rail import RAILDual, RAILPrimal
 from .wiseft import WiSEFT
 from .zeroshot import ZeroShot
 from .zscl import ZSCL
@@ -31,6 +34,7 @@ STRATEGIES: Dict[str, Type[CLIPStrategy]] = {
     "moram": MoRAM, "finetune": FineTune, "zeroshot": ZeroShot, "wiseft": WiSEFT, "lwf": LwF,
     "lwf-vr": LwFVR, "zscl": ZSCL, "moe-adapters": MoEAdapters, "inflora": InfLoRA,
     "finetune-alone": FineTuneAlone,  # each domain from the pre-trained weights (upper bound)
+    "rail-primal": RAILPrimal, "rail-dual": RAILDual, "codyra": CoDyRA, "icarl": ICaRL,
     # routing ablations of the MoRAM paper (moram.ROUTING_ABLATIONS)
     "seq-lora": SeqLoRA, "moe-lora": MoELoRA, **ABLATION_STRATEGIES,
 }

@@ -33,11 +33,13 @@ def small_sweeps():
 @pytest.fixture(scope="module")
 def offline_parts(tiny_clip_name, tmp_path_factory):
     """What a tiny offline reproduction replaces: DDAS's ImageNet AlexNet (seeded random
-    convolution features, and a stand-in file where its weights would lie), the per-run
+    convolution features, and a stand-in file where its weights would lie), RAIL-Primal's
+    15000-wide expansion (64 wide: its 15000 x 15000 ridge matrix is 0.9 GB), the per-run
     pictures drawn after every evaluation (tested elsewhere; here they would cost most of the
     time), and most of the sweep grid (:func:`small_sweeps`)."""
     import moram_avalanche.experiments.viz as viz
     import moram_avalanche.strategies.moe_adapters as moe
+    import moram_avalanche.strategies.rail as rail
     from moram_avalanche.algorithms.ddas import random_conv_features
 
     weights = tmp_path_factory.mktemp("hub") / "alexnet-owt-7be5be79.pth"
@@ -51,6 +53,7 @@ def offline_parts(tiny_clip_name, tmp_path_factory):
         for name in ("accuracy_heatmap", "accuracy_heatmaps", "atom_usage_heatmap"):
             patch.setattr(viz, name, blank)
         patch.setitem(TABLES, "sweeps", small_sweeps())
+        patch.setitem(rail.RAIL_PRIMAL_PAPER_SETTINGS, "hidden_dim", 64)
         yield tiny_clip_name
     torch.set_num_threads(threads)
 
@@ -201,7 +204,16 @@ def test_dry_run_lists_every_run_with_the_papers_settings(capsys):
     zscl = runs.split("  zscl (seed 42)")[1].split("used by")[0]
     assert "<data-root>/ImageNet/train" in zscl and "Validation_GCC-1.1.0-Validation_output.csv" in zscl
     assert "average_every=100" in zscl and "l2_weight=1" in zscl
-    assert "runs (7;" in plan and "iCaRL [Transfer, Average, Last]: not run" in plan
+    assert "runs (10;" in plan and "iCaRL [Transfer, Average, Last]: icarl" in plan
+    rail = runs.split("  rail-primal (seed 42)")[1].split("used by")[0]
+    # hidden_dim is the release's 15000 outside this module (its tiny runs narrow it: offline_parts)
+    assert "hidden_dim=" in rail and "fusion_weight=0.8" in rail and "regularization=0.1" in rail
+    assert "iterations" not in rail.split("settings:")[1].split("\n")[0]  # training-free
+    codyra = runs.split("  codyra (seed 42)")[1].split("used by")[0]
+    for setting in ("rank=16", "max_kappa=0.005", "kappa_steps=50", "lr=0.0005", "iterations=500"):
+        assert setting in codyra, setting
+    icarl = runs.split("  icarl (seed 42)")[1].split("used by")[0]
+    assert "memory_size=10000" in icarl and "label_smoothing=0," in icarl and "teacher='zeroshot'" in icarl
     assert "Fine-tune [CLIP]: finetune-alone" in plan and "NOT the paper's budget" not in plan
 
 

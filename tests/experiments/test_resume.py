@@ -11,7 +11,7 @@ from moram_avalanche.layers.base import find_layers
 from moram_avalanche.layers.moram import MoRAMLinear
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.experiments.runner import run_stream
-from moram_avalanche.strategies import ZSCL, FineTune, LwFVR, MoRAM, WiSEFT
+from moram_avalanche.strategies import ZSCL, CoDyRA, FineTune, ICaRL, LwFVR, MoRAM, RAILDual, RAILPrimal, WiSEFT
 
 from conftest import TINY_CONFIG
 
@@ -22,7 +22,9 @@ def fresh_run(strategy_class, make_stream, tokenizer, **kwargs):
     torch.manual_seed(0)
     model = open_clip.CLIP(**TINY_CONFIG)
     metric = AccuracyMatrix()
-    strategy = strategy_class(model=model, tokenizer=tokenizer, iterations=3, train_mb_size=4,
+    if strategy_class.needs.trains:
+        kwargs = dict(kwargs, iterations=3)
+    strategy = strategy_class(model=model, tokenizer=tokenizer, train_mb_size=4,
                               evaluator=EvaluationPlugin(metric, loggers=[]), progress=False, **kwargs)
     return strategy, make_stream("all", train_sizes=(8, 6, 6)), metric
 
@@ -42,12 +44,20 @@ ZSCL_REFERENCES = {
     (ZSCL, {"lr": 1e-3, "warmup": 1, "average_every": 2, **ZSCL_REFERENCES}),
     (LwFVR, {"lr": 1e-3, "warmup": 1, "sentences": 20}),
     (WiSEFT, {"lr": 1e-3, "warmup": 1, "anchor": "zeroshot"}),
+    # training-free: the analytic head (ridge state, random expansion, kernel memory) is the state
+    (RAILPrimal, {"hidden_dim": 24}),
+    (RAILDual, {}),
+    # gates thresholded after iterations 1 and 2 (kappa 0.1), merged and restarted after each task
+    # the herded memory (indices) is the state; the zero-shot teacher is rebuilt from the model
+    (ICaRL, {"lr": 1e-3, "warmup": 1, "memory_size": 5}),
+    (CoDyRA, dict(rank=4, lr=1e-2, max_kappa=0.1, kappa_steps=3, dense_fraction=0.0)),
 ])
 def test_resume_after_interruption_gives_the_identical_matrix(strategy_class, kwargs, make_stream,
                                                               tokenizer, tmp_path):
     strategy, benchmark, metric = fresh_run(strategy_class, make_stream, tokenizer, **kwargs)
     assert run_stream(strategy, benchmark, tmp_path / "whole", progress=False) == 3
     expected_matrix, expected_state = metric.result(), strategy.model.state_dict()
+    expected_head = strategy.head.ridge.state_dict() if isinstance(strategy, (RAILPrimal, RAILDual)) else {}
 
     strategy, benchmark, metric = fresh_run(strategy_class, make_stream, tokenizer, **kwargs)
     assert run_stream(strategy, benchmark, tmp_path / "cut", max_experiences=1, progress=False) == 1
@@ -58,6 +68,8 @@ def test_resume_after_interruption_gives_the_identical_matrix(strategy_class, kw
     assert metric.result().tolist() == expected_matrix.tolist()
     state = strategy.model.state_dict()
     assert all(torch.equal(state[k], v) for k, v in expected_state.items())
+    if isinstance(strategy, (RAILPrimal, RAILDual)):
+        assert all(torch.equal(a, b) for a, b in zip(expected_head.values(), strategy.head.ridge.state_dict().values()))
 
 
 def test_moram_checkpoint_holds_atoms_not_clip(make_stream, tokenizer, tmp_path):

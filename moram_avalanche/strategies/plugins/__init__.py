@@ -5,9 +5,12 @@ public strategy state; each strategy file is a thin ``CLIPStrategy`` subclass th
 Growing adapters grow through one mechanism, :class:`~.growth.GrowthPlugin`.
 """
 
-from .distillation import LwFDistillation, ReferenceDistillation, ZSCLDistillation
+from .analytic import AnalyticHead
 from .budget import IterationBudget
+from .codyra import CoDyRAPlugin
 from .data_parallel import DataParallel
+from .distillation import ExemplarDistillation, LwFDistillation, ReferenceDistillation, ZSCLDistillation
+from .exemplars import ExemplarMemory
 from .growth import GrowthPlugin
 from .inflora import InfLoRAPlugin
 from .load_balance import LoadBalancePlugin
@@ -17,6 +20,7 @@ from .moram import MoRAMPlugin
 from .timing import RunTime
 from .weights import L2Anchor, WeightEnsemble, WiSEMerge
 
-__all__ = ["DataParallel", "GrowthPlugin", "InfLoRAPlugin", "IterationBudget", "L2Anchor", "LoadBalancePlugin", "LwFDistillation",
+__all__ = ["AnalyticHead", "CoDyRAPlugin", "DataParallel", "ExemplarDistillation", "ExemplarMemory", "GrowthPlugin",
+           "InfLoRAPlugin", "IterationBudget", "L2Anchor", "LoadBalancePlugin", "LwFDistillation",
            "MoEAdaptersPlugin", "MoRAMPlugin", "PeakMemory", "ReferenceDistillation", "RunTime",
            "WeightEnsemble", "WiSEMerge", "ZSCLDistillation", "memory_footprint"]

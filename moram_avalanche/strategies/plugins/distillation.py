@@ -1,4 +1,4 @@
-"""Distillation plugins: the teacher-student term LwF and ZSCL add to the CLIP loss, and their teachers."""
+"""Distillation plugins: the teacher-student term LwF, ZSCL and iCaRL add to the CLIP loss, and their teachers."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from ...algorithms.distillation import two_way_distillation
 from ...algorithms.teacher import FrozenCLIP
 from ...benchmarks.clip_benchmark import domain_of
 from ...utils.iteration import cycle
+from .exemplars import ExemplarMemory
 
 
 class ReferenceDistillation(SupervisedPlugin, supports_distributed=True):
@@ -41,6 +42,9 @@ class ReferenceDistillation(SupervisedPlugin, supports_distributed=True):
         num_workers: of the reference image loader.
     """
 
+    #: whether the reference loader shuffles (the ZSCL code's iCaRL reads its memory in order)
+    shuffle: bool = True
+
     def __init__(self, teacher: FrozenCLIP, *, temperature: float = 2.0, image_weight: float = 1.0,
                  text_weight: float = 1.0, batch_size: int | None = None, num_workers: int = 0) -> None:
         super().__init__()
@@ -67,7 +71,7 @@ class ReferenceDistillation(SupervisedPlugin, supports_distributed=True):
     def before_training_exp(self, strategy, **kwargs):
         self.teacher.to(strategy.device)
         self._text = self.reference_text(strategy)
-        loader = DataLoader(self.reference_images(strategy), shuffle=True,
+        loader = DataLoader(self.reference_images(strategy), shuffle=self.shuffle,
                             batch_size=self.batch_size or strategy.train_mb_size,
                             num_workers=self.num_workers)
         self._batches = cycle(loader, "the reference image set")
@@ -153,6 +157,48 @@ class ZSCLDistillation(ReferenceDistillation, supports_distributed=True):
         return self._embedded
 
 
+class ExemplarDistillation(ReferenceDistillation):
+    """iCaRL's distillation in the ZSCL MTIL code [Thunderbeee/ZSCL mtil/src/models/icarl.py]:
+
+    * images: the exemplar memory (:class:`~moram_avalanche.strategies.plugins.exemplars.ExemplarMemory`,
+      eval transform), read in order in batches of the training batch size and cycled
+      (``batch(ref_images, args.batch_size)``); nothing is distilled while it is empty (the
+      first domain is plain fine-tuning, ``pure_finetune``);
+    * texts: the current domain's class prompts (its training template), embedded by the teacher
+      ("use training dataset template in iCaRL");
+    * teacher: zero-shot CLIP (``--ref-model`` is never set by the iCaRL driver, so
+      ``ref_model`` is the freshly loaded pre-trained model) or, with ``previous=True``, the
+      model as each experience starts (classic iCaRL's previous network).
+    """
+
+    shuffle = False
+
+    def __init__(self, teacher: FrozenCLIP, memory: ExemplarMemory, *, previous: bool = False, **kwargs) -> None:
+        super().__init__(teacher, **kwargs)
+        self.memory = memory
+        self.previous = previous
+
+    def before_training_exp(self, strategy, **kwargs):
+        if not len(self.memory):
+            self._batches = None
+            return
+        if self.previous:
+            self.teacher.to(strategy.device)
+            self.teacher.copy_from(strategy.model)
+        super().before_training_exp(strategy, **kwargs)
+
+    def before_backward(self, strategy, **kwargs):
+        if self._batches is not None:
+            super().before_backward(strategy, **kwargs)
+
+    def reference_images(self, strategy):
+        return self.memory.dataset(strategy.experience)
+
+    def reference_text(self, strategy):
+        prompts = domain_of(strategy.experience).prompts()
+        return self.teacher.encode_text(prompts, strategy.tokenizer, strategy.text_head.batch_size)
+
+
 def _images_of(batch) -> torch.Tensor:
     images = batch[0] if isinstance(batch, (list, tuple)) else batch
     if not isinstance(images, torch.Tensor):
@@ -161,4 +207,4 @@ def _images_of(batch) -> torch.Tensor:
     return images
 
 
-__all__ = ["LwFDistillation", "ReferenceDistillation", "ZSCLDistillation"]
+__all__ = ["ExemplarDistillation", "LwFDistillation", "ReferenceDistillation", "ZSCLDistillation"]
