@@ -11,6 +11,7 @@ table):
 * :mod:`~moram_avalanche.algorithms` -- framework-free baseline math (DualGPM, DDAS, ...);
 * :mod:`~moram_avalanche.strategies` -- Avalanche strategies, one file each, and their plugins;
 * :mod:`~moram_avalanche.benchmarks` -- X-TAIL, MTIL and synthetic streams;
+* :mod:`~moram_avalanche.models` -- CLIP as an Avalanche model (``CLIPClassifier``);
 * :mod:`~moram_avalanche.experiments` -- running, checkpointing, comparing, tables, the demo, the
   paper's figures from a run (``analyze``) and cost tables (``measure_cost``).
 """
@@ -58,6 +59,9 @@ _PUBLIC = {
     "MoRAMSelfThreshold": "strategies.moram",
     "MoRAMLoadBalance": "strategies.moram",
     "ROUTING_ABLATIONS": "strategies.moram",
+    "DataParallel": "strategies.plugins.data_parallel",
+    "IterationBudget": "strategies.plugins.budget",
+    "BUILTINS": "strategies.builtins",
     "ZeroShot": "strategies.zeroshot",
     "FineTune": "strategies.finetune",
     "FineTuneAlone": "strategies.finetune_alone",
@@ -77,8 +81,11 @@ _PUBLIC = {
     "LoadBalancePlugin": "strategies.plugins.load_balance",
     "InfLoRAPlugin": "strategies.plugins.inflora",
     "MoEAdaptersPlugin": "strategies.plugins.moe_adapters",
+    # models (CLIP as an Avalanche model)
+    "CLIPClassifier": "models.classifier",
     # benchmarks
     "Domain": "benchmarks.clip_benchmark",
+    "LabelSpace": "benchmarks.label_space",
     "clip_benchmark": "benchmarks.clip_benchmark",
     "xtail": "benchmarks.streams",
     "mtil": "benchmarks.streams",
@@ -94,6 +101,8 @@ _PUBLIC = {
     "Setup": "experiments.compare",
     "run_comparison": "experiments.compare",
     "run_demo": "experiments.demo",
+    "WandBLogger": "experiments.loggers",
+    "accuracy_matrix_of": "experiments.metrics",
     "seed_everything": "experiments.seeding",
     "reproduce": "experiments.reproduce",
     "ReproduceSettings": "experiments.reproduce_plan",

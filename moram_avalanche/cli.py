@@ -4,7 +4,8 @@
 Heavy imports (torch, Avalanche, open_clip) happen inside the commands, so ``--help`` and
 argument errors are instant. Every argument is checked before anything is loaded or written
 (:mod:`moram_avalanche.arguments`, the checked-arguments layer); a user's mistake is one line
-on stderr and exit status 2.
+on stderr and exit status 2. ``run`` and ``compare`` also run data-parallel under
+``torchrun --nproc_per_node N -m moram_avalanche ...`` (:mod:`moram_avalanche.experiments.distributed`).
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ def _make_benchmark(args):
     from .benchmarks import get_benchmark
 
     builder, options = get_benchmark(args.benchmark), _stream_options(args)
-    return lambda train_tf, eval_tf: builder(args.data_root, train_transform=train_tf,
-                                             eval_transform=eval_tf, **options)
+    return lambda train_tf, eval_tf: builder(
+        args.data_root, train_transform=eval_tf if args.no_augment else train_tf, eval_transform=eval_tf,
+        **options)
 
 
 def _default_num_workers(args) -> None:
@@ -106,6 +108,7 @@ def _shared_settings(args) -> dict:
         "stream": _stream_options(args),
         "iterations": args.iterations, "batch_size": args.batch_size, "seed": args.seed,
         "ref_images": args.ref_images, "ref_sentences": args.ref_sentences,
+        **({"augment": False} if args.no_augment else {}),  # earlier records resume as they were
     }
 
 
@@ -126,10 +129,15 @@ def cmd_run(args) -> int:
     from avalanche.training.plugins import EvaluationPlugin
 
     from .experiments.analysis.source import weights_checksum
-    from .experiments.metrics import AccuracyMatrix
+    from .experiments.distributed import start_processes
+    from .experiments.metrics import AccuracyMatrix, accuracy_matrix_of
     from .experiments.runner import check_run_folder, run_settings, run_stream
     from .experiments.seeding import seed_everything
 
+    requested_device = args.device
+    processes = start_processes(args.seed, args.device)  # one of several under torchrun
+    processes.check(args.strategy, strategy_class.needs)
+    args.device, progress = processes.device, not args.no_progress and processes.main
     seed_everything(args.seed)
     model, train_tf, eval_tf, tokenizer = _make_model(args)()
     checksum = weights_checksum(model)
@@ -137,23 +145,28 @@ def cmd_run(args) -> int:
     log_dir = Path(args.log_dir)
     matrix = AccuracyMatrix(out_dir=log_dir)
     options = _strategy_options(args, args.strategy.lower(), eval_tf, overrides.get("", {}))
-    # the evaluator (and its TensorBoard folder) is made once the strategy passed its checks
-    strategy = strategy_class(model=model, tokenizer=tokenizer, device=args.device,
-                              evaluator=lambda: EvaluationPlugin(matrix, loggers=[TensorboardLogger(log_dir / "tb")]),
-                              progress=not args.no_progress, **options)
+    # the evaluator (and its TensorBoard folder, rank 0 only) is made once the strategy passed its checks
+    strategy = strategy_class(
+        model=model, tokenizer=tokenizer, device=args.device, plugins=processes.plugins(),
+        evaluator=lambda: EvaluationPlugin(matrix, loggers=processes.loggers(
+            lambda: [TensorboardLogger(log_dir / "tb")])),
+        progress=progress, **options)
     if not args.no_resume:  # the whole record (the benchmark's domains too) before run.json is written
         check_run_folder(log_dir, run_settings(strategy, benchmark, settings))
-    _record_run(args, log_dir, overrides.get("", {}), checksum)
-    run_stream(strategy, benchmark, log_dir, resume=not args.no_resume, progress=not args.no_progress,
+    if processes.main:
+        _record_run(args, log_dir, overrides.get("", {}), checksum, requested_device)
+    run_stream(strategy, benchmark, log_dir, resume=not args.no_resume, progress=progress,
                num_workers=args.num_workers, settings=settings)
-    report = matrix.report()
-    print(f"Transfer {report['transfer']:.1f}  Average {report['average']:.1f}  "
-          f"Last {report['last']:.1f}   ({log_dir}/results.json)")
+    report = accuracy_matrix_of(strategy).report()  # the resumed metric after a whole-strategy resume
+    if processes.main:
+        print(f"Transfer {report['transfer']:.1f}  Average {report['average']:.1f}  "
+              f"Last {report['last']:.1f}   ({log_dir}/results.json)")
     return 0
 
 
-def _record_run(args, log_dir: Path, overrides: dict, checksum: float) -> None:
-    """``LOG_DIR/run.json``: what rebuilds the run's model and data (read by ``analyze``)."""
+def _record_run(args, log_dir: Path, overrides: dict, checksum: float, device: str) -> None:
+    """``LOG_DIR/run.json``: what rebuilds the run's model and data (read by ``analyze``);
+    ``device`` is the one asked for (a data-parallel process runs on its own ``cuda:<rank>``)."""
     from .experiments.analysis.source import write_run_settings
 
     write_run_settings(log_dir, {
@@ -162,8 +175,8 @@ def _record_run(args, log_dir: Path, overrides: dict, checksum: float) -> None:
         "strategy": args.strategy.lower(),
         "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
         "set": {k: repr(v) for k, v in overrides.items()}, "iterations": args.iterations, "lr": args.lr,
-        "batch_size": args.batch_size, "seed": args.seed, "device": args.device,
-        "weights_checksum": checksum})
+        "batch_size": args.batch_size, "seed": args.seed, "device": device,
+        "augment": not args.no_augment, "weights_checksum": checksum})
 
 
 def cmd_analyze(args) -> int:
@@ -234,6 +247,13 @@ def cmd_compare(args) -> int:
     _default_num_workers(args)
     settings = {**_shared_settings(args), "device": args.device, "num_workers": args.num_workers}
     check_compare_arguments(args, names, overrides, settings)
+    from .experiments.distributed import start_processes
+    from .strategies.registry import get_strategy
+
+    processes = start_processes(args.seed, args.device)  # one of several under torchrun
+    for name in names:
+        processes.check(name, get_strategy(name).needs)
+    args.device = processes.device  # cuda:<LOCAL_RANK> under torchrun; the record keeps the one asked for
     from .experiments.compare import Setup, run_comparison
 
     setup = Setup(
@@ -243,8 +263,9 @@ def cmd_compare(args) -> int:
         strategy_settings=lambda name: {k: repr(v) for k, v in overrides.get(name, {}).items()},
         seed=args.seed, device=args.device, num_workers=args.num_workers)
     run_comparison(setup, names, args.out, resume=not args.no_resume, progress=not args.no_progress)
-    print(f"\ntable.md, table.csv, summary.md, accuracy_matrices.png: {args.out}/"
-          f"\n  tensorboard --logdir {Path(args.out) / 'tensorboard'}")
+    if processes.main:
+        print(f"\ntable.md, table.csv, summary.md, accuracy_matrices.png: {args.out}/"
+              f"\n  tensorboard --logdir {Path(args.out) / 'tensorboard'}")
     return 0
 
 
@@ -365,8 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="one strategy over one benchmark, resumable")
     run.add_argument("--benchmark", required=True, help=f"benchmark name -- {_benchmarks_help()}")
     run.add_argument("--strategy", required=True,
-                     help="strategy name (moram, finetune, zeroshot, wiseft, lwf, lwf-vr, zscl, ...; "
-                          "an unknown name lists them all)")
+                     help="strategy name (moram, finetune, zeroshot, wiseft, lwf, lwf-vr, zscl, ..., or "
+                          "Avalanche's avalanche.naive, avalanche.ewc, ...; an unknown name lists them all)")
     run.add_argument("--log-dir", required=True, help="output folder: TensorBoard, results, checkpoint")
     run.add_argument("--lr", type=positive_float, default=None, help="learning rate (default: the strategy's)")
     run.add_argument("--set", action="append", metavar="KEY=VALUE",
@@ -570,6 +591,9 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-workers", type=nonnegative_int, default=None,
                         help="DataLoader worker processes decoding images (default: with "
                              "--data-root, half the CPU cores up to 8; else 0)")
+    parser.add_argument("--no-augment", action="store_true",
+                        help="train on the model's evaluation transform (no random crops); a "
+                             "data-parallel run (torchrun) then reproduces a one-process run")
     parser.add_argument("--no-resume", action="store_true",
                         help="start over: remove the run's checkpoint and results instead of resuming")
     parser.add_argument("--no-progress", action="store_true",

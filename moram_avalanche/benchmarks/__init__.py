@@ -11,16 +11,20 @@ from .images import BadImageError, BadImages
 from .readers import DataError
 from .streams import MTIL_ORDERS, MTIL_PAPER_SHOTS, XTAIL_ORDERS, mtil, mtil_5shot, xtail
 
-#: options of the disk-backed streams (``--order``, ``--shots``, ...); synthetic takes none
+#: options of the disk-backed streams (``--order``, ``--shots``, ...)
 STREAM_OPTIONS = ("order", "shots", "seed", "prompts", "on_bad_image", "test_shots")
+#: the ones the synthetic stream takes too (``--order shapes,digits``, ``--data-seed``)
+SYNTHETIC_OPTIONS = ("order", "seed")
 
 
 def _synthetic(data_root=None, **kwargs):
     from .synthetic import synthetic
 
-    unsupported = sorted(k for k in kwargs if k in STREAM_OPTIONS)
+    unsupported = sorted(k for k in kwargs if k in STREAM_OPTIONS and k not in SYNTHETIC_OPTIONS)
     if unsupported:
         raise ValueError(f"the synthetic benchmark takes no {unsupported} options")
+    if isinstance(kwargs.get("order"), str):  # one domain
+        kwargs["order"] = (kwargs["order"],)
     return synthetic(**kwargs)
 
 
@@ -50,6 +54,6 @@ def get_benchmark(name: str):
 
 
 __all__ = ["BENCHMARKS", "BENCHMARK_PROTOCOLS", "BadImageError", "BadImages", "DataError", "Domain",
-           "LABEL_SPACES", "MTIL_ORDERS", "MTIL_PAPER_SHOTS", "STREAM_OPTIONS", "XTAIL_ORDERS",
-           "clip_benchmark", "describe_benchmarks", "get_benchmark", "label_offsets", "mtil",
+           "LABEL_SPACES", "MTIL_ORDERS", "MTIL_PAPER_SHOTS", "STREAM_OPTIONS", "SYNTHETIC_OPTIONS",
+           "XTAIL_ORDERS", "clip_benchmark", "describe_benchmarks", "get_benchmark", "label_offsets", "mtil",
            "mtil_5shot", "xtail"]

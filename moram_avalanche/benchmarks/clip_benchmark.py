@@ -11,14 +11,20 @@ Every experience (train and test) gets these attributes:
 * ``label_offset`` -- the experience's first label in the "all" space (sum of the class
   counts of the domains before it), ``domains`` -- every :class:`Domain` of the stream.
 
-Dataset labels stay local to their domain (``0..C_d-1``); the strategy adds ``label_offset``
-when it evaluates in the "all" space. The domain index is the task label.
+Labels live in the declared label space, so that any Avalanche strategy, metric and replay
+buffer reads them as they are: in the "all" space a domain's labels are offset by its
+``label_offset`` (global class indices, X-TAIL's single classifier over every class); in the
+"domain" space they stay local (``0..C_d-1``, MTIL). The raw datasets given to
+:func:`clip_benchmark` always hold local labels. The domain index is the task label, so a
+sample carries its domain wherever it goes (a replay buffer mixes domains in one batch).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import List, Sequence, Tuple
+
+from torch.utils.data import Dataset
 
 LABEL_SPACES = ("all", "domain")
 
@@ -62,6 +68,23 @@ def label_offsets(domains: Sequence[Domain]) -> List[int]:
     return offsets
 
 
+class OffsetLabels(Dataset):
+    """``raw`` with every label shifted by ``offset`` (``targets`` too): a domain's local labels
+    as indices of the "all" label space."""
+
+    def __init__(self, raw, offset: int) -> None:
+        self.raw = raw
+        self.offset = int(offset)
+        self.targets = [int(y) + self.offset for y in raw.targets]
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def __getitem__(self, index):
+        image, label, *rest = self.raw[index]
+        return (image, int(label) + self.offset, *rest)
+
+
 def clip_benchmark(domains, train_sets, test_sets, *, label_space: str, train_transform=None,
                    eval_transform=None):
     """An Avalanche benchmark with one experience per domain and CLIP metadata attached.
@@ -70,14 +93,15 @@ def clip_benchmark(domains, train_sets, test_sets, *, label_space: str, train_tr
         domains: the :class:`Domain` of each experience, in stream order.
         train_sets, test_sets: one map-style dataset per domain, each with a ``targets``
             sequence of local labels; items are ``(image, label)``.
-        label_space: "all" or "domain" (see the module docstring).
+        label_space: "all" (labels become global: local + the domain's offset) or "domain"
+            (labels stay local); see the module docstring.
         train_transform, eval_transform: applied to the images of training / evaluation
             data (Avalanche transform groups; the strategy switches between them).
     """
     from avalanche.benchmarks.scenarios.dataset_scenario import benchmark_from_datasets
     from avalanche.benchmarks.scenarios.task_aware import with_task_labels
-    from avalanche.benchmarks.utils import as_classification_dataset
-    from avalanche.benchmarks.utils.data_attribute import TaskLabels
+    from avalanche.benchmarks.utils.classification_dataset import TaskAwareClassificationDataset
+    from avalanche.benchmarks.utils.data_attribute import DataAttribute, TaskLabels
     from avalanche.benchmarks.utils.flat_data import ConstantSequence
     from avalanche.benchmarks.utils.transform_groups import TransformGroups
 
@@ -95,6 +119,7 @@ def clip_benchmark(domains, train_sets, test_sets, *, label_space: str, train_tr
         raise ValueError(f"domain names must be distinct (they key the accuracy matrix, the logs "
                          f"and the checkpoints), got {repeated} more than once in {names}")
     groups = TransformGroups({"train": train_transform, "eval": eval_transform})
+    offsets = label_offsets(domains)
 
     def wrap(raw, task, domain):
         bad = [int(y) for y in raw.targets if not 0 <= int(y) < len(domain.classnames)]
@@ -103,14 +128,19 @@ def clip_benchmark(domains, train_sets, test_sets, *, label_space: str, train_tr
                 f"domain {domain.name!r} has {len(domain.classnames)} classes but its data holds "
                 f"labels {sorted(set(bad))[:5]}: labels must be local (0..C-1)"
             )
-        data = as_classification_dataset(raw, transform_groups=groups)
-        return data.update_data_attribute("targets_task_labels", TaskLabels(ConstantSequence(task, len(data))))
+        if label_space == "all":
+            raw = OffsetLabels(raw, offsets[task])
+        # task-aware (task_set, per-task subsets): what Avalanche's LwF and task-balanced
+        # loaders read
+        return TaskAwareClassificationDataset(
+            [raw], transform_groups=groups,
+            data_attributes=[DataAttribute(raw.targets, "targets"),
+                             TaskLabels(ConstantSequence(task, len(raw)))])
 
     benchmark = with_task_labels(benchmark_from_datasets(
         train=[wrap(d, t, dom) for t, (d, dom) in enumerate(zip(train_sets, domains))],
         test=[wrap(d, t, dom) for t, (d, dom) in enumerate(zip(test_sets, domains))],
     ))
-    offsets = label_offsets(domains)
     for stream in (benchmark.train_stream, benchmark.test_stream):
         for experience in stream:
             index = experience.current_experience
@@ -125,3 +155,6 @@ def clip_benchmark(domains, train_sets, test_sets, *, label_space: str, train_tr
     benchmark.domains = tuple(domains)
     benchmark.label_space = label_space
     return benchmark
+
+
+__all__ = ["LABEL_SPACES", "Domain", "OffsetLabels", "clip_benchmark", "domain_of", "label_offsets"]

@@ -72,4 +72,16 @@ def blocks(model: nn.Module, encoders: str | Sequence[str] = ENCODERS, *,
     return found
 
 
-__all__ = ["ENCODERS", "Block", "blocks", "encoder_module", "is_residual_block"]
+def text_parameters(model: nn.Module) -> List[nn.Parameter]:
+    """The parameters of the text side: everything but the vision tower and the logit scale/bias.
+
+    Their ``requires_grad`` says whether text embeddings can change while training (then they
+    are computed with gradient and not cached).
+    """
+    skip = {id(p) for p in encoder_module(model, "visual").parameters()}
+    skip |= {id(getattr(model, n)) for n in ("logit_scale", "logit_bias")
+             if getattr(model, n, None) is not None}
+    return [p for p in model.parameters() if id(p) not in skip]
+
+
+__all__ = ["ENCODERS", "Block", "blocks", "encoder_module", "is_residual_block", "text_parameters"]

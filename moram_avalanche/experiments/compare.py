@@ -28,6 +28,10 @@ is written: the model is loaded once to give every strategy's options (:attr:`Se
 their transform, and each strategy's options are checked
 (:func:`~moram_avalanche.strategies.options.check_strategy_options`) and compared with its
 record.
+
+Strategies are the registry's (:func:`~moram_avalanche.strategies.registry.get_strategy`):
+the package's and Avalanche's own (``avalanche.naive``, ...). Under ``torchrun`` every
+process runs every strategy data-parallel and rank 0 alone writes.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 
+from ..algorithms.data_parallel import barrier, is_main_process, world_size
 from ..utils.files import atomic_write_bytes, atomic_write_text, check_output_folder, remove_temporaries
 from .seeding import RELEASE_SEED, seed_everything
 from .settings import RUN_SETTINGS_NAME, check_settings, describe_benchmark, describe_options, write_settings
@@ -107,13 +112,17 @@ def run_comparison(setup: Setup, strategies: Sequence[str], out_dir, *, resume: 
                            what=f"{name} in {out_dir}", keys=CHECKED_BEFORE_RUNNING,
                            fix=f"delete {out_dir / name} to run it again with these, or start the "
                                "comparison over (--no-resume, resume=False)")
-    remove_temporaries(out_dir)
-    write_settings(out_dir / SETTINGS_NAME, setup.settings)
+    main = is_main_process()  # rank 0 of a data-parallel run writes; the others only train
+    barrier()  # every process has checked the stored settings before rank 0 rewrites them
+    if main:
+        remove_temporaries(out_dir)
+        write_settings(out_dir / SETTINGS_NAME, setup.settings)
     results = {}
     for name in names:
         run_dir = out_dir / name
-        if not resume:
+        if not resume and main:
             shutil.rmtree(run_dir, ignore_errors=True)
+        barrier()
         done = _complete_report(run_dir) if resume else None
         if done is not None:
             logger.info("%s: complete in %s, not run again", name, run_dir)
@@ -122,7 +131,8 @@ def run_comparison(setup: Setup, strategies: Sequence[str], out_dir, *, resume: 
         options, record = prepared[name]
         results[name] = _run_one(setup, name, get_strategy(name), run_dir, out_dir / "tensorboard" / name,
                                  resume, progress, options, record["run"])
-    write_comparison(results, out_dir)
+    if main:
+        write_comparison(results, out_dir)
     return results
 
 
@@ -179,36 +189,43 @@ def _run_one(setup: Setup, name: str, strategy_class, run_dir: Path, tb_dir: Pat
     from avalanche.logging import TensorboardLogger
     from avalanche.training.plugins import EvaluationPlugin
 
+    from ..strategies.plugins.data_parallel import DataParallel
     from ..strategies.plugins.memory import PeakMemory
     from ..strategies.plugins.moram import MoRAMPlugin
     from ..strategies.plugins.timing import RunTime
-    from .metrics import AccuracyMatrix
+    from .metrics import AccuracyMatrix, accuracy_matrix_of
     from .runner import run_stream
 
-    if not resume:
+    main = is_main_process()
+    if not resume and main:
         shutil.rmtree(tb_dir, ignore_errors=True)
     seed_everything(setup.seed)
     model, train_tf, eval_tf, tokenizer = setup.make_model()
     benchmark = setup.make_benchmark(train_tf, eval_tf)
     matrix = AccuracyMatrix(out_dir=run_dir)
-    peak, clock = PeakMemory(), RunTime()
     options = dict(options)
-    plugins = [peak, clock, *options.pop("plugins", [])]
+    parallel = [DataParallel()] if world_size() > 1 else []
+    plugins = [PeakMemory(), RunTime(), *parallel, *options.pop("plugins", [])]
+    loggers = (lambda: [TensorboardLogger(tb_dir)]) if main else list  # rank 0 logs (Avalanche's rule)
     # the evaluator (and its TensorBoard folder) is made once the strategy passed its checks
-    evaluator = lambda: EvaluationPlugin(matrix, loggers=[TensorboardLogger(tb_dir)])  # noqa: E731
+    evaluator = lambda: EvaluationPlugin(matrix, loggers=loggers())  # noqa: E731
     strategy = strategy_class(model=model, tokenizer=tokenizer, evaluator=evaluator,
-                              device=setup.device, progress=progress, plugins=plugins, **options)
-    run_stream(strategy, benchmark, run_dir, resume=resume, progress=progress,
+                              device=setup.device, progress=progress and main, plugins=plugins, **options)
+    run_stream(strategy, benchmark, run_dir, resume=resume, progress=progress and main,
                num_workers=setup.num_workers, settings=settings)
-    report = {**matrix.report(), "memory": peak.report(), "time": clock.report()}
-    atomic_write_text(run_dir / "memory.json", json.dumps(report["memory"], indent=2) + "\n")
-    atomic_write_text(run_dir / "time.json", json.dumps(report["time"], indent=2) + "\n")
+    # a whole-strategy resume (Avalanche's strategies) replaced the metric and plugins
+    peak, clock = (next(p for p in strategy.plugins if isinstance(p, kind)) for kind in (PeakMemory, RunTime))
+    report = {**accuracy_matrix_of(strategy).report(), "memory": peak.report(), "time": clock.report()}
     history = [entry for plugin in strategy.plugins if isinstance(plugin, MoRAMPlugin)
                for entry in plugin.history]
-    if history:
-        from .viz import atom_usage_heatmap
+    if main:
+        atomic_write_text(run_dir / "memory.json", json.dumps(report["memory"], indent=2) + "\n")
+        atomic_write_text(run_dir / "time.json", json.dumps(report["time"], indent=2) + "\n")
+        if history:
+            from .viz import atom_usage_heatmap
 
-        _save_png(atom_usage_heatmap(history[-1]), run_dir / "atom_usage.png")
+            _save_png(atom_usage_heatmap(history[-1]), run_dir / "atom_usage.png")
+    barrier()
     return report
 
 

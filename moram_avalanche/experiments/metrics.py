@@ -10,20 +10,52 @@ metrics"; same as the MoRAM release's ``main.py``):
 * Last = mean over ``d`` of ``A[T-1, d]``.
 
 With fewer rows than domains (a run in progress), the summaries use the rows that exist.
+
+Each cell counts correct predictions with a ``torchmetrics`` metric (:class:`TopOneAccuracy`),
+whose states are summed over the processes of a data-parallel run before the cell is filled,
+so every process holds the accuracy of the whole test set and rank 0 alone writes the files.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 import numpy as np
+import torch
+import torchmetrics
 from avalanche.evaluation import PluginMetric
 from avalanche.evaluation.metric_results import MetricValue
 
+from ..algorithms.data_parallel import is_main_process
 from ..utils.files import atomic_write_bytes, atomic_write_text
+
+
+class TopOneAccuracy(torchmetrics.Metric):
+    """Top-1 accuracy from logits, as correct / total counts summed over processes.
+
+    ``torchmetrics.classification.MulticlassAccuracy(average="micro")`` computes the same value
+    but needs the number of classes up front; the logits' width varies with the label space.
+    A process that saw no sample contributes zero counts (and still takes part in the sum).
+    """
+
+    full_state_update = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("correct", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
+        self.add_state("total", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
+
+    def update(self, logits: torch.Tensor, labels: torch.Tensor) -> None:
+        self.correct += (logits.argmax(dim=1) == labels).sum().to(self.correct.device)
+        self.total += torch.tensor(labels.numel(), device=self.total.device)
+
+    def compute(self) -> torch.Tensor:
+        """``[correct, total]`` over every process."""
+        return torch.stack([self.correct, self.total])
 
 
 def transfer_per_domain(matrix: np.ndarray) -> np.ndarray:
@@ -66,8 +98,13 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
     logs ``AccMatrix/<domain>`` at x = t + 1 (one TensorBoard curve per domain); each
     evaluation logs ``AccMatrix/Transfer``, ``/Average``, ``/Last`` and the matrix as a
     heatmap image ``AccMatrix/heatmap``, and, with ``out_dir``, writes ``results.json`` and
-    ``accuracy_matrix.csv`` there (atomically). On benchmarks read from disk, ``results.json``
-    also counts the images skipped as unreadable (``skipped_images``).
+    ``accuracy_matrix.csv`` there (atomically; rank 0 of a data-parallel run only). On
+    benchmarks read from disk, ``results.json`` also counts the images skipped as unreadable
+    (``skipped_images``).
+
+    Works with any strategy whose outputs are logits over the labels of the benchmark's label
+    space: the package's and Avalanche's own with
+    :class:`~moram_avalanche.models.classifier.CLIPClassifier`.
     """
 
     def __init__(self, out_dir: Optional[str] = None, stream_name: str = "test") -> None:
@@ -76,8 +113,7 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
         self.stream_name = stream_name
         self.domains: List[str] = []
         self.rows: Dict[int, Dict[int, float]] = {}
-        self._correct = 0
-        self._total = 0
+        self._accuracy: Optional[TopOneAccuracy] = None
         #: the benchmark's record of skipped images, when it has one (set by the first
         #: evaluation, or by the runner)
         self.bad_images = None
@@ -113,16 +149,19 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
         return strategy.experience.origin_stream.name == self.stream_name
 
     def before_eval_exp(self, strategy):
-        self._correct = self._total = 0
+        self._accuracy = TopOneAccuracy().to(strategy.device)
 
     def after_eval_iteration(self, strategy):
         if self._counts(strategy):
-            predictions = strategy.mb_output.argmax(dim=1)
-            self._correct += int((predictions == strategy.mb_y).sum())
-            self._total += int(strategy.mb_y.numel())
+            self._accuracy.update(strategy.mb_output.detach(), strategy.mb_y)
 
     def after_eval_exp(self, strategy):
-        if not self._counts(strategy) or self._total == 0:
+        if not self._counts(strategy):
+            return None
+        with warnings.catch_warnings():  # a process without samples: its counts are zero
+            warnings.filterwarnings("ignore", message=".*was called before the ``update``")
+            correct, total = (int(v) for v in self._accuracy.compute())
+        if total == 0:
             return None
         experience = strategy.experience
         self.bad_images = getattr(experience, "bad_images", self.bad_images)
@@ -130,7 +169,7 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
             self.domains = [d.name for d in experience.domains]
         row = strategy.clock.train_exp_counter - 1
         col = experience.current_experience
-        accuracy = 100.0 * self._correct / self._total
+        accuracy = 100.0 * correct / total
         self.rows.setdefault(row, {})[col] = accuracy
         return [MetricValue(self, f"AccMatrix/{self.domains[col]}", float(accuracy), row + 1)]
 
@@ -146,7 +185,7 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
 
         image = accuracy_heatmap(matrix, self.domains)
         values.append(MetricValue(self, "AccMatrix/heatmap", image, row + 1))
-        if self.out_dir is not None:
+        if self.out_dir is not None and is_main_process():
             self.write(self.out_dir, image)
         return values
 
@@ -186,4 +225,15 @@ def matrix_csv(matrix: np.ndarray, domains: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["AccuracyMatrix", "matrix_csv", "summarize", "transfer_per_domain"]
+def accuracy_matrix_of(strategy) -> AccuracyMatrix:
+    """The :class:`AccuracyMatrix` among ``strategy``'s metrics (after a resume from Avalanche's
+    whole-strategy checkpoint the evaluator, and so the metric, are the unpickled objects)."""
+    for metric in getattr(strategy.evaluator, "metrics", []):
+        if isinstance(metric, AccuracyMatrix):
+            return metric
+    raise ValueError(f"{type(strategy).__name__}'s evaluator has no AccuracyMatrix: pass "
+                     "evaluator=EvaluationPlugin(AccuracyMatrix(...), ...)")
+
+
+__all__ = ["AccuracyMatrix", "TopOneAccuracy", "accuracy_matrix_of", "matrix_csv", "summarize",
+           "transfer_per_domain"]

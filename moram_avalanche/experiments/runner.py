@@ -11,6 +11,14 @@ cleared or survived: temporaries of interrupted writes are removed, a damaged ch
 falls back to the previous one (:func:`~moram_avalanche.experiments.checkpoint.load_latest_run_state`),
 a torn last line of ``bad_images.jsonl`` is ignored, TensorBoard hides the points logged after
 the checkpoint it resumes from, and a finished run rewrites results files that went missing.
+
+The package's strategies write the lean run state of :mod:`~moram_avalanche.experiments.checkpoint`
+(adapters, clock, plugin and metric state, RNGs); any other strategy -- Avalanche's own,
+``avalanche.naive``, ... -- Avalanche's whole-strategy checkpoint (``save_checkpoint`` /
+``maybe_load_checkpoint``, with the package's torch 2.15 fix), which holds their replay
+buffers, importances and teachers too. In a data-parallel run (``torchrun``) every process
+trains and evaluates its share, rank 0 alone writes the folder's files, and every process
+resumes from rank 0's checkpoint.
 """
 
 from __future__ import annotations
@@ -25,7 +33,9 @@ from tqdm.auto import tqdm
 
 from ..utils.checks import check_nonnegative_int, check_positive_int
 from ..utils.files import check_output_folder, remove_temporaries
-from .checkpoint import load_latest_run_state, previous_path, save_run_state
+from ..algorithms.data_parallel import barrier, is_main_process, world_size
+from ..strategies.plugins.data_parallel import DataParallel
+from .checkpoint import load_latest_run_state, previous_path, save_checkpoint, save_run_state
 from .settings import (RUN_SETTINGS_NAME, check_settings, describe, describe_benchmark, describe_options,
                        write_settings)
 
@@ -64,6 +74,10 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
 
     Returns the number of experiences completed.
     """
+    if world_size() > 1 and not any(isinstance(p, DataParallel) for p in strategy.plugins):
+        raise ValueError(f"run_stream runs in a process group of {world_size()} processes but the "
+                         "strategy has no DataParallel plugin: every process would train its own "
+                         "model. Add plugins=[DataParallel()]")
     if max_experiences is not None:
         check_positive_int("max_experiences", max_experiences)
     check_nonnegative_int("num_workers", num_workers)
@@ -71,22 +85,28 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
     record = run_settings(strategy, benchmark, settings)
     if resume:
         check_run_folder(out_dir, record)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    removed = remove_temporaries(out_dir)
-    if removed:
-        logger.info("removed %d temporary file(s) of interrupted writes in %s", len(removed), out_dir)
-    if not resume:
-        for name in RUN_FILES:
-            (out_dir / name).unlink(missing_ok=True)
+    main = is_main_process()  # rank 0 of a data-parallel run writes; every process reads
+    if main:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        removed = remove_temporaries(out_dir)
+        if removed:
+            logger.info("removed %d temporary file(s) of interrupted writes in %s", len(removed), out_dir)
+        if not resume:
+            for name in RUN_FILES:
+                (out_dir / name).unlink(missing_ok=True)
+    barrier()
     path = out_dir / CHECKPOINT_NAME
-    done, used = load_latest_run_state(strategy, path) if resume else (0, None)
+    done, used = _load(strategy, path) if resume else (0, None)
     if used is not None:
         logger.info("resuming %s after %d experience(s) from %s", type(strategy).__name__, done, used)
-    write_settings(out_dir / RUN_SETTINGS_NAME, record)
+    barrier()  # every process has read the checkpoint before rank 0 writes again
+    if main:
+        write_settings(out_dir / RUN_SETTINGS_NAME, record)
     bad_images = getattr(benchmark, "bad_images", None)
     if bad_images is not None:
         bad_images.redirect(out_dir / BAD_IMAGES_NAME)
-    hide_later_points(strategy, done + 1)
+    if main:
+        hide_later_points(strategy, done + 1)
     loader = {"num_workers": num_workers}
     train_loader = dict(loader, persistent_workers=num_workers > 0)
     stream = benchmark.train_stream
@@ -100,7 +120,9 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
             began = time.perf_counter()
             strategy.train(stream[index], **train_loader)
             strategy.eval(benchmark.test_stream, **loader)
-            save_run_state(strategy, path)
+            if main:
+                _save(strategy, path)
+            barrier()  # every process resumes from the same checkpoint
             done = index + 1
             bar.update()
             if progress and not interactive:
@@ -112,9 +134,34 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
         raise
     finally:
         bar.close()
-    if done == start and done:
+    if done == start and done and main:
         rewrite_results(strategy, bad_images)
     return done
+
+
+def lean_checkpoints(strategy) -> bool:
+    """Whether ``strategy`` has the package's lean run state (its CLIP strategies do)."""
+    return hasattr(strategy, "checkpoint_model_state") and hasattr(strategy, "load_checkpoint_model_state")
+
+
+def _save(strategy, path: Path) -> None:
+    if lean_checkpoints(strategy):
+        save_run_state(strategy, path)
+    else:
+        save_checkpoint(strategy, path)
+
+
+def _load(strategy, path: Path):
+    """``(experiences done, the file used or None)``: the lean run state (with its fallback to
+    the previous checkpoint), or Avalanche's whole-strategy checkpoint."""
+    if lean_checkpoints(strategy):
+        return load_latest_run_state(strategy, path)
+    if not path.exists():
+        return 0, None
+    from avalanche.checkpointing import maybe_load_checkpoint
+
+    _, done = maybe_load_checkpoint(strategy, str(path), map_location=strategy.device)
+    return int(done), path
 
 
 def run_settings(strategy, benchmark, settings: Optional[Mapping[str, Any]] = None) -> dict:
@@ -179,4 +226,4 @@ def rewrite_results(strategy, bad_images=None) -> None:
 
 
 __all__ = ["BAD_IMAGES_NAME", "CHECKPOINT_NAME", "RUN_FILES", "check_run_folder", "hide_later_points",
-           "holds_results", "rewrite_results", "run_settings", "run_stream"]
+           "holds_results", "lean_checkpoints", "rewrite_results", "run_settings", "run_stream"]

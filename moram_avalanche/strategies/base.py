@@ -6,25 +6,30 @@ import contextlib
 import itertools
 import warnings
 from functools import partial
-from typing import List, Optional, Sequence
+from typing import List, Optional
 
 import torch
 import torch.nn.functional as F
 from avalanche.training.plugins.evaluation import default_evaluator
 from avalanche.training.templates import SupervisedTemplate
+from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
-from ..algorithms.losses import clip_continual_loss
+from ..algorithms.losses import clip_continual_loss, image_to_text_loss, text_to_image_loss
 from ..algorithms.schedules import DomainLR, cosine_lr_factor
 from ..benchmarks.clip_benchmark import Domain, domain_of
+from ..benchmarks.label_space import LabelSpace
 from ..clip.head import TextHead
+from ..clip.towers import text_parameters
 from ..layers.base import adapter_state_dict, find_layers, load_adapter_state_dict
+from ..models.scoring import MASK_VALUE, own_domain_logits
 from ..utils.devices import resolve_device
 from ..utils.iteration import cycle
+from ..algorithms.data_parallel import ShardedBatches, all_reduce_sum, gather, gather_with_grad, world_size
 from .image_cache import ImageFeatureCache
 from .needs import StrategyNeeds
 from .options import check_shared_options, check_strategy_options
-from .plugins.growth import grow_adapters
+from .plugins.data_parallel import DataParallel
 
 
 class CLIPStrategy(SupervisedTemplate):
@@ -47,19 +52,42 @@ class CLIPStrategy(SupervisedTemplate):
       over the current classes, plus text->image over seen + current classes when the vision
       encoder trains; ``text_to_image_loss=False`` keeps the image->text term only);
     * evaluation in the label space the benchmark declares (``experience.label_space``):
-      "all" -- every class of every domain, labels offset by ``experience.label_offset``
-      (X-TAIL) -- or "domain" -- the experience's own classes with its template ensemble (MTIL);
+      "all" -- every class of every domain, global labels (X-TAIL) -- or "domain" -- the
+      experience's own classes with its template ensemble (MTIL);
     * evaluation on the fastest path that gives the same numbers: under
       ``torch.inference_mode()``, in minibatches of ``eval_mb_size`` (default
       :data:`EVAL_BATCH_FACTOR` x ``train_mb_size``: no activations are kept), and with the
       image features of an unchanged image tower computed once and replayed by later
-      evaluations (:mod:`~moram_avalanche.strategies.image_cache`; ``cache_image_features``).
+      evaluations (:mod:`~moram_avalanche.strategies.image_cache`; ``cache_image_features``);
+    * replay composes: a training batch may hold samples of earlier domains (Avalanche's
+      ``ReplayPlugin`` mixes them in); each sample is scored against its own domain's classes
+      (its task label is its domain) in the image->text term, and against every seen and
+      current class in the text->image term (:meth:`mixed_batch_loss`); a batch of the
+      current domain alone gets exactly the release's loss;
+    * data-parallel over ``torch.distributed`` processes with the
+      :class:`~moram_avalanche.strategies.plugins.data_parallel.DataParallel` plugin: each
+      process takes a contiguous share of every global batch (the batches of one process,
+      :class:`~moram_avalanche.algorithms.data_parallel.ShardedBatches`), the text->image term
+      sees the images of every process (gathered with gradient), so the averaged gradient is
+      the one-process gradient of the whole batch.
 
     Experiences must carry ``classnames``, ``template``, ``domain`` and the label-space
     attributes that :func:`~moram_avalanche.benchmarks.clip_benchmark.clip_benchmark` sets.
 
-    Growing adapters grow in Avalanche's model-adaptation step, right before the experience's
-    optimizer is built (:meth:`model_adaptation`; :mod:`~moram_avalanche.strategies.plugins.growth`).
+    Replay in the loop, for strategies built on it (a replay buffer is any Avalanche
+    ``ReplayPlugin`` / storage policy; the batch's ``mb_task_id`` tells each sample's domain):
+    :attr:`label_space` (the stream's :class:`~moram_avalanche.benchmarks.label_space.LabelSpace`:
+    ``local_labels`` maps dataset labels to each domain's classes), :meth:`training_text_of`
+    (a domain's training class embeddings for the current minibatch), :meth:`seen_class_rows`
+    (where each sample's domain starts among the seen + current classes) and
+    :meth:`mixed_batch_loss` (the loss of a batch mixing domains; override it to change how
+    replayed samples are scored). In training, :meth:`forward` returns each sample's scores
+    against its own domain's classes laid out in the label space
+    (:func:`~moram_avalanche.models.scoring.own_domain_logits`), so Avalanche's accuracy
+    metrics and logit-storing plugins read them as any model's output.
+
+    Growing adapters grow right before Avalanche's model adaptation and the experience's
+    optimizer (:mod:`~moram_avalanche.strategies.plugins.growth`), as in any Avalanche strategy.
     A run checkpoint holds the declared state of the model's adapter layers when it has any
     (:func:`~moram_avalanche.layers.base.adapter_state_dict`), else the whole model.
 
@@ -166,6 +194,15 @@ class CLIPStrategy(SupervisedTemplate):
                             if cache_image_features and self.replays_image_features else None)
         self._replaying = False
         self._eval_features = None  # what eval_image_features computed for this minibatch
+        self._space: Optional[LabelSpace] = None
+        self._batch_text = {}  # domain index -> class embeddings, for the current minibatch
+
+    @property
+    def label_space(self) -> LabelSpace:
+        """The label space of the stream being trained (read when each training experience starts)."""
+        if self._space is None:
+            raise RuntimeError(f"{type(self).__name__} has not started a training experience yet")
+        return self._space
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint_model_state(self) -> dict:
@@ -185,17 +222,28 @@ class CLIPStrategy(SupervisedTemplate):
         else:
             self.model.load_state_dict(state)
 
-    # ------------------------------------------------------------------ model adaptation
-    def model_adaptation(self, model=None):
-        """Avalanche's model adaptation, then (when training) every growth plugin's ``grow``.
+    # ------------------------------------------------------------------ data
+    def make_train_dataloader(self, num_workers=0, shuffle=True, pin_memory=None,
+                              persistent_workers=False, drop_last=False, **kwargs):
+        """The experience's batches (Avalanche's order), this process's share of each.
 
-        Avalanche builds the optimizer right after this step, so it holds what the adapters
-        added (:mod:`~moram_avalanche.strategies.plugins.growth`).
+        One process draws exactly the batches of Avalanche's training loader for one task;
+        data-parallel processes split each of those batches
+        (:class:`~moram_avalanche.algorithms.data_parallel.ShardedBatches`). Training data of
+        several task labels keeps Avalanche's task-balanced loader.
         """
-        model = super().model_adaptation(model)
-        if self.is_training:
-            grow_adapters(self)
-        return model
+        data = self.adapted_dataset
+        tasks = getattr(data, "targets_task_labels", None)
+        if tasks is not None and len(tasks.uniques) > 1:
+            return super().make_train_dataloader(num_workers=num_workers, shuffle=shuffle,
+                                                 pin_memory=pin_memory, persistent_workers=persistent_workers,
+                                                 drop_last=drop_last, **kwargs)
+        sampler = ShardedBatches(len(data), self.train_mb_size, shuffle=shuffle, drop_last=drop_last)
+        self.dataloader = DataLoader(
+            data, batch_sampler=sampler, num_workers=num_workers,
+            collate_fn=getattr(data, "collate_fn", None),
+            pin_memory=self.device.type == "cuda" if pin_memory is None else pin_memory,
+            persistent_workers=bool(persistent_workers) and num_workers > 0)
 
     # ------------------------------------------------------------------ optimisation
     def make_optimizer(self, **kwargs):
@@ -278,7 +326,10 @@ class CLIPStrategy(SupervisedTemplate):
             image = F.normalize(self.model.encode_image(self.mb_x), dim=-1)
             self._image_features = image
             self._current_text = self._training_text()
-            return scale * image @ self._current_text.t()
+            self._batch_text = {self.experience.current_experience: self._current_text}
+            # in the label space's layout: each sample's own domain's classes, the rest masked
+            return own_domain_logits(image, self.mb_task_id.long(), self.training_text_of, scale,
+                                     self._space, mask_value=MASK_VALUE)
         image = self.eval_image_features()
         return scale * image @ self.eval_classifier(self.experience).t().to(image.dtype)
 
@@ -292,11 +343,85 @@ class CLIPStrategy(SupervisedTemplate):
     def criterion(self):
         if not self.is_training:
             return F.cross_entropy(self.mb_output.float(), self.mb_y)
-        return clip_continual_loss(
-            self._image_features, self._current_text, self._seen_text, self.mb_y,
-            self.model.logit_scale.exp(), text_to_image=self._uses_text_to_image(),
-            label_smoothing=self.label_smoothing,
-        )
+        tasks = self.mb_task_id.long()
+        labels = self._space.local_labels(self.mb_y, tasks)
+        scale = self.model.logit_scale.exp()
+        current = self.experience.current_experience
+        if world_size() == 1 and bool((tasks == current).all()):  # the release's loss, as it computes it
+            return clip_continual_loss(
+                self._image_features, self._current_text, self._seen_text, labels, scale,
+                text_to_image=self._uses_text_to_image(), label_smoothing=self.label_smoothing)
+        return self.mixed_batch_loss(tasks, labels)
+
+    def mixed_batch_loss(self, tasks: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """The loss of a batch mixing domains (replay), or of one process's share of a global batch.
+
+        Args:
+            tasks: ``[B]`` each sample's domain (its task label, ``mb_task_id``).
+            labels: ``[B]`` each sample's class within its own domain
+                (:meth:`~moram_avalanche.benchmarks.label_space.LabelSpace.local_labels`).
+
+        Image->text (:func:`~moram_avalanche.algorithms.losses.image_to_text_loss`): each sample
+        against its own domain's classes (:meth:`training_text_of`), summed over this process's
+        samples and scaled by ``world_size / global batch``, so that the mean of the processes'
+        gradients is the gradient of the mean over the global batch. Text->image
+        (:func:`~moram_avalanche.algorithms.losses.text_to_image_loss`, when the vision encoder
+        trains): every seen and current class against the images of the whole global batch
+        (gathered with gradient), each sample's positive at :meth:`seen_class_rows` + its label.
+        On a batch of the current domain alone, in one process, it equals the release's loss
+        (:func:`~moram_avalanche.algorithms.losses.clip_continual_loss`).
+        """
+        scale = self.model.logit_scale.exp()
+        image = self._image_features
+        present = sorted(tasks.unique().tolist())
+        texts = [self.training_text_of(task) for task in present]
+        groups = torch.searchsorted(torch.tensor(present, device=tasks.device), tasks)
+        total = int(all_reduce_sum(torch.tensor(image.shape[0], device=image.device)))
+        loss = image_to_text_loss(image, texts, groups, labels, scale, label_smoothing=self.label_smoothing,
+                                  reduction="sum") * (world_size() / total)
+        if self._uses_text_to_image():
+            seen = self._seen_text
+            every = self._current_text if seen is None else torch.cat([seen, self._current_text])
+            rows = labels + self.seen_class_rows(tasks)
+            loss = loss + text_to_image_loss(gather_with_grad(image), every, gather(rows), scale)
+        return loss
+
+    def seen_class_rows(self, tasks: torch.Tensor) -> torch.Tensor:
+        """``[B]``: the first row of each sample's domain in ``[seen classes; current classes]``
+        (the seen domains in training order, then the current one); a clear error for a domain
+        this strategy has not trained on."""
+        starts, total = {}, 0
+        for domain in self.seen_domains:
+            starts[domain.name] = total
+            total += len(domain.classnames)
+        current = self.experience.current_experience
+        first = {task: total if task == current else self._seen_start(starts, task)
+                 for task in tasks.unique().tolist()}
+        return torch.tensor([first[task] for task in tasks.tolist()], device=tasks.device)
+
+    def _seen_start(self, starts, task):
+        name = self._space.domains[task].name
+        if name not in starts:
+            raise RuntimeError(
+                f"a training batch holds samples of domain {name!r}, which this strategy has not "
+                f"trained on (trained: {[d.name for d in self.seen_domains]}): replayed samples must "
+                "come from earlier experiences of the same stream")
+        return starts[name]
+
+    def training_text_of(self, task: int) -> torch.Tensor:
+        """``[C, D]`` training class embeddings of domain ``task`` for the current minibatch.
+
+        The current domain's are computed once per iteration (with gradient when the text side
+        trains); a replayed domain's too when the text side trains (so replay also keeps its
+        classes' text embeddings), else they are cached.
+        """
+        if task not in self._batch_text:
+            name = self._space.domains[task].name
+            if name not in {d.name for d in self.seen_domains}:
+                self._seen_start({}, task)  # the error
+            prompts = self._space.domains[task].prompts()
+            self._batch_text[task] = self.text_head.embed(prompts, grad=self._text_trains)
+        return self._batch_text[task]
 
     def _uses_text_to_image(self) -> bool:
         return self.text_to_image_loss and self._vision_trains
@@ -315,23 +440,28 @@ class CLIPStrategy(SupervisedTemplate):
         domain = domain_of(experience)
         return head.ensemble([domain.prompts(t) for t in domain.eval_templates])
 
-    def _unpack_minibatch(self):
-        super()._unpack_minibatch()
-        if not self.is_training and getattr(self.experience, "label_space", None) == "all":
-            self.mbatch[1] = self.mbatch[1] + self.experience.label_offset
-
     # ------------------------------------------------------------------ experience boundaries
+    def _before_training(self, **kwargs):
+        if world_size() > 1 and not any(isinstance(p, DataParallel) for p in self.plugins):
+            raise RuntimeError(
+                f"{type(self).__name__} runs in a process group of {world_size()} but has no "
+                "DataParallel plugin: without it every process would train its own model. Pass "
+                "plugins=[DataParallel()] (moram-avalanche run adds it under torchrun)")
+        super()._before_training(**kwargs)
+
     def _before_training_exp(self, **kwargs):
         _check_clip_experience(self.experience)
+        self._space = LabelSpace.of(self.experience)
         super()._before_training_exp(**kwargs)  # plugins may add parameters here
         self._vision_trains = _any_trainable(self.model.visual.parameters())
-        self._text_trains = _any_trainable(_text_parameters(self.model))
+        self._text_trains = _any_trainable(text_parameters(self.model))
         prompts = [p for d in self.seen_domains for p in d.prompts()] if self._uses_text_to_image() else []
         self._seen_text = self.text_head.embed(prompts) if prompts else None
 
     def _after_training_exp(self, **kwargs):
         self.seen_domains.append(domain_of(self.experience))
         self._seen_text = None
+        self._batch_text = {}
         if self._text_trains:
             self.text_head.clear()
         super()._after_training_exp(**kwargs)
@@ -404,13 +534,6 @@ def _check_clip_experience(experience) -> None:
 
 def _any_trainable(params) -> bool:
     return any(p.requires_grad for p in params)
-
-
-def _text_parameters(model) -> Sequence[torch.nn.Parameter]:
-    """Parameters of the text tower: everything but the vision tower and the logit scale/bias."""
-    skip = {id(p) for p in model.visual.parameters()}
-    skip |= {id(getattr(model, n)) for n in ("logit_scale", "logit_bias") if getattr(model, n, None) is not None}
-    return [p for p in model.parameters() if id(p) not in skip]
 
 
 #: default evaluation minibatch, in training minibatches (inference keeps no activations)

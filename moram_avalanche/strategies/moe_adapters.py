@@ -136,8 +136,10 @@ class MoEAdapters(CLIPStrategy):
 
     #: the evaluation forward routes each image (DDAS reads the pixels): no feature replay
     replays_image_features = False
+    #: not data-parallel: DDAS's autoencoders train on each process and the experts frozen after
+    #: each experience follow each process's own selection counts
     needs = StrategyNeeds(
-        references=("images",), demo=lambda demo: {
+        references=("images",), data_parallel=False, demo=lambda demo: {
             "lr": demo.moe_lr, "warmup": demo.baseline_warmup,
             "feature_extractor": random_conv_features(demo.seed + 3000),
             "ae_iterations": demo.ae_iterations, "ae_reference_iterations": demo.ae_reference_iterations},

@@ -63,6 +63,9 @@ class StrategyNeeds:
             function giving keyword arguments that replace what needs a download or trains
             outside the measured loop by stand-ins of the same compute (MoE-Adapters: DDAS's
             AlexNet with random weights). None: nothing to replace.
+        data_parallel: whether it trains correctly data-parallel (``torchrun``, the
+            :class:`~moram_avalanche.strategies.plugins.data_parallel.DataParallel` plugin);
+            the command line refuses the others there.
     """
 
     trains: bool = True
@@ -75,6 +78,7 @@ class StrategyNeeds:
     files: Optional[Callable[[Dict[str, Any]], Dict[str, str]]] = None
     short_budget: Optional[Callable[[int], Dict[str, Any]]] = None
     cost: Optional[Callable[[], Dict[str, Any]]] = None
+    data_parallel: bool = True
 
     def __post_init__(self):
         unknown = sorted(set(self.references) - set(REFERENCE_ARGUMENTS))

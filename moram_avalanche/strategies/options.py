@@ -143,6 +143,13 @@ def _kind(annotation, default) -> str:
     return re.sub(r"\b(?:[A-Za-z_][A-Za-z0-9_]*\.)+([A-Za-z_][A-Za-z0-9_]*)", r"\1", str(annotation))
 
 
+def by_name_only(cls) -> bool:
+    """Whether ``cls`` is one of Avalanche's strategies by name
+    (:class:`~moram_avalanche.strategies.builtins.BuiltinStrategy`): not a class, it checks its
+    options itself (``check_options``: names and the shared loop's ranges)."""
+    return not isinstance(cls, type) and hasattr(cls, "check_options")
+
+
 def check_strategy_options(cls, options: Mapping[str, Any], *, unbuilt: Collection[str] = ()) -> None:
     """Check ``options`` (keyword arguments for strategy class ``cls``) without building anything.
 
@@ -160,6 +167,9 @@ def check_strategy_options(cls, options: Mapping[str, Any], *, unbuilt: Collecti
 
 def check_option_types(cls, options: Mapping[str, Any], *, unbuilt: Collection[str] = ()) -> None:
     """Names and types of ``options`` for strategy class ``cls`` (see :func:`check_strategy_options`)."""
+    if by_name_only(cls):
+        cls.check_options(options)
+        return
     parameters, annotations = strategy_parameters(cls), strategy_annotations(cls)
     strategy = cls.__name__
     for name, value in options.items():
@@ -184,6 +194,8 @@ def check_option_values(cls, options: Mapping[str, Any]) -> None:
     """The ranges of the shared loop's options and the strategy's own checks (``needs.check``
     of ``cls`` and the classes it derives from) on ``options``; ValueError naming the option."""
     check_shared_options(options)
+    if by_name_only(cls):
+        return
     for check in strategy_checks(cls):
         check(options)
 
@@ -229,5 +241,5 @@ def check_shared_options(options: Mapping[str, Any]) -> None:
         resolve_device(given["device"])
 
 
-__all__ = ["FIXED", "check_option_types", "check_option_values", "check_shared_options", "check_strategy_options", "matches", "strategy_annotations",
+__all__ = ["FIXED", "by_name_only", "check_option_types", "check_option_values", "check_shared_options", "check_strategy_options", "matches", "strategy_annotations",
            "strategy_checks", "strategy_parameters"]

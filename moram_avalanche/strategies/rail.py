@@ -62,7 +62,8 @@ class RAIL(CLIPStrategy):
         train_mb_size: 128 (``batch_size``); the solution does not depend on it.
     """
 
-    needs = StrategyNeeds(trains=False)
+    #: not data-parallel: each process would fit the analytic head on its own share of the data
+    needs = StrategyNeeds(trains=False, data_parallel=False)
 
     def __init__(self, *, model, tokenizer, form: str = "primal", fusion_weight: float = FUSION_WEIGHT,
                  hidden_dim: Optional[int] = HIDDEN_DIM, regularization: Optional[float] = None,
@@ -97,7 +98,9 @@ class RAIL(CLIPStrategy):
                 self._unpack_minibatch()
                 self._before_training_iteration(**kwargs)
                 features = self.image_features(self.mb_x)
-                targets = F.one_hot(self.mb_y + offset, self.head.classes).float()
+                # the domain's own class of each sample (the "all" space's dataset labels are global)
+                local = self.label_space.local_labels(self.mb_y, self.mb_task_id.long())
+                targets = F.one_hot(local + offset, self.head.classes).float()
                 self.head.observe(features, targets)
                 if self.head.form == "primal":
                     scores = self.head.scores(features)
@@ -159,7 +162,7 @@ RAIL_DUAL_PAPER_SETTINGS = {"form": "dual", "fusion_weight": FUSION_WEIGHT, "ker
 class RAILPrimal(RAIL):
     """RAIL-Primal: random ReLU expansion (15000) + recursive ridge regression (lambda 0.1)."""
 
-    needs = StrategyNeeds(trains=False, paper=lambda protocol: dict(RAIL_PRIMAL_PAPER_SETTINGS),
+    needs = StrategyNeeds(trains=False, data_parallel=False, paper=lambda protocol: dict(RAIL_PRIMAL_PAPER_SETTINGS),
                           paper_source=RAIL_PAPER_SOURCE)
 
     def __init__(self, *, model, tokenizer, **kwargs):
@@ -171,7 +174,7 @@ class RAILPrimal(RAIL):
 class RAILDual(RAIL):
     """RAIL-Dual: Gaussian-kernel ridge regression (gamma 0.1, lambda 0.001) over every feature seen."""
 
-    needs = StrategyNeeds(trains=False, paper=lambda protocol: dict(RAIL_DUAL_PAPER_SETTINGS),
+    needs = StrategyNeeds(trains=False, data_parallel=False, paper=lambda protocol: dict(RAIL_DUAL_PAPER_SETTINGS),
                           paper_source=RAIL_PAPER_SOURCE)
 
     def __init__(self, *, model, tokenizer, **kwargs):

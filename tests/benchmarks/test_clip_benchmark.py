@@ -1,4 +1,4 @@
-"""Experiences carry the CLIP metadata; label offsets of the "all" label space."""
+"""Experiences carry the CLIP metadata; labels live in the declared label space."""
 
 import pytest
 import torch
@@ -35,7 +35,16 @@ def test_experiences_carry_metadata(make_stream):
         assert all(e.label_space == "all" for e in stream)
         assert [e.task_label for e in stream] == [0, 1, 2]
     x, y, t = benchmark.test_stream[2].dataset[1]
-    assert (y, t) == (1, 2)  # labels stay local; the task label is the domain index
+    assert (y, t) == (5 + 1, 2)  # "all": local label 1 + the domain's offset 5; task = domain index
+    assert sorted(benchmark.train_stream[1].dataset.targets.uniques) == [2, 3, 4]
+    assert sorted(benchmark.train_stream[1].dataset.task_set[1].targets.uniques) == [2, 3, 4]
+
+
+def test_domain_label_space_keeps_local_labels(make_stream):
+    benchmark = make_stream("domain")
+    x, y, t = benchmark.test_stream[2].dataset[1]
+    assert (y, t) == (1, 2)
+    assert sorted(benchmark.train_stream[1].dataset.targets.uniques) == [0, 1, 2]
 
 
 def test_bad_inputs_are_reported(make_stream):

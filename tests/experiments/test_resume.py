@@ -92,3 +92,26 @@ def test_a_checkpoint_of_another_strategy_is_refused(make_stream, tokenizer, tmp
     (tmp_path / "settings.json").unlink()  # a folder of an older version: the checkpoint still says whose it is
     with pytest.raises(ValueError, match="written by a MoRAM run"):
         run_stream(other, benchmark, tmp_path, progress=False)
+
+
+@pytest.mark.parametrize("name, kwargs", [("avalanche.naive", {}), ("avalanche.replay", {"mem_size": 5})])
+def test_avalanche_strategies_resume_from_avalanches_checkpoint(name, kwargs, make_stream, tokenizer, tmp_path):
+    from moram_avalanche.experiments.metrics import accuracy_matrix_of
+    from moram_avalanche.strategies.registry import get_strategy
+
+    def fresh():
+        return fresh_run(get_strategy(name), make_stream, tokenizer, lr=1e-3, **kwargs)
+
+    strategy, benchmark, metric = fresh()
+    assert run_stream(strategy, benchmark, tmp_path / "whole", progress=False) == 3
+    expected_matrix, expected_state = metric.result(), strategy.model.state_dict()
+
+    strategy, benchmark, _ = fresh()
+    assert run_stream(strategy, benchmark, tmp_path / "cut", max_experiences=1, progress=False) == 1
+    torch.rand(1000)  # a new process: the global RNG moved on
+    strategy, benchmark, _ = fresh()
+    assert run_stream(strategy, benchmark, tmp_path / "cut", progress=False) == 3
+    # Avalanche's resume replaces the strategy's state, the metric and the replay buffer included
+    assert accuracy_matrix_of(strategy).result().tolist() == expected_matrix.tolist()
+    state = strategy.model.state_dict()
+    assert all(torch.equal(state[k], v) for k, v in expected_state.items())

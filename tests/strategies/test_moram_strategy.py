@@ -89,8 +89,8 @@ def test_unknown_names_are_reported():
 
     with pytest.raises(ValueError) as error:
         get_strategy("lora")
-    assert str(error.value).startswith("unknown strategy 'lora'; available: codyra, finetune, finetune-alone, "
-                                       "icarl, inflora, lwf, lwf-vr, ")
+    assert str(error.value).startswith("unknown strategy 'lora'; available: avalanche.agem, avalanche.cumulative, ")
+    assert ", avalanche.replay, codyra, finetune, finetune-alone, icarl, inflora, lwf, lwf-vr, " in str(error.value)
     assert str(error.value).endswith(", wiseft, zeroshot, zscl")
     with pytest.raises(ValueError, match="available: mtil, mtil-5shot, synthetic, xtail"):
         get_benchmark("imagenet")

@@ -20,14 +20,16 @@ def quiet(metric=None, **kwargs):
     return dict(evaluator=EvaluationPlugin(*metrics, loggers=[]), progress=False, **kwargs)
 
 
-def all_features(model, datasets):
-    """Normalised image features of every training image, domain after domain (labels local)."""
+def all_features(model, experiences):
+    """Normalised image features of every training image, domain after domain (labels local:
+    the "all" space's global labels less the domain's offset)."""
     xs, ys = [], []
-    for dataset in datasets:
+    for experience in experiences:
+        dataset = experience.dataset
         images = torch.stack([dataset[i][0] for i in range(len(dataset))])
         with torch.no_grad():
             xs.append(F.normalize(model.encode_image(images).float(), dim=-1))
-        ys.append(torch.tensor([dataset[i][1] for i in range(len(dataset))]))
+        ys.append(torch.tensor([dataset[i][1] - experience.label_offset for i in range(len(dataset))]))
     return xs, ys
 
 
@@ -51,7 +53,7 @@ def test_primal_after_two_experiences_equals_the_batch_ridge_solution(tiny_clip,
     for experience in stream.train_stream[:2]:
         strategy.train(experience)
     assert all(torch.equal(v, tiny_clip.state_dict()[k]) for k, v in before.items())  # CLIP untouched
-    xs, ys = all_features(tiny_clip, [e.dataset for e in stream.train_stream[:2]])
+    xs, ys = all_features(tiny_clip, stream.train_stream[:2])
     expand = strategy.head.expansion
     x = expand(torch.cat(xs)).double()
     y = global_one_hot(ys, (2, 3))
@@ -73,7 +75,7 @@ def test_dual_after_two_experiences_equals_a_direct_kernel_ridge_solve(tiny_clip
     strategy = RAILDual(model=tiny_clip, tokenizer=tokenizer, train_mb_size=4, **quiet())
     for experience in stream.train_stream[:2]:
         strategy.train(experience)
-    xs, ys = all_features(tiny_clip, [e.dataset for e in stream.train_stream[:2]])
+    xs, ys = all_features(tiny_clip, stream.train_stream[:2])
     x = torch.cat(xs).double()
     y = global_one_hot(ys, (2, 3))
     gram = torch.exp(-0.1 * ((x[:, None] - x[None]) ** 2).sum(-1))

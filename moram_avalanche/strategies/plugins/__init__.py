@@ -6,10 +6,12 @@ Growing adapters grow through one mechanism, :class:`~.growth.GrowthPlugin`.
 """
 
 from .analytic import AnalyticHead
+from .budget import IterationBudget
 from .codyra import CoDyRAPlugin
+from .data_parallel import DataParallel
 from .distillation import ExemplarDistillation, LwFDistillation, ReferenceDistillation, ZSCLDistillation
 from .exemplars import ExemplarMemory
-from .growth import GrowthPlugin, grow_adapters
+from .growth import GrowthPlugin
 from .inflora import InfLoRAPlugin
 from .load_balance import LoadBalancePlugin
 from .memory import PeakMemory, memory_footprint
@@ -18,6 +20,7 @@ from .moram import MoRAMPlugin
 from .timing import RunTime
 from .weights import L2Anchor, WeightEnsemble, WiSEMerge
 
-__all__ = ["AnalyticHead", "CoDyRAPlugin", "ExemplarDistillation", "ExemplarMemory", "GrowthPlugin", "InfLoRAPlugin", "L2Anchor", "LoadBalancePlugin", "LwFDistillation",
+__all__ = ["AnalyticHead", "CoDyRAPlugin", "DataParallel", "ExemplarDistillation", "ExemplarMemory", "GrowthPlugin",
+           "InfLoRAPlugin", "IterationBudget", "L2Anchor", "LoadBalancePlugin", "LwFDistillation",
            "MoEAdaptersPlugin", "MoRAMPlugin", "PeakMemory", "ReferenceDistillation", "RunTime",
-           "WeightEnsemble", "WiSEMerge", "ZSCLDistillation", "grow_adapters", "memory_footprint"]
+           "WeightEnsemble", "WiSEMerge", "ZSCLDistillation", "memory_footprint"]

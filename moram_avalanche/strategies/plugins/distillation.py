@@ -16,7 +16,7 @@ from ...utils.iteration import cycle
 from .exemplars import ExemplarMemory
 
 
-class ReferenceDistillation(SupervisedPlugin):
+class ReferenceDistillation(SupervisedPlugin, supports_distributed=True):
     """Each training iteration, distil a frozen teacher into the student on a reference batch.
 
     The ZSCL code's distillation step, shared by its LwF, LwF-VR and ZSCL runs [ZSCL
@@ -100,7 +100,7 @@ class ReferenceDistillation(SupervisedPlugin):
         return self.teacher.nbytes + text
 
 
-class LwFDistillation(ReferenceDistillation):
+class LwFDistillation(ReferenceDistillation, supports_distributed=True):
     """LwF's teacher, images and texts [ZSCL mtil/scripts/lwf.sh, lwf_vr.sh; mtil/src/models/finetune.py].
 
     * teacher: the model as the experience starts, i.e. the previous experience's final model
@@ -130,7 +130,7 @@ class LwFDistillation(ReferenceDistillation):
         return self.teacher.encode_text(prompts, strategy.tokenizer, strategy.text_head.batch_size)
 
 
-class ZSCLDistillation(ReferenceDistillation):
+class ZSCLDistillation(ReferenceDistillation, supports_distributed=True):
     """ZSCL's teacher, images and texts [ZSCL mtil/src/models/finetune.py, mtil/scripts/ZSCL.sh].
 
     * teacher: zero-shot CLIP, never updated (not the previous model);

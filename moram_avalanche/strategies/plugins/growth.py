@@ -1,18 +1,30 @@
 """GrowthPlugin: the one place where adapters grow before a task and settle after it.
 
-Avalanche prepares every training experience in the same order: adapt the data, build the
-data loader, then ``check_model_and_optimizer`` runs the *model adaptation* step (each
-``DynamicModule.adaptation``) and builds the optimizer right after it, so that the optimizer
-holds whatever the adaptation added (Avalanche ``models/dynamic_modules.py``;
-:meth:`~moram_avalanche.strategies.base.CLIPStrategy.model_adaptation`). Every growing
-adapter of the package grows in that step, through this class:
+Avalanche prepares every training experience of any ``SupervisedTemplate`` strategy in the
+same order (``BaseSGDTemplate._before_training_exp``): adapt the data
+(``before_train_dataset_adaptation``, ``train_dataset_adaptation``,
+``after_train_dataset_adaptation``), build the data loader, then ``check_model_and_optimizer``
+runs the *model adaptation* step (each ``DynamicModule.adaptation``, e.g.
+:class:`~moram_avalanche.models.classifier.CLIPClassifier`'s) and builds or updates the
+optimizer right after it (``make_optimizer``: Avalanche's ``update_optimizer`` adds new
+parameters and swaps replaced ones), so that the optimizer holds whatever was added before
+(Avalanche ``training/templates/base_sgd.py``, ``models/dynamic_optimizers.py``). Every
+growing adapter of the package grows at the last data step, ``after_train_dataset_adaptation``,
+through this class -- the same way in :class:`~moram_avalanche.strategies.base.CLIPStrategy`
+and in Avalanche's own strategies (``Naive(model=CLIPClassifier(clip, tokenizer), ...,
+plugins=[MoRAMPlugin()])``):
 
-* :meth:`GrowthPlugin.grow` -- called by the strategy's model adaptation when it trains, after
-  the experience's data is adapted (``strategy.adapted_dataset``) and the model is on its
-  device, before the optimizer is built: MoRAM appends atoms, MoE-LoRA an expert, MoE-Adapters
-  a router, InfLoRA designs its down-projections. Nothing calls ``make_optimizer`` by hand.
+* :meth:`GrowthPlugin.grow` -- once the experience's data is adapted
+  (``strategy.adapted_dataset``; the model is on its device since ``train`` started), before
+  the model adaptation and the optimizer: MoRAM appends atoms, MoE-LoRA an expert,
+  MoE-Adapters a router, InfLoRA designs its down-projections. Nothing calls
+  ``make_optimizer`` by hand.
 * :meth:`GrowthPlugin.settle` -- after the experience (``after_training_exp``): freeze, record,
   merge, prune.
+
+One growth per training experience: growing when the data is adapted, rather than inside a
+``DynamicModule.adaptation``, lets growth read the strategy (its data, device, loader options)
+and works for any model that holds growing adapters, wrapped in a ``CLIPClassifier`` or not.
 
 The default grows every :class:`~moram_avalanche.layers.base.GrowingAdapter` of
 :attr:`layer_type` (``expand()``) and freezes them after (``freeze()``): that alone is
@@ -33,8 +45,12 @@ from ...layers.base import GrowingAdapter, find_layers
 LOADER_OPTIONS = ("num_workers", "pin_memory", "persistent_workers")
 
 
-class GrowthPlugin(SupervisedPlugin):
-    """Grows the model's adapters in the model-adaptation step; settles them after the experience.
+class GrowthPlugin(SupervisedPlugin, supports_distributed=True):
+    """Grows the model's adapters before each training experience; settles them after it.
+
+    Data-parallel processes grow identically (the same seeds) and
+    :class:`~moram_avalanche.strategies.plugins.data_parallel.DataParallel` copies rank 0's
+    model to the others after growth.
 
     Args:
         layer_type: the growing adapters this plugin expands (default: every one).
@@ -63,7 +79,7 @@ class GrowthPlugin(SupervisedPlugin):
 
     # -- the protocol
     def grow(self, strategy) -> None:
-        """Before the experience's optimizer is built: expand every adapter of :attr:`layer_type`."""
+        """Before the model adaptation and the optimizer: expand every adapter of :attr:`layer_type`."""
         for layer in self.layers(strategy.model).values():
             layer.expand()
 
@@ -76,15 +92,11 @@ class GrowthPlugin(SupervisedPlugin):
     def before_training(self, strategy, **kwargs):
         self.loader_options = {k: kwargs[k] for k in LOADER_OPTIONS if k in kwargs}
 
+    def after_train_dataset_adaptation(self, strategy, **kwargs):
+        self.grow(strategy)
+
     def after_training_exp(self, strategy, **kwargs):
         self.settle(strategy)
 
 
-def grow_adapters(strategy) -> None:
-    """Run :meth:`GrowthPlugin.grow` of every growth plugin of ``strategy``, in plugin order."""
-    for plugin in strategy.plugins:
-        if isinstance(plugin, GrowthPlugin):
-            plugin.grow(strategy)
-
-
-__all__ = ["LOADER_OPTIONS", "GrowthPlugin", "grow_adapters"]
+__all__ = ["LOADER_OPTIONS", "GrowthPlugin"]

@@ -18,7 +18,7 @@ from .growth import GrowthPlugin
 MEMORIES = ("dual", "gpm")
 
 
-class InfLoRAPlugin(GrowthPlugin):
+class InfLoRAPlugin(GrowthPlugin, supports_distributed=True):
     """InfLoRA's per-task procedure around the shared CLIP loop (baselines reference, section 3.2).
 
     Layers are grouped by attention module ("group" = the LoRA'd q/k/v projections of one
@@ -29,7 +29,7 @@ class InfLoRAPlugin(GrowthPlugin):
     variant ``methods/inflora_domain.py``. Both protect the same space up to ties at the
     threshold (:mod:`~moram_avalanche.algorithms.dualgpm`); they store different bases.
 
-    * :meth:`grow` (the model-adaptation step, before the optimizer is built): covariance pass
+    * :meth:`grow` (once the experience's data is adapted, before the optimizer is built): covariance pass
       over the experience's training data with the current (merged) model; each group's
       down-projection = the top-``rank`` left singular vectors of the covariance projected out
       of the old input space, / sqrt(3), identical for all its layers

@@ -11,7 +11,7 @@ from ...layers.base import find_layers
 from ...layers.moram_variants import BALANCE_FORMS, MoRAMAblationLinear
 
 
-class LoadBalancePlugin(SupervisedPlugin):
+class LoadBalancePlugin(SupervisedPlugin, supports_distributed=True):
     """Adds ``coef * mean over layers of the load-balancing term`` to the training loss.
 
     Before each experience every

@@ -37,7 +37,7 @@ def memory_footprint(strategy) -> dict[str, int]:
     return footprint
 
 
-class PeakMemory(SupervisedPlugin):
+class PeakMemory(SupervisedPlugin, supports_distributed=True):
     """Peak memory of a run: ``torch.cuda.max_memory_allocated`` on CUDA, the proxy anyway.
 
     ``proxy_peak`` is the largest total of :func:`memory_footprint` seen after a training

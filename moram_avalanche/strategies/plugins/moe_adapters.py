@@ -12,7 +12,7 @@ from .growth import GrowthPlugin
 class MoEAdaptersPlugin(GrowthPlugin):
     """The experience-boundary work of MoE-Adapters (baselines reference, section 2.2-2.3).
 
-    * :meth:`grow` (the model-adaptation step, before the optimizer is built): (once) the
+    * :meth:`grow` (once the experience's data is adapted, before the optimizer is built): (once) the
       DDAS reference autoencoder on the reference images; a new router in every block
       (:meth:`~moram_avalanche.layers.moe_adapter.MoEAdapterMixture.expand`), the only router
       that trains; experts frozen so far keep ``requires_grad=False``; selection counts restart.

@@ -6,6 +6,7 @@ from typing import Dict, List, Optional
 
 import torch
 
+from ...algorithms.data_parallel import all_reduce_sum, world_size
 from ...layers.moram import MoRAMLinear
 from .growth import GrowthPlugin
 
@@ -20,11 +21,25 @@ def bank_checksum(layer: MoRAMLinear) -> float:
     return float(layer.keys.double().sum() + layer.values.double().sum())
 
 
-class MoRAMPlugin(GrowthPlugin):
+def reduce_recorded_stats(layers) -> None:
+    """Sum each layer's recorded activation mass and hit counts over the data-parallel processes.
+
+    Each process records the atoms' activations on its own share of every batch; summed, every
+    process holds what one process seeing the whole batches records, so :attr:`MoRAMPlugin.history`
+    and pruning (which reads the mass) agree across processes. Nothing without a process group.
+    """
+    if world_size() == 1:
+        return
+    for layer in layers:
+        layer.atom_mass = all_reduce_sum(layer.atom_mass)
+        layer.atom_hits = all_reduce_sum(layer.atom_hits)
+
+
+class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
     """MoRAM's experience boundaries (method reference, "continual expansion"):
 
-    * :meth:`grow` (the model-adaptation step, before the optimizer is built): every
-      MoRAMLinear freezes its atoms and appends ``atoms_per_task`` new ones; per-atom
+    * :meth:`grow` (once the experience's data is adapted, before the model adaptation and the
+      optimizer): every MoRAMLinear freezes its atoms and appends ``atoms_per_task`` new ones; per-atom
       activation statistics restart and are recorded during training (``record=True``).
     * :meth:`settle` (after the experience): the new atoms freeze; their statistics are kept in
       :attr:`history`; with ``prune_mass`` the atoms of the task outside the smallest set
@@ -63,6 +78,7 @@ class MoRAMPlugin(GrowthPlugin):
 
     def settle(self, strategy) -> None:
         layers = self.layers(strategy.model)
+        reduce_recorded_stats(layers.values())  # a data-parallel process recorded its share
         snapshot = {}
         for name, layer in layers.items():
             layer.stop_recording()
@@ -92,4 +108,4 @@ class MoRAMPlugin(GrowthPlugin):
         self.layer_options = dict(state.get("layer_options", {}))  # absent in older checkpoints
 
 
-__all__ = ["MoRAMPlugin", "bank_checksum"]
+__all__ = ["MoRAMPlugin", "bank_checksum", "reduce_recorded_stats"]

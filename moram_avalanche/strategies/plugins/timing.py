@@ -8,7 +8,7 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 
-class RunTime(SupervisedPlugin):
+class RunTime(SupervisedPlugin, supports_distributed=True):
     """Seconds spent in ``train`` and ``eval`` calls, summed over the run.
 
     On CUDA the device is synchronised at each boundary, so queued kernels are counted where

@@ -16,7 +16,7 @@ from ...algorithms.weight_copy import WeightCopy, check_place
 ANCHORS = ("start", "zeroshot")
 
 
-class WiSEMerge(SupervisedPlugin):
+class WiSEMerge(SupervisedPlugin, supports_distributed=True):
     """At the end of each experience, ``theta <- alpha * theta + (1 - alpha) * theta_anchor``.
 
     ZSCL's ``--wise_merge`` (WiSE-FT, Wortsman et al., CVPR 2022, applied once per task):
@@ -60,7 +60,7 @@ class WiSEMerge(SupervisedPlugin):
         return 0 if self.copy is None else self.copy.nbytes
 
 
-class WeightEnsemble(SupervisedPlugin):
+class WeightEnsemble(SupervisedPlugin, supports_distributed=True):
     """ZSCL's weight ensembling (``--we --avg_freq 100``): a uniform running average of the weights.
 
     When an experience starts, the average is the current weights (one point). After the
@@ -102,7 +102,7 @@ class WeightEnsemble(SupervisedPlugin):
         return 0 if self.average is None else self.average.nbytes
 
 
-class RestartFrom(SupervisedPlugin):
+class RestartFrom(SupervisedPlugin, supports_distributed=True):
     """Every experience starts from the weights ``model`` has now (e.g. zero-shot CLIP).
 
     Each domain is then learned on its own -- the per-domain upper bound of a stream (the
@@ -126,7 +126,7 @@ class RestartFrom(SupervisedPlugin):
         return self.copy.nbytes
 
 
-class L2Anchor(SupervisedPlugin):
+class L2Anchor(SupervisedPlugin, supports_distributed=True):
     """``weight * sum_p ||theta_p - theta_p^start||^2`` added to the loss (ZSCL's ``--l2``).
 
     ``theta^start`` is the model when the experience starts (ZSCL: the previous task's final,

@@ -1,4 +1,4 @@
-"""One growth mechanism: adapters grow in Avalanche's model-adaptation step, before the optimizer."""
+"""One growth mechanism: adapters grow once the experience's data is adapted, before the model adaptation and the optimizer."""
 
 import pytest
 import torch

@@ -1,0 +1,56 @@
+"""IterationBudget: exactly N optimizer steps per experience, for any Avalanche strategy."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from avalanche.core import SupervisedPlugin
+
+from ...utils.iteration import cycle
+
+
+class FixedBatches:
+    """Exactly ``count`` batches of ``loader``, re-iterating (re-shuffling) it as often as needed."""
+
+    def __init__(self, loader, count: int, what: str) -> None:
+        self.loader, self.count, self.what = loader, count, what
+
+    def __iter__(self) -> Iterator:
+        batches = cycle(self.loader, self.what)
+        for _ in range(self.count):
+            yield next(batches)
+
+    def __len__(self) -> int:
+        return self.count
+
+
+class IterationBudget(SupervisedPlugin, supports_distributed=True):
+    """Train every experience for exactly ``iterations`` minibatches (one "epoch").
+
+    The budget of :class:`~moram_avalanche.strategies.base.CLIPStrategy` (``iterations`` per
+    task, cycling small datasets) for Avalanche's own strategies, whose loops run epochs over
+    the data loader: in ``before_training_epoch`` -- after every ``before_training_exp``, so
+    after a ``ReplayPlugin`` or ``GDumbPlugin`` installed its loader -- the strategy's loader is
+    replaced by exactly ``iterations`` of its batches. The strategy must train one epoch per
+    experience (``train_epochs=1``); Avalanche's epoch metrics then mean "per experience".
+    Early stopping (``strategy.stop_training()``) is left to the strategy's loop.
+    """
+
+    def __init__(self, iterations: int) -> None:
+        super().__init__()
+        if iterations < 1:
+            raise ValueError(f"iterations must be >= 1, got {iterations}")
+        self.iterations = int(iterations)
+
+    def before_training_exp(self, strategy, **kwargs):
+        if strategy.train_epochs != 1:
+            raise ValueError(
+                f"IterationBudget gives each experience exactly {self.iterations} iterations in "
+                f"one epoch; the strategy trains {strategy.train_epochs} epochs: pass train_epochs=1")
+
+    def before_training_epoch(self, strategy, **kwargs):
+        what = f"the training data of experience {strategy.experience.current_experience}"
+        strategy.dataloader = FixedBatches(strategy.dataloader, self.iterations, what)
+
+
+__all__ = ["FixedBatches", "IterationBudget"]

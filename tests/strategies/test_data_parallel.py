@@ -1,0 +1,119 @@
+"""Data-parallel pieces: one process draws Avalanche's batches; two (gloo, CPU) give the one-process gradient
+and MoRAM's activation statistics."""
+
+import os
+import socket
+
+import torch
+import torch.distributed as dist
+
+from moram_avalanche.algorithms.losses import image_to_text_loss, text_to_image_loss
+from moram_avalanche.algorithms.data_parallel import (ShardedBatches, average_gradients, gather, gather_with_grad,
+                                                    shard_bounds, world_size)
+
+BATCH, WIDTH, CLASSES = 7, 5, 3
+
+
+def test_one_process_draws_the_batches_of_avalanches_training_loader(make_stream):
+    from avalanche.benchmarks.utils.data_loader import TaskBalancedDataLoader
+
+    data = make_stream("all", train_sizes=(11, 5, 3)).train_stream[0].dataset.train()
+    torch.manual_seed(7)
+    avalanche = [batch[1].tolist() for _ in range(2) for batch in
+                 TaskBalancedDataLoader(data, batch_size=4, shuffle=True, oversample_small_groups=True)]
+    torch.manual_seed(7)
+    loader = torch.utils.data.DataLoader(data, batch_sampler=ShardedBatches(len(data), 4),
+                                         collate_fn=data.collate_fn)
+    ours = [batch[1].tolist() for _ in range(2) for batch in loader]
+    assert world_size() == 1 and ours == avalanche and len(ours) == 6  # two passes, reshuffled
+    assert [len(b) for b in ours] == [4, 4, 3] * 2
+
+
+def test_shards_partition_every_batch():
+    for count in range(0, 12):
+        for parts in (1, 2, 3):
+            pieces = [list(range(count))[shard_bounds(count, p, parts)] for p in range(parts)]
+            assert sum(pieces, []) == list(range(count))
+            assert max(map(len, pieces)) - min(map(len, pieces)) <= 1
+
+
+def problem(seed=0):
+    """A batch of features, a linear map to train, class embeddings, labels."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(BATCH, WIDTH, generator=gen)
+    weight = torch.randn(WIDTH, WIDTH, generator=gen)
+    text = torch.nn.functional.normalize(torch.randn(CLASSES, WIDTH, generator=gen), dim=-1)
+    labels = torch.randint(0, CLASSES, (BATCH,), generator=gen)
+    return x, weight, text, labels
+
+
+def clip_like_loss(x, weight, text, labels, total, processes):
+    """CLIPStrategy's data-parallel loss: a summed image->text share, text->image over the gathered batch."""
+    image = torch.nn.functional.normalize(x @ weight, dim=-1)
+    groups = torch.zeros_like(labels)
+    share = image_to_text_loss(image, [text], groups, labels, torch.tensor(10.0), reduction="sum")
+    return share * processes / total + text_to_image_loss(gather_with_grad(image), text, gather(labels),
+                                                          torch.tensor(10.0))
+
+
+def recorded_stats(x, reduce=False):
+    """A MoRAM layer's recorded activation mass and hits on ``x`` (MoRAMPlugin's settle reduces them)."""
+    from moram_avalanche.layers.moram import MoRAMLinear
+    from moram_avalanche.strategies.plugins.moram import reduce_recorded_stats
+
+    torch.manual_seed(3)
+    layer = MoRAMLinear(torch.nn.Linear(WIDTH, WIDTH), atoms_per_task=4, topk=2, temperature=1.0)
+    layer.expand()
+    layer.reset_stats()
+    layer.start_recording()
+    with torch.no_grad():
+        layer(x)
+    if reduce:
+        reduce_recorded_stats([layer])
+    return layer.atom_mass, layer.atom_hits
+
+
+def worker(rank, world, port, out):
+    # Avalanche creates a logger when imported, which it refuses on a rank > 0 of a process group
+    import moram_avalanche.strategies.plugins.moram  # noqa: F401
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        x, weight, text, labels = problem()
+        part = shard_bounds(BATCH, rank, world)
+        weight.requires_grad_(True)
+        clip_like_loss(x[part], weight, text, labels[part], BATCH, world).backward()
+        average_gradients([weight])
+        torch.manual_seed(5)
+        batches = [list(b) for _ in range(2) for b in ShardedBatches(11, 4)]
+        mass, hits = recorded_stats(x[part], reduce=True)
+        torch.save({"grad": weight.grad, "batches": batches, "mass": mass, "hits": hits},
+                   os.path.join(out, f"{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_two_processes_give_the_one_process_gradient_and_batches(tmp_path):
+    import torch.multiprocessing as mp
+
+    mp.spawn(worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
+    x, weight, text, labels = problem()
+    weight.requires_grad_(True)
+    clip_like_loss(x, weight, text, labels, BATCH, 1).backward()  # one process, the whole batch
+    torch.manual_seed(5)
+    whole = [list(b) for _ in range(2) for b in ShardedBatches(11, 4)]
+    results = [torch.load(tmp_path / f"{r}.pt", weights_only=True) for r in (0, 1)]
+    mass, hits = recorded_stats(x)
+    assert hits.sum() == BATCH * 2  # top-2 of 4 atoms per sample
+    for result in results:
+        assert torch.allclose(result["grad"], weight.grad, atol=1e-6)
+        # every process holds the whole batch's activation statistics (so pruning agrees)
+        assert torch.allclose(result["mass"], mass, atol=1e-6) and torch.equal(result["hits"], hits)
+    assert [a + b for a, b in zip(results[0]["batches"], results[1]["batches"])] == whole
