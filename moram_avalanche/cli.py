@@ -324,6 +324,7 @@ def cmd_reproduce(args) -> int:
         print(paper_text(args.table))
         return 0
     seeds = None if args.seeds is None else parse_seeds(args.seeds)
+    _default_num_workers(args)
     settings = ReproduceSettings(
         data_root=args.data_root, out=args.out, seeds=seeds, device=resolve_device(args.device),
         model=args.model, pretrained=args.pretrained, weights_origin=args.weights_origin,
@@ -535,7 +536,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "Conceptual Captions under --data-root (a file, or 'synthetic')")
     reproduce.add_argument("--iterations", type=positive_int, default=None,
                            help="a shorter budget per experience for smoke runs (NOT the paper's; recorded)")
-    reproduce.add_argument("--num-workers", type=nonnegative_int, default=0, help="DataLoader worker processes (default: 0)")
+    reproduce.add_argument("--num-workers", type=nonnegative_int, default=None,
+                           help="DataLoader worker processes decoding images (default: half the CPU "
+                                "cores up to 8 with --data-root, else 0)")
     reproduce.add_argument("--no-progress", action="store_true", help="no progress bars")
     reproduce.set_defaults(func=cmd_reproduce)
     return parser

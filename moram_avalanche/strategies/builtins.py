@@ -42,6 +42,7 @@ from ..algorithms.schedules import cosine_lr_factor
 from ..models.classifier import CLIPClassifier
 from ..utils.devices import resolve_device
 from ..algorithms.data_parallel import world_size
+from .base import EVAL_BATCH_FACTOR
 from .needs import StrategyNeeds
 from .plugins.budget import IterationBudget
 
@@ -135,7 +136,7 @@ class BuiltinStrategy:
         return self.strategy_class(
             model=classifier, optimizer=optimizer, criterion=criterion or torch.nn.CrossEntropyLoss(),
             train_mb_size=train_mb_size // world, train_epochs=1,
-            eval_mb_size=eval_mb_size or train_mb_size // world,
+            eval_mb_size=eval_mb_size or EVAL_BATCH_FACTOR * train_mb_size // world,
             device=device, plugins=[*own, *(plugins or [])], evaluator=evaluator,
             **{**self.defaults, **options})
 
