@@ -8,7 +8,9 @@ c_fc: 768->3072; c_proj: 3072->768) on 8 images x 197 tokens, with 16, 80 and 16
 * train -- forward + backward in train mode; the input requires grad (a frozen backbone with
   atoms in earlier layers), the base is frozen, the newest 16 atoms are trainable.
 
-The baseline for both is the frozen nn.Linear doing the same work. Ratios are medians of
+The baseline for both is the frozen nn.Linear doing the same work. ``torch path`` is the same
+MoRAMLinear with the compiled CPU routing kernel switched off (``MORAM_AVALANCHE_KERNEL=off``,
+:mod:`moram_avalanche.layers.routing_kernel`), timed in the same rounds. Ratios are medians of
 repeated timings taken in this run; outputs and gradients are checked against the naive
 reference before timing.
 
@@ -18,6 +20,8 @@ Usage: python scripts/bench_atoms.py [--repeats 20] [--threads N] [--atoms 16 80
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
 import time
 
@@ -25,6 +29,7 @@ import torch
 from torch import nn
 
 from moram_avalanche.layers.moram import MoRAMLinear
+from moram_avalanche.layers import routing_kernel
 from moram_avalanche.layers.naive import NaiveMoRAMLinear
 
 BLOCK = {"q": (768, 768), "k": (768, 768), "v": (768, 768), "out": (768, 768),
@@ -60,17 +65,32 @@ def time_calls(fns: dict, repeats: int) -> dict:
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def eval_step(module, x):
+@contextlib.contextmanager
+def kernel(mode: str):
+    """MoRAM layers with the CPU routing kernel ``mode`` (``auto`` / ``off``) inside the block."""
+    before = os.environ.get(routing_kernel.KERNEL_VARIABLE)
+    os.environ[routing_kernel.KERNEL_VARIABLE] = mode
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(routing_kernel.KERNEL_VARIABLE)
+        else:
+            os.environ[routing_kernel.KERNEL_VARIABLE] = before
+
+
+def eval_step(module, x, mode="auto"):
     def run():
-        with torch.no_grad():
+        with kernel(mode), torch.no_grad():
             module(x)
     return run
 
 
-def train_step(module, x, grad):
+def train_step(module, x, grad, mode="auto"):
     def run():
-        inp = x.detach().requires_grad_()
-        module(inp).backward(grad)
+        with kernel(mode):
+            inp = x.detach().requires_grad_()
+            module(inp).backward(grad)
         for p in module.parameters():
             p.grad = None
     return run
@@ -115,13 +135,15 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    built = routing_kernel.load() is not None
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, tokens {TOKENS}, "
-          f"median of {args.repeats}")
+          f"median of {args.repeats}; CPU routing kernel: {'built' if built else 'not available'}")
     for num_atoms in args.atoms:
-        totals = {key: 0.0 for key in ("lin_eval", "mo_eval", "nv_eval", "lin_tr", "mo_tr", "nv_tr")}
+        totals = {key: 0.0 for key in ("lin_eval", "mo_eval", "pt_eval", "nv_eval", "lin_tr", "mo_tr", "pt_tr",
+                                       "nv_tr")}
         print(f"\n== {num_atoms} atoms ==")
-        print(f"{'layer':8s} {'eval x lin':>10s} {'eval nv/mo':>10s} {'train x lin':>11s} "
-              f"{'train nv/mo':>11s} {'max|diff|':>10s} {'gate pass':>9s}")
+        print(f"{'layer':8s} {'eval x lin':>10s} {'torch path':>10s} {'eval nv/mo':>10s} {'train x lin':>11s} "
+              f"{'torch path':>10s} {'train nv/mo':>11s} {'max|diff|':>10s} {'gate pass':>9s}")
         for name, (d_in, d_out) in BLOCK.items():
             base, layer, naive = build(d_in, d_out, num_atoms)
             x = torch.randn(*TOKENS, d_in)
@@ -131,21 +153,25 @@ def main() -> None:
             for module in (base, layer, naive):
                 module.eval()
             t = time_calls({"lin_eval": eval_step(base, x), "mo_eval": eval_step(layer, x),
-                            "nv_eval": eval_step(naive, x)}, args.repeats)
+                            "pt_eval": eval_step(layer, x, "off"), "nv_eval": eval_step(naive, x)}, args.repeats)
             for module in (base, layer, naive):
                 module.train()
             t.update(time_calls({"lin_tr": train_step(base, x, grad), "mo_tr": train_step(layer, x, grad),
-                                 "nv_tr": train_step(naive, x, grad)}, args.repeats))
+                                 "pt_tr": train_step(layer, x, grad, "off"), "nv_tr": train_step(naive, x, grad)},
+                                args.repeats))
             for key in totals:
                 totals[key] += t[key]
-            print(f"{name:8s} {t['mo_eval'] / t['lin_eval']:10.2f} {t['nv_eval'] / t['mo_eval']:10.2f} "
-                  f"{t['mo_tr'] / t['lin_tr']:11.2f} {t['nv_tr'] / t['mo_tr']:11.2f} {diff:10.1e} {passed:9.1%}")
+            print(f"{name:8s} {t['mo_eval'] / t['lin_eval']:10.2f} {t['pt_eval'] / t['lin_eval']:10.2f} "
+                  f"{t['nv_eval'] / t['mo_eval']:10.2f} {t['mo_tr'] / t['lin_tr']:11.2f} "
+                  f"{t['pt_tr'] / t['lin_tr']:10.2f} {t['nv_tr'] / t['mo_tr']:11.2f} {diff:10.1e} {passed:9.1%}")
         print(f"{'block':8s} {totals['mo_eval'] / totals['lin_eval']:10.2f} "
-              f"{totals['nv_eval'] / totals['mo_eval']:10.2f} "
-              f"{totals['mo_tr'] / totals['lin_tr']:11.2f} {totals['nv_tr'] / totals['mo_tr']:11.2f}")
+              f"{totals['pt_eval'] / totals['lin_eval']:10.2f} {totals['nv_eval'] / totals['mo_eval']:10.2f} "
+              f"{totals['mo_tr'] / totals['lin_tr']:11.2f} {totals['pt_tr'] / totals['lin_tr']:10.2f} "
+              f"{totals['nv_tr'] / totals['mo_tr']:11.2f}")
         print(f"  block ms: linear eval {1e3 * totals['lin_eval']:.1f}, MoRAM eval "
-              f"{1e3 * totals['mo_eval']:.1f}, naive eval {1e3 * totals['nv_eval']:.1f}; linear train "
-              f"{1e3 * totals['lin_tr']:.1f}, MoRAM train {1e3 * totals['mo_tr']:.1f}, naive train "
+              f"{1e3 * totals['mo_eval']:.1f} (torch path {1e3 * totals['pt_eval']:.1f}), naive eval "
+              f"{1e3 * totals['nv_eval']:.1f}; linear train {1e3 * totals['lin_tr']:.1f}, MoRAM train "
+              f"{1e3 * totals['mo_tr']:.1f} (torch path {1e3 * totals['pt_tr']:.1f}), naive train "
               f"{1e3 * totals['nv_tr']:.1f}")
 
 

@@ -1,7 +1,8 @@
 """Pure-torch adapter layers: no Avalanche, no open_clip.
 
 The adapter-layer protocol and the one layer finder (:mod:`.base`), MoRAM's layer
-(:mod:`.moram`), its fused autograd function (:mod:`.moram_fused`), the routing-ablation
+(:mod:`.moram`), its fused autograd function (:mod:`.moram_fused`) with its compiled CPU routing
+(:mod:`.routing_kernel`, built on first use, PyTorch as fallback), the routing-ablation
 variant (:mod:`.moram_variants`), the method written the obvious way (:mod:`.naive`), and the
 baselines' layers: LoRA (:mod:`.lora`), CoDyRA's gated LoRA (:mod:`.gated_lora`), MoE-LoRA (:mod:`.moe_lora`) and MoE-Adapters' experts
 and per-task routers (:mod:`.moe_adapter`).

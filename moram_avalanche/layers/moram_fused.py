@@ -22,6 +22,11 @@ Backward, with ``g = dL/dy``, ``c_i = w_i p_i`` and ``u = softmax(s_I / tau)``, 
 * ``dL/du = m * dL/dc * p_I``; ``dL/dz = u * (dL/du - <dL/du, u>)``; ``dL/ds_I = dL/dz / tau``
 * ``dL/dp_I += dL/dc * w + dL/ds_I / n``; ``dL/dp += (-<dL/ds_I, s_I> / n) * p / n`` (0 if ``||p|| <= eps``)
 * ``dL/dx = g W + (dL/dp) A``; ``dL/dA_tail = (dL/dp_tail)^T x``
+
+On the CPU in float32 three steps run compiled (:mod:`~moram_avalanche.layers.routing_kernel`;
+``MORAM_AVALANCHE_KERNEL=off`` keeps everything here): the top-k with the norm, the gated
+read-out, and the router's backward, which takes only the ``k`` products ``g . B_i`` each token
+needs instead of the ``[N, R]`` GEMM ``g B^T``. Same arithmetic; tests compare both paths.
 """
 
 from __future__ import annotations
@@ -30,6 +35,8 @@ from typing import NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
+
+from . import routing_kernel
 
 #: L2-normalisation epsilon of the relevance score (method reference, step 2).
 RELEVANCE_EPS = 1e-12
@@ -59,10 +66,13 @@ def route(proj: torch.Tensor, k: int, temperature: float, threshold: Optional[fl
 
     ``threshold`` is the eval-only gate ``delta``, or None for no gate (training).
     """
-    norm = torch.linalg.vector_norm(proj, dim=-1, keepdim=True).clamp_min_(RELEVANCE_EPS)
     # s = p / n with n > 0 per token: the top-k of s are the top-k of p, so only the k kept
     # relevances are divided (same values as dividing all of p first).
-    kept_proj, idx = proj.topk(k, dim=-1, sorted=False)
+    if routing_kernel.available(proj):  # the same set and norm in one pass (CPU, float32)
+        kept_proj, idx, norm = routing_kernel.select(proj, k)
+    else:
+        norm = torch.linalg.vector_norm(proj, dim=-1, keepdim=True).clamp_min_(RELEVANCE_EPS)
+        kept_proj, idx = proj.topk(k, dim=-1, sorted=False)
     kept_relevance = kept_proj / norm
     softmax = torch.softmax(kept_relevance / temperature, dim=-1)
     weights = softmax
@@ -84,30 +94,34 @@ def mixture_forward(tokens, weight, bias, key_bank, value_bank, k, temperature, 
     proj = F.linear(tokens, key_bank).to(route_dtype(tokens.dtype))
     routing = route(proj, k, temperature, threshold)
     coef = (routing.weights * routing.kept_proj).to(tokens.dtype)
-    out = read_out(routing.idx, coef, value_bank, gated=threshold is not None)
-    if bias is not None:
-        out.add_(bias)
+    out = read_out(routing.idx, coef, value_bank, gated=threshold is not None, bias=bias)
     if weight is not None:
         out.addmm_(tokens, weight.t())  # the base GEMM accumulates into the same buffer
     return out, proj, routing
 
 
 def read_out(idx: torch.Tensor, coef: torch.Tensor, value_bank: torch.Tensor,
-             gated: bool = False) -> torch.Tensor:
-    """``[N, d_out]`` rows ``sum_j coef[n, j] * value_bank[idx[n, j]]`` (step 6's atom term).
+             gated: bool = False, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``[N, d_out]`` rows ``bias + sum_j coef[n, j] * value_bank[idx[n, j]]`` (step 6's atom term).
 
     ``gated``: the eval gate has zeroed some coefficients; their rows are skipped (one
     ``embedding_bag`` over the non-zero entries only, with per-token offsets). Skipping a
     zero term leaves every sum as it is (``a + 0 == a``), and at ``delta = 0.2`` at most
     ``1 / delta^2 = 25`` atoms per token can pass the gate (``||s|| = 1``), often far fewer.
+    On the CPU in float32 the compiled read-out skips them in one pass, bias included
+    (:func:`~moram_avalanche.layers.routing_kernel.read_out`; ungated, ``embedding_bag`` is as fast).
     """
+    if gated and routing_kernel.available(value_bank) and coef.dtype == torch.float32:
+        return routing_kernel.read_out(idx, coef, value_bank, bias)
     if not gated:
-        return F.embedding_bag(idx, value_bank, per_sample_weights=coef, mode="sum")
-    keep = coef != 0
-    counts = keep.sum(1)
-    offsets = torch.cumsum(counts, 0) - counts  # start of each token's bag
-    return F.embedding_bag(idx[keep], value_bank, offsets, per_sample_weights=coef[keep],
-                           mode="sum")
+        out = F.embedding_bag(idx, value_bank, per_sample_weights=coef, mode="sum")
+    else:
+        keep = coef != 0
+        counts = keep.sum(1)
+        offsets = torch.cumsum(counts, 0) - counts  # start of each token's bag
+        out = F.embedding_bag(idx[keep], value_bank, offsets, per_sample_weights=coef[keep],
+                              mode="sum")
+    return out if bias is None else out.add_(bias)
 
 
 class MoRAMFunction(torch.autograd.Function):
@@ -161,21 +175,11 @@ class MoRAMFunction(torch.autograd.Function):
 
         # router: c = w * p_I with w = u * gate, u = softmax(s_I / tau), s_I = p_I / n
         # read-out: dL/dc_i = g . B_i (one GEMM over the bank, then the k used columns)
-        grad_coef = (grad_out @ value_bank.t()).gather(1, routing.idx).to(wide)
-        grad_kept_proj = grad_coef * routing.weights
-        grad_softmax = grad_coef * routing.kept_proj
-        if ctx.threshold is not None:
-            grad_softmax = grad_softmax * (routing.kept_relevance >= ctx.threshold)
-        u = routing.softmax
-        grad_z = u * (grad_softmax - (grad_softmax * u).sum(-1, keepdim=True))
-        grad_kept_relevance = grad_z / ctx.temperature
-        grad_kept_proj += grad_kept_relevance / routing.norm
-        # through n = ||p|| (zero where the norm was clamped at eps)
-        norm_scale = -(grad_kept_relevance * routing.kept_relevance).sum(-1, keepdim=True)
-        norm_scale = norm_scale / routing.norm.square()
-        norm_scale = norm_scale * (routing.norm > RELEVANCE_EPS)
-        grad_proj = proj * norm_scale
-        grad_proj.scatter_add_(1, routing.idx, grad_kept_proj)
+        if routing_kernel.available(grad_out) and wide == torch.float32:  # k products per token, one pass
+            grad_proj = routing_kernel.route_backward(grad_out, value_bank, proj, routing, ctx.temperature,
+                                                      ctx.threshold)
+        else:
+            grad_proj = _router_backward(grad_out @ value_bank.t(), proj, routing, ctx.temperature, ctx.threshold)
         grad_proj = grad_proj.to(tokens.dtype)
 
         if needs[0]:
@@ -186,6 +190,27 @@ class MoRAMFunction(torch.autograd.Function):
         if needs[5]:
             grads[5] = grad_proj[:, start:].t() @ tokens
         return tuple(grads)
+
+
+def _router_backward(scores: torch.Tensor, proj: torch.Tensor, routing: Routing, temperature: float,
+                     threshold: Optional[float]) -> torch.Tensor:
+    """``dL/dp`` ``[N, R]`` from ``scores = dL/dy B^T`` and the saved routing (module docstring)."""
+    grad_coef = scores.gather(1, routing.idx).to(proj.dtype)
+    grad_kept_proj = grad_coef * routing.weights
+    grad_softmax = grad_coef * routing.kept_proj
+    if threshold is not None:
+        grad_softmax = grad_softmax * (routing.kept_relevance >= threshold)
+    u = routing.softmax
+    grad_z = u * (grad_softmax - (grad_softmax * u).sum(-1, keepdim=True))
+    grad_kept_relevance = grad_z / temperature
+    grad_kept_proj += grad_kept_relevance / routing.norm
+    # through n = ||p|| (zero where the norm was clamped at eps)
+    norm_scale = -(grad_kept_relevance * routing.kept_relevance).sum(-1, keepdim=True)
+    norm_scale = norm_scale / routing.norm.square()
+    norm_scale = norm_scale * (routing.norm > RELEVANCE_EPS)
+    grad_proj = proj * norm_scale
+    grad_proj.scatter_add_(1, routing.idx, grad_kept_proj)
+    return grad_proj
 
 
 def _tail_rows(idx: torch.Tensor, coef: torch.Tensor, start: int, total: int) -> torch.Tensor:
