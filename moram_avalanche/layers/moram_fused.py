@@ -175,7 +175,10 @@ class MoRAMFunction(torch.autograd.Function):
 
         # router: c = w * p_I with w = u * gate, u = softmax(s_I / tau), s_I = p_I / n
         # read-out: dL/dc_i = g . B_i (one GEMM over the bank, then the k used columns)
-        if routing_kernel.available(grad_out) and wide == torch.float32:  # k products per token, one pass
+        # the kernel takes k products per token (memory-bound); the GEMM takes R (compute-bound):
+        # the kernel wins once the bank is a few times k (scripts/bench_atoms.py: not at R = k)
+        sparse = proj.shape[1] > 2 * routing.idx.shape[1]
+        if sparse and wide == torch.float32 and routing_kernel.available(grad_out):
             grad_proj = routing_kernel.route_backward(grad_out, value_bank, proj, routing, ctx.temperature,
                                                       ctx.threshold)
         else:
