@@ -12,13 +12,15 @@ from moram_avalanche.layers.moram_fused import RELEVANCE_EPS, _router_backward, 
 from moram_avalanche.layers.naive import NaiveMoRAMLinear
 
 
-def _built():
+@pytest.fixture
+def kernel():
+    """The compiled kernel (built here on first use, not at collection); skips where it cannot be built."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return routing_kernel.load() is not None
-
-
-needs_kernel = pytest.mark.skipif(not _built(), reason="no C++ compiler / ninja here: the kernel cannot be built")
+        module = routing_kernel.load()
+    if module is None:
+        pytest.skip("no C++ compiler / ninja here: the kernel cannot be built")
+    return module
 
 
 @pytest.fixture
@@ -29,10 +31,9 @@ def fresh_loader(monkeypatch):
     return monkeypatch
 
 
-@needs_kernel
 @pytest.mark.parametrize("tokens, atoms, k", [(300, 160, 16), (40, 16, 16), (40, 17, 16), (20, 480, 16),
                                               (30, 160, 64), (25, 10, 7), (25, 31, 15), (10, 5, 1)])
-def test_select_keeps_the_topk_set_and_the_norm(tokens, atoms, k):
+def test_select_keeps_the_topk_set_and_the_norm(kernel, tokens, atoms, k):
     proj = torch.randn(tokens, atoms)
     kept, idx, norm = routing_kernel.select(proj, k)
     want_kept, want_idx = proj.topk(k, dim=-1)
@@ -43,8 +44,7 @@ def test_select_keeps_the_topk_set_and_the_norm(tokens, atoms, k):
     torch.testing.assert_close(norm.double(), want_norm, rtol=1e-6, atol=0)
 
 
-@needs_kernel
-def test_select_breaks_ties_towards_the_lower_index_and_keeps_distinct_atoms():
+def test_select_breaks_ties_towards_the_lower_index_and_keeps_distinct_atoms(kernel):
     proj = torch.randint(0, 3, (200, 40)).float()
     kept, idx, _ = routing_kernel.select(proj, 8)
     assert torch.equal(kept.sort(-1).values, proj.topk(8, dim=-1).values.sort(-1).values)
@@ -54,8 +54,7 @@ def test_select_breaks_ties_towards_the_lower_index_and_keeps_distinct_atoms():
     assert idx.sort(-1).values.tolist() == [list(range(5))] * 3
 
 
-@needs_kernel
-def test_select_zero_rows_clamp_the_norm_and_nan_rows_stay_nan_with_valid_atoms():
+def test_select_zero_rows_clamp_the_norm_and_nan_rows_stay_nan_with_valid_atoms(kernel):
     proj = torch.randn(4, 20)
     proj[1] = 0.0
     proj[2, 3] = float("nan")
@@ -65,9 +64,8 @@ def test_select_zero_rows_clamp_the_norm_and_nan_rows_stay_nan_with_valid_atoms(
     assert idx.min().item() >= 0 and idx.max().item() < 20
 
 
-@needs_kernel
 @pytest.mark.parametrize("with_bias", [True, False])
-def test_read_out_equals_embedding_bag_and_skips_zero_terms(with_bias):
+def test_read_out_equals_embedding_bag_and_skips_zero_terms(kernel, with_bias):
     idx = torch.stack([torch.randperm(30)[:6] for _ in range(50)])
     coef = torch.randn(50, 6)
     coef[coef.abs() < 0.5] = 0.0  # gated-off terms
@@ -86,9 +84,8 @@ def test_read_out_equals_embedding_bag_and_skips_zero_terms(with_bias):
         assert torch.isfinite(out[rows_using_only_zero]).all()
 
 
-@needs_kernel
 @pytest.mark.parametrize("threshold", [None, 0.2])
-def test_route_backward_equals_the_tensor_op_backward(threshold):
+def test_route_backward_equals_the_tensor_op_backward(kernel, threshold):
     proj = torch.randn(64, 48)
     proj[5] = 0.0  # a clamped norm: no gradient through it
     routing = route(proj, 8, 0.05, threshold)
@@ -124,9 +121,8 @@ def _outputs_and_grads(layer, x, training):
     return y.detach(), grads
 
 
-@needs_kernel
 @pytest.mark.parametrize("training", [True, False])
-def test_layer_with_and_without_the_kernel_agree_with_the_naive_reference(monkeypatch, training):
+def test_layer_with_and_without_the_kernel_agree_with_the_naive_reference(kernel, monkeypatch, training):
     layer, naive = _layers()
     x = torch.randn(3, 11, 24)
     with_kernel = _outputs_and_grads(layer, x, training)
@@ -140,8 +136,7 @@ def test_layer_with_and_without_the_kernel_agree_with_the_naive_reference(monkey
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
-@needs_kernel
-def test_other_dtypes_and_the_off_switch_take_the_pytorch_path(monkeypatch):
+def test_other_dtypes_and_the_off_switch_take_the_pytorch_path(kernel, monkeypatch):
     assert routing_kernel.available(torch.zeros(2, 2))
     assert not routing_kernel.available(torch.zeros(2, 2, dtype=torch.float64))
     assert not routing_kernel.available(torch.zeros(2, 2, dtype=torch.bfloat16))
