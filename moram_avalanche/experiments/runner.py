@@ -29,8 +29,10 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+import torch
 from tqdm.auto import tqdm
 
+from ..layers import MoRAMLinear, find_layers, routing_kernel
 from ..utils.checks import check_nonnegative_int, check_positive_int
 from ..utils.files import check_output_folder, remove_temporaries
 from ..algorithms.data_parallel import barrier, is_main_process, world_size
@@ -46,6 +48,13 @@ BAD_IMAGES_NAME = "bad_images.jsonl"
 #: what a run writes in its folder (removed when it starts over)
 RUN_FILES = (CHECKPOINT_NAME, "checkpoint.prev.pt", BAD_IMAGES_NAME, RUN_SETTINGS_NAME, "results.json",
              "accuracy_matrix.csv", "accuracy_matrix.png", "memory.json", "time.json", "atom_usage.png")
+
+
+def build_kernels(strategy) -> None:
+    """Compile MoRAM's CPU routing kernel now (first use on this machine: about a minute), so that
+    no experience's time -- ``Train s / exp.`` of the tables -- includes the build."""
+    if torch.device(strategy.device).type == "cpu" and find_layers(strategy.model, MoRAMLinear):
+        routing_kernel.load()
 
 
 def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
@@ -113,6 +122,7 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
     stop = len(stream) if max_experiences is None else min(len(stream), max_experiences)
     name = type(strategy).__name__
     interactive = progress and sys.stderr.isatty()
+    build_kernels(strategy)
     bar = tqdm(total=len(stream), initial=done, desc=name, disable=not interactive)
     start = done
     try:

@@ -115,3 +115,21 @@ def test_avalanche_strategies_resume_from_avalanches_checkpoint(name, kwargs, ma
     assert accuracy_matrix_of(strategy).result().tolist() == expected_matrix.tolist()
     state = strategy.model.state_dict()
     assert all(torch.equal(state[k], v) for k, v in expected_state.items())
+
+
+def test_the_routing_kernel_is_built_before_the_first_experience_is_timed(make_stream, tokenizer, tmp_path,
+                                                                            monkeypatch):
+    from moram_avalanche.layers import routing_kernel
+
+    events = []
+    strategy, benchmark, _ = fresh_run(MoRAM, make_stream, tokenizer, atoms_per_task=4, topk=2)
+    load, train = routing_kernel.load, strategy.train
+    monkeypatch.setattr(routing_kernel, "load", lambda: events.append("build") or load())
+    monkeypatch.setattr(strategy, "train", lambda *a, **k: events.append("train") or train(*a, **k))
+    run_stream(strategy, benchmark, tmp_path, max_experiences=1, progress=False)
+    assert events[:2] == ["build", "train"]
+    events.clear()
+    fine, benchmark, _ = fresh_run(FineTune, make_stream, tokenizer, lr=1e-3)  # no MoRAM layer: nothing built
+    monkeypatch.setattr(fine, "train", lambda *a, **k: events.append("train") or None)
+    run_stream(fine, benchmark, tmp_path / "fine", max_experiences=1, progress=False)
+    assert events[0] == "train" and "build" not in events
