@@ -54,7 +54,7 @@ def choice() -> str:
 
 
 def _machine_tag() -> str:
-    """What the build depends on besides its source: the CPU's instruction set and torch.
+    """What the build depends on: the CPU's instruction set, torch, the source and where it is.
 
     ``-march=native`` code must not run on another CPU that shares the cache folder (a home
     directory on a cluster's file system), so the extension's name carries this.
@@ -67,7 +67,9 @@ def _machine_tag() -> str:
                 break
     except OSError:
         pass
-    text = "\n".join([flags, torch.__version__, SOURCE.read_text()])
+    # the source's path too: torch's build files name it, so two checkouts sharing one cache
+    # folder would otherwise rebuild each other's kernel at every switch
+    text = "\n".join([flags, torch.__version__, str(SOURCE.resolve()), SOURCE.read_text()])
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
