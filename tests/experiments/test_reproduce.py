@@ -61,7 +61,8 @@ def offline_parts(tiny_clip_name, tmp_path_factory):
 def command(table, root, out, tiny, *extra):
     return ["reproduce", table, "--data-root", str(root), "--out", str(out), "--model", tiny,
             "--pretrained", "none", "--iterations", "2", "--ref-images", "synthetic", "--ref-sentences",
-            "synthetic", "--device", "cpu", "--no-progress", *extra]
+            "synthetic", "--device", "cpu", "--no-progress", "--num-workers", "0", *extra]
+    # workers (the default with --data-root) only add start-up time for the fake tree's tiny images
 
 
 @pytest.fixture(scope="module")
