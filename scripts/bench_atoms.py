@@ -22,12 +22,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import statistics
-import time
 
 import torch
 from torch import nn
 
+from bench_timing import add_timing_options, apply_threads, time_round_robin
 from moram_avalanche.layers.moram import MoRAMLinear
 from moram_avalanche.layers import routing_kernel
 from moram_avalanche.layers.naive import NaiveMoRAMLinear
@@ -50,19 +49,6 @@ def build(d_in: int, d_out: int, num_atoms: int, per_task: int = 16):
         layer.keys[frozen:], layer.values[:, frozen:], topk=16, temperature=0.01, threshold=0.2,
     )
     return base, layer, naive
-
-
-def time_calls(fns: dict, repeats: int) -> dict:
-    """Median seconds per call of each function, timed round-robin so drift hits all alike."""
-    for fn in fns.values():
-        fn()  # warm-up
-    samples = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 @contextlib.contextmanager
@@ -128,12 +114,10 @@ def gate_pass_fraction(layer, x) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--threads", type=int, default=None)
+    add_timing_options(parser, repeats=20, device=False)
     parser.add_argument("--atoms", type=int, nargs="+", default=[16, 80, 160])
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_threads(args)
     torch.manual_seed(0)
     built = routing_kernel.load() is not None
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, tokens {TOKENS}, "
@@ -152,11 +136,11 @@ def main() -> None:
             passed = gate_pass_fraction(layer, x)
             for module in (base, layer, naive):
                 module.eval()
-            t = time_calls({"lin_eval": eval_step(base, x), "mo_eval": eval_step(layer, x),
+            t = time_round_robin({"lin_eval": eval_step(base, x), "mo_eval": eval_step(layer, x),
                             "pt_eval": eval_step(layer, x, "off"), "nv_eval": eval_step(naive, x)}, args.repeats)
             for module in (base, layer, naive):
                 module.train()
-            t.update(time_calls({"lin_tr": train_step(base, x, grad), "mo_tr": train_step(layer, x, grad),
+            t.update(time_round_robin({"lin_tr": train_step(base, x, grad), "mo_tr": train_step(layer, x, grad),
                                  "pt_tr": train_step(layer, x, grad, "off"), "nv_tr": train_step(naive, x, grad)},
                                 args.repeats))
             for key in totals:

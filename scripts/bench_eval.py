@@ -35,6 +35,7 @@ from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 from tqdm.auto import tqdm
 
+from bench_timing import add_timing_options, apply_threads
 from moram_avalanche.benchmarks import Domain, clip_benchmark
 from moram_avalanche.experiments.demo import TINY_CONFIG
 from moram_avalanche.strategies import ZeroShot
@@ -117,12 +118,9 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="share of each test set")
     parser.add_argument("--classes", type=int, default=None, help="classes per domain (default: X-TAIL's)")
     parser.add_argument("--batch-size", type=int, default=64, help="training batch size")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--device", default="cpu")
+    add_timing_options(parser)
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_threads(args)
     torch.manual_seed(0)
     model, tokenizer, benchmark = build(args)
     total = sum(len(e.dataset) for e in benchmark.test_stream)

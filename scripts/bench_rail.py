@@ -26,6 +26,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from bench_timing import add_timing_options, apply_threads
 from moram_avalanche.algorithms.analytic import KernelRidge, RandomFeatures, RecursiveRidge
 
 
@@ -46,12 +47,9 @@ def main() -> None:
     parser.add_argument("--memory", type=int, default=1600)
     parser.add_argument("--images", type=int, default=1600)
     parser.add_argument("--clip-batch", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--device", default="cpu")
+    add_timing_options(parser)
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_threads(args)
     device = torch.device(args.device)
 
     import open_clip

@@ -22,12 +22,11 @@ from __future__ import annotations
 import argparse
 import copy
 import os
-import statistics
-import time
 
 import open_clip
 import torch
 
+from bench_timing import add_timing_options, apply_threads, time_round_robin
 from moram_avalanche.clip.attention import split_attention
 from moram_avalanche.clip.inject import inject_lora, inject_moram
 from moram_avalanche.layers.base import find_layers
@@ -55,26 +54,6 @@ def build_towers(tasks: int):
         with torch.no_grad():
             layer.up.normal_(std=0.02)
     return {"plain": plain, "split": split, "moram": moram, "lora": lora}
-
-
-def sync() -> None:
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-
-
-def time_round_robin(fns: dict, repeats: int) -> dict:
-    """Median seconds per call of each function, timed round-robin so drift hits all alike."""
-    for fn in fns.values():
-        fn()  # warm-up
-    samples = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            sync()
-            start = time.perf_counter()
-            fn()
-            sync()
-            samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def eval_call(model, images):
@@ -121,12 +100,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=10)
     parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--device", default="cpu")
+    add_timing_options(parser)
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_threads(args)
     torch.manual_seed(0)
     towers = {name: model.to(args.device) for name, model in build_towers(args.tasks).items()}
     images = torch.randn(args.batch, 3, 224, 224, device=args.device)
