@@ -185,28 +185,30 @@ def check_references_taken(args, names: List[str]) -> None:
                              f"{', '.join(strategies_taking(kind))}")
 
 
-def check_run_arguments(args, overrides: Mapping[str, object], settings: Mapping[str, object]) -> None:
+def check_run_arguments(args, name: str, overrides: Mapping[str, object]) -> None:
     """Everything ``run`` takes, before anything is loaded or written: the shared options, the
-    strategy with its ``--set`` values, and ``--log-dir`` (writable; when it holds a run, one
-    made with the same ``settings`` unless ``--no-resume``)."""
-    from .experiments.runner import check_run_folder
+    strategy with its ``--set`` values, and ``--log-dir`` (writable)."""
     from .utils.files import check_output_folder
 
     check_shared_arguments(args)
-    check_references_taken(args, [args.strategy.lower()])
-    check_strategy_arguments(args, args.strategy.lower(), overrides)
-    log_dir = check_output_folder(args.log_dir, "--log-dir")
+    check_references_taken(args, [name])
+    check_strategy_arguments(args, name, overrides)
+    check_output_folder(args.log_dir, "--log-dir")
+
+
+def check_run_folder_arguments(args, run_settings: Mapping[str, object]) -> None:
+    """``--log-dir``: when it holds a run, one made with the same ``run_settings`` (the record's
+    ``run`` part) unless ``--no-resume``."""
+    from .experiments.runner import check_run_folder
+
     if not args.no_resume:
-        check_run_folder(log_dir, {"run": settings}, keys=("run",), what=f"--log-dir {log_dir}")
+        log_dir = Path(args.log_dir)
+        check_run_folder(log_dir, {"run": run_settings}, keys=("run",), what=f"--log-dir {log_dir}")
 
 
-def check_compare_arguments(args, names: List[str], overrides: Mapping[str, Mapping[str, object]],
-                            settings: Mapping[str, object]) -> None:
+def check_compare_arguments(args, names: List[str], overrides: Mapping[str, Mapping[str, object]]) -> None:
     """Everything ``compare`` takes, before anything is loaded or written: the shared options,
-    every strategy with its own ``--set`` values, and ``--out`` (writable; when it holds a
-    comparison, one made with the same shared ``settings`` unless ``--no-resume``)."""
-    from .experiments.compare import SETTINGS_NAME
-    from .experiments.settings import check_settings
+    every strategy with its own ``--set`` values, and ``--out`` (writable)."""
     from .strategies.registry import get_strategy
     from .utils.files import check_output_folder
 
@@ -225,13 +227,20 @@ def check_compare_arguments(args, names: List[str], overrides: Mapping[str, Mapp
     check_references_taken(args, names)
     for name in names:
         check_strategy_arguments(args, name, overrides.get(name, {}), set_prefix=f"{name}.")
-    out = check_output_folder(args.out, "--out")
+    check_output_folder(args.out, "--out")
+
+
+def check_comparison_folder_arguments(args, setup) -> None:
+    """``--out``: when it holds runs, ones made with the same shared settings unless ``--no-resume``."""
+    from .experiments.compare import check_comparison
+
     if not args.no_resume:
-        check_settings(out / SETTINGS_NAME, settings, what=f"the comparison in --out {out}",
-                       fix="give the settings it was made with, another --out, or --no-resume to "
-                           "start the listed strategies over")
+        out = Path(args.out)
+        check_comparison(out, setup, what=f"the comparison in --out {out}",
+                         fix="give the settings it was made with, another --out, or --no-resume to "
+                             "start the listed strategies over")
 
 
-__all__ = ["OneLineParser", "check_compare_arguments", "check_references_taken", "check_run_arguments",
+__all__ = ["OneLineParser", "check_comparison_folder_arguments", "check_compare_arguments", "check_references_taken", "check_run_arguments", "check_run_folder_arguments",
            "check_shared_arguments", "check_strategy_arguments", "is_user_error", "nonnegative_int",
            "positive_float", "positive_int", "report_error", "share", "shots"]

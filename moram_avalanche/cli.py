@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import warnings
 from pathlib import Path
 from typing import List, Optional
 
-from .arguments import (OneLineParser, check_compare_arguments, check_run_arguments, is_user_error,
-                        nonnegative_int, positive_float, positive_int, report_error, share, shots)
+from .arguments import (OneLineParser, check_comparison_folder_arguments, check_compare_arguments,
+                        check_run_arguments, check_run_folder_arguments, is_user_error, nonnegative_int,
+                        positive_float, positive_int, report_error, share, shots)
 
 
 def _quiet_imports() -> None:
@@ -47,136 +47,30 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def _make_model(args):
-    """A zero-argument loader of the model named on the command line (seeded by the caller)."""
-    from .clip.load import load_clip
-    from .experiments.demo import (TINY_NAME, DemoConfig, default_cache_dir, pretrained_tiny_clip,
-                                   register_tiny_clip)
-
-    cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
-    register_tiny_clip(cache_dir)
-    pretrained = None if args.pretrained.lower() == "none" else args.pretrained
-    if args.model == TINY_NAME and pretrained == "synthetic":
-        pretrained = str(pretrained_tiny_clip(cache_dir, DemoConfig()))
-    return lambda: load_clip(args.model, pretrained=pretrained or None, device=args.device,
-                             weights_origin=args.weights_origin)
-
-
-def _make_benchmark(args):
-    from .benchmarks import get_benchmark
-
-    builder, options = get_benchmark(args.benchmark), _stream_options(args)
-    return lambda train_tf, eval_tf: builder(
-        args.data_root, train_transform=eval_tf if args.no_augment else train_tf, eval_transform=eval_tf,
-        **options)
-
-
-def _default_num_workers(args) -> None:
-    """``--num-workers`` when not given (in place): worker processes when images are decoded
-    from disk (a ``--data-root`` is given; half the CPU cores, at most 8), else 0 (in memory)."""
-    if args.num_workers is None:
-        args.num_workers = max(1, min(8, (os.cpu_count() or 1) // 2)) if args.data_root else 0
-
-
-def _strategy_options(args, name: str, eval_tf, overrides: dict) -> dict:
-    """Keyword arguments of strategy ``name``: the shared budget, the reference data it
-    declares (``needs``), ``--set`` values."""
-    from .strategies.registry import get_strategy
-
-    needs = get_strategy(name).needs
-    options = {"train_mb_size": args.batch_size}
-    if args.eval_batch_size is not None:
-        options["eval_mb_size"] = args.eval_batch_size
-    if args.iterations is not None and needs.trains:
-        options["iterations"] = args.iterations
-    if getattr(args, "lr", None) is not None:
-        options["lr"] = args.lr
-    wanted = needs.taken(images=args.ref_images, sentences=args.ref_sentences)
-    if wanted:  # read only the reference data this strategy takes
-        from .benchmarks.reference_sets import reference_data
-
-        options.update(needs.reference_arguments(**reference_data(eval_tf, **wanted)))
-    options.update(overrides)
-    return options
-
-
-def _shared_settings(args) -> dict:
-    """What ``run`` and ``compare`` record of the shared options (checked when resuming)."""
-    return {
-        "benchmark": args.benchmark, "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
-        "model": args.model, "pretrained": args.pretrained, "weights_origin": args.weights_origin,
-        "stream": _stream_options(args),
-        "iterations": args.iterations, "batch_size": args.batch_size, "seed": args.seed,
-        "ref_images": args.ref_images, "ref_sentences": args.ref_sentences,
-        **({"augment": False} if args.no_augment else {}),  # earlier records resume as they were
-    }
-
-
 def cmd_run(args) -> int:
     from .benchmarks import get_benchmark
 
     get_benchmark(args.benchmark)  # unknown names fail before the slow imports
-    _default_num_workers(args)
-    overrides = _parse_sets(args.set, prefixed=False)
-    settings = {**_shared_settings(args), "strategy": args.strategy.lower(), "lr": args.lr,
-                "set": {k: repr(v) for k, v in overrides.get("", {}).items()}}
+    name = args.strategy.lower()
+    overrides = {name: _parse_sets(args.set, prefixed=False).get("", {})}
     _quiet_imports()
-    check_run_arguments(args, overrides.get("", {}), settings)
+    from .experiments.from_arguments import setup_from_arguments
+
+    check_run_arguments(args, name, overrides[name])  # resolves --device
+    setup = setup_from_arguments(args, overrides)
+    check_run_folder_arguments(args, setup.run_settings(name))
+    from .experiments.distributed import start_processes
+    from .experiments.run import run_single
     from .strategies.registry import get_strategy
 
-    strategy_class = get_strategy(args.strategy)
-    from avalanche.logging import TensorboardLogger
-    from avalanche.training.plugins import EvaluationPlugin
-
-    from .experiments.analysis.source import weights_checksum
-    from .experiments.distributed import start_processes
-    from .experiments.metrics import AccuracyMatrix, accuracy_matrix_of
-    from .experiments.runner import check_run_folder, run_settings, run_stream
-    from .experiments.seeding import seed_everything
-
-    requested_device = args.device
     processes = start_processes(args.seed, args.device)  # one of several under torchrun
-    processes.check(args.strategy, strategy_class.needs)
-    args.device, progress = processes.device, not args.no_progress and processes.main
-    seed_everything(args.seed)
-    model, train_tf, eval_tf, tokenizer = _make_model(args)()
-    checksum = weights_checksum(model)
-    benchmark = _make_benchmark(args)(train_tf, eval_tf)
-    log_dir = Path(args.log_dir)
-    matrix = AccuracyMatrix(out_dir=log_dir)
-    options = _strategy_options(args, args.strategy.lower(), eval_tf, overrides.get("", {}))
-    # the evaluator (and its TensorBoard folder, rank 0 only) is made once the strategy passed its checks
-    strategy = strategy_class(
-        model=model, tokenizer=tokenizer, device=args.device, plugins=processes.plugins(),
-        evaluator=lambda: EvaluationPlugin(matrix, loggers=processes.loggers(
-            lambda: [TensorboardLogger(log_dir / "tb")])),
-        progress=progress, **options)
-    if not args.no_resume:  # the whole record (the benchmark's domains too) before run.json is written
-        check_run_folder(log_dir, run_settings(strategy, benchmark, settings))
-    if processes.main:
-        _record_run(args, log_dir, overrides.get("", {}), checksum, requested_device)
-    run_stream(strategy, benchmark, log_dir, resume=not args.no_resume, progress=progress,
-               num_workers=args.num_workers, settings=settings)
-    report = accuracy_matrix_of(strategy).report()  # the resumed metric after a whole-strategy resume
+    processes.check(name, get_strategy(name).needs)
+    args.device = setup.device = processes.device  # the record keeps the one asked for
+    report = run_single(setup, name, args.log_dir, resume=not args.no_resume, progress=not args.no_progress)
     if processes.main:
         print(f"Transfer {report['transfer']:.1f}  Average {report['average']:.1f}  "
-              f"Last {report['last']:.1f}   ({log_dir}/results.json)")
+              f"Last {report['last']:.1f}   ({Path(args.log_dir)}/results.json)")
     return 0
-
-
-def _record_run(args, log_dir: Path, overrides: dict, checksum: float, device: str) -> None:
-    """``LOG_DIR/run.json``: what rebuilds the run's model and data (read by ``analyze``);
-    ``device`` is the one asked for (a data-parallel process runs on its own ``cuda:<rank>``)."""
-    from .experiments.analysis.source import write_run_settings
-
-    write_run_settings(log_dir, {
-        "benchmark": args.benchmark, "stream": _stream_options(args), "model": args.model,
-        "pretrained": args.pretrained, "weights_origin": args.weights_origin, "cache_dir": args.cache_dir,
-        "strategy": args.strategy.lower(),
-        "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
-        "set": {k: repr(v) for k, v in overrides.items()}, "iterations": args.iterations, "lr": args.lr,
-        "batch_size": args.batch_size, "seed": args.seed, "device": device,
-        "augment": not args.no_augment, "weights_checksum": checksum})
 
 
 def cmd_analyze(args) -> int:
@@ -241,27 +135,20 @@ def cmd_compare(args) -> int:
     names = [n.strip().lower() for n in args.strategies.split(",") if n.strip()]
     overrides = _parse_sets(args.set, prefixed=True)
     _quiet_imports()
-    from .utils.devices import resolve_device
+    from .experiments.from_arguments import setup_from_arguments
 
-    args.device = resolve_device(args.device, "--device")
-    _default_num_workers(args)
-    settings = {**_shared_settings(args), "device": args.device, "num_workers": args.num_workers}
-    check_compare_arguments(args, names, overrides, settings)
+    check_compare_arguments(args, names, overrides)  # resolves --device
+    setup = setup_from_arguments(args, overrides)
+    check_comparison_folder_arguments(args, setup)
     from .experiments.distributed import start_processes
     from .strategies.registry import get_strategy
 
     processes = start_processes(args.seed, args.device)  # one of several under torchrun
     for name in names:
         processes.check(name, get_strategy(name).needs)
-    args.device = processes.device  # cuda:<LOCAL_RANK> under torchrun; the record keeps the one asked for
-    from .experiments.compare import Setup, run_comparison
+    args.device = setup.device = processes.device  # the record keeps the one asked for
+    from .experiments.compare import run_comparison
 
-    setup = Setup(
-        make_model=_make_model(args), make_benchmark=_make_benchmark(args),
-        options=lambda name, eval_tf: _strategy_options(args, name, eval_tf, overrides.get(name, {})),
-        settings=settings,
-        strategy_settings=lambda name: {k: repr(v) for k, v in overrides.get(name, {}).items()},
-        seed=args.seed, device=args.device, num_workers=args.num_workers)
     run_comparison(setup, names, args.out, resume=not args.no_resume, progress=not args.no_progress)
     if processes.main:
         print(f"\ntable.md, table.csv, summary.md, accuracy_matrices.png: {args.out}/"
@@ -292,22 +179,6 @@ def _parse_sets(items, *, prefixed: bool) -> dict:
     return parsed
 
 
-def _stream_options(args) -> dict:
-    """The benchmark options given on the command line (only those given)."""
-    options = {}
-    if args.order is not None:
-        options["order"] = args.order.split(",") if "," in args.order else args.order
-    if args.shots is not None:
-        options["shots"] = None if args.shots == "full" else args.shots
-    if args.data_seed is not None:
-        options["seed"] = args.data_seed
-    if args.prompts is not None:
-        options["prompts"] = args.prompts
-    if args.on_bad_image is not None:
-        options["on_bad_image"] = args.on_bad_image
-    return options
-
-
 #: ``reproduce``'s tables (moram_avalanche.experiments.reproduce.TABLE_CHOICES, kept here so that
 #: --help needs no heavy import; a test checks both agree)
 REPRODUCE_TABLES = ("xtail", "xtail-order2", "mtil", "routing", "robustness", "pruning", "load-balance",
@@ -318,18 +189,18 @@ def cmd_reproduce(args) -> int:
     if args.table not in REPRODUCE_TABLES:
         raise ValueError(f"unknown table {args.table!r}; the paper's CLIP tables: {', '.join(REPRODUCE_TABLES)}")
     _quiet_imports()
+    from .experiments.from_arguments import default_num_workers
     from .experiments.reproduce import ReproduceSettings, paper_text, parse_seeds, plan_text, resolve_device
 
     if args.paper:
         print(paper_text(args.table))
         return 0
     seeds = None if args.seeds is None else parse_seeds(args.seeds)
-    _default_num_workers(args)
     settings = ReproduceSettings(
         data_root=args.data_root, out=args.out, seeds=seeds, device=resolve_device(args.device),
         model=args.model, pretrained=args.pretrained, weights_origin=args.weights_origin,
         ref_images=args.ref_images, ref_sentences=args.ref_sentences, iterations=args.iterations,
-        rehearse=args.rehearse, num_workers=args.num_workers, progress=not args.no_progress)
+        rehearse=args.rehearse, num_workers=default_num_workers(args), progress=not args.no_progress)
     if args.dry_run:
         print(plan_text(args.table, settings))
         return 0

@@ -208,20 +208,21 @@ def test_a_read_only_log_dir_is_refused_before_anything_runs(tmp_path, capsys, m
     assert list((tmp_path / "run").iterdir()) == []
 
 
-def test_a_damaged_compare_json_is_named(tmp_path, capsys):
-    (tmp_path / "cmp").mkdir()
-    (tmp_path / "cmp" / "compare.json").write_text('{"benchmark": "synth')
+def test_a_damaged_run_record_in_a_comparison_is_named(tmp_path, capsys):
+    (tmp_path / "cmp" / "moram").mkdir(parents=True)
+    (tmp_path / "cmp" / "moram" / "run.json").write_text('{"benchmark": "synth')
     assert main(compare_args(tmp_path)) == 2
     err = capsys.readouterr().err
-    assert "compare.json, the record of the comparison in --out" in err and "is damaged" in err
-    assert "delete it to continue with the settings given now, or start over (--no-resume" in err
+    assert "run.json, the record of moram in" in err and "is damaged" in err
+    # never "delete it": a run resumed without its record could mix two runs' results
+    assert "restore it, give another folder, or start the run over (--no-resume" in err
 
 
 def test_a_run_folder_made_with_other_settings_is_refused_with_the_differences(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
     (run / "results.json").write_text("{}")
-    (run / "settings.json").write_text(json.dumps({"run": {"benchmark": "synthetic", "iterations": 80}}))
+    (run / "run.json").write_text(json.dumps({"format": 2, "run": {"benchmark": "synthetic", "iterations": 80}}))
     assert main(run_args(tmp_path, "--iterations", "40")) == 2
     err = capsys.readouterr().err
     assert "was made with other settings (" in err and "run.iterations: 80 there, 40 now" in err
@@ -264,10 +265,10 @@ def float_image():
 
 
 def damaged_settings(tmp_path):
-    from moram_avalanche.experiments.settings import read_settings
+    from moram_avalanche.experiments.record import read_record
 
-    (tmp_path / "settings.json").write_text('{"run": ')
-    return read_settings(tmp_path / "settings.json", "the run in x")
+    (tmp_path / "run.json").write_text('{"run": ')
+    return read_record(tmp_path, "the run in x")
 
 
 def tokenizer_of_another_model():
@@ -351,7 +352,7 @@ API_MISTAKES = [
     ("a float image", lambda t: float_image(), ValueError,
      "PIL mode 'F' cannot be shown as 8-bit RGB faithfully"),
     ("a damaged settings record", damaged_settings, ValueError,
-     "settings.json, the record of the run in x, is damaged"),
+     "run.json, the record of the run in x, is damaged"),
     ("an output folder that is a file", lambda t: __import__("moram_avalanche.utils", fromlist=["x"])
      .check_output_folder(a_file(t), "out_dir"), ValueError, "is a file, not a folder"),
 ]

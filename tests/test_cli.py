@@ -31,11 +31,14 @@ def test_cli_run_on_the_synthetic_benchmark(tmp_path, capsys):
     assert "Transfer" in capsys.readouterr().out
     report = json.loads((tmp_path / "run" / "results.json").read_text())
     assert report["domains"] == ["shapes", "digits", "colours", "glyphs", "textures"]
-    recorded = json.loads((tmp_path / "run" / "run.json").read_text())  # what `analyze` rebuilds
+    record = json.loads((tmp_path / "run" / "run.json").read_text())  # the one record: what `analyze` rebuilds
+    recorded = record["run"]
     assert {k: recorded[k] for k in ("benchmark", "model", "pretrained", "seed", "strategy")} == {
         "benchmark": "synthetic", "model": "moram-synthetic-tiny", "pretrained": "none", "seed": 42,
         "strategy": "zeroshot"}
-    assert recorded["weights_checksum"] > 0
+    assert record["environment"]["weights_checksum"] > 0
+    # `run` goes through the one run path: memory and time are recorded as for `compare`
+    assert {"memory.json", "time.json"} <= {p.name for p in (tmp_path / "run").iterdir()}
 
 
 def test_cli_run_zscl_needs_and_takes_reference_data(tmp_path, capsys):

@@ -195,8 +195,8 @@ def run_demo(out_dir, *, cache_dir=None, config: Optional[DemoConfig] = None,
     from ..benchmarks.synthetic import synthetic
     from ..clip.load import load_clip
     from ..utils.devices import resolve_device
-    from .compare import SETTINGS_NAME, Setup, run_comparison
-    from .settings import as_stored, read_settings
+    from .compare import check_comparison, run_comparison
+    from .run import Setup
 
     config = config or DemoConfig()
     device = resolve_device(device)
@@ -208,15 +208,16 @@ def run_demo(out_dir, *, cache_dir=None, config: Optional[DemoConfig] = None,
             train_size=config.train_size, test_size=config.test_size, seed=config.seed,
             label_space=config.label_space, train_transform=train_tf, eval_transform=eval_tf),
         options=lambda name, eval_tf: demo_options(name, config, eval_tf),
-        settings={"demo": asdict(config), "model": TINY_NAME, "weights": Path(weights).name, "device": device},
-        seed=config.seed, device=device,
+        settings={"demo": asdict(config), "model": TINY_NAME, "weights": Path(weights).name},
+        seed=config.seed, device=device, environment={"cache_dir": str(cache_dir), "device": device},
     )
-    stored = read_settings(Path(out_dir) / SETTINGS_NAME, f"the demo in {out_dir}")
-    resume = stored is None or "demo" not in stored or stored == as_stored(setup.settings)
-    if not resume:
+    try:
+        check_comparison(out_dir, setup)
+        resume = True
+    except ValueError:
+        resume = False
         logger.warning("%s holds a demo made with other settings: starting it over", out_dir)
     results = run_comparison(setup, strategies, out_dir, progress=progress, resume=resume)
-    atomic_write_text(Path(out_dir) / "config.json", json.dumps(asdict(config), indent=2) + "\n")
     return results
 
 

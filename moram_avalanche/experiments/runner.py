@@ -5,8 +5,8 @@ written to ``<out_dir>/checkpoint.pt``; started again with the same output folde
 continues after the last completed experience and ends with the same accuracy matrix as an
 uninterrupted run.
 
-The folder records what made it (``settings.json``, :mod:`~moram_avalanche.experiments.settings`)
-and a run with other settings is refused there; what a killed process leaves behind is
+The folder records what made it (its one record ``run.json``, :mod:`~moram_avalanche.experiments.record`,
+written here once the checks passed) and a run with other settings is refused there; what a killed process leaves behind is
 cleared or survived: temporaries of interrupted writes are removed, a damaged checkpoint
 falls back to the previous one (:func:`~moram_avalanche.experiments.checkpoint.load_latest_run_state`),
 a torn last line of ``bad_images.jsonl`` is ignored, TensorBoard hides the points logged after
@@ -38,15 +38,14 @@ from ..utils.files import check_output_folder, remove_temporaries
 from ..algorithms.data_parallel import barrier, is_main_process, world_size
 from ..strategies.plugins.data_parallel import DataParallel
 from .checkpoint import load_latest_run_state, previous_path, save_checkpoint, save_run_state
-from .settings import (RUN_SETTINGS_NAME, check_settings, describe, describe_benchmark, describe_options,
-                       write_settings)
+from .record import CHECKED, LEGACY_SETTINGS_NAME, RECORD_NAME, check_record, make_record, write_record
 
 logger = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = "checkpoint.pt"
 BAD_IMAGES_NAME = "bad_images.jsonl"
 #: what a run writes in its folder (removed when it starts over)
-RUN_FILES = (CHECKPOINT_NAME, "checkpoint.prev.pt", BAD_IMAGES_NAME, RUN_SETTINGS_NAME, "results.json",
+RUN_FILES = (CHECKPOINT_NAME, "checkpoint.prev.pt", BAD_IMAGES_NAME, RECORD_NAME, LEGACY_SETTINGS_NAME, "results.json",
              "accuracy_matrix.csv", "accuracy_matrix.png", "memory.json", "time.json", "atom_usage.png")
 
 
@@ -59,7 +58,8 @@ def build_kernels(strategy) -> None:
 
 def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
                max_experiences: Optional[int] = None, progress: bool = True,
-               num_workers: int = 0, settings: Optional[Mapping[str, Any]] = None) -> int:
+               num_workers: int = 0, settings: Optional[Mapping[str, Any]] = None,
+               environment: Optional[Mapping[str, Any]] = None) -> int:
     """Train on each experience of ``benchmark.train_stream`` and evaluate ``test_stream`` after each.
 
     Args:
@@ -75,7 +75,9 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
             workers alive while it cycles the data).
         settings: JSON-able description of what else made the run (data, model weights,
             seeds, ...), recorded with the strategy's class and options and the benchmark's
-            domains in ``out_dir/settings.json``.
+            domains in the folder's record ``out_dir/run.json`` and checked when it resumes.
+        environment: facts recorded beside them but never checked (cache folder, device,
+            the base weights' checksum).
 
     Resuming in a folder whose recorded settings differ is a ValueError that lists the
     differences (nothing is run or written). Images skipped as unreadable are recorded in
@@ -91,7 +93,7 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
         check_positive_int("max_experiences", max_experiences)
     check_nonnegative_int("num_workers", num_workers)
     out_dir = check_output_folder(out_dir, "out_dir")
-    record = run_settings(strategy, benchmark, settings)
+    record = run_record(strategy, benchmark, settings, environment)
     if resume:
         check_run_folder(out_dir, record)
     main = is_main_process()  # rank 0 of a data-parallel run writes; every process reads
@@ -110,7 +112,7 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
         logger.info("resuming %s after %d experience(s) from %s", type(strategy).__name__, done, used)
     barrier()  # every process has read the checkpoint before rank 0 writes again
     if main:
-        write_settings(out_dir / RUN_SETTINGS_NAME, record)
+        write_record(out_dir, record)
     bad_images = getattr(benchmark, "bad_images", None)
     if bad_images is not None:
         bad_images.redirect(out_dir / BAD_IMAGES_NAME)
@@ -174,17 +176,14 @@ def _load(strategy, path: Path):
     return int(done), path
 
 
-def run_settings(strategy, benchmark, settings: Optional[Mapping[str, Any]] = None) -> dict:
-    """What ``settings.json`` records: ``run`` (the caller's ``settings``), the strategy's class
-    and recorded options, the model's class and size, the benchmark's description."""
-    model = getattr(strategy, "model", None)
-    return {
-        "run": describe(dict(settings or {})),
-        "strategy": type(strategy).__name__,
-        "options": describe_options(getattr(strategy, "given_options", {})),
-        "model": describe(model) if model is not None else None,
-        "benchmark": describe_benchmark(benchmark),
-    }
+def run_record(strategy, benchmark, settings: Optional[Mapping[str, Any]] = None,
+               environment: Optional[Mapping[str, Any]] = None) -> dict:
+    """The folder's record (:mod:`~moram_avalanche.experiments.record`): ``run`` (the caller's
+    ``settings``), the strategy's class and recorded options, the model's class and size, the
+    benchmark's description, and the unchecked ``environment``."""
+    return make_record(settings or {}, strategy=type(strategy).__name__,
+                       options=getattr(strategy, "given_options", {}),
+                       model=getattr(strategy, "model", None), benchmark=benchmark, environment=environment)
 
 
 def holds_results(out_dir) -> bool:
@@ -194,16 +193,15 @@ def holds_results(out_dir) -> bool:
                (CHECKPOINT_NAME, previous_path(out_dir / CHECKPOINT_NAME).name, "results.json"))
 
 
-def check_run_folder(out_dir, record: Mapping[str, Any], *, keys=None, what: Optional[str] = None) -> None:
-    """Refuse to resume in ``out_dir`` when it holds a run whose ``settings.json`` records other
-    settings than ``record`` (only ``keys``, when given; :func:`run_settings` gives the whole
-    record): a ValueError listing the differences and the ways out. A folder without results
-    (nothing to lose) is never refused."""
+def check_run_folder(out_dir, record: Mapping[str, Any], *, keys=CHECKED, what: Optional[str] = None,
+                     fix: Optional[str] = None) -> None:
+    """Refuse to resume in ``out_dir`` when it holds a run whose record differs from ``record``
+    in ``keys`` (:func:`run_record` gives the whole record): a ValueError listing the
+    differences and the ways out. A folder without results (nothing to lose) is never refused."""
     if holds_results(out_dir):
-        check_settings(Path(out_dir) / RUN_SETTINGS_NAME, record, keys=keys,
-                       what=what or f"the run in {out_dir}",
-                       fix="resume it with the settings it was made with, give another folder, "
-                           "or start it over (--no-resume, resume=False)")
+        check_record(out_dir, record, keys=keys, what=what or f"the run in {out_dir}",
+                     fix=fix or "resume it with the settings it was made with, give another folder, "
+                                "or start it over (--no-resume, resume=False)")
 
 
 def hide_later_points(strategy, step: int) -> None:
@@ -236,4 +234,4 @@ def rewrite_results(strategy, bad_images=None) -> None:
 
 
 __all__ = ["BAD_IMAGES_NAME", "CHECKPOINT_NAME", "RUN_FILES", "check_run_folder", "hide_later_points",
-           "holds_results", "lean_checkpoints", "rewrite_results", "run_settings", "run_stream"]
+           "holds_results", "lean_checkpoints", "rewrite_results", "run_record", "run_stream"]

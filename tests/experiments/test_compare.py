@@ -133,28 +133,29 @@ def test_other_settings_in_the_same_folder_are_refused(tmp_path, tokenizer):
     with pytest.raises(ValueError, match="other settings \\(budget"):
         run_comparison(tiny_setup(tokenizer, {"budget": 3}), ["zeroshot"], tmp_path, progress=False)
     run_comparison(tiny_setup(tokenizer, {"budget": 3}), ["zeroshot"], tmp_path, resume=False, progress=False)
-    assert json.loads((tmp_path / "compare.json").read_text()) == {"budget": 3}
+    recorded = json.loads((tmp_path / "zeroshot" / "run.json").read_text())["run"]
+    assert {k: v for k, v in recorded.items() if k not in ("seed", "strategy", "set")} == {"budget": 3}
 
 
 def test_a_strategy_run_with_other_options_of_its_own_is_refused(tmp_path, tokenizer):
     setup = tiny_setup(tokenizer)
     setup.strategy_settings = lambda name: {"rank": 2} if name == "finetune" else {}
     run_comparison(setup, ["zeroshot", "finetune"], tmp_path, progress=False)
-    assert json.loads((tmp_path / "finetune" / "settings.json").read_text())["run"]["strategy_settings"] == {"rank": 2}
+    assert json.loads((tmp_path / "finetune" / "run.json").read_text())["run"]["set"] == {"rank": 2}
     setup.strategy_settings = lambda name: {"rank": 4} if name == "finetune" else {}
     with pytest.raises(ValueError, match=r"finetune in .* was made with other settings "
-                                         r"\(run.strategy_settings.rank: 2 there, 4 now\)"):
+                                         r"\(run.set.rank: 2 there, 4 now\)"):
         run_comparison(setup, ["zeroshot", "finetune"], tmp_path, progress=False)
     # --no-resume runs the listed strategies again, with the new settings
     run_comparison(setup, ["finetune"], tmp_path, resume=False, progress=False)
-    assert json.loads((tmp_path / "finetune" / "settings.json").read_text())["run"]["strategy_settings"] == {"rank": 4}
+    assert json.loads((tmp_path / "finetune" / "run.json").read_text())["run"]["set"] == {"rank": 4}
     assert (tmp_path / "finetune" / "results.json").exists()
 
 
 def test_a_rerun_with_other_python_options_is_refused_before_anything_runs(tmp_path, tokenizer):
     setup = tiny_setup(tokenizer)
     run_comparison(setup, ["zeroshot", "moram"], tmp_path, progress=False)
-    recorded = json.loads((tmp_path / "moram" / "settings.json").read_text())
+    recorded = json.loads((tmp_path / "moram" / "run.json").read_text())
     assert recorded["options"] == {"atoms_per_task": 2, "iterations": 2, "lr": 0.01, "topk": 2, "train_mb_size": 6}
     stamp = (tmp_path / "table.csv").stat().st_mtime_ns
     options = setup.options
@@ -181,7 +182,7 @@ def test_a_wrong_option_of_any_strategy_stops_the_comparison_before_it_writes(tm
 def test_bad_strategy_lists(names, message, tmp_path, tokenizer):
     with pytest.raises(ValueError, match=message):
         run_comparison(tiny_setup(tokenizer), names, tmp_path, progress=False)
-    assert not (tmp_path / "compare.json").exists()
+    assert not list(tmp_path.rglob("run.json"))
 
 
 def test_cli_compare(tmp_path, capsys):
@@ -196,12 +197,12 @@ def test_cli_compare(tmp_path, capsys):
                  "--set", "moram.atoms_per_task=2"]) == 0
     out = capsys.readouterr().out
     assert "| Transfer | zeroshot |" in out and "tensorboard --logdir" in out
-    settings = json.loads((tmp_path / "out" / "compare.json").read_text())
-    assert settings["iterations"] == 1 and settings["device"] == "cpu" and "set" not in settings
-    own = json.loads((tmp_path / "out" / "moram" / "settings.json").read_text())
-    assert own["run"]["strategy_settings"] == {"topk": "2", "atoms_per_task": "2"}
+    own = json.loads((tmp_path / "out" / "moram" / "run.json").read_text())
+    settings = own["run"]  # the shared settings, in every strategy's record
+    assert settings["iterations"] == 1 and own["environment"]["device"] == "cpu"
+    assert own["run"]["set"] == {"topk": "2", "atoms_per_task": "2"}
     assert own["options"] == {"atoms_per_task": 2, "iterations": 1, "topk": 2, "train_mb_size": 8}
-    assert json.loads((tmp_path / "out" / "zeroshot" / "settings.json").read_text())["run"]["strategy_settings"] == {}
+    assert json.loads((tmp_path / "out" / "zeroshot" / "run.json").read_text())["run"]["set"] == {}
     rows = list(csv.reader(io.StringIO((tmp_path / "out" / "table.csv").read_text())))
     assert len(rows) == 1 + 3 * 2 and len(rows[0]) == 2 + 5 + 1
     # a strategy with options of its own joins the existing comparison
@@ -214,7 +215,7 @@ def test_cli_compare(tmp_path, capsys):
     assert main([*common, "--strategies", "zeroshot,moram", "--set", "moram.topk=1",
                  "--set", "moram.atoms_per_task=2"]) == 2
     err = capsys.readouterr().err
-    assert "moram in" in err and "run.strategy_settings.topk" in err and "options.topk: 2 there, 1 now" in err
+    assert "moram in" in err and "run.set.topk" in err and "options.topk: 2 there, 1 now" in err
     assert "delete" in err
     assert (tmp_path / "out" / "table.csv").stat().st_mtime_ns == stamp
 

@@ -35,7 +35,7 @@ def fresh(make_stream, tokenizer, out_dir=None, tensorboard=None, strategy_class
 def test_a_run_folder_refuses_other_options_and_benchmarks(make_stream, tokenizer, tmp_path):
     strategy, bench, _ = fresh(make_stream, tokenizer)
     run_stream(strategy, bench, tmp_path, max_experiences=1, progress=False)
-    recorded = json.loads((tmp_path / "settings.json").read_text())
+    recorded = json.loads((tmp_path / "run.json").read_text())
     assert recorded["strategy"] == "MoRAM" and recorded["options"]["lr"] == 0.01
     assert recorded["benchmark"]["domains"] == ["alpha", "beta", "gamma"]
     other, bench, _ = fresh(make_stream, tokenizer, lr=1e-3)
@@ -44,11 +44,11 @@ def test_a_run_folder_refuses_other_options_and_benchmarks(make_stream, tokenize
     other, _, _ = fresh(make_stream, tokenizer)
     with pytest.raises(ValueError, match=r"benchmark.domains: \[\"alpha\", \"beta\", \"gamma\"\] there"):
         run_stream(other, _two_domains(), tmp_path, progress=False)
-    assert json.loads((tmp_path / "settings.json").read_text()) == recorded  # refused: nothing written
+    assert json.loads((tmp_path / "run.json").read_text()) == recorded  # refused: nothing written
     # starting over is the way out
     other, bench, metric = fresh(make_stream, tokenizer, lr=1e-3)
     assert run_stream(other, bench, tmp_path, resume=False, max_experiences=1, progress=False) == 1
-    assert json.loads((tmp_path / "settings.json").read_text())["options"]["lr"] == 0.001
+    assert json.loads((tmp_path / "run.json").read_text())["options"]["lr"] == 0.001
 
 
 def _two_domains():

@@ -259,7 +259,7 @@ def test_a_rehearsal_runs_the_plan_briefly_apart_from_the_results(offline_parts,
     markdown = (out / "rehearsal" / "additional-baselines" / "table.md").read_text()
     assert "**REHEARSAL**: 2 iterations per experience" in markdown
     run = out / "rehearsal" / "runs" / "xtail-order1-16shot" / "seed42" / "moram"
-    settings = json.loads((run / "compare.json").read_text())
+    settings = json.loads((run / "moram" / "run.json").read_text())["run"]
     assert settings["stream"]["test_shots"] == 2 and settings["options"]["iterations"] == "2"
 
 

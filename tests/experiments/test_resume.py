@@ -89,7 +89,7 @@ def test_a_checkpoint_of_another_strategy_is_refused(make_stream, tokenizer, tmp
     other, benchmark, _ = fresh_run(FineTune, make_stream, tokenizer)
     with pytest.raises(ValueError, match='was made with other settings .*strategy: "MoRAM" there, "FineTune" now'):
         run_stream(other, benchmark, tmp_path, progress=False)
-    (tmp_path / "settings.json").unlink()  # a folder of an older version: the checkpoint still says whose it is
+    (tmp_path / "run.json").unlink()  # a folder without its record: the checkpoint still says whose it is
     with pytest.raises(ValueError, match="written by a MoRAM run"):
         run_stream(other, benchmark, tmp_path, progress=False)
 

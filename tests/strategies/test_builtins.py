@@ -139,8 +139,8 @@ def test_built_ins_by_name_on_the_command_line(tmp_path, capsys):
     assert main(["compare", *common, "--strategies", "zeroshot,avalanche.ewc", "--set", "avalanche.ewc.ewc_lambda=1",
                  "--out", str(tmp_path / "out")]) == 0
     assert "| avalanche.ewc |" in capsys.readouterr().out  # the paper-style table, beside zeroshot
-    recorded = json.loads((tmp_path / "out" / "avalanche.ewc" / "settings.json").read_text())
-    assert recorded["run"]["strategy_settings"] == {"ewc_lambda": "1"} and recorded["strategy"] == "EWC"
+    recorded = json.loads((tmp_path / "out" / "avalanche.ewc" / "run.json").read_text())
+    assert recorded["run"]["set"] == {"ewc_lambda": "1"} and recorded["strategy"] == "EWC"
     rows = list(csv.reader(io.StringIO((tmp_path / "out" / "table.csv").read_text())))
     names = {row[1] for row in rows[1:]}
     assert names == {"zeroshot", "avalanche.ewc"} and len(rows) == 1 + 3 * 2, rows

@@ -4,7 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from moram_avalanche.cli import _strategy_options, build_parser
+from moram_avalanche.cli import build_parser
+from moram_avalanche.experiments.from_arguments import strategy_options
 from moram_avalanche.experiments.demo import DemoConfig, demo_options
 from moram_avalanche.strategies import MoEAdapters, MoRAM, ZeroShot, ZSCL
 from moram_avalanche.strategies.needs import StrategyNeeds
@@ -34,10 +35,10 @@ def cli_args(*extra):
 
 def test_the_command_line_passes_each_strategy_what_it_declares():
     args = cli_args("--iterations", "7", "--batch-size", "5", "--ref-images", "none")
-    assert _strategy_options(args, "zeroshot", None, {}) == {"train_mb_size": 5}  # takes no iterations
-    assert _strategy_options(args, "moe-adapters", None, {}) == {
+    assert strategy_options(args, "zeroshot", None, {}) == {"train_mb_size": 5}  # takes no iterations
+    assert strategy_options(args, "moe-adapters", None, {}) == {
         "train_mb_size": 5, "iterations": 7, "reference_images": "none"}  # DDAS's opt-out passes through
-    assert _strategy_options(args, "lwf", None, {"temperature": 3}) == {
+    assert strategy_options(args, "lwf", None, {"temperature": 3}) == {
         "train_mb_size": 5, "iterations": 7, "temperature": 3}  # takes no reference images
 
 

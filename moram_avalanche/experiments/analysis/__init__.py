@@ -16,8 +16,7 @@ from .pruning import pruning_rows
 from .records import RunRecord, load_run
 from .report import AnalysisOptions, analyze
 from .scenarios import Scenario, default_scenarios
-from .source import RUN_SETTINGS_NAME, write_run_settings
 
-__all__ = ["AnalysisOptions", "RUN_SETTINGS_NAME", "RunRecord", "Scenario", "analyze", "atoms_for_mass",
+__all__ = ["AnalysisOptions", "RunRecord", "Scenario", "analyze", "atoms_for_mass",
            "bank_after", "default_scenarios", "final_bank_mass", "install_banks", "layer_activations",
-           "load_run", "mass_counts", "mixture_weights", "pruning_rows", "write_run_settings"]
+           "load_run", "mass_counts", "mixture_weights", "pruning_rows"]

@@ -1,10 +1,11 @@
 """Rebuild the model and the data of a run from what its folder records.
 
-A ``run`` writes ``LOG_DIR/run.json`` (:func:`write_run_settings`): the model, its weights,
-the benchmark, its stream options and the data root. A ``compare`` keeps the same shared
-settings in ``OUT/compare.json``, one folder above each strategy's run; the demo keeps its own
-(:mod:`moram_avalanche.experiments.demo`). :func:`read_run_settings` finds whichever there is,
-and anything given explicitly (``--model``, ``--data-root``, ...) wins.
+Every run folder (``run``, ``compare``, the demo) holds one record, ``run.json``
+(:mod:`~moram_avalanche.experiments.record`): its ``run`` part names the model, its weights,
+the benchmark, its stream options and the data root (the demo's: its settings), its
+``environment`` the cache folder and the weights' checksum. :func:`read_run_settings` reads it
+(a 0.2 folder's records migrated, read only), and anything given explicitly (``--model``,
+``--data-root``, ...) wins.
 
 :func:`moram_model` then builds CLIP with the run's MoRAM layers -- the same layer names and
 the options the run recorded (:attr:`~moram_avalanche.strategies.plugins.moram.MoRAMPlugin.layer_options`)
@@ -25,15 +26,9 @@ from ...clip.inject import replace_linears
 from ...layers.base import find_layers
 from ...layers.moram import MoRAMLinear
 from ...layers.moram_variants import moram_layer
-from ...utils.files import atomic_write_text
+from ..record import RECORD_NAME, read_record
 from .banks import check_model_layers, install_banks
 from .records import RunRecord, parse_layer_name
-
-#: what ``run`` records about itself, in its log folder
-RUN_SETTINGS_NAME = "run.json"
-#: a compare's shared settings, one folder above each strategy's run
-COMPARE_SETTINGS_NAME = "compare.json"
-
 
 @dataclass
 class RunSettings:
@@ -63,12 +58,6 @@ class RunSettings:
     weights_origin: Optional[str] = None
 
 
-def write_run_settings(log_dir, settings: dict) -> Path:
-    """Record in ``log_dir/run.json`` what made the run (JSON-able ``settings``)."""
-    return atomic_write_text(Path(log_dir) / RUN_SETTINGS_NAME,
-                             json.dumps(settings, indent=2, sort_keys=True, default=str) + "\n")
-
-
 def read_run_settings(log_dir, *, model: Optional[str] = None, pretrained: Optional[str] = None,
                       benchmark: Optional[str] = None, data_root: Optional[str] = None,
                       cache_dir: Optional[str] = None) -> RunSettings:
@@ -81,8 +70,7 @@ def read_run_settings(log_dir, *, model: Optional[str] = None, pretrained: Optio
     if found is None:
         if "model" not in given or "benchmark" not in given:
             raise ValueError(
-                f"{log_dir} records no settings ({RUN_SETTINGS_NAME}, or {COMPARE_SETTINGS_NAME} one folder "
-                "up): give the model and the benchmark of the run (--model, --pretrained, --benchmark, "
+                f"{log_dir} records no settings of its run (no {RECORD_NAME}): give the model and the benchmark of the run (--model, --pretrained, --benchmark, "
                 "--data-root), or analyse without activation maps (--no-maps)")
         found = RunSettings(given["model"], None, given["benchmark"])
     if "pretrained" in given and given["pretrained"].lower() == "none":
@@ -91,24 +79,19 @@ def read_run_settings(log_dir, *, model: Optional[str] = None, pretrained: Optio
 
 
 def _recorded(log_dir: Path) -> Optional[RunSettings]:
-    own, shared = log_dir / RUN_SETTINGS_NAME, log_dir.parent / COMPARE_SETTINGS_NAME
-    for path in (own, shared):
-        if not path.is_file():
-            continue
-        try:
-            settings = json.loads(path.read_text())
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path} is not valid JSON ({err}); fix or delete it and pass the "
-                             "settings explicitly (--model, --benchmark, ...)") from err
-        if "demo" in settings:
-            return _demo_settings(settings, str(path))
-        if "model" in settings and "benchmark" in settings:
-            pretrained = settings.get("pretrained")
-            return RunSettings(settings["model"], None if str(pretrained).lower() == "none" else pretrained,
-                               settings["benchmark"], dict(settings.get("stream") or {}),
-                               settings.get("data_root"), settings.get("cache_dir"), settings.get("seed"),
-                               settings.get("weights_checksum"), str(path),
-                               settings.get("weights_origin"))
+    record = read_record(log_dir, f"the run in {log_dir}")
+    if record is None:
+        return None
+    settings, environment = dict(record.get("run") or {}), dict(record.get("environment") or {})
+    source = str(log_dir / RECORD_NAME)
+    if "demo" in settings:
+        return _demo_settings(settings, source)
+    if "model" in settings and "benchmark" in settings:
+        pretrained = settings.get("pretrained")
+        return RunSettings(settings["model"], None if str(pretrained).lower() == "none" else pretrained,
+                           settings["benchmark"], dict(settings.get("stream") or {}),
+                           settings.get("data_root"), environment.get("cache_dir"), settings.get("seed"),
+                           environment.get("weights_checksum"), source, settings.get("weights_origin"))
     return None
 
 
@@ -212,6 +195,5 @@ def settings_dict(settings: RunSettings) -> dict:
     return asdict(settings)
 
 
-__all__ = ["COMPARE_SETTINGS_NAME", "RUN_SETTINGS_NAME", "RunSettings", "load_run_benchmark",
-           "load_run_model", "moram_model", "read_run_settings", "settings_dict", "weights_checksum",
-           "write_run_settings"]
+__all__ = ["RunSettings", "load_run_benchmark", "load_run_model", "moram_model", "read_run_settings",
+           "settings_dict", "weights_checksum"]

@@ -96,7 +96,8 @@ def test_cli_analyze_rebuilds_the_model_and_data_a_run_recorded(tmp_path, capsys
 
     from moram_avalanche.benchmarks.synthetic import synthetic
     from moram_avalanche.clip.load import load_clip
-    from moram_avalanche.experiments.analysis.source import weights_checksum, write_run_settings
+    from moram_avalanche.experiments.analysis.source import weights_checksum
+    from moram_avalanche.experiments.record import read_record, write_record
     from moram_avalanche.experiments.demo import register_tiny_clip
     from moram_avalanche.experiments.runner import run_stream
     from moram_avalanche.strategies import MoRAM
@@ -104,17 +105,17 @@ def test_cli_analyze_rebuilds_the_model_and_data_a_run_recorded(tmp_path, capsys
     name = register_tiny_clip(tmp_path / "cache")
     torch.manual_seed(3)
     model, train_tf, eval_tf, tok = load_clip(name, pretrained=None)
-    write_run_settings(tmp_path / "run", {
-        "model": name, "pretrained": "none", "benchmark": "synthetic", "seed": 3,
-        "stream": {"train_size": 10, "test_size": 10}, "cache_dir": str(tmp_path / "cache"),
-        "weights_checksum": weights_checksum(model)})
+    recorded = {"model": name, "pretrained": "none", "benchmark": "synthetic", "seed": 3,
+                "stream": {"train_size": 10, "test_size": 10}}
+    environment = {"cache_dir": str(tmp_path / "cache"), "weights_checksum": weights_checksum(model)}
     bench = synthetic(train_size=10, test_size=10, train_transform=train_tf, eval_transform=eval_tf)
     strategy = MoRAM(model=model, tokenizer=tok, atoms_per_task=2, topk=2, iterations=1, train_mb_size=4,
                      evaluator=EvaluationPlugin(loggers=[]), progress=False)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        run_stream(strategy, bench, tmp_path / "run", max_experiences=2, progress=False)
+        run_stream(strategy, bench, tmp_path / "run", max_experiences=2, progress=False, settings=recorded,
+                   environment=environment)
         assert main(["analyze", str(tmp_path / "run"), "--images", "2", "--no-progress"]) == 0
     finally:
         torch.set_num_threads(threads)
@@ -124,7 +125,7 @@ def test_cli_analyze_rebuilds_the_model_and_data_a_run_recorded(tmp_path, capsys
     numbers = json.loads((out / "analysis.json").read_text())
     assert numbers["run"]["settings"]["benchmark"] == "synthetic"
     # a model that is not the run's is refused
-    settings = json.loads((tmp_path / "run" / "run.json").read_text())
-    write_run_settings(tmp_path / "run", {**settings, "seed": 4})
+    record = read_record(tmp_path / "run")
+    write_record(tmp_path / "run", {**record, "run": {**record["run"], "seed": 4}})
     assert main(["analyze", str(tmp_path / "run"), "--no-progress"]) == 2
     assert "is not the run's (weights checksum" in capsys.readouterr().err

@@ -1,12 +1,14 @@
 """The paper's scenarios and layer for any run length; where a run's settings are read from."""
 
+import dataclasses
 import json
 
 import pytest
 
 from moram_avalanche.experiments.analysis.scenarios import (Scenario, default_block, default_scenarios,
                                                             parse_scenarios)
-from moram_avalanche.experiments.analysis.source import read_run_settings, write_run_settings
+from moram_avalanche.experiments.analysis.source import read_run_settings
+from moram_avalanche.experiments.record import make_record, write_record
 
 
 def test_the_paper_scenarios_for_ten_tasks_and_shorter_runs():
@@ -27,12 +29,24 @@ def test_the_map_layer_is_layer_8_of_12_else_the_middle():
     assert [default_block(d) for d in (1, 2, 3, 6, 24)] == [0, 0, 1, 2, 11]
 
 
-def test_settings_come_from_run_json_compare_json_or_the_demo(tmp_path):
-    write_run_settings(tmp_path / "run", {"model": "ViT-B-16", "pretrained": "openai", "benchmark": "xtail",
-                                          "stream": {"order": "2"}, "data_root": "/data", "seed": 42})
+def test_settings_come_from_the_run_record_or_a_0_2_folder_s_records(tmp_path):
+    (tmp_path / "run").mkdir()
+    write_record(tmp_path / "run", make_record(
+        {"model": "ViT-B-16", "pretrained": "openai", "benchmark": "xtail", "stream": {"order": "2"},
+         "data_root": "/data", "seed": 42}, environment={"cache_dir": "/cache", "weights_checksum": 1.5}))
     settings = read_run_settings(tmp_path / "run")
     assert (settings.model, settings.pretrained, settings.benchmark, settings.stream, settings.seed) == (
         "ViT-B-16", "openai", "xtail", {"order": "2"}, 42)
+    assert (settings.cache_dir, settings.weights_checksum) == ("/cache", 1.5)
+    # 0.2's `run` folder: a flat run.json beside settings.json
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "run.json").write_text(json.dumps(
+        {"model": "ViT-B-16", "pretrained": "openai", "benchmark": "xtail", "stream": {"order": "2"},
+         "data_root": "/data", "seed": 42, "cache_dir": "/cache", "device": "cpu", "weights_checksum": 1.5}))
+    (tmp_path / "old" / "settings.json").write_text(json.dumps(
+        {"run": {"model": "ViT-B-16", "pretrained": "openai", "benchmark": "xtail", "stream": {"order": "2"},
+                 "data_root": "/data", "seed": 42, "strategy": "moram", "lr": None, "set": {}}}))
+    assert read_run_settings(tmp_path / "old") == dataclasses.replace(settings, source=str(tmp_path / "old" / "run.json"))
     moved = read_run_settings(tmp_path / "run", data_root="/elsewhere", pretrained="none")
     assert (moved.data_root, moved.pretrained) == ("/elsewhere", None)
 

@@ -1,0 +1,114 @@
+"""The :class:`~moram_avalanche.experiments.run.Setup` of ``run`` and ``compare``, from their
+checked command-line arguments.
+
+The two commands differ only in how many strategies they run and where (``run``: one, into
+``--log-dir``; ``compare``: several, into ``--out/<name>``): the model, the benchmark, the
+budget, the reference data and the recorded settings are built here, once, for both.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping
+
+from .run import Setup
+
+
+def default_num_workers(args) -> int:
+    """``--num-workers`` when not given: worker processes when images are decoded from disk (a
+    ``--data-root`` is given; half the CPU cores, at most 8), else 0 (in memory)."""
+    if args.num_workers is not None:
+        return args.num_workers
+    return max(1, min(8, (os.cpu_count() or 1) // 2)) if args.data_root else 0
+
+
+def stream_options(args) -> dict:
+    """The benchmark options given on the command line (only those given)."""
+    options = {}
+    if args.order is not None:
+        options["order"] = args.order.split(",") if "," in args.order else args.order
+    if args.shots is not None:
+        options["shots"] = None if args.shots == "full" else args.shots
+    if args.data_seed is not None:
+        options["seed"] = args.data_seed
+    if args.prompts is not None:
+        options["prompts"] = args.prompts
+    if args.on_bad_image is not None:
+        options["on_bad_image"] = args.on_bad_image
+    return options
+
+
+def shared_settings(args) -> dict:
+    """What every run of the command records of the shared options (checked when resuming)."""
+    return {
+        "benchmark": args.benchmark, "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
+        "model": args.model, "pretrained": args.pretrained, "weights_origin": args.weights_origin,
+        "stream": stream_options(args),
+        "iterations": args.iterations, "batch_size": args.batch_size, "seed": args.seed,
+        "ref_images": args.ref_images, "ref_sentences": args.ref_sentences,
+        **({"augment": False} if args.no_augment else {}),  # earlier records resume as they were
+    }
+
+
+def model_loader(args):
+    """A zero-argument loader of the model named on the command line (seeded by the caller)."""
+    from ..clip.load import load_clip
+    from .demo import TINY_NAME, DemoConfig, default_cache_dir, pretrained_tiny_clip, register_tiny_clip
+
+    cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+    register_tiny_clip(cache_dir)
+    pretrained = None if args.pretrained.lower() == "none" else args.pretrained
+    if args.model == TINY_NAME and pretrained == "synthetic":
+        pretrained = str(pretrained_tiny_clip(cache_dir, DemoConfig()))
+    return lambda: load_clip(args.model, pretrained=pretrained or None, device=args.device,  # as it is then
+                             weights_origin=args.weights_origin)
+
+
+def benchmark_builder(args):
+    """``(train_transform, eval_transform) -> benchmark`` of ``--benchmark`` and its options."""
+    from ..benchmarks import get_benchmark
+
+    builder, options = get_benchmark(args.benchmark), stream_options(args)
+    return lambda train_tf, eval_tf: builder(
+        args.data_root, train_transform=eval_tf if args.no_augment else train_tf, eval_transform=eval_tf,
+        **options)
+
+
+def strategy_options(args, name: str, eval_tf, overrides: Mapping[str, object]) -> dict:
+    """Keyword arguments of strategy ``name``: the shared budget, the reference data it
+    declares (``needs``), ``--set`` values."""
+    from ..strategies.registry import get_strategy
+
+    needs = get_strategy(name).needs
+    options = {"train_mb_size": args.batch_size}
+    if args.eval_batch_size is not None:
+        options["eval_mb_size"] = args.eval_batch_size
+    if args.iterations is not None and needs.trains:
+        options["iterations"] = args.iterations
+    if getattr(args, "lr", None) is not None:
+        options["lr"] = args.lr
+    wanted = needs.taken(images=args.ref_images, sentences=args.ref_sentences)
+    if wanted:  # read only the reference data this strategy takes
+        from ..benchmarks.reference_sets import reference_data
+
+        options.update(needs.reference_arguments(**reference_data(eval_tf, **wanted)))
+    options.update(overrides)
+    return options
+
+
+def setup_from_arguments(args, overrides: Mapping[str, Mapping[str, object]]) -> Setup:
+    """The setup of ``run`` / ``compare``; ``overrides`` are the ``--set`` values per strategy
+    name. The model is loaded on ``args.device`` as it is when a run starts (a data-parallel
+    process sets its own ``cuda:<rank>``, and the setup's ``device``, after joining its group)."""
+    return Setup(
+        make_model=model_loader(args), make_benchmark=benchmark_builder(args),
+        options=lambda name, eval_tf: strategy_options(args, name, eval_tf, overrides.get(name, {})),
+        settings=shared_settings(args),
+        strategy_settings=lambda name: {k: repr(v) for k, v in overrides.get(name, {}).items()},
+        seed=args.seed, device=args.device, num_workers=default_num_workers(args),
+        environment={"cache_dir": args.cache_dir, "device": args.device})
+
+
+__all__ = ["benchmark_builder", "default_num_workers", "model_loader", "setup_from_arguments", "shared_settings",
+           "strategy_options", "stream_options"]

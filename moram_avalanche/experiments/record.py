@@ -1,0 +1,249 @@
+"""The one record of a run folder: what made the run, written once by the run path, read by
+resuming and by ``analyze``.
+
+A run folder (``run --log-dir``, ``OUT/<strategy>`` of a ``compare`` or the demo) holds
+``run.json`` (:data:`RECORD_NAME`), a JSON object:
+
+* ``format``: :data:`RECORD_FORMAT`;
+* ``run``: what the caller says made it -- for the command line the benchmark, its stream
+  options, the data root, the model and its weights, the budget, the seed, the strategy's
+  registry name and its ``--set`` values (:func:`~moram_avalanche.experiments.run.run_one`);
+* ``strategy``: the strategy's class; ``options``: the keyword arguments it was built with
+  (:func:`describe_options`); ``model``: the model's class and size; ``benchmark``: its
+  domains, class counts, label space and sizes (:func:`describe_benchmark`);
+* ``environment``: facts that help rebuild the run but do not change its numbers, never
+  checked on resume: the cache folder, the device asked for, the base weights' checksum.
+
+Resuming in the folder with a record that differs in :data:`CHECKED` is refused with the keys
+that differ, their values there and now, and the way out (another folder, or starting over);
+a result is never silently continued or reused under other settings.
+
+Folders of version 0.2 hold two records: ``settings.json`` (what resuming checked) and, for
+``run``, a flat ``run.json`` (what ``analyze`` read); a comparison also kept ``compare.json``.
+:func:`read_record` reads them once, as one record of this format (:func:`migrate`); the run
+path then writes ``run.json`` in this format and removes ``settings.json`` (``analyze`` only
+reads, so a read-only old folder still analyses).
+
+Values are recorded by :func:`describe`: JSON values as they are, anything else by what
+identifies it without its content (a dataset: its class and length; a module: its class and
+parameter count; a function: its qualified name).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Dict, Iterable, Mapping, Optional
+
+from ..utils.files import atomic_write_text
+
+#: a run folder's one record
+RECORD_NAME = "run.json"
+#: the record's layout (0.2's folders had none: :func:`migrate`)
+RECORD_FORMAT = 2
+#: the parts of the record a resumed run must match
+CHECKED = ("run", "strategy", "options", "model", "benchmark")
+#: the parts known before the strategy is built (its model, with adapters, is not)
+CHECKED_BEFORE_BUILDING = ("run", "strategy", "options", "benchmark")
+#: the records of version 0.2 (read once by :func:`read_record`)
+LEGACY_SETTINGS_NAME = "settings.json"
+LEGACY_COMPARE_NAME = "compare.json"
+#: strategy keyword arguments that do not change results (or are recorded apart): not recorded
+UNRECORDED_OPTIONS = ("model", "tokenizer", "evaluator", "device", "progress", "plugins")
+#: benchmark attributes the disk-backed streams set (recorded when present)
+BENCHMARK_ATTRIBUTES = ("protocol", "shots", "seed", "prompts", "root")
+#: keys of a 0.2 ``run.json`` that are environment facts, not settings
+_LEGACY_ENVIRONMENT = ("cache_dir", "device", "weights_checksum")
+#: what a 0.2 comparison checked that this format records as environment (no effect on numbers)
+_UNCHECKED_COMPARISON = ("device", "num_workers")
+
+
+def describe(value: Any) -> Any:
+    """``value`` as JSON: plain values as they are, containers item by item, objects by what
+    identifies them (see the module docstring). Non-finite floats become strings."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, Mapping):
+        return {str(k): describe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        if len(value) > 16 and all(isinstance(v, str) for v in value):  # sentences: not all of them
+            return {"type": type(value).__name__, "len": len(value), "first": value[0]}
+        return [describe(v) for v in value]
+    if hasattr(value, "item") and getattr(value, "ndim", None) == 0:  # numpy / torch scalars
+        return describe(value.item())
+    if hasattr(value, "parameters") and callable(value.parameters):  # a torch module
+        return {"type": type(value).__name__, "parameters": sum(p.numel() for p in value.parameters())}
+    if hasattr(value, "shape") and hasattr(value, "dtype"):  # a tensor or an array
+        return {"type": type(value).__name__, "shape": list(value.shape), "dtype": str(value.dtype)}
+    if hasattr(value, "__len__") and hasattr(value, "__getitem__"):  # a dataset
+        return {"type": type(value).__name__, "len": len(value)}
+    if callable(value):
+        return getattr(value, "__qualname__", type(value).__name__)
+    return {"type": type(value).__name__, **({"repr": repr(value)} if _plain_repr(value) else {})}
+
+
+def _plain_repr(value) -> bool:
+    text = repr(value)
+    return " at 0x" not in text and len(text) <= 200
+
+
+def describe_options(options: Mapping[str, Any]) -> Dict[str, Any]:
+    """The recorded part of a strategy's keyword arguments (:data:`UNRECORDED_OPTIONS` left out)."""
+    return {name: describe(value) for name, value in sorted(options.items())
+            if name not in UNRECORDED_OPTIONS}
+
+
+def describe_benchmark(benchmark) -> Dict[str, Any]:
+    """Domains, class counts, label space and sizes of a benchmark of
+    :mod:`moram_avalanche.benchmarks` (and the stream options it carries)."""
+    domains = getattr(benchmark, "domains", None)
+    record: Dict[str, Any] = {}
+    if domains is not None:
+        record["domains"] = [d.name for d in domains]
+        record["classes"] = [len(d.classnames) for d in domains]
+    record["label_space"] = getattr(benchmark, "label_space", None)
+    record["train_sizes"] = [len(e.dataset) for e in benchmark.train_stream]
+    record["test_sizes"] = [len(e.dataset) for e in benchmark.test_stream]
+    for name in BENCHMARK_ATTRIBUTES:
+        if hasattr(benchmark, name):
+            record[name] = describe(getattr(benchmark, name))
+    return record
+
+
+def as_stored(value: Mapping[str, Any]) -> Dict[str, Any]:
+    """``value`` as it reads back from its JSON file."""
+    return json.loads(json.dumps(describe(dict(value))))
+
+
+def make_record(run: Mapping[str, Any], *, strategy: Optional[str] = None,
+                options: Optional[Mapping[str, Any]] = None, model: Any = None, benchmark: Any = None,
+                environment: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """A record (see the module docstring) as it reads back from ``run.json``."""
+    return as_stored({
+        "format": RECORD_FORMAT, "run": dict(run), "strategy": strategy,
+        "options": describe_options(options or {}),
+        "model": describe(model) if model is not None else None,
+        "benchmark": describe_benchmark(benchmark) if benchmark is not None else None,
+        "environment": dict(environment or {}),
+    })
+
+
+def _read_json(path: Path, what: str, fix: str) -> Optional[Dict[str, Any]]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise ValueError(f"{path}, the record of {what}, is a folder, not a file: {fix}") from None
+    try:
+        stored = json.loads(text)
+        if not isinstance(stored, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as err:
+        raise ValueError(f"{path}, the record of {what}, is damaged ({err}): {fix}") from None
+    return stored
+
+
+#: what a damaged record's message advises: never a step that mixes two runs in one folder
+DAMAGED_FIX = ("restore it, give another folder, or start the run over (--no-resume, resume=False), "
+               "which removes the run's results")
+
+
+def read_record(folder, what: Optional[str] = None) -> Optional[Dict[str, Any]]:
+    """The record of the run in ``folder`` in this format (a 0.2 folder's records migrated),
+    or None when it has none; a damaged record is a ValueError naming the file."""
+    folder = Path(folder)
+    what = what or f"the run in {folder}"
+    stored = _read_json(folder / RECORD_NAME, what, DAMAGED_FIX)
+    if stored is not None and stored.get("format") == RECORD_FORMAT:
+        return stored
+    legacy = _read_json(folder / LEGACY_SETTINGS_NAME, what, DAMAGED_FIX)
+    if legacy is None and stored is None:  # a 0.2 comparison's run kept its shared settings one folder up
+        shared = _read_json(folder.parent / LEGACY_COMPARE_NAME, f"the comparison in {folder.parent}", DAMAGED_FIX)
+        if shared is None:
+            return None
+        legacy = {"run": {"comparison": shared, "seed": shared.get("seed")}}
+    return migrate(folder, legacy, stored)
+
+
+def migrate(folder: Path, settings: Optional[Mapping[str, Any]], flat_run: Optional[Mapping[str, Any]]
+            ) -> Dict[str, Any]:
+    """One record from a 0.2 folder's ``settings.json`` (``settings``) and flat ``run.json``.
+
+    0.2's ``settings.json`` held ``run`` in one of two shapes: ``run``'s (the shared settings
+    with ``strategy``, ``lr`` and ``set``) or a comparison's (``comparison``: the shared
+    settings, ``strategy_settings``, ``seed``); both become this format's one shape (shared
+    settings + ``seed`` + ``strategy`` + ``set``; ``lr`` is recorded among the options).
+    """
+    settings = dict(settings or {})
+    old_run = dict(settings.get("run") or {})
+    environment = {k: v for k, v in dict(flat_run or {}).items() if k in _LEGACY_ENVIRONMENT}
+    if "comparison" in old_run:
+        shared = dict(old_run["comparison"] or {})
+        environment.update({k: shared.pop(k) for k in _UNCHECKED_COMPARISON if k in shared})
+        run = {**shared, "seed": old_run.get("seed"), "strategy": folder.name,
+               "set": dict(old_run.get("strategy_settings") or {})}
+    elif old_run:
+        run = {k: v for k, v in old_run.items() if k != "lr"}
+    else:  # a 0.2 run killed between its two records: the flat run.json alone
+        run = {k: v for k, v in dict(flat_run or {}).items() if k not in _LEGACY_ENVIRONMENT + ("lr",)}
+    record = {"format": RECORD_FORMAT, "run": run, "environment": environment}
+    for key in ("strategy", "options", "model", "benchmark"):
+        record[key] = settings.get(key)
+    record["migrated_from"] = [name for name, found in ((LEGACY_SETTINGS_NAME, settings),
+                                                        ("run.json (0.2)", flat_run)) if found]
+    return as_stored(record)
+
+
+_MISSING = "(absent)"
+
+
+def differences(stored: Mapping[str, Any], now: Mapping[str, Any], keys: Optional[Iterable[str]] = None) -> list:
+    """``["run.iterations: 80 there, 40 now", ...]``: every value that differs, by its dotted
+    path into nested objects, among ``keys`` (default: all) of the top level."""
+    names = sorted(set(stored) | set(now)) if keys is None else sorted(keys)
+    found = []
+    for name in names:
+        found += _differences(name, stored.get(name, _MISSING), now.get(name, _MISSING))
+    return found
+
+
+def _differences(path: str, there: Any, now: Any) -> list:
+    if there == now:
+        return []
+    if isinstance(there, dict) and isinstance(now, dict):
+        return [line for key in sorted(set(there) | set(now))
+                for line in _differences(f"{path}.{key}", there.get(key, _MISSING), now.get(key, _MISSING))]
+    return [f"{path}: {json.dumps(there)} there, {json.dumps(now)} now"]
+
+
+def check_record(folder, record: Mapping[str, Any], *, what: str, fix: str,
+                 keys: Iterable[str] = CHECKED) -> None:
+    """Refuse when ``folder`` records a run made with another ``record`` (only ``keys``): a
+    ValueError with ``what`` (e.g. "the run in runs/x"), every difference, and ``fix``."""
+    stored = read_record(folder, what)
+    if stored is None:
+        return
+    changed = differences(stored, as_stored(record), keys)
+    if changed:
+        raise ValueError(f"{what} was made with other settings ({'; '.join(changed)}): {fix}")
+
+
+def write_record(folder, record: Mapping[str, Any]) -> Path:
+    """Write ``folder/run.json`` atomically; a 0.2 folder's ``settings.json`` goes once it is."""
+    folder = Path(folder)
+    stored = {k: v for k, v in as_stored(record).items() if k != "migrated_from"}
+    path = atomic_write_text(folder / RECORD_NAME, json.dumps(stored, indent=2, sort_keys=True) + "\n")
+    (folder / LEGACY_SETTINGS_NAME).unlink(missing_ok=True)
+    return path
+
+
+__all__ = ["BENCHMARK_ATTRIBUTES", "CHECKED", "CHECKED_BEFORE_BUILDING", "DAMAGED_FIX", "LEGACY_COMPARE_NAME",
+           "LEGACY_SETTINGS_NAME", "RECORD_FORMAT", "RECORD_NAME", "UNRECORDED_OPTIONS", "as_stored",
+           "check_record", "describe", "describe_benchmark", "describe_options", "differences", "make_record",
+           "migrate", "read_record", "write_record"]

@@ -1,0 +1,193 @@
+"""The one run path: one strategy, one benchmark, one folder.
+
+Every entry point runs strategies through :func:`run_one`: ``run`` (one strategy, its
+``--log-dir``: :func:`run_single`), ``compare`` and the demo (each strategy in ``OUT/<name>``:
+:func:`~moram_avalanche.experiments.compare.run_comparison`) and ``reproduce`` (a comparison per
+table row). A run folder gets, from here alone:
+
+* its one record ``run.json`` (:mod:`~moram_avalanche.experiments.record`): what made it,
+  checked before anything runs when the folder already holds a run;
+* ``checkpoint.pt`` after every experience, ``results.json`` and the accuracy matrix
+  (:func:`~moram_avalanche.experiments.runner.run_stream`, :class:`~.metrics.AccuracyMatrix`);
+* ``memory.json`` (:class:`~moram_avalanche.strategies.plugins.memory.PeakMemory`) and
+  ``time.json`` (:class:`~moram_avalanche.strategies.plugins.timing.RunTime`), and
+  ``atom_usage.png`` for strategies with a MoRAM plugin;
+* the Avalanche TensorBoard log in ``tb_dir``.
+
+:func:`prepare_runs` checks every strategy's options and builds the part of each record that
+is known before a strategy is built (one model load gives the options their transform), so a
+comparison refuses a bad option or a folder of another run before the first strategy runs.
+Under ``torchrun`` every process runs data-parallel and rank 0 alone writes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, Mapping, NamedTuple, Optional, Sequence
+
+from ..algorithms.data_parallel import barrier, is_main_process, world_size
+from ..utils.files import atomic_write_text
+from .record import CHECKED_BEFORE_BUILDING, describe_benchmark, make_record
+from .runner import check_run_folder
+from .seeding import RELEASE_SEED, seed_everything
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Setup:
+    """What every run of an entry point shares.
+
+    Attributes:
+        make_model: ``() -> (model, train_transform, eval_transform, tokenizer)``; called once
+            per strategy (after seeding), so every strategy starts from the same weights.
+        make_benchmark: ``(train_transform, eval_transform) -> benchmark``.
+        options: ``(strategy name, eval_transform) -> keyword arguments`` of that strategy
+            (the shared budget and any per-strategy settings). Called once per strategy,
+            before any strategy runs; its values are checked and recorded.
+        settings: JSON-able description of the shared settings (benchmark, model, budget,
+            seed, ...): the ``run`` part of every record, checked when a run resumes.
+        strategy_settings: ``strategy name -> JSON-able description`` of that strategy's own
+            settings (e.g. its ``--set`` values), recorded as ``run.set``.
+        seed: Python's, NumPy's and torch's generators are seeded with it before each
+            strategy's model and benchmark are built (:func:`~moram_avalanche.experiments.seeding.seed_everything`;
+            default 42, the release's).
+        device: where the strategies run.
+        num_workers: DataLoader worker processes.
+        environment: facts recorded but never checked (the cache folder, the device asked for).
+    """
+
+    make_model: Callable[[], tuple]
+    make_benchmark: Callable[[object, object], object]
+    options: Callable[[str, object], dict] = lambda name, eval_transform: {}
+    settings: dict = field(default_factory=dict)
+    strategy_settings: Callable[[str], dict] = lambda name: {}
+    seed: int = RELEASE_SEED
+    device: str = "cpu"
+    num_workers: int = 0
+    environment: dict = field(default_factory=dict)
+
+    def run_settings(self, name: str) -> dict:
+        """The ``run`` part of strategy ``name``'s record: the shared settings, the seed, the
+        strategy's registry name and its own settings."""
+        return {**self.settings, "seed": self.seed, "strategy": name, "set": dict(self.strategy_settings(name))}
+
+
+class Prepared(NamedTuple):
+    """A strategy ready to run: its checked options and the record known before it is built."""
+
+    options: dict
+    record: dict
+
+
+def prepare_runs(setup: Setup, names: Sequence[str]) -> Dict[str, Prepared]:
+    """``{name: Prepared}``: every strategy's options, given the eval transform of one model
+    load, checked without building any strategy; the records' parts known before building."""
+    from ..strategies.options import check_strategy_options
+    from ..strategies.registry import get_strategy
+
+    seed_everything(setup.seed)
+    model, train_tf, eval_tf, _ = setup.make_model()
+    benchmark = describe_benchmark(setup.make_benchmark(train_tf, eval_tf))
+    del model
+    prepared = {}
+    for name in names:
+        cls = get_strategy(name)
+        options = dict(setup.options(name, eval_tf))
+        check_strategy_options(cls, options)
+        record = make_record(setup.run_settings(name), strategy=cls.__name__, options=options)
+        record["benchmark"] = benchmark
+        prepared[name] = Prepared(options, record)
+    return prepared
+
+
+def check_folder(folder: Path, prepared: Prepared, what: str, fix: Optional[str] = None) -> None:
+    """Refuse ``folder`` when it holds a run made with other settings than ``prepared``'s."""
+    check_run_folder(folder, prepared.record, keys=CHECKED_BEFORE_BUILDING, what=what, fix=fix)
+
+
+def run_one(setup: Setup, name: str, prepared: Prepared, folder, *, tb_dir, resume: bool = True,
+            progress: bool = True) -> dict:
+    """Run strategy ``name`` (registry name, ``prepared`` by :func:`prepare_runs`) on the setup's
+    benchmark into ``folder``; returns ``results.json``'s content plus ``memory`` and ``time``."""
+    from avalanche.logging import TensorboardLogger
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from ..strategies.plugins.data_parallel import DataParallel
+    from ..strategies.plugins.memory import PeakMemory
+    from ..strategies.plugins.moram import MoRAMPlugin
+    from ..strategies.plugins.timing import RunTime
+    from ..strategies.registry import get_strategy
+    from .analysis.source import weights_checksum
+    from .metrics import AccuracyMatrix, accuracy_matrix_of
+    from .runner import run_stream
+
+    folder, tb_dir = Path(folder), Path(tb_dir)
+    main = is_main_process()
+    if not resume and main:
+        shutil.rmtree(tb_dir, ignore_errors=True)
+    seed_everything(setup.seed)
+    model, train_tf, eval_tf, tokenizer = setup.make_model()
+    environment = {**setup.environment, "weights_checksum": weights_checksum(model)}
+    benchmark = setup.make_benchmark(train_tf, eval_tf)
+    matrix = AccuracyMatrix(out_dir=folder)
+    options = dict(prepared.options)
+    parallel = [DataParallel()] if world_size() > 1 else []
+    plugins = [PeakMemory(), RunTime(), *parallel, *options.pop("plugins", [])]
+    loggers = (lambda: [TensorboardLogger(tb_dir)]) if main else list  # rank 0 logs (Avalanche's rule)
+    # the evaluator (and its TensorBoard folder) is made once the strategy passed its checks
+    evaluator = lambda: EvaluationPlugin(matrix, loggers=loggers())  # noqa: E731
+    strategy = get_strategy(name)(model=model, tokenizer=tokenizer, evaluator=evaluator, device=setup.device,
+                                  progress=progress and main, plugins=plugins, **options)
+    run_stream(strategy, benchmark, folder, resume=resume, progress=progress and main,
+               num_workers=setup.num_workers, settings=prepared.record["run"], environment=environment)
+    # a whole-strategy resume (Avalanche's strategies) replaced the metric and plugins
+    peak, clock = (next(p for p in strategy.plugins if isinstance(p, kind)) for kind in (PeakMemory, RunTime))
+    report = {**accuracy_matrix_of(strategy).report(), "memory": peak.report(), "time": clock.report()}
+    history = [entry for plugin in strategy.plugins if isinstance(plugin, MoRAMPlugin)
+               for entry in plugin.history]
+    if main:
+        atomic_write_text(folder / "memory.json", json.dumps(report["memory"], indent=2) + "\n")
+        atomic_write_text(folder / "time.json", json.dumps(report["time"], indent=2) + "\n")
+        if history:
+            from .viz import atom_usage_heatmap, save_png
+
+            save_png(atom_usage_heatmap(history[-1]), folder / "atom_usage.png")
+    barrier()
+    return report
+
+
+def run_single(setup: Setup, name: str, folder, *, resume: bool = True, progress: bool = True) -> dict:
+    """``run``: strategy ``name`` into ``folder`` (TensorBoard in ``folder/tb``), after the same
+    checks a comparison makes (options, and the folder's record when it holds a run)."""
+    from ..utils.files import check_output_folder
+
+    folder = check_output_folder(folder, "log_dir")
+    prepared = prepare_runs(setup, [name])[name]
+    if resume:
+        check_folder(folder, prepared, what=f"the run in {folder}")
+    return run_one(setup, name, prepared, folder, tb_dir=folder / "tb", resume=resume, progress=progress)
+
+
+def recorded_runs(out_dir, names: Optional[Sequence[str]] = None) -> Dict[str, Mapping]:
+    """``{strategy: record}`` of the runs an output folder of a comparison holds."""
+    from .record import read_record
+
+    out_dir = Path(out_dir)
+    found = {}
+    if not out_dir.is_dir():
+        return found
+    for folder in sorted(p for p in out_dir.iterdir() if p.is_dir()):
+        if names is not None and folder.name not in names:
+            continue
+        record = read_record(folder, f"{folder.name} in {out_dir}")
+        if record is not None:
+            found[folder.name] = record
+    return found
+
+
+__all__ = ["Prepared", "Setup", "check_folder", "prepare_runs", "recorded_runs", "run_one", "run_single"]
