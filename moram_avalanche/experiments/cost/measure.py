@@ -23,7 +23,8 @@ projections). It records, per strategy and task:
 
 Times are wall-clock, read by the package's one timer
 (:class:`~moram_avalanche.strategies.plugins.timing.RunTime`, per iteration: the device
-synchronised before each clock read), in fp32 or, with ``amp``, fp16 autocast (CUDA only). The report says which device and precision it measured.
+synchronised before each clock read), in fp32 or, with ``amp``, fp16 autocast (CUDA only).
+The report says which device and precision it measured.
 """
 
 from __future__ import annotations
