@@ -7,10 +7,10 @@ ratios. Measured at real model size (random weights: timing only) on one synthet
 at a batch of ``--batch`` images; each round builds every strategy afresh and trains one
 experience, round-robin (interleaved), and the medians over the rounds are printed. Times are
 the package's one timer's (``RunTime``: the training iterations after the first, and the
-evaluation call, the device synchronised at each clock read). What needs a download is
-replaced by the stand-in of the same compute that each strategy declares for timing
+evaluation call, the device synchronised at each clock read). What needs a download, or trains
+outside the timed iterations, is replaced by the stand-in that each strategy declares for timing
 (``StrategyNeeds.cost``, as ``moram-avalanche cost`` does; MoE-Adapters: DDAS's AlexNet with
-random weights).
+random weights, the same compute, and one autoencoder step).
 
 Caveats: the ratios come from the device this runs on (a CPU here); on a GPU small operations
 (top-k, routing) weigh differently. Per-iteration costs that do not scale with the batch (the
