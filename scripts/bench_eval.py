@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 import warnings
 
 import open_clip
@@ -39,6 +38,7 @@ from bench_timing import add_timing_options, apply_threads
 from moram_avalanche.benchmarks import Domain, clip_benchmark
 from moram_avalanche.experiments.demo import TINY_CONFIG
 from moram_avalanche.strategies import ZeroShot
+from moram_avalanche.utils.clock import now
 
 warnings.filterwarnings("ignore", message="No loggers specified")
 
@@ -146,9 +146,9 @@ def main() -> None:
         for name, strategy, fresh in runs:
             if fresh:
                 strategy.image_cache.clear()  # a tower evaluated for the first time
-            start = time.perf_counter()
-            strategy.eval(benchmark.test_stream)  # ends with .max().item()-like syncs in the metrics
-            samples[name].append(time.perf_counter() - start)
+            start = now(args.device)
+            strategy.eval(benchmark.test_stream)
+            samples[name].append(now(args.device) - start)
             result = spies["before" if name == "before" else "after"].result()
             if name == "before":
                 reference = result

@@ -21,23 +21,20 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 
 from bench_timing import add_timing_options, apply_threads
 from moram_avalanche.algorithms.analytic import KernelRidge, RandomFeatures, RecursiveRidge
+from moram_avalanche.utils.clock import now
 
 
 def timed(fn, device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    start = time.perf_counter()
+    """Seconds of one call of ``fn``, read with the package's one clock (``device`` synchronised)."""
+    start = now(device)
     fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - start
+    return now(device) - start
 
 
 def main() -> None:

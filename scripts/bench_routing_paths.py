@@ -6,12 +6,12 @@ the fused path measured in the same process.
 """
 
 import sys
-import time
 
 import torch
 from torch import nn
 
 from moram_avalanche.layers.moram_variants import moram_layer
+from moram_avalanche.utils.clock import now
 
 
 def main(threads: int = 1) -> None:
@@ -28,11 +28,11 @@ def main(threads: int = 1) -> None:
             layer.new_values.normal_()
         times = []
         for _ in range(6):
-            start = time.perf_counter()
+            start = now()
             layer(x).sum().backward()
             if hasattr(layer, "pop_balance_terms"):
                 layer.pop_balance_terms()
-            times.append(time.perf_counter() - start)
+            times.append(now() - start)
         median = sorted(times)[len(times) // 2]
         baseline = baseline or median
         print(f"{name:22s} fwd+bwd {1000 * median:.1f} ms (median of 6), "

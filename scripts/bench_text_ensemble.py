@@ -8,7 +8,6 @@ Prints the median time of each way and their ratio, both measured in this proces
 
 import argparse
 import statistics
-import time
 
 import open_clip
 import torch
@@ -16,6 +15,7 @@ import torch.nn.functional as F
 
 from moram_avalanche.benchmarks.prompts import ZSCL_TEMPLATES
 from moram_avalanche.clip.head import TextHead
+from moram_avalanche.utils.clock import now
 
 TINY = {"embed_dim": 64, "vision_cfg": {"image_size": 32, "layers": 1, "width": 64, "patch_size": 8},
         "text_cfg": {"context_length": 32, "vocab_size": 49408, "width": 128, "heads": 2, "layers": 4}}
@@ -45,9 +45,9 @@ def main() -> None:
     times = {"per template": [], "one pass": []}
     for _ in range(args.repeats):  # round robin, fresh heads (no cache)
         for name, fn in (("per template", per_template), ("one pass", one_pass)):
-            start = time.perf_counter()
+            start = now()
             fn()
-            times[name].append(time.perf_counter() - start)
+            times[name].append(now() - start)
     medians = {k: statistics.median(v) for k, v in times.items()}
     for name, value in medians.items():
         print(f"{name:>13}: {value * 1000:8.1f} ms  ({len(sets)} templates x {len(classes)} classes)")

@@ -2,16 +2,19 @@
 
 The scripts run as ``python scripts/bench_*.py``, so this folder is on ``sys.path`` and they
 ``import bench_timing``. Ratios are taken in one process, round-robin, so that the machine's
-drift hits every timed function alike (the project's rule for speed figures).
+drift hits every timed function alike (the project's rule for speed figures). Every time is read
+with the package's one clock, :func:`moram_avalanche.utils.clock.now` (queued CUDA work waited
+for, then ``time.perf_counter``).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import torch
+
+from moram_avalanche.utils.clock import now
 
 
 def add_timing_options(parser: argparse.ArgumentParser, repeats: int = 3, device: bool = True) -> None:
@@ -28,12 +31,6 @@ def apply_threads(args: argparse.Namespace) -> None:
         torch.set_num_threads(args.threads)
 
 
-def sync() -> None:
-    """Wait for queued CUDA work, so that a clock read after it counts it."""
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        torch.cuda.synchronize()
-
-
 def time_round_robin(fns: dict, repeats: int) -> dict:
     """Median seconds per call of each function, timed round-robin so drift hits all alike."""
     for fn in fns.values():
@@ -41,9 +38,7 @@ def time_round_robin(fns: dict, repeats: int) -> dict:
     samples = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            sync()
-            start = time.perf_counter()
+            start = now()
             fn()
-            sync()
-            samples[name].append(time.perf_counter() - start)
+            samples[name].append(now() - start)
     return {name: statistics.median(values) for name, values in samples.items()}

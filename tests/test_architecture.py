@@ -133,6 +133,11 @@ def test_the_command_line_and_the_demo_do_not_branch_on_strategy_names(relative)
     assert name_branches((PACKAGE / relative).read_text(), strategy_names()) == []
 
 
+def test_the_costs_script_does_not_branch_on_strategy_names():
+    # what a strategy needs to be timed offline is its declaration (StrategyNeeds.cost), as in cost
+    assert name_branches((ROOT / "scripts" / "bench_reproduce_costs.py").read_text(), strategy_names()) == []
+
+
 def test_the_branching_check_sees_comparisons_and_tables():
     source = ('if name == "zscl":\n    pass\nif name in ("lwf", "other"):\n    pass\n'
               'lr = {"moram": 1e-2}.get(name)\nlabel = "zscl"\n')

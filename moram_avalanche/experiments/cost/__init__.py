@@ -2,7 +2,8 @@
 matrix and per task, peak training memory, training and inference ms/image.
 
 * :mod:`.formula` -- trainable parameters of an adapter layer as a formula and a count;
-* :mod:`.probe` -- :class:`CostProbe`, the plugin that measures one experience;
+* :mod:`.probe` -- :class:`CostProbe`, the plugin that counts one experience's parameters and
+  memory (its time: the package's one timer, :class:`~moram_avalanche.strategies.plugins.timing.RunTime`);
 * :mod:`.measure` -- :func:`measure_cost`, every strategy through 1 / 5 / 10 tasks;
 * :mod:`.tables` -- the report, beside the paper's tables.
 """

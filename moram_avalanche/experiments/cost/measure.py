@@ -21,8 +21,10 @@ projections). It records, per strategy and task:
   class of every task), the classifier's text embeddings cached as in a real evaluation; it
   includes what the method does per image (MoE-Adapters: DDAS's AlexNet and autoencoders).
 
-Times are wall-clock with the device synchronised before each clock read (CUDA), in fp32 or,
-with ``amp``, fp16 autocast (CUDA only). The report says which device and precision it measured.
+Times are wall-clock, read by the package's one timer
+(:class:`~moram_avalanche.strategies.plugins.timing.RunTime`, per iteration: the device
+synchronised before each clock read), in fp32 or, with ``amp``, fp16 autocast (CUDA only).
+The report says which device and precision it measured.
 """
 
 from __future__ import annotations
@@ -32,12 +34,14 @@ import platform
 import statistics
 import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Optional, Sequence
 
 import torch
 from tqdm.auto import tqdm
 
 from ...strategies.plugins.memory import PROXY_LABEL
+from ...strategies.plugins.timing import RunTime
+from ...utils.clock import Stopwatch
 from .formula import representative
 from .probe import CostProbe
 
@@ -183,7 +187,7 @@ def _image_size(model):
     return tuple(size) if isinstance(size, (tuple, list)) else (int(size), int(size))
 
 
-def _build(name: str, model, tokenizer, probe: CostProbe, options: CostOptions, image_size):
+def _build(name: str, model, tokenizer, plugins: list, options: CostOptions, image_size):
     from avalanche.training.plugins import EvaluationPlugin
 
     from ...strategies.registry import get_strategy
@@ -192,7 +196,7 @@ def _build(name: str, model, tokenizer, probe: CostProbe, options: CostOptions, 
     needs = cls.needs
     kwargs = dict(model=model, tokenizer=tokenizer, train_mb_size=options.batch_size,
                   eval_mb_size=options.eval_batch_size or options.batch_size, device=options.device,
-                  progress=False, plugins=[probe], evaluator=EvaluationPlugin(loggers=[]), amp=options.amp,
+                  progress=False, plugins=plugins, evaluator=EvaluationPlugin(loggers=[]), amp=options.amp,
                   cache_image_features=False)  # time the image tower, not replayed features
     if needs.trains:
         kwargs["iterations"] = options.warmup + options.iterations
@@ -223,10 +227,11 @@ def _measure_one(name: str, options: CostOptions, bar) -> dict:
     last = max(options.tasks)
     stream = random_stream(last, options.classes, options.batch_size, options.eval_images, image_size,
                            options.seed)
-    probe = CostProbe(options.warmup)
+    # the timer first: its iteration spans end before the probe counts memory
+    timer, probe = RunTime(iterations=("train", "eval"), warmup=options.warmup), CostProbe()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # no loggers; warm-up longer than the timed steps; ...
-        strategy, trains = _build(name, model, tokenizer, probe, options, image_size)
+        strategy, trains = _build(name, model, tokenizer, [timer, probe], options, image_size)
         row = {"strategy": name, "class": type(strategy).__name__, "trains": trains, "tasks": []}
         for task in range(1, last + 1):
             measured = task in options.tasks
@@ -244,30 +249,28 @@ def _measure_one(name: str, options: CostOptions, bar) -> dict:
                 if trains:
                     cuda = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
                     entry["peak_mb"] = (cuda if cuda is not None else probe.proxy_peak) / 2 ** 20
-                    entry["train_ms_per_image"] = _median_ms(probe.iteration_seconds, probe.iteration_images)
-                entry["infer_ms_per_image"] = _inference_ms(strategy, probe, stream.test_stream[task - 1], options)
+                    entry["train_ms_per_image"] = _median_ms(timer.iterations["train"])
+                entry["infer_ms_per_image"] = _inference_ms(strategy, timer, stream.test_stream[task - 1], options)
             if measured or task == 1:
                 row["tasks"].append(entry)
             bar.update()
     return row
 
 
-def _median_ms(seconds: List[float], images: List[int]) -> Optional[float]:
-    if not seconds:
+def _median_ms(iterations: Stopwatch) -> Optional[float]:
+    """Median over the kept iterations of milliseconds per image (None without one)."""
+    if not iterations.seconds:
         return None
-    return 1000 * statistics.median(s / n for s, n in zip(seconds, images))
+    return 1000 * statistics.median(s / n for s, n in zip(iterations.seconds, iterations.sizes))
 
 
-def _inference_ms(strategy, probe: CostProbe, experience, options: CostOptions) -> float:
+def _inference_ms(strategy, timer: RunTime, experience, options: CostOptions) -> float:
     """Median ms/image over the iterations of ``repeats`` evaluations, after an untimed one."""
     strategy.eval([experience])  # warm-up: kernels, the classifier's text embeddings
-    probe.eval_seconds, probe.eval_images, probe.timing_eval = [], [], True
-    try:
-        for _ in range(options.repeats):
-            strategy.eval([experience])
-    finally:
-        probe.timing_eval = False
-    return _median_ms(probe.eval_seconds, probe.eval_images)
+    timer.iterations["eval"].reset()
+    for _ in range(options.repeats):
+        strategy.eval([experience])
+    return _median_ms(timer.iterations["eval"])
 
 
 __all__ = ["CostOptions", "DEFAULT_CLASSES", "DEFAULT_STRATEGIES", "PAPER_TASKS", "RandomImages",

@@ -1,11 +1,13 @@
-"""CostProbe: what one training experience costs -- parameters, memory, time per iteration."""
+"""CostProbe: what one training experience holds -- trainable parameters and memory.
+
+Its time is measured by the package's one timer,
+:class:`~moram_avalanche.strategies.plugins.timing.RunTime` (per iteration), beside it.
+"""
 
 from __future__ import annotations
 
-import time
-from typing import Dict, List
+from typing import Dict
 
-import torch
 from avalanche.core import SupervisedPlugin
 
 from ...layers.base import find_layers
@@ -13,43 +15,27 @@ from ...strategies.plugins.memory import memory_footprint
 from .formula import Formula, trainable_formula
 
 
-def synchronize(device) -> None:
-    """Wait for the device's queued work (CUDA), so a clock read after it counts that work."""
-    if torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 class CostProbe(SupervisedPlugin):
     """Records, per training experience, once the optimizer is built:
 
     * ``trainable``: parameters that require grad; ``formulas``: per adapter layer, its
       :class:`~.formula.Formula`;
-    * ``iteration_seconds`` / ``iteration_images``: wall-clock time of every training
-      iteration after the first ``warmup`` (the device synchronised at both ends) and its
-      batch size;
     * ``proxy_peak``: the largest :func:`~moram_avalanche.strategies.plugins.memory.memory_footprint`
-      after an iteration (the CPU proxy: tensors held, activations not counted);
+      after a training iteration (the CPU proxy: tensors held, activations not counted).
 
-    and, while :attr:`timing_eval` is set, ``eval_seconds`` / ``eval_images`` of every evaluation
-    iteration (synchronised likewise).
+    Time per iteration is :class:`~moram_avalanche.strategies.plugins.timing.RunTime`'s
+    (``RunTime(iterations=("train", "eval"), warmup=...)``), placed before this plugin so that
+    its iteration spans do not include this plugin's memory count.
     """
 
-    def __init__(self, warmup: int = 2) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.warmup = warmup
-        self.timing_eval = False
-        self.eval_seconds: List[float] = []
-        self.eval_images: List[int] = []
         self.reset()
 
     def reset(self) -> None:
         self.trainable = 0
         self.formulas: Dict[str, Formula] = {}
-        self.iteration_seconds: List[float] = []
-        self.iteration_images: List[int] = []
         self.proxy_peak = 0
-        self._started = None
-        self._iteration = 0
 
     def before_training_exp(self, strategy, **kwargs):
         self.reset()
@@ -60,29 +46,8 @@ class CostProbe(SupervisedPlugin):
         self.formulas = {name: formula for name, layer in find_layers(model).items()
                          if (formula := trainable_formula(layer)) is not None}
 
-    def before_training_iteration(self, strategy, **kwargs):
-        synchronize(strategy.device)
-        self._started = time.perf_counter()
-
     def after_training_iteration(self, strategy, **kwargs):
-        synchronize(strategy.device)
-        elapsed = time.perf_counter() - self._started
-        self._iteration += 1
-        if self._iteration > self.warmup:
-            self.iteration_seconds.append(elapsed)
-            self.iteration_images.append(int(strategy.mb_x.shape[0]))
         self.proxy_peak = max(self.proxy_peak, sum(memory_footprint(strategy).values()))
 
-    def before_eval_iteration(self, strategy, **kwargs):
-        if self.timing_eval:
-            synchronize(strategy.device)
-            self._started = time.perf_counter()
 
-    def after_eval_iteration(self, strategy, **kwargs):
-        if self.timing_eval:
-            synchronize(strategy.device)
-            self.eval_seconds.append(time.perf_counter() - self._started)
-            self.eval_images.append(int(strategy.mb_x.shape[0]))
-
-
-__all__ = ["CostProbe", "synchronize"]
+__all__ = ["CostProbe"]
