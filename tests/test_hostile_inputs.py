@@ -14,7 +14,7 @@ import zlib
 import pytest
 from PIL import Image
 
-from fake_data import cifar100, eurosat, flowers, sun397
+from fake_data import cifar100, eurosat, flowers, food101, sun397
 from moram_avalanche.utils.errors import UserError
 
 
@@ -238,6 +238,39 @@ def bomb_under_raise(t):
     return data[0]
 
 
+def food_test_class_not_in_training(t):
+    root = data_root(t, food101)
+    meta = root / "food-101/meta/test.json"
+    data = json.loads(meta.read_text())
+    data["pizza"] = ["pizza/1"]
+    meta.write_text(json.dumps(data))
+    return build("mtil", root, ["food"])
+
+
+def flowers_ids_beyond_labels(t):
+    from scipy.io import savemat
+
+    root = data_root(t, flowers)
+    savemat(root / "flowers-102/setid.mat", {"trnid": [1, 9999], "tstid": [2]})
+    return build("mtil", root, ["flowers"])
+
+
+def class_folder_link_loop(t):
+    root = data_root(t, eurosat)
+    loop = root / "eurosat/2750/Pasture"
+    os.symlink(loop, loop)
+    return build("mtil", root, ["eurosat"])
+
+
+def bomb_in_ref_images(t):
+    from moram_avalanche.benchmarks.images import BadImages
+    from moram_avalanche.benchmarks.reference_sets import image_folder
+
+    (t / "refs/n01").mkdir(parents=True)
+    bomb_png(t / "refs/n01/bomb.png")
+    return image_folder(t / "refs", None, bad_images=BadImages("raise", t / "log.jsonl"))[0]
+
+
 def device(spec):
     from moram_avalanche.utils.devices import check_device
 
@@ -369,6 +402,14 @@ HOSTILE = [
     ("--ref-images without image files", ref_images_without_images, ValueError,
      ["its 1 sub-folder(s) hold no image files"]),
     ("--ref-images a link loop", ref_images_loop, ValueError, ["refs is (or lies under) a symbolic link that loops"]),
+    ("a test class of Food not in training", food_test_class_not_in_training, ValueError,
+     ["food-101/meta/test.json: classes ['pizza'] have test images but are not in meta/train.json"]),
+    ("Flowers ids beyond imagelabels.mat", flowers_ids_beyond_labels, ValueError,
+     ["setid.mat: trnid holds image ids 1..9999, but imagelabels.mat labels images 1..30"]),
+    ("a class folder that is a link loop", class_folder_link_loop, ValueError,
+     ["2750: Pasture are symbolic links that cannot be followed", "a class would be left out"]),
+    ("a decompression bomb in --ref-images", bomb_in_ref_images, UserError,
+     ["cannot read image", "refs/n01/bomb.png", "DecompressionBombError"]),
     ("a decompression bomb under --on-bad-image raise", bomb_under_raise, UserError,
      ["cannot read image", "bomb.png", "DecompressionBombError", "--on-bad-image skip"]),
     # ---- devices and sizes

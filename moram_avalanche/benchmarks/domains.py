@@ -176,6 +176,10 @@ def _image_folder_80_20(name, root, folders, layout, fix, rename: Dict[str, str]
     with ZSCL's seed; class names from ``rename`` (folder -> name) or ``_`` -> space."""
     where = _tv(name, folders, layout, fix)
     folder = find_dir(root, folders, **where)
+    broken = sorted(p.name for p in folder.iterdir() if p.is_symlink() and not p.exists())
+    if broken:
+        raise malformed(where, f"{folder}: {', '.join(broken[:5])} are symbolic links that cannot "
+                               "be followed (dangling, or a loop): a class would be left out")
     classes = sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name not in skip)
     if not classes:
         raise malformed(where, f"{folder} has no class folders")
@@ -260,6 +264,8 @@ def _mtil_dtd(root: Path, bad_images: BadImages) -> DomainData:
     if folder is None:
         folder = find_dir(root, folders, **where)
     lists = {k: read_lines(folder / "labels" / f"{k}1.txt", **where) for k in ("train", "test")}
+    if not lists["train"]:
+        raise malformed(where, f"{folder / 'labels' / 'train1.txt'} lists no images")
     classes = sorted({line.split("/")[0] for line in lists["train"]})
     label = {c: i for i, c in enumerate(classes)}
 
@@ -300,6 +306,10 @@ def _mtil_flowers(root: Path, bad_images: BadImages) -> DomainData:
 
     def split(key):
         image_ids = np.asarray(ids[key]).ravel().astype(int)
+        if image_ids.size and (image_ids.min() < 1 or image_ids.max() > len(labels)):
+            raise malformed(where, f"{folder / 'setid.mat'}: {key} holds image ids "
+                                   f"{image_ids.min()}..{image_ids.max()}, but imagelabels.mat "
+                                   f"labels images 1..{len(labels)}")
         return ImageFiles([folder / "jpg" / f"image_{i:05d}.jpg" for i in image_ids],
                           (labels[image_ids - 1] - 1).tolist(), name="Flowers", bad_images=bad_images)
 
@@ -328,8 +338,12 @@ def _mtil_food(root: Path, bad_images: BadImages) -> DomainData:
             raise malformed(where, f"{path} is not {{class: ['class/id', ...]}}")
         return data
 
-    train_meta = meta("train")
+    train_meta, test_meta = meta("train"), meta("test")
     classes = sorted(train_meta)
+    unknown = sorted(set(test_meta) - set(train_meta))
+    if unknown:
+        raise malformed(where, f"{folder / 'meta' / 'test.json'}: classes {unknown[:5]} have test "
+                               "images but are not in meta/train.json (no training images)")
 
     def split(data):
         label = {c: i for i, c in enumerate(classes)}
@@ -338,7 +352,7 @@ def _mtil_food(root: Path, bad_images: BadImages) -> DomainData:
                           bad_images=bad_images)
 
     return DomainData("Food", tuple(names.underscores_to_spaces(c) for c in classes),
-                      split(train_meta), split(meta("test")), folder)
+                      split(train_meta), split(test_meta), folder)
 
 
 def _mtil_pets(root: Path, bad_images: BadImages) -> DomainData:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+from .images import IMAGE_ERRORS, BadImageError, BadImages, read_rgb
+
 
 class ImageList(torch.utils.data.Dataset):
     """In-memory images, each passed through ``transform`` on access."""
@@ -48,14 +50,16 @@ def synthetic_reference(transform: Callable, *, images: int = 128, sentences: in
     return ImageList(pictures[:images], transform), list(dict.fromkeys(captions[images:]))
 
 
-def image_folder(root, transform: Callable, what: str = "reference image folder"):
+def image_folder(root, transform: Callable, what: str = "reference image folder", bad_images=None):
     """``torchvision.datasets.ImageFolder(root, transform)`` over a folder of class sub-folders of
     images (e.g. ImageNet's ``train/``), checked first with a clear error naming the folder.
 
     The reference images are unlabelled, so a class sub-folder without images is skipped (not
     refused, as ``ImageFolder`` alone does); a folder that is missing, a file, unreadable, a
     link loop, without sub-folders (images lying directly in it) or without any image is
-    refused with what was found and the fix.
+    refused with what was found and the fix. An image that cannot be decoded (a decompression
+    bomb included) goes to ``bad_images`` (a :class:`~moram_avalanche.benchmarks.images.BadImages`
+    policy; default: skip it with a warning, using the next readable image instead).
     """
     import inspect
 
@@ -89,7 +93,34 @@ def image_folder(root, transform: Callable, what: str = "reference image folder"
         raise ValueError(f"{what} {root}: its {len(classes)} sub-folder(s) hold no image files "
                          f"({', '.join(IMG_EXTENSIONS)}); {fix}")
     extra = {"allow_empty": True} if "allow_empty" in inspect.signature(ImageFolder).parameters else {}
-    return ImageFolder(str(root), transform=transform, **extra)
+    dataset = ImageFolder(str(root), transform=transform, loader=read_rgb, **extra)
+    return CheckedImages(dataset, what, bad_images)
+
+
+class CheckedImages(torch.utils.data.Dataset):
+    """An ``ImageFolder`` whose unreadable files are handed to a ``BadImages`` policy: skipped
+    (the next readable image is returned) or refused with the file named."""
+
+    def __init__(self, folder, what: str, bad_images=None) -> None:
+        self.folder, self.what = folder, what
+        self.bad_images = bad_images or BadImages("skip")
+
+    def __len__(self) -> int:
+        return len(self.folder)
+
+    def __getattr__(self, name):  # samples, classes, transform, ... of the ImageFolder
+        if name == "folder":
+            raise AttributeError(name)
+        return getattr(self.folder, name)
+
+    def __getitem__(self, index: int):
+        for offset in range(len(self.folder)):
+            candidate = (index + offset) % len(self.folder)
+            try:
+                return self.folder[candidate]
+            except IMAGE_ERRORS as error:
+                self.bad_images.handle(self.what, self.folder.samples[candidate][0], error)
+        raise BadImageError(f"no image of {self.what} {self.folder.root} can be read")
 
 
 def read_sentences(path, what: str = "reference sentence file") -> list[str]:
@@ -168,5 +199,5 @@ def check_image_dataset(dataset, name: str) -> None:
                          "ImageFolder(root, transform=eval_transform) with load_clip's eval_transform")
 
 
-__all__ = ["ImageList", "check_image_dataset", "image_folder", "read_sentences", "reference_data",
+__all__ = ["CheckedImages", "ImageList", "check_image_dataset", "image_folder", "read_sentences", "reference_data",
            "synthetic_reference"]

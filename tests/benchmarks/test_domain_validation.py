@@ -87,3 +87,13 @@ def test_reference_readers_accept_what_they_can_use(tmp_path):
     assert read_sentences(tmp_path / "c.tsv") == ["a dog"]
     (tmp_path / "c.txt").write_bytes("\ufeffun café\n\n".encode("utf-8"))
     assert read_sentences(tmp_path / "c.txt") == ["un café"]
+
+
+def test_a_decompression_bomb_among_the_reference_images_is_skipped(tmp_path):
+    (tmp_path / "refs/n01").mkdir(parents=True)
+    bomb_png(tmp_path / "refs/n01/a.png")
+    Image.new("RGB", (4, 4)).save(tmp_path / "refs/n01/b.png")
+    images = image_folder(tmp_path / "refs", transform=None, bad_images=BadImages("skip", tmp_path / "bad.jsonl"))
+    with pytest.warns(UserWarning, match="a.png of dataset 'reference image folder'"):
+        image, label = images[0]
+    assert image.size == (4, 4) and len(images) == 2 and images.classes == ["n01"]
