@@ -271,6 +271,12 @@ def bomb_in_ref_images(t):
     return image_folder(t / "refs", None, bad_images=BadImages("raise", t / "log.jsonl"))[0]
 
 
+def lock_below_a_file(t):
+    from moram_avalanche.utils.lock import RunFolderLock
+
+    return RunFolderLock(a_file(t) / "run", "--log-dir").acquire()
+
+
 def device(spec):
     from moram_avalanche.utils.devices import check_device
 
@@ -362,6 +368,8 @@ HOSTILE = [
     ("compare: a strategy's checkpoint.pt is a folder",
      lambda t: check_compare(t, ["moram"], **{"moram/checkpoint.pt": "dir"}), ValueError,
      ["--out moram/", "checkpoint.pt should be a file, found a folder"]),
+    ("a lock below a file", lock_below_a_file, ValueError,
+     ["--log-dir", "a-file/run cannot be locked: Not a directory", "give a folder you can write in"]),
     # ---- input paths
     ("--ref-images missing", lambda t: check_input(t / "nowhere", "dir"), ValueError,
      ["--ref-images", "nowhere: no such folder"]),

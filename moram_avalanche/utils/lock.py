@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional
 
 from .errors import UserError
-from .paths import LOCK_NAME
+from .paths import LOCK_NAME, PathError
 
 try:
     import fcntl
@@ -57,13 +57,17 @@ class RunFolderLock:
     def acquire(self) -> "RunFolderLock":
         if self._handle is not None:
             return self
-        self.folder.mkdir(parents=True, exist_ok=True)
         key = os.path.realpath(self.path)
         if key in _HELD:
             raise FolderLockedError(
                 f"{self.what} {self.folder} is already in use by this process (pid {os.getpid()}): "
                 "one run writes a folder at a time; give each run its own folder")
-        handle = open(self.path, "a+", encoding="utf-8")
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            handle = open(self.path, "a+", encoding="utf-8")
+        except OSError as err:
+            raise PathError(f"{self.what} {self.folder} cannot be locked: {err.strerror or err} "
+                            f"({err.filename or self.path}); give a folder you can write in") from None
         if fcntl is not None:
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
