@@ -429,6 +429,9 @@ HOSTILE = [
      ["MoRAM's atom banks (1000000000 atoms per task x 10 tasks x 48 layers) need 7.0 PiB", "cpu has",
       "lower atoms_per_task (--set atoms_per_task=N; the paper's is 16)"]),
     ("atom banks beyond a GPU", banks_on_a_small_gpu, ValueError, ["need", "but cuda:0 has 2.0 GiB free"]),
+    ("a million tasks", lambda t: __import__("moram_avalanche.utils.checks", fromlist=["x"]).check_int_range(
+        "--tasks", 1_000_000, high=1000, hint="the streams have 10 or 11 tasks"), ValueError,
+     ["--tasks must be an int in [1, 1000] (the streams have 10 or 11 tasks), got 1000000"]),
     # ---- things that are not plugins
     ("plugins='ewc'", lambda t: plugins("ewc"), TypeError,
      ["plugins must be a list of plugin instances, got the string 'ewc'", "plugins=[EWCPlugin(ewc_lambda=1.0)]"]),
