@@ -70,3 +70,22 @@ def test_sizes_that_fit():
     assert check_fits(10 ** 15, "mps") == 10 ** 15  # free memory unknown: not refused
     assert check_fits(1, "cpu") == 1  # this machine's RAM is queried
     assert format_bytes(1536) == "1.5 KiB" and format_bytes(12) == "12 B"
+
+
+def test_an_unwritable_run_folder_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    import tempfile
+
+    from moram_avalanche.utils.paths import PathError
+
+    (tmp_path / "run").mkdir()
+    mkstemp = tempfile.mkstemp
+
+    def denied(*args, dir=None, **kwargs):
+        if str(dir) == str(tmp_path / "run"):
+            raise PermissionError(13, "Permission denied")
+        return mkstemp(*args, dir=dir, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)  # root ignores chmod: refuse the write itself
+    with pytest.raises(PathError, match=r"--log-dir .*run cannot be written \(Permission denied in "):
+        check_run_path(tmp_path / "run")
+    assert list((tmp_path / "run").iterdir()) == []
