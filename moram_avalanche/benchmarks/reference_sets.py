@@ -13,7 +13,6 @@ import csv
 import io
 import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import torch
 
