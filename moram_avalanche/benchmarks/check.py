@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import List
 
 from tqdm.auto import tqdm
 
-from .images import BadImages, ImageFiles, read_rgb
+from ..utils.paths import check_input_path
+from .images import IMAGE_ERRORS, BadImages, ImageFiles, read_rgb
 from .readers import DataError
 from .streams import protocol_domains, read_domain
+from .validate import domain_problems
 
 SHOWN = 3  # example paths per problem
 
@@ -34,6 +35,7 @@ class DomainReport:
     test: int = 0
     missing_files: List[str] = field(default_factory=list)
     unreadable_files: List[str] = field(default_factory=list)
+    problems: List[str] = field(default_factory=list)
     message: str = ""
     folder: str = ""
 
@@ -45,19 +47,22 @@ class DomainReport:
 def check_data(root, benchmark: str = "xtail", *, verify_images: bool = False,
                progress: bool = True) -> List[DomainReport]:
     """One :class:`DomainReport` per domain of ``benchmark`` ("xtail" or "mtil") under ``root``."""
-    root = Path(root).expanduser()
-    if not root.is_dir():
-        raise ValueError(f"data root {root} is not a folder")
+    root = check_input_path(root, "data root", kind="dir",
+                            fix="give the folder that holds the datasets")
     reports = []
     for spec in protocol_domains(benchmark):
         bad_images = BadImages("skip")
         try:
-            data = read_domain(benchmark, spec, root, bad_images)
+            data = read_domain(benchmark, spec, root, bad_images, check=False)
         except DataError as error:
             reports.append(DomainReport(spec.name, error.status, message=str(error)))
             continue
         report = DomainReport(spec.name, "found", len(data.classnames), len(data.train),
                               len(data.test), folder=str(data.folder))
+        problems = domain_problems(data)  # what the stream builders refuse (read_domain's check)
+        if problems:
+            report.status = "malformed"
+            report.problems = problems
         paths = sorted({p for split in (data.train, data.test) if isinstance(split, ImageFiles)
                         for p in split.paths})
         for path in tqdm(paths, desc=f"check {spec.name}", disable=None if progress else True,
@@ -66,13 +71,18 @@ def check_data(root, benchmark: str = "xtail", *, verify_images: bool = False,
                 report.missing_files.append(path)
             elif verify_images and not _decodes(path):
                 report.unreadable_files.append(path)
+        lines = [f"  problem:  {problem}" for problem in report.problems]
         if report.missing_files:
             report.status = "malformed"
-            report.message = (
-                f"{spec.name}: {len(report.missing_files)} of the {len(paths)} image files listed "
-                f"by its split files are missing, e.g. {', '.join(report.missing_files[:SHOWN])}\n"
-                f"  fix:      complete the image folder under {data.folder} (an interrupted "
-                "extraction?), or use the split file that matches your copy")
+            lines.append(
+                f"  problem:  {len(report.missing_files)} of the {len(paths)} image files listed "
+                f"by its split files are missing, e.g. {', '.join(report.missing_files[:SHOWN])}")
+        if lines:
+            report.message = "\n".join(
+                [f"{spec.name}: {len(lines)} problem(s) in {data.folder}", *lines,
+                 f"  fix:      complete or repair the dataset under {data.folder} (an interrupted "
+                 "extraction?), use the split file that matches your copy, or leave the domain "
+                 "out with --order"])
         reports.append(report)
     return reports
 
@@ -82,7 +92,7 @@ def _decodes(path: str) -> bool:
     try:
         read_rgb(path)
         return True
-    except (OSError, SyntaxError, ValueError):
+    except IMAGE_ERRORS:  # decompression bombs included
         return False
 
 

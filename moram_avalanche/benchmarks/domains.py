@@ -40,6 +40,8 @@ class DomainData:
     train: object
     test: object
     folder: Path
+    #: where each class's images are expected (a folder per class), for messages; None: no folders
+    class_sources: Optional[Tuple[str, ...]] = None
 
 
 Reader = Callable[[Path, BadImages], DomainData]
@@ -174,6 +176,10 @@ def _image_folder_80_20(name, root, folders, layout, fix, rename: Dict[str, str]
     with ZSCL's seed; class names from ``rename`` (folder -> name) or ``_`` -> space."""
     where = _tv(name, folders, layout, fix)
     folder = find_dir(root, folders, **where)
+    broken = sorted(p.name for p in folder.iterdir() if p.is_symlink() and not p.exists())
+    if broken:
+        raise malformed(where, f"{folder}: {', '.join(broken[:5])} are symbolic links that cannot "
+                               "be followed (dangling, or a loop): a class would be left out")
     classes = sorted(p.name for p in folder.iterdir() if p.is_dir() and p.name not in skip)
     if not classes:
         raise malformed(where, f"{folder} has no class folders")
@@ -185,7 +191,8 @@ def _image_folder_80_20(name, root, folders, layout, fix, rename: Dict[str, str]
     data = ImageFiles(paths, targets, name=name, bad_images=bad_images)
     train, test = zscl_random_split(len(data))
     classnames = tuple(rename.get(c, names.underscores_to_spaces(c)) for c in classes)
-    return DomainData(name, classnames, data.subset(train), data.subset(test), folder)
+    return DomainData(name, classnames, data.subset(train), data.subset(test), folder,
+                      tuple(str(folder / c) for c in classes))
 
 
 def _mtil_caltech101(root: Path, bad_images: BadImages) -> DomainData:
@@ -214,18 +221,32 @@ def _mtil_cifar100(root: Path, bad_images: BadImages) -> DomainData:
         try:
             with open(path, "rb") as f:
                 data = pickle.load(f, encoding="latin1")
-        except (OSError, pickle.UnpicklingError, EOFError) as error:
-            raise malformed(where, f"cannot read {path}: {error}") from None
+        except (OSError, pickle.UnpicklingError, EOFError, ValueError, KeyError, AttributeError,
+                ImportError, IndexError, TypeError) as error:  # what garbage makes pickle raise
+            raise malformed(where, f"cannot read {path} ({type(error).__name__}: {error})") from None
         if not isinstance(data, dict) or any(k not in data for k in keys):
             raise malformed(where, f"{path} lacks {list(keys)}")
         return data
 
     classes = unpickle("meta", ["fine_label_names"])["fine_label_names"]
+    if not isinstance(classes, (list, tuple)) or not all(isinstance(c, str) for c in classes):
+        raise malformed(where, f"{folder / 'meta'}: 'fine_label_names' is not a list of class names")
 
     def split(name):
         data = unpickle(name, ["data", "fine_labels"])
-        array = np.asarray(data["data"], dtype=np.uint8).reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
-        return ImageArrays(array, data["fine_labels"], name="CIFAR100", bad_images=bad_images,
+        path = folder / name
+        try:
+            array = np.asarray(data["data"], dtype=np.uint8)
+            labels = [int(y) for y in data["fine_labels"]]
+        except (TypeError, ValueError) as error:
+            raise malformed(where, f"{path}: 'data' is not a uint8 array or 'fine_labels' not ints "
+                                   f"({error})") from None
+        if array.ndim != 2 or array.shape[1] != 3 * 32 * 32 or len(array) != len(labels):
+            raise malformed(where, f"{path}: 'data' has shape {array.shape} and there are "
+                                   f"{len(labels)} labels",
+                            expected="'data' of shape [N, 3072] (32x32 RGB, uint8) and N 'fine_labels'")
+        array = array.reshape(-1, 3, 32, 32).transpose(0, 2, 3, 1)
+        return ImageArrays(array, labels, name="CIFAR100", bad_images=bad_images,
                            source=str(folder / name))
 
     return DomainData("CIFAR100", tuple(names.underscores_to_spaces(c) for c in classes),
@@ -243,6 +264,8 @@ def _mtil_dtd(root: Path, bad_images: BadImages) -> DomainData:
     if folder is None:
         folder = find_dir(root, folders, **where)
     lists = {k: read_lines(folder / "labels" / f"{k}1.txt", **where) for k in ("train", "test")}
+    if not lists["train"]:
+        raise malformed(where, f"{folder / 'labels' / 'train1.txt'} lists no images")
     classes = sorted({line.split("/")[0] for line in lists["train"]})
     label = {c: i for i, c in enumerate(classes)}
 
@@ -283,6 +306,10 @@ def _mtil_flowers(root: Path, bad_images: BadImages) -> DomainData:
 
     def split(key):
         image_ids = np.asarray(ids[key]).ravel().astype(int)
+        if image_ids.size and (image_ids.min() < 1 or image_ids.max() > len(labels)):
+            raise malformed(where, f"{folder / 'setid.mat'}: {key} holds image ids "
+                                   f"{image_ids.min()}..{image_ids.max()}, but imagelabels.mat "
+                                   f"labels images 1..{len(labels)}")
         return ImageFiles([folder / "jpg" / f"image_{i:05d}.jpg" for i in image_ids],
                           (labels[image_ids - 1] - 1).tolist(), name="Flowers", bad_images=bad_images)
 
@@ -311,8 +338,12 @@ def _mtil_food(root: Path, bad_images: BadImages) -> DomainData:
             raise malformed(where, f"{path} is not {{class: ['class/id', ...]}}")
         return data
 
-    train_meta = meta("train")
+    train_meta, test_meta = meta("train"), meta("test")
     classes = sorted(train_meta)
+    unknown = sorted(set(test_meta) - set(train_meta))
+    if unknown:
+        raise malformed(where, f"{folder / 'meta' / 'test.json'}: classes {unknown[:5]} have test "
+                               "images but are not in meta/train.json (no training images)")
 
     def split(data):
         label = {c: i for i, c in enumerate(classes)}
@@ -321,7 +352,7 @@ def _mtil_food(root: Path, bad_images: BadImages) -> DomainData:
                           bad_images=bad_images)
 
     return DomainData("Food", tuple(names.underscores_to_spaces(c) for c in classes),
-                      split(train_meta), split(meta("test")), folder)
+                      split(train_meta), split(test_meta), folder)
 
 
 def _mtil_pets(root: Path, bad_images: BadImages) -> DomainData:
@@ -406,7 +437,8 @@ def _mtil_sun397(root: Path, bad_images: BadImages) -> DomainData:
     data = ImageFiles([p for p, _ in pairs], [y for _, y in pairs], name="SUN397",
                       bad_images=bad_images)
     train, test = zscl_random_split(len(data))
-    return DomainData("SUN397", classnames, data.subset(train), data.subset(test), folder)
+    return DomainData("SUN397", classnames, data.subset(train), data.subset(test), folder,
+                      tuple(str(folder / c.lstrip("/")) for c in class_paths))
 
 
 # ------------------------------------------------------------------------------ the table

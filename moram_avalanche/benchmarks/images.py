@@ -33,6 +33,12 @@ from ..utils.errors import UserError
 
 BAD_IMAGE_POLICIES = ("skip", "raise")
 
+#: what decoding a bad file raises: PIL's errors for corrupt, truncated or unknown files,
+#: :class:`UnsupportedImageError`, and a decompression bomb (a header claiming more pixels than
+#: ``Image.MAX_IMAGE_PIXELS`` allows: not an OSError, so named here) -- each skipped and counted
+#: like any other bad image, or refused with the file named
+IMAGE_ERRORS = (OSError, SyntaxError, ValueError, Image.DecompressionBombError)
+
 #: PIL modes :func:`to_rgb` converts with ``Image.convert("RGB")`` (no alpha, 8 bits a channel)
 PLAIN_MODES = ("RGB", "L", "1", "CMYK", "YCbCr", "LAB", "HSV", "RGBX")
 #: PIL modes with an alpha channel, composited over white
@@ -210,7 +216,7 @@ class _LabelledImages:
                 continue
             try:
                 return self._load(candidate), label
-            except (OSError, SyntaxError, ValueError) as error:  # what PIL raises on bad files
+            except IMAGE_ERRORS as error:  # what PIL raises on bad files, bombs included
                 self.bad_images.handle(self.name, self._describe(candidate), error)
         raise BadImageError(f"no image of class {label} of dataset {self.name!r} can be read")
 
@@ -274,5 +280,5 @@ class ImageArrays(_LabelledImages):
                            source=self.source)
 
 
-__all__ = ["ALPHA_MODES", "BAD_IMAGE_POLICIES", "PLAIN_MODES", "SIXTEEN_BIT_MODES", "BadImageError",
+__all__ = ["ALPHA_MODES", "BAD_IMAGE_POLICIES", "IMAGE_ERRORS", "PLAIN_MODES", "SIXTEEN_BIT_MODES", "BadImageError",
            "BadImages", "ImageArrays", "ImageFiles", "UnsupportedImageError", "read_rgb", "to_rgb"]

@@ -116,11 +116,12 @@ def read_lines(path: Path, *, domain: str, layout: str, fix: str) -> List[str]:
 def load_mat(path: Path, keys: Sequence[str], *, domain: str, layout: str, fix: str) -> dict:
     """A MATLAB ``.mat`` file (scipy) that must hold ``keys``."""
     from scipy.io import loadmat
+    from scipy.io.matlab import MatReadError
 
     require(path, domain=domain, layout=layout, fix=fix)
     try:
         data = loadmat(str(path), squeeze_me=True)
-    except (OSError, ValueError, TypeError) as error:
+    except (OSError, ValueError, TypeError, MatReadError) as error:
         raise DataError(domain, f"cannot read {path}: {error}", status="malformed",
                         layout=layout, fix=fix) from None
     missing = [k for k in keys if k not in data]

@@ -10,10 +10,13 @@ offline stand-in the demo uses.
 from __future__ import annotations
 
 import csv
+import io
+import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import torch
+
+from .images import IMAGE_ERRORS, BadImageError, BadImages, read_rgb
 
 
 class ImageList(torch.utils.data.Dataset):
@@ -46,39 +49,116 @@ def synthetic_reference(transform: Callable, *, images: int = 128, sentences: in
     return ImageList(pictures[:images], transform), list(dict.fromkeys(captions[images:]))
 
 
-def image_folder(root, transform: Callable):
-    """``torchvision.datasets.ImageFolder(root, transform)`` with a clear error for a missing folder."""
+def image_folder(root, transform: Callable, what: str = "reference image folder", bad_images=None):
+    """``torchvision.datasets.ImageFolder(root, transform)`` over a folder of class sub-folders of
+    images (e.g. ImageNet's ``train/``), checked first with a clear error naming the folder.
+
+    The reference images are unlabelled, so a class sub-folder without images is skipped (not
+    refused, as ``ImageFolder`` alone does); a folder that is missing, a file, unreadable, a
+    link loop, without sub-folders (images lying directly in it) or without any image is
+    refused with what was found and the fix. An image that cannot be decoded (a decompression
+    bomb included) goes to ``bad_images`` (a :class:`~moram_avalanche.benchmarks.images.BadImages`
+    policy; default: skip it with a warning, using the next readable image instead).
+    """
+    import inspect
+
     from torchvision.datasets import ImageFolder
+    from torchvision.datasets.folder import IMG_EXTENSIONS
 
-    root = Path(root).expanduser()
-    if not root.is_dir():
-        raise ValueError(f"reference image folder {root} does not exist: give a folder of class "
-                         "sub-folders of images (e.g. ImageNet's train/)")
-    return ImageFolder(str(root), transform=transform)
+    from ..utils.paths import check_input_path
+
+    fix = "give a folder of class sub-folders of images (e.g. ImageNet's train/)"
+    root = check_input_path(root, what, kind="dir", fix=fix)
+    try:
+        entries = list(os.scandir(root))
+        classes = [e for e in entries if e.is_dir()]
+        loose = [e.name for e in entries if e.is_file() and e.name.lower().endswith(IMG_EXTENSIONS)]
+        if not classes:
+            found = f"{len(loose)} image file(s) directly in it, e.g. {loose[0]}" if loose else "nothing usable"
+            raise ValueError(f"{what} {root}: expected class sub-folders of images, found {found}; "
+                             f"{fix} (loose images: move them into a sub-folder)")
+        images = 0
+        for folder in classes:
+            for _, _, files in os.walk(folder.path, followlinks=True):
+                images += sum(name.lower().endswith(IMG_EXTENSIONS) for name in files)
+                if images:
+                    break
+            if images:
+                break
+    except OSError as err:
+        raise ValueError(f"{what} {root} cannot be listed ({err.strerror or err} at "
+                         f"{err.filename or root}); {fix}") from None
+    if not images:
+        raise ValueError(f"{what} {root}: its {len(classes)} sub-folder(s) hold no image files "
+                         f"({', '.join(IMG_EXTENSIONS)}); {fix}")
+    extra = {"allow_empty": True} if "allow_empty" in inspect.signature(ImageFolder).parameters else {}
+    dataset = ImageFolder(str(root), transform=transform, loader=read_rgb, **extra)
+    return CheckedImages(dataset, what, bad_images)
 
 
-def read_sentences(path) -> list[str]:
-    """Sentences from a text file, one per line; or the caption column of a CSV/TSV file.
+class CheckedImages(torch.utils.data.Dataset):
+    """An ``ImageFolder`` whose unreadable files are handed to a ``BadImages`` policy: skipped
+    (the next readable image is returned) or refused with the file named."""
+
+    def __init__(self, folder, what: str, bad_images=None) -> None:
+        self.folder, self.what = folder, what
+        self.bad_images = bad_images or BadImages("skip")
+
+    def __len__(self) -> int:
+        return len(self.folder)
+
+    def __getattr__(self, name):  # samples, classes, transform, ... of the ImageFolder
+        if name == "folder":
+            raise AttributeError(name)
+        return getattr(self.folder, name)
+
+    def __getitem__(self, index: int):
+        for offset in range(len(self.folder)):
+            candidate = (index + offset) % len(self.folder)
+            try:
+                return self.folder[candidate]
+            except IMAGE_ERRORS as error:
+                self.bad_images.handle(self.what, self.folder.samples[candidate][0], error)
+        raise BadImageError(f"no image of {self.what} {self.folder.root} can be read")
+
+
+def read_sentences(path, what: str = "reference sentence file") -> list[str]:
+    """Sentences from a UTF-8 text file, one per line; or the caption column of a CSV/TSV file.
 
     A tab-separated file whose header has a ``title`` column (what ZSCL's ``gather_cc.py``
     writes for Conceptual Captions) gives that column; another ``.tsv`` gives its first
     column (Conceptual Captions' own ``caption<TAB>url`` files). Blank lines are skipped.
+    A missing file, a folder, a binary or non-UTF-8 file, or one without sentences is a
+    ValueError naming the file and what was found.
     """
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise ValueError(f"reference sentence file {path} does not exist: give a text file with "
-                         "one sentence per line, or a Conceptual Captions TSV")
-    with path.open(newline="", encoding="utf-8") as file:
-        if path.suffix.lower() in (".tsv", ".csv"):
-            rows = list(csv.reader(file, delimiter="\t"))
-            column = rows[0].index("title") if rows and "title" in rows[0] else 0
-            body = rows[1:] if rows and "title" in rows[0] else rows
-            sentences = [row[column].strip() for row in body if len(row) > column]
-        else:
-            sentences = [line.strip() for line in file]
+    from ..utils.paths import check_input_path
+
+    fix = "give a UTF-8 text file with one sentence per line, or a Conceptual Captions TSV"
+    path = check_input_path(path, what, kind="file", fix=fix)
+    try:
+        raw = path.read_bytes()
+        if b"\x00" in raw[:65536]:
+            raise ValueError(f"{what} {path}: expected text, found a binary file (NUL bytes); {fix}")
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[:err.start].count(b"\n") + 1
+        raise ValueError(f"{what} {path}: expected UTF-8 text, found byte {raw[err.start]:#04x} on line "
+                         f"{line} that is not UTF-8; convert it (iconv -t UTF-8) or {fix}") from None
+    except OSError as err:
+        raise ValueError(f"{what} {path} cannot be read ({err.strerror or err}); {fix}") from None
+    if path.suffix.lower() in (".tsv", ".csv"):
+        try:
+            rows = list(csv.reader(io.StringIO(text, newline=""), delimiter="\t"))
+        except csv.Error as err:
+            raise ValueError(f"{what} {path}: not a readable tab-separated file ({err}); {fix}") from None
+        column = rows[0].index("title") if rows and "title" in rows[0] else 0
+        body = rows[1:] if rows and "title" in rows[0] else rows
+        sentences = [row[column].strip() for row in body if len(row) > column]
+    else:
+        sentences = [line.strip() for line in text.splitlines()]
     sentences = [s for s in sentences if s]
     if not sentences:
-        raise ValueError(f"{path} holds no sentences")
+        raise ValueError(f"{what} {path} holds no sentences (it is empty or blank); {fix}")
     return sentences
 
 
@@ -118,5 +198,5 @@ def check_image_dataset(dataset, name: str) -> None:
                          "ImageFolder(root, transform=eval_transform) with load_clip's eval_transform")
 
 
-__all__ = ["ImageList", "check_image_dataset", "image_folder", "read_sentences", "reference_data",
+__all__ = ["CheckedImages", "ImageList", "check_image_dataset", "image_folder", "read_sentences", "reference_data",
            "synthetic_reference"]

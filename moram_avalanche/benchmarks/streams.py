@@ -20,12 +20,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional, Sequence, Union
 
+from ..utils.paths import check_input_path
 from .clip_benchmark import Domain, clip_benchmark
 from .domains import DomainData, DomainSpec, resolve_domain
 from .fewshot import domain_rng, few_shot_indices
 from .images import BadImages
 from .prompts import domain_prompts
 from .readers import DataError
+from .validate import check_domain
 
 #: X-TAIL task orders. Order 1 is the MoRAM / RAIL default [MoRAM XTAIL/main.py --datasets;
 #: RAIL configs/analytic_clip.yaml], the column order of the MoRAM paper's X-TAIL table. Order 2
@@ -135,12 +137,32 @@ def mtil_5shot(root, *, shots: int = MTIL_PAPER_SHOTS, **kwargs):
     return mtil(root, shots=MTIL_PAPER_SHOTS, **kwargs)
 
 
-def read_domain(protocol: str, spec: DomainSpec, root: Path, bad_images: BadImages) -> DomainData:
-    """One domain in the layout of ``protocol`` ("xtail" or "mtil")."""
+def read_domain(protocol: str, spec: DomainSpec, root: Path, bad_images: BadImages, *,
+                check: bool = True) -> DomainData:
+    """One domain in the layout of ``protocol`` ("xtail" or "mtil").
+
+    With ``check`` (default), a domain with any problem of
+    :func:`~moram_avalanche.benchmarks.validate.domain_problems` (empty classes or splits, test
+    classes without training images, duplicate class names) is a "malformed" :class:`DataError`
+    listing them all; ``check-data`` passes False and reports the same list itself. A reader
+    failing on files it does not understand (an error of the file format, not a
+    :class:`DataError`) is turned into a "malformed" :class:`DataError` naming the domain.
+    """
     reader = spec.read_xtail if protocol == "xtail" else spec.read_mtil
     if reader is None:
         raise DataError(spec.name, f"not part of {protocol}")
-    return reader(root, bad_images)
+    try:
+        data = reader(root, bad_images)
+    except DataError:
+        raise
+    except (OSError, ValueError, KeyError, IndexError, TypeError, EOFError) as error:
+        raise DataError(spec.name, f"cannot be read from {root}: {type(error).__name__}: {error}",
+                        status="malformed",
+                        fix=f"moram-avalanche check-data --root {root} --benchmark {protocol} shows "
+                            "the layout it expects") from None
+    if check:
+        check_domain(data)
+    return data
 
 
 def protocol_domains(protocol: str) -> List[DomainSpec]:
@@ -194,10 +216,11 @@ def _is_domain(name: str) -> bool:
 
 def _build(protocol, root, specs, *, shots, seed, prompts, replace_short, label_space,
            train_transform, eval_transform, on_bad_image, bad_image_log, test_shots=None):
-    root = Path(root).expanduser() if root is not None else None
-    if root is None or not root.is_dir():
-        raise ValueError(f"{protocol}: data root {root} is not a folder; pass the folder that "
+    if root is None:
+        raise ValueError(f"{protocol}: data root None is not a folder; pass the folder that "
                          f"holds the datasets (--data-root)")
+    root = check_input_path(root, f"{protocol}: data root", kind="dir",
+                            fix="pass the folder that holds the datasets (--data-root)")
     if shots is not None and (isinstance(shots, bool) or not isinstance(shots, int) or shots < 1):
         raise ValueError(f"shots must be a positive integer{' or None' if protocol == 'mtil' else ''}, "
                          f"got {shots!r}")

@@ -20,6 +20,15 @@ def check_nonnegative_int(name: str, value) -> int:
     return value
 
 
+def check_int_range(name: str, value, *, low: int = 1, high: int, hint: str = "") -> int:
+    """``value`` if it is an int in ``[low, high]`` (bools refused); else a ValueError naming
+    ``name``, the range and ``hint`` (why the bound, how to go beyond it). For counts that make
+    work or memory grow (``--tasks 1000000`` would run for minutes without a word)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be an int in [{low}, {high}]{hint and f' ({hint})'}, got {value!r}")
+    return value
+
+
 def check_number(name: str, value, *, low: float = -math.inf, high: float = math.inf,
                  low_open: bool = False, high_open: bool = False, hint: str = "") -> float:
     """``value`` if it is a finite real number in the given range; else a ValueError naming
@@ -40,4 +49,4 @@ def check_number(name: str, value, *, low: float = -math.inf, high: float = math
     return value
 
 
-__all__ = ["check_nonnegative_int", "check_number", "check_positive_int"]
+__all__ = ["check_int_range", "check_nonnegative_int", "check_number", "check_positive_int"]

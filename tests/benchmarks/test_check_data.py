@@ -59,7 +59,7 @@ def test_cli_exit_status(fake_root, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Food          missing" in out and "DTD           malformed" in out
     assert main(["check-data", "--root", str(tmp_path / "none")]) == 2
-    assert "is not a folder" in capsys.readouterr().err
+    assert "none: no such folder" in capsys.readouterr().err
 
 
 def test_cli_run_on_xtail_with_stream_options(fake_root, tmp_path, capsys):

@@ -162,7 +162,7 @@ def test_bad_arguments_are_clear(fake_root, tmp_path):
         mtil(fake_root, order=["dtd", "DTD"])
     with pytest.raises(ValueError, match="shots must be a positive integer"):
         xtail(fake_root, shots=0)
-    with pytest.raises(ValueError, match="is not a folder"):
+    with pytest.raises(ValueError, match="nowhere: no such folder"):
         xtail(tmp_path / "nowhere")
 
 
