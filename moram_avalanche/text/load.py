@@ -98,7 +98,7 @@ def load_language_model(name_or_path: str, *, dtype: str = "float32",
         raise ModelNotFound(f"model {name_or_path!r}: its config was found but its weights or tokenizer "
                             f"files are missing ({error}); {_fix(name_or_path)}") from None
     if gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+        model.activation_checkpointing_enable()  # transformers 5 name of gradient_checkpointing_enable
         model.enable_input_require_grads()
     prepare_tokenizer(tokenizer, seq2seq)
     model.eval()
