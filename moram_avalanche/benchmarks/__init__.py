@@ -14,7 +14,8 @@ from .images import BadImageError, BadImages
 from .readers import DataError
 from .streams import MTIL_ORDERS, MTIL_PAPER_SHOTS, XTAIL_ORDERS, mtil, mtil_5shot, xtail
 from .text_metrics import exact_match, normalize_answer, op_bwt
-from .text_stream import TEXT_BENCHMARKS, TextStreamTask, lm_cl, text_benchmark
+from .synthetic_text import synthetic_text
+from .text_stream import TextStreamTask, lm_cl, text_benchmark
 from .text_tasks import ORDERS as LM_CL_ORDERS
 from .text_tasks import check_text_data
 
@@ -50,6 +51,15 @@ BENCHMARK_PROTOCOLS = {
 }
 
 
+def _synthetic_text(data_root=None, **options):
+    return synthetic_text(**options)
+
+
+#: text benchmark name -> builder(data_root, **options): the language-model streams
+#: (``(prompt, answer, task)`` items; :mod:`.text_stream`)
+TEXT_BENCHMARKS = {"lm-cl": lm_cl, "synthetic-text": _synthetic_text}
+
+
 def describe_benchmarks() -> str:
     """One line per benchmark name: the protocol it is."""
     return "; ".join(f"{name}: {text}" for name, text in BENCHMARK_PROTOCOLS.items())
@@ -64,4 +74,4 @@ __all__ = ["BENCHMARKS", "BENCHMARK_PROTOCOLS", "BadImageError", "BadImages", "D
            "LABEL_SPACES", "LM_CL_ORDERS", "MTIL_ORDERS", "MTIL_PAPER_SHOTS", "STREAM_OPTIONS", "SYNTHETIC_OPTIONS",
            "TEXT_BENCHMARKS", "TextStreamTask", "XTAIL_ORDERS", "check_text_data", "clip_benchmark",
            "describe_benchmarks", "exact_match", "get_benchmark", "label_offsets", "lm_cl", "mtil",
-           "mtil_5shot", "normalize_answer", "op_bwt", "text_benchmark", "xtail"]
+           "mtil_5shot", "normalize_answer", "op_bwt", "synthetic_text", "text_benchmark", "xtail"]

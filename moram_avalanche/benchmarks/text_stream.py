@@ -125,14 +125,4 @@ def lm_cl(data_root, order=1, *, layout: str = "auto", instructions: Optional[Ma
     return benchmark
 
 
-def _synthetic_text(data_root=None, **options):
-    from .synthetic_text import synthetic_text
-
-    return synthetic_text(**options)
-
-
-#: text benchmark name -> builder(data_root, **options) (the text counterpart of ``BENCHMARKS``)
-TEXT_BENCHMARKS = {"lm-cl": lm_cl, "synthetic-text": _synthetic_text}
-
-
-__all__ = ["PromptAnswers", "TEXT_BENCHMARKS", "TEXT_METRICS", "TextStreamTask", "lm_cl", "text_benchmark"]
+__all__ = ["PromptAnswers", "TEXT_METRICS", "TextStreamTask", "lm_cl", "text_benchmark"]

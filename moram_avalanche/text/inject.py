@@ -57,7 +57,7 @@ def target_names(model: nn.Module, targets: Union[str, Sequence[str], None] = No
         if not targets or not all(isinstance(t, str) and t for t in targets):
             raise ValueError(f"target_modules must be a non-empty list of module names or a "
                              f"regular expression, got {targets!r}")
-    linears = [name for name, module in model.named_modules() if isinstance(module, nn.Linear)]
+    linears = list(find_layers(model, nn.Linear))
     names = [name for name in linears if matches(name, targets)]
     unmatched = ([] if isinstance(targets, str) else
                  [t for t in targets if not any(matches(name, [t]) for name in linears)])

@@ -51,6 +51,7 @@ from peft.mapping import (PEFT_TYPE_TO_CONFIG_MAPPING, PEFT_TYPE_TO_PREFIX_MAPPI
 from peft.tuners.tuners_utils import BaseTuner, BaseTunerLayer
 from torch import nn
 
+from ..layers.base import find_layers
 from ..layers.moram import MoRAMLinear, routing_options
 from .inject import add_task, freeze_task
 from .layer import PAPER_DROPOUT, DropoutMoRAMLinear, check_dropout
@@ -247,12 +248,11 @@ class MoRAMModel(BaseTuner):
                                 state_dict: Dict[str, torch.Tensor], unwanted_adapter_names) -> Dict[str, torch.Tensor]:
         """The declared state of every MoRAM layer (atoms, never the frozen base weights)."""
         out = {}
-        for name, module in model.named_modules():
-            if isinstance(module, MoRAMTunerLayer):
-                for key in module.state_keys:
-                    full = f"{name}.{key}" if name else key
-                    if full in state_dict:
-                        out[full] = state_dict[full].contiguous()
+        for name, module in find_layers(model, MoRAMTunerLayer).items():
+            for key in module.state_keys:
+                full = f"{name}.{key}" if name else key
+                if full in state_dict:
+                    out[full] = state_dict[full].contiguous()
         return out
 
 
