@@ -29,7 +29,9 @@ What differs from LoRA, by design:
 * **Checkpoints.** ``save_pretrained`` writes each layer's declared state (``atom_keys``,
   ``atom_values``, ``num_frozen``, ``atom_task``; never the frozen base weights), and
   ``PeftModel.from_pretrained`` loads a bank of any size, so a bank grown over several tasks
-  round-trips. ``is_trainable=False`` (peft's default) freezes the loaded atoms.
+  round-trips. ``is_trainable=False`` (peft's default) freezes the loaded atoms. Import
+  :mod:`moram_avalanche.text` (or use ``moram_avalanche.MoRAMConfig``) before
+  ``PeftModel.from_pretrained``: the import registers ``"MORAM"`` with peft.
 * **No merging.** MoRAM's update ``sum_i w_i(x) B_i A_i x`` depends on the input through the
   routing weights ``w(x)`` (top-k, softmax, eval gate), so it is not a fixed matrix that could
   be added to ``W``: ``merge_adapter`` and ``merge_and_unload`` refuse. ``unload()`` (drop the
@@ -203,6 +205,11 @@ class MoRAMModel(BaseTuner):
                             parameter_name: Optional[str] = None) -> None:
         if isinstance(target, MoRAMLinear):
             raise ValueError(f"{current_key} already holds MoRAM atoms: inject MoRAM once per model")
+        if target.weight.device.type == "meta":
+            raise ValueError(
+                f"target {current_key!r} has its weights on the meta device (low_cpu_mem_usage=True, "
+                "or a model not yet materialised): MoRAM draws its first task's keys when it is "
+                "injected, so load the base model's weights first and use low_cpu_mem_usage=False")
         if type(target) is not nn.Linear:
             raise TypeError(
                 f"MoRAM wraps torch.nn.Linear layers, but target {current_key!r} is "

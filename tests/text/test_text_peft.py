@@ -140,3 +140,29 @@ def test_non_linear_targets_are_refused():
 
     with pytest.raises(TypeError, match="MoRAM wraps torch.nn.Linear layers.*LlamaRMSNorm"):
         get_peft_model(tiny_llama(), MoRAMConfig(target_modules=["input_layernorm"]))
+
+
+def test_bfloat16_models_train_atoms_in_their_dtype():
+    from peft import get_peft_model
+
+    from moram_avalanche.text import MoRAMConfig, MoRAMTunerLayer
+
+    x, _ = batch()
+    model = get_peft_model(tiny_llama().to(torch.bfloat16), MoRAMConfig(task_type="CAUSAL_LM"))
+    layer = next(m for m in model.modules() if isinstance(m, MoRAMTunerLayer))
+    assert layer.keys.dtype == torch.bfloat16
+    model.train()
+    loss = model(input_ids=x, labels=x).loss
+    loss.backward()
+    grads = [p.grad for p in model.parameters() if p.requires_grad]
+    assert grads and all(g is not None and g.dtype == torch.bfloat16 for g in grads)
+
+
+def test_self_attention_only_targets_through_peft():
+    from peft import get_peft_model
+
+    from moram_avalanche.text import MoRAMConfig, MoRAMTunerLayer, target_modules
+
+    model = get_peft_model(tiny_t5(), MoRAMConfig(target_modules=target_modules("t5", self_attention_only=True)))
+    names = [n for n, m in model.named_modules() if isinstance(m, MoRAMTunerLayer)]
+    assert len(names) == 8 and all(".SelfAttention." in n for n in names)
