@@ -5,7 +5,7 @@
 each name is: :data:`BENCHMARK_PROTOCOLS`. Text streams for language models (one experience
 per task, ``(prompt, answer, task)`` items): :data:`TEXT_BENCHMARKS` (``lm-cl``, the paper's
 orders 1-6 from O-LoRA's or the MoRAM release's files, :mod:`.text_stream`, :mod:`.text_tasks`;
-``synthetic-text``, :mod:`.synthetic_text`), their metrics in :mod:`.text_metrics`.
+``trace``, TRACE's eight tasks, :mod:`.text_trace`; ``synthetic-text``, :mod:`.synthetic_text`), their metrics in :mod:`.text_metrics`.
 """
 
 from ..utils.names import lookup
@@ -13,9 +13,10 @@ from .clip_benchmark import LABEL_SPACES, Domain, clip_benchmark, label_offsets
 from .images import BadImageError, BadImages
 from .readers import DataError
 from .streams import MTIL_ORDERS, MTIL_PAPER_SHOTS, XTAIL_ORDERS, mtil, mtil_5shot, xtail
-from .text_metrics import exact_match, normalize_answer, op_bwt
+from .text_metrics import TEXT_METRICS, exact_match, normalize_answer, op_bwt
 from .synthetic_text import synthetic_text
 from .text_stream import TextStreamTask, lm_cl, text_benchmark
+from .text_trace import TRACE_ORDER, trace
 from .text_tasks import ORDERS as LM_CL_ORDERS
 from .text_tasks import check_text_data
 
@@ -57,7 +58,7 @@ def _synthetic_text(data_root=None, **options):
 
 #: text benchmark name -> builder(data_root, **options): the language-model streams
 #: (``(prompt, answer, task)`` items; :mod:`.text_stream`)
-TEXT_BENCHMARKS = {"lm-cl": lm_cl, "synthetic-text": _synthetic_text}
+TEXT_BENCHMARKS = {"lm-cl": lm_cl, "trace": trace, "synthetic-text": _synthetic_text}
 
 
 def describe_benchmarks() -> str:
@@ -72,6 +73,6 @@ def get_benchmark(name: str):
 
 __all__ = ["BENCHMARKS", "BENCHMARK_PROTOCOLS", "BadImageError", "BadImages", "DataError", "Domain",
            "LABEL_SPACES", "LM_CL_ORDERS", "MTIL_ORDERS", "MTIL_PAPER_SHOTS", "STREAM_OPTIONS", "SYNTHETIC_OPTIONS",
-           "TEXT_BENCHMARKS", "TextStreamTask", "XTAIL_ORDERS", "check_text_data", "clip_benchmark",
+           "TEXT_BENCHMARKS", "TEXT_METRICS", "TRACE_ORDER", "TextStreamTask", "XTAIL_ORDERS", "check_text_data", "clip_benchmark",
            "describe_benchmarks", "exact_match", "get_benchmark", "label_offsets", "lm_cl", "mtil",
-           "mtil_5shot", "normalize_answer", "op_bwt", "synthetic_text", "text_benchmark", "xtail"]
+           "mtil_5shot", "normalize_answer", "op_bwt", "synthetic_text", "text_benchmark", "trace", "xtail"]

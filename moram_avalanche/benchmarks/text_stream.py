@@ -14,7 +14,8 @@ Every experience (train and test) carries:
 * ``tasks`` -- every :class:`TextStreamTask` of the stream (names, label words, metrics).
 
 Builders: :func:`text_benchmark` (from any pairs), :func:`lm_cl` (the paper's orders 1-6 from
-either data layout, :mod:`.text_tasks`), and :func:`~.synthetic_text.synthetic_text`.
+either data layout, :mod:`.text_tasks`), :func:`~.text_trace.trace` (TRACE's eight tasks) and
+:func:`~.synthetic_text.synthetic_text`.
 Avalanche has no text benchmarks of its own (issues #1128, #1248); this follows its
 ``examples/nlp.py``: plain datasets whose items a strategy unpacks.
 """
@@ -26,11 +27,8 @@ from typing import Mapping, Optional, Sequence, Tuple
 
 from torch.utils.data import Dataset
 
-from .text_metrics import exact_match
+from .text_metrics import TEXT_METRICS
 from .text_tasks import read_tasks
-
-#: metric name -> function(predictions, references) -> percent
-TEXT_METRICS = {"exact_match": exact_match}
 
 
 @dataclass(frozen=True)
@@ -125,4 +123,4 @@ def lm_cl(data_root, order=1, *, layout: str = "auto", instructions: Optional[Ma
     return benchmark
 
 
-__all__ = ["PromptAnswers", "TEXT_METRICS", "TextStreamTask", "lm_cl", "text_benchmark"]
+__all__ = ["PromptAnswers", "TextStreamTask", "lm_cl", "text_benchmark"]

@@ -41,11 +41,14 @@ LAYOUT_TEXT = {
              "JSON lists of {\"sentence\", \"label\"}",
     "moram": "MoRAM release LLM-CL-Benchmark_500/<Task>/{train,eval,test,labels}.json, splits are "
              "JSON lists of {\"prompt\", \"answer\"}",
+    "trace": "TRACE LLM-CL-Benchmark_<size>/<Task>/{train,eval,test}.json, splits are JSON lists of "
+             "{\"prompt\", \"answer\"}",
 }
 FIX = {
     "olora": "get CL_Benchmark from O-LoRA's repository (cmnfriend/O-LoRA) and pass that folder",
     "moram": "get LLM-CL-Benchmark_500 from the MoRAM release (Artificer-AI-Lab/MoRAM, TRACE/data) "
              "and pass that folder",
+    "trace": "get TRACE's data (BeyonderXX/TRACE, LLM-CL-Benchmark_5000 or _500) and pass that folder",
 }
 #: the split names of each layout: (training, test)
 SPLITS = {"olora": ("train", "test"), "moram": ("train", "test")}

@@ -147,3 +147,24 @@ def test_synthetic_text_stream_is_deterministic():
     assert cue.startswith(f"mood0{answer}")  # the planted cue names the answer
     with pytest.raises(ValueError, match="unknown synthetic text task"):
         synthetic_text_tasks(["weather"])
+
+
+def test_trace_stream_with_each_tasks_metric(tmp_path):
+    from moram_avalanche.benchmarks import TRACE_ORDER, trace
+    from moram_avalanche.benchmarks.text_trace import TRACE_METRICS
+
+    for name in TRACE_ORDER:
+        for split, n in (("train", 4), ("eval", 1), ("test", 2)):
+            write(tmp_path / name / f"{split}.json", [{"prompt": f"{name} {i}", "answer": "A"} for i in range(n)])
+    benchmark = trace(tmp_path, limit=3)
+    assert [e.task_name for e in benchmark.train_stream] == list(TRACE_ORDER)
+    assert [e.metric for e in benchmark.test_stream] == [TRACE_METRICS[n] for n in TRACE_ORDER]
+    assert TRACE_METRICS["20Minuten"] == "sari" and TRACE_METRICS["Py150"] == "edit_similarity"
+    first = benchmark.train_stream[0]
+    assert len(first.dataset) == 3 and first.label_words == () and list(first.dataset[0]) == ["C-STANCE 0", "A", 0]
+    assert list(first.dataset.targets) == [-1, -1, -1]  # open generation: no label index
+    write(tmp_path / "FOMC" / "test.json", [{"prompt": "p"}])
+    with pytest.raises(DataError, match=r"FOMC: item 0 of .*FOMC/test.json must be an object"):
+        trace(tmp_path, ["FOMC"])
+    with pytest.raises(ValueError, match="unknown TRACE task"):
+        trace(tmp_path, ["MMLU"])
