@@ -166,3 +166,21 @@ def test_self_attention_only_targets_through_peft():
     model = get_peft_model(tiny_t5(), MoRAMConfig(target_modules=target_modules("t5", self_attention_only=True)))
     names = [n for n, m in model.named_modules() if isinstance(m, MoRAMTunerLayer)]
     assert len(names) == 8 and all(".SelfAttention." in n for n in names)
+
+
+@pytest.mark.parametrize("build, task_type", [(tiny_t5, "SEQ_2_SEQ_LM"), (tiny_llama, "CAUSAL_LM")])
+def test_generation_and_activation_checkpointing(build, task_type):
+    from peft import get_peft_model
+
+    from moram_avalanche.text import MoRAMConfig
+
+    x, y = batch()
+    base = build()
+    base.activation_checkpointing_enable()
+    base.enable_input_require_grads()
+    model = get_peft_model(base, MoRAMConfig(task_type=task_type))
+    train_steps(model, x, x if task_type == "CAUSAL_LM" else y)  # recomputes the atoms' forward
+    assert any(bool(p.abs().sum() > 0) for n, p in model.named_parameters() if n.endswith("new_values"))
+    with torch.no_grad():
+        out = model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=3, do_sample=False)
+    assert out.shape[0] == 2 and out.shape[1] >= 3
