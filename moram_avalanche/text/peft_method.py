@@ -205,16 +205,16 @@ class MoRAMModel(BaseTuner):
                             parameter_name: Optional[str] = None) -> None:
         if isinstance(target, MoRAMLinear):
             raise ValueError(f"{current_key} already holds MoRAM atoms: inject MoRAM once per model")
-        if target.weight.device.type == "meta":
-            raise ValueError(
-                f"target {current_key!r} has its weights on the meta device (low_cpu_mem_usage=True, "
-                "or a model not yet materialised): MoRAM draws its first task's keys when it is "
-                "injected, so load the base model's weights first and use low_cpu_mem_usage=False")
         if type(target) is not nn.Linear:
             raise TypeError(
                 f"MoRAM wraps torch.nn.Linear layers, but target {current_key!r} is "
                 f"{type(target).__name__}; choose target_modules that name linear layers "
                 "(e.g. the attention's query and key projections)")
+        if target.weight.device.type == "meta":
+            raise ValueError(
+                f"target {current_key!r} has its weights on the meta device (low_cpu_mem_usage=True, "
+                "or a model not yet materialised): MoRAM draws its first task's keys when it is "
+                "injected, so load the base model's weights first and use low_cpu_mem_usage=False")
         layer = MoRAMTunerLayer(target, adapter_name, peft_config)
         layer.expand()  # the first task's atoms: values zero, the model is unchanged
         self._replace_module(parent, target_name, layer, target)
