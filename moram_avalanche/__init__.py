@@ -8,9 +8,12 @@ table):
 * :mod:`~moram_avalanche.layers` -- pure-torch adapter layers (MoRAMLinear, LoRA, MoE-LoRA,
   MoE-Adapters' experts), the adapter protocol and the one layer finder;
 * :mod:`~moram_avalanche.clip` -- open_clip coupling: loading, attention split, injection;
+* :mod:`~moram_avalanche.text` -- transformers and peft coupling: language models by name or
+  folder, MoRAM's targets per architecture, MoRAM as a peft method (``MoRAMConfig``);
 * :mod:`~moram_avalanche.algorithms` -- framework-free baseline math (DualGPM, DDAS, ...);
 * :mod:`~moram_avalanche.strategies` -- Avalanche strategies, one file each, and their plugins;
-* :mod:`~moram_avalanche.benchmarks` -- X-TAIL, MTIL and synthetic streams;
+* :mod:`~moram_avalanche.benchmarks` -- X-TAIL, MTIL and synthetic streams; the language-model
+  streams (orders 1-6, a synthetic text stream) and their metrics;
 * :mod:`~moram_avalanche.models` -- CLIP as an Avalanche model (``CLIPClassifier``);
 * :mod:`~moram_avalanche.experiments` -- running, checkpointing, comparing, tables, the demo, the
   paper's figures from a run (``analyze``) and cost tables (``measure_cost``).
@@ -44,6 +47,10 @@ _PUBLIC = {
     "replace_linears": "clip.inject",
     "inject_moe_adapters": "clip.block_taps",
     "TextHead": "clip.head",
+    # text (transformers and peft coupling)
+    "MoRAMConfig": "text.peft_method",
+    "load_language_model": "text.load",
+    "MORAM_TARGET_MODULES": "text.targets",
     # algorithms
     "DDAS": "algorithms.ddas",
     "DualGPM": "algorithms.dualgpm",
@@ -92,6 +99,12 @@ _PUBLIC = {
     "mtil_5shot": "benchmarks.streams",
     "synthetic": "benchmarks.synthetic",
     "check_data": "benchmarks.check",
+    "lm_cl": "benchmarks.text_stream",
+    "text_benchmark": "benchmarks.text_stream",
+    "synthetic_text": "benchmarks.synthetic_text",
+    "check_text_data": "benchmarks.text_tasks",
+    "exact_match": "benchmarks.text_metrics",
+    "op_bwt": "benchmarks.text_metrics",
     # experiments
     "AccuracyMatrix": "experiments.metrics",
     "run_stream": "experiments.runner",

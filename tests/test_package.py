@@ -18,6 +18,7 @@ def test_version_flag(capsys):
 
 def test_importing_the_package_does_not_import_avalanche_or_open_clip():
     code = ("import sys, moram_avalanche; "
-            "print(sorted(m for m in ('avalanche', 'open_clip') if m in sys.modules))")
+            "print(sorted(m for m in ('avalanche', 'open_clip', 'transformers', 'peft', 'torch') "
+            "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

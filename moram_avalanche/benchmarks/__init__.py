@@ -1,8 +1,11 @@
-"""Continual-learning streams for CLIP, selectable by name (``--benchmark``).
+"""Continual-learning streams, selectable by name: CLIP's (``--benchmark``) and text streams.
 
 ``xtail``, ``mtil`` and ``mtil-5shot`` read the datasets from disk (:mod:`.streams`,
 :mod:`.domains`); ``synthetic`` draws an offline stream (:mod:`.synthetic`). Which protocol
-each name is: :data:`BENCHMARK_PROTOCOLS`.
+each name is: :data:`BENCHMARK_PROTOCOLS`. Text streams for language models (one experience
+per task, ``(prompt, answer, task)`` items): :data:`TEXT_BENCHMARKS` (``lm-cl``, the paper's
+orders 1-6 from O-LoRA's or the MoRAM release's files, :mod:`.text_stream`, :mod:`.text_tasks`;
+``trace``, TRACE's eight tasks, :mod:`.text_trace`; ``synthetic-text``, :mod:`.synthetic_text`), their metrics in :mod:`.text_metrics`.
 """
 
 from ..utils.names import lookup
@@ -10,6 +13,12 @@ from .clip_benchmark import LABEL_SPACES, Domain, clip_benchmark, label_offsets
 from .images import BadImageError, BadImages
 from .readers import DataError
 from .streams import MTIL_ORDERS, MTIL_PAPER_SHOTS, XTAIL_ORDERS, mtil, mtil_5shot, xtail
+from .text_metrics import TEXT_METRICS, exact_match, normalize_answer, op_bwt
+from .synthetic_text import synthetic_text
+from .text_stream import TextStreamTask, lm_cl, text_benchmark
+from .text_trace import TRACE_ORDER, trace
+from .text_tasks import ORDERS as LM_CL_ORDERS
+from .text_tasks import check_text_data
 
 #: options of the disk-backed streams (``--order``, ``--shots``, ...)
 STREAM_OPTIONS = ("order", "shots", "seed", "prompts", "on_bad_image", "test_shots")
@@ -43,6 +52,15 @@ BENCHMARK_PROTOCOLS = {
 }
 
 
+def _synthetic_text(data_root=None, **options):
+    return synthetic_text(**options)
+
+
+#: text benchmark name -> builder(data_root, **options): the language-model streams
+#: (``(prompt, answer, task)`` items; :mod:`.text_stream`)
+TEXT_BENCHMARKS = {"lm-cl": lm_cl, "trace": trace, "synthetic-text": _synthetic_text}
+
+
 def describe_benchmarks() -> str:
     """One line per benchmark name: the protocol it is."""
     return "; ".join(f"{name}: {text}" for name, text in BENCHMARK_PROTOCOLS.items())
@@ -54,6 +72,7 @@ def get_benchmark(name: str):
 
 
 __all__ = ["BENCHMARKS", "BENCHMARK_PROTOCOLS", "BadImageError", "BadImages", "DataError", "Domain",
-           "LABEL_SPACES", "MTIL_ORDERS", "MTIL_PAPER_SHOTS", "STREAM_OPTIONS", "SYNTHETIC_OPTIONS",
-           "XTAIL_ORDERS", "clip_benchmark", "describe_benchmarks", "get_benchmark", "label_offsets", "mtil",
-           "mtil_5shot", "xtail"]
+           "LABEL_SPACES", "LM_CL_ORDERS", "MTIL_ORDERS", "MTIL_PAPER_SHOTS", "STREAM_OPTIONS", "SYNTHETIC_OPTIONS",
+           "TEXT_BENCHMARKS", "TEXT_METRICS", "TRACE_ORDER", "TextStreamTask", "XTAIL_ORDERS", "check_text_data", "clip_benchmark",
+           "describe_benchmarks", "exact_match", "get_benchmark", "label_offsets", "lm_cl", "mtil",
+           "mtil_5shot", "normalize_answer", "op_bwt", "synthetic_text", "text_benchmark", "trace", "xtail"]

@@ -10,7 +10,7 @@ baselines).
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, List, Sequence
+from typing import Callable, Dict, List, Sequence
 
 from torch import nn
 
@@ -20,6 +20,7 @@ from ..layers.lora import LoRALinear
 from ..layers.moe_lora import MoELoRALinear
 from ..layers.moram import MoRAMLinear
 from ..layers.moram_variants import check_moram_options, moram_layer
+from ..layers.replace import replace_linears
 from ..utils.names import check_names
 from .attention import split_attention
 from .towers import ENCODERS, blocks
@@ -45,34 +46,6 @@ def target_linear_names(
     targets = check_names(targets, tuple(TARGET_PATHS), "target")
     return [f"{block.name}.{TARGET_PATHS[target]}" for block in blocks(model, encoders)
             for target in targets]
-
-
-def replace_linears(
-    model: nn.Module, names: Iterable[str], factory: Callable[[nn.Linear], nn.Module]
-) -> Dict[str, nn.Module]:
-    """Replace each named ``nn.Linear`` of ``model`` by ``factory(linear)``.
-
-    The generic injection step shared by MoRAM and the LoRA-style baselines. Every name is
-    checked before anything is replaced, so a bad name leaves the model untouched.
-    Returns ``{name: new module}`` in the order given.
-    """
-    names = list(names)
-    found = {}
-    for name in names:
-        parent_name, _, attr = name.rpartition(".")
-        parent = model.get_submodule(parent_name) if parent_name else model
-        module = getattr(parent, attr, None)
-        if not isinstance(module, nn.Linear):
-            raise TypeError(
-                f"{name!r} is {type(module).__name__ if module is not None else 'missing'}, not an "
-                "nn.Linear (already injected? call the injection once per model)"
-            )
-        found[name] = (parent, attr, module)
-    replaced = {}
-    for name, (parent, attr, module) in found.items():
-        replaced[name] = factory(module)
-        setattr(parent, attr, replaced[name])
-    return replaced
 
 
 def inject_adapters(

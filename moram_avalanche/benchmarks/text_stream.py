@@ -1,0 +1,126 @@
+"""Text streams as Avalanche benchmarks: one experience per task, prompts in, answers out.
+
+Every item is ``(prompt, answer, task_label)``: two strings (the model's room tokenizes them)
+and the task index, so a sample carries its task wherever it goes (a replay buffer mixes
+tasks in a batch). The dataset's ``targets`` are the answer's index among the task's label
+words (what class-balanced buffers read), -1 for an answer outside them (generation tasks).
+
+Every experience (train and test) carries:
+
+* ``task_name`` -- the task; ``label_words`` -- its answers in label order (empty for open
+  generation); ``metric`` -- the name of its metric in
+  :mod:`~moram_avalanche.benchmarks.text_metrics` ("exact_match" for the classification
+  tasks, O-LoRA ``src/compute_metrics.py``);
+* ``tasks`` -- every :class:`TextStreamTask` of the stream (names, label words, metrics).
+
+Builders: :func:`text_benchmark` (from any pairs), :func:`lm_cl` (the paper's orders 1-6 from
+either data layout, :mod:`.text_tasks`), :func:`~.text_trace.trace` (TRACE's eight tasks) and
+:func:`~.synthetic_text.synthetic_text`.
+Avalanche has no text benchmarks of its own (issues #1128, #1248); this follows its
+``examples/nlp.py``: plain datasets whose items a strategy unpacks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Sequence, Tuple
+
+from torch.utils.data import Dataset
+
+from .text_metrics import TEXT_METRICS
+from .text_tasks import read_tasks
+
+
+@dataclass(frozen=True)
+class TextStreamTask:
+    """One task of a text stream: name, (prompt, answer) pairs, label words and metric."""
+
+    name: str
+    train: Tuple[Tuple[str, str], ...]
+    test: Tuple[Tuple[str, str], ...]
+    label_words: Tuple[str, ...] = field(default=())
+    metric: str = "exact_match"
+
+    def __post_init__(self):
+        for split in ("train", "test"):
+            pairs = tuple(tuple(pair) for pair in getattr(self, split))
+            if not pairs or not all(len(p) == 2 and all(isinstance(s, str) for s in p) for p in pairs):
+                raise ValueError(f"task {self.name!r}: {split} must be a non-empty sequence of "
+                                 "(prompt, answer) string pairs")
+            object.__setattr__(self, split, pairs)
+        object.__setattr__(self, "label_words", tuple(self.label_words))
+        if self.metric not in TEXT_METRICS:
+            raise ValueError(f"task {self.name!r}: unknown metric {self.metric!r}; known: "
+                             f"{', '.join(TEXT_METRICS)}")
+
+
+class PromptAnswers(Dataset):
+    """``(prompt, answer)`` items; ``targets`` = the answer's index in ``label_words`` (-1 if none)."""
+
+    def __init__(self, pairs: Sequence[Tuple[str, str]], label_words: Sequence[str] = ()) -> None:
+        self.pairs = tuple(pairs)
+        index = {word: i for i, word in enumerate(label_words)}
+        self.targets = [index.get(answer, -1) for _, answer in self.pairs]
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __getitem__(self, i):
+        return self.pairs[i]
+
+
+def text_benchmark(tasks: Sequence[TextStreamTask]):
+    """An Avalanche benchmark with one experience per task (see the module docstring)."""
+    from avalanche.benchmarks.scenarios.dataset_scenario import benchmark_from_datasets
+    from avalanche.benchmarks.scenarios.task_aware import with_task_labels
+    from avalanche.benchmarks.utils import AvalancheDataset
+    from avalanche.benchmarks.utils.data_attribute import DataAttribute, TaskLabels
+    from avalanche.benchmarks.utils.flat_data import ConstantSequence
+
+    tasks = tuple(tasks)
+    if not tasks or not all(isinstance(task, TextStreamTask) for task in tasks):
+        raise ValueError("text_benchmark needs a non-empty sequence of TextStreamTask")
+    names = [task.name for task in tasks]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"task names must be distinct (they key the accuracy matrix and the logs), "
+                         f"got {repeated} more than once")
+
+    def wrap(pairs, index, task):
+        raw = PromptAnswers(pairs, task.label_words)
+        return AvalancheDataset([raw], data_attributes=[
+            DataAttribute(raw.targets, "targets"),
+            TaskLabels(ConstantSequence(index, len(raw)))])
+
+    benchmark = with_task_labels(benchmark_from_datasets(
+        train=[wrap(task.train, i, task) for i, task in enumerate(tasks)],
+        test=[wrap(task.test, i, task) for i, task in enumerate(tasks)]))
+    for stream in (benchmark.train_stream, benchmark.test_stream):
+        for experience in stream:
+            task = tasks[experience.current_experience]
+            experience.task_name = task.name
+            experience.label_words = task.label_words
+            experience.metric = task.metric
+            experience.tasks = tasks
+    benchmark.tasks = tasks
+    return benchmark
+
+
+def lm_cl(data_root, order=1, *, layout: str = "auto", instructions: Optional[Mapping[str, str]] = None,
+          task_prefix: bool = False):
+    """The paper's classification streams: orders 1-3 (four tasks) and 4-6 (fifteen).
+
+    Args:
+        data_root: O-LoRA's ``CL_Benchmark`` folder or the release's ``LLM-CL-Benchmark_500``.
+        order: 1-6 (the paper's, :data:`~.text_tasks.ORDERS`) or a list of task names.
+        layout: "olora", "moram" or "auto" (O-LoRA when category folders are found).
+        instructions, task_prefix: O-LoRA layout only (:func:`~.text_tasks.read_task`).
+    """
+    layout, data = read_tasks(data_root, order, layout, instructions=instructions, task_prefix=task_prefix)
+    benchmark = text_benchmark([TextStreamTask(name, d.train, d.test, d.labels, d.task.metric)
+                                for name, d in data.items()])
+    benchmark.layout = layout
+    return benchmark
+
+
+__all__ = ["PromptAnswers", "TextStreamTask", "lm_cl", "text_benchmark"]

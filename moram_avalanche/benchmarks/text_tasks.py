@@ -1,0 +1,308 @@
+"""The 15 classification tasks of the language-model CL benchmark, their orders, prompts and files.
+
+Facts (reference ``language_models.md``):
+
+* Orders 1-6 are the MoRAM paper's (``tab:supp_llm_cl_order``): 1-3 the standard four-task
+  benchmark (T5-large, LLaMA2-7B; ``tab:llm_cl_main``), 4-6 the 15-task sequences
+  (``tab:supp_llm_cl_long``). :data:`ORDERS`.
+* Instructions per category are the paper's (``tab:supp_llm_prompt``); COPA's is not in that
+  table and :data:`INSTRUCTIONS` holds our wording for it (override with ``instructions=``).
+* Prompt, O-LoRA (``src/uie_dataset_lora.py``): ``instruction + "Option: " + ", ".join(labels)
+  + " \\n" + sentence + "\\nAnswer:"``, optionally prefixed by ``"Task:TC\\nDataset:agnews\\n"``
+  (``src/uie_collator.py``): :func:`olora_prompt`. Our instructions end with a newline, so
+  the option list starts on its own line.
+* Metric: exact match after O-LoRA's normalisation, per task
+  (:mod:`~moram_avalanche.benchmarks.text_metrics`).
+
+Two layouts on disk are read (:data:`LAYOUTS`):
+
+``olora``   O-LoRA's ``CL_Benchmark/<category>/<dataset>/{train,dev,test,labels}.json``; each
+            split a JSON list of ``{"sentence", "label"}``, ``labels.json`` the label words.
+``moram``   the MoRAM release's ``LLM-CL-Benchmark_500/<Task>/{train,eval,test,labels}.json``;
+            each split a JSON list of ``{"prompt", "answer"}`` with the prompt already built.
+            Task folders are matched case-insensitively against :attr:`TextTask.folders`.
+
+Every problem is a :class:`~moram_avalanche.benchmarks.readers.DataError` naming the task, the
+file (and the line and column of bad JSON, or the item of a bad label) and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .readers import DataError
+
+LAYOUTS = ("olora", "moram")
+LAYOUT_TEXT = {
+    "olora": "O-LoRA CL_Benchmark/<category>/<dataset>/{train,dev,test,labels}.json, splits are "
+             "JSON lists of {\"sentence\", \"label\"}",
+    "moram": "MoRAM release LLM-CL-Benchmark_500/<Task>/{train,eval,test,labels}.json, splits are "
+             "JSON lists of {\"prompt\", \"answer\"}",
+    "trace": "TRACE LLM-CL-Benchmark_<size>/<Task>/{train,eval,test}.json, splits are JSON lists of "
+             "{\"prompt\", \"answer\"}",
+}
+FIX = {
+    "olora": "get CL_Benchmark from O-LoRA's repository (cmnfriend/O-LoRA) and pass that folder",
+    "moram": "get LLM-CL-Benchmark_500 from the MoRAM release (Artificer-AI-Lab/MoRAM, TRACE/data) "
+             "and pass that folder",
+    "trace": "get TRACE's data (BeyonderXX/TRACE, LLM-CL-Benchmark_5000 or _500) and pass that folder",
+}
+#: the split names of each layout: (training, test)
+SPLITS = {"olora": ("train", "test"), "moram": ("train", "test")}
+
+
+@dataclass(frozen=True)
+class TextTask:
+    """One classification task: its paper name, O-LoRA category and folder, release folder names."""
+
+    name: str  # the paper's name (tab:supp_llm_cl_order)
+    category: str  # O-LoRA's category, which picks the instruction
+    olora_dir: str  # folder under CL_Benchmark
+    folders: Tuple[str, ...]  # spellings of its folder in the release layout (case-insensitive)
+    metric: str = "exact_match"
+
+
+def _task(name, category, olora_dir, *more):
+    leaf = olora_dir.rpartition("/")[2]
+    return TextTask(name, category, olora_dir, tuple(dict.fromkeys((name, leaf, *more))))
+
+
+#: the paper's task name -> :class:`TextTask`
+TASKS: Mapping[str, TextTask] = {task.name: task for task in (
+    _task("dbpedia", "TC", "TC/dbpedia"),
+    _task("amazon", "SC", "SC/amazon"),
+    _task("yahoo", "TC", "TC/yahoo"),
+    _task("ag", "TC", "TC/agnews", "ag_news", "agnews"),
+    _task("mnli", "NLI", "NLI/MNLI"),
+    _task("cb", "NLI", "NLI/CB"),
+    _task("wic", "WiC", "WiC/WiC"),
+    _task("copa", "COPA", "COPA/COPA"),
+    _task("qqp", "QQP", "QQP/QQP"),
+    _task("boolqa", "BoolQA", "BoolQA/BoolQA", "boolq"),
+    _task("rte", "NLI", "NLI/RTE"),
+    _task("imdb", "SC", "SC/IMDB"),
+    _task("yelp", "SC", "SC/yelp"),
+    _task("sst-2", "SC", "SC/SST-2", "sst2"),
+    _task("multirc", "MultiRC", "MultiRC/MultiRC"),
+)}
+
+#: the paper's task orders (tab:supp_llm_cl_order): 1-3 four tasks, 4-6 fifteen
+ORDERS: Mapping[int, Tuple[str, ...]] = {
+    1: ("dbpedia", "amazon", "yahoo", "ag"),
+    2: ("dbpedia", "amazon", "ag", "yahoo"),
+    3: ("yahoo", "amazon", "ag", "dbpedia"),
+    4: ("mnli", "cb", "wic", "copa", "qqp", "boolqa", "rte", "imdb", "yelp", "amazon", "sst-2",
+        "dbpedia", "ag", "multirc", "yahoo"),
+    5: ("multirc", "boolqa", "wic", "mnli", "cb", "copa", "qqp", "rte", "imdb", "sst-2", "dbpedia",
+        "ag", "yelp", "amazon", "yahoo"),
+    6: ("yelp", "amazon", "mnli", "cb", "copa", "qqp", "rte", "imdb", "sst-2", "dbpedia", "ag",
+        "yahoo", "multirc", "boolqa", "wic"),
+}
+
+#: category -> instruction (paper tab:supp_llm_prompt; COPA's wording is ours, see the module docstring)
+INSTRUCTIONS: Mapping[str, str] = {
+    "NLI": 'What is the logical relationship between the "sentence 1" and the "sentence 2"? '
+           "Choose one from the option.\n",
+    "QQP": 'Whether the "first sentence" and the "second sentence" have the same meaning? '
+           "Choose one from the option.\n",
+    "SC": "What is the sentiment of the following paragraph? Choose one from the option.\n",
+    "TC": "What is the topic of the following paragraph? Choose one from the option.\n",
+    "BoolQA": "According to the following passage, is the question true or false? "
+              "Choose one from the option.\n",
+    "MultiRC": "According to the following passage and question, is the candidate answer true "
+               "or false? Choose one from the option.\n",
+    "WiC": "Given a word and two sentences, whether the word is used with the same sense in "
+           "both sentence? Choose one from the option.\n",
+    "COPA": "Which of the two alternatives is the more plausible cause or effect of the premise? "
+            "Choose one from the option.\n",
+}
+
+
+def olora_prompt(instruction: str, labels: Sequence[str], sentence: str,
+                 prefix: Optional[Tuple[str, str]] = None) -> str:
+    """O-LoRA's prompt: instruction, options, sentence, ``"\\nAnswer:"``.
+
+    ``prefix=(category, dataset)`` adds O-LoRA's ``"Task:<category>\\nDataset:<dataset>\\n"``.
+    """
+    text = instruction + "Option: " + ", ".join(labels) + " \n" + sentence + "\nAnswer:"
+    if prefix is not None:
+        text = f"Task:{prefix[0]}\nDataset:{prefix[1]}\n" + text
+    return text
+
+
+def order_tasks(order) -> Tuple[str, ...]:
+    """Task names of ``order``: 1-6 (the paper's) or a sequence of task names."""
+    if isinstance(order, int) and not isinstance(order, bool):
+        if order not in ORDERS:
+            raise ValueError(f"order must be one of {sorted(ORDERS)} (the paper's orders) or a list "
+                             f"of task names, got {order}")
+        return ORDERS[order]
+    names = (order,) if isinstance(order, str) else tuple(order)
+    unknown = [name for name in names if name not in TASKS]
+    if unknown or not names:
+        raise ValueError(f"unknown task(s) {unknown or list(names)}; tasks: {', '.join(TASKS)}")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"task names must be distinct in an order, got {repeated} more than once")
+    return names
+
+
+# --------------------------------------------------------------------------- reading
+@dataclass(frozen=True)
+class TaskData:
+    """One task read from disk: prompts and answers per split, label words, where it was found."""
+
+    task: TextTask
+    labels: Tuple[str, ...]
+    train: Tuple[Tuple[str, str], ...]  # (prompt, answer)
+    test: Tuple[Tuple[str, str], ...]
+    folder: Path
+
+
+def detect_layout(root: Path) -> str:
+    """"olora" when ``root`` holds O-LoRA's category folders TC, SC or NLI, else "moram".
+
+    Only the categories that are never a task's name count: the release's task folders QQP,
+    COPA, WiC, BoolQA and MultiRC share their names with O-LoRA's other categories.
+    """
+    return "olora" if any((root / name).is_dir() for name in ("TC", "SC", "NLI")) else "moram"
+
+
+def find_task_dir(root: Path, task: TextTask, layout: str) -> Path:
+    """The task's folder under ``root``; a "missing" DataError listing what was looked for."""
+    if layout == "olora":
+        candidates = [root / task.olora_dir]
+        found = candidates[0] if candidates[0].is_dir() else None
+    else:
+        by_name = {p.name.lower(): p for p in root.iterdir() if p.is_dir()} if root.is_dir() else {}
+        candidates = [root / name for name in task.folders]
+        found = next((by_name[n.lower()] for n in task.folders if n.lower() in by_name), None)
+    if found is None:
+        raise DataError(task.name, f"no folder for task {task.name!r} under {root}", status="missing",
+                        expected=" or ".join(str(c) for c in candidates)
+                        + (" (any letter case)" if layout == "moram" else ""),
+                        layout=LAYOUT_TEXT[layout], fix=FIX[layout])
+    return found
+
+
+def read_json_list(path: Path, task: str, layout: str) -> list:
+    """A JSON list from ``path``; a "malformed" DataError with line and column of bad JSON."""
+    where = dict(status="malformed", layout=LAYOUT_TEXT[layout], fix=FIX[layout])
+    if not path.is_file():
+        raise DataError(task, f"missing file {path}", expected=str(path), **where)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise DataError(task, f"bad JSON in {path} at line {error.lineno}, column {error.colno}: "
+                              f"{error.msg}", **where) from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise DataError(task, f"cannot read {path}: {error}", **where) from None
+    if not isinstance(data, list):
+        raise DataError(task, f"{path} holds a JSON {type(data).__name__}, expected a list", **where)
+    return data
+
+
+def read_task(root, task: TextTask, layout: str, *, instructions: Optional[Mapping[str, str]] = None,
+              task_prefix: bool = False) -> TaskData:
+    """Read one task's training and test splits in ``layout`` as (prompt, answer) pairs.
+
+    In the O-LoRA layout prompts are built with :func:`olora_prompt` (``instructions``
+    overrides :data:`INSTRUCTIONS` per category; ``task_prefix`` adds O-LoRA's
+    "Task:/Dataset:" lines). Every answer must be one of the label words of ``labels.json``.
+    """
+    root = Path(root).expanduser()
+    folder = find_task_dir(root, task, layout)
+    where = dict(status="malformed", layout=LAYOUT_TEXT[layout], fix=FIX[layout])
+    labels_path = folder / "labels.json"
+    labels = read_json_list(labels_path, task.name, layout)
+    if not labels or not all(isinstance(label, str) and label for label in labels):
+        raise DataError(task.name, f"{labels_path} must be a non-empty JSON list of label words, "
+                                   f"got {labels[:5]!r}", **where)
+    instruction = {**INSTRUCTIONS, **(instructions or {})}[task.category]
+    fields = ("sentence", "label") if layout == "olora" else ("prompt", "answer")
+    splits = {}
+    for split in SPLITS[layout]:
+        path = folder / f"{split}.json"
+        pairs = []
+        for index, item in enumerate(read_json_list(path, task.name, layout)):
+            if not isinstance(item, dict) or not all(isinstance(item.get(f), str) for f in fields):
+                raise DataError(task.name, f"item {index} of {path} must be an object with string "
+                                           f"fields {list(fields)}, got {str(item)[:80]!r}", **where)
+            text, answer = item[fields[0]], item[fields[1]]
+            if answer not in labels:
+                raise DataError(task.name, f"item {index} of {path} has the label {answer!r}, which "
+                                           f"is not in {labels_path} ({', '.join(labels)})", **where)
+            if layout == "olora":
+                prefix = (task.category, task.olora_dir.rpartition("/")[2]) if task_prefix else None
+                text = olora_prompt(instruction, labels, text, prefix)
+            pairs.append((text, answer))
+        if not pairs:
+            raise DataError(task.name, f"{path} holds no examples", **where)
+        splits[split] = tuple(pairs)
+    train_split, test_split = SPLITS[layout]
+    return TaskData(task, tuple(labels), splits[train_split], splits[test_split], folder)
+
+
+@dataclass
+class TextTaskReport:
+    """What :func:`check_text_data` found for one task."""
+
+    name: str
+    status: str  # "found", "missing" or "malformed"
+    labels: int = 0
+    train: int = 0
+    test: int = 0
+    folder: str = ""
+    message: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return self.status == "found"
+
+
+def resolve_layout(root: Path, layout: str) -> str:
+    if layout == "auto":
+        return detect_layout(root)
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be 'auto' or one of {LAYOUTS}, got {layout!r}")
+    return layout
+
+
+def check_text_data(root, layout: str = "auto", tasks: Sequence[str] = tuple(TASKS)) -> List[TextTaskReport]:
+    """One :class:`TextTaskReport` per task of ``tasks`` under ``root``: what a run would find.
+
+    The messages are the readers' (the file, the line and column of bad JSON, the item whose
+    label is not in ``labels.json``, how to obtain the data).
+    """
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        raise ValueError(f"text data root {root} is not a folder")
+    layout = resolve_layout(root, layout)
+    reports = []
+    for name in order_tasks(tuple(tasks)):
+        try:
+            data = read_task(root, TASKS[name], layout)
+        except DataError as error:
+            reports.append(TextTaskReport(name, error.status, message=str(error)))
+            continue
+        reports.append(TextTaskReport(name, "found", len(data.labels), len(data.train), len(data.test),
+                                      str(data.folder)))
+    return reports
+
+
+def read_tasks(root, order=1, layout: str = "auto", **options) -> Tuple[str, Dict[str, TaskData]]:
+    """``(layout, {task name: TaskData})`` for every task of ``order``, in order; the first
+    problem raises its DataError."""
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        raise ValueError(f"text data root {root} is not a folder")
+    layout = resolve_layout(root, layout)
+    return layout, {name: read_task(root, TASKS[name], layout, **options) for name in order_tasks(order)}
+
+
+__all__ = ["FIX", "INSTRUCTIONS", "LAYOUTS", "LAYOUT_TEXT", "ORDERS", "TASKS", "TaskData", "TextTask",
+           "TextTaskReport", "check_text_data", "detect_layout", "find_task_dir", "olora_prompt",
+           "order_tasks", "read_task", "read_tasks"]

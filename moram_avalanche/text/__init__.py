@@ -1,0 +1,23 @@
+"""Everything that knows transformers and peft: language models for MoRAM.
+
+* :mod:`.load` -- a seq2seq or causal LM and its tokenizer by Hub name or local folder,
+  offline-friendly (:func:`load_language_model`);
+* :mod:`.targets` -- MoRAM's target modules per architecture, as data;
+* :mod:`.layer` -- the MoRAM layer with dropout on the atoms' input (the release's LM variant);
+* :mod:`.inject` -- put it on a model's targets without peft; grow / freeze per task;
+* :mod:`.peft_method` -- MoRAM as a peft method (:class:`MoRAMConfig`, registered on import).
+
+The method's math stays in :mod:`moram_avalanche.layers`; no Avalanche, no open_clip here.
+"""
+
+from .inject import PAPER_LLM_OPTIONS, add_task, freeze_task, inject_moram, moram_layers, target_names
+from .layer import PAPER_DROPOUT, DropoutMoRAMLinear
+from .load import DTYPES, ModelNotFound, load_language_model, prepare_tokenizer
+from .peft_method import MERGE_REFUSED, MoRAMConfig, MoRAMModel, MoRAMPeftType, MoRAMTunerLayer, register_moram
+from .targets import MORAM_TARGET_MODULES, SELF_ATTENTION_PATTERNS, target_modules
+
+__all__ = ["DTYPES", "DropoutMoRAMLinear", "MERGE_REFUSED", "MORAM_TARGET_MODULES", "ModelNotFound",
+           "MoRAMConfig", "MoRAMModel", "MoRAMPeftType", "MoRAMTunerLayer", "PAPER_DROPOUT",
+           "PAPER_LLM_OPTIONS", "SELF_ATTENTION_PATTERNS", "add_task", "freeze_task", "inject_moram",
+           "load_language_model", "moram_layers", "prepare_tokenizer", "register_moram", "target_modules",
+           "target_names"]

@@ -1,0 +1,122 @@
+"""Put MoRAM's layer on the target linears of a Hugging Face model, without peft.
+
+:func:`inject_moram` finds the targets by name (peft's matching rules, names per architecture
+from :mod:`.targets`) and swaps them for
+:class:`~moram_avalanche.text.layer.DropoutMoRAMLinear` through the shared injection step
+(:func:`~moram_avalanche.layers.replace.replace_linears`). The same layer is what the peft
+method (:mod:`.peft_method`) injects; use that one for ``save_pretrained`` /
+``PeftModel.from_pretrained``, this one inside the library's own loops.
+
+Growth per task: :func:`add_task` (freeze every atom, append ``atoms_per_task`` new trainable
+ones per layer) and :func:`freeze_task` (freeze them at the end of the task). Rebuild the
+optimizer after :func:`add_task`: it adds new parameters.
+
+Defaults are the paper's classification setting (paper Sec. 4, LLM settings; reference
+``language_models.md``): r = 8 new atoms per task, top-k 4, tau 0.1, delta 0.2, dropout 0.1.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Union
+
+from torch import nn
+
+from ..layers.base import find_layers
+from ..layers.moram import MoRAMLinear, routing_options
+from ..layers.replace import replace_linears
+from .layer import PAPER_DROPOUT, DropoutMoRAMLinear, check_dropout
+from .targets import matches, target_modules
+
+#: the paper's classification setting for language models (paper Sec. 4, LLM settings)
+PAPER_LLM_OPTIONS = {"atoms_per_task": 8, "topk": 4, "temperature": 0.1, "threshold": 0.2,
+                     "dropout": PAPER_DROPOUT}
+
+
+def model_type_of(model: nn.Module) -> str:
+    """``model.config.model_type`` of a Hugging Face model; a ValueError for other modules."""
+    config = getattr(model, "config", None)
+    model_type = getattr(config, "model_type", None)
+    if not isinstance(model_type, str):
+        raise ValueError(f"{type(model).__name__} has no config.model_type (not a Hugging Face "
+                         "model?): pass target_modules explicitly")
+    return model_type
+
+
+def target_names(model: nn.Module, targets: Union[str, Sequence[str], None] = None,
+                 self_attention_only: bool = False) -> List[str]:
+    """Dotted names of the ``nn.Linear`` modules of ``model`` that ``targets`` selects.
+
+    ``targets`` None: the architecture's row of :data:`~.targets.MORAM_TARGET_MODULES`. A
+    target name that matches no linear at all is a ValueError (a typo would otherwise train
+    nothing), listing a few linear names of the model.
+    """
+    if targets is None:
+        targets = target_modules(model_type_of(model), self_attention_only)
+    elif not isinstance(targets, str):
+        targets = list(targets)
+        if not targets or not all(isinstance(t, str) and t for t in targets):
+            raise ValueError(f"target_modules must be a non-empty list of module names or a "
+                             f"regular expression, got {targets!r}")
+    linears = list(find_layers(model, nn.Linear))
+    names = [name for name in linears if matches(name, targets)]
+    unmatched = ([] if isinstance(targets, str) else
+                 [t for t in targets if not any(matches(name, [t]) for name in linears)])
+    if not names or unmatched:
+        raise ValueError(f"target_modules {targets!r} match no nn.Linear of {type(model).__name__}"
+                         + (f" (unmatched: {unmatched})" if unmatched and names else "")
+                         + f"; its linear layers include {linears[:6]}")
+    return names
+
+
+def inject_moram(model: nn.Module, targets: Union[str, Sequence[str], None] = None, *,
+                 self_attention_only: bool = False, freeze_model: bool = True,
+                 atoms_per_task: int = 8, topk: Optional[int] = 4, temperature: Optional[float] = 0.1,
+                 threshold: float = 0.2, dropout: float = PAPER_DROPOUT) -> Dict[str, DropoutMoRAMLinear]:
+    """Wrap the target linears of ``model`` in :class:`~.layer.DropoutMoRAMLinear`.
+
+    Options are checked before the model changes; a model that already holds MoRAM layers is
+    refused. With ``freeze_model`` every existing parameter is frozen first, so only atoms
+    train. The layers start empty (the model computes exactly what it did): call
+    :func:`add_task` before training the first task. Returns ``{dotted name: layer}``.
+    """
+    routing_options(atoms_per_task, topk, temperature, threshold)
+    check_dropout(dropout)
+    if find_layers(model, MoRAMLinear):
+        raise ValueError(f"{type(model).__name__} already holds MoRAM layers: inject them once per model")
+    names = target_names(model, targets, self_attention_only)
+    if freeze_model:
+        model.requires_grad_(False)
+    return replace_linears(model, names, lambda linear: DropoutMoRAMLinear(
+        linear, atoms_per_task=atoms_per_task, topk=topk, temperature=temperature,
+        threshold=threshold, dropout=dropout))
+
+
+def moram_layers(model: nn.Module) -> Dict[str, MoRAMLinear]:
+    """Every MoRAM layer of ``model`` (plain injection or peft), by dotted name; a ValueError if none."""
+    layers = find_layers(model, MoRAMLinear)
+    if not layers:
+        raise ValueError(f"{type(model).__name__} holds no MoRAM layers: inject them first "
+                         "(inject_moram, or get_peft_model with a MoRAMConfig)")
+    return layers
+
+
+def add_task(model: nn.Module) -> int:
+    """Start a task: every MoRAM layer freezes its atoms and appends ``atoms_per_task`` new ones.
+
+    New keys are Kaiming-uniform, new values zero, so the model's outputs do not change until
+    it trains. Returns the number of atoms per layer after growing. Rebuild the optimizer.
+    """
+    sizes = {layer.expand() for layer in moram_layers(model).values()}
+    return max(sizes)
+
+
+def freeze_task(model: nn.Module) -> int:
+    """End a task: freeze the trainable atoms of every MoRAM layer; returns the atoms per layer."""
+    layers = moram_layers(model)
+    for layer in layers.values():
+        layer.freeze()
+    return max(layer.num_atoms for layer in layers.values())
+
+
+__all__ = ["PAPER_LLM_OPTIONS", "add_task", "freeze_task", "inject_moram", "model_type_of",
+           "moram_layers", "target_names"]

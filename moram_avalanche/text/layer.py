@@ -1,0 +1,77 @@
+"""MoRAM's layer with dropout on the atoms' input: the release's language-model variant.
+
+The MoRAM release applies dropout to the input of the atoms only (its layer in
+``TRACE/utils/my_peft/tuners/moram.py``: "dropout on the input", then the routing and the
+read-out on the dropped input; the frozen ``W x`` sees the clean input), with ``p = 0.1`` in
+the paper's classification setting (paper Sec. 4, LLM settings: "dropout 0.1"; reference
+``language_models.md``). This module adds exactly that to
+:class:`~moram_avalanche.layers.moram.MoRAMLinear`, whose six steps stay the only
+implementation of the method:
+
+    y = W x + b + sum_i w_i(d) (A_i . d) B_i,   d = dropout(x)  (d = x in eval mode or p = 0)
+
+computed as ``MoRAMLinear(d) + (base(x) - base(d))``: the layer's public forward on the
+dropped input, with the base's term moved back to the clean input. This costs one extra base
+product per wrapped layer and training step when dropout is active, and nothing otherwise;
+in eval mode (or ``p = 0``) the output is exactly ``MoRAMLinear``'s.
+
+One scaling for every atom: frozen atoms contribute exactly as they did while they trained.
+The release scales the trainable values by ``alpha / r = 2`` during training but uses the
+frozen bank unscaled after the task ends, so every atom's contribution halves once it is
+frozen (``language_models.md``, "read from the code"); we do not copy that.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import nn
+
+from ..layers.moram import MoRAMLinear
+from ..utils.checks import check_number
+
+#: dropout on the atoms' input in the paper's classification setting (paper Sec. 4)
+PAPER_DROPOUT = 0.1
+
+
+def check_dropout(dropout: float) -> float:
+    """``dropout`` if it is a probability in ``[0, 1)``; else a ValueError naming the paper's value."""
+    return float(check_number("dropout", dropout, low=0, high=1, high_open=True,
+                              hint=f"probability of zeroing an input of the atoms; paper: {PAPER_DROPOUT}"))
+
+
+class DropoutMoRAMLinear(MoRAMLinear):
+    """:class:`~moram_avalanche.layers.moram.MoRAMLinear` with dropout on the atoms' input.
+
+    Args:
+        base, atoms_per_task, topk, temperature, threshold: as for ``MoRAMLinear``.
+        dropout: probability of zeroing an input coordinate on the atoms' path while training
+            (paper: 0.1); the frozen base always sees the clean input.
+
+    State-dict keys are ``MoRAMLinear``'s (the dropout holds no state).
+    """
+
+    def __init__(self, base: nn.Linear, atoms_per_task: int = 8, topk: Optional[int] = 4,
+                 temperature: Optional[float] = 0.1, threshold: float = 0.2,
+                 dropout: float = PAPER_DROPOUT) -> None:
+        super().__init__(base, atoms_per_task=atoms_per_task, topk=topk, temperature=temperature,
+                         threshold=threshold)
+        self.atom_dropout = nn.Dropout(check_dropout(dropout))
+
+    @property
+    def dropout(self) -> float:
+        return self.atom_dropout.p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.atom_dropout.p == 0 or self.num_atoms == 0:
+            return super().forward(x)
+        dropped = self.atom_dropout(x)
+        out = super().forward(dropped)
+        return out + (self.base(x) - self.base(dropped)).to(out.dtype)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, dropout={self.dropout}"
+
+
+__all__ = ["DropoutMoRAMLinear", "PAPER_DROPOUT", "check_dropout"]

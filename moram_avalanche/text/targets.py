@@ -1,0 +1,80 @@
+"""Which linear layers MoRAM wraps in each language-model architecture, as data.
+
+:data:`MORAM_TARGET_MODULES` maps a Hugging Face ``config.model_type`` to the names of the
+target modules, in peft's table convention (``peft.utils.constants``'s
+``TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING``): a name matches every module whose
+dotted name is that name or ends with ``"." + name``. The defaults are the MoRAM paper's
+classification setting, "MoRAM on the query and key projections of the attention layers"
+(paper Sec. 4, LLM settings; reference ``language_models.md``).
+
+T5: the names ``q`` and ``k`` match the self-attention of encoder and decoder
+(``SelfAttention.q``) **and** the decoder's cross-attention (``EncDecAttention.q``). We keep
+both, deliberately: the paper says "the attention layers" without excluding cross-attention,
+and the MoRAM release (``TRACE/training/main.py``, built on O-LoRA's code and a peft fork)
+selects T5 targets by module name exactly like peft, whose own T5 default ``["q", "v"]`` also
+hits both kinds of attention. ``self_attention_only`` in :func:`target_modules` gives the other
+reading (a regular expression that peft accepts as ``target_modules``).
+
+A second architecture enters by adding a row here (or passing ``target_modules``), never by a
+branch in the injection code.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, Tuple, Union
+
+#: ``config.model_type`` -> MoRAM's target module names (query and key projections)
+MORAM_TARGET_MODULES: Mapping[str, Tuple[str, ...]] = {
+    "t5": ("q", "k"),
+    "mt5": ("q", "k"),
+    "llama": ("q_proj", "k_proj"),
+    "gemma": ("q_proj", "k_proj"),
+    "gemma2": ("q_proj", "k_proj"),
+    "mistral": ("q_proj", "k_proj"),
+    "qwen2": ("q_proj", "k_proj"),
+}
+
+#: ``config.model_type`` -> the regular expression of the self-attention-only reading (T5
+#: family: ``SelfAttention.q|k``, leaving ``EncDecAttention`` out)
+SELF_ATTENTION_PATTERNS: Mapping[str, str] = {
+    "t5": r".*\.SelfAttention\.(q|k)",
+    "mt5": r".*\.SelfAttention\.(q|k)",
+}
+
+
+def target_modules(model_type: str, self_attention_only: bool = False) -> Union[List[str], str]:
+    """MoRAM's target modules for ``model_type`` (a list of names, or peft's regex form).
+
+    ``self_attention_only`` leaves T5's cross-attention out (see the module docstring); for
+    decoder-only models it changes nothing (they have no cross-attention). Unknown types are a
+    ValueError that lists the known ones and says to pass ``target_modules`` explicitly.
+    """
+    if model_type not in MORAM_TARGET_MODULES:
+        raise ValueError(
+            f"no MoRAM target modules known for model_type {model_type!r} (known: "
+            f"{', '.join(sorted(MORAM_TARGET_MODULES))}); pass target_modules explicitly, e.g. the "
+            "names of the attention's query and key linears (['q_proj', 'k_proj'] in most decoders)")
+    if self_attention_only and model_type in SELF_ATTENTION_PATTERNS:
+        return SELF_ATTENTION_PATTERNS[model_type]
+    return list(MORAM_TARGET_MODULES[model_type])
+
+
+def matches(name: str, targets: Union[str, List[str], Tuple[str, ...]]) -> bool:
+    """Whether the dotted module ``name`` is a target, with peft's matching rules.
+
+    A string is a regular expression that must match the whole name; a list of names matches
+    a module named exactly so or ending with ``"." + name`` (peft ``check_target_module_exists``).
+    """
+    import re
+
+    if isinstance(targets, str):
+        return re.fullmatch(targets, name) is not None
+    return any(name == target or name.endswith("." + target) for target in targets)
+
+
+def as_table() -> Dict[str, List[str]]:
+    """:data:`MORAM_TARGET_MODULES` as peft's ``target_module_mapping`` (lists)."""
+    return {model_type: list(names) for model_type, names in MORAM_TARGET_MODULES.items()}
+
+
+__all__ = ["MORAM_TARGET_MODULES", "SELF_ATTENTION_PATTERNS", "as_table", "matches", "target_modules"]
