@@ -20,6 +20,7 @@ Nothing here branches on strategy names: what a strategy takes, it declares
 from __future__ import annotations
 
 import argparse
+import errno
 import inspect
 import math
 import re
@@ -101,7 +102,8 @@ def report_error(command: str, error: BaseException) -> str:
 def is_user_error(error: BaseException) -> bool:
     """A mistake of the user (a wrong value or type, a missing file, an unusable machine):
     reported in one line; anything else keeps its traceback."""
-    return isinstance(error, (ValueError, UserError))
+    return isinstance(error, (ValueError, UserError)) or (
+        isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS))
 
 
 # ---------------------------------------------------------------- checks of run / compare
@@ -110,25 +112,29 @@ def check_shared_arguments(args) -> None:
     from .benchmarks import get_benchmark
     from .utils.devices import resolve_device
     from .utils.files import check_output_folder
+    from .utils.paths import check_input_path
 
     builder = get_benchmark(args.benchmark)
     args.device = resolve_device(args.device, "--device")
-    if args.data_root is not None and not Path(args.data_root).expanduser().is_dir():
-        raise ValueError(f"--data-root {args.data_root}: no such folder; give the folder that holds "
-                         "the datasets (moram-avalanche check-data --root DIR lists what it finds)")
+    if args.data_root is not None:
+        check_input_path(args.data_root, "--data-root", kind="dir",
+                         fix="give the folder that holds the datasets (moram-avalanche check-data --root DIR "
+                             "lists what it finds)")
     if args.data_root is None and _needs_data_root(builder):
         raise ValueError(f"--benchmark {args.benchmark} reads datasets from disk: give --data-root DIR "
                          "(or --benchmark synthetic for the offline stream)")
     if args.cache_dir is not None:
         check_output_folder(args.cache_dir, "--cache-dir")
-    for option, value, kind in (("--ref-images", args.ref_images, "folder"),
+    for option, value, kind in (("--ref-images", args.ref_images, "dir"),
                                 ("--ref-sentences", args.ref_sentences, "file")):
-        if value is None or value in ("synthetic", "none"):
-            continue
-        path = Path(value).expanduser()
-        if not (path.is_dir() if kind == "folder" else path.is_file()):
-            raise ValueError(f"{option} {value}: no such {kind}; give an existing {kind}, or "
-                             "'synthetic' for a small generated set")
+        if value is not None and value not in ("synthetic", "none"):
+            check_input_path(value, option, kind=kind, fix="give an existing "
+                             f"{'folder' if kind == 'dir' else 'file'}, or 'synthetic' for a small generated set")
+
+
+def data_roots(args) -> list:
+    """The folders a run reads data from, which no output folder may be, hold or lie inside."""
+    return [value for value in (args.data_root, args.ref_images) if value not in (None, "synthetic", "none")]
 
 
 def _needs_data_root(builder) -> bool:
@@ -188,12 +194,12 @@ def check_references_taken(args, names: List[str]) -> None:
 def check_run_arguments(args, name: str, overrides: Mapping[str, object]) -> None:
     """Everything ``run`` takes, before anything is loaded or written: the shared options, the
     strategy with its ``--set`` values, and ``--log-dir`` (writable)."""
-    from .utils.files import check_output_folder
+    from .utils.paths import check_run_path
 
     check_shared_arguments(args)
     check_references_taken(args, [name])
     check_strategy_arguments(args, name, overrides)
-    check_output_folder(args.log_dir, "--log-dir")
+    check_run_path(args.log_dir, "--log-dir", data_roots=data_roots(args))
 
 
 def check_run_folder_arguments(args, run_settings: Mapping[str, object]) -> None:
@@ -210,7 +216,7 @@ def check_compare_arguments(args, names: List[str], overrides: Mapping[str, Mapp
     """Everything ``compare`` takes, before anything is loaded or written: the shared options,
     every strategy with its own ``--set`` values, and ``--out`` (writable)."""
     from .strategies.registry import get_strategy
-    from .utils.files import check_output_folder
+    from .utils.paths import check_compare_path
 
     check_shared_arguments(args)
     if not names:
@@ -227,7 +233,7 @@ def check_compare_arguments(args, names: List[str], overrides: Mapping[str, Mapp
     check_references_taken(args, names)
     for name in names:
         check_strategy_arguments(args, name, overrides.get(name, {}), set_prefix=f"{name}.")
-    check_output_folder(args.out, "--out")
+    check_compare_path(args.out, names, "--out", data_roots=data_roots(args))
 
 
 def check_comparison_folder_arguments(args, setup) -> None:

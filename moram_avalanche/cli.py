@@ -31,12 +31,15 @@ def cmd_demo(args) -> int:
     from .utils.devices import resolve_device
     from .utils.files import check_output_folder
 
+    from .utils.paths import check_compare_path
+
     device = resolve_device(args.device, "--device")
-    check_output_folder(args.out, "--out")
-    if args.cache_dir is not None:
-        check_output_folder(args.cache_dir, "--cache-dir")
     _quiet_imports()
     from .experiments.demo import DEMO_STRATEGIES, FULL_DEMO_STRATEGIES, DemoConfig, run_demo
+
+    check_compare_path(args.out, FULL_DEMO_STRATEGIES if args.full else DEMO_STRATEGIES, "--out")
+    if args.cache_dir is not None:
+        check_output_folder(args.cache_dir, "--cache-dir")
 
     config = DemoConfig.quick() if args.quick else DemoConfig()
     run_demo(args.out, cache_dir=args.cache_dir, config=config, progress=not args.no_progress,
@@ -86,7 +89,7 @@ def cmd_analyze(args) -> int:
     overrides = {k: v for k, v in (("model", args.model), ("pretrained", args.pretrained),
                                    ("benchmark", args.benchmark), ("cache_dir", args.cache_dir)) if v}
     report = analyze(args.log_dir, data_root=args.data_root, options=options, settings=overrides,
-                     device=args.device, progress=not args.no_progress)
+                     device=args.device, progress=not args.no_progress, out=args.out)
     print(f"{report} (pictures beside it; TensorBoard: the run's log, run 'analysis')")
     return 0
 
@@ -121,10 +124,19 @@ def cmd_cost(args) -> int:
     return 0
 
 
+#: ``cost --tasks``: the most tasks a bank is grown to (the paper's streams have 10 or 11)
+MAX_COST_TASKS = 1000
+
+
 def _task_numbers(text: str) -> List[int]:
+    from .utils.checks import check_int_range
+
     items = [t.strip() for t in text.split(",") if t.strip()]
     if not items or not all(t.isdigit() and int(t) >= 1 for t in items):
         raise ValueError(f"--tasks must list task numbers >= 1, e.g. 1,5,10; got {text!r}")
+    for item in items:
+        check_int_range("--tasks", int(item), high=MAX_COST_TASKS,
+                        hint="each task grows every adapter and is timed; the paper's streams have 10 or 11")
     return sorted({int(t) for t in items})
 
 
@@ -294,6 +306,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "run's TensorBoard log. The model and data are rebuilt from the run's settings.")
     analysis.add_argument("log_dir", metavar="LOG_DIR",
                           help="the run's folder (run --log-dir, or OUT/<strategy> of a compare)")
+    analysis.add_argument("--out", default=None, help="where to write the analysis (default: "
+                          "LOG_DIR/analysis; give another for a read-only run folder)")
     analysis.add_argument("--data-root", default=None, help="where the run's datasets are now "
                           "(default: where the run read them)")
     analysis.add_argument("--encoder", default="visual", choices=("visual", "text"),

@@ -125,14 +125,17 @@ def previous_path(path) -> Path:
     return path.with_name(f"{path.stem}.prev{path.suffix}")
 
 
-def save_run_state(strategy, path, *, keep_previous: bool = True) -> Path:
+def save_run_state(strategy, path, *, keep_previous: bool = True, identity: Optional[dict] = None) -> Path:
     """Write the checkpoint of ``strategy`` after its last completed experience.
 
     The file is written atomically; with ``keep_previous`` the checkpoint it replaces is
     kept as :func:`previous_path` (renamed, not copied), the fallback of
-    :func:`load_latest_run_state`.
+    :func:`load_latest_run_state`. ``identity`` (JSON-able: the checked parts of the run's
+    record, :data:`~moram_avalanche.experiments.record.CHECKED`) says what made the run; every
+    load compares it with what resumes it (:func:`restore_run_state`).
     """
     state = {
+        "identity": identity,
         "version": FORMAT_VERSION,
         "strategy": type(strategy).__name__,
         "experiences_done": int(strategy.clock.train_exp_counter),
@@ -170,15 +173,25 @@ def read_run_state(path) -> dict:
     return state
 
 
-def load_latest_run_state(strategy, path) -> Tuple[int, Optional[Path]]:
+def load_latest_run_state(strategy, path, identity: Optional[dict] = None) -> Tuple[int, Optional[Path]]:
     """Restore ``strategy`` from the newest readable of ``path`` and its previous checkpoint
     (:func:`previous_path`); returns ``(experiences done, the file used)``, ``(0, None)`` when
-    neither exists.
+    neither exists. ``identity``: what the resumed run is (see :func:`restore_run_state`).
 
     A damaged newest checkpoint is skipped with a warning that names it (the run resumes one
     experience earlier); when no checkpoint can be read, a :class:`DamagedCheckpointError`
     names the files and the ways out.
     """
+    state, candidate = read_latest_run_state(path)
+    if state is None:
+        return 0, None
+    return restore_run_state(strategy, state, candidate, identity), candidate
+
+
+def read_latest_run_state(path) -> Tuple[Optional[dict], Optional[Path]]:
+    """``(state, the file read)`` of the newest readable of ``path`` and its previous checkpoint,
+    ``(None, None)`` when neither exists (what :func:`load_latest_run_state` and ``analyze``
+    read; the same fallback and errors)."""
     damaged = []
     for candidate in (Path(path), previous_path(path)):
         if not candidate.exists():
@@ -189,29 +202,46 @@ def load_latest_run_state(strategy, path) -> Tuple[int, Optional[Path]]:
             damaged.append(str(err))
             continue
         if damaged:
-            logger.warning("%s; resuming from the previous checkpoint %s instead (one experience "
+            logger.warning("%s; reading the previous checkpoint %s instead (one experience "
                            "earlier)", damaged[0], candidate)
-        return restore_run_state(strategy, state, candidate), candidate
+        return state, candidate
     if damaged:
         raise DamagedCheckpointError(
             f"{'; '.join(damaged)}, and no earlier checkpoint can be read: start the run over "
             "(--no-resume, resume=False), or put back an intact copy of the file")
-    return 0, None
+    return None, None
 
 
-def load_run_state(strategy, path) -> int:
+def load_run_state(strategy, path, identity: Optional[dict] = None) -> int:
     """Restore ``strategy`` from a checkpoint; returns how many experiences were done."""
-    return restore_run_state(strategy, read_run_state(path), path)
+    return restore_run_state(strategy, read_run_state(path), path, identity)
 
 
-def restore_run_state(strategy, state: dict, path) -> int:
+def check_identity(path, stored: Optional[dict], identity: Optional[dict]) -> None:
+    """Refuse a checkpoint whose recorded identity differs from the run resuming it (a
+    ValueError listing the differences); a checkpoint of 0.2 records none (its folder's record
+    was checked instead)."""
+    if stored is None or identity is None:
+        return
+    from .record import CHECKED, as_stored, differences
+
+    changed = differences(stored, as_stored(identity), [key for key in CHECKED if key in stored])
+    if changed:
+        raise ValueError(f"{path} was written by another run ({'; '.join(changed[:6])}"
+                         f"{'; ...' if len(changed) > 6 else ''}): resume it with the settings it was made "
+                         "with, use another output folder, or start over (--no-resume, resume=False)")
+
+
+def restore_run_state(strategy, state: dict, path, identity: Optional[dict] = None) -> int:
     """Restore ``strategy`` from ``state`` (read from ``path``, named in errors); returns how
-    many experiences were done."""
+    many experiences were done. ``identity``: the checked parts of the resuming run's record,
+    compared with the checkpoint's (:func:`check_identity`)."""
     if state["strategy"] != type(strategy).__name__:
         raise ValueError(
             f"{path} was written by a {state['strategy']} run, not {type(strategy).__name__}: "
             "use another output folder or the same strategy"
         )
+    check_identity(path, state.get("identity"), identity)
     strategy.load_checkpoint_model_state(state["model"])
     for field in _CLOCK_FIELDS:
         setattr(strategy.clock, field, state["clock"][field])
@@ -230,5 +260,5 @@ def restore_run_state(strategy, state: dict, path) -> int:
 
 
 __all__ = ["FORMAT_VERSION", "OPTIMIZER_MODULES", "STATE_KEYS", "DamagedCheckpointError",
-           "load_latest_run_state", "load_run_state", "optimizer_names_for_dill", "previous_path",
+           "check_identity", "load_latest_run_state", "load_run_state", "read_latest_run_state", "optimizer_names_for_dill", "previous_path",
            "read_run_state", "restore_run_state", "save_checkpoint", "save_run_state"]

@@ -42,7 +42,9 @@ from typing import Dict, Optional, Sequence
 import numpy as np
 
 from ..algorithms.data_parallel import barrier, is_main_process
-from ..utils.files import atomic_write_text, check_output_folder, remove_temporaries
+from ..utils.files import atomic_write_text, remove_temporaries
+from ..utils.lock import RunFolderLock
+from ..utils.paths import check_compare_path
 from .record import LEGACY_COMPARE_NAME, as_stored, differences
 from .run import Setup, check_folder, prepare_runs, recorded_runs, run_one
 
@@ -80,7 +82,16 @@ def run_comparison(setup: Setup, strategies: Sequence[str], out_dir, *, resume: 
     from ..strategies.registry import get_strategy
 
     names = _strategy_names(strategies, get_strategy)
-    out_dir = check_output_folder(out_dir, "out_dir")
+    out_dir = check_compare_path(out_dir, names, "out_dir")
+    lock = RunFolderLock(out_dir, "the comparison folder").acquire() if is_main_process() else None
+    try:
+        return _run_comparison(setup, names, out_dir, resume, progress)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _run_comparison(setup: Setup, names: list, out_dir: Path, resume: bool, progress: bool) -> Dict[str, dict]:
     if resume:
         check_comparison(out_dir, setup)
     prepared = prepare_runs(setup, names)

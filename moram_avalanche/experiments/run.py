@@ -31,6 +31,7 @@ from typing import Callable, Dict, Mapping, NamedTuple, Optional, Sequence
 
 from ..algorithms.data_parallel import barrier, is_main_process, world_size
 from ..utils.files import atomic_write_text
+from ..utils.memory import check_atom_banks_fit
 from .record import CHECKED_BEFORE_BUILDING, describe_benchmark, make_record
 from .runner import check_run_folder
 from .seeding import RELEASE_SEED, seed_everything
@@ -92,17 +93,36 @@ def prepare_runs(setup: Setup, names: Sequence[str]) -> Dict[str, Prepared]:
 
     seed_everything(setup.seed)
     model, train_tf, eval_tf, _ = setup.make_model()
-    benchmark = describe_benchmark(setup.make_benchmark(train_tf, eval_tf))
+    built = setup.make_benchmark(train_tf, eval_tf)
+    benchmark = describe_benchmark(built)
+    shapes = linear_shapes(model)
     del model
     prepared = {}
     for name in names:
         cls = get_strategy(name)
         options = dict(setup.options(name, eval_tf))
         check_strategy_options(cls, options)
+        if "atoms_per_task" in options:  # a bank that grows with every task: will it fit?
+            check_atom_banks_fit(shapes, int(options["atoms_per_task"]), len(built.train_stream), setup.device)
         record = make_record(setup.run_settings(name), strategy=cls.__name__, options=options)
         record["benchmark"] = benchmark
         prepared[name] = Prepared(options, record)
     return prepared
+
+
+def linear_shapes(model) -> list:
+    """``(in_features, out_features)`` of every linear map an adapter can wrap: each
+    ``nn.Linear`` and the three projections of each ``nn.MultiheadAttention`` (an upper bound
+    of what an injection adapts, for :func:`~moram_avalanche.utils.memory.check_atom_banks_fit`)."""
+    from torch import nn
+
+    shapes = []
+    for module in model.modules():
+        if isinstance(module, nn.Linear):
+            shapes.append((module.in_features, module.out_features))
+        elif isinstance(module, nn.MultiheadAttention):
+            shapes += [(module.embed_dim, module.embed_dim)] * 3
+    return shapes
 
 
 def check_folder(folder: Path, prepared: Prepared, what: str, fix: Optional[str] = None) -> None:
@@ -114,10 +134,26 @@ def run_one(setup: Setup, name: str, prepared: Prepared, folder, *, tb_dir, resu
             progress: bool = True) -> dict:
     """Run strategy ``name`` (registry name, ``prepared`` by :func:`prepare_runs`) on the setup's
     benchmark into ``folder``; returns ``results.json``'s content plus ``memory`` and ``time``."""
+    from ..utils.lock import RunFolderLock
+
+    folder, tb_dir = Path(folder), Path(tb_dir)
+    main = is_main_process()
+    # one process owns the folder from before its TensorBoard log is touched to the last file
+    lock = RunFolderLock(folder, "the run folder").acquire() if main else None
+    try:
+        return _run_one(setup, name, prepared, folder, tb_dir, resume, progress, main)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _run_one(setup: Setup, name: str, prepared: Prepared, folder: Path, tb_dir: Path, resume: bool,
+             progress: bool, main: bool) -> dict:
     from avalanche.logging import TensorboardLogger
     from avalanche.training.plugins import EvaluationPlugin
 
     from ..strategies.plugins.data_parallel import DataParallel
+    from ..strategies.plugins.divergence import StopOnDivergence
     from ..strategies.plugins.memory import PeakMemory
     from ..strategies.plugins.moram import MoRAMPlugin
     from ..strategies.plugins.timing import RunTime
@@ -126,8 +162,6 @@ def run_one(setup: Setup, name: str, prepared: Prepared, folder, *, tb_dir, resu
     from .metrics import AccuracyMatrix, accuracy_matrix_of
     from .runner import run_stream
 
-    folder, tb_dir = Path(folder), Path(tb_dir)
-    main = is_main_process()
     if not resume and main:
         shutil.rmtree(tb_dir, ignore_errors=True)
     seed_everything(setup.seed)
@@ -137,14 +171,14 @@ def run_one(setup: Setup, name: str, prepared: Prepared, folder, *, tb_dir, resu
     matrix = AccuracyMatrix(out_dir=folder)
     options = dict(prepared.options)
     parallel = [DataParallel()] if world_size() > 1 else []
-    plugins = [PeakMemory(), RunTime(), *parallel, *options.pop("plugins", [])]
+    plugins = [PeakMemory(), RunTime(), StopOnDivergence(), *parallel, *options.pop("plugins", [])]
     loggers = (lambda: [TensorboardLogger(tb_dir)]) if main else list  # rank 0 logs (Avalanche's rule)
     # the evaluator (and its TensorBoard folder) is made once the strategy passed its checks
     evaluator = lambda: EvaluationPlugin(matrix, loggers=loggers())  # noqa: E731
     strategy = get_strategy(name)(model=model, tokenizer=tokenizer, evaluator=evaluator, device=setup.device,
                                   progress=progress and main, plugins=plugins, **options)
     run_stream(strategy, benchmark, folder, resume=resume, progress=progress and main,
-               num_workers=setup.num_workers, settings=prepared.record["run"], environment=environment)
+               num_workers=setup.num_workers, settings=prepared.record["run"], environment=environment, lock=False)
     # a whole-strategy resume (Avalanche's strategies) replaced the metric and plugins
     peak, clock = (next(p for p in strategy.plugins if isinstance(p, kind)) for kind in (PeakMemory, RunTime))
     report = {**accuracy_matrix_of(strategy).report(), "memory": peak.report(), "time": clock.report()}
@@ -190,4 +224,4 @@ def recorded_runs(out_dir, names: Optional[Sequence[str]] = None) -> Dict[str, M
     return found
 
 
-__all__ = ["Prepared", "Setup", "check_folder", "prepare_runs", "recorded_runs", "run_one", "run_single"]
+__all__ = ["Prepared", "Setup", "check_folder", "linear_shapes", "prepare_runs", "recorded_runs", "run_one", "run_single"]

@@ -23,6 +23,7 @@ resumes from rank 0's checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
@@ -34,10 +35,13 @@ from tqdm.auto import tqdm
 
 from ..layers import MoRAMLinear, find_layers, routing_kernel
 from ..utils.checks import check_nonnegative_int, check_positive_int
-from ..utils.files import check_output_folder, remove_temporaries
+from ..utils.files import remove_temporaries
+from ..utils.lock import RunFolderLock
+from ..utils.paths import check_run_path
 from ..algorithms.data_parallel import barrier, is_main_process, world_size
 from ..strategies.plugins.data_parallel import DataParallel
-from .checkpoint import load_latest_run_state, previous_path, save_checkpoint, save_run_state
+from .checkpoint import (load_latest_run_state, previous_path, read_latest_run_state, save_checkpoint,
+                         save_run_state)
 from .record import CHECKED, LEGACY_SETTINGS_NAME, RECORD_NAME, check_record, make_record, write_record
 
 logger = logging.getLogger(__name__)
@@ -59,7 +63,7 @@ def build_kernels(strategy) -> None:
 def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
                max_experiences: Optional[int] = None, progress: bool = True,
                num_workers: int = 0, settings: Optional[Mapping[str, Any]] = None,
-               environment: Optional[Mapping[str, Any]] = None) -> int:
+               environment: Optional[Mapping[str, Any]] = None, lock: bool = True) -> int:
     """Train on each experience of ``benchmark.train_stream`` and evaluate ``test_stream`` after each.
 
     Args:
@@ -78,10 +82,16 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
             domains in the folder's record ``out_dir/run.json`` and checked when it resumes.
         environment: facts recorded beside them but never checked (cache folder, device,
             the base weights' checksum).
+        lock: own ``out_dir`` while running (:class:`~moram_avalanche.utils.lock.RunFolderLock`:
+            a second process is refused, naming this one); False when the caller holds it.
 
     Resuming in a folder whose recorded settings differ is a ValueError that lists the
     differences (nothing is run or written). Images skipped as unreadable are recorded in
     ``out_dir/bad_images.jsonl`` (kept across resumes) and counted in ``results.json``.
+
+    The checkpoint carries the checked parts of the record (its identity), compared with this
+    run's on every load, so a folder whose record was lost resumes only the same run; results
+    files are written after the checkpoint that backs them.
 
     Returns the number of experiences completed.
     """
@@ -92,10 +102,23 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
     if max_experiences is not None:
         check_positive_int("max_experiences", max_experiences)
     check_nonnegative_int("num_workers", num_workers)
-    out_dir = check_output_folder(out_dir, "out_dir")
+    out_dir = check_run_path(out_dir, "out_dir")
     record = run_record(strategy, benchmark, settings, environment)
+    held = RunFolderLock(out_dir, "out_dir").acquire() if lock and is_main_process() else None
+    try:
+        return _run(strategy, benchmark, out_dir, record, resume=resume, max_experiences=max_experiences,
+                    progress=progress, num_workers=num_workers)
+    finally:
+        if held is not None:
+            held.release()
+
+
+def _run(strategy, benchmark, out_dir: Path, record: dict, *, resume: bool, max_experiences: Optional[int],
+         progress: bool, num_workers: int) -> int:
+    identity = {key: record[key] for key in CHECKED}
     if resume:
         check_run_folder(out_dir, record)
+        check_unrecorded_checkpoint(strategy, out_dir)
     main = is_main_process()  # rank 0 of a data-parallel run writes; every process reads
     if main:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -107,7 +130,7 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
                 (out_dir / name).unlink(missing_ok=True)
     barrier()
     path = out_dir / CHECKPOINT_NAME
-    done, used = _load(strategy, path) if resume else (0, None)
+    done, used = _load(strategy, path, identity) if resume else (0, None)
     if used is not None:
         logger.info("resuming %s after %d experience(s) from %s", type(strategy).__name__, done, used)
     barrier()  # every process has read the checkpoint before rank 0 writes again
@@ -131,9 +154,11 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
         for index in range(done, stop):
             began = time.perf_counter()
             strategy.train(stream[index], **train_loader)
-            strategy.eval(benchmark.test_stream, **loader)
+            with results_held(strategy):  # results.json is never ahead of the checkpoint
+                strategy.eval(benchmark.test_stream, **loader)
             if main:
-                _save(strategy, path)
+                _save(strategy, path, identity)
+                rewrite_results(strategy)
             barrier()  # every process resumes from the same checkpoint
             done = index + 1
             bar.update()
@@ -151,23 +176,60 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
     return done
 
 
+@contextlib.contextmanager
+def results_held(strategy):
+    """Hold back the result files the strategy's :class:`~.metrics.AccuracyMatrix` metrics write at
+    the end of an evaluation (their ``out_dir`` is set aside meanwhile): the run loop writes them
+    once the checkpoint that backs them is on disk (:func:`rewrite_results`)."""
+    from .metrics import AccuracyMatrix
+
+    metrics = [m for m in getattr(getattr(strategy, "evaluator", None), "metrics", ()) or ()
+               if isinstance(m, AccuracyMatrix)]
+    folders = [m.out_dir for m in metrics]
+    for metric in metrics:
+        metric.out_dir = None
+    try:
+        yield
+    finally:
+        for metric, folder in zip(metrics, folders):
+            metric.out_dir = folder
+
+
+def check_unrecorded_checkpoint(strategy, out_dir: Path) -> None:
+    """A folder holding a checkpoint but no record resumes only when the checkpoint says what
+    made it (its identity, compared on load); one that cannot say (0.2's, Avalanche's
+    whole-strategy checkpoints) is refused rather than mixed with another run."""
+    from .record import read_record
+
+    path = out_dir / CHECKPOINT_NAME
+    if not (path.exists() or previous_path(path).exists()) or read_record(out_dir) is not None:
+        return
+    if lean_checkpoints(strategy):
+        state, _ = read_latest_run_state(path)
+        if state is not None and state.get("identity") is not None:
+            return
+    raise ValueError(f"{out_dir} holds a checkpoint but no record of the run that made it ({RECORD_NAME}), "
+                     "and the checkpoint does not say which run it was: put the record back, use another "
+                     "folder, or start over (--no-resume, resume=False)")
+
+
 def lean_checkpoints(strategy) -> bool:
     """Whether ``strategy`` has the package's lean run state (its CLIP strategies do)."""
     return hasattr(strategy, "checkpoint_model_state") and hasattr(strategy, "load_checkpoint_model_state")
 
 
-def _save(strategy, path: Path) -> None:
+def _save(strategy, path: Path, identity: Optional[dict] = None) -> None:
     if lean_checkpoints(strategy):
-        save_run_state(strategy, path)
+        save_run_state(strategy, path, identity=identity)
     else:
         save_checkpoint(strategy, path)
 
 
-def _load(strategy, path: Path):
+def _load(strategy, path: Path, identity: Optional[dict] = None):
     """``(experiences done, the file used or None)``: the lean run state (with its fallback to
-    the previous checkpoint), or Avalanche's whole-strategy checkpoint."""
+    the previous checkpoint, its identity checked), or Avalanche's whole-strategy checkpoint."""
     if lean_checkpoints(strategy):
-        return load_latest_run_state(strategy, path)
+        return load_latest_run_state(strategy, path, identity)
     if not path.exists():
         return 0, None
     from avalanche.checkpointing import maybe_load_checkpoint
@@ -234,4 +296,4 @@ def rewrite_results(strategy, bad_images=None) -> None:
 
 
 __all__ = ["BAD_IMAGES_NAME", "CHECKPOINT_NAME", "RUN_FILES", "check_run_folder", "hide_later_points",
-           "holds_results", "lean_checkpoints", "rewrite_results", "run_record", "run_stream"]
+           "check_unrecorded_checkpoint", "holds_results", "lean_checkpoints", "results_held", "rewrite_results", "run_record", "run_stream"]

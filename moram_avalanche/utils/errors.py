@@ -9,6 +9,8 @@ any other exception is a defect of this package and keeps its traceback.
 
 from __future__ import annotations
 
+import errno
+
 
 class UserError(Exception):
     """Mixed into an exception whose message says all the user needs: what, where, how to fix."""
@@ -16,6 +18,11 @@ class UserError(Exception):
 
 class OptionError(UserError, TypeError):
     """An unknown keyword, or a value of the wrong type, given to a strategy or a function."""
+
+
+#: errors of the disk that say all a user needs (errno -> the fix)
+_DISK_ERRORS = {errno.ENOSPC: "free some space", errno.EDQUOT: "free some space within your quota",
+                errno.EROFS: "the file system is read-only: write elsewhere (--out, --log-dir)"}
 
 
 def user_message(error: BaseException) -> str:
@@ -26,6 +33,10 @@ def user_message(error: BaseException) -> str:
     line holds the original message, which is what is returned. Other messages are returned
     as they are.
     """
+    if isinstance(error, OSError) and error.errno in _DISK_ERRORS:
+        where = f" writing {error.filename}" if error.filename else ""
+        return (f"{error.strerror or _DISK_ERRORS[error.errno]}{where}: {_DISK_ERRORS[error.errno]}; the run "
+                "keeps its last checkpoint and results, so the same command resumes it")
     text = str(error).strip()
     if "Original Traceback" in text:
         name = type(error).__name__

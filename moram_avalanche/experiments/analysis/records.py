@@ -19,6 +19,7 @@ from typing import Dict, List, NamedTuple, Optional
 import torch
 
 from ...clip.inject import TARGET_PATHS
+from ..checkpoint import read_latest_run_state
 from ..runner import CHECKPOINT_NAME
 
 #: checkpoint entries of a MoRAM layer that are not rows of a bank
@@ -112,7 +113,7 @@ def load_run(log_dir) -> RunRecord:
         hint = (f"; it holds the runs {runs}: analyse one of them, e.g. {log_dir / runs[0]}" if runs else
                 ": give the --log-dir of a `run`, or a strategy folder OUT/<strategy> of a `compare`")
         raise ValueError(f"{log_dir} has no {CHECKPOINT_NAME}{hint}")
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state, path = read_latest_run_state(path)  # as a resumed run reads it: a damaged one falls back
     plugin = find_moram_state(state.get("stateful", {}))
     banks = _banks(state.get("model", {}))
     if plugin is None or not banks:

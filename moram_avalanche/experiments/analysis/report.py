@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ...utils.files import atomic_write_text
+from ...utils.files import atomic_write_text, check_output_folder
 from ..viz import save_png
 from . import figures
 from .activations import layer_activations
@@ -97,7 +97,7 @@ class AnalysisOptions:
 def analyze(log_dir, *, data_root: Optional[str] = None, options: Optional[AnalysisOptions] = None,
             model=None, benchmark=None, eval_transform=None, tokenizer=None,
             layer_options: Optional[Dict[str, dict]] = None, settings: Optional[dict] = None,
-            device="cpu", tensorboard: bool = True, progress: bool = True) -> Path:
+            device="cpu", tensorboard: bool = True, progress: bool = True, out=None) -> Path:
     """Write the analysis of the MoRAM run in ``log_dir`` (see the module docstring).
 
     Args:
@@ -113,11 +113,17 @@ def analyze(log_dir, *, data_root: Optional[str] = None, options: Optional[Analy
             ``cache_dir``).
         device: where the model runs.
         tensorboard: also write the pictures to the run's TensorBoard log.
+        out: where to write (default ``log_dir/analysis``); checked writable before anything
+            is computed (a read-only run folder: give another).
 
     Returns the path of ``report.md``.
     """
     options = options or AnalysisOptions()
     options.check()
+    out = check_output_folder(Path(log_dir) / ANALYSIS_DIR, "the run's analysis folder (--out DIR writes elsewhere)"
+                              ) if out is None else check_output_folder(out, "--out")
+    if tensorboard and not _writable(tensorboard_dir(Path(log_dir))):
+        tensorboard = False  # a read-only run folder: the report and pictures go to `out` alone
     record = load_run(log_dir)
     scenarios = (parse_scenarios(options.scenarios, record.tasks) if options.scenarios
                  else default_scenarios(record.tasks))
@@ -141,7 +147,6 @@ def analyze(log_dir, *, data_root: Optional[str] = None, options: Optional[Analy
     steps.update()
     steps.close()
 
-    out = record.log_dir / ANALYSIS_DIR
     _remove_stale(out, set(images) | set(texts))
     for name, image in images.items():
         save_png(image, out / name)
@@ -153,6 +158,15 @@ def analyze(log_dir, *, data_root: Optional[str] = None, options: Optional[Analy
     if tensorboard:
         write_tensorboard(tensorboard_dir(record.log_dir), images, report)
     return path
+
+
+def _writable(folder: Path) -> bool:
+    """Whether ``folder`` (or, when it does not exist yet, its nearest existing parent) can be written."""
+    import os
+
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return os.access(folder, os.W_OK)
 
 
 #: the files an analysis writes besides report.md and analysis.json (older ones are removed)

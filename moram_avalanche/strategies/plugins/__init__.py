@@ -9,6 +9,7 @@ from .analytic import AnalyticHead
 from .budget import IterationBudget
 from .codyra import CoDyRAPlugin
 from .data_parallel import DataParallel
+from .divergence import StopOnDivergence, TrainingDiverged
 from .distillation import ExemplarDistillation, LwFDistillation, ReferenceDistillation, ZSCLDistillation
 from .exemplars import ExemplarMemory
 from .growth import GrowthPlugin
@@ -20,7 +21,7 @@ from .moram import MoRAMPlugin
 from .timing import RunTime
 from .weights import L2Anchor, WeightEnsemble, WiSEMerge
 
-__all__ = ["AnalyticHead", "CoDyRAPlugin", "DataParallel", "ExemplarDistillation", "ExemplarMemory", "GrowthPlugin",
+__all__ = ["StopOnDivergence", "TrainingDiverged", "AnalyticHead", "CoDyRAPlugin", "DataParallel", "ExemplarDistillation", "ExemplarMemory", "GrowthPlugin",
            "InfLoRAPlugin", "IterationBudget", "L2Anchor", "LoadBalancePlugin", "LwFDistillation",
            "MoEAdaptersPlugin", "MoRAMPlugin", "PeakMemory", "ReferenceDistillation", "RunTime",
            "WeightEnsemble", "WiSEMerge", "ZSCLDistillation", "memory_footprint"]
