@@ -69,10 +69,10 @@ def route(proj: torch.Tensor, k: int, temperature: float, threshold: Optional[fl
     ``threshold`` is the eval-only gate ``delta``, or None for no gate (training). ``select``
     runs steps 2-3's top-k and norm (:func:`~moram_avalanche.layers.moram_fused.kernels_for`).
     """
-    # 2.-3. n = max(||p||, eps) > 0 per token, so the k largest s = p / n are the k largest p:
-    # select on p and divide only the k kept (the same numbers as dividing all of p first)
-    kept_proj, idx, norm = select(proj, k)
-    kept_relevance = kept_proj / norm                                   # 2. s_i = p_i / ||p||
+    # n = max(||p||, eps) > 0 per token, so the k largest s = p / n are the k largest p: the
+    # top-k runs on p and only the k kept are divided (the same numbers as dividing all of p first)
+    kept_proj, idx, norm = select(proj, k)                              # 3. top-k; 2.'s n
+    kept_relevance = kept_proj / norm                                   # 2. s_i = p_i / n
     softmax = torch.softmax(kept_relevance / temperature, dim=-1)       # 4. w = softmax(s_I / tau)
     weights = softmax                                                   # 5. w_i <- w_i [s_i >= delta]
     if threshold is not None:
