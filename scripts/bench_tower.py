@@ -30,6 +30,7 @@ from bench_timing import add_timing_options, apply_threads, time_round_robin
 from moram_avalanche.clip.attention import split_attention
 from moram_avalanche.clip.inject import inject_lora, inject_moram
 from moram_avalanche.layers.base import find_layers
+from moram_avalanche.layers import routing_kernel
 from moram_avalanche.layers.moram import MoRAMLinear
 
 TARGETS = ("q", "k", "v", "out", "fc", "proj")
@@ -105,6 +106,8 @@ def main() -> None:
     apply_threads(args)
     torch.manual_seed(0)
     towers = {name: model.to(args.device) for name, model in build_towers(args.tasks).items()}
+    if torch.device(args.device).type == "cpu":
+        routing_kernel.load()  # MoRAM's CPU routing kernel, built before anything is timed
     images = torch.randn(args.batch, 3, 224, 224, device=args.device)
     with torch.inference_mode():
         plain_out, split_out = towers["plain"].visual(images), towers["split"].visual(images)

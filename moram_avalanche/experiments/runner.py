@@ -55,7 +55,8 @@ RUN_FILES = (CHECKPOINT_NAME, "checkpoint.prev.pt", BAD_IMAGES_NAME, RECORD_NAME
 
 def build_kernels(strategy) -> None:
     """Compile MoRAM's CPU routing kernel now (first use on this machine: about a minute), so that
-    no experience's time -- ``Train s / exp.`` of the tables -- includes the build."""
+    no experience's time -- ``Train s / exp.`` of the tables -- includes the build. MoRAM layers
+    never build it inside a forward; until it is built they take the PyTorch path."""
     if torch.device(strategy.device).type == "cpu" and find_layers(strategy.model, MoRAMLinear):
         routing_kernel.load()
 

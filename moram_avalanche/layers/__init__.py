@@ -1,8 +1,9 @@
 """Pure-torch adapter layers: no Avalanche, no open_clip.
 
-The adapter-layer protocol and the one layer finder (:mod:`.base`), MoRAM's layer
-(:mod:`.moram`), its fused autograd function (:mod:`.moram_fused`) with its compiled CPU routing
-(:mod:`.routing_kernel`, built on first use, PyTorch as fallback), the routing-ablation
+The adapter-layer protocol and the one layer finder (:mod:`.base`), MoRAM's layer, the paper's
+six steps (:mod:`.moram`) over its bank of atoms (:mod:`.moram_bank`), its hand-written backward
+and the one choice of kernels (:mod:`.moram_fused`) with its compiled CPU routing
+(:mod:`.routing_kernel`, built by ``routing_kernel.load()``, PyTorch until then), the routing-ablation
 variant (:mod:`.moram_variants`), the method written the obvious way (:mod:`.naive`), and the
 baselines' layers: LoRA (:mod:`.lora`), CoDyRA's gated LoRA (:mod:`.gated_lora`), MoE-LoRA (:mod:`.moe_lora`) and MoE-Adapters' experts
 and per-task routers (:mod:`.moe_adapter`).

@@ -1,13 +1,19 @@
-"""The MoRAM layer's arithmetic as one autograd function with a hand-written backward (pure torch).
+"""The fast paths of MoRAM's layer: the hand-written backward and the three steps the CPU kernel compiles.
 
-MoRAM keeps every atom of every task in one contiguous bank and trains only the atoms added
-for the current task. Written with ordinary autograd, the layer would (a) differentiate
-through a concatenation ``[frozen; trainable]`` and so compute, then discard, the full
-``[R, d]`` weight gradients, (b) save a dozen ``[N, R]`` intermediates, and (c) run each
-elementwise step of the router as its own kernel in both passes. :class:`MoRAMFunction`
-takes the whole bank for the forward pass and the trainable tail as separate arguments,
-returns gradients for the tail only, saves ``[N, R]`` projections plus ``[N, k]`` routing
-state, and folds the base layer's GEMMs and the atom GEMMs into shared output buffers.
+:meth:`MoRAMLinear.mixture <moram_avalanche.layers.moram.MoRAMLinear.mixture>` computes the
+paper's six steps once, in plain PyTorch, without autograd. Two things here make it fast:
+
+* :class:`MoRAMFunction` attaches the backward of those steps, written by hand. Ordinary
+  autograd would (a) differentiate through the concatenation ``[frozen; trainable]`` and so
+  compute, then discard, the full ``[R, d]`` weight gradients, (b) save a dozen ``[N, R]``
+  intermediates, and (c) run each elementwise step of the router as its own kernel. The
+  function returns gradients for the trainable rows only and keeps the ``[N, R]`` projections
+  plus ``[N, k]`` routing state.
+* :func:`kernels_for` picks, in one place and once per call, who runs the three steps the
+  compiled CPU kernels cover (:mod:`~moram_avalanche.layers.routing_kernel`): the top-k with
+  the norm, the gated read-out and the router's backward. The compiled ones run only on the
+  CPU in float32 once :func:`routing_kernel.load() <moram_avalanche.layers.routing_kernel.load>`
+  has built them; nothing here ever builds them. Same arithmetic; tests compare both paths.
 
 Equations (paper; method reference steps 1-6), per token ``x`` and bank ``A`` ``[R, d_in]``,
 ``B`` ``[R, d_out]`` (one row per atom):
@@ -22,21 +28,17 @@ Backward, with ``g = dL/dy``, ``c_i = w_i p_i`` and ``u = softmax(s_I / tau)``, 
 * ``dL/du = m * dL/dc * p_I``; ``dL/dz = u * (dL/du - <dL/du, u>)``; ``dL/ds_I = dL/dz / tau``
 * ``dL/dp_I += dL/dc * w + dL/ds_I / n``; ``dL/dp += (-<dL/ds_I, s_I> / n) * p / n`` (0 if ``||p|| <= eps``)
 * ``dL/dx = g W + (dL/dp) A``; ``dL/dA_tail = (dL/dp_tail)^T x``
-
-On the CPU in float32 three steps run compiled (:mod:`~moram_avalanche.layers.routing_kernel`;
-``MORAM_AVALANCHE_KERNEL=off`` keeps everything here): the top-k with the norm, the gated
-read-out, and the router's backward, which takes only the ``k`` products ``g . B_i`` each token
-needs instead of the ``[N, R]`` GEMM ``g B^T``. Same arithmetic; tests compare both paths.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
 
 from . import routing_kernel
+from .moram_bank import joined
 
 #: L2-normalisation epsilon of the relevance score (method reference, step 2).
 RELEVANCE_EPS = 1e-12
@@ -50,6 +52,11 @@ def compute_dtype(x: torch.Tensor) -> torch.dtype:
     return x.dtype
 
 
+def route_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Routing runs in float32 at least (softmax at tau = 0.01 is sharp)."""
+    return torch.promote_types(dtype, torch.float32)
+
+
 class Routing(NamedTuple):
     """Routing state of a batch of tokens (``N`` tokens, ``k`` kept atoms)."""
 
@@ -61,58 +68,24 @@ class Routing(NamedTuple):
     kept_proj: torch.Tensor  # [N, k] p_I
 
 
-def route(proj: torch.Tensor, k: int, temperature: float, threshold: Optional[float]) -> Routing:
-    """Steps 2-5 on projections ``proj`` ``[N, R]`` (in float32 or wider, whatever the model dtype).
-
-    ``threshold`` is the eval-only gate ``delta``, or None for no gate (training).
-    """
-    # s = p / n with n > 0 per token: the top-k of s are the top-k of p, so only the k kept
-    # relevances are divided (same values as dividing all of p first).
-    if routing_kernel.available(proj):  # the same set and norm in one pass (CPU, float32)
-        kept_proj, idx, norm = routing_kernel.select(proj, k)
-    else:
-        norm = torch.linalg.vector_norm(proj, dim=-1, keepdim=True).clamp_min_(RELEVANCE_EPS)
-        kept_proj, idx = proj.topk(k, dim=-1, sorted=False)
-    kept_relevance = kept_proj / norm
-    softmax = torch.softmax(kept_relevance / temperature, dim=-1)
-    weights = softmax
-    if threshold is not None:
-        weights = softmax.masked_fill(kept_relevance < threshold, 0.0)
-    return Routing(norm, idx, kept_relevance, softmax, weights, kept_proj)
-
-
-def route_dtype(dtype: torch.dtype) -> torch.dtype:
-    """Routing runs in float32 at least (softmax at tau = 0.01 is sharp)."""
-    return torch.promote_types(dtype, torch.float32)
-
-
-def mixture_forward(tokens, weight, bias, key_bank, value_bank, k, temperature, threshold):
-    """``(y, proj, routing)`` for ``tokens`` ``[N, d_in]``; every tensor in one dtype.
-
-    ``y = tokens W^T + b + delta`` when ``weight`` is given, else the atoms' ``delta`` alone.
-    """
-    proj = F.linear(tokens, key_bank).to(route_dtype(tokens.dtype))
-    routing = route(proj, k, temperature, threshold)
-    coef = (routing.weights * routing.kept_proj).to(tokens.dtype)
-    out = read_out(routing.idx, coef, value_bank, gated=threshold is not None, bias=bias)
-    if weight is not None:
-        out.addmm_(tokens, weight.t())  # the base GEMM accumulates into the same buffer
-    return out, proj, routing
+# ---------------------------------------------------------------- the three steps, in PyTorch
+def select(proj: torch.Tensor, k: int):
+    """``(kept_proj [N, k], idx [N, k], norm [N, 1])``: the ``k`` largest entries of each row of
+    ``proj`` (signed, in no particular order) and ``max(||p||, eps)``."""
+    norm = torch.linalg.vector_norm(proj, dim=-1, keepdim=True).clamp_min_(RELEVANCE_EPS)
+    kept_proj, idx = proj.topk(k, dim=-1, sorted=False)
+    return kept_proj, idx, norm
 
 
 def read_out(idx: torch.Tensor, coef: torch.Tensor, value_bank: torch.Tensor,
-             gated: bool = False, bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+             bias: Optional[torch.Tensor] = None, gated: bool = False) -> torch.Tensor:
     """``[N, d_out]`` rows ``bias + sum_j coef[n, j] * value_bank[idx[n, j]]`` (step 6's atom term).
 
     ``gated``: the eval gate has zeroed some coefficients; their rows are skipped (one
     ``embedding_bag`` over the non-zero entries only, with per-token offsets). Skipping a
     zero term leaves every sum as it is (``a + 0 == a``), and at ``delta = 0.2`` at most
     ``1 / delta^2 = 25`` atoms per token can pass the gate (``||s|| = 1``), often far fewer.
-    On the CPU in float32 the compiled read-out skips them in one pass, bias included
-    (:func:`~moram_avalanche.layers.routing_kernel.read_out`; ungated, ``embedding_bag`` is as fast).
     """
-    if gated and routing_kernel.available(value_bank) and coef.dtype == torch.float32:
-        return routing_kernel.read_out(idx, coef, value_bank, bias)
     if not gated:
         out = F.embedding_bag(idx, value_bank, per_sample_weights=coef, mode="sum")
     else:
@@ -124,81 +97,15 @@ def read_out(idx: torch.Tensor, coef: torch.Tensor, value_bank: torch.Tensor,
     return out if bias is None else out.add_(bias)
 
 
-class MoRAMFunction(torch.autograd.Function):
-    """``y = W x + b + sum_I w_i p_i B_i`` with gradients for x, the trainable atoms, W and b.
-
-    Forward args: ``tokens [N, d_in]``, ``weight [d_out, d_in]`` or None (then only the atom
-    term is returned), ``bias [d_out]`` or None, ``key_bank [R, d_in]``, ``value_bank
-    [R, d_out]``, ``new_keys [r, d_in]``, ``new_values [r, d_out]`` (the last ``r`` rows of the
-    banks; ``r`` may be 0), ``k``, ``temperature``, ``threshold`` (None: no gate).
-    Returns ``(y, idx, weights)``; ``idx`` and ``weights`` (for activation statistics) are
-    not differentiable.
-    """
-
-    @staticmethod
-    def forward(ctx, tokens, weight, bias, key_bank, value_bank, new_keys, new_values,
-                k, temperature, threshold):
-        with torch.autocast(tokens.device.type, enabled=False):  # inputs are already cast
-            out, proj, routing = mixture_forward(
-                tokens, weight, bias, key_bank, value_bank, k, temperature, threshold
-            )
-        ctx.save_for_backward(tokens, weight, key_bank, value_bank, proj, *routing)
-        ctx.num_frozen = key_bank.shape[0] - new_keys.shape[0]
-        ctx.temperature = temperature
-        ctx.threshold = threshold
-        ctx.mark_non_differentiable(routing.idx, routing.weights)
-        ctx.set_materialize_grads(False)
-        return out, routing.idx, routing.weights
-
-    @staticmethod
-    def backward(ctx, grad_out, _grad_idx, _grad_weights):
-        tokens, weight, key_bank, value_bank, proj, *saved = ctx.saved_tensors
-        routing = Routing(*saved)
-        needs = ctx.needs_input_grad
-        grads = [None] * 10
-        if grad_out is None:
-            return tuple(grads)
-        grad_out = grad_out.contiguous()
-        wide = proj.dtype  # routing dtype (float32 or wider)
-        start = ctx.num_frozen
-
-        if needs[6]:  # dL/dB_i = sum over tokens of c_i g, for the trainable rows
-            coef = (routing.weights * routing.kept_proj).to(grad_out.dtype)
-            grads[6] = _tail_rows(routing.idx, coef, start, value_bank.shape[0]).t() @ grad_out
-
-        if needs[1]:
-            grads[1] = grad_out.t() @ tokens
-        if needs[2]:
-            grads[2] = grad_out.sum(0)
-        if not (needs[0] or needs[5]):
-            return tuple(grads)  # nothing upstream of the projections needs a gradient
-
-        # router: c = w * p_I with w = u * gate, u = softmax(s_I / tau), s_I = p_I / n
-        # read-out: dL/dc_i = g . B_i (one GEMM over the bank, then the k used columns)
-        # the kernel takes k products per token (memory-bound); the GEMM takes R (compute-bound):
-        # the kernel wins once the bank is a few times k (scripts/bench_atoms.py: not at R = k)
-        sparse = proj.shape[1] > 2 * routing.idx.shape[1]
-        if sparse and wide == torch.float32 and routing_kernel.available(grad_out):
-            grad_proj = routing_kernel.route_backward(grad_out, value_bank, proj, routing, ctx.temperature,
-                                                      ctx.threshold)
-        else:
-            grad_proj = _router_backward(grad_out @ value_bank.t(), proj, routing, ctx.temperature, ctx.threshold)
-        grad_proj = grad_proj.to(tokens.dtype)
-
-        if needs[0]:
-            grad_tokens = grad_proj @ key_bank
-            if weight is not None:
-                grad_tokens.addmm_(grad_out, weight)
-            grads[0] = grad_tokens
-        if needs[5]:
-            grads[5] = grad_proj[:, start:].t() @ tokens
-        return tuple(grads)
+def gated_read_out(idx, coef, value_bank, bias=None) -> torch.Tensor:
+    """:func:`read_out` after the eval gate (zero coefficients skipped)."""
+    return read_out(idx, coef, value_bank, bias, gated=True)
 
 
-def _router_backward(scores: torch.Tensor, proj: torch.Tensor, routing: Routing, temperature: float,
-                     threshold: Optional[float]) -> torch.Tensor:
-    """``dL/dp`` ``[N, R]`` from ``scores = dL/dy B^T`` and the saved routing (module docstring)."""
-    grad_coef = scores.gather(1, routing.idx).to(proj.dtype)
+def router_backward(grad_out: torch.Tensor, value_bank: torch.Tensor, proj: torch.Tensor, routing: Routing,
+                    temperature: float, threshold: Optional[float]) -> torch.Tensor:
+    """``dL/dp`` ``[N, R]`` from ``dL/dy`` ``[N, d_out]`` and the saved routing (module docstring)."""
+    grad_coef = (grad_out @ value_bank.t()).gather(1, routing.idx).to(proj.dtype)  # dL/dc_i = g . B_i
     grad_kept_proj = grad_coef * routing.weights
     grad_softmax = grad_coef * routing.kept_proj
     if threshold is not None:
@@ -216,6 +123,95 @@ def _router_backward(scores: torch.Tensor, proj: torch.Tensor, routing: Routing,
     return grad_proj
 
 
+# ---------------------------------------------------------------- the one dispatch
+class Kernels(NamedTuple):
+    """Who runs the three steps the compiled kernels cover, for one call (:func:`kernels_for`)."""
+
+    select: Callable  # (proj, k) -> (kept_proj, idx, norm): steps 2-3
+    read_out: Callable  # (idx, coef, value_bank, bias) -> b + sum_j coef_j B_idx_j: step 6
+    router_backward: Callable  # (grad_out, value_bank, proj, routing, tau, threshold) -> dL/dp
+
+
+def kernels_for(tokens: torch.Tensor, num_atoms: int, k: int, gated: bool) -> Kernels:
+    """The implementations for ``tokens`` ``[N, d_in]``, a bank of ``num_atoms`` and ``k`` kept atoms.
+
+    The compiled kernels when they are built (:func:`routing_kernel.built()
+    <moram_avalanche.layers.routing_kernel.built>`; never built here) and the tensors they see
+    are CPU float32: the projections (float32 for float32, bfloat16 and float16 tokens) for
+    the top-k; the tokens' own dtype for the read-out and the router's backward. The compiled
+    read-out only where the gate skips terms (ungated, ``embedding_bag`` is as fast), the
+    compiled backward only where the bank is a few times ``k``: it takes the ``k`` products
+    ``g . B_i`` each token needs (memory-bound) where PyTorch's GEMM takes ``R``
+    (compute-bound), which wins at ``R = k`` (``scripts/bench_atoms.py``).
+    """
+    compiled = tokens.device.type == "cpu" and routing_kernel.built() is not None
+    in_float32 = compiled and tokens.dtype == torch.float32
+    return Kernels(
+        select=routing_kernel.select if compiled and route_dtype(tokens.dtype) == torch.float32 else select,
+        read_out=(routing_kernel.read_out if in_float32 else gated_read_out) if gated else read_out,
+        router_backward=routing_kernel.route_backward if in_float32 and num_atoms > 2 * k else router_backward,
+    )
+
+
+# ---------------------------------------------------------------- the hand-written backward
+class MoRAMFunction(torch.autograd.Function):
+    """Gives the output ``y`` of steps 1-6, computed without autograd, its hand-written backward.
+
+    Args of ``apply``: ``y [N, d_out]`` (returned as the output, marked as modified),
+    ``tokens [N, d_in]``, ``weight [d_out, d_in]`` or None (then ``y`` holds only the atoms'
+    term), ``bias [d_out]`` or None, ``frozen_keys [F, d_in]``, ``frozen_values [F, d_out]``
+    (any dtype), ``new_keys [r, d_in]`` and ``new_values [r, d_out]`` in the tokens' dtype, or
+    None, ``proj [N, R]`` and ``routing`` (:class:`Routing`) as the forward computed them,
+    ``temperature``, ``threshold`` (None: no gate) and ``kernels`` (:class:`Kernels`).
+    Gradients go to ``tokens``, ``weight``, ``bias``, ``new_keys`` and ``new_values``, where
+    they require it. The bank is joined again in the backward (nothing ``[R, d]`` is kept).
+    """
+
+    @staticmethod
+    def forward(ctx, y, tokens, weight, bias, frozen_keys, frozen_values, new_keys, new_values, proj,
+                routing, temperature, threshold, kernels):
+        ctx.mark_dirty(y)
+        ctx.save_for_backward(tokens, weight, frozen_keys, frozen_values, new_keys, new_values, proj,
+                              *routing)
+        ctx.num_frozen = frozen_keys.shape[0]
+        ctx.temperature, ctx.threshold, ctx.kernels = temperature, threshold, kernels
+        ctx.set_materialize_grads(False)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        tokens, weight, frozen_keys, frozen_values, new_keys, new_values, proj, *saved = ctx.saved_tensors
+        routing = Routing(*saved)
+        needs = ctx.needs_input_grad
+        grads = [None] * 13
+        if grad_out is None:
+            return tuple(grads)
+        grad_out = grad_out.contiguous()
+        dtype, start = tokens.dtype, ctx.num_frozen
+
+        if needs[7]:  # dL/dB_i = sum over tokens of c_i g, for the trainable rows
+            coef = (routing.weights * routing.kept_proj).to(grad_out.dtype)
+            grads[7] = _tail_rows(routing.idx, coef, start, proj.shape[1]).t() @ grad_out
+        if needs[2]:
+            grads[2] = grad_out.t() @ tokens
+        if needs[3]:
+            grads[3] = grad_out.sum(0)
+        if not (needs[1] or needs[6]):
+            return tuple(grads)  # nothing upstream of the projections needs a gradient
+
+        value_bank = joined(frozen_values, new_values, dtype)
+        grad_proj = ctx.kernels.router_backward(grad_out, value_bank, proj, routing, ctx.temperature,
+                                                ctx.threshold).to(dtype)
+        if needs[1]:
+            grad_tokens = grad_proj @ joined(frozen_keys, new_keys, dtype)
+            if weight is not None:
+                grad_tokens.addmm_(grad_out, weight)
+            grads[1] = grad_tokens
+        if needs[6]:
+            grads[6] = grad_proj[:, start:].t() @ tokens
+        return tuple(grads)
+
+
 def _tail_rows(idx: torch.Tensor, coef: torch.Tensor, start: int, total: int) -> torch.Tensor:
     """``[N, total - start]`` dense coefficients of the atoms at ``start..total`` (0 if not kept)."""
     local = idx - start
@@ -224,5 +220,5 @@ def _tail_rows(idx: torch.Tensor, coef: torch.Tensor, start: int, total: int) ->
     return dense
 
 
-__all__ = ["RELEVANCE_EPS", "MoRAMFunction", "Routing", "compute_dtype", "mixture_forward", "read_out",
-           "route", "route_dtype"]
+__all__ = ["RELEVANCE_EPS", "Kernels", "MoRAMFunction", "Routing", "compute_dtype", "gated_read_out",
+           "kernels_for", "read_out", "route_dtype", "router_backward", "select"]

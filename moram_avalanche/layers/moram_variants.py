@@ -4,13 +4,14 @@
 growth, pruning, statistics and state) with two options the method does not have:
 
 * ``router=True``: an external learned router replaces the self-activation relevance: the
-  relevance is ``s = G x`` with router rows ``G`` ``[R, d_in]``, one per atom, kept as a third
-  bank (:data:`ROUTER_BANK`): grown, frozen, pruned, saved and loaded with the atoms. New rows
+  relevance is ``s = G x`` with router rows ``G`` ``[R, d_in]``, one per atom, kept by this
+  layer like the atoms (``frozen_router`` buffer, ``new_router`` parameter): grown, frozen,
+  pruned, saved and loaded with them. New rows
   are Kaiming-uniform like the keys (a router is an ``nn.Linear`` in sparse MoE layers), not
   zero: top-k runs over the whole bank without noise, so zero rows (logit 0) would lose every
   slot to the trained frozen rows whose logits are positive, and the new atoms would hardly
   train. Top-k, temperature and the eval gate then act on these logits as they act on
-  ``p / ||p||``. Extra state dict key ``router_weight`` ``[R, d_in]``.
+  ``p / ||p||``. Extra state dict key ``router_weight`` ``[R, d_in]`` (:data:`ROUTER_KEY`).
 * ``load_balance="release"`` (or ``True``) / ``"switch"``: every training forward with grad
   appends the layer's load-balancing term to :attr:`~MoRAMAblationLinear.balance_terms`, for a
   plugin to add to the loss: the MoRAM release's ``R * sum_i Pbar_i^2`` over the kept mixture
@@ -24,17 +25,18 @@ options off the layer takes the method's fused path. Pure torch.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .moram import BANKS, AtomBank, MoRAMLinear, routing_options
+from .moram import MoRAMLinear, routing_options
+from .moram_bank import check_finite, joined, new_rows
 from .moram_fused import RELEVANCE_EPS, route_dtype
 
-#: the external router's rows, aligned with the atoms (``router=True`` only)
-ROUTER_BANK = AtomBank("_router_bank", "new_router", "in", "kaiming", "router_weight", False)
+#: the state-dict key of the external router's rows ``[R, d_in]`` (``router=True`` only)
+ROUTER_KEY = "router_weight"
 #: load-balancing terms a layer keeps uncollected before it reports a missing consumer
 MAX_BALANCE_TERMS = 256
 
@@ -154,23 +156,70 @@ class MoRAMAblationLinear(MoRAMLinear):
                  router: bool = False, load_balance: bool | str = False) -> None:
         self.router = bool(router)
         super().__init__(base, atoms_per_task, topk, temperature, threshold)
+        if self.router:
+            self.register_buffer("frozen_router", base.weight.new_zeros(0, self.in_features), persistent=False)
+            self.register_parameter("new_router", None)
         self.load_balance = load_balance
         #: load-balancing terms of the training forwards since the last :meth:`pop_balance_terms`
         self.balance_terms: list = []
 
-    @property
-    def banks(self) -> Tuple[AtomBank, ...]:
-        return BANKS + ((ROUTER_BANK,) if self.router else ())
-
+    # ------------------------------------------------------------------ the router's rows
     @property
     def options(self):
         return {**super().options, "router": self.router}
 
     @property
+    def state_keys(self):
+        return super().state_keys + ((ROUTER_KEY,) if self.router else ())
+
+    @property
     def router_weight(self) -> Optional[torch.Tensor]:
         """The external router's rows ``[num_atoms, in_features]`` (detached), or None."""
-        return self.bank_rows(ROUTER_BANK) if self.router else None
+        return joined(self.frozen_router, self.new_router).detach() if self.router else None
 
+    def expand(self) -> int:
+        count = super().expand()  # freezes the router's rows too (freeze below)
+        if self.router:
+            self.new_router = new_rows(self.atoms_per_task, self.in_features, "kaiming", self.frozen_router)
+        return count
+
+    def freeze(self) -> None:
+        super().freeze()
+        if self.router and self.new_router is not None:
+            self.frozen_router = joined(self.frozen_router, self.new_router.detach())
+            self.new_router = None
+
+    def select_atoms(self, keep: torch.Tensor) -> None:
+        super().select_atoms(keep)
+        if self.router:
+            self.frozen_router = self.frozen_router[keep]
+
+    def load_atoms(self, keys, values, num_frozen, atom_task=None, **extra) -> None:
+        """:meth:`MoRAMLinear.load_atoms`, and the router's rows ``router_weight`` ``[R, in_features]``
+        when the layer has a router (zero when left out)."""
+        keys = torch.as_tensor(keys)
+        if not self.router or keys.dim() != 2:  # without a router, or keys the method refuses
+            return super().load_atoms(keys, values, num_frozen, atom_task, **extra)
+        num_atoms = keys.shape[0]
+        router = extra.pop(ROUTER_KEY, None)
+        if router is None:
+            router = self.base.weight.new_zeros(num_atoms, self.in_features)
+        router = torch.as_tensor(router)
+        check_finite(ROUTER_KEY, router)
+        if router.shape != (num_atoms, self.in_features):
+            raise ValueError(f"{ROUTER_KEY} must be [{num_atoms}, {self.in_features}] (num_atoms={num_atoms}), "
+                             f"got {tuple(router.shape)}")
+        in_place = self.splits_as(num_atoms, int(num_frozen))
+        super().load_atoms(keys, values, num_frozen, atom_task, **extra)
+        self.frozen_router, self.new_router = self.split_rows(router, int(num_frozen), self.frozen_router,
+                                                              self.new_router, in_place)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        if self.router:
+            destination[prefix + ROUTER_KEY] = self.router_weight
+
+    # ------------------------------------------------------------------ load balancing
     @property
     def load_balance(self) -> Optional[str]:
         """The load-balancing term recorded in training (one of ``BALANCE_FORMS``), or None."""
@@ -190,17 +239,12 @@ class MoRAMAblationLinear(MoRAMLinear):
         balance = self.load_balance if self.training and torch.is_grad_enabled() else None
         if not (self.router or balance):
             return super().mixture(tokens, weight, bias, k, threshold)
-        dtype, start = tokens.dtype, self.num_frozen
-
-        def whole(bank):
-            rows = getattr(self, bank.buffer)
-            if getattr(self, bank.param) is None:
-                return rows.to(dtype)
-            return torch.cat([rows[:start].to(dtype), self.trainable_rows(bank, dtype)])
-
-        result = plain_mixture(
-            tokens, weight, bias, whole(BANKS[0]), whole(BANKS[1]), k, self.temperature, threshold,
-            router=whole(ROUTER_BANK) if self.router else None, balance=balance,
+        dtype = tokens.dtype
+        result = plain_mixture(  # ordinary autograd over the whole bank, frozen rows first
+            tokens, weight, bias, joined(self.frozen_keys, self.new_keys, dtype),
+            joined(self.frozen_values, self.new_values, dtype), k, self.temperature, threshold,
+            router=joined(self.frozen_router, self.new_router, dtype) if self.router else None,
+            balance=balance,
         )
         if result.balance is not None:
             if len(self.balance_terms) >= MAX_BALANCE_TERMS:
@@ -251,6 +295,6 @@ def moram_layer(base: nn.Linear, *, router: bool = False, load_balance: bool | s
     return MoRAMAblationLinear(base, **options, router=router, load_balance=load_balance)
 
 
-__all__ = ["BALANCE_FORMS", "MAX_BALANCE_TERMS", "ROUTER_BANK", "MoRAMAblationLinear", "PlainResult",
+__all__ = ["BALANCE_FORMS", "MAX_BALANCE_TERMS", "ROUTER_KEY", "MoRAMAblationLinear", "PlainResult",
            "balance_form", "balance_term", "check_moram_options", "moram_layer", "moram_layer_type",
            "plain_mixture", "release_balance_term"]

@@ -13,14 +13,18 @@ tensors; :func:`torch.topk` alone costs about a third of the projection GEMM at 
   the ``k`` products ``dL/dy . B_i`` each token needs where PyTorch multiplies by the whole bank
   (``[N, d_out] x [d_out, R]``, as large as the projection GEMM).
 
-They are built on first use with ``torch.utils.cpp_extension`` (a C++ compiler and ``ninja``,
-which the package installs; about a minute, cached by torch in ``TORCH_EXTENSIONS_DIR``) for
-this machine's instruction set. :func:`available` says whether they apply to a tensor: CPU,
-float32 -- other devices and dtypes (CUDA, bf16 autocast, float64) take the PyTorch path, which
-computes the same numbers (tests compare the two).
+They are built by :func:`load`, at a point the caller chooses -- never inside a forward pass:
+:func:`~moram_avalanche.experiments.runner.run_stream` calls it before the first experience,
+so no experience's time includes the build. It uses ``torch.utils.cpp_extension`` (a C++
+compiler and ``ninja``, which the package installs; about a minute, cached by torch in
+``TORCH_EXTENSIONS_DIR``) for this machine's instruction set. Until then, and for other
+devices and dtypes (CUDA, bf16 autocast, float64), MoRAM layers take the PyTorch path, which
+computes the same numbers (tests compare the two); :func:`built` says which, and
+:func:`~moram_avalanche.layers.moram_fused.kernels_for` is the one place that chooses.
 
 ``MORAM_AVALANCHE_KERNEL`` chooses: ``auto`` (default: build, and fall back with one warning
-when the build fails), ``off`` (never), ``on`` (raise when it cannot be built).
+when the build fails), ``off`` (never; also switches an already built kernel off), ``on``
+(:func:`load` raises when it cannot be built).
 """
 
 from __future__ import annotations
@@ -74,7 +78,8 @@ def _machine_tag() -> str:
 
 
 def load():
-    """The compiled module, built on first call; None when ``off`` or when the build failed (``auto``)."""
+    """The compiled module, built on the first call (the explicit build point); None when ``off`` or
+    when the build failed (``auto``)."""
     global _module, _failure
     mode = choice()
     if mode == "off":
@@ -118,21 +123,37 @@ def _build():
     return load_extension(name=name, sources=[str(SOURCE)], extra_cflags=flags, verbose=False)
 
 
+def built():
+    """The compiled module if :func:`load` has built it and the choice is not ``off``, else None.
+
+    Never builds: what a forward pass asks.
+    """
+    return None if choice() == "off" else _module
+
+
 def available(tensor: torch.Tensor) -> bool:
-    """Whether the kernels apply to ``tensor`` (CPU, float32) and are built (building them now)."""
-    return tensor.device.type == "cpu" and tensor.dtype == torch.float32 and load() is not None
+    """Whether the kernels apply to ``tensor`` (CPU, float32) and are built (never builds)."""
+    return tensor.device.type == "cpu" and tensor.dtype == torch.float32 and built() is not None
+
+
+def _built():
+    module = built()
+    if module is None:
+        raise RuntimeError("MoRAM's CPU routing kernel is not built: call routing_kernel.load() first "
+                           f"(or {KERNEL_VARIABLE} is off)")
+    return module
 
 
 def select(proj: torch.Tensor, k: int):
     """``(kept_proj [N, k], idx [N, k], norm [N, 1])``: the ``k`` largest entries of each row of
     ``proj`` (the set ``torch.topk`` keeps, in no particular order) and ``max(||p||, eps)``."""
-    return tuple(load().select(proj.contiguous(), int(k)))
+    return tuple(_built().select(proj.contiguous(), int(k)))
 
 
 def read_out(idx: torch.Tensor, coef: torch.Tensor, value_bank: torch.Tensor,
              bias: Optional[torch.Tensor] = None) -> torch.Tensor:
     """``[N, d_out]`` rows ``bias + sum_j coef[n, j] * value_bank[idx[n, j]]``; zero terms skipped."""
-    return load().read_out(idx.contiguous(), coef.contiguous(), value_bank.contiguous(),
+    return _built().read_out(idx.contiguous(), coef.contiguous(), value_bank.contiguous(),
                            None if bias is None else bias.contiguous())
 
 
@@ -140,11 +161,11 @@ def route_backward(grad_out: torch.Tensor, value_bank: torch.Tensor, proj: torch
                    temperature: float, threshold: Optional[float]) -> torch.Tensor:
     """``dL/dp`` ``[N, R]`` from ``dL/dy`` ``[N, d_out]`` and the saved routing state (the k
     products ``dL/dy . B_i`` per token only, instead of ``dL/dy B^T`` over the whole bank)."""
-    return load().route_backward(
+    return _built().route_backward(
         grad_out.contiguous(), value_bank.contiguous(), proj.contiguous(), routing.idx.contiguous(),
         routing.weights.contiguous(), routing.softmax.contiguous(), routing.kept_relevance.contiguous(),
         routing.kept_proj.contiguous(), routing.norm.contiguous(), float(temperature),
         0.0 if threshold is None else float(threshold), threshold is not None)
 
 
-__all__ = ["KERNEL_VARIABLE", "SOURCE", "available", "choice", "load", "read_out", "route_backward", "select"]
+__all__ = ["KERNEL_VARIABLE", "SOURCE", "available", "built", "choice", "load", "read_out", "route_backward", "select"]

@@ -257,6 +257,39 @@ def test_bfloat16_autocast_runs_in_the_autocast_dtype():
     torch.testing.assert_close(out.float(), layer(x).float(), rtol=0.05, atol=0.05)
 
 
+def test_the_bank_is_plain_state_and_pickles():
+    import pickle
+
+    torch.manual_seed(0)
+    layer = make_layer(5, 4, dtype=torch.float32, atoms_per_task=2, topk=2)
+    grow(layer, 2)
+    assert dict(layer.named_parameters()).keys() == {"base.weight", "base.bias", "new_keys", "new_values"}
+    assert isinstance(layer.new_keys, nn.Parameter) and layer.new_keys.shape == (2, 5)
+    assert layer.new_values.shape == (2, 4)  # one row per atom, as in the bank
+    assert {"frozen_keys", "frozen_values"} <= dict(layer.named_buffers()).keys()
+    assert (layer.frozen_keys.shape, layer.frozen_values.shape) == ((2, 5), (2, 4))
+    # its own storage: nothing aliases the frozen rows
+    assert layer.new_keys.data_ptr() != layer.frozen_keys.data_ptr()
+    x = torch.randn(3, 5)
+    twin = pickle.loads(pickle.dumps(layer))
+    assert torch.equal(twin(x), layer(x)) and twin.num_frozen == 2
+    trained = layer.new_keys.detach().clone()
+    layer.freeze()  # the trained rows join the frozen ones
+    assert layer.new_keys is None and layer.num_frozen == 4
+    assert torch.equal(layer.frozen_keys[2:], trained)
+    assert not any(p.requires_grad for p in layer.parameters())
+
+
+def test_a_non_floating_input_is_a_type_error():
+    layer = make_layer(3, 2, dtype=torch.float32, atoms_per_task=2)
+    for layer_state in ("empty", "grown"):
+        with pytest.raises(TypeError, match="expects a floating-point input.*torch.int64"):
+            layer(torch.ones(4, 3, dtype=torch.long))
+        with pytest.raises(TypeError, match="floating-point.*torch.bool"):
+            layer(torch.ones(4, 3, dtype=torch.bool))
+        layer.expand()
+
+
 def test_bad_arguments_are_reported():
     with pytest.raises(TypeError, match="wraps an nn.Linear"):
         MoRAMLinear(nn.Conv1d(2, 2, 1))

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from moram_avalanche.layers.moram import MoRAMLinear
-from moram_avalanche.layers.naive import naive_mixture
+from moram_avalanche.layers.naive import naive_mixture, naive_moram
 
 
 def grown_layer(d_in=6, d_out=5, per_task=4, expansions=2, topk=3, seed=0):
@@ -157,3 +157,54 @@ def test_load_atoms_validates_shapes():
         layer.load_atoms(torch.zeros(3, 6), torch.zeros(5, 3), 4)
     with pytest.raises(ValueError, match="atom_task"):
         layer.load_atoms(torch.zeros(3, 6), torch.zeros(5, 3), 0, atom_task=torch.tensor([1, 0, 0]))
+
+
+# ---------------------------------------------------------------- checkpoints of 0.2.0
+def state_0_2_0(keys, values, num_frozen, atom_task, base):
+    """A MoRAMLinear state dict as 0.2.0 wrote it: the bank in two tensors, values transposed."""
+    return {"base.weight": base.weight.detach().clone(), "base.bias": base.bias.detach().clone(),
+            "atom_keys": keys, "atom_values": values.t().contiguous(),  # [d_out, R]
+            "num_frozen": torch.tensor(num_frozen), "atom_task": atom_task}
+
+
+def test_a_0_2_0_checkpoint_loads_into_the_plain_bank():
+    torch.manual_seed(0)
+    base = nn.Linear(6, 5).double()
+    keys = torch.randn(10, 6, dtype=torch.float64)  # [R, d_in]
+    values = torch.randn(10, 5, dtype=torch.float64)  # one row per atom: B_i
+    atom_task = torch.tensor([0, 0, 0, 0, 1, 1, 1, 2, 2, 2])
+    state = state_0_2_0(keys, values, 7, atom_task, base)
+    layer = MoRAMLinear(nn.Linear(6, 5).double(), atoms_per_task=3, topk=3, temperature=0.1, threshold=0.1)
+    layer.load_state_dict(state)
+    assert (layer.num_atoms, layer.num_frozen, layer.num_trainable) == (10, 7, 3)
+    assert torch.equal(layer.frozen_keys, keys[:7]) and torch.equal(layer.new_keys.detach(), keys[7:])
+    assert torch.equal(layer.frozen_values, values[:7]) and torch.equal(layer.new_values.detach(), values[7:])
+    assert torch.equal(layer.keys, keys) and torch.equal(layer.values, values.t())
+    assert layer.atom_task.tolist() == atom_task.tolist()
+    assert isinstance(layer.new_keys, nn.Parameter) and layer.new_keys.requires_grad
+    # it computes what the naive reference computes on that bank, and saves what it loaded
+    x = torch.randn(4, 6, dtype=torch.float64)
+    for training in (True, False):
+        expected = naive_moram(x, base.weight, base.bias, [keys], [values.t()], topk=3, temperature=0.1,
+                               threshold=0.1, training=training)
+        torch.testing.assert_close(layer.train(training)(x), expected, rtol=1e-12, atol=1e-12)
+    saved = layer.state_dict()
+    assert set(saved) == set(state)
+    for key, value in state.items():
+        assert torch.equal(saved[key], value), key
+    assert saved["atom_values"].shape == (5, 10) and saved["num_frozen"].dtype == torch.long
+
+
+def test_a_0_2_0_router_checkpoint_loads_into_the_ablation_layer():
+    from moram_avalanche.layers.moram_variants import MoRAMAblationLinear
+
+    torch.manual_seed(1)
+    base = nn.Linear(4, 3)
+    keys, values, router = torch.randn(6, 4), torch.randn(6, 3), torch.randn(6, 4)
+    state = state_0_2_0(keys, values, 6, torch.tensor([0, 0, 1, 1, 2, 2]), base)
+    state["router_weight"] = router  # [R, d_in]
+    layer = MoRAMAblationLinear(nn.Linear(4, 3), atoms_per_task=2, router=True)
+    layer.load_state_dict(state)
+    assert layer.num_frozen == 6 and layer.new_router is None
+    assert torch.equal(layer.router_weight, router) and torch.equal(layer.frozen_router, router)
+    assert torch.equal(layer.state_dict()["router_weight"], router)

@@ -9,9 +9,7 @@ from torch import nn
 
 from moram_avalanche.layers.moram_variants import BALANCE_FORMS, balance_term, plain_mixture, release_balance_term
 from moram_avalanche.layers.moram import MoRAMLinear
-from moram_avalanche.layers.moram_variants import ROUTER_BANK, MoRAMAblationLinear, moram_layer
-
-ROUTER_KEY = ROUTER_BANK.state_key
+from moram_avalanche.layers.moram_variants import ROUTER_KEY, MoRAMAblationLinear, moram_layer
 from moram_avalanche.layers.naive import naive_moram
 
 
@@ -337,7 +335,7 @@ def test_prune_keeps_router_rows_aligned_with_their_atoms():
     layer = grown(d_in=4, per_task=4, expansions=1, router=True, topk=2, temperature=1.0,
                   threshold=0.0)
     with torch.no_grad():  # the router prefers atoms 1 and 3 for every positive token
-        layer._router_bank.copy_(torch.tensor([[0.0] * 4, [1.0] * 4, [-1.0] * 4, [2.0] * 4]))
+        layer.new_router.copy_(torch.tensor([[0.0] * 4, [1.0] * 4, [-1.0] * 4, [2.0] * 4]))
     layer.freeze()
     layer.start_recording()
     layer.train()(torch.rand(10, 4, dtype=torch.float64))

@@ -7,8 +7,9 @@ import torch
 import torch.nn.functional as F
 
 from moram_avalanche.layers import routing_kernel
-from moram_avalanche.layers.moram import MoRAMLinear
-from moram_avalanche.layers.moram_fused import RELEVANCE_EPS, _router_backward, route
+from moram_avalanche.layers.moram import MoRAMLinear, route
+from moram_avalanche.layers import moram_fused as fused
+from moram_avalanche.layers.moram_fused import RELEVANCE_EPS, Kernels, kernels_for, router_backward
 from moram_avalanche.layers.naive import NaiveMoRAMLinear
 
 
@@ -90,7 +91,7 @@ def test_route_backward_equals_the_tensor_op_backward(kernel, threshold):
     proj[5] = 0.0  # a clamped norm: no gradient through it
     routing = route(proj, 8, 0.05, threshold)
     values, grad_out = torch.randn(48, 21), torch.randn(64, 21)
-    want = _router_backward(grad_out @ values.t(), proj, routing, 0.05, threshold)
+    want = router_backward(grad_out, values, proj, routing, 0.05, threshold)
     got = routing_kernel.route_backward(grad_out, values, proj, routing, 0.05, threshold)
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
 
@@ -153,15 +154,51 @@ def test_a_failed_build_warns_once_and_the_layer_runs_on_pytorch(fresh_loader):
 
     fresh_loader.setattr(routing_kernel, "_build", broken)
     fresh_loader.setenv(routing_kernel.KERNEL_VARIABLE, "auto")
+    with pytest.warns(RuntimeWarning, match="no compiler here"):
+        assert routing_kernel.load() is None  # the explicit build point
     layer, naive = _layers()
     x = torch.randn(2, 5, 24)
-    with pytest.warns(RuntimeWarning, match="no compiler here"):
-        y = layer(x)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no second warning, no second build
-        layer(x)
+        assert routing_kernel.load() is None
+        y = layer(x)
     assert calls == [1]
     torch.testing.assert_close(y, naive.train(True)(x), rtol=1e-4, atol=1e-5)
+
+
+def test_a_forward_never_builds_the_kernel_and_takes_the_pytorch_path_until_it_is_built(fresh_loader):
+    fresh_loader.setattr(routing_kernel, "_build", lambda: pytest.fail("built inside a forward"))
+    fresh_loader.setenv(routing_kernel.KERNEL_VARIABLE, "auto")
+    layer, naive = _layers()
+    x = torch.randn(2, 5, 24)
+    assert routing_kernel.built() is None
+    for training in (True, False):
+        layer.train(training), naive.train(training)
+        x_ours, x_ref = x.clone().requires_grad_(), x.clone().requires_grad_()
+        out, expected = layer(x_ours), naive(x_ref)
+        torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
+        out.sum().backward()
+        expected.sum().backward()
+        torch.testing.assert_close(x_ours.grad, x_ref.grad, rtol=1e-4, atol=1e-4)
+    chosen = kernels_for(x.reshape(-1, 24), 48, 8, gated=True)
+    assert chosen == Kernels(fused.select, fused.gated_read_out, fused.router_backward)
+
+
+def test_kernels_for_is_the_one_choice_of_kernels(kernel, monkeypatch):
+    compiled = Kernels(routing_kernel.select, routing_kernel.read_out, routing_kernel.route_backward)
+    tokens = torch.zeros(3, 4)
+    assert kernels_for(tokens, 48, 8, gated=True) == compiled
+    # ungated: embedding_bag reads out as fast; R <= 2k: the GEMM backward wins
+    assert kernels_for(tokens, 48, 8, gated=False).read_out is fused.read_out
+    assert kernels_for(tokens, 16, 8, gated=True).router_backward is fused.router_backward
+    # bfloat16 / float16 tokens route in float32: only the top-k is compiled
+    for dtype in (torch.bfloat16, torch.float16):
+        assert kernels_for(tokens.to(dtype), 48, 8, gated=True) == Kernels(
+            routing_kernel.select, fused.gated_read_out, fused.router_backward)
+    torch_path = Kernels(fused.select, fused.gated_read_out, fused.router_backward)
+    assert kernels_for(tokens.double(), 48, 8, gated=True) == torch_path
+    monkeypatch.setenv(routing_kernel.KERNEL_VARIABLE, "off")
+    assert kernels_for(tokens, 48, 8, gated=True) == torch_path
 
 
 def test_on_raises_when_the_kernel_cannot_be_built_and_bad_values_are_refused(fresh_loader):

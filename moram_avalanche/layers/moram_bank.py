@@ -1,0 +1,318 @@
+"""The atom bank of a MoRAM layer as plain state: frozen rows in buffers, the current task's rows in parameters.
+
+A bank of ``R`` rank-1 atoms is keys ``A`` ``[R, d_in]`` and values ``B`` ``[R, d_out]`` (one row
+per atom, frozen atoms first, in insertion order). :class:`MoRAMBank` keeps
+
+* ``frozen_keys`` ``[F, d_in]`` and ``frozen_values`` ``[F, d_out]``: buffers, every atom of the
+  tasks before the current one;
+* ``new_keys`` ``[r, d_in]`` and ``new_values`` ``[r, d_out]``: ``nn.Parameter`` objects, the
+  current task's atoms (None when the bank is frozen);
+* ``atom_task`` ``[R]``: the expansion (task) that added each atom; ``atom_mass`` and
+  ``atom_hits`` ``[R]``: the activation statistics recorded for pruning.
+
+Growth follows the method reference ("continual expansion"): :meth:`MoRAMBank.expand` freezes
+every atom and appends ``atoms_per_task`` trainable ones, keys Kaiming-uniform with
+``a = sqrt(5)`` as ``nn.Linear.weight``, values zero (so the layer's output is unchanged at the
+start of a task). :meth:`MoRAMBank.prune` is the optional post-training pruning (99% of the
+activation mass kept).
+
+State dict keys (stable since 0.2.0; a checkpoint holds only these, :attr:`MoRAMBank.STATE_KEYS`):
+``atom_keys`` ``[R, d_in]``, ``atom_values`` ``[d_out, R]`` (the layout of :attr:`MoRAMBank.values`),
+``num_frozen`` (0-d long), ``atom_task`` ``[R]``. Loading resizes the bank, so atoms saved after
+several tasks load into a freshly injected model. Routing lives in
+:class:`~moram_avalanche.layers.moram.MoRAMLinear`; this module is storage only. Pure torch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+from torch import nn
+
+from .base import GrowingAdapter, LinearWrapper
+
+
+def joined(frozen: torch.Tensor, new: Optional[torch.Tensor], dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """Frozen rows then trainable rows ``[F + r, width]`` in ``dtype`` (differentiable in ``new``)."""
+    dtype = dtype or frozen.dtype
+    if new is None:
+        return frozen.to(dtype)
+    if frozen.shape[0] == 0:
+        return new.to(dtype)
+    return torch.cat([frozen.to(dtype), new.to(dtype)])
+
+
+def new_rows(count: int, width: int, init: str, like: torch.Tensor) -> nn.Parameter:
+    """``count`` fresh trainable rows, ``"kaiming"`` (``nn.Linear.weight``'s init) or ``"zero"``.
+
+    Drawn in float32 on the CPU, then moved to ``like``'s device and dtype, so the draw does
+    not depend on where the layer lives.
+    """
+    rows = torch.empty(count, width)
+    if init == "kaiming":
+        nn.init.kaiming_uniform_(rows, a=math.sqrt(5))
+    else:
+        rows.zero_()
+    return nn.Parameter(rows.to(device=like.device, dtype=like.dtype))
+
+
+def check_finite(name: str, rows) -> None:
+    """A ValueError when the floating-point ``rows`` hold NaN or infinite entries."""
+    rows = torch.as_tensor(rows)
+    if rows.is_floating_point() and not bool(torch.isfinite(rows).all()):
+        raise ValueError(f"{name} hold NaN or infinite entries ({int((~torch.isfinite(rows)).sum())} of "
+                         f"{rows.numel()}): load atoms from an intact checkpoint")
+
+
+class MoRAMBank(LinearWrapper, GrowingAdapter):
+    """A frozen ``nn.Linear`` (``self.base``) and a growing bank of rank-1 atoms (module docstring).
+
+    Args:
+        base: the pre-trained ``nn.Linear``; frozen and kept by composition.
+        atoms_per_task: atoms appended by each :meth:`expand` (the paper's ``r``).
+    """
+
+    STATE_KEYS = ("atom_keys", "atom_values", "num_frozen", "atom_task")
+
+    def __init__(self, base: nn.Linear, atoms_per_task: int) -> None:
+        super().__init__(base)
+        self.atoms_per_task = atoms_per_task
+        self._recording = False
+        like = base.weight
+        self.register_buffer("frozen_keys", like.new_zeros(0, self.in_features), persistent=False)
+        self.register_buffer("frozen_values", like.new_zeros(0, self.out_features), persistent=False)
+        self.register_parameter("new_keys", None)
+        self.register_parameter("new_values", None)
+        self.register_buffer("atom_task", torch.zeros(0, dtype=torch.long, device=like.device),
+                             persistent=False)
+        self.register_buffer("atom_mass", torch.zeros(0, device=like.device), persistent=False)
+        self.register_buffer("atom_hits", torch.zeros(0, dtype=torch.long, device=like.device),
+                             persistent=False)
+
+    # ------------------------------------------------------------------ sizes and rows
+    @property
+    def num_frozen(self) -> int:
+        return self.frozen_keys.shape[0]
+
+    @property
+    def num_trainable(self) -> int:
+        return 0 if self.new_keys is None else self.new_keys.shape[0]
+
+    @property
+    def num_atoms(self) -> int:
+        return self.num_frozen + self.num_trainable
+
+    @property
+    def keys(self) -> torch.Tensor:
+        """All keys ``[num_atoms, in_features]``, frozen first, in insertion order (detached)."""
+        return joined(self.frozen_keys, self.new_keys).detach()
+
+    @property
+    def values(self) -> torch.Tensor:
+        """All values ``[out_features, num_atoms]``, frozen first, in insertion order (detached)."""
+        return joined(self.frozen_values, self.new_values).detach().t()
+
+    def splits_as(self, num_atoms: int, num_frozen: int) -> bool:
+        """Whether the bank has trainable atoms and already holds ``num_atoms`` of which ``num_frozen`` frozen."""
+        return self.new_keys is not None and (num_atoms, num_frozen) == (self.num_atoms, self.num_frozen)
+
+    # ------------------------------------------------------------------ growth
+    def expand(self) -> int:
+        """Freeze every atom and append ``atoms_per_task`` new trainable ones; returns the new size.
+
+        An optimizer built before this call does not hold the new parameters: rebuild it or add
+        them (the growth plugin does it through the strategy's model adaptation).
+        """
+        self.freeze()
+        task = int(self.atom_task.max()) + 1 if self.num_atoms else 0
+        self.new_keys = new_rows(self.atoms_per_task, self.in_features, "kaiming", self.frozen_keys)
+        self.new_values = new_rows(self.atoms_per_task, self.out_features, "zero", self.frozen_values)
+        self.atom_task = torch.cat([self.atom_task, self.atom_task.new_full((self.atoms_per_task,), task)])
+        self.reset_stats()
+        return self.num_atoms
+
+    def freeze(self) -> None:
+        """Move the current task's atoms to the frozen rows (they stay in the bank, no longer trained)."""
+        if self.new_keys is not None:
+            self.frozen_keys = joined(self.frozen_keys, self.new_keys.detach())
+            self.frozen_values = joined(self.frozen_values, self.new_values.detach())
+        self.new_keys = self.new_values = None
+
+    def select_atoms(self, keep: torch.Tensor) -> None:
+        """Keep only the atoms where the bool ``keep`` ``[num_atoms]`` is True, in order (frozen bank)."""
+        if self.num_trainable:
+            raise RuntimeError("select_atoms() needs a frozen bank: call freeze() first")
+        self.frozen_keys, self.frozen_values = self.frozen_keys[keep], self.frozen_values[keep]
+        self.atom_task = self.atom_task[keep]
+        self.reset_stats()
+
+    # ------------------------------------------------------------------ loading
+    def load_atoms(self, keys: torch.Tensor, values: torch.Tensor, num_frozen: int,
+                   atom_task: Optional[torch.Tensor] = None, **extra: torch.Tensor) -> None:
+        """Replace the whole bank.
+
+        Args:
+            keys: ``[R, in_features]``.
+            values: ``[out_features, R]`` (the layout of :attr:`values`).
+            num_frozen: the first ``num_frozen`` atoms are frozen, the rest trainable.
+            atom_task: ``[R]`` non-decreasing task index of each atom; by default
+                consecutive blocks of ``atoms_per_task``.
+            extra: a variant's other per-atom rows, by state-dict key (e.g. ``router_weight``);
+                this layer keeps none.
+
+        When the bank already has this split (same size, same number frozen, trainable atoms),
+        the parameters are updated in place, so an optimizer holding them keeps working.
+        """
+        if extra:
+            raise ValueError(f"{type(self).__name__} keeps no {sorted(extra)} rows (its rows: "
+                             f"['atom_keys', 'atom_values'])")
+        keys, values = torch.as_tensor(keys), torch.as_tensor(values)
+        check_finite("keys", keys)
+        check_finite("values", values)
+        if keys.dim() != 2 or keys.shape[1] != self.in_features:
+            raise ValueError(
+                f"keys must be [num_atoms, in_features={self.in_features}], got {tuple(keys.shape)}"
+            )
+        if values.dim() != 2 or values.shape != (self.out_features, keys.shape[0]):
+            raise ValueError(
+                f"values must be [out_features={self.out_features}, num_atoms={keys.shape[0]}] "
+                f"(the layout of MoRAMLinear.values), got {tuple(values.shape)}"
+            )
+        num_atoms, num_frozen = keys.shape[0], int(num_frozen)
+        if not 0 <= num_frozen <= num_atoms:
+            raise ValueError(f"num_frozen must be in [0, {num_atoms}], got {num_frozen}")
+        like = self.base.weight
+        if atom_task is None:
+            atom_task = torch.arange(num_atoms) // self.atoms_per_task
+        atom_task = torch.as_tensor(atom_task).to(device=like.device, dtype=torch.long)
+        if atom_task.shape != (num_atoms,) or bool((atom_task.diff() < 0).any()):
+            raise ValueError(
+                f"atom_task must be a non-decreasing [num_atoms={num_atoms}] tensor of task "
+                f"indices, got {tuple(atom_task.shape)}"
+            )
+        in_place = self.splits_as(num_atoms, num_frozen)
+        self.frozen_keys, self.new_keys = self.split_rows(
+            keys, num_frozen, self.frozen_keys, self.new_keys, in_place)
+        self.frozen_values, self.new_values = self.split_rows(
+            values.t(), num_frozen, self.frozen_values, self.new_values, in_place)
+        self.atom_task = atom_task.clone()
+        self.reset_stats()
+
+    def split_rows(self, rows: torch.Tensor, num_frozen: int, frozen: torch.Tensor,
+                   new: Optional[nn.Parameter], in_place: bool):
+        """``(frozen rows, trainable parameter or None)`` holding ``rows`` ``[R, width]`` (copied).
+
+        ``in_place``: copy into the existing ``frozen`` buffer and ``new`` parameter instead.
+        """
+        like = self.base.weight
+        rows = rows.to(device=like.device, dtype=like.dtype)
+        if in_place:
+            with torch.no_grad():
+                frozen.copy_(rows[:num_frozen])
+                new.copy_(rows[num_frozen:])
+            return frozen, new
+        rows = rows.contiguous()
+        tail = rows[num_frozen:]
+        return rows[:num_frozen].clone(), nn.Parameter(tail.clone()) if tail.shape[0] else None
+
+    # ------------------------------------------------------------------ activation statistics
+    @property
+    def recording(self) -> bool:
+        return self._recording
+
+    def start_recording(self) -> None:
+        """Accumulate per-atom mass (sum of mixture weights) and hit counts on every forward."""
+        self._recording = True
+
+    def stop_recording(self) -> None:
+        self._recording = False
+
+    def reset_stats(self) -> None:
+        device = self.frozen_keys.device
+        self.atom_mass = torch.zeros(self.num_atoms, device=device)
+        self.atom_hits = torch.zeros(self.num_atoms, dtype=torch.long, device=device)
+
+    @torch.no_grad()
+    def record(self, idx: torch.Tensor, weights: torch.Tensor) -> None:
+        """Add the mixture weights ``weights`` of the kept atoms ``idx`` (both ``[N, k]``) to the statistics."""
+        flat_idx, flat_w = idx.reshape(-1), weights.detach().reshape(-1)
+        self.atom_mass.index_add_(0, flat_idx, flat_w.to(self.atom_mass.dtype))
+        self.atom_hits.index_add_(0, flat_idx, (flat_w > 0).long())
+
+    def prune(self, keep_mass: float = 0.99, newest_only: bool = True) -> torch.Tensor:
+        """Drop atoms outside the smallest set that covers ``keep_mass`` of the recorded mass.
+
+        Optional post-training pruning of the MoRAM paper (99% of the activation mass kept;
+        about 30% storage saved). Candidates are the atoms of the latest task
+        (``newest_only``, the paper's per-task pruning: older atoms were judged on their own
+        task) or the whole bank. Kept atoms keep their order (:meth:`select_atoms`). The bank
+        must be frozen.
+
+        Returns the indices (in the bank before pruning) of the dropped atoms.
+        """
+        if not 0 < keep_mass <= 1:
+            raise ValueError(f"keep_mass must be in (0, 1], got {keep_mass}")
+        if self.num_trainable:
+            raise RuntimeError(
+                "prune() needs a frozen bank: call freeze() first (the trainable atoms are "
+                "held by an optimizer)."
+            )
+        if self.num_atoms == 0:
+            return torch.zeros(0, dtype=torch.long, device=self.frozen_keys.device)
+        start = 0
+        if newest_only:
+            start = int(torch.searchsorted(self.atom_task, self.atom_task[-1]))
+        mass = self.atom_mass[start:].double()
+        total = float(mass.sum())
+        if total <= 0:
+            raise RuntimeError(
+                "no activation mass recorded for the candidate atoms: call start_recording() "
+                "before the forward passes whose usage should decide the pruning."
+            )
+        order = torch.argsort(mass, descending=True, stable=True)
+        cumulative = torch.cumsum(mass[order], 0)
+        # smallest n with cumulative[n-1] >= keep_mass * total
+        needed = int(torch.searchsorted(cumulative, cumulative.new_tensor(keep_mass * total))) + 1
+        keep = torch.ones(self.num_atoms, dtype=torch.bool, device=mass.device)
+        keep[start:] = False
+        keep[start + order[: min(needed, order.numel())]] = True
+        dropped = torch.nonzero(~keep).flatten()
+        if dropped.numel():
+            mass_kept, hits_kept = self.atom_mass[keep], self.atom_hits[keep]
+            self.select_atoms(keep)
+            self.atom_mass, self.atom_hits = mass_kept, hits_kept
+        return dropped
+
+    # ------------------------------------------------------------------ state dict
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        destination[prefix + "atom_keys"] = self.keys
+        destination[prefix + "atom_values"] = self.values
+        destination[prefix + "num_frozen"] = torch.tensor(self.num_frozen)
+        destination[prefix + "atom_task"] = self.atom_task.detach()
+
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
+        found = {key: state_dict.get(prefix + key) for key in self.state_keys}
+        missing = [prefix + key for key in self.state_keys if key != "atom_task" and found[key] is None]
+        if missing:
+            missing_keys.extend(missing)
+        else:
+            extra = {key: found[key] for key in self.state_keys if key not in MoRAMBank.STATE_KEYS}
+            try:
+                self.load_atoms(found["atom_keys"], found["atom_values"], int(found["num_frozen"]),
+                                found["atom_task"], **extra)
+            except ValueError as err:
+                error_msgs.append(f"While loading atoms of {prefix[:-1] or type(self).__name__}: {err}")
+        if strict:
+            known, children = set(self.state_keys), set(self._modules)
+            for key in state_dict:
+                if key.startswith(prefix):
+                    local = key[len(prefix):]
+                    if local not in known and local.split(".", 1)[0] not in children:
+                        unexpected_keys.append(key)
+
+
+__all__ = ["MoRAMBank", "check_finite", "joined", "new_rows"]
