@@ -222,6 +222,17 @@ def _differences(path: str, there: Any, now: Any) -> list:
     return [f"{path}: {json.dumps(there)} there, {json.dumps(now)} now"]
 
 
+def weights_checksum(model) -> float:
+    """A fingerprint of a model's weights: the float64 sum of the absolute values of its parameters
+    and finite buffer entries (no cancellation, so devices that sum in another order agree to
+    ~1e-12; an attention mask's -inf entries are left out)."""
+    import torch
+
+    with torch.no_grad():
+        tensors = [t.detach().double().abs() for t in [*model.parameters(), *model.buffers()]]
+        return float(sum(t[torch.isfinite(t)].sum() for t in tensors))
+
+
 def check_record(folder, record: Mapping[str, Any], *, what: str, fix: str,
                  keys: Iterable[str] = CHECKED) -> None:
     """Refuse when ``folder`` records a run made with another ``record`` (only ``keys``): a
@@ -246,4 +257,4 @@ def write_record(folder, record: Mapping[str, Any]) -> Path:
 __all__ = ["BENCHMARK_ATTRIBUTES", "CHECKED", "CHECKED_BEFORE_BUILDING", "DAMAGED_FIX", "LEGACY_COMPARE_NAME",
            "LEGACY_SETTINGS_NAME", "RECORD_FORMAT", "RECORD_NAME", "UNRECORDED_OPTIONS", "as_stored",
            "check_record", "describe", "describe_benchmark", "describe_options", "differences", "make_record",
-           "migrate", "read_record", "write_record"]
+           "migrate", "read_record", "weights_checksum", "write_record"]

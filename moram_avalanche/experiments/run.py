@@ -32,7 +32,7 @@ from typing import Callable, Dict, Mapping, NamedTuple, Optional, Sequence
 from ..algorithms.data_parallel import barrier, is_main_process, world_size
 from ..utils.files import atomic_write_text
 from ..utils.memory import check_atom_banks_fit
-from .record import CHECKED_BEFORE_BUILDING, describe_benchmark, make_record
+from .record import CHECKED_BEFORE_BUILDING, describe_benchmark, make_record, weights_checksum
 from .runner import check_run_folder
 from .seeding import RELEASE_SEED, seed_everything
 
@@ -158,7 +158,6 @@ def _run_one(setup: Setup, name: str, prepared: Prepared, folder: Path, tb_dir: 
     from ..strategies.plugins.moram import MoRAMPlugin
     from ..strategies.plugins.timing import RunTime
     from ..strategies.registry import get_strategy
-    from .analysis.source import weights_checksum
     from .metrics import AccuracyMatrix, accuracy_matrix_of
     from .runner import run_stream
 

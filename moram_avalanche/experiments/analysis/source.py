@@ -26,7 +26,7 @@ from ...clip.inject import replace_linears
 from ...layers.base import find_layers
 from ...layers.moram import MoRAMLinear
 from ...layers.moram_variants import moram_layer
-from ..record import RECORD_NAME, read_record
+from ..record import RECORD_NAME, read_record, weights_checksum
 from .banks import check_model_layers, install_banks
 from .records import RunRecord, parse_layer_name
 
@@ -101,17 +101,6 @@ def _demo_settings(settings: dict, path: str) -> RunSettings:
     stream = {key: demo[key] for key in ("train_size", "test_size", "seed", "label_space") if key in demo}
     return RunSettings(settings["model"], f"demo-cache:{settings['weights']}", "synthetic-demo", stream,
                        seed=demo.get("seed"), source=path)
-
-
-def weights_checksum(model: nn.Module) -> float:
-    """A fingerprint of a model's weights: the float64 sum of the absolute values of its parameters
-    and finite buffer entries (no cancellation, so devices that sum in another order agree to
-    ~1e-12; an attention mask's -inf entries are left out)."""
-    import torch
-
-    with torch.no_grad():
-        tensors = [t.detach().double().abs() for t in [*model.parameters(), *model.buffers()]]
-        return float(sum(t[torch.isfinite(t)].sum() for t in tensors))
 
 
 def load_run_model(settings: RunSettings, device="cpu"):
