@@ -21,7 +21,7 @@ table):
 
 from importlib import import_module
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 #: public name -> the module that defines it
 _PUBLIC = {
@@ -111,8 +111,13 @@ _PUBLIC = {
     "save_run_state": "experiments.checkpoint",
     "load_run_state": "experiments.checkpoint",
     "save_checkpoint": "experiments.checkpoint",
-    "Setup": "experiments.compare",
+    "Setup": "experiments.run",
     "run_comparison": "experiments.compare",
+    "run_one": "experiments.run",
+    "run_single": "experiments.run",
+    "read_record": "experiments.record",
+    "StopOnDivergence": "strategies.plugins.divergence",
+    "TrainingDiverged": "strategies.plugins.divergence",
     "run_demo": "experiments.demo",
     "WandBLogger": "experiments.loggers",
     "accuracy_matrix_of": "experiments.metrics",

@@ -5,9 +5,11 @@ Nothing below this room imports it (import-linter contract in setup.cfg).
 """
 
 from .checkpoint import load_run_state, save_checkpoint, save_run_state
-from .compare import Setup, run_comparison
+from .compare import run_comparison
+from .record import read_record
 from .metrics import AccuracyMatrix, summarize
+from .run import Setup, run_one, run_single
 from .runner import run_stream
 
-__all__ = ["AccuracyMatrix", "Setup", "load_run_state", "run_comparison", "run_stream", "save_checkpoint",
-           "save_run_state", "summarize"]
+__all__ = ["AccuracyMatrix", "Setup", "load_run_state", "read_record", "run_comparison", "run_one", "run_single",
+           "run_stream", "save_checkpoint", "save_run_state", "summarize"]
