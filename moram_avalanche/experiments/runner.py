@@ -96,6 +96,7 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
 
     Returns the number of experiences completed.
     """
+    check_run_arguments(strategy, benchmark)
     if world_size() > 1 and not any(isinstance(p, DataParallel) for p in strategy.plugins):
         raise ValueError(f"run_stream runs in a process group of {world_size()} processes but the "
                          "strategy has no DataParallel plugin: every process would train its own "
@@ -212,6 +213,19 @@ def check_unrecorded_checkpoint(strategy, out_dir: Path) -> None:
     raise ValueError(f"{out_dir} holds a checkpoint but no record of the run that made it ({RECORD_NAME}), "
                      "and the checkpoint does not say which run it was: put the record back, use another "
                      "folder, or start over (--no-resume, resume=False)")
+
+
+def check_run_arguments(strategy, benchmark) -> None:
+    """A TypeError that names the fix when ``strategy`` is not an Avalanche strategy or
+    ``benchmark`` not a benchmark object (a name is the usual slip: ``run_stream(s, "xtail", ...)``)."""
+    if isinstance(benchmark, (str, bytes)) or not all(hasattr(benchmark, a) for a in ("train_stream", "test_stream")):
+        hint = (f": build it first, e.g. moram_avalanche.benchmarks.get_benchmark({benchmark!r})(data_root, ...)"
+                if isinstance(benchmark, str) else "")
+        raise TypeError(f"run_stream takes a benchmark with train_stream and test_stream (e.g. "
+                        f"moram_avalanche.xtail(...)), got {type(benchmark).__name__} {benchmark!r:.60}{hint}")
+    if not all(callable(getattr(strategy, a, None)) for a in ("train", "eval")) or not hasattr(strategy, "plugins"):
+        raise TypeError(f"run_stream takes an Avalanche strategy (with train, eval and plugins), got "
+                        f"{type(strategy).__name__}: build one, e.g. moram_avalanche.MoRAM(model=..., tokenizer=...)")
 
 
 def lean_checkpoints(strategy) -> bool:

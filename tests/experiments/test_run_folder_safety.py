@@ -182,3 +182,15 @@ def test_an_empty_log_dir_is_refused(tmp_path, capsys):
 def test_cost_refuses_a_task_count_it_would_take_minutes_on(capsys):
     assert main(["cost", "--params-only", "--tasks", "1000000", "--no-progress"]) == 2
     assert "--tasks" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("strategy, benchmark, message", [
+    ("ok", "synthetic", "run_stream takes a benchmark with train_stream and test_stream .* got str 'synthetic': "
+                        r"build it first, e.g. moram_avalanche.benchmarks.get_benchmark\('synthetic'\)"),
+    (object(), "bench", "run_stream takes an Avalanche strategy .* got object"),
+])
+def test_run_stream_names_what_it_takes(make_stream, tokenizer, tmp_path, strategy, benchmark, message):
+    built, bench, _ = fresh(make_stream, tokenizer, None)
+    with pytest.raises(TypeError, match=message):
+        run_stream(built if strategy == "ok" else strategy, bench if benchmark == "bench" else benchmark, tmp_path)
+    assert not any(tmp_path.iterdir())
