@@ -81,8 +81,12 @@ def test_cli_analyze_without_maps_needs_only_the_records(tmp_path, capsys):
 def test_cli_analyze_errors_are_one_line(tmp_path, capsys):
     assert main(["analyze", str(tmp_path)]) == 2
     assert "has no checkpoint.pt" in capsys.readouterr().err
-    torch.save({"version": 1, "strategy": "FineTune", "model": {"visual.proj": torch.zeros(2)},
-                "stateful": {}, "seen_domains": []}, tmp_path / "checkpoint.pt")
+    from moram_avalanche.experiments.checkpoint import FORMAT_VERSION
+
+    # a run checkpoint as `run` reads it (analyze reads it the same way)
+    torch.save({"version": FORMAT_VERSION, "strategy": "FineTune", "experiences_done": 1, "clock": {},
+                "model": {"visual.proj": torch.zeros(2)}, "stateful": {}, "seen_domains": [], "rng": {}},
+               tmp_path / "checkpoint.pt")
     assert main(["analyze", str(tmp_path)]) == 2
     assert "holds a FineTune run without MoRAM atoms" in capsys.readouterr().err
     shutil.copytree(tiny_run()[0], tmp_path / "moram")
