@@ -83,23 +83,32 @@ def run_comparison(setup: Setup, strategies: Sequence[str], out_dir, *, resume: 
 
     names = _strategy_names(strategies, get_strategy)
     out_dir = check_compare_path(out_dir, names, "out_dir")
+    prepared = _checked(setup, names, out_dir, resume)  # before anything is written, the folder included
     lock = RunFolderLock(out_dir, "the comparison folder").acquire() if is_main_process() else None
     try:
-        return _run_comparison(setup, names, out_dir, resume, progress)
+        _checked(setup, names, out_dir, resume, prepared)  # again, now that no other process writes here
+        return _run_comparison(setup, names, out_dir, resume, progress, prepared)
     finally:
         if lock is not None:
             lock.release()
 
 
-def _run_comparison(setup: Setup, names: list, out_dir: Path, resume: bool, progress: bool) -> Dict[str, dict]:
+def _checked(setup: Setup, names: list, out_dir: Path, resume: bool, prepared=None) -> dict:
+    """Every strategy prepared (:func:`~moram_avalanche.experiments.run.prepare_runs`) and, when
+    resuming, the folder's runs checked against the setup."""
     if resume:
         check_comparison(out_dir, setup)
-    prepared = prepare_runs(setup, names)
+    prepared = prepared or prepare_runs(setup, names)
     if resume:
         for name in names:
             check_folder(out_dir / name, prepared[name], what=f"{name} in {out_dir}",
                          fix=f"delete {out_dir / name} to run it again with these, or start the "
                              "comparison over (--no-resume, resume=False)")
+    return prepared
+
+
+def _run_comparison(setup: Setup, names: list, out_dir: Path, resume: bool, progress: bool,
+                    prepared: dict) -> Dict[str, dict]:
     main = is_main_process()  # rank 0 of a data-parallel run writes; the others only train
     barrier()  # every process has checked the stored records before rank 0 writes
     if main:
