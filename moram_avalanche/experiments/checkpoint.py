@@ -188,7 +188,7 @@ def load_latest_run_state(strategy, path, identity: Optional[dict] = None) -> Tu
     return restore_run_state(strategy, state, candidate, identity), candidate
 
 
-def read_latest_run_state(path) -> Tuple[Optional[dict], Optional[Path]]:
+def read_latest_run_state(path, doing: str = "resuming from") -> Tuple[Optional[dict], Optional[Path]]:
     """``(state, the file read)`` of the newest readable of ``path`` and its previous checkpoint,
     ``(None, None)`` when neither exists (what :func:`load_latest_run_state` and ``analyze``
     read; the same fallback and errors)."""
@@ -202,8 +202,8 @@ def read_latest_run_state(path) -> Tuple[Optional[dict], Optional[Path]]:
             damaged.append(str(err))
             continue
         if damaged:
-            logger.warning("%s; reading the previous checkpoint %s instead (one experience "
-                           "earlier)", damaged[0], candidate)
+            logger.warning("%s; %s the previous checkpoint %s instead (one experience "
+                           "earlier)", damaged[0], doing, candidate)
         return state, candidate
     if damaged:
         raise DamagedCheckpointError(

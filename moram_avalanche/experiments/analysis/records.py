@@ -113,7 +113,7 @@ def load_run(log_dir) -> RunRecord:
         hint = (f"; it holds the runs {runs}: analyse one of them, e.g. {log_dir / runs[0]}" if runs else
                 ": give the --log-dir of a `run`, or a strategy folder OUT/<strategy> of a `compare`")
         raise ValueError(f"{log_dir} has no {CHECKPOINT_NAME}{hint}")
-    state, path = read_latest_run_state(path)  # as a resumed run reads it: a damaged one falls back
+    state, path = read_latest_run_state(path, doing="reading")  # as a resumed run reads it: a damaged one falls back
     plugin = find_moram_state(state.get("stateful", {}))
     banks = _banks(state.get("model", {}))
     if plugin is None or not banks:
