@@ -60,7 +60,7 @@ from ..utils.checks import check_number
 from ..utils.names import check_names
 from .base import CLIPStrategy
 from .moram_setting import MORAM
-from .plugins.load_balance import LoadBalancePlugin
+from .plugins.load_balance import SWITCH_ALPHA, LoadBalancePlugin
 from .plugins.moram import MoRAMPlugin
 
 
@@ -72,9 +72,6 @@ class AblationRow(NamedTuple):
     options: dict  # keyword options of that strategy (on top of its defaults)
 
 
-#: the load-balancing row's coefficient: Switch Transformer's alpha, 0.01 (Fedus et al. 2022,
-#: section 2.2); the MoRAM paper gives none
-SWITCH_ALPHA = 0.01
 _NO_TOPK, _TAU_ONE, _NO_GATE = {"topk": None}, {"temperature": None}, {"threshold": 0.0}
 _TOPK, _TAU, _DELTA = {"topk": MORAM.topk}, {"temperature": MORAM.temperature}, {"threshold": MORAM.threshold}
 
