@@ -66,6 +66,8 @@ _PUBLIC = {
     "MoRAMSelfThreshold": "strategies.moram",
     "MoRAMLoadBalance": "strategies.moram",
     "ROUTING_ABLATIONS": "strategies.moram",
+    "MORAM": "strategies.moram_setting",
+    "MoRAMSetting": "strategies.moram_setting",
     "DataParallel": "strategies.plugins.data_parallel",
     "IterationBudget": "strategies.plugins.budget",
     "BUILTINS": "strategies.builtins",

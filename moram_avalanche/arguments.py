@@ -146,7 +146,7 @@ def _needs_data_root(builder) -> bool:
 def check_strategy_arguments(args, name: str, overrides: Mapping[str, object], *, set_prefix: str = "") -> dict:
     """Check strategy ``name`` with the command line's budget and its ``--set`` values
     (``set_prefix``: ``"moram."`` for ``compare``); returns the options checked."""
-    from .strategies.options import check_option_types, check_option_values
+    from .strategies.options import check_strategy_options
     from .strategies.registry import get_strategy
 
     cls = get_strategy(name)
@@ -158,20 +158,24 @@ def check_strategy_arguments(args, name: str, overrides: Mapping[str, object], *
         options["lr"] = args.lr
     references = needs.reference_arguments(images=args.ref_images, sentences=args.ref_sentences)
     options.update(references)
-    for key, value in overrides.items():
-        try:
-            check_option_types(cls, {key: value})
-        except (TypeError, ValueError) as err:
-            raise _option_error(f"--set {set_prefix}{key}={value!r}", err) from None
     options.update(overrides)
     try:
-        check_option_types(cls, options, unbuilt=tuple(references))
-        check_option_values(cls, options)
+        check_strategy_options(cls, options, unbuilt=tuple(references))
     except (TypeError, ValueError) as err:
-        named = [key for key in overrides if re.match(rf"(each of )?{re.escape(key)}\b", str(err))]
+        named = [key for key in overrides if _names(str(err), key)]
         where = f"--set {set_prefix}{named[0]}={overrides[named[0]]!r}" if named else f"--strategy {name}"
         raise _option_error(where, err) from None
     return options
+
+
+def _names(message: str, option: str) -> bool:
+    """Whether the message of an option check is about ``option`` (the checks name it first:
+    "topk must be ...", "each of betas ...", "MoRAM option topk takes ...", "MoRAM takes no
+    option 'topk'", "avalanche.replay has no argument(s) ['mem_sise']")."""
+    key = re.escape(option)
+    return bool(re.match(rf"(each of )?{key}\b", message)
+                or re.match(rf"\S+ (option {key}\b|takes no option '{key}'|has no argument\(s\) \[.*'{key}')",
+                            message))
 
 
 def _option_error(where: str, error: BaseException) -> Exception:

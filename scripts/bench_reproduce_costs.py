@@ -61,12 +61,13 @@ def options(name: str, iterations: int, batch: int, eval_transform) -> dict:
     offline timing (``StrategyNeeds.cost``: stand-ins of the same compute for downloads) last."""
     from moram_avalanche.benchmarks.reference_sets import synthetic_reference
     from moram_avalanche.experiments.paper_tables import XTAIL_ORDER1
+    from moram_avalanche.experiments.recipes import paper_options, short_budget_options
     from moram_avalanche.strategies.registry import get_strategy
 
     needs = get_strategy(name).needs
-    kwargs = needs.paper_options(XTAIL_ORDER1)
+    kwargs = paper_options(name, XTAIL_ORDER1)
     if needs.trains:
-        kwargs.update(iterations=iterations, **needs.short_budget_options(iterations))
+        kwargs.update(iterations=iterations, **short_budget_options(name, iterations))
     kwargs["train_mb_size"] = batch
     if needs.references:
         images, sentences = synthetic_reference(eval_transform, images=2 * batch, sentences=200)

@@ -165,13 +165,15 @@ def test_every_strategy_declares_options_it_accepts():
 
     from moram_avalanche.experiments.paper_tables import MTIL_5SHOT, XTAIL_ORDER1
 
+    from moram_avalanche.experiments.recipes import cost_options, demo_recipe, paper_options, short_budget_options
+
     for name, cls in STRATEGIES.items():
         needs, takes = cls.needs, accepted(cls)
-        wanted = set(needs.demo_options(DemoConfig())) | {REFERENCE_ARGUMENTS[r] for r in needs.references}
-        wanted |= set(needs.cost_options())
+        wanted = set(demo_recipe(name, DemoConfig())) | {REFERENCE_ARGUMENTS[r] for r in needs.references}
+        wanted |= set(cost_options(name))
         wanted |= {"iterations"} if needs.trains else set()
         for protocol in (XTAIL_ORDER1, MTIL_5SHOT):  # what reproduce passes
-            wanted |= set(needs.paper_options(protocol)) | set(needs.short_budget_options(2))
+            wanted |= set(paper_options(name, protocol)) | set(short_budget_options(name, 2))
         assert wanted <= takes, (name, wanted - takes)
 
 

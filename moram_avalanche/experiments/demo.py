@@ -17,8 +17,8 @@ synthetic stream.
    ``table.md`` and ``table.csv``; ``accuracy_matrices.png`` shows the matrices side by side.
 
 The baselines run at the demo's iteration budget with their other settings scaled to it;
-each strategy declares its own scaled recipe (``needs.demo``,
-:class:`~moram_avalanche.strategies.needs.StrategyNeeds`) as a function of :class:`DemoConfig`:
+each strategy's scaled recipe is the app's data (:data:`~moram_avalanche.experiments.recipes.DEMO_OPTIONS`),
+a function of :class:`DemoConfig`:
 warm-up and ZSCL's averaging period keep their share of ZSCL's few-shot budget (100 of 500
 iterations), LwF and ZSCL distil on batches of 16 images (half the training batch, where the
 reference uses the training batch size: it keeps the full demo within a few minutes on 2 CPU
@@ -48,6 +48,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from ..strategies.moram_setting import MORAM
 from ..utils.files import atomic_write, atomic_write_text, remove_temporaries
 
 logger = logging.getLogger(__name__)
@@ -84,8 +85,8 @@ class DemoConfig:
     ae_reference_iterations: int = 200
     inflora_lr: float = 5e-3
     moram_lr: float = 1e-2
-    atoms_per_task: int = 16
-    topk: int = 16
+    atoms_per_task: int = MORAM.atoms_per_task
+    topk: int = MORAM.topk
     seed: int = 0
 
     @classmethod
@@ -227,6 +228,7 @@ def demo_options(name: str, config: DemoConfig, eval_transform) -> dict:
     docstring)."""
     from ..benchmarks.reference_sets import synthetic_reference
     from ..strategies.registry import get_strategy
+    from .recipes import demo_recipe
 
     needs = get_strategy(name).needs
     # evaluation in training-size batches, as when the README's demo table was made: a larger
@@ -235,7 +237,7 @@ def demo_options(name: str, config: DemoConfig, eval_transform) -> dict:
     kwargs = dict(train_mb_size=config.batch_size, eval_mb_size=config.batch_size)
     if needs.trains:
         kwargs.update(iterations=config.iterations)
-    kwargs.update(needs.demo_options(config))
+    kwargs.update(demo_recipe(name, config))
     if needs.references:
         images, sentences = synthetic_reference(eval_transform, images=config.reference_images,
                                                 sentences=config.reference_sentences,

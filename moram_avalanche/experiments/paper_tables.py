@@ -22,7 +22,7 @@ table (``TABLE``)          paper                       rows run
 Rows the library cannot run (SD-LoRA and NoRGa: their official code is class-incremental ViT
 only, with no CLIP version or CLIP settings published; the routing table's "tau*" row) show the paper's numbers and "not run" with the reason. Each run's settings are
 the strategy's own declaration for the paper's protocols
-(:attr:`~moram_avalanche.strategies.needs.StrategyNeeds.paper`) plus the row's options here.
+(:data:`~moram_avalanche.experiments.recipes.PAPER_OPTIONS`) plus the row's options here.
 
 Errata of the paper, carried and flagged (never silently copied):
 
@@ -57,7 +57,7 @@ class Protocol:
         key: folder name of its runs.
         builder: the ``--benchmark`` name that builds it (``xtail``, ``mtil-5shot``).
         benchmark: the stream kind, ``"xtail"`` or ``"mtil"`` (what a strategy's paper
-            settings read, :attr:`~moram_avalanche.strategies.needs.StrategyNeeds.paper`).
+            settings read, :data:`~moram_avalanche.experiments.recipes.PAPER_OPTIONS`).
         order, shots, prompts: the stream's options.
         description: what it is, in words.
     """

@@ -7,7 +7,7 @@ load-balancing, sweep and additional-baselines tables), so each runs once, in it
 :func:`~moram_avalanche.experiments.compare.run_comparison` folder, resumable.
 
 A run's keyword arguments are the strategy's own paper settings
-(:attr:`~moram_avalanche.strategies.needs.StrategyNeeds.paper`), the row's options
+(:data:`~moram_avalanche.experiments.recipes.PAPER_OPTIONS`), the row's options
 (:class:`~moram_avalanche.experiments.paper_tables.Method`), and, only for rehearsals and smoke
 runs, a shorter budget (``iterations`` and what the strategy shortens with it). The seed sets
 both the training (Python, NumPy and torch generators) and the few-shot subsets, as the
@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..strategies.registry import get_strategy
 from .paper_tables import Protocol, TableSpec
+from .recipes import PAPER_SOURCES, REFERENCE_PATHS, paper_options, short_budget_options
 
 #: rehearsals (``--rehearse``): optimizer steps per experience and test images per class
 REHEARSAL_ITERATIONS = 2
@@ -128,7 +129,7 @@ def method_runs(spec: TableSpec, label: str, settings: ReproduceSettings) -> Lis
     method = spec.method(label)
     if method.strategy is None:
         return []
-    paper = get_strategy(method.strategy).needs.paper_options(spec.protocol)
+    paper = paper_options(method.strategy, spec.protocol)
     # an option equal to the paper's setting is no option: the same run serves both rows
     own = tuple(sorted((k, v) for k, v in method.options if k not in paper or paper[k] != v))
     return [Run(spec.protocol, method.strategy, own, seed) for seed in table_seeds(spec, settings)]
@@ -148,26 +149,27 @@ def plan(specs: Sequence[TableSpec], settings: ReproduceSettings) -> List[Planne
 def run_options(run: Run, settings: ReproduceSettings) -> Dict[str, Any]:
     """The keyword arguments of ``run``'s strategy, reference data aside."""
     needs = get_strategy(run.strategy).needs
-    options = needs.paper_options(run.protocol)
+    options = paper_options(run.strategy, run.protocol)
     options.update(dict(run.options))
     if settings.budget is not None and needs.trains:
         options["iterations"] = settings.budget
-        options.update(needs.short_budget_options(settings.budget))
+        options.update(short_budget_options(run.strategy, settings.budget))
     return options
 
 
 def reference_sources(run: Run, settings: ReproduceSettings) -> Dict[str, str]:
     """``{kind: path or "synthetic"}`` of the reference data ``run``'s strategy takes."""
     needs = get_strategy(run.strategy).needs
+    paths = REFERENCE_PATHS.get(run.strategy, {})
     given = {"images": settings.ref_images, "sentences": settings.ref_sentences}
     sources = {}
     for kind in needs.references:
         if given[kind] is not None:
             sources[kind] = given[kind]
-        elif kind in needs.reference_paths and settings.data_root is not None:
-            sources[kind] = str(Path(settings.data_root).expanduser() / needs.reference_paths[kind])
+        elif kind in paths and settings.data_root is not None:
+            sources[kind] = str(Path(settings.data_root).expanduser() / paths[kind])
         else:
-            sources[kind] = f"<data-root>/{needs.reference_paths.get(kind, '?')}"
+            sources[kind] = f"<data-root>/{paths.get(kind, '?')}"
     return sources
 
 
@@ -213,7 +215,7 @@ def format_run(run: Run, settings: ReproduceSettings) -> List[str]:
         + f", prompts {protocol.prompts!r}, seed {run.seed} (training and few-shot subsets)",
         "    settings: " + (", ".join(f"{k}={_show(options[k], protocol)}" for k in shown)
                             or "none (evaluation only)"),
-        f"    source: {needs.paper_source or 'the strategy defaults'}",
+        f"    source: {PAPER_SOURCES.get(run.strategy) or 'the strategy defaults'}",
     ]
     if settings.budget is not None and needs.trains:
         lines.append(f"    NOT the paper's budget: {settings.budget} iterations per experience "

@@ -16,6 +16,7 @@ from .lwf import LwF, LwFVR
 from .moe_adapters import MoEAdapters
 from .moram import (ROUTING_ABLATIONS, MoRAM, MoRAMExternalRouter, MoRAMLoadBalance, MoRAMSelfActivation,
                     MoRAMSelfTemperature, MoRAMSelfThreshold, MoRAMSelfTopK)
+from .moram_setting import MORAM, MoRAMSetting
 from .needs import StrategyNeeds
 from .plugins import CoDyRAPlugin, GrowthPlugin, InfLoRAPlugin, LoadBalancePlugin, MoEAdaptersPlugin, MoRAMPlugin
 from .rail import RAIL, RAILDual, RAILPrimal
@@ -25,9 +26,9 @@ from .zeroshot import ZeroShot
 from .zscl import ZSCL
 from .zscl_finetune import ZSCLFineTune
 
-__all__ = ["ROUTING_ABLATIONS", "STRATEGIES", "CLIPStrategy", "CoDyRA", "CoDyRAPlugin", "FineTune", "FineTuneAlone",
+__all__ = ["MORAM", "ROUTING_ABLATIONS", "STRATEGIES", "CLIPStrategy", "CoDyRA", "CoDyRAPlugin", "FineTune", "FineTuneAlone",
            "GrowthPlugin", "ICaRL", "InfLoRA",
            "InfLoRAPlugin", "LoadBalancePlugin", "LwF", "LwFVR", "MoEAdapters", "MoEAdaptersPlugin",
-           "MoELoRA", "MoRAM", "MoRAMExternalRouter", "MoRAMLoadBalance", "MoRAMPlugin",
+           "MoELoRA", "MoRAM", "MoRAMExternalRouter", "MoRAMLoadBalance", "MoRAMPlugin", "MoRAMSetting",
            "MoRAMSelfActivation", "MoRAMSelfTemperature", "MoRAMSelfThreshold", "MoRAMSelfTopK",
            "RAIL", "RAILDual", "RAILPrimal", "SeqLoRA", "StrategyNeeds", "WiSEFT", "ZSCL", "ZSCLFineTune", "ZeroShot", "get_strategy"]

@@ -28,7 +28,8 @@ from ..utils.iteration import cycle
 from ..algorithms.data_parallel import ShardedBatches, all_reduce_sum, gather, gather_with_grad, world_size
 from .image_cache import ImageFeatureCache
 from .needs import StrategyNeeds
-from .options import check_shared_options, check_strategy_options
+from .moram_setting import MORAM
+from .options import check_strategy_options
 from .plugins.data_parallel import DataParallel
 
 
@@ -99,11 +100,11 @@ class CLIPStrategy(SupervisedTemplate):
 
     Args (keyword-only; the rest go to ``SupervisedTemplate``):
         model: an open_clip CLIP model. tokenizer: its tokenizer.
-        iterations: optimizer steps per experience (MoRAM: 500).
-        lr, weight_decay, warmup, label_smoothing: optimisation (MoRAM: 5e-4, 0, 0, 0);
+        iterations: optimizer steps per experience (MoRAM's, :data:`~moram_avalanche.strategies.moram_setting.MORAM`).
+        lr, weight_decay, warmup, label_smoothing: optimisation (MoRAM's; label smoothing 0);
             ``lr`` may be a :class:`~moram_avalanche.algorithms.schedules.DomainLR` (a rate per
             domain, read when each experience's optimizer is built).
-        betas: AdamW betas (MoRAM release: (0.9, 0.9999)).
+        betas: AdamW betas (MoRAM release's).
         text_to_image_loss: add the text->image term of the loss when the vision encoder
             trains (MoRAM release: True; the ZSCL lineage trains on image->text only).
         amp: mixed precision (fp16 autocast + gradient scaling) on CUDA; ignored on CPU.
@@ -121,14 +122,21 @@ class CLIPStrategy(SupervisedTemplate):
 
     #: the per-step learning-rate factor ``f(step, *, warmup, total)`` of :meth:`make_optimizer`
     lr_factor = staticmethod(cosine_lr_factor)
-    #: what the command line and the demo need to know (:mod:`~moram_avalanche.strategies.needs`)
+    #: what the strategy takes from the app (:mod:`~moram_avalanche.strategies.needs`)
     needs = StrategyNeeds()
+    #: the ranges of a class's own options, on the given options alone (ValueError naming the
+    #: option); None: none beyond the types. Run with its bases' by
+    #: :func:`~moram_avalanche.strategies.options.check_strategy_options`, before anything is built
+    check_values = None
     #: whether the evaluation logits depend on the images only through
     #: :meth:`eval_image_features` (so cached features can stand in for the images)
     replays_image_features = True
 
     def __new__(cls, *args, **kwargs):
-        """Check the keyword options (names, types, ranges; nothing built yet) and keep them."""
+        """Check the keyword options (names, types, ranges; nothing built yet) and keep them.
+
+        The one check of a strategy's options (:func:`~moram_avalanche.strategies.options.check_strategy_options`):
+        constructors trust them afterwards."""
         check_strategy_options(cls, kwargs)
         self = super().__new__(cls)
         #: the keyword arguments this strategy was built with, as given
@@ -140,17 +148,17 @@ class CLIPStrategy(SupervisedTemplate):
         *,
         model,
         tokenizer,
-        iterations: int = 500,
-        lr: float | DomainLR = 5e-4,
-        weight_decay: float = 0.0,
-        warmup: int = 0,
+        iterations: int = MORAM.iterations,
+        lr: float | DomainLR = MORAM.lr,
+        weight_decay: float = MORAM.weight_decay,
+        warmup: int = MORAM.warmup,
         label_smoothing: float = 0.0,
-        betas=(0.9, 0.9999),
+        betas=MORAM.betas,
         text_to_image_loss: bool = True,
         amp: bool = False,
         text_batch_size: int = 256,
         progress: bool = True,
-        train_mb_size: int = 64,
+        train_mb_size: int = MORAM.train_mb_size,
         eval_mb_size: Optional[int] = None,
         device="cpu",
         plugins=None,
@@ -159,10 +167,7 @@ class CLIPStrategy(SupervisedTemplate):
         cache_image_features: bool = True,
         **base_kwargs,
     ):
-        check_shared_options(dict(iterations=iterations, lr=lr, weight_decay=weight_decay, warmup=warmup,
-                                  label_smoothing=label_smoothing, betas=betas,
-                                  text_batch_size=text_batch_size, train_mb_size=train_mb_size,
-                                  eval_mb_size=eval_mb_size))
+        # the options were checked once, by __new__ (check_strategy_options), before this runs
         device = resolve_device(device)
         super().__init__(
             model=model, optimizer=None, train_mb_size=train_mb_size, train_epochs=1,

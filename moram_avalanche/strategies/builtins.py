@@ -43,6 +43,7 @@ from ..models.classifier import CLIPClassifier
 from ..utils.devices import resolve_device
 from ..algorithms.data_parallel import world_size
 from .base import EVAL_BATCH_FACTOR
+from .moram_setting import MORAM
 from .needs import StrategyNeeds
 from .plugins.budget import IterationBudget
 
@@ -95,17 +96,15 @@ class BuiltinStrategy:
         return self.strategy_class.__name__
 
     def check_options(self, options) -> None:
-        """Check keyword ``options`` of :meth:`__call__` without building anything: unknown names
-        (ValueError listing the strategy's own arguments) and the shared loop's ranges."""
-        from .options import check_shared_options
-
+        """The names of keyword ``options`` of :meth:`__call__` (ValueError listing the strategy's
+        own arguments); :func:`~moram_avalanche.strategies.options.check_strategy_options` checks
+        them and the shared loop's ranges."""
         accepted = set(self.arguments()) | set(HARNESS_OPTIONS)
         unknown = sorted(set(options) - accepted)
         if unknown:
             raise ValueError(f"{self.name} has no argument(s) {unknown}; its own arguments: "
                              f"{sorted(self.arguments())} (the budget and optimisation: iterations, lr, "
                              "betas, weight_decay, warmup, train_mb_size)")
-        check_shared_options(options)
 
     def arguments(self) -> Dict[str, inspect.Parameter]:
         """The strategy's own keyword arguments (not the harness's)."""
@@ -113,14 +112,18 @@ class BuiltinStrategy:
         return {name: p for name, p in params.items()
                 if name not in ("self", *HARNESS_ARGUMENTS) and p.kind is p.KEYWORD_ONLY}
 
-    def __call__(self, *, model, tokenizer, iterations: int = 500, lr: float = 1e-5,
-                 betas=(0.9, 0.9999), weight_decay: float = 0.0, warmup: int = 0,
-                 criterion: Optional[torch.nn.Module] = None, train_mb_size: int = 64,
+    def __call__(self, *, model, tokenizer, iterations: int = MORAM.iterations, lr: float = 1e-5,
+                 betas=MORAM.betas, weight_decay: float = MORAM.weight_decay, warmup: int = MORAM.warmup,
+                 criterion: Optional[torch.nn.Module] = None, train_mb_size: int = MORAM.train_mb_size,
                  eval_mb_size: Optional[int] = None, device="cpu", plugins=None,
                  evaluator=default_evaluator, progress: bool = True, **options):
         """Build the strategy (``progress`` is accepted for the package's call convention;
         Avalanche's loops report through their loggers)."""
-        self.check_options(options)
+        from .options import check_strategy_options
+
+        check_strategy_options(self, dict(iterations=iterations, lr=lr, betas=betas, weight_decay=weight_decay,
+                                          warmup=warmup, train_mb_size=train_mb_size,
+                                          eval_mb_size=eval_mb_size, **options))
         device = resolve_device(device)
         world = world_size()
         if train_mb_size % world:

@@ -10,7 +10,6 @@ from ..clip.towers import ENCODERS
 from ..layers.base import find_layers
 from ..layers.gated_lora import GatedLoRALinear
 from .base import CLIPStrategy
-from .needs import StrategyNeeds
 from .plugins.codyra import CoDyRAPlugin
 
 
@@ -34,15 +33,6 @@ class CoDyRA(CLIPStrategy):
         loss: image->text over the current classes plus text->image over seen + current
         classes (``train_model``) -- CLIPStrategy's defaults.
     """
-
-    needs = StrategyNeeds(
-        demo=lambda demo: {"kappa_steps": max(1, demo.iterations // 10)},
-        paper=lambda protocol: {
-            "rank": 16, "encoders": tuple(ENCODERS), "targets": tuple(TARGET_PATHS), "max_kappa": MAX_KAPPA,
-            "kappa_steps": KAPPA_STEPS, "dense_fraction": DENSE_FRACTION, "iterations": 500, "lr": 5e-4,
-            "train_mb_size": 64, "betas": (0.9, 0.9999), "weight_decay": 0.0, "warmup": 0},
-        paper_source="CoDyRA's release [Artificer-AI-Lab/CoDyRA runner_codyra.sh, main.py]",
-        short_budget=lambda n: {"kappa_steps": max(1, min(KAPPA_STEPS, n // 10))})
 
     def __init__(self, *, model, tokenizer, rank: int = 16, encoders: Sequence[str] = ENCODERS,
                  targets: Sequence[str] = tuple(TARGET_PATHS), max_kappa: float = MAX_KAPPA,

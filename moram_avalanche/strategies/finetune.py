@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from .base import CLIPStrategy
-from .needs import StrategyNeeds
 
 
 class FineTune(CLIPStrategy):
@@ -13,8 +12,6 @@ class FineTune(CLIPStrategy):
     ZSCL's fine-tuning learning rate 1e-5 by default (baselines reference, sections 1.1 and 1.6);
     the rest of the loop (AdamW, cosine schedule, loss) is CLIPStrategy's.
     """
-
-    needs = StrategyNeeds(demo=lambda demo: {"lr": demo.finetune_lr})
 
     def __init__(self, *, model, tokenizer, lr: float = 1e-5, **kwargs):
         model.requires_grad_(True)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from ..algorithms.weight_copy import check_place
-from .needs import StrategyNeeds
 from .plugins.weights import RestartFrom
-from .zscl_finetune import ZSCL_PAPER_SETTINGS, ZSCL_PAPER_SOURCE, ZSCLFineTune, zscl_short_budget
+from .zscl_finetune import ZSCLFineTune
 
 
 class FineTuneAlone(ZSCLFineTune):
@@ -25,13 +24,6 @@ class FineTuneAlone(ZSCLFineTune):
     Args (keyword-only, besides ZSCLFineTune's):
         weights_on: where the copy of the pre-trained weights lives ("cpu", default, or "model").
     """
-
-    needs = StrategyNeeds(
-        demo=ZSCLFineTune.needs.demo,
-        paper=lambda protocol: dict(ZSCL_PAPER_SETTINGS),
-        paper_source=f"{ZSCL_PAPER_SOURCE}; each domain from the pre-trained weights (the paper "
-                     "does not say how its per-domain upper bound was fine-tuned: our choice)",
-        short_budget=zscl_short_budget)
 
     def __init__(self, *, model, tokenizer, weights_on: str = "cpu", plugins=None, **kwargs):
         self.restart = RestartFrom(model, on=check_place(weights_on))

@@ -3,20 +3,12 @@
 from __future__ import annotations
 
 from ..algorithms.teacher import FrozenCLIP
-from .needs import StrategyNeeds
 from .plugins.distillation import ExemplarDistillation
 from .plugins.exemplars import MAX_READ, MEMORY_SIZE, ExemplarMemory
-from .zscl_finetune import ZSCL_PAPER_SETTINGS, ZSCL_PAPER_SOURCE, ZSCLFineTune, zscl_short_budget
+from .zscl_finetune import ZSCLFineTune
 
 #: where the distillation teacher comes from
 TEACHERS = ("zeroshot", "previous")
-
-
-#: the settings ``reproduce`` runs iCaRL with: ZSCL's MTIL optimisation without label smoothing,
-#: and the memory and distillation of the ZSCL code (see :class:`ICaRL`)
-ICARL_PAPER_SETTINGS = {**ZSCL_PAPER_SETTINGS, "label_smoothing": 0.0, "memory_size": MEMORY_SIZE,
-                        "balanced": False, "max_read": MAX_READ, "teacher": "zeroshot", "temperature": 2.0,
-                        "image_weight": 1.0, "text_weight": 1.0}
 
 
 class ICaRL(ZSCLFineTune):
@@ -56,21 +48,12 @@ class ICaRL(ZSCLFineTune):
     stream when needed).
     """
 
-    needs = StrategyNeeds(
-        demo=lambda demo: {"lr": demo.finetune_lr, "warmup": demo.baseline_warmup,
-                           "distill_batch_size": demo.distill_batch_size},
-        paper=lambda protocol: dict(ICARL_PAPER_SETTINGS),
-        paper_source=f"{ZSCL_PAPER_SOURCE}; memory, herding and distillation of [ZSCL "
-                     "mtil/src/models/icarl.py, mtil/scripts/icarl.sh]; both distillation terms "
-                     "weighted 1 (icarl.sh adds neither: our choice, as ZSCL.sh)",
-        short_budget=zscl_short_budget)
+    check_values = staticmethod(lambda options: _check_icarl_options(options))
 
     def __init__(self, *, model, tokenizer, memory_size: int = MEMORY_SIZE, balanced: bool = False,
                  max_read: int = MAX_READ, teacher: str = "zeroshot", temperature: float = 2.0,
                  image_weight: float = 1.0, text_weight: float = 1.0, label_smoothing: float = 0.0,
                  distill_batch_size: int | None = None, plugins=None, **kwargs):
-        if teacher not in TEACHERS:
-            raise ValueError(f"teacher must be one of {TEACHERS}, got {teacher!r}")
         self.memory = ExemplarMemory(memory_size, balanced=balanced, max_read=max_read)
         self.distillation = ExemplarDistillation(
             FrozenCLIP(model), self.memory, previous=teacher == "previous", temperature=temperature,
@@ -79,4 +62,9 @@ class ICaRL(ZSCLFineTune):
                          plugins=[self.distillation, self.memory, *(plugins or [])], **kwargs)
 
 
-__all__ = ["ICARL_PAPER_SETTINGS", "ICaRL", "TEACHERS"]
+def _check_icarl_options(options) -> None:
+    if "teacher" in options and options["teacher"] not in TEACHERS:
+        raise ValueError(f"teacher must be one of {TEACHERS}, got {options['teacher']!r}")
+
+
+__all__ = ["ICaRL", "TEACHERS"]

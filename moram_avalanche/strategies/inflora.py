@@ -13,22 +13,13 @@ from ..layers.lora import LoRALinear
 from ..utils.checks import check_number, check_positive_int
 from ..utils.names import check_names
 from .base import CLIPStrategy
-from .needs import StrategyNeeds
+from .moram_setting import MORAM
 from .plugins.inflora import MEMORIES, InfLoRAPlugin
 
 #: InfLoRA's targets: the key and value projections [InfLoRA models/vit_inflora.py]
 INFLORA_TARGETS = ("k", "v")
 #: projections whose input is the attention input (LN1 output), the covariance InfLoRA records
 ATTENTION_INPUT_TARGETS = ("q", "k", "v")
-
-
-#: InfLoRA's settings, written out for the paper's runs (see :class:`InfLoRA`)
-INFLORA_PAPER_SETTINGS = {
-    "rank": 10, "encoders": ("visual",), "targets": INFLORA_TARGETS, "lambda_b": LAMBDA_B,
-    "lambda_e": LAMBDA_E, "memory": "dual", "lr_schedule": "quarter_cosine", "lr": 5e-4,
-    "betas": (0.9, 0.999), "weight_decay": 0.0, "iterations": 500, "train_mb_size": 64,
-    "text_to_image_loss": False,
-}
 
 
 class InfLoRA(CLIPStrategy):
@@ -78,23 +69,15 @@ class InfLoRA(CLIPStrategy):
         (``text_to_image_loss=False``), as InfLoRA and LibContinual.
     """
 
-    needs = StrategyNeeds(
-        demo=lambda demo: {"lr": demo.inflora_lr},
-        paper=lambda protocol: dict(INFLORA_PAPER_SETTINGS),
-        paper_source="InfLoRA's ViT settings [liangyanshuo/InfLoRA configs, methods/inflora.py], "
-                     "the image encoder only as LibContinual's CLIP port [RL-VIG/LibContinual "
-                     "config/InfLoRA_opt_clip.yaml]; 500 iterations of batch 64 is the harness's "
-                     "budget (the MoRAM paper does not give its InfLoRA settings)",
-        check=lambda options: check_inflora_options(options))
+    check_values = staticmethod(lambda options: check_inflora_options(options))
 
     def __init__(self, *, model, tokenizer, rank: int = 10, encoders: Sequence[str] = ("visual",),
                  targets: Sequence[str] = INFLORA_TARGETS, num_tasks: Optional[int] = None,
                  lambda_b: float = LAMBDA_B, lambda_e: float = LAMBDA_E, memory: str = "dual",
                  lr_schedule: str = "quarter_cosine", lr: float | DomainLR = 5e-4,
-                 betas=(0.9, 0.999), weight_decay: float = 0.0, iterations: int = 500,
-                 train_mb_size: int = 64, text_to_image_loss: bool = False, plugins=None, **kwargs):
-        check_inflora_options(dict(encoders=encoders, targets=targets, lr_schedule=lr_schedule,
-                                   memory=memory, rank=rank))
+                 betas=(0.9, 0.999), weight_decay: float = 0.0, iterations: int = MORAM.iterations,
+                 train_mb_size: int = MORAM.train_mb_size, text_to_image_loss: bool = False, plugins=None,
+                 **kwargs):
         encoders = check_names(encoders, ENCODERS, "encoder")
         targets = check_names(targets, ATTENTION_INPUT_TARGETS, "InfLoRA target")
         _check_rank(model, encoders, rank)  # before the model is changed
@@ -147,4 +130,4 @@ def _check_rank(model, encoders, rank) -> None:
                              f"{block.encoder} encoder's block {block.name!r}, got rank={rank}")
 
 
-__all__ = ["ATTENTION_INPUT_TARGETS", "INFLORA_PAPER_SETTINGS", "INFLORA_TARGETS", "InfLoRA", "check_inflora_options"]
+__all__ = ["ATTENTION_INPUT_TARGETS", "INFLORA_TARGETS", "InfLoRA", "check_inflora_options"]

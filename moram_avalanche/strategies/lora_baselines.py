@@ -1,15 +1,14 @@
 """The LoRA-style rows beside MoRAM: SeqLoRA (one LoRA, trained on every task) and MoE-LoRA.
 
 Both sit on the shared CLIP loop and the shared injection (:mod:`moram_avalanche.clip.inject`)
-with MoRAM's setting (method reference): both encoders, q/k/v/out/c_fc/c_proj, rank 16 =
-MoRAM's atoms per task (so each adds as many parameters per task), AdamW lr 5e-4, 500
-iterations per task, batch 64, the text->image loss on. Their checkpoints hold the layers'
+with MoRAM's setting (:data:`~moram_avalanche.strategies.moram_setting.MORAM`): both
+encoders, q/k/v/out/c_fc/c_proj, rank = MoRAM's atoms per task (so each adds as many
+parameters per task), CLIPStrategy's optimisation and budget (MoRAM's), the text->image loss on. Their checkpoints hold the layers'
 declared state (:func:`~moram_avalanche.layers.base.adapter_state_dict`).
 """
 
 from __future__ import annotations
 
-from ..algorithms.schedules import DomainLR
 from ..clip.inject import TARGET_PATHS, inject_lora, inject_moe_lora
 from ..clip.towers import ENCODERS
 from ..layers.base import find_layers
@@ -18,14 +17,8 @@ from ..layers.moe_lora import MoELoRALinear
 from ..utils.checks import check_number, check_positive_int
 from ..utils.names import check_names
 from .base import CLIPStrategy
-from .needs import StrategyNeeds
+from .moram_setting import MORAM
 from .plugins.growth import GrowthPlugin
-
-#: the shared setting of the LoRA-style rows: MoRAM's (method reference)
-LORA_PAPER_SETTINGS = {"rank": 16, "encoders": tuple(ENCODERS), "targets": tuple(TARGET_PATHS),
-                       "iterations": 500, "lr": 5e-4, "train_mb_size": 64, "betas": (0.9, 0.9999),
-                       "weight_decay": 0.0}
-
 
 def check_lora_options(options) -> None:
     """The value checks of SeqLoRA's and MoE-LoRA's own options given in ``options``."""
@@ -52,15 +45,13 @@ class SeqLoRA(CLIPStrategy):
     targets.
     """
 
-    needs = StrategyNeeds(check=check_lora_options)
+    check_values = staticmethod(check_lora_options)
 
-    def __init__(self, *, model, tokenizer, rank: int = 16, scale: float = 1.0,
-                 encoders=ENCODERS, targets=tuple(TARGET_PATHS), iterations: int = 500,
-                 lr: float | DomainLR = 5e-4, train_mb_size: int = 64, **kwargs):
+    def __init__(self, *, model, tokenizer, rank: int = MORAM.atoms_per_task, scale: float = 1.0,
+                 encoders=ENCODERS, targets=tuple(TARGET_PATHS), **kwargs):
         if not find_layers(model, LoRALinear):
             inject_lora(model, encoders, targets, rank=rank, scale=scale)
-        super().__init__(model=model, tokenizer=tokenizer, iterations=iterations, lr=lr,
-                         train_mb_size=train_mb_size, **kwargs)
+        super().__init__(model=model, tokenizer=tokenizer, **kwargs)
 
 
 class MoELoRA(CLIPStrategy):
@@ -76,22 +67,15 @@ class MoELoRA(CLIPStrategy):
     targets.
     """
 
-    needs = StrategyNeeds(
-        paper=lambda protocol: {**LORA_PAPER_SETTINGS, "temperature": 1.0},
-        paper_source="the MoRAM paper's routing table, coarse-grained baseline: one rank-16 LoRA "
-                     "expert per task behind a softmax router (rank = MoRAM's r), MoRAM's "
-                     "optimisation; router temperature 1 (tau* of the next row is not given)",
-        check=check_lora_options)
+    check_values = staticmethod(check_lora_options)
 
-    def __init__(self, *, model, tokenizer, rank: int = 16, temperature: float = 1.0,
-                 encoders=ENCODERS, targets=tuple(TARGET_PATHS), iterations: int = 500,
-                 lr: float | DomainLR = 5e-4, train_mb_size: int = 64, plugins=None, **kwargs):
+    def __init__(self, *, model, tokenizer, rank: int = MORAM.atoms_per_task, temperature: float = 1.0,
+                 encoders=ENCODERS, targets=tuple(TARGET_PATHS), plugins=None, **kwargs):
         if not find_layers(model, MoELoRALinear):
             inject_moe_lora(model, encoders, targets, rank=rank, temperature=temperature)
         self.moe_plugin = GrowthPlugin(MoELoRALinear)
-        super().__init__(model=model, tokenizer=tokenizer, iterations=iterations, lr=lr,
-                         train_mb_size=train_mb_size, plugins=[self.moe_plugin, *(plugins or [])],
+        super().__init__(model=model, tokenizer=tokenizer, plugins=[self.moe_plugin, *(plugins or [])],
                          **kwargs)
 
 
-__all__ = ["LORA_PAPER_SETTINGS", "MoELoRA", "SeqLoRA", "check_lora_options"]
+__all__ = ["MoELoRA", "SeqLoRA", "check_lora_options"]

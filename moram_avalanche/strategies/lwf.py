@@ -7,12 +7,8 @@ import torch
 from ..algorithms.teacher import FrozenCLIP
 from ..algorithms.virtual_vocab import virtual_vocabulary
 from ..utils.checks import check_number, check_positive_int
-from .needs import StrategyNeeds
 from .plugins.distillation import LwFDistillation
-from .zscl_finetune import ZSCL_PAPER_SETTINGS, ZSCL_PAPER_SOURCE, ZSCLFineTune, zscl_short_budget
-
-#: LwF's distillation in ZSCL's MTIL runs [ZSCL mtil/scripts/lwf.sh: --T 2 --image_loss --text_loss]
-LWF_PAPER_SETTINGS = {**ZSCL_PAPER_SETTINGS, "temperature": 2.0, "image_weight": 1.0, "text_weight": 1.0}
+from .zscl_finetune import ZSCLFineTune
 
 
 class LwF(ZSCLFineTune):
@@ -37,13 +33,7 @@ class LwF(ZSCLFineTune):
     the model at each experience start.
     """
 
-    needs = StrategyNeeds(demo=lambda demo: {
-        "lr": demo.finetune_lr, "warmup": demo.baseline_warmup,
-        "distill_batch_size": demo.distill_batch_size},
-        paper=lambda protocol: dict(LWF_PAPER_SETTINGS),
-        paper_source=f"{ZSCL_PAPER_SOURCE}; distillation of [ZSCL mtil/scripts/lwf.sh]",
-        short_budget=zscl_short_budget,
-        check=lambda options: check_distillation_options(options))
+    check_values = staticmethod(lambda options: check_distillation_options(options))
 
     def __init__(self, *, model, tokenizer, temperature: float = 2.0, image_weight: float = 1.0,
                  text_weight: float = 1.0, distill_batch_size: int | None = None,
@@ -82,12 +72,7 @@ class LwFVR(LwF):
     and embedded by the teacher at each experience start [ZSCL mtil/scripts/lwf_vr.sh].
     """
 
-    needs = StrategyNeeds(
-        demo=LwF.needs.demo,
-        paper=lambda protocol: {**LWF_PAPER_SETTINGS, "sentences": 1000, "words": 10},
-        paper_source=f"{ZSCL_PAPER_SOURCE}; distillation of [ZSCL mtil/scripts/lwf_vr.sh]",
-        short_budget=zscl_short_budget,
-        check=lambda options: _check_virtual_vocabulary(options))
+    check_values = staticmethod(lambda options: _check_virtual_vocabulary(options))
 
     def __init__(self, *, model, tokenizer, sentences: int = 1000, words: int = 10,
                  vocabulary_seed: int = 0, **kwargs):
@@ -97,4 +82,4 @@ class LwFVR(LwF):
         super().__init__(model=model, tokenizer=tokenizer, reference_tokens=tokens, **kwargs)
 
 
-__all__ = ["LWF_PAPER_SETTINGS", "LwF", "LwFVR", "check_distillation_options"]
+__all__ = ["LwF", "LwFVR", "check_distillation_options"]

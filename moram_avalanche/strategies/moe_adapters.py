@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from ..algorithms.ddas import (DDAS, FEW_SHOT_THRESHOLD, FULL_SHOT_THRESHOLD, ROUTINGS, alexnet_features,
-                               alexnet_weights_path, random_conv_features)
+                               alexnet_weights_path)
 from ..algorithms.schedules import MOE_FEWSHOT_MTIL_LR, MOE_FULLSHOT_MTIL_LR, DomainLR
 from ..benchmarks.reference_sets import check_image_dataset, image_folder
 from ..clip.block_taps import block_mixture, inject_moe_adapters
@@ -22,7 +22,7 @@ from ..layers.moe_adapter import MoEAdapterMixture, num_routers, routing
 from ..utils.checks import check_nonnegative_int, check_number, check_positive_int
 from ..utils.names import check_names
 from .base import CLIPStrategy
-from .needs import StrategyNeeds, scaled
+from .needs import StrategyNeeds
 from .plugins.moe_adapters import MoEAdaptersPlugin
 
 SELECTORS = ("ddas", "oracle", "latest")
@@ -37,18 +37,6 @@ RECIPES = {
     "full-shot": {"iterations": 1000, "lr": MOE_FULLSHOT_MTIL_LR, "threshold": FULL_SHOT_THRESHOLD,
                   "ae_lr": 1e-2},
 }
-#: the release's few-shot recipe, written out for the paper's runs (5-shot MTIL; X-TAIL, where
-#: MoE-Adapters has no release, takes the same few-shot recipe -- our choice): see :class:`MoEAdapters`
-MOE_PAPER_SETTINGS = {
-    "recipe": "few-shot", **RECIPES["few-shot"], "experts": 22, "bottleneck": 64, "topk": 2,
-    "dropout": 0.1, "adapter_scale": 0.1, "freeze_per_task": 2, "warmup": 100,
-    "label_smoothing": 0.2, "betas": (0.9, 0.999), "train_mb_size": 64, "selector": "ddas",
-    "ddas_routing": "sample", "ae_iterations": 300, "ae_reference_iterations": 1000,
-    "text_to_image_loss": False,
-}
-#: where the DDAS reference images (TinyImageNet) lie under a data root [MoE-Adapters4CL
-#: mtil/src/datasets/collections.py TinyImageNet_dataset]
-MOE_REFERENCE_PATHS = {"images": "tiny-imagenet-200/train"}
 
 
 def _moe_files(options: dict) -> dict:
@@ -138,22 +126,8 @@ class MoEAdapters(CLIPStrategy):
     replays_image_features = False
     #: not data-parallel: DDAS's autoencoders train on each process and the experts frozen after
     #: each experience follow each process's own selection counts
-    needs = StrategyNeeds(
-        references=("images",), data_parallel=False, demo=lambda demo: {
-            "lr": demo.moe_lr, "warmup": demo.baseline_warmup,
-            "feature_extractor": random_conv_features(demo.seed + 3000),
-            "ae_iterations": demo.ae_iterations, "ae_reference_iterations": demo.ae_reference_iterations},
-        paper=lambda protocol: dict(MOE_PAPER_SETTINGS),
-        paper_source="MoE-Adapters' few-shot MTIL recipe [JiazuoYu/MoE-Adapters4CL mtil/scripts/"
-                     "train/train_few_shot_router11_experts22_1000iters.sh, src/args.py]; on X-TAIL "
-                     "the same recipe (no release: our choice); DDAS routes each image (the "
-                     "release routes a test batch: ddas_routing='batch')",
-        reference_paths=MOE_REFERENCE_PATHS, files=_moe_files,
-        short_budget=lambda n: {"warmup": scaled(100, n), "ae_iterations": min(300, n),
-                                "ae_reference_iterations": min(1000, n)},
-        cost=lambda: {"feature_extractor": _untrained_alexnet_features(), "ae_iterations": 1,
-                      "ae_reference_iterations": 1},
-        check=lambda options: check_moe_adapters_options(options))
+    needs = StrategyNeeds(references=("images",), data_parallel=False, files=_moe_files)
+    check_values = staticmethod(lambda options: check_moe_adapters_options(options))
 
     def __init__(
         self,
@@ -194,11 +168,6 @@ class MoEAdapters(CLIPStrategy):
         plugins=None,
         **kwargs,
     ):
-        if selector not in SELECTORS:
-            raise ValueError(f"selector must be one of {SELECTORS}, got {selector!r}")
-        if recipe not in RECIPES:
-            raise ValueError(f"recipe must be one of {tuple(RECIPES)} (the release's few-shot "
-                             f"5-per-class or full-shot MTIL setting), got {recipe!r}")
         given = {"iterations": iterations, "lr": lr, "threshold": threshold, "ae_lr": ae_lr}
         settings = {k: RECIPES[recipe][k] if v is None else v for k, v in given.items()}
         self.recipe = recipe
@@ -218,9 +187,6 @@ class MoEAdapters(CLIPStrategy):
         images = None
         if selector == "ddas":
             images = _reference_images(reference_images, reference_transform)
-            if feature_extractor is not None and ddas_weights is not None:
-                raise ValueError("ddas_weights is the file of the default AlexNet extractor; "
-                                 "pass either feature_extractor or ddas_weights, not both")
             if feature_extractor is None:
                 feature_extractor = alexnet_features(ddas_weights)
             self.ddas = DDAS(feature_extractor,
@@ -309,7 +275,7 @@ class MoEAdapters(CLIPStrategy):
                 "--set recipe=full-shot)", stacklevel=2)
 
 
-def _untrained_alexnet_features() -> torch.nn.Module:
+def untrained_alexnet_features() -> torch.nn.Module:
     """DDAS's default extractor (:func:`~moram_avalanche.algorithms.ddas.alexnet_features`) with
     random weights: the same compute without the ImageNet download, for timing (``cost``)."""
     from torchvision.models import alexnet
@@ -348,7 +314,10 @@ REFERENCE_HOW = (
 
 def check_moe_adapters_options(options) -> None:
     """The value checks of :class:`MoEAdapters`' own options given in ``options`` (nothing built)."""
-    choices = {"selector": SELECTORS, "recipe": tuple(RECIPES), "ddas_routing": ROUTINGS}
+    if "recipe" in options and options["recipe"] not in RECIPES:
+        raise ValueError(f"recipe must be one of {tuple(RECIPES)} (the release's few-shot "
+                         f"5-per-class or full-shot MTIL setting), got {options['recipe']!r}")
+    choices = {"selector": SELECTORS, "ddas_routing": ROUTINGS}
     for name, allowed in choices.items():
         if name in options and options[name] not in allowed:
             raise ValueError(f"{name} must be one of {allowed}, got {options[name]!r}")
@@ -398,5 +367,5 @@ def _reference_images(images, transform):
     return images
 
 
-__all__ = ["MOE_PAPER_SETTINGS", "MOE_REFERENCE_PATHS", "RECIPES", "RELEASE_EVAL_BATCH", "SELECTORS", "MoEAdapters",
-           "check_moe_adapters_options"]
+__all__ = ["RECIPES", "RELEASE_EVAL_BATCH", "SELECTORS", "MoEAdapters", "check_moe_adapters_options",
+           "untrained_alexnet_features"]

@@ -5,26 +5,25 @@ plus MoRAM layers injected into every target linear, plus the growth plugin
 :class:`~moram_avalanche.strategies.plugins.moram.MoRAMPlugin` (and, for the load-balancing
 row, :class:`~moram_avalanche.strategies.plugins.load_balance.LoadBalancePlugin`).
 
-The paper's routing table (X-TAIL, ViT-B/16; Transfer / Average / Last) as named strategies:
+The paper's routing table (X-TAIL, ViT-B/16) as named strategies (the paper's numbers:
+``moram-avalanche reproduce routing --paper``, from the paper's CSV files):
 
-=====================  ==========================  =====================  ======================
-row                    strategy name               options                paper
-=====================  ==========================  =====================  ======================
-MoE-LoRA coarse        ``moe-lora``                (:class:`MoELoRA`)     62.56 / 69.45 / 74.53
-external router        ``moram-external-router``   router, top-k 16,      60.09 / 65.97 / 69.76
-                                                   tau 1, no gate
-self-activation        ``moram-self-activation``   no top-k, tau 1,       60.26 / 65.94 / 69.85
-                                                   no gate
-+top-k                 ``moram-self+topk``         top-k 16               60.69 / 66.52 / 70.62
-+temperature           ``moram-self+temperature``  tau 0.01               62.07 / 71.15 / 79.62
-+threshold             ``moram-self+threshold``    delta 0.2              60.78 / 66.83 / 71.08
-full                   ``moram``                   16 / 0.01 / 0.2        63.30 / 72.70 / 80.90
-load balancing         ``moram-load-balance``      full + balance 0.01    Last 77.3 (vs 80.9)
-=====================  ==========================  =====================  ======================
+=====================  ==========================  ===========================================
+row                    strategy name               options
+=====================  ==========================  ===========================================
+MoE-LoRA coarse        ``moe-lora``                (:class:`MoELoRA`)
+external router        ``moram-external-router``   router, MoRAM's top-k, tau 1, no gate
+self-activation        ``moram-self-activation``   no top-k, tau 1, no gate
++top-k                 ``moram-self+topk``         MoRAM's top-k
++temperature           ``moram-self+temperature``  MoRAM's tau
++threshold             ``moram-self+threshold``    MoRAM's delta
+full                   ``moram``                   MoRAM's top-k, tau and delta
+load balancing         ``moram-load-balance``      full + balance coefficient (Switch's alpha)
+=====================  ==========================  ===========================================
 
 Reading of the table: each "+X" row is self-activation plus that one component, not a
-cumulative chain -- "+threshold" (71.08) is far below "+temperature" (79.62) while the full
-method (all three) is above both, so the rows cannot be successive additions.
+cumulative chain -- the paper's "+threshold" is far below "+temperature" in Last while the
+full method (all three) is above both, so the rows cannot be successive additions.
 
 The external router keeps top-k (as sparse MoE routers do) and uses tau = 1 (the router
 learns the scale of its logits) and no eval gate (the gate compares a cosine-like relevance
@@ -32,7 +31,7 @@ in [-1, 1]; router logits are unbounded). Its new rows are Kaiming-uniform like 
 ``nn.Linear`` (see :mod:`moram_avalanche.layers.moram_variants`): zero rows would lose
 every top-k slot to the frozen rows of earlier tasks, and later tasks would hardly train.
 
-The load-balancing row adds ``0.01 * mean_layers(term)`` to the full method's loss. The
+The load-balancing row adds ``alpha * mean_layers(term)`` to the full method's loss. The
 term is by default the one of the release's commented-out training forward,
 ``R * sum_i Pbar_i^2`` with ``Pbar_i`` the mean over tokens of atom ``i``'s kept mixture
 weight (:func:`moram_avalanche.layers.moram_variants.release_balance_term`;
@@ -40,8 +39,8 @@ Artificer-AI-Lab/MoRAM, ``XTAIL/loralib/moram.py``, ``forward_backup``), the lik
 active release returns a loss of 0, which its training loop discards (``XTAIL/models/moram.py``).
 ``balance_form="switch"`` uses Switch Transformer's ``R * sum_i f_i P_i`` instead (Fedus et
 al. 2022, eq. 4; :func:`~moram_avalanche.layers.moram_variants.balance_term`), which is
-exactly 1, with no gradient, while every atom is kept -- all of the first task at r = k = 16. The coefficient
-0.01 is Switch Transformer's alpha; the paper does not give one.
+exactly 1, with no gradient, while every atom is kept -- all of the first task at r = k. The coefficient
+alpha is Switch Transformer's (:data:`SWITCH_ALPHA`); the paper does not give one.
 
 Every variant is the :class:`MoRAM` strategy with other defaults (any of them can still be
 overridden), so the CLIP loop, loss, optimiser and the paper's other hyper-parameters are
@@ -50,10 +49,8 @@ MoRAM's.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import NamedTuple, Optional, Tuple
+from typing import NamedTuple, Optional
 
-from ..algorithms.schedules import DomainLR
 from ..clip.inject import TARGET_PATHS, inject_moram
 from ..clip.towers import ENCODERS
 from ..layers.base import find_layers
@@ -62,53 +59,33 @@ from ..layers.moram_variants import BALANCE_FORMS, moram_layer_type
 from ..utils.checks import check_number
 from ..utils.names import check_names
 from .base import CLIPStrategy
-from .needs import StrategyNeeds
-from .plugins.load_balance import LoadBalancePlugin
+from .moram_setting import MORAM
+from .plugins.load_balance import SWITCH_ALPHA, LoadBalancePlugin
 from .plugins.moram import MoRAMPlugin
 
 
 class AblationRow(NamedTuple):
-    """One row of the paper's routing table."""
+    """One row of the paper's routing table (its numbers: the paper's CSV files, read by
+    :mod:`moram_avalanche.experiments.paper_tables`)."""
 
     strategy: str  # name in STRATEGIES
     options: dict  # keyword options of that strategy (on top of its defaults)
-    paper: Tuple[Optional[float], Optional[float], Optional[float]]  # Transfer, Average, Last
 
 
 _NO_TOPK, _TAU_ONE, _NO_GATE = {"topk": None}, {"temperature": None}, {"threshold": 0.0}
+_TOPK, _TAU, _DELTA = {"topk": MORAM.topk}, {"temperature": MORAM.temperature}, {"threshold": MORAM.threshold}
 
-#: paper row -> (strategy name, options, paper numbers on X-TAIL)
+#: paper row -> (strategy name, options)
 ROUTING_ABLATIONS = {
-    "moe-lora": AblationRow("moe-lora", {}, (62.56, 69.45, 74.53)),
-    "external-router": AblationRow(
-        "moram-external-router", {"router": True, "topk": 16, **_TAU_ONE, **_NO_GATE},
-        (60.09, 65.97, 69.76)),
-    "self-activation": AblationRow(
-        "moram-self-activation", {**_NO_TOPK, **_TAU_ONE, **_NO_GATE}, (60.26, 65.94, 69.85)),
-    "+top-k": AblationRow(
-        "moram-self+topk", {"topk": 16, **_TAU_ONE, **_NO_GATE}, (60.69, 66.52, 70.62)),
-    "+temperature": AblationRow(
-        "moram-self+temperature", {**_NO_TOPK, "temperature": 0.01, **_NO_GATE},
-        (62.07, 71.15, 79.62)),
-    "+threshold": AblationRow(
-        "moram-self+threshold", {**_NO_TOPK, **_TAU_ONE, "threshold": 0.2}, (60.78, 66.83, 71.08)),
-    "full": AblationRow(
-        "moram", {"topk": 16, "temperature": 0.01, "threshold": 0.2}, (63.30, 72.70, 80.90)),
-    "load-balance": AblationRow("moram-load-balance", {"balance_coef": 0.01}, (None, None, 77.3)),
+    "moe-lora": AblationRow("moe-lora", {}),
+    "external-router": AblationRow("moram-external-router", {"router": True, **_TOPK, **_TAU_ONE, **_NO_GATE}),
+    "self-activation": AblationRow("moram-self-activation", {**_NO_TOPK, **_TAU_ONE, **_NO_GATE}),
+    "+top-k": AblationRow("moram-self+topk", {**_TOPK, **_TAU_ONE, **_NO_GATE}),
+    "+temperature": AblationRow("moram-self+temperature", {**_NO_TOPK, **_TAU, **_NO_GATE}),
+    "+threshold": AblationRow("moram-self+threshold", {**_NO_TOPK, **_TAU_ONE, **_DELTA}),
+    "full": AblationRow("moram", {**_TOPK, **_TAU, **_DELTA}),
+    "load-balance": AblationRow("moram-load-balance", {"balance_coef": SWITCH_ALPHA}),
 }
-
-
-#: the MoRAM paper's CLIP setting, written out (method reference; [Artificer-AI-Lab/MoRAM
-#: XTAIL/runner_moram.sh, main.py]): r = 16 atoms per task, top-k 16, tau 0.01, delta 0.2, both
-#: encoders, q/k/v/out/c_fc/c_proj, AdamW (0.9, 0.9999) lr 5e-4 without weight decay, cosine,
-#: 500 iterations per task, batch 64 -- the same on X-TAIL (16 shots) and 5-shot MTIL
-MORAM_PAPER_SETTINGS = {
-    "atoms_per_task": 16, "topk": 16, "temperature": 0.01, "threshold": 0.2,
-    "encoders": tuple(ENCODERS), "targets": tuple(TARGET_PATHS), "iterations": 500, "lr": 5e-4,
-    "train_mb_size": 64, "betas": (0.9, 0.9999), "weight_decay": 0.0, "warmup": 0,
-}
-MORAM_PAPER_SOURCE = ("the MoRAM paper's CLIP setting and its release [Artificer-AI-Lab/MoRAM "
-                      "XTAIL/runner_moram.sh, main.py]")
 
 
 class MoRAM(CLIPStrategy):
@@ -116,9 +93,10 @@ class MoRAM(CLIPStrategy):
 
     Injects :class:`~moram_avalanche.layers.moram.MoRAMLinear` into ``model`` (unless it already
     holds them) and adds a :class:`~moram_avalanche.strategies.plugins.moram.MoRAMPlugin`.
-    Defaults are the paper's CLIP setting: r = 16 atoms per task, top-k 16, temperature 0.01,
-    threshold 0.2, both encoders, q/k/v/out/c_fc/c_proj, AdamW lr 5e-4, 500 iterations per
-    task, batch 64 (method reference).
+    Defaults are the paper's CLIP setting (:data:`~moram_avalanche.strategies.moram_setting.MORAM`,
+    written there once with its source): r atoms per task, top-k, temperature and threshold
+    here; AdamW lr, iterations per task and batch are CLIPStrategy's, which are MoRAM's; both
+    encoders, q/k/v/out/c_fc/c_proj.
 
     Args (keyword-only, besides CLIPStrategy's): atoms_per_task, topk, temperature,
     threshold, encoders, targets, prune_mass (None: no pruning; paper's option: 0.99),
@@ -137,21 +115,17 @@ class MoRAM(CLIPStrategy):
     options, and refused otherwise (a silently different variant would be run).
     """
 
-    needs = StrategyNeeds(demo=lambda demo: {"lr": demo.moram_lr, "topk": demo.topk,
-                                             "atoms_per_task": demo.atoms_per_task},
-                          paper=lambda protocol: dict(MORAM_PAPER_SETTINGS),
-                          paper_source=MORAM_PAPER_SOURCE,
-                          check=lambda options: check_moram_strategy_options(options))
+    check_values = staticmethod(lambda options: check_moram_strategy_options(options))
 
     def __init__(
         self,
         *,
         model,
         tokenizer,
-        atoms_per_task: int = 16,
-        topk: Optional[int] = 16,
-        temperature: Optional[float] = 0.01,
-        threshold: float = 0.2,
+        atoms_per_task: int = MORAM.atoms_per_task,
+        topk: Optional[int] = MORAM.topk,
+        temperature: Optional[float] = MORAM.temperature,
+        threshold: float = MORAM.threshold,
         router: bool = False,
         balance_coef: float = 0.0,
         balance_form: str = "release",
@@ -159,9 +133,6 @@ class MoRAM(CLIPStrategy):
         targets=tuple(TARGET_PATHS),
         prune_mass: Optional[float] = None,
         record_activations: bool = True,
-        iterations: int = 500,
-        lr: float | DomainLR = 5e-4,
-        train_mb_size: int = 64,
         plugins=None,
         **kwargs,
     ):
@@ -181,13 +152,12 @@ class MoRAM(CLIPStrategy):
         if balance_coef > 0:
             self.balance_plugin = LoadBalancePlugin(balance_coef, balance_form)
             own.append(self.balance_plugin)
-        super().__init__(model=model, tokenizer=tokenizer, iterations=iterations, lr=lr,
-                         train_mb_size=train_mb_size, plugins=[*own, *(plugins or [])], **kwargs)
+        super().__init__(model=model, tokenizer=tokenizer, plugins=[*own, *(plugins or [])], **kwargs)
 
 
 def check_moram_strategy_options(options) -> None:
     """The value checks of :class:`MoRAM`'s own options that are given in ``options``
-    (``needs.check``: nothing is built)."""
+    (``MoRAM.check_values``: nothing is built)."""
     routing_options(**{k: options[k] for k in ("atoms_per_task", "topk", "temperature", "threshold")
                        if k in options})
     if "balance_coef" in options:
@@ -223,18 +193,9 @@ def _check_existing_layers(model, kind: type, options: dict) -> None:
 
 
 class _RoutingVariant(MoRAM):
-    """MoRAM with the defaults of one row of :data:`ROUTING_ABLATIONS` (overridable).
-
-    Each variant declares its own paper settings: MoRAM's with its row's options on top."""
+    """MoRAM with the defaults of one row of :data:`ROUTING_ABLATIONS` (overridable)."""
 
     ROW = "full"
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        row = ROUTING_ABLATIONS[cls.ROW].options
-        cls.needs = replace(MoRAM.needs, paper=lambda protocol: {**MORAM_PAPER_SETTINGS, **row},
-                            paper_source=f"{MORAM_PAPER_SOURCE}, with the routing table's row "
-                                         f"{cls.ROW!r}: {row}")
 
     def __init__(self, **kwargs):
         super().__init__(**{**ROUTING_ABLATIONS[self.ROW].options, **kwargs})
@@ -243,7 +204,7 @@ class _RoutingVariant(MoRAM):
 class MoRAMExternalRouter(_RoutingVariant):
     """Ablation "external router over rank-1 atoms": a learned ``Linear(d_in -> atoms)``
     router (grown per task, new rows trainable and Kaiming-uniform, old rows frozen) replaces
-    self-activation; top-k 16, tau 1, no gate."""
+    self-activation; MoRAM's top-k, tau 1, no gate."""
 
     ROW = "external-router"
 
@@ -256,25 +217,25 @@ class MoRAMSelfActivation(_RoutingVariant):
 
 
 class MoRAMSelfTopK(_RoutingVariant):
-    """Ablation "+top-k": self-activation with the top-16 atoms kept (tau 1, no gate)."""
+    """Ablation "+top-k": self-activation with MoRAM's top-k atoms kept (tau 1, no gate)."""
 
     ROW = "+top-k"
 
 
 class MoRAMSelfTemperature(_RoutingVariant):
-    """Ablation "+temperature": self-activation with tau = 0.01 (no top-k, no gate)."""
+    """Ablation "+temperature": self-activation with MoRAM's tau (no top-k, no gate)."""
 
     ROW = "+temperature"
 
 
 class MoRAMSelfThreshold(_RoutingVariant):
-    """Ablation "+threshold": self-activation with the eval gate delta = 0.2 (no top-k, tau 1)."""
+    """Ablation "+threshold": self-activation with MoRAM's eval gate delta (no top-k, tau 1)."""
 
     ROW = "+threshold"
 
 
 class MoRAMLoadBalance(_RoutingVariant):
-    """The full method plus 0.01 x the release's load-balancing term (see the module docstring;
+    """The full method plus :data:`SWITCH_ALPHA` x the release's load-balancing term (see the module docstring;
     ``balance_form="switch"`` for Switch Transformer's)."""
 
     ROW = "load-balance"
@@ -290,7 +251,7 @@ ABLATION_STRATEGIES = {
 }
 
 
-__all__ = ["ABLATION_STRATEGIES", "MORAM_PAPER_SETTINGS", "MORAM_PAPER_SOURCE", "ROUTING_ABLATIONS", "AblationRow",
+__all__ = ["ABLATION_STRATEGIES", "ROUTING_ABLATIONS", "SWITCH_ALPHA", "AblationRow",
            "MoRAM", "MoRAMExternalRouter", "check_moram_strategy_options",
            "MoRAMLoadBalance", "MoRAMSelfActivation", "MoRAMSelfTemperature", "MoRAMSelfThreshold",
            "MoRAMSelfTopK"]

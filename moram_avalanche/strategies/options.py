@@ -1,22 +1,25 @@
-"""The keyword options a strategy takes, and their checks before anything is built.
+"""A strategy's configuration, and the one check of given options against it.
 
-A strategy's options are the keyword parameters of the ``__init__`` of every class in its
-method resolution order (the strategy, :class:`~moram_avalanche.strategies.base.CLIPStrategy`,
-Avalanche's templates): the signatures are the declaration, read with :mod:`inspect`, so
-nothing is listed twice. :func:`check_strategy_options` checks given options against them:
+A strategy's configuration is declared once, on the strategy class:
 
-1. every name is one the strategy takes (else an :class:`~moram_avalanche.utils.errors.OptionError`,
-   a ``TypeError``, with the closest names);
-2. every value has the type its parameter is annotated with -- or, unannotated, the type of
-   its default (a number for a number, a bool for a bool, a string for a string); a string
-   where a number is expected is the typical command-line slip (``--set lr=1e-3x``);
-3. the values the shared loop takes are in range (:func:`check_shared_options`), and the
-   strategy's own value checks run: the ``needs.check`` of its class and of every class it
-   derives from (:func:`strategy_checks`, :class:`~moram_avalanche.strategies.needs.StrategyNeeds`).
+* its options, their types and their defaults: the keyword parameters of the ``__init__`` of
+  every class in its method resolution order (the strategy, its bases,
+  :class:`~moram_avalanche.strategies.base.CLIPStrategy`), read with :mod:`inspect` -- the
+  most derived declaration wins; a default that is a paper's value is read from where that
+  paper's setting is written (MoRAM's: :data:`~moram_avalanche.strategies.moram_setting.MORAM`);
+* the ranges of its own options: its ``check_values`` (a static method taking the given
+  options), and those of the classes it derives from.
 
-None of this builds a model or a layer, so ``compare`` checks every strategy's options
-before the first one runs, and a strategy's constructor checks its own before it injects
-anything into the model (:meth:`CLIPStrategy.__new__`).
+:func:`check_strategy_options` is the only check of options, one pass before anything is
+built: every name is one the strategy takes (else an
+:class:`~moram_avalanche.utils.errors.OptionError`, a ``TypeError``, with the closest names);
+every value has the type its parameter is annotated with (unannotated: the type of its
+default); the shared loop's ranges (:func:`check_shared_options`) and the strategy's own
+(:func:`strategy_checks`) hold. ``CLIPStrategy.__new__`` calls it (a strategy built from Python
+refuses bad options before it touches the model); the command line (:mod:`moram_avalanche.arguments`)
+and ``compare`` call it before the first model load. The type test is a small ``isinstance``
+over :func:`typing.get_type_hints` (:func:`matches`): no dependency covers the duck typing we
+need (a list is a dataset; a string is a command-line slip where a number is expected).
 """
 
 from __future__ import annotations
@@ -191,7 +194,7 @@ def check_option_types(cls, options: Mapping[str, Any], *, unbuilt: Collection[s
 
 
 def check_option_values(cls, options: Mapping[str, Any]) -> None:
-    """The ranges of the shared loop's options and the strategy's own checks (``needs.check``
+    """The ranges of the shared loop's options and the strategy's own checks (``check_values``
     of ``cls`` and the classes it derives from) on ``options``; ValueError naming the option."""
     check_shared_options(options)
     if by_name_only(cls):
@@ -201,12 +204,13 @@ def check_option_values(cls, options: Mapping[str, Any]) -> None:
 
 
 def strategy_checks(cls) -> list:
-    """The ``needs.check`` of ``cls`` and of every class it derives from that declares its own
-    ``needs`` (the most derived first, each once): a subclass adds checks, it drops none."""
+    """The ``check_values`` of ``cls`` and of every class it derives from that declares its
+    own (the most derived first, each once): a subclass adds checks, it drops none."""
     checks = []
     for klass in cls.__mro__:
-        needs = vars(klass).get("needs")
-        check = getattr(needs, "check", None)
+        check = vars(klass).get("check_values")
+        if isinstance(check, staticmethod):
+            check = check.__func__
         if check is not None and check not in checks:
             checks.append(check)
     return checks

@@ -64,18 +64,13 @@ class RAIL(CLIPStrategy):
 
     #: not data-parallel: each process would fit the analytic head on its own share of the data
     needs = StrategyNeeds(trains=False, data_parallel=False)
+    check_values = staticmethod(lambda options: _check_rail_options(options))
 
     def __init__(self, *, model, tokenizer, form: str = "primal", fusion_weight: float = FUSION_WEIGHT,
                  hidden_dim: Optional[int] = HIDDEN_DIM, regularization: Optional[float] = None,
                  kernel: str = "rbf", gamma: float = RBF_GAMMA, passes: int = 1, seed: Optional[int] = None,
                  train_mb_size: int = 128, device="cpu", plugins=None, **kwargs):
-        if kwargs.pop("iterations", 0):
-            raise ValueError("RAIL is training-free (one analytic pass per domain): leave `iterations` "
-                             "unset; `passes` sets the passes over the training data")
-        if not 0.0 <= fusion_weight <= 1.0:
-            raise ValueError(f"fusion_weight must be in [0, 1], got {fusion_weight}")
-        if not isinstance(passes, int) or passes < 1:
-            raise ValueError(f"passes must be a positive int, got {passes!r}")
+        kwargs.pop("iterations", None)
         model.requires_grad_(False)
         generator = torch.Generator().manual_seed(seed) if seed is not None else None
         self.head = AnalyticHead(form, int(model.visual.output_dim), hidden_dim=hidden_dim,
@@ -148,22 +143,19 @@ class RAIL(CLIPStrategy):
         return torch.tensor(columns, dtype=torch.long)
 
 
-#: the source of the settings ``reproduce`` runs RAIL with
-RAIL_PAPER_SOURCE = ("RAIL's official code [linghan1997/Regression-based-Analytic-Incremental-Learning "
-                     "configs/analytic_clip.yaml, dual_RAIL.py]; the benchmark's prompts for the "
-                     "zero-shot classifier (every row of a table shares one)")
-#: the settings ``reproduce`` runs RAIL-Primal and RAIL-Dual with (the release's; see :class:`RAIL`)
-RAIL_PRIMAL_PAPER_SETTINGS = {"form": "primal", "fusion_weight": FUSION_WEIGHT, "hidden_dim": HIDDEN_DIM,
-                              "regularization": 0.1, "passes": 1, "train_mb_size": 128}
-RAIL_DUAL_PAPER_SETTINGS = {"form": "dual", "fusion_weight": FUSION_WEIGHT, "kernel": "rbf", "gamma": RBF_GAMMA,
-                            "regularization": 0.001, "passes": 1, "train_mb_size": 128}
+def _check_rail_options(options) -> None:
+    if options.get("iterations"):
+        raise ValueError("RAIL is training-free (one analytic pass per domain): leave `iterations` "
+                         "unset; `passes` sets the passes over the training data")
+    if "fusion_weight" in options and not 0.0 <= options["fusion_weight"] <= 1.0:
+        raise ValueError(f"fusion_weight must be in [0, 1], got {options['fusion_weight']}")
+    passes = options.get("passes", 1)
+    if not isinstance(passes, int) or passes < 1:
+        raise ValueError(f"passes must be a positive int, got {passes!r}")
 
 
 class RAILPrimal(RAIL):
     """RAIL-Primal: random ReLU expansion (15000) + recursive ridge regression (lambda 0.1)."""
-
-    needs = StrategyNeeds(trains=False, data_parallel=False, paper=lambda protocol: dict(RAIL_PRIMAL_PAPER_SETTINGS),
-                          paper_source=RAIL_PAPER_SOURCE)
 
     def __init__(self, *, model, tokenizer, **kwargs):
         if kwargs.setdefault("form", "primal") != "primal":
@@ -174,14 +166,10 @@ class RAILPrimal(RAIL):
 class RAILDual(RAIL):
     """RAIL-Dual: Gaussian-kernel ridge regression (gamma 0.1, lambda 0.001) over every feature seen."""
 
-    needs = StrategyNeeds(trains=False, data_parallel=False, paper=lambda protocol: dict(RAIL_DUAL_PAPER_SETTINGS),
-                          paper_source=RAIL_PAPER_SOURCE)
-
     def __init__(self, *, model, tokenizer, **kwargs):
         if kwargs.setdefault("form", "dual") != "dual":
             raise ValueError("RAILDual is the dual form; use RAILPrimal or RAIL(form=...)")
         super().__init__(model=model, tokenizer=tokenizer, **kwargs)
 
 
-__all__ = ["RAIL", "RAILDual", "RAILPrimal", "RAIL_DUAL_PAPER_SETTINGS", "RAIL_PAPER_SOURCE",
-           "RAIL_PRIMAL_PAPER_SETTINGS"]
+__all__ = ["RAIL", "RAILDual", "RAILPrimal"]

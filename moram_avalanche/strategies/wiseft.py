@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from ..algorithms.weight_copy import check_place
 from ..utils.checks import check_number
-from .needs import StrategyNeeds
 from .plugins.weights import ANCHORS, WiSEMerge
-from .zscl_finetune import ZSCL_PAPER_SETTINGS, ZSCL_PAPER_SOURCE, ZSCLFineTune, zscl_short_budget
+from .zscl_finetune import ZSCLFineTune
 
 
 class WiSEFT(ZSCLFineTune):
@@ -25,13 +24,7 @@ class WiSEFT(ZSCLFineTune):
             model's device and dtype).
     """
 
-    needs = StrategyNeeds(
-        demo=ZSCLFineTune.needs.demo,
-        paper=lambda protocol: {**ZSCL_PAPER_SETTINGS, "alpha": 0.8, "anchor": "start"},
-        paper_source=f"{ZSCL_PAPER_SOURCE}; alpha 0.8 and the start anchor of "
-                     "[ZSCL mtil/scripts/WiSE_finetune.sh]",
-        short_budget=zscl_short_budget,
-        check=lambda options: _check_wise_options(options))
+    check_values = staticmethod(lambda options: _check_wise_options(options))
 
     def __init__(self, *, model, tokenizer, alpha: float = 0.8, anchor: str = "start",
                  weights_on: str = "cpu", plugins=None, **kwargs):

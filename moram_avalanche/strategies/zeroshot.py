@@ -12,12 +12,10 @@ class ZeroShot(CLIPStrategy):
     All parameters are frozen, so the text embeddings are computed once and cached.
     """
 
-    needs = StrategyNeeds(trains=False, paper=lambda protocol: {},
-                          paper_source="pre-trained CLIP, evaluated as it is",
-                          check=lambda options: _check_untrained(options))
+    needs = StrategyNeeds(trains=False)
+    check_values = staticmethod(lambda options: _check_untrained(options))
 
     def __init__(self, *, model, tokenizer, **kwargs):
-        _check_untrained(kwargs)
         kwargs.pop("iterations", None)
         model.requires_grad_(False)
         super().__init__(model=model, tokenizer=tokenizer, iterations=0, **kwargs)

@@ -11,15 +11,10 @@ from ..algorithms.weight_copy import check_place
 from ..benchmarks.reference_sets import check_image_dataset
 from ..utils.checks import check_nonnegative_int
 from .lwf import check_distillation_options
-from .needs import StrategyNeeds, scaled
+from .needs import StrategyNeeds
 from .plugins.distillation import ZSCLDistillation
 from .plugins.weights import L2Anchor, WeightEnsemble
-from .zscl_finetune import ZSCL_PAPER_SETTINGS, ZSCL_PAPER_SOURCE, ZSCLFineTune
-
-#: where ZSCL's reference data lie under its ``--data-location`` [ZSCL mtil/src/datasets/imagenet.py,
-#: cc.py; mtil/datasets.md]: ImageNet's training images, Conceptual Captions' validation captions
-ZSCL_REFERENCE_PATHS = {"images": "ImageNet/train",
-                        "sentences": "Validation_GCC-1.1.0-Validation_output.csv"}
+from .zscl_finetune import ZSCLFineTune
 
 
 REFERENCE_HOW = (
@@ -67,17 +62,8 @@ class ZSCL(ZSCLFineTune):
         ValueError: when ``reference_images`` or ``reference_sentences`` is missing or empty.
     """
 
-    needs = StrategyNeeds(
-        references=("images", "sentences"), demo=lambda demo: {
-            "lr": demo.finetune_lr, "warmup": demo.baseline_warmup,
-            "distill_batch_size": demo.distill_batch_size, "average_every": demo.zscl_average_every},
-        paper=lambda protocol: {**ZSCL_PAPER_SETTINGS, "temperature": 2.0, "image_weight": 1.0,
-                                "text_weight": 1.0, "l2_weight": 1.0, "average_every": 100},
-        paper_source=f"{ZSCL_PAPER_SOURCE}; distillation, L2 and weight ensembling of "
-                     "[ZSCL mtil/scripts/ZSCL.sh]",
-        reference_paths=ZSCL_REFERENCE_PATHS,
-        short_budget=lambda n: {"warmup": scaled(100, n), "average_every": scaled(100, n, at_least=1)},
-        check=lambda options: _check_zscl_options(options))
+    needs = StrategyNeeds(references=("images", "sentences"))
+    check_values = staticmethod(lambda options: _check_zscl_options(options))
 
     def __init__(self, *, model, tokenizer, reference_images: Dataset | None = None,
                  reference_sentences: Sequence[str] | None = None, temperature: float = 2.0,
@@ -86,7 +72,6 @@ class ZSCL(ZSCLFineTune):
                  distill_batch_size: int | None = None, reference_workers: int = 0,
                  plugins=None, **kwargs):
         _check_references(reference_images, reference_sentences)
-        check_place(weights_on)
         self.distillation = ZSCLDistillation(
             FrozenCLIP(model), reference_images, reference_sentences, temperature=temperature,
             image_weight=image_weight, text_weight=text_weight, batch_size=distill_batch_size,
@@ -125,4 +110,4 @@ def _check_references(images, sentences) -> None:
     check_image_dataset(images, "reference_images")
 
 
-__all__ = ["ZSCL", "ZSCL_REFERENCE_PATHS"]
+__all__ = ["ZSCL"]

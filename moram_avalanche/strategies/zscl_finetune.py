@@ -6,21 +6,7 @@ import warnings
 
 from ..algorithms.schedules import ZSCL_MTIL_LR, DomainLR
 from .finetune import FineTune
-from .needs import StrategyNeeds, scaled
-
-#: ZSCL's fine-tuning optimisation, written out for the paper's runs of the ZSCL lineage
-#: (FineTune per domain, WiSE-FT, LwF, LwF-VR, ZSCL): see :class:`ZSCLFineTune`
-ZSCL_PAPER_SETTINGS = {"lr": ZSCL_MTIL_LR, "iterations": 500, "warmup": 100, "label_smoothing": 0.2,
-                       "train_mb_size": 64, "betas": (0.9, 0.999), "weight_decay": 0.0,
-                       "text_to_image_loss": False}
-ZSCL_PAPER_SOURCE = ("ZSCL's official MTIL scripts [Thunderbeee/ZSCL mtil/scripts/*.sh, "
-                     "src/args.py]; 500 iterations per task is our few-shot budget: the MoRAM "
-                     "paper does not give its re-run settings and ZSCL trains 1000 full-shot")
-
-
-def zscl_short_budget(iterations: int) -> dict:
-    """Warm-up keeps its share (100 of 500 iterations) of a shortened budget."""
-    return {"warmup": scaled(100, iterations)}
+from .moram_setting import MORAM
 
 
 class ZSCLFineTune(FineTune):
@@ -38,18 +24,14 @@ class ZSCLFineTune(FineTune):
     * ``warmup`` 100 steps then cosine (``--warmup_length``); AdamW ``betas`` (0.9, 0.999)
       (``--beta2``), ``weight_decay`` 0 (``--wd``); ``train_mb_size`` 64 (``--batch-size``);
     * ``label_smoothing`` 0.2 (``--ls 0.2``);
-    * ``iterations`` 500: **our few-shot adjustment**. The X-TAIL re-run settings of these
+    * ``iterations`` MoRAM's 500: **our few-shot adjustment**. The X-TAIL re-run settings of these
       baselines are not published (baselines reference, sections 1.8 and 6); ZSCL trains 1000
       iterations per full-shot MTIL task, and the few-shot budget of this package's harness
       (MoRAM on 16-shot X-TAIL, MoE-Adapters on 5-shot MTIL) is 500 iterations of batch 64.
       Pass ``iterations=1000`` for ZSCL's own setting.
     """
 
-    needs = StrategyNeeds(demo=lambda demo: {"lr": demo.finetune_lr, "warmup": demo.baseline_warmup},
-                          paper=lambda protocol: dict(ZSCL_PAPER_SETTINGS),
-                          paper_source=ZSCL_PAPER_SOURCE, short_budget=zscl_short_budget)
-
-    def __init__(self, *, model, tokenizer, lr: float | DomainLR = ZSCL_MTIL_LR, iterations: int = 500,
+    def __init__(self, *, model, tokenizer, lr: float | DomainLR = ZSCL_MTIL_LR, iterations: int = MORAM.iterations,
                  warmup: int = 100, label_smoothing: float = 0.2, betas=(0.9, 0.999),
                  weight_decay: float = 0.0, train_mb_size: int = 64, text_to_image_loss: bool = False,
                  **kwargs):
@@ -62,4 +44,4 @@ class ZSCLFineTune(FineTune):
                          train_mb_size=train_mb_size, text_to_image_loss=text_to_image_loss, **kwargs)
 
 
-__all__ = ["ZSCL_PAPER_SETTINGS", "ZSCL_PAPER_SOURCE", "ZSCLFineTune", "zscl_short_budget"]
+__all__ = ["ZSCLFineTune"]

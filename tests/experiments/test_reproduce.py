@@ -39,7 +39,7 @@ def offline_parts(tiny_clip_name, tmp_path_factory):
     time), and most of the sweep grid (:func:`small_sweeps`)."""
     import moram_avalanche.experiments.viz as viz
     import moram_avalanche.strategies.moe_adapters as moe
-    import moram_avalanche.strategies.rail as rail
+    import moram_avalanche.experiments.recipes as recipes
     from moram_avalanche.algorithms.ddas import random_conv_features
 
     weights = tmp_path_factory.mktemp("hub") / "alexnet-owt-7be5be79.pth"
@@ -53,7 +53,7 @@ def offline_parts(tiny_clip_name, tmp_path_factory):
         for name in ("accuracy_heatmap", "accuracy_heatmaps", "atom_usage_heatmap"):
             patch.setattr(viz, name, blank)
         patch.setitem(TABLES, "sweeps", small_sweeps())
-        patch.setitem(rail.RAIL_PRIMAL_PAPER_SETTINGS, "hidden_dim", 64)
+        patch.setitem(recipes.PAPER_OPTIONS["rail-primal"], "hidden_dim", 64)
         yield tiny_clip_name
     torch.set_num_threads(threads)
 

@@ -1,4 +1,5 @@
-"""What strategies declare for the command line and the demo, and how both read it."""
+"""What strategies declare they take from the app, and how the command line and the demo read it
+(the app's recipes themselves: tests/experiments/test_recipes.py)."""
 
 from types import SimpleNamespace
 
@@ -18,7 +19,6 @@ def test_a_declaration_names_known_reference_kinds_and_maps_them_to_arguments():
     needs = StrategyNeeds(references=("images",))
     assert needs.reference_arguments(images="I", sentences="S") == {"reference_images": "I"}
     assert needs.reference_arguments(images=None) == {}
-    assert StrategyNeeds().demo_options(DemoConfig()) == {}
 
 
 def test_the_registry_answers_who_takes_reference_data():
@@ -58,38 +58,3 @@ def test_the_demo_builds_each_strategy_from_its_declaration():
     moe = demo_options("moe-adapters", config, transform)
     assert "reference_sentences" not in moe and len(moe["reference_images"]) == config.reference_images
     assert moe["feature_extractor"] is not None and moe["ae_iterations"] == config.ae_iterations
-
-
-def test_each_strategy_of_the_papers_tables_declares_its_paper_settings():
-    from moram_avalanche.experiments.paper_tables import TABLES, XTAIL_ORDER1
-    from moram_avalanche.strategies.moram import ROUTING_ABLATIONS
-    from moram_avalanche.strategies.registry import get_strategy
-
-    used = {m.strategy for spec in TABLES.values() for m in spec.methods if m.strategy}
-    for name in used:
-        needs = get_strategy(name).needs
-        assert needs.paper is not None and needs.paper_source, name
-    moram = MoRAM.needs.paper_options(XTAIL_ORDER1)
-    assert {k: moram[k] for k in ("atoms_per_task", "topk", "temperature", "threshold", "lr", "iterations",
-                                  "train_mb_size", "encoders")} == {
-        "atoms_per_task": 16, "topk": 16, "temperature": 0.01, "threshold": 0.2, "lr": 5e-4,
-        "iterations": 500, "train_mb_size": 64, "encoders": ("visual", "text")}
-    # each routing row keeps its own routing: MoRAM's settings with the row's options on top
-    for row in ROUTING_ABLATIONS.values():
-        if row.strategy.startswith("moram-"):
-            settings = get_strategy(row.strategy).needs.paper_options(XTAIL_ORDER1)
-            assert {k: settings[k] for k in row.options} == row.options, row.strategy
-            assert settings["lr"] == 5e-4 and settings["atoms_per_task"] == 16
-    assert get_strategy("moram-self-activation").needs.paper_options(XTAIL_ORDER1)["topk"] is None
-
-
-def test_short_budgets_keep_their_share():
-    from moram_avalanche.strategies.registry import get_strategy
-
-    assert get_strategy("zscl").needs.short_budget_options(2) == {"warmup": 0, "average_every": 1}
-    assert get_strategy("zscl").needs.short_budget_options(250) == {"warmup": 50, "average_every": 50}
-    assert get_strategy("moe-adapters").needs.short_budget_options(2) == {
-        "warmup": 0, "ae_iterations": 2, "ae_reference_iterations": 2}
-    assert get_strategy("moram").needs.short_budget_options(2) == {}
-    with pytest.raises(ValueError, match="reference_paths names kinds the strategy does not take"):
-        StrategyNeeds(reference_paths={"images": "x"})

@@ -191,6 +191,7 @@ def _build(name: str, model, tokenizer, plugins: list, options: CostOptions, ima
     from avalanche.training.plugins import EvaluationPlugin
 
     from ...strategies.registry import get_strategy
+    from ..recipes import cost_options
 
     cls = get_strategy(name)
     needs = cls.needs
@@ -204,7 +205,7 @@ def _build(name: str, model, tokenizer, plugins: list, options: CostOptions, ima
         images = torch.utils.data.TensorDataset(torch.randn(8, 3, *image_size,
                                                             generator=torch.Generator().manual_seed(7)))
         kwargs.update(needs.reference_arguments(images=images, sentences=["a photo.", "a small picture."]))
-    kwargs.update(needs.cost_options())
+    kwargs.update(cost_options(name))
     kwargs.update(options.options.get(name, {}))
     return cls(**kwargs), needs.trains
 

@@ -10,6 +10,10 @@ from avalanche.core import SupervisedPlugin
 from ...layers.base import find_layers
 from ...layers.moram_variants import BALANCE_FORMS, MoRAMAblationLinear
 
+#: the load-balancing coefficient: Switch Transformer's alpha, 0.01 (Fedus et al. 2022, section
+#: 2.2); the MoRAM paper gives none
+SWITCH_ALPHA = 0.01
+
 
 class LoadBalancePlugin(SupervisedPlugin, supports_distributed=True):
     """Adds ``coef * mean over layers of the load-balancing term`` to the training loss.
@@ -21,7 +25,7 @@ class LoadBalancePlugin(SupervisedPlugin, supports_distributed=True):
     strategy's criterion.
 
     Args:
-        coef: the coefficient (Switch Transformer's alpha: 0.01).
+        coef: the coefficient (default :data:`SWITCH_ALPHA`, Switch Transformer's alpha).
         form: ``"release"`` (default;
             :func:`~moram_avalanche.layers.moram_variants.release_balance_term`) or ``"switch"``
             (:func:`~moram_avalanche.layers.moram_variants.balance_term`).
@@ -30,7 +34,7 @@ class LoadBalancePlugin(SupervisedPlugin, supports_distributed=True):
         last_term: the (detached) mean term of the last iteration, for logging.
     """
 
-    def __init__(self, coef: float = 0.01, form: str = BALANCE_FORMS[0]) -> None:
+    def __init__(self, coef: float = SWITCH_ALPHA, form: str = BALANCE_FORMS[0]) -> None:
         super().__init__()
         if not coef >= 0:
             raise ValueError(f"coef must be >= 0, got {coef}")
@@ -75,4 +79,4 @@ class LoadBalancePlugin(SupervisedPlugin, supports_distributed=True):
         self._layers = []
 
 
-__all__ = ["LoadBalancePlugin"]
+__all__ = ["SWITCH_ALPHA", "LoadBalancePlugin"]

@@ -1,0 +1,57 @@
+"""The MoRAM paper's CLIP setting, written once.
+
+Every default of the package that *is* MoRAM's setting reads it from :data:`MORAM`: the
+MoRAM strategy's routing options (:class:`~moram_avalanche.strategies.moram.MoRAM`), the
+shared CLIP loop's budget and optimiser (:class:`~moram_avalanche.strategies.base.CLIPStrategy`,
+Avalanche's strategies by name), the LoRA-style rows that match MoRAM's rank
+(:mod:`~moram_avalanche.strategies.lora_baselines`), the routing table's rows
+(:data:`~moram_avalanche.strategies.moram.ROUTING_ABLATIONS`), and the app's recipes
+(:mod:`moram_avalanche.experiments.recipes`: what ``reproduce`` runs). Change a value here and
+every one of them changes with it.
+
+Source: the MoRAM paper's CLIP hyper-parameters (method reference, "Hyper-parameters (CLIP)")
+and its release [Artificer-AI-Lab/MoRAM XTAIL/runner_moram.sh, main.py]: r = 16 new atoms per
+task, top-k budget k = 16, temperature tau = 0.01, eval threshold delta = 0.2, AdamW lr 5e-4
+with betas (0.9, 0.9999) and no weight decay, no warm-up, a cosine schedule, 500 iterations
+per task of batch 64 -- the same on X-TAIL (16 shots) and 5-shot MTIL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Tuple
+
+
+@dataclass(frozen=True)
+class MoRAMSetting:
+    """The MoRAM paper's CLIP setting (see the module docstring for the source).
+
+    Attributes:
+        atoms_per_task: r, the rank-1 atoms added to every target linear per task.
+        topk: k, the atoms each token keeps.
+        temperature: tau, of the routing softmax.
+        threshold: delta, the evaluation gate on a token's relevance.
+        lr, betas, weight_decay, warmup: AdamW and the cosine schedule's warm-up.
+        iterations: optimizer steps per task. train_mb_size: the training batch.
+    """
+
+    atoms_per_task: int = 16
+    topk: int = 16
+    temperature: float = 0.01
+    threshold: float = 0.2
+    lr: float = 5e-4
+    betas: Tuple[float, float] = (0.9, 0.9999)
+    weight_decay: float = 0.0
+    warmup: int = 0
+    iterations: int = 500
+    train_mb_size: int = 64
+
+    def options(self) -> Dict[str, Any]:
+        """The setting as the MoRAM strategy's keyword arguments."""
+        return asdict(self)
+
+
+#: the MoRAM paper's CLIP setting (the one place its values are written)
+MORAM = MoRAMSetting()
+
+__all__ = ["MORAM", "MoRAMSetting"]
