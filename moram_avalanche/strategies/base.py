@@ -38,16 +38,19 @@ class CLIPStrategy(SupervisedTemplate):
     The loop of the MoRAM release (and of the ZSCL / MoE-Adapters lineage), as an Avalanche
     ``SupervisedTemplate``:
 
-    * exactly ``iterations`` optimizer steps per experience, cycling (and reshuffling) the
-      training data however small it is;
-    * a fresh AdamW (betas (0.9, 0.9999), weight decay 0 by default; MoRAM release) over the
-      parameters that require grad, and a per-iteration cosine schedule with optional linear
-      warm-up (:func:`~moram_avalanche.algorithms.schedules.cosine_lr_factor`; a subclass may
-      set :attr:`lr_factor` to another per-step factor), both rebuilt for every experience
-      (:meth:`make_optimizer`);
-    * logits ``exp(logit_scale) * f_img @ E^T`` against the embeddings of
-      ``template.format(classname)``; text embeddings are cached while the text encoder has
-      no trainable parameters;
+    * Avalanche's own training loop with the plugins its strategies get too (:mod:`.builtins`):
+      exactly ``iterations`` optimizer steps per experience, cycling (and reshuffling) the
+      training data however small it is (:attr:`budget`,
+      :class:`~moram_avalanche.strategies.plugins.budget.IterationBudget`), and a per-iteration
+      cosine schedule with optional linear warm-up restarted every experience (:attr:`schedule`,
+      :class:`~moram_avalanche.strategies.plugins.schedule.IterationSchedule`; a subclass may
+      set :attr:`lr_factor` to another per-step factor);
+    * a fresh AdamW for every experience (betas (0.9, 0.9999), weight decay 0 by default; MoRAM
+      release) over the parameters that require grad (:meth:`make_optimizer`);
+    * CLIP's scoring of :mod:`~moram_avalanche.models.scoring` (as
+      :class:`~moram_avalanche.models.classifier.CLIPClassifier`): logits
+      ``exp(logit_scale) * f_img @ E^T`` against the embeddings of ``template.format(classname)``;
+      text embeddings are cached while the text encoder has no trainable parameters;
     * the loss of :func:`~moram_avalanche.algorithms.losses.clip_continual_loss` (image->text
       over the current classes, plus text->image over seen + current classes when the vision
       encoder trains; ``text_to_image_loss=False`` keeps the image->text term only);
@@ -203,31 +206,17 @@ class CLIPStrategy(SupervisedTemplate):
 
     @property
     def iterations(self) -> int:
-        """Optimizer steps per experience (:attr:`budget`'s; setting it sets the schedule's span too)."""
+        """Optimizer steps per experience (:attr:`budget`'s, and :attr:`schedule`'s span)."""
         return self.budget.iterations
 
     @iterations.setter
     def iterations(self, value: int) -> None:
         self.budget.iterations = self.schedule.total = int(value)
 
-    @property
-    def warmup(self) -> int:
-        """Linear warm-up steps of :attr:`schedule`."""
-        return self.schedule.warmup
-
-    @warmup.setter
-    def warmup(self, value: int) -> None:
-        self.schedule.warmup = int(value)
-
-    @property
-    def lr_factor(self):
-        """The per-step learning-rate factor ``f(step, *, warmup, total)`` of :attr:`schedule`
-        (default :func:`~moram_avalanche.algorithms.schedules.cosine_lr_factor`)."""
-        return self.schedule.factor
-
-    @lr_factor.setter
-    def lr_factor(self, factor) -> None:
-        self.schedule.factor = factor
+    #: linear warm-up steps of :attr:`schedule`
+    warmup = property(lambda self: self.schedule.warmup, lambda self, n: setattr(self.schedule, "warmup", int(n)))
+    #: the per-step factor ``f(step, *, warmup, total)`` of :attr:`schedule` (default: cosine)
+    lr_factor = property(lambda self: self.schedule.factor, lambda self, f: setattr(self.schedule, "factor", f))
 
     @property
     def label_space(self) -> LabelSpace:
@@ -255,8 +244,7 @@ class CLIPStrategy(SupervisedTemplate):
             self.model.load_state_dict(state)
 
     # ------------------------------------------------------------------ data
-    # override: the text->image term of the loss needs each data-parallel process to hold a
-    # contiguous share of every global batch (Avalanche's distributed sampler interleaves)
+    # override: the text->image term needs each process's share of a global batch contiguous
     def make_train_dataloader(self, num_workers=0, shuffle=True, pin_memory=None,
                               persistent_workers=False, drop_last=False, **kwargs):
         """The experience's batches (Avalanche's order), this process's share of each.
@@ -280,9 +268,7 @@ class CLIPStrategy(SupervisedTemplate):
             persistent_workers=bool(persistent_workers) and num_workers > 0)
 
     # ------------------------------------------------------------------ optimisation
-    # override: the release's recipe -- a fresh AdamW per experience (new moments, the
-    # experience's rate of a DomainLR) over what requires grad now -- where Avalanche keeps one
-    # optimizer and adds new parameters to it; :attr:`schedule` then restarts on it
+    # override: the release's fresh AdamW per experience (Avalanche's make_optimizer keeps one)
     def make_optimizer(self, **kwargs):
         """A fresh AdamW over the parameters that require grad now (None when there are none)."""
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -322,8 +308,7 @@ class CLIPStrategy(SupervisedTemplate):
         return torch.autocast("cuda", dtype=torch.float16)
 
     # ------------------------------------------------------------------ model output
-    # override: the loss reads the image features and class embeddings of this forward
-    # (CLIP's scoring itself is models/scoring.py's, as for CLIPClassifier); under autocast
+    # override: the loss reuses this forward's image features and class embeddings (amp: autocast)
     def forward(self):
         with self.autocast():
             scale = self.model.logit_scale.exp()
@@ -345,8 +330,7 @@ class CLIPStrategy(SupervisedTemplate):
         self._eval_features = F.normalize(self.model.encode_image(self.mb_x), dim=-1)
         return self._eval_features
 
-    # override: the CLIP loss -- image->text over each sample's own domain, text->image over the
-    # seen + current classes (:func:`~moram_avalanche.algorithms.losses.clip_continual_loss`)
+    # override: the CLIP loss (image->text over own domain + text->image over seen + current classes)
     def criterion(self):
         if not self.is_training:
             return F.cross_entropy(self.mb_output.float(), self.mb_y)
@@ -446,8 +430,7 @@ class CLIPStrategy(SupervisedTemplate):
                                      experience.current_experience)
 
     # ------------------------------------------------------------------ experience boundaries
-    # override: refuse to train before anything changes when a process group has no DataParallel
-    # plugin (each process would train its own model)
+    # override: in a process group without DataParallel, refuse before anything changes
     def _before_training(self, **kwargs):
         if world_size() > 1 and not any(isinstance(p, DataParallel) for p in self.plugins):
             raise RuntimeError(
@@ -456,8 +439,7 @@ class CLIPStrategy(SupervisedTemplate):
                 "plugins=[DataParallel()] (moram-avalanche run adds it under torchrun)")
         super()._before_training(**kwargs)
 
-    # override: the loss's label space, which towers train, and the seen classes' embeddings of
-    # the text->image term, read once the model grew and the optimizer was built
+    # override: the loss's label space, trained towers and seen-class text (after growth)
     def _before_training_exp(self, **kwargs):
         _check_clip_experience(self.experience)
         self._space = LabelSpace.of(self.experience)
@@ -467,8 +449,7 @@ class CLIPStrategy(SupervisedTemplate):
         prompts = [p for d in self.seen_domains for p in d.prompts()] if self._uses_text_to_image() else []
         self._seen_text = self.text_head.embed(prompts) if prompts else None
 
-    # override: the experience's classes join the seen classes of the text->image term; text
-    # embeddings of a changed text tower are dropped
+    # override: the experience's classes join the text->image term's seen classes
     def _after_training_exp(self, **kwargs):
         self.seen_domains.append(domain_of(self.experience))
         self._seen_text = None
@@ -491,8 +472,7 @@ class CLIPStrategy(SupervisedTemplate):
         return (experience.origin_stream.name, experience.current_experience,
                 len(experience.dataset), self.eval_mb_size)
 
-    # override: feature replay (cached image features stand in for the images), under
-    # torch.inference_mode() and autocast (also for subclasses' evaluation forwards)
+    # override: feature replay (cached features stand in for images), inference_mode, autocast
     def eval_epoch(self, **kwargs):
         """One pass over the experience's test data under ``torch.inference_mode()``.
 
