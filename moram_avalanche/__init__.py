@@ -61,6 +61,7 @@ _PUBLIC = {
     "ROUTING_ABLATIONS": "strategies.moram",
     "DataParallel": "strategies.plugins.data_parallel",
     "IterationBudget": "strategies.plugins.budget",
+    "IterationSchedule": "strategies.plugins.schedule",
     "BUILTINS": "strategies.builtins",
     "ZeroShot": "strategies.zeroshot",
     "FineTune": "strategies.finetune",
