@@ -1,15 +1,21 @@
 """CLIP's scoring: image features against class text embeddings, laid out in a stream's label space.
 
-The one place that decides which prompts embed a domain's classes (training prompt; at
-evaluation the MTIL template ensemble in the "domain" space, one prompt per class of every
-domain in the "all" space), how image features meet them (:func:`scores`) and where the scores
-sit in the logits (:func:`own_domain_logits`, :func:`masked_columns`). Shared by :class:`~moram_avalanche.models.classifier.CLIPClassifier` (CLIP as an Avalanche
-model) and :class:`~moram_avalanche.strategies.base.CLIPStrategy` (the package's loop): both
-give logits of :attr:`~moram_avalanche.benchmarks.label_space.LabelSpace.width` columns, with
-the columns a sample is not scored against set to ``mask_value`` -- Avalanche's convention for
-units a model cannot predict (``IncrementalClassifier(masking=True, mask_value=-1000)``,
-``avalanche/models/dynamic_modules.py``): they drop out of a softmax and of an arg-max, the
-shape stays fixed.
+The one place that decides which prompts embed a domain's classes (:func:`class_embeddings`:
+the training prompt; at evaluation the MTIL template ensemble in the "domain" space, one prompt
+per class of every domain in the "all" space, :func:`evaluation_classifier`), how image
+features meet them (:func:`scores`) and where the scores sit in the logits
+(:func:`own_domain_logits`, :func:`masked_columns`). Used by
+:class:`~moram_avalanche.models.classifier.CLIPClassifier` (CLIP as an Avalanche model, for
+Avalanche's strategies) and :class:`~moram_avalanche.strategies.base.CLIPStrategy` (the
+package's loop). The embeddings are cached per prompt list by the
+:class:`~moram_avalanche.clip.head.TextHead` passed in (the caller decides which: the
+classifier keeps one per train / eval mode, the strategy one).
+
+Training logits have :attr:`~moram_avalanche.benchmarks.label_space.LabelSpace.width`
+columns, with the columns a sample is not scored against set to ``mask_value`` -- Avalanche's
+convention for units a model cannot predict (``IncrementalClassifier(masking=True,
+mask_value=-1000)``, ``avalanche/models/dynamic_modules.py``): they drop out of a softmax and
+of an arg-max, the shape stays fixed.
 """
 
 from __future__ import annotations

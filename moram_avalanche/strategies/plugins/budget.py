@@ -27,9 +27,9 @@ class FixedBatches:
 class IterationBudget(SupervisedPlugin, supports_distributed=True):
     """Train every experience for exactly ``iterations`` minibatches (one "epoch").
 
-    The budget of :class:`~moram_avalanche.strategies.base.CLIPStrategy` (``iterations`` per
-    task, cycling small datasets) for Avalanche's own strategies, whose loops run epochs over
-    the data loader: in ``before_training_epoch`` -- after every ``before_training_exp``, so
+    The budget of the MoRAM release (``iterations`` per task, cycling small datasets), for
+    :class:`~moram_avalanche.strategies.base.CLIPStrategy` (which attaches it) and Avalanche's
+    own strategies alike, whose loops run epochs over the data loader: in ``before_training_epoch`` -- after every ``before_training_exp``, so
     after a ``ReplayPlugin`` or ``GDumbPlugin`` installed its loader -- the strategy's loader is
     replaced by exactly ``iterations`` of its batches. The strategy must train one epoch per
     experience (``train_epochs=1``); Avalanche's epoch metrics then mean "per experience".
