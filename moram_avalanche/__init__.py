@@ -70,6 +70,7 @@ _PUBLIC = {
     "MoRAMSetting": "strategies.moram_setting",
     "DataParallel": "strategies.plugins.data_parallel",
     "IterationBudget": "strategies.plugins.budget",
+    "IterationSchedule": "strategies.plugins.schedule",
     "BUILTINS": "strategies.builtins",
     "ZeroShot": "strategies.zeroshot",
     "FineTune": "strategies.finetune",

@@ -12,7 +12,7 @@ from torch import nn
 from ..benchmarks.label_space import LabelSpace
 from ..clip.head import TextHead
 from ..clip.towers import text_parameters
-from .scoring import MASK_VALUE, masked_columns, own_domain_logits
+from .scoring import MASK_VALUE, class_embeddings, evaluation_classifier, masked_columns, own_domain_logits, scores
 
 
 class _Omitted:
@@ -138,13 +138,13 @@ class CLIPClassifier(MultiTaskModule):
         space = self._space()
         scale = self.model.logit_scale.exp()
         if space.kind == "all":
-            known = space.domains if not self.training else space.domains[: self.trained_index + 1]
-            if not known:
+            if not self.training:  # every class of every domain
+                return scores(image, self._eval_text(space), scale)
+            if self.trained_index < 0:
                 raise RuntimeError("CLIPClassifier in training mode has not been adapted to a "
                                    "training experience: train it through an Avalanche strategy")
-            text = torch.cat([self.text(task) for task in range(len(known))])
-            scores = scale * image @ text.t().to(image.dtype)
-            return masked_columns(scores, 0, space.width, self.mask_value)
+            text = torch.cat([self.text(task) for task in range(self.trained_index + 1)])
+            return masked_columns(scores(image, text, scale), 0, space.width, self.mask_value)
         tasks = _task_tensor(task_labels, image)
         return own_domain_logits(image, tasks, self.text, scale, space, mask_value=self.mask_value)
 
@@ -152,14 +152,17 @@ class CLIPClassifier(MultiTaskModule):
         """``[C, D]`` class embeddings of domain ``task`` in the current mode."""
         space = self._space()
         training = self.training
-        sets = space.prompt_sets(task, training)
         if training and torch.is_grad_enabled() and self.text_trains():
             self._text_stale = True
-            return self._heads[True].embed(sets[0], grad=True)
+            return class_embeddings(self._heads[True], space, task, training=True, grad=True)
         if self._text_stale:
             self.clear_text_cache()
-        head = self._heads[training]
-        return head.embed(sets[0]) if len(sets) == 1 else head.ensemble(sets)
+        return class_embeddings(self._heads[training], space, task, training=training)
+
+    def _eval_text(self, space: LabelSpace) -> torch.Tensor:
+        if self._text_stale:
+            self.clear_text_cache()
+        return evaluation_classifier(self._heads[False], space, 0)
 
     def text_trains(self) -> bool:
         """Whether any parameter of the text side requires grad."""

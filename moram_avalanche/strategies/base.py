@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-import itertools
 import warnings
-from functools import partial
 from typing import List, Optional
 
 import torch
@@ -22,15 +20,18 @@ from ..benchmarks.label_space import LabelSpace
 from ..clip.head import TextHead
 from ..clip.towers import text_parameters
 from ..layers.base import adapter_state_dict, find_layers, load_adapter_state_dict
-from ..models.scoring import MASK_VALUE, own_domain_logits
+from ..models.scoring import MASK_VALUE, class_embeddings, evaluation_classifier, own_domain_logits, scores
 from ..utils.devices import resolve_device
-from ..utils.iteration import cycle
 from ..algorithms.data_parallel import ShardedBatches, all_reduce_sum, gather, gather_with_grad, world_size
 from .image_cache import ImageFeatureCache
 from .needs import StrategyNeeds
 from .moram_setting import MORAM
 from .options import check_strategy_options
+from .plugins.budget import IterationBudget
+from .plugins.validate import check_plugins
 from .plugins.data_parallel import DataParallel
+from .plugins.progress import TrainingProgress
+from .plugins.schedule import IterationSchedule
 
 
 class CLIPStrategy(SupervisedTemplate):
@@ -39,16 +40,19 @@ class CLIPStrategy(SupervisedTemplate):
     The loop of the MoRAM release (and of the ZSCL / MoE-Adapters lineage), as an Avalanche
     ``SupervisedTemplate``:
 
-    * exactly ``iterations`` optimizer steps per experience, cycling (and reshuffling) the
-      training data however small it is;
-    * a fresh AdamW (betas (0.9, 0.9999), weight decay 0 by default; MoRAM release) over the
-      parameters that require grad, and a per-iteration cosine schedule with optional linear
-      warm-up (:func:`~moram_avalanche.algorithms.schedules.cosine_lr_factor`; a subclass may
-      set :attr:`lr_factor` to another per-step factor), both rebuilt for every experience
-      (:meth:`make_optimizer`);
-    * logits ``exp(logit_scale) * f_img @ E^T`` against the embeddings of
-      ``template.format(classname)``; text embeddings are cached while the text encoder has
-      no trainable parameters;
+    * Avalanche's own training loop with the plugins its strategies get too (:mod:`.builtins`):
+      exactly ``iterations`` optimizer steps per experience, cycling (and reshuffling) the
+      training data however small it is (:attr:`budget`,
+      :class:`~moram_avalanche.strategies.plugins.budget.IterationBudget`), and a per-iteration
+      cosine schedule with optional linear warm-up restarted every experience (:attr:`schedule`,
+      :class:`~moram_avalanche.strategies.plugins.schedule.IterationSchedule`; a subclass may
+      set :attr:`lr_factor` to another per-step factor);
+    * a fresh AdamW for every experience (betas (0.9, 0.9999), weight decay 0 by default; MoRAM
+      release) over the parameters that require grad (:meth:`make_optimizer`);
+    * CLIP's scoring of :mod:`~moram_avalanche.models.scoring` (as
+      :class:`~moram_avalanche.models.classifier.CLIPClassifier`): logits
+      ``exp(logit_scale) * f_img @ E^T`` against the embeddings of ``template.format(classname)``;
+      text embeddings are cached while the text encoder has no trainable parameters;
     * the loss of :func:`~moram_avalanche.algorithms.losses.clip_continual_loss` (image->text
       over the current classes, plus text->image over seen + current classes when the vision
       encoder trains; ``text_to_image_loss=False`` keeps the image->text term only);
@@ -120,8 +124,6 @@ class CLIPStrategy(SupervisedTemplate):
             machine lacks is a ValueError.
     """
 
-    #: the per-step learning-rate factor ``f(step, *, warmup, total)`` of :meth:`make_optimizer`
-    lr_factor = staticmethod(cosine_lr_factor)
     #: what the strategy takes from the app (:mod:`~moram_avalanche.strategies.needs`)
     needs = StrategyNeeds()
     #: the ranges of a class's own options, on the given options alone (ValueError naming the
@@ -131,6 +133,10 @@ class CLIPStrategy(SupervisedTemplate):
     #: whether the evaluation logits depend on the images only through
     #: :meth:`eval_image_features` (so cached features can stand in for the images)
     replays_image_features = True
+    #: whether training is ``iterations`` optimizer steps per experience (the budget, schedule
+    #: and progress plugins are attached); a strategy with a loop of its own (RAIL's analytic
+    #: pass) sets it False
+    trains_by_iterations = True
 
     def __new__(cls, *args, **kwargs):
         """Check the keyword options (names, types, ranges; nothing built yet) and keep them.
@@ -169,17 +175,20 @@ class CLIPStrategy(SupervisedTemplate):
     ):
         # the options were checked once, by __new__ (check_strategy_options), before this runs
         device = resolve_device(device)
+        #: the loop's plugins, the same as Avalanche's strategies get (:mod:`.builtins`): exactly
+        #: ``iterations`` steps per experience and the per-iteration schedule, first in line
+        self.budget = IterationBudget(iterations)
+        self.schedule = IterationSchedule(iterations, warmup=warmup, factor=cosine_lr_factor)
+        loop = [self.budget, self.schedule, TrainingProgress()] if self.trains_by_iterations else []
         super().__init__(
             model=model, optimizer=None, train_mb_size=train_mb_size, train_epochs=1,
             eval_mb_size=eval_mb_size or EVAL_BATCH_FACTOR * train_mb_size, device=device,
-            plugins=plugins,
+            plugins=[*loop, *check_plugins(plugins)],  # instances of Avalanche's plugins, checked
             evaluator=evaluator, eval_every=eval_every, **base_kwargs,
         )
         self.tokenizer = tokenizer
-        self.iterations = iterations
         self.lr = lr
         self.weight_decay = weight_decay
-        self.warmup = warmup
         self.label_smoothing = label_smoothing
         self.betas = tuple(betas)
         self.text_to_image_loss = text_to_image_loss
@@ -188,7 +197,6 @@ class CLIPStrategy(SupervisedTemplate):
         if amp and not self.amp:
             warnings.warn("amp=True needs a CUDA device; training in full precision")
         self.scaler = torch.amp.GradScaler("cuda") if self.amp else None
-        self.scheduler = None
         self.text_head = TextHead(model, tokenizer, batch_size=text_batch_size)
         #: domains trained so far, in order (their classes are the "seen" classes of the loss)
         self.seen_domains: List[Domain] = []
@@ -201,6 +209,20 @@ class CLIPStrategy(SupervisedTemplate):
         self._eval_features = None  # what eval_image_features computed for this minibatch
         self._space: Optional[LabelSpace] = None
         self._batch_text = {}  # domain index -> class embeddings, for the current minibatch
+
+    @property
+    def iterations(self) -> int:
+        """Optimizer steps per experience (:attr:`budget`'s, and :attr:`schedule`'s span)."""
+        return self.budget.iterations
+
+    @iterations.setter
+    def iterations(self, value: int) -> None:
+        self.budget.iterations = self.schedule.total = int(value)
+
+    #: linear warm-up steps of :attr:`schedule`
+    warmup = property(lambda self: self.schedule.warmup, lambda self, n: setattr(self.schedule, "warmup", int(n)))
+    #: the per-step factor ``f(step, *, warmup, total)`` of :attr:`schedule` (default: cosine)
+    lr_factor = property(lambda self: self.schedule.factor, lambda self, f: setattr(self.schedule, "factor", f))
 
     @property
     def label_space(self) -> LabelSpace:
@@ -228,6 +250,7 @@ class CLIPStrategy(SupervisedTemplate):
             self.model.load_state_dict(state)
 
     # ------------------------------------------------------------------ data
+    # override: the text->image term needs each process's share of a global batch contiguous
     def make_train_dataloader(self, num_workers=0, shuffle=True, pin_memory=None,
                               persistent_workers=False, drop_last=False, **kwargs):
         """The experience's batches (Avalanche's order), this process's share of each.
@@ -251,12 +274,17 @@ class CLIPStrategy(SupervisedTemplate):
             persistent_workers=bool(persistent_workers) and num_workers > 0)
 
     # ------------------------------------------------------------------ optimisation
+    # override: the release's fresh AdamW per experience (Avalanche's make_optimizer keeps one)
     def make_optimizer(self, **kwargs):
-        """A fresh AdamW + :attr:`lr_factor` schedule over the parameters that require grad now."""
+        """A fresh AdamW over the parameters that require grad now (None when there are none)."""
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimized_param_id = {}  # tells Avalanche the optimizer is initialised
         if not params:
-            self.optimizer = self.scheduler = None
+            self.optimizer = None
+            if self.trains_by_iterations and self.iterations:
+                raise RuntimeError(
+                    f"{type(self).__name__} has nothing to train: no parameter of the model "
+                    "requires grad (use ZeroShot for an untrained baseline)")
             return
         lr = self.lr(self.experience.domain) if isinstance(self.lr, DomainLR) else self.lr
         # foreach: CUDA's default implementation, also on CPU (bit-identical results there to
@@ -264,47 +292,8 @@ class CLIPStrategy(SupervisedTemplate):
         self.optimizer = torch.optim.AdamW(
             params, lr=lr, betas=self.betas, weight_decay=self.weight_decay, foreach=True
         )
-        factor = partial(self.lr_factor, warmup=self.warmup, total=self.iterations)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
 
-    def training_epoch(self, **kwargs):
-        """Exactly ``self.iterations`` steps, cycling the training data (one "epoch" per experience)."""
-        if self.iterations == 0:
-            return
-        if self.optimizer is None:
-            raise RuntimeError(
-                f"{type(self).__name__} has nothing to train: no parameter of the model "
-                "requires grad (use ZeroShot for an untrained baseline)"
-            )
-        batches = itertools.islice(
-            cycle(self.dataloader, f"the training data of domain {self.experience.domain!r}"),
-            self.iterations)
-        bar = tqdm(total=self.iterations, desc=f"train {self.experience.domain}",
-                   disable=None if self.progress else True, leave=False)  # None: terminals only
-        for self.mbatch in batches:
-            if self._stop_training:
-                break
-            self._unpack_minibatch()
-            self._before_training_iteration(**kwargs)
-            self.optimizer.zero_grad(set_to_none=True)
-            self.loss = self._make_empty_loss()
-            self._before_forward(**kwargs)
-            with self.autocast():
-                self.mb_output = self.forward()
-                self._after_forward(**kwargs)
-                self.loss += self.criterion()
-            self._before_backward(**kwargs)
-            self.backward()
-            self._after_backward(**kwargs)
-            self._before_update(**kwargs)
-            self.optimizer_step()
-            self._after_update(**kwargs)  # plugins see the learning rate of this step
-            self.scheduler.step()
-            self._after_training_iteration(**kwargs)
-            bar.update()
-            bar.set_postfix(loss=f"{self.loss.item():.3f}")
-        bar.close()
-
+    # override (with optimizer_step): mixed precision scales the loss's gradients (amp on CUDA)
     def backward(self):
         if self.scaler is None:
             return super().backward()
@@ -325,18 +314,20 @@ class CLIPStrategy(SupervisedTemplate):
         return torch.autocast("cuda", dtype=torch.float16)
 
     # ------------------------------------------------------------------ model output
+    # override: the loss reuses this forward's image features and class embeddings (amp: autocast)
     def forward(self):
-        scale = self.model.logit_scale.exp()
-        if self.is_training:
-            image = F.normalize(self.model.encode_image(self.mb_x), dim=-1)
-            self._image_features = image
-            self._current_text = self._training_text()
-            self._batch_text = {self.experience.current_experience: self._current_text}
-            # in the label space's layout: each sample's own domain's classes, the rest masked
-            return own_domain_logits(image, self.mb_task_id.long(), self.training_text_of, scale,
-                                     self._space, mask_value=MASK_VALUE)
-        image = self.eval_image_features()
-        return scale * image @ self.eval_classifier(self.experience).t().to(image.dtype)
+        with self.autocast():
+            scale = self.model.logit_scale.exp()
+            if self.is_training:
+                image = F.normalize(self.model.encode_image(self.mb_x), dim=-1)
+                self._image_features = image
+                current = self.experience.current_experience
+                self._current_text = self._class_text(current)
+                self._batch_text = {current: self._current_text}
+                # in the label space's layout: each sample's own domain's classes, the rest masked
+                return own_domain_logits(image, self.mb_task_id.long(), self.training_text_of, scale,
+                                         self._space, mask_value=MASK_VALUE)
+            return scores(self.eval_image_features(), self.eval_classifier(self.experience), scale)
 
     def eval_image_features(self):
         """Normalised image features of the evaluation minibatch (replayed ones when cached)."""
@@ -345,9 +336,14 @@ class CLIPStrategy(SupervisedTemplate):
         self._eval_features = F.normalize(self.model.encode_image(self.mb_x), dim=-1)
         return self._eval_features
 
+    # override: the CLIP loss (image->text over own domain + text->image over seen + current classes)
     def criterion(self):
         if not self.is_training:
             return F.cross_entropy(self.mb_output.float(), self.mb_y)
+        with self.autocast():
+            return self._training_loss()
+
+    def _training_loss(self):
         tasks = self.mb_task_id.long()
         labels = self._space.local_labels(self.mb_y, tasks)
         scale = self.model.logit_scale.exp()
@@ -424,28 +420,23 @@ class CLIPStrategy(SupervisedTemplate):
             name = self._space.domains[task].name
             if name not in {d.name for d in self.seen_domains}:
                 self._seen_start({}, task)  # the error
-            prompts = self._space.domains[task].prompts()
-            self._batch_text[task] = self.text_head.embed(prompts, grad=self._text_trains)
+            self._batch_text[task] = self._class_text(task)
         return self._batch_text[task]
+
+    def _class_text(self, task: int) -> torch.Tensor:
+        return class_embeddings(self.text_head, self._space, task, training=True, grad=self._text_trains)
 
     def _uses_text_to_image(self) -> bool:
         return self.text_to_image_loss and self._vision_trains
 
-    def _training_text(self):
-        domain = domain_of(self.experience)
-        if self._text_trains:
-            return self.text_head.embed(domain.prompts(), grad=True)
-        return self.text_head.embed(domain.prompts())
-
     def eval_classifier(self, experience, head: Optional[TextHead] = None):
-        """The classifier of ``experience``'s label space, embedded by ``head`` (default: ours)."""
-        head = head or self.text_head
-        if experience.label_space == "all":
-            return head.embed([p for d in experience.domains for p in d.prompts()])
-        domain = domain_of(experience)
-        return head.ensemble([domain.prompts(t) for t in domain.eval_templates])
+        """The classifier of ``experience``'s label space, embedded by ``head`` (default: ours;
+        :func:`~moram_avalanche.models.scoring.evaluation_classifier`)."""
+        return evaluation_classifier(head or self.text_head, LabelSpace.of(experience),
+                                     experience.current_experience)
 
     # ------------------------------------------------------------------ experience boundaries
+    # override: in a process group without DataParallel, refuse before anything changes
     def _before_training(self, **kwargs):
         if world_size() > 1 and not any(isinstance(p, DataParallel) for p in self.plugins):
             raise RuntimeError(
@@ -454,6 +445,7 @@ class CLIPStrategy(SupervisedTemplate):
                 "plugins=[DataParallel()] (moram-avalanche run adds it under torchrun)")
         super()._before_training(**kwargs)
 
+    # override: the loss's label space, trained towers and seen-class text (after growth)
     def _before_training_exp(self, **kwargs):
         _check_clip_experience(self.experience)
         self._space = LabelSpace.of(self.experience)
@@ -463,6 +455,7 @@ class CLIPStrategy(SupervisedTemplate):
         prompts = [p for d in self.seen_domains for p in d.prompts()] if self._uses_text_to_image() else []
         self._seen_text = self.text_head.embed(prompts) if prompts else None
 
+    # override: the experience's classes join the text->image term's seen classes
     def _after_training_exp(self, **kwargs):
         self.seen_domains.append(domain_of(self.experience))
         self._seen_text = None
@@ -471,6 +464,7 @@ class CLIPStrategy(SupervisedTemplate):
             self.text_head.clear()
         super()._after_training_exp(**kwargs)
 
+    # override (with eval_epoch): the image features of an unchanged image tower are replayed
     def _before_eval(self, **kwargs):
         super()._before_eval(**kwargs)
         if self.image_cache is not None:
@@ -484,6 +478,7 @@ class CLIPStrategy(SupervisedTemplate):
         return (experience.origin_stream.name, experience.current_experience,
                 len(experience.dataset), self.eval_mb_size)
 
+    # override: feature replay (cached features stand in for images), inference_mode, autocast
     def eval_epoch(self, **kwargs):
         """One pass over the experience's test data under ``torch.inference_mode()``.
 

@@ -9,13 +9,15 @@ it in the paper-style table beside the package's strategies:
   -- ZSCL's ``--train-mode whole``); adapters injected into the model beforehand are kept,
   and growth plugins (``plugins=[MoRAMPlugin()]``) grow them;
 * the budget: ``iterations`` minibatches of ``train_mb_size`` per experience
-  (:class:`~moram_avalanche.strategies.plugins.budget.IterationBudget`), as every strategy of
-  the package (500 and 64 by default, the MoRAM release's); in a data-parallel run
+  (:class:`~moram_avalanche.strategies.plugins.budget.IterationBudget`, the plugin
+  :class:`~moram_avalanche.strategies.base.CLIPStrategy` attaches too; 500 and 64 by default,
+  the MoRAM release's); in a data-parallel run
   ``train_mb_size`` is the global batch, each of the N processes loading ``train_mb_size / N``
   through Avalanche's distributed sampler;
 * the optimisation: :class:`~moram_avalanche.strategies.finetune.FineTune`'s -- AdamW, lr 1e-5
   (ZSCL's fine-tuning rate), betas (0.9, 0.9999), weight decay 0 and the per-iteration cosine
-  schedule restarted every experience (``LRSchedulerPlugin``, iteration granularity) -- so
+  schedule restarted every experience
+  (:class:`~moram_avalanche.strategies.plugins.schedule.IterationSchedule`) -- so
   ``avalanche.naive`` differs from ``finetune`` by its loss (the user's criterion,
   cross-entropy over the model's logits) only;
 * each strategy's own arguments keep Avalanche 0.6.0's defaults; the arguments Avalanche
@@ -30,15 +32,12 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from functools import partial
 from importlib import import_module
 from typing import Any, Dict, Optional
 
 import torch
-from avalanche.training.plugins import LRSchedulerPlugin
 from avalanche.training.plugins.evaluation import default_evaluator
 
-from ..algorithms.schedules import cosine_lr_factor
 from ..models.classifier import CLIPClassifier
 from ..utils.devices import resolve_device
 from ..algorithms.data_parallel import world_size
@@ -46,6 +45,8 @@ from .base import EVAL_BATCH_FACTOR
 from .moram_setting import MORAM
 from .needs import StrategyNeeds
 from .plugins.budget import IterationBudget
+from .plugins.schedule import IterationSchedule
+from .plugins.validate import check_plugins
 
 #: the prefix of Avalanche's strategies' names
 PREFIX = "avalanche."
@@ -55,14 +56,6 @@ HARNESS_ARGUMENTS = ("model", "optimizer", "criterion", "train_mb_size", "train_
 #: the options :meth:`BuiltinStrategy.__call__` takes besides the strategy's own arguments
 HARNESS_OPTIONS = ("model", "tokenizer", "iterations", "lr", "betas", "weight_decay", "warmup", "criterion",
                    "train_mb_size", "eval_mb_size", "device", "plugins", "evaluator", "progress")
-
-
-class IterationSchedule(LRSchedulerPlugin, supports_distributed=True):
-    """Avalanche's ``LRSchedulerPlugin`` stepped every iteration and restarted every experience
-    (marked safe for data-parallel runs: every process steps it identically)."""
-
-    def __init__(self, scheduler) -> None:
-        super().__init__(scheduler, reset_scheduler=True, reset_lr=True, step_granularity="iteration")
 
 
 @dataclass(frozen=True)
@@ -133,14 +126,12 @@ class BuiltinStrategy:
         classifier.model.logit_scale.requires_grad_(False)
         optimizer = torch.optim.AdamW(classifier.parameters(), lr=lr, betas=tuple(betas),
                                       weight_decay=weight_decay)
-        factor = partial(cosine_lr_factor, warmup=warmup, total=iterations)
-        schedule = IterationSchedule(torch.optim.lr_scheduler.LambdaLR(optimizer, factor))
-        own = [IterationBudget(iterations), schedule]
+        own = [IterationBudget(iterations), IterationSchedule(iterations, warmup=warmup)]
         return self.strategy_class(
             model=classifier, optimizer=optimizer, criterion=criterion or torch.nn.CrossEntropyLoss(),
             train_mb_size=train_mb_size // world, train_epochs=1,
             eval_mb_size=eval_mb_size or EVAL_BATCH_FACTOR * train_mb_size // world,
-            device=device, plugins=[*own, *(plugins or [])], evaluator=evaluator,
+            device=device, plugins=[*own, *check_plugins(plugins)], evaluator=evaluator,
             **{**self.defaults, **options})
 
 

@@ -65,6 +65,8 @@ class RAIL(CLIPStrategy):
     #: not data-parallel: each process would fit the analytic head on its own share of the data
     needs = StrategyNeeds(trains=False, data_parallel=False)
     check_values = staticmethod(lambda options: _check_rail_options(options))
+    #: one analytic pass over each experience's data (:meth:`training_epoch`), no iteration budget
+    trains_by_iterations = False
 
     def __init__(self, *, model, tokenizer, form: str = "primal", fusion_weight: float = FUSION_WEIGHT,
                  hidden_dim: Optional[int] = HIDDEN_DIM, regularization: Optional[float] = None,

@@ -18,10 +18,12 @@ from .load_balance import LoadBalancePlugin
 from .memory import PeakMemory, memory_footprint
 from .moe_adapters import MoEAdaptersPlugin
 from .moram import MoRAMPlugin
+from .progress import TrainingProgress
+from .schedule import IterationSchedule
 from .timing import RunTime
 from .weights import L2Anchor, WeightEnsemble, WiSEMerge
 
 __all__ = ["StopOnDivergence", "TrainingDiverged", "AnalyticHead", "CoDyRAPlugin", "DataParallel", "ExemplarDistillation", "ExemplarMemory", "GrowthPlugin",
-           "InfLoRAPlugin", "IterationBudget", "L2Anchor", "LoadBalancePlugin", "LwFDistillation",
-           "MoEAdaptersPlugin", "MoRAMPlugin", "PeakMemory", "ReferenceDistillation", "RunTime",
+           "InfLoRAPlugin", "IterationBudget", "IterationSchedule", "L2Anchor", "LoadBalancePlugin", "LwFDistillation",
+           "MoEAdaptersPlugin", "MoRAMPlugin", "PeakMemory", "ReferenceDistillation", "RunTime", "TrainingProgress",
            "WeightEnsemble", "WiSEMerge", "ZSCLDistillation", "memory_footprint"]

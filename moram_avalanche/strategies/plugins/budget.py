@@ -27,19 +27,20 @@ class FixedBatches:
 class IterationBudget(SupervisedPlugin, supports_distributed=True):
     """Train every experience for exactly ``iterations`` minibatches (one "epoch").
 
-    The budget of :class:`~moram_avalanche.strategies.base.CLIPStrategy` (``iterations`` per
-    task, cycling small datasets) for Avalanche's own strategies, whose loops run epochs over
-    the data loader: in ``before_training_epoch`` -- after every ``before_training_exp``, so
+    The budget of the MoRAM release (``iterations`` per task, cycling small datasets), for
+    :class:`~moram_avalanche.strategies.base.CLIPStrategy` (which attaches it) and Avalanche's
+    own strategies alike, whose loops run epochs over the data loader: in ``before_training_epoch`` -- after every ``before_training_exp``, so
     after a ``ReplayPlugin`` or ``GDumbPlugin`` installed its loader -- the strategy's loader is
     replaced by exactly ``iterations`` of its batches. The strategy must train one epoch per
     experience (``train_epochs=1``); Avalanche's epoch metrics then mean "per experience".
-    Early stopping (``strategy.stop_training()``) is left to the strategy's loop.
+    Early stopping (``strategy.stop_training()``) is left to the strategy's loop. ``0``
+    iterations run the experience's callbacks without a step (an untrained baseline).
     """
 
     def __init__(self, iterations: int) -> None:
         super().__init__()
-        if iterations < 1:
-            raise ValueError(f"iterations must be >= 1, got {iterations}")
+        if iterations < 0:
+            raise ValueError(f"iterations must be >= 0, got {iterations}")
         self.iterations = int(iterations)
 
     def before_training_exp(self, strategy, **kwargs):
@@ -49,7 +50,9 @@ class IterationBudget(SupervisedPlugin, supports_distributed=True):
                 f"one epoch; the strategy trains {strategy.train_epochs} epochs: pass train_epochs=1")
 
     def before_training_epoch(self, strategy, **kwargs):
-        what = f"the training data of experience {strategy.experience.current_experience}"
+        experience = strategy.experience
+        what = (f"the training data of domain {experience.domain!r}" if hasattr(experience, "domain")
+                else f"the training data of experience {experience.current_experience}")
         strategy.dataloader = FixedBatches(strategy.dataloader, self.iterations, what)
 
 

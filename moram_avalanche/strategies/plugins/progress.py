@@ -1,0 +1,38 @@
+"""TrainingProgress: a tqdm bar over each experience's training iterations."""
+
+from __future__ import annotations
+
+from avalanche.core import SupervisedPlugin
+from tqdm.auto import tqdm
+
+
+class TrainingProgress(SupervisedPlugin, supports_distributed=True):
+    """One bar per training experience (``len(strategy.dataloader)`` steps, the loss as postfix).
+
+    Shown while ``strategy.progress`` is true, and then on a terminal only (written to a file
+    or a pipe, bars are left out). Put it after the plugin that sets the experience's batches
+    (:class:`~moram_avalanche.strategies.plugins.budget.IterationBudget`).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bar = None
+
+    def before_training_epoch(self, strategy, **kwargs):
+        experience = strategy.experience
+        name = getattr(experience, "domain", experience.current_experience)
+        self.bar = tqdm(total=len(strategy.dataloader), desc=f"train {name}",
+                        disable=None if strategy.progress else True, leave=False)  # None: terminals only
+
+    def after_training_iteration(self, strategy, **kwargs):
+        if self.bar is not None:
+            self.bar.update()
+            self.bar.set_postfix(loss=f"{strategy.loss.item():.3f}")
+
+    def after_training_epoch(self, strategy, **kwargs):
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+__all__ = ["TrainingProgress"]
