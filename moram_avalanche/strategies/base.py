@@ -144,6 +144,7 @@ class CLIPStrategy(SupervisedTemplate):
         The one check of a strategy's options (:func:`~moram_avalanche.strategies.options.check_strategy_options`):
         constructors trust them afterwards."""
         check_strategy_options(cls, kwargs)
+        check_plugins(kwargs.get("plugins"))  # as given, before a subclass adds its own to the list
         self = super().__new__(cls)
         #: the keyword arguments this strategy was built with, as given
         self.given_options = dict(kwargs)
