@@ -85,13 +85,19 @@ def check_output_folder(path, what: str) -> Path:
         raise ValueError(f"{what} {path}: {existing} is a file, not a folder; give a folder "
                          "path (it is created if missing)")
     try:
-        handle, probe = tempfile.mkstemp(dir=existing, prefix=".write-test.", suffix=".tmp")
-        os.close(handle)
-        os.unlink(probe)
+        probe_write(existing)
     except OSError as err:
         raise ValueError(f"{what} {path} cannot be written ({err.strerror or err}); give a folder "
                          "you can write in") from None
     return path
+
+
+def probe_write(folder) -> None:
+    """Create and remove a temporary file in ``folder``: an OSError when it cannot be written
+    (permissions, a read-only file system, a full disk)."""
+    handle, probe = tempfile.mkstemp(dir=folder, prefix=".write-test.", suffix=".tmp")
+    os.close(handle)
+    os.unlink(probe)
 
 
 __all__ = ["TEMPORARY", "atomic_write", "atomic_write_bytes", "atomic_write_text",

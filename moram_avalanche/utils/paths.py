@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import errno
 import os
-import tempfile
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
 from .errors import UserError
+from .files import probe_write
 
 #: the lock file :class:`~moram_avalanche.utils.lock.RunFolderLock` keeps in a run folder
 LOCK_NAME = ".moram-run.lock"
@@ -142,9 +142,7 @@ def check_run_path(path, what: str = "--log-dir", *, data_roots: Iterable = (),
     if folder.is_dir():
         _check_entries(folder, what, files, dirs, subfolders)
     try:
-        handle, probe = tempfile.mkstemp(dir=existing, prefix=".write-test.", suffix=".tmp")
-        os.close(handle)
-        os.unlink(probe)
+        probe_write(existing)
     except OSError as err:
         raise PathError(f"{what} {folder} cannot be written ({err.strerror or err} in {existing}); "
                         "give a folder you can write in") from None
