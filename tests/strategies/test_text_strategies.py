@@ -43,7 +43,7 @@ def run(strategy, bench, tasks=None):
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-@pytest.mark.parametrize("name", ["moram", "finetune", "seq-lora", "inc-lora", "o-lora"])
+@pytest.mark.parametrize("name", ["moram", "finetune", "seq-lora", "inc-lora", "o-lora", "mtl"])
 def test_three_tasks_end_to_end(name, family):
     bench = benchmark()
     strategy, matrix = build(name, family)
@@ -136,3 +136,24 @@ def test_olora_adds_its_terms_to_the_loss():
     plugin = strategy.olora_plugin
     assert isinstance(plugin, OLoRAPlugin)
     assert plugin.last["orth"] > 0 and plugin.last["l2"] > 0  # task 2's LoRA against task 1's
+
+
+def test_mtl_trains_jointly_from_the_initial_weights():
+    bench = benchmark()
+    strategy, matrix = build("mtl", "t5")
+    initial = {k: v.clone() for k, v in strategy.model.state_dict().items()}
+    seen = []
+    original = strategy.model_adaptation
+
+    def adapted(model=None):
+        result = original(model)
+        if strategy.is_training:  # what each task starts from, and trains on
+            restarted = all(torch.equal(v.cpu(), initial[k]) for k, v in strategy.model.state_dict().items())
+            seen.append((restarted, len(strategy.adapted_dataset)))
+        return result
+
+    strategy.model_adaptation = adapted
+    run(strategy, bench)
+    sizes = [len(e.dataset) for e in bench.train_stream]
+    assert seen == [(True, sizes[0]), (True, sizes[0] + sizes[1]), (True, sum(sizes))]
+    assert matrix.result().shape == (3, 3)
