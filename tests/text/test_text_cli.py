@@ -50,3 +50,34 @@ def test_text_strategy_names_and_missing_model_are_one_line_errors(model_folder,
     done = cli("run", "--benchmark", "synthetic-text", "--strategy", "moram", "--model", str(tmp_path / "none"),
                "--log-dir", str(tmp_path / "b"), "--iterations", "1")
     assert done.returncode == 2 and "no model folder" in done.stderr
+
+
+def release_tree(root, tasks):
+    """A fake of the release's LLM-CL-Benchmark_500 layout for ``tasks``: <Task>/{train,eval,test,labels}.json."""
+    from moram_avalanche.benchmarks.text_tasks import TASKS
+
+    for name in tasks:
+        folder = root / TASKS[name].folders[-1]
+        folder.mkdir(parents=True)
+        labels = ["red", "green"]
+        (folder / "labels.json").write_text(json.dumps(labels))
+        for split, n in (("train", 4), ("eval", 1), ("test", 2)):
+            (folder / f"{split}.json").write_text(json.dumps(
+                [{"prompt": f"lorem {name} {i} Answer:", "answer": labels[i % 2]} for i in range(n)]))
+    return root
+
+
+def test_compare_lm_cl_order_1_from_a_data_root(model_folder, tmp_path):
+    from moram_avalanche.benchmarks.text_tasks import ORDERS
+
+    root = release_tree(tmp_path / "LLM-CL-Benchmark_500", ORDERS[1])
+    out = tmp_path / "out"
+    done = cli("compare", "--benchmark", "lm-cl", "--order", "1", "--data-root", str(root), "--strategies",
+               "seq-lora,o-lora", "--model", str(model_folder), "--out", str(out), "--iterations", "1",
+               "--batch-size", "4", "--set", "seq-lora.max_new_tokens=2", "--set", "o-lora.max_new_tokens=2",
+               "--no-progress")
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in ("seq-lora", "o-lora"):
+        results = json.loads((out / name / "results.json").read_text())
+        assert results["domains"] == list(ORDERS[1]) and len(results["matrix"]) == 4
+    assert (out / "table.md").exists()
