@@ -438,7 +438,9 @@ def _benchmarks_help() -> str:
 def _add_shared_options(parser: argparse.ArgumentParser) -> None:
     """Model, data, budget and run options common to ``run`` and ``compare``."""
     parser.add_argument("--data-root", default=None, help="dataset root folder (real benchmarks)")
-    parser.add_argument("--model", default="ViT-B-16", help="open_clip model name (default: ViT-B-16)")
+    parser.add_argument("--model", default="ViT-B-16", help="open_clip model name (default: ViT-B-16); for "
+                        "the text benchmarks (lm-cl, trace, synthetic-text) a Hugging Face name in the local "
+                        "cache or a folder written by save_pretrained")
     parser.add_argument("--pretrained", default="openai",
                         help="open_clip tag, local weights file or 'none' (random init; default: "
                              "openai); 'synthetic' with --model moram-synthetic-tiny uses the demo's "

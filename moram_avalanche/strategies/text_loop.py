@@ -100,7 +100,8 @@ class TextStrategy(SupervisedTemplate):
         device: a torch device or ``"auto"``.
     """
 
-    needs = StrategyNeeds(check=check_text_loop_options)
+    #: not data-parallel yet (batches are not sharded over processes): torchrun is refused
+    needs = StrategyNeeds(check=check_text_loop_options, data_parallel=False)
     #: what :attr:`mb_output` holds in evaluation: each sample's hit (read by AccuracyMatrix)
     eval_output = "hits"
 
