@@ -157,3 +157,14 @@ def test_mtl_trains_jointly_from_the_initial_weights():
     sizes = [len(e.dataset) for e in bench.train_stream]
     assert seen == [(True, sizes[0]), (True, sizes[0] + sizes[1]), (True, sum(sizes))]
     assert matrix.result().shape == (3, 3)
+
+
+def test_avalanche_replay_composes_with_the_text_loop():
+    from avalanche.training.plugins import ReplayPlugin
+
+    bench = benchmark()
+    replay = ReplayPlugin(mem_size=4)
+    strategy, matrix = build("inc-lora", "t5", plugins=[replay])
+    run(strategy, bench, tasks=2)
+    assert len(replay.storage_policy.buffer) == 4
+    assert matrix.result().shape == (2, 3)
