@@ -192,8 +192,9 @@ def check_references_taken(args, names: List[str]) -> None:
     """``--ref-images`` / ``--ref-sentences`` only when a chosen strategy takes them."""
     from .strategies.registry import get_strategy, strategies_taking
 
+    family = _family(args)
     for kind, value in (("images", args.ref_images), ("sentences", args.ref_sentences)):
-        if value is not None and not any(kind in get_strategy(name, _family(args)).needs.references for name in names):
+        if value is not None and not any(kind in get_strategy(name, family).needs.references for name in names):
             raise ValueError(f"--ref-{kind} is for strategies that take reference {kind}: "
                              f"{', '.join(strategies_taking(kind))}")
 

@@ -29,7 +29,8 @@ OLORA_LAMBDA_L2 = 0.0
 OLORA_POWER = 1
 
 
-def orthogonality_loss(new_down: torch.Tensor, old_downs: Sequence[torch.Tensor], power: int = OLORA_POWER) -> torch.Tensor:
+def orthogonality_loss(new_down: torch.Tensor, old_downs: Sequence[torch.Tensor],
+                       power: int = OLORA_POWER) -> torch.Tensor:
     """``sum_i sum_{j,k} |(D_i D_new^T)[j, k]|^power`` for one layer (0 without old LoRAs)."""
     if power not in (1, 2):
         raise ValueError(f"power must be 1 (O-LoRA's code) or 2 (its paper), got {power!r}")

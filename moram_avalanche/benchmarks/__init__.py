@@ -95,8 +95,10 @@ def get_benchmark(name: str):
     return lookup({**BENCHMARKS, **TEXT_BENCHMARKS}, name, "benchmark")
 
 
-__all__ = ["BENCHMARKS", "BENCHMARK_FAMILIES", "BENCHMARK_PROTOCOLS", "BadImageError", "BadImages", "DataError", "Domain",
+__all__ = ["BENCHMARKS", "BENCHMARK_FAMILIES",
+           "BENCHMARK_PROTOCOLS", "BadImageError", "BadImages", "DataError", "Domain",
            "LABEL_SPACES", "LM_CL_ORDERS", "MTIL_ORDERS", "MTIL_PAPER_SHOTS", "STREAM_OPTIONS", "SYNTHETIC_OPTIONS",
-           "TEXT_BENCHMARKS", "TEXT_METRICS", "TRACE_ORDER", "TextStreamTask", "XTAIL_ORDERS", "benchmark_family", "check_text_data", "clip_benchmark",
+           "TEXT_BENCHMARKS", "TEXT_METRICS", "TRACE_ORDER", "TextStreamTask", "XTAIL_ORDERS",
+           "benchmark_family", "check_text_data", "clip_benchmark",
            "describe_benchmarks", "exact_match", "get_benchmark", "label_offsets", "lm_cl", "mtil",
            "mtil_5shot", "normalize_answer", "op_bwt", "synthetic_text", "text_benchmark", "trace", "xtail"]

@@ -162,5 +162,6 @@ def setup_from_arguments(args, overrides: Mapping[str, Mapping[str, object]]) ->
 
 
 __all__ = ["BENCHMARK_BUILDERS", "MODEL_LOADERS", "benchmark_builder", "clip_benchmark_builder", "clip_model_loader",
-           "default_num_workers", "model_loader", "text_benchmark_builder", "text_model_loader", "setup_from_arguments", "shared_settings",
+           "default_num_workers", "model_loader", "text_benchmark_builder", "text_model_loader",
+           "setup_from_arguments", "shared_settings",
            "strategy_options", "stream_options"]
