@@ -52,14 +52,14 @@ BENCHMARK_PROTOCOLS = {
 }
 
 
-def _synthetic_text(data_root=None, **options):
-    return synthetic_text(**options)
+def _synthetic_text(data_root=None, order=None, *, seed: int = 0, **sizes):
+    return synthetic_text(**({} if order is None else {"order": order}), seed=seed, **sizes)
 
 
-def _lm_cl(data_root, order=1, **options):
+def _lm_cl(data_root, order=1, *, layout: str = "auto", instructions=None, task_prefix: bool = False):
     if isinstance(order, str) and order.isdigit():  # the command line's --order 1
         order = int(order)
-    return lm_cl(data_root, order, **options)
+    return lm_cl(data_root, order, layout=layout, instructions=instructions, task_prefix=task_prefix)
 
 
 #: text benchmark name -> builder(data_root, **options): the language-model streams

@@ -96,7 +96,15 @@ def text_benchmark_builder(args):
     """``(None, None) -> benchmark`` of a text ``--benchmark`` (builders take no transforms)."""
     from ..benchmarks import get_benchmark
 
+    import inspect
+
     builder, options = get_benchmark(args.benchmark), stream_options(args)
+    taken = inspect.signature(builder).parameters
+    unsupported = sorted(k for k in options if k not in taken)
+    if unsupported:
+        flags = {"seed": "--data-seed", "on_bad_image": "--on-bad-image"}
+        raise ValueError(f"--benchmark {args.benchmark} takes no "
+                         f"{', '.join(flags.get(k, '--' + k) for k in unsupported)}: leave it out")
     return lambda train_tf, eval_tf: builder(args.data_root, **options)
 
 

@@ -81,3 +81,9 @@ def test_compare_lm_cl_order_1_from_a_data_root(model_folder, tmp_path):
         results = json.loads((out / name / "results.json").read_text())
         assert results["domains"] == list(ORDERS[1]) and len(results["matrix"]) == 4
     assert (out / "table.md").exists()
+
+
+def test_image_options_on_a_text_benchmark_are_one_line_errors(model_folder, tmp_path):
+    done = cli("run", "--benchmark", "synthetic-text", "--strategy", "moram", "--model", str(model_folder),
+               "--log-dir", str(tmp_path / "a"), "--shots", "4")
+    assert done.returncode == 2 and "--benchmark synthetic-text takes no --shots" in done.stderr
