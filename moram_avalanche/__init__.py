@@ -93,6 +93,17 @@ _PUBLIC = {
     "MoEAdaptersPlugin": "strategies.plugins.moe_adapters",
     # models (CLIP as an Avalanche model)
     "CLIPClassifier": "models.classifier",
+    # language models: the model, the generative loop and its strategies
+    "LanguageModel": "models.language_model",
+    "TextStrategy": "strategies.text_loop",
+    "TextMoRAM": "strategies.text_strategies",
+    "TextFineTune": "strategies.text_strategies",
+    "TextSeqLoRA": "strategies.text_strategies",
+    "TextIncLoRA": "strategies.text_strategies",
+    "TextOLoRA": "strategies.text_strategies",
+    "TextMTL": "strategies.text_strategies",
+    "OLoRAPlugin": "strategies.plugins.olora",
+    "TaskLoRALinear": "layers.task_lora",
     # benchmarks
     "Domain": "benchmarks.clip_benchmark",
     "LabelSpace": "benchmarks.label_space",

@@ -143,13 +143,20 @@ def _needs_data_root(builder) -> bool:
     return first is not None and first.default is inspect.Parameter.empty
 
 
+def _family(args) -> str:
+    """The model family of ``--benchmark`` (whose strategies the names are)."""
+    from .benchmarks import benchmark_family
+
+    return benchmark_family(args.benchmark)
+
+
 def check_strategy_arguments(args, name: str, overrides: Mapping[str, object], *, set_prefix: str = "") -> dict:
     """Check strategy ``name`` with the command line's budget and its ``--set`` values
     (``set_prefix``: ``"moram."`` for ``compare``); returns the options checked."""
     from .strategies.options import check_strategy_options
     from .strategies.registry import get_strategy
 
-    cls = get_strategy(name)
+    cls = get_strategy(name, _family(args))
     needs = cls.needs
     options: Dict[str, object] = {"train_mb_size": args.batch_size}
     if args.iterations is not None and needs.trains:
@@ -189,8 +196,9 @@ def check_references_taken(args, names: List[str]) -> None:
     """``--ref-images`` / ``--ref-sentences`` only when a chosen strategy takes them."""
     from .strategies.registry import get_strategy, strategies_taking
 
+    family = _family(args)
     for kind, value in (("images", args.ref_images), ("sentences", args.ref_sentences)):
-        if value is not None and not any(kind in get_strategy(name).needs.references for name in names):
+        if value is not None and not any(kind in get_strategy(name, family).needs.references for name in names):
             raise ValueError(f"--ref-{kind} is for strategies that take reference {kind}: "
                              f"{', '.join(strategies_taking(kind))}")
 
@@ -229,7 +237,7 @@ def check_compare_arguments(args, names: List[str], overrides: Mapping[str, Mapp
     if repeated:
         raise ValueError(f"--strategies lists {repeated} twice: give each strategy once")
     for name in names:
-        get_strategy(name)
+        get_strategy(name, _family(args))
     unknown = sorted(set(overrides) - set(names))
     if unknown:
         raise ValueError(f"--set names strategies that are not compared: {unknown} (compared: {names}); "

@@ -51,7 +51,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .benchmarks import get_benchmark
+    from .benchmarks import benchmark_family, get_benchmark
 
     get_benchmark(args.benchmark)  # unknown names fail before the slow imports
     name = args.strategy.lower()
@@ -67,7 +67,7 @@ def cmd_run(args) -> int:
     from .strategies.registry import get_strategy
 
     processes = start_processes(args.seed, args.device)  # one of several under torchrun
-    processes.check(name, get_strategy(name).needs)
+    processes.check(name, get_strategy(name, benchmark_family(args.benchmark)).needs)
     args.device = setup.device = processes.device  # the record keeps the one asked for
     report = run_single(setup, name, args.log_dir, resume=not args.no_resume, progress=not args.no_progress)
     if processes.main:
@@ -141,7 +141,7 @@ def _task_numbers(text: str) -> List[int]:
 
 
 def cmd_compare(args) -> int:
-    from .benchmarks import get_benchmark
+    from .benchmarks import benchmark_family, get_benchmark
 
     get_benchmark(args.benchmark)
     names = [n.strip().lower() for n in args.strategies.split(",") if n.strip()]
@@ -157,7 +157,7 @@ def cmd_compare(args) -> int:
 
     processes = start_processes(args.seed, args.device)  # one of several under torchrun
     for name in names:
-        processes.check(name, get_strategy(name).needs)
+        processes.check(name, get_strategy(name, benchmark_family(args.benchmark)).needs)
     args.device = setup.device = processes.device  # the record keeps the one asked for
     from .experiments.compare import run_comparison
 
@@ -438,7 +438,9 @@ def _benchmarks_help() -> str:
 def _add_shared_options(parser: argparse.ArgumentParser) -> None:
     """Model, data, budget and run options common to ``run`` and ``compare``."""
     parser.add_argument("--data-root", default=None, help="dataset root folder (real benchmarks)")
-    parser.add_argument("--model", default="ViT-B-16", help="open_clip model name (default: ViT-B-16)")
+    parser.add_argument("--model", default="ViT-B-16", help="open_clip model name (default: ViT-B-16); for "
+                        "the text benchmarks (lm-cl, trace, synthetic-text) a Hugging Face name in the local "
+                        "cache or a folder written by save_pretrained")
     parser.add_argument("--pretrained", default="openai",
                         help="open_clip tag, local weights file or 'none' (random init; default: "
                              "openai); 'synthetic' with --model moram-synthetic-tiny uses the demo's "

@@ -52,13 +52,37 @@ BENCHMARK_PROTOCOLS = {
 }
 
 
-def _synthetic_text(data_root=None, **options):
-    return synthetic_text(**options)
+def _synthetic_text(data_root=None, order=None, *, seed: int = 0, **sizes):
+    return synthetic_text(**({} if order is None else {"order": order}), seed=seed, **sizes)
+
+
+def _lm_cl(data_root, order=1, *, layout: str = "auto", instructions=None, task_prefix: bool = False):
+    if isinstance(order, str) and order.isdigit():  # the command line's --order 1
+        order = int(order)
+    return lm_cl(data_root, order, layout=layout, instructions=instructions, task_prefix=task_prefix)
 
 
 #: text benchmark name -> builder(data_root, **options): the language-model streams
 #: (``(prompt, answer, task)`` items; :mod:`.text_stream`)
-TEXT_BENCHMARKS = {"lm-cl": lm_cl, "trace": trace, "synthetic-text": _synthetic_text}
+TEXT_BENCHMARKS = {"lm-cl": _lm_cl, "trace": trace, "synthetic-text": _synthetic_text}
+
+#: ``--benchmark`` name -> the model family it is for ("clip": :data:`BENCHMARKS`, builders
+#: ``(data_root, train_transform=..., eval_transform=..., ...)``; "text": :data:`TEXT_BENCHMARKS`,
+#: builders ``(data_root, **options)``); the family picks the model loader and the strategies
+#: (:data:`moram_avalanche.strategies.registry.FAMILIES`)
+BENCHMARK_FAMILIES = {**{name: "clip" for name in BENCHMARKS}, **{name: "text" for name in TEXT_BENCHMARKS}}
+
+BENCHMARK_PROTOCOLS.update({
+    "lm-cl": "the standard CL benchmark of language models (O-LoRA's; the MoRAM paper's T5 and LLaMA "
+             "tables): --order 1-6 (4 or 15 tasks) from --data-root (CL_Benchmark or the release's files)",
+    "trace": "TRACE's eight tasks from --data-root",
+    "synthetic-text": "an offline drawn text stream of toy classification tasks (language-model tests)",
+})
+
+
+def benchmark_family(name: str) -> str:
+    """The model family of benchmark ``name`` (:data:`BENCHMARK_FAMILIES`); a clear error for unknown names."""
+    return lookup(BENCHMARK_FAMILIES, name, "benchmark")
 
 
 def describe_benchmarks() -> str:
@@ -67,12 +91,14 @@ def describe_benchmarks() -> str:
 
 
 def get_benchmark(name: str):
-    """The builder registered as ``name``; a clear error for unknown names."""
-    return lookup(BENCHMARKS, name, "benchmark")
+    """The builder registered as ``name`` (an image or a text stream); a clear error for unknown names."""
+    return lookup({**BENCHMARKS, **TEXT_BENCHMARKS}, name, "benchmark")
 
 
-__all__ = ["BENCHMARKS", "BENCHMARK_PROTOCOLS", "BadImageError", "BadImages", "DataError", "Domain",
+__all__ = ["BENCHMARKS", "BENCHMARK_FAMILIES",
+           "BENCHMARK_PROTOCOLS", "BadImageError", "BadImages", "DataError", "Domain",
            "LABEL_SPACES", "LM_CL_ORDERS", "MTIL_ORDERS", "MTIL_PAPER_SHOTS", "STREAM_OPTIONS", "SYNTHETIC_OPTIONS",
-           "TEXT_BENCHMARKS", "TEXT_METRICS", "TRACE_ORDER", "TextStreamTask", "XTAIL_ORDERS", "check_text_data", "clip_benchmark",
+           "TEXT_BENCHMARKS", "TEXT_METRICS", "TRACE_ORDER", "TextStreamTask", "XTAIL_ORDERS",
+           "benchmark_family", "check_text_data", "clip_benchmark",
            "describe_benchmarks", "exact_match", "get_benchmark", "label_offsets", "lm_cl", "mtil",
            "mtil_5shot", "normalize_answer", "op_bwt", "synthetic_text", "text_benchmark", "trace", "xtail"]

@@ -11,7 +11,9 @@ Every experience (train and test) carries:
   generation); ``metric`` -- the name of its metric in
   :mod:`~moram_avalanche.benchmarks.text_metrics` ("exact_match" for the classification
   tasks, O-LoRA ``src/compute_metrics.py``);
-* ``tasks`` -- every :class:`TextStreamTask` of the stream (names, label words, metrics).
+* ``tasks`` -- every :class:`TextStreamTask` of the stream (names, label words, metrics);
+  ``domains`` (the same) and ``domain`` (the task's name): what the run path's accuracy matrix
+  and progress lines read on every stream.
 
 Builders: :func:`text_benchmark` (from any pairs), :func:`lm_cl` (the paper's orders 1-6 from
 either data layout, :mod:`.text_tasks`), :func:`~.text_trace.trace` (TRACE's eight tasks) and
@@ -102,6 +104,9 @@ def text_benchmark(tasks: Sequence[TextStreamTask]):
             experience.label_words = task.label_words
             experience.metric = task.metric
             experience.tasks = tasks
+            # the names the run path reads (the accuracy matrix's columns, progress lines)
+            experience.domain = task.name
+            experience.domains = tasks
     benchmark.tasks = tasks
     return benchmark
 

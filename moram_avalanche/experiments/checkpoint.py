@@ -144,7 +144,7 @@ def save_run_state(strategy, path, *, keep_previous: bool = True, identity: Opti
         "seen_domains": [
             {"name": d.name, "classnames": list(d.classnames), "template": d.template,
              "eval_templates": list(d.eval_templates)}
-            for d in strategy.seen_domains
+            for d in getattr(strategy, "seen_domains", ())  # the CLIP loop's; the text loop has none
         ],
         "stateful": {key: item.state_dict() for key, item in _stateful(strategy).items()},
         "rng": _rng_state(),
@@ -245,16 +245,18 @@ def restore_run_state(strategy, state: dict, path, identity: Optional[dict] = No
     strategy.load_checkpoint_model_state(state["model"])
     for field in _CLOCK_FIELDS:
         setattr(strategy.clock, field, state["clock"][field])
-    strategy.seen_domains = [
-        Domain(d["name"], tuple(d["classnames"]), d["template"], tuple(d["eval_templates"]))
-        for d in state["seen_domains"]
-    ]
+    if hasattr(strategy, "seen_domains"):  # the CLIP loop's
+        strategy.seen_domains = [
+            Domain(d["name"], tuple(d["classnames"]), d["template"], tuple(d["eval_templates"]))
+            for d in state["seen_domains"]
+        ]
     items = _stateful(strategy)
     for key, item_state in state["stateful"].items():
         if key not in items:
             raise ValueError(f"{path} holds state for {key}, which this strategy does not have")
         items[key].load_state_dict(item_state)
-    strategy.text_head.clear()
+    if getattr(strategy, "text_head", None) is not None:  # the CLIP loop's cached class embeddings
+        strategy.text_head.clear()
     _set_rng_state(state["rng"])
     return int(state["experiences_done"])
 

@@ -81,7 +81,7 @@ def run_comparison(setup: Setup, strategies: Sequence[str], out_dir, *, resume: 
     """
     from ..strategies.registry import get_strategy
 
-    names = _strategy_names(strategies, get_strategy)
+    names = _strategy_names(strategies, lambda name: get_strategy(name, setup.family))
     out_dir = check_compare_path(out_dir, names, "out_dir")
     prepared = _checked(setup, names, out_dir, resume)  # before anything is written, the folder included
     lock = RunFolderLock(out_dir, "the comparison folder").acquire() if is_main_process() else None

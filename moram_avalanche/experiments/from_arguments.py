@@ -52,7 +52,15 @@ def shared_settings(args) -> dict:
 
 
 def model_loader(args):
-    """A zero-argument loader of the model named on the command line (seeded by the caller)."""
+    """A zero-argument loader of the model named on the command line (seeded by the caller), by
+    the family of ``--benchmark`` (:data:`MODEL_LOADERS`)."""
+    from ..benchmarks import benchmark_family
+
+    return MODEL_LOADERS[benchmark_family(args.benchmark)](args)
+
+
+def clip_model_loader(args):
+    """``() -> (CLIP, train transform, eval transform, tokenizer)`` of ``--model`` / ``--pretrained``."""
     from ..clip.load import load_clip
     from .demo import TINY_NAME, DemoConfig, default_cache_dir, pretrained_tiny_clip, register_tiny_clip
 
@@ -65,8 +73,51 @@ def model_loader(args):
                              weights_origin=args.weights_origin)
 
 
+def text_model_loader(args):
+    """``() -> (LanguageModel, None, None, tokenizer)`` of ``--model``: a Hugging Face name found
+    in the local cache or a folder written by ``save_pretrained``
+    (:func:`~moram_avalanche.text.load.load_language_model`); a text stream has no transforms."""
+    from ..models.language_model import LanguageModel
+    from ..text.load import load_language_model
+
+    def load():
+        model, tokenizer = load_language_model(args.model)
+        return LanguageModel(model.to(args.device), tokenizer), None, None, tokenizer
+
+    return load
+
+
+#: model family (of the benchmark, :data:`~moram_avalanche.benchmarks.BENCHMARK_FAMILIES`) ->
+#: ``args -> zero-argument model loader``
+MODEL_LOADERS = {"clip": clip_model_loader, "text": text_model_loader}
+
+
+def text_benchmark_builder(args):
+    """``(None, None) -> benchmark`` of a text ``--benchmark`` (builders take no transforms)."""
+    from ..benchmarks import get_benchmark
+
+    import inspect
+
+    builder, options = get_benchmark(args.benchmark), stream_options(args)
+    taken = inspect.signature(builder).parameters
+    unsupported = sorted(k for k in options if k not in taken)
+    if unsupported:
+        flags = {"seed": "--data-seed", "on_bad_image": "--on-bad-image"}
+        raise ValueError(f"--benchmark {args.benchmark} takes no "
+                         f"{', '.join(flags.get(k, '--' + k) for k in unsupported)}: leave it out")
+    return lambda train_tf, eval_tf: builder(args.data_root, **options)
+
+
 def benchmark_builder(args):
-    """``(train_transform, eval_transform) -> benchmark`` of ``--benchmark`` and its options."""
+    """``(train_transform, eval_transform) -> benchmark`` of ``--benchmark`` and its options, by
+    the benchmark's family (:data:`BENCHMARK_BUILDERS`)."""
+    from ..benchmarks import benchmark_family
+
+    return BENCHMARK_BUILDERS[benchmark_family(args.benchmark)](args)
+
+
+def clip_benchmark_builder(args):
+    """``(train_transform, eval_transform) -> benchmark`` of an image ``--benchmark``."""
     from ..benchmarks import get_benchmark
 
     builder, options = get_benchmark(args.benchmark), stream_options(args)
@@ -75,12 +126,17 @@ def benchmark_builder(args):
         **options)
 
 
+#: model family -> ``args -> (train_transform, eval_transform) -> benchmark``
+BENCHMARK_BUILDERS = {"clip": clip_benchmark_builder, "text": text_benchmark_builder}
+
+
 def strategy_options(args, name: str, eval_tf, overrides: Mapping[str, object]) -> dict:
     """Keyword arguments of strategy ``name``: the shared budget, the reference data it
     declares (``needs``), ``--set`` values."""
+    from ..benchmarks import benchmark_family
     from ..strategies.registry import get_strategy
 
-    needs = get_strategy(name).needs
+    needs = get_strategy(name, benchmark_family(args.benchmark)).needs
     options = {"train_mb_size": args.batch_size}
     if args.eval_batch_size is not None:
         options["eval_mb_size"] = args.eval_batch_size
@@ -101,14 +157,19 @@ def setup_from_arguments(args, overrides: Mapping[str, Mapping[str, object]]) ->
     """The setup of ``run`` / ``compare``; ``overrides`` are the ``--set`` values per strategy
     name. The model is loaded on ``args.device`` as it is when a run starts (a data-parallel
     process sets its own ``cuda:<rank>``, and the setup's ``device``, after joining its group)."""
+    from ..benchmarks import benchmark_family
+
     return Setup(
         make_model=model_loader(args), make_benchmark=benchmark_builder(args),
         options=lambda name, eval_tf: strategy_options(args, name, eval_tf, overrides.get(name, {})),
         settings=shared_settings(args),
         strategy_settings=lambda name: {k: repr(v) for k, v in overrides.get(name, {}).items()},
+        family=benchmark_family(args.benchmark),
         seed=args.seed, device=args.device, num_workers=default_num_workers(args),
         environment={"cache_dir": args.cache_dir, "device": args.device})
 
 
-__all__ = ["benchmark_builder", "default_num_workers", "model_loader", "setup_from_arguments", "shared_settings",
+__all__ = ["BENCHMARK_BUILDERS", "MODEL_LOADERS", "benchmark_builder", "clip_benchmark_builder", "clip_model_loader",
+           "default_num_workers", "model_loader", "text_benchmark_builder", "text_model_loader",
+           "setup_from_arguments", "shared_settings",
            "strategy_options", "stream_options"]

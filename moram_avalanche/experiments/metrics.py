@@ -53,6 +53,11 @@ class TopOneAccuracy(torchmetrics.Metric):
         self.correct += (logits.argmax(dim=1) == labels).sum().to(self.correct.device)
         self.total += torch.tensor(labels.numel(), device=self.total.device)
 
+    def update_hits(self, hits: torch.Tensor) -> None:
+        """Count per-sample hits (1 / 0): a generative model's answers, each scored by its task's metric."""
+        self.correct += (hits > 0.5).sum().to(self.correct.device)
+        self.total += torch.tensor(hits.numel(), device=self.total.device)
+
     def compute(self) -> torch.Tensor:
         """``[correct, total]`` over every process."""
         return torch.stack([self.correct, self.total])
@@ -104,7 +109,9 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
 
     Works with any strategy whose outputs are logits over the labels of the benchmark's label
     space: the package's and Avalanche's own with
-    :class:`~moram_avalanche.models.classifier.CLIPClassifier`.
+    :class:`~moram_avalanche.models.classifier.CLIPClassifier`; and with strategies that declare
+    ``eval_output = "hits"`` and output each sample's hit (1 / 0) in evaluation: the
+    language-model loop (:class:`~moram_avalanche.strategies.text_loop.TextStrategy`).
     """
 
     def __init__(self, out_dir: Optional[str] = None, stream_name: str = "test") -> None:
@@ -152,7 +159,11 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
         self._accuracy = TopOneAccuracy().to(strategy.device)
 
     def after_eval_iteration(self, strategy):
-        if self._counts(strategy):
+        if not self._counts(strategy):
+            return
+        if getattr(strategy, "eval_output", "logits") == "hits":  # the language-model loop's answers
+            self._accuracy.update_hits(strategy.mb_output.detach())
+        else:
             self._accuracy.update(strategy.mb_output.detach(), strategy.mb_y)
 
     def after_eval_exp(self, strategy):

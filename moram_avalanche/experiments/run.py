@@ -60,6 +60,9 @@ class Setup:
         device: where the strategies run.
         num_workers: DataLoader worker processes.
         environment: facts recorded but never checked (the cache folder, the device asked for).
+        family: the model family of the benchmark ("clip", "text"): whose strategies the names
+            are (:data:`~moram_avalanche.strategies.registry.FAMILIES`). A text family's
+            ``make_model`` returns ``(LanguageModel, None, None, tokenizer)``.
     """
 
     make_model: Callable[[], tuple]
@@ -71,6 +74,7 @@ class Setup:
     device: str = "cpu"
     num_workers: int = 0
     environment: dict = field(default_factory=dict)
+    family: str = "clip"
 
     def run_settings(self, name: str) -> dict:
         """The ``run`` part of strategy ``name``'s record: the shared settings, the seed, the
@@ -99,7 +103,7 @@ def prepare_runs(setup: Setup, names: Sequence[str]) -> Dict[str, Prepared]:
     del model
     prepared = {}
     for name in names:
-        cls = get_strategy(name)
+        cls = get_strategy(name, setup.family)
         options = dict(setup.options(name, eval_tf))
         check_strategy_options(cls, options)
         if "atoms_per_task" in options:  # a bank that grows with every task: will it fit?
@@ -174,7 +178,7 @@ def _run_one(setup: Setup, name: str, prepared: Prepared, folder: Path, tb_dir: 
     loggers = (lambda: [TensorboardLogger(tb_dir)]) if main else list  # rank 0 logs (Avalanche's rule)
     # the evaluator (and its TensorBoard folder) is made once the strategy passed its checks
     evaluator = lambda: EvaluationPlugin(matrix, loggers=loggers())  # noqa: E731
-    strategy = get_strategy(name)(model=model, tokenizer=tokenizer, evaluator=evaluator, device=setup.device,
+    strategy = get_strategy(name, setup.family)(model=model, tokenizer=tokenizer, evaluator=evaluator, device=setup.device,
                                   progress=progress and main, plugins=plugins, **options)
     run_stream(strategy, benchmark, folder, resume=resume, progress=progress and main,
                num_workers=setup.num_workers, settings=prepared.record["run"], environment=environment, lock=False)

@@ -40,11 +40,19 @@ STRATEGIES: Dict[str, Type[CLIPStrategy]] = {
 }
 
 
-def get_strategy(name: str) -> Union[Type[CLIPStrategy], BuiltinStrategy]:
-    """The strategy registered as ``name`` (the package's or ``avalanche.*``); a clear error
-    for unknown names. Either is called with ``model=``, ``tokenizer=`` and keyword options and
-    carries ``needs``."""
-    return lookup(all_strategies(), name, "strategy")
+def get_strategy(name: str, family: str = "clip") -> Union[Type[CLIPStrategy], BuiltinStrategy]:
+    """The strategy registered as ``name`` for the model ``family`` (default ``"clip"``: the
+    package's CLIP strategies or ``avalanche.*``; ``"text"``: the language-model strategies,
+    :data:`FAMILIES`); a clear error for unknown names. Either is called with ``model=``,
+    ``tokenizer=`` and keyword options and carries ``needs``."""
+    return lookup(lookup(FAMILIES, family, "model family")(), name, "strategy")
+
+
+def text_strategies() -> dict:
+    """The language-model family's table (imported when asked: it loads transformers' side)."""
+    from .text_strategies import TEXT_STRATEGIES
+
+    return dict(TEXT_STRATEGIES)
 
 
 def all_strategies() -> Dict[str, Union[Type[CLIPStrategy], BuiltinStrategy]]:
@@ -52,9 +60,14 @@ def all_strategies() -> Dict[str, Union[Type[CLIPStrategy], BuiltinStrategy]]:
     return {**STRATEGIES, **BUILTINS}
 
 
+#: model family -> its strategy table (a benchmark declares its family,
+#: :data:`moram_avalanche.benchmarks.BENCHMARK_FAMILIES`); a family enters here, by registration
+FAMILIES = {"clip": all_strategies, "text": text_strategies}
+
+
 def strategies_taking(reference: str) -> list:
     """The registered names whose strategy takes ``reference`` data ("images" or "sentences")."""
     return sorted(name for name, cls in all_strategies().items() if reference in cls.needs.references)
 
 
-__all__ = ["STRATEGIES", "all_strategies", "get_strategy", "strategies_taking"]
+__all__ = ["FAMILIES", "STRATEGIES", "all_strategies", "get_strategy", "strategies_taking", "text_strategies"]

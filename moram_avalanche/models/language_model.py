@@ -1,0 +1,162 @@
+"""A Hugging Face language model as an Avalanche model: token loss for training, generation for evaluation.
+
+:class:`LanguageModel` wraps a seq2seq (T5) or causal (LLaMA, Gemma) model of ``transformers``
+and its tokenizer, and owns the language-model family's scoring (one scoring per family, in
+``models/``), for :class:`~moram_avalanche.strategies.text_loop.TextStrategy` and any other loop:
+
+* :meth:`LanguageModel.loss` -- teacher-forced token cross-entropy of the answers given the
+  prompts, padding ignored. Seq2seq: the answers are the decoder's labels. Causal: the model
+  reads ``prompt + answer`` and only the answer's tokens (and the EOS that ends it) are
+  scored; the prompt's positions are labelled ``-100`` (the convention of ``transformers``'
+  loss, ``ignore_index=-100``). Every answer ends with the tokenizer's EOS token, added when
+  the tokenizer does not add it itself, so the model learns where an answer stops.
+* :meth:`LanguageModel.generate` -- greedy decoding (``do_sample=False``, one beam), answers
+  decoded to strings. Causal models read left-padded prompts (:func:`moram_avalanche.text.load.prepare_tokenizer`'s
+  reason: every row continues from the same last column) and only the new tokens are decoded.
+
+Lengths follow O-LoRA's T5 settings (``scripts/order_1.sh``: source length 512, target and
+generation length 50; reference ``language_models.md``). The wrapper holds no parameter of its
+own: adapters injected into ``model`` are found through it (``find_layers``), and its
+``state_dict`` is the wrapped model's under the prefix ``model.``.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+import torch
+from torch import nn
+
+#: O-LoRA's T5 settings (``scripts/order_1.sh``): source length 512, target / generation length 50
+MAX_SOURCE_LENGTH = 512
+MAX_TARGET_LENGTH = 50
+#: the label of positions the loss ignores (``transformers``' and torch's ``ignore_index``)
+IGNORE_INDEX = -100
+
+
+class LanguageModel(nn.Module):
+    """A seq2seq or causal language model and its tokenizer (module docstring).
+
+    Args:
+        model: a ``transformers`` model (``config.is_encoder_decoder`` tells seq2seq from causal).
+        tokenizer: its tokenizer (a causal one should pad on the left:
+            :func:`moram_avalanche.text.load.prepare_tokenizer`; generation pads on the left
+            regardless).
+        max_source_length: prompt tokens kept (longer prompts are truncated; O-LoRA: 512).
+        max_target_length: answer tokens kept for the loss (O-LoRA: 50).
+    """
+
+    def __init__(self, model: nn.Module, tokenizer, *, max_source_length: int = MAX_SOURCE_LENGTH,
+                 max_target_length: int = MAX_TARGET_LENGTH) -> None:
+        super().__init__()
+        config = getattr(model, "config", None)
+        if config is None or not callable(getattr(model, "generate", None)):
+            raise TypeError(f"LanguageModel wraps a transformers model with a config and generate(), "
+                            f"got {type(model).__name__}")
+        if tokenizer is None:
+            raise ValueError("LanguageModel needs the model's tokenizer (load_language_model returns both)")
+        for name, value in (("max_source_length", max_source_length), ("max_target_length", max_target_length)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.seq2seq = bool(getattr(config, "is_encoder_decoder", False))
+        self.max_source_length = max_source_length
+        self.max_target_length = max_target_length
+        self.eos_id = _first_id(tokenizer.eos_token_id, getattr(config, "eos_token_id", None))
+        self.pad_id = _first_id(tokenizer.pad_token_id, getattr(config, "pad_token_id", None), self.eos_id)
+        if self.pad_id is None:
+            raise ValueError(f"neither the tokenizer nor the config of {type(model).__name__} names a pad or "
+                             "EOS token: set tokenizer.pad_token before training")
+
+    @property
+    def config(self):
+        """The wrapped model's config (what target tables read)."""
+        return self.model.config
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    # ------------------------------------------------------------------ tokens
+    def _ids(self, texts: Sequence[str], limit: int, special: bool = True) -> List[List[int]]:
+        texts = _strings(texts)
+        return self.tokenizer(texts, add_special_tokens=special, truncation=True, max_length=limit)["input_ids"]
+
+    def _answer_ids(self, answers: Sequence[str]) -> List[List[int]]:
+        """Answer tokens ending with EOS (added when the tokenizer did not), at most the target length."""
+        rows = self._ids(answers, self.max_target_length, special=self.seq2seq)
+        if self.eos_id is None:
+            return rows
+        return [row if row and row[-1] == self.eos_id else (row[: self.max_target_length - 1] + [self.eos_id])
+                for row in rows]
+
+    def _pad(self, rows: List[List[int]], value: int, left: bool = False) -> torch.Tensor:
+        width = max(len(row) for row in rows)
+        padded = [([value] * (width - len(row)) + row) if left else (row + [value] * (width - len(row)))
+                  for row in rows]
+        return torch.tensor(padded, dtype=torch.long, device=self.device)
+
+    def _mask(self, rows: List[List[int]], left: bool = False) -> torch.Tensor:
+        return self._pad([[1] * len(row) for row in rows], 0, left)
+
+    # ------------------------------------------------------------------ scoring
+    def loss(self, prompts: Sequence[str], answers: Sequence[str]) -> torch.Tensor:
+        """Mean token cross-entropy of ``answers`` given ``prompts`` (teacher forcing, padding ignored)."""
+        prompts, answers = _strings(prompts), _strings(answers)
+        if len(prompts) != len(answers) or not prompts:
+            raise ValueError(f"loss needs one answer per prompt (and at least one), got {len(prompts)} prompts "
+                             f"and {len(answers)} answers")
+        sources, targets = self._ids(prompts, self.max_source_length), self._answer_ids(answers)
+        if self.seq2seq:
+            return self.model(input_ids=self._pad(sources, self.pad_id), attention_mask=self._mask(sources),
+                              labels=self._pad(targets, IGNORE_INDEX)).loss
+        rows = [source + target for source, target in zip(sources, targets)]
+        labels = [[IGNORE_INDEX] * len(source) + target for source, target in zip(sources, targets)]
+        # right padding for the loss: every row's positions start at 0, the padded tail is masked
+        return self.model(input_ids=self._pad(rows, self.pad_id), attention_mask=self._mask(rows),
+                          labels=self._pad(labels, IGNORE_INDEX)).loss
+
+    def forward(self, prompts: Sequence[str], answers: Sequence[str]) -> torch.Tensor:
+        """:meth:`loss` (what calling the model does, for loops that call it)."""
+        return self.loss(prompts, answers)
+
+    @torch.no_grad()
+    def generate(self, prompts: Sequence[str], max_new_tokens: int = MAX_TARGET_LENGTH) -> List[str]:
+        """Greedy answers to ``prompts``: decoded strings, special tokens and surrounding spaces removed."""
+        prompts = _strings(prompts)
+        if not prompts:
+            return []
+        sources = self._ids(prompts, self.max_source_length)
+        left = not self.seq2seq
+        input_ids = self._pad(sources, self.pad_id, left=left)
+        out = self.model.generate(input_ids=input_ids, attention_mask=self._mask(sources, left=left),
+                                  max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
+                                  pad_token_id=self.pad_id, eos_token_id=self.eos_id)
+        new = out[:, 1:] if self.seq2seq else out[:, input_ids.shape[1]:]  # seq2seq: drop the start token
+        answers = []
+        for row in new.tolist():
+            if self.eos_id is not None and self.eos_id in row:
+                row = row[: row.index(self.eos_id)]
+            row = [token for token in row if token != self.pad_id]
+            answers.append(self.tokenizer.decode(row, skip_special_tokens=True).strip())
+        return answers
+
+
+def _first_id(*candidates) -> Optional[int]:
+    for candidate in candidates:
+        if isinstance(candidate, (list, tuple)):
+            candidate = candidate[0] if candidate else None
+        if candidate is not None:
+            return int(candidate)
+    return None
+
+
+def _strings(texts) -> List[str]:
+    texts = [texts] if isinstance(texts, str) else list(texts)
+    if not all(isinstance(text, str) for text in texts):
+        raise TypeError(f"expected strings, got {sorted({type(t).__name__ for t in texts})}")
+    return texts
+
+
+__all__ = ["IGNORE_INDEX", "LanguageModel", "MAX_SOURCE_LENGTH", "MAX_TARGET_LENGTH"]

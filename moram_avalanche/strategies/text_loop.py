@@ -1,0 +1,228 @@
+"""TextStrategy: the generative continual-learning loop of language models, as an Avalanche strategy.
+
+One loop for every language-model strategy of the package (MoRAM, SeqFT, SeqLoRA, IncLoRA,
+O-LoRA: :mod:`.text_strategies`), a thin ``SupervisedTemplate`` whose scoring comes from
+:class:`~moram_avalanche.models.language_model.LanguageModel`:
+
+* a minibatch is ``[prompts, answers, task labels]`` (the items of the text streams,
+  :mod:`moram_avalanche.benchmarks.text_stream`); :attr:`mb_x` are the prompts, :attr:`mb_y`
+  the answers;
+* training: the teacher-forced token cross-entropy of the answers (``LanguageModel.loss``)
+  with AdamW, a fresh optimizer over the parameters that require grad for every experience
+  (growth plugins add atoms or adapters before it is built,
+  :mod:`~moram_avalanche.strategies.plugins.growth`), a constant learning rate (O-LoRA's
+  ``scripts/order_1.sh``: ``lr_scheduler_type constant``, warm-up 0); the budget is ``epochs``
+  passes over each task (the paper: one epoch per task, Sec. 4 LLM settings) or, with
+  ``iterations``, exactly that many minibatches per task, cycling the data
+  (:class:`~moram_avalanche.strategies.plugins.budget.FixedBatches`);
+* evaluation: greedy generation (``LanguageModel.generate``), each answer scored alone with the
+  experience's metric (``experience.metric``, a name of
+  :data:`~moram_avalanche.benchmarks.text_metrics.TEXT_METRICS`: exact match after O-LoRA's
+  normalisation on the classification streams). The evaluation output :attr:`mb_output` is
+  each sample's hit (1.0 or 0.0) and the strategy declares ``eval_output = "hits"``, which
+  :class:`~moram_avalanche.experiments.metrics.AccuracyMatrix` reads to fill ``A[t, j]``.
+  Metrics that grade an answer between 0 and 100 (ROUGE-L, SARI, edit similarity: TRACE's
+  generation tasks) are refused with a clear error for now: the matrix counts hits;
+* run checkpoints hold the adapters' declared state
+  (:func:`~moram_avalanche.layers.base.adapter_state_dict`) when the model has adapters, else
+  the whole model (SeqFT), so :func:`~moram_avalanche.experiments.runner.run_stream` resumes.
+
+Options are checked before anything is built (:meth:`__new__`), as for the CLIP loop.
+
+Avalanche has no text loop of its own; its ``examples/nlp.py`` shows the intended way
+(override ``_unpack_minibatch``, ``forward`` and ``criterion`` for batches of strings).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence
+
+import torch
+from avalanche.training.plugins import EvaluationPlugin
+from avalanche.training.templates import SupervisedTemplate
+from torch.utils.data import DataLoader
+
+from ..benchmarks.text_metrics import TEXT_METRICS
+from ..layers.base import adapter_state_dict, find_layers, load_adapter_state_dict
+from ..models.language_model import MAX_SOURCE_LENGTH, MAX_TARGET_LENGTH, LanguageModel
+from ..utils.checks import check_positive_int
+from ..utils.devices import resolve_device
+from .needs import StrategyNeeds
+from .options import check_shared_options, check_strategy_options
+from .plugins.budget import FixedBatches
+
+#: the paper's classification setting for language models (paper Sec. 4, LLM settings):
+#: lr 1e-3 (fixed), batch 64, one epoch per task
+PAPER_TEXT_LOOP = {"lr": 1e-3, "train_mb_size": 64, "epochs": 1}
+#: AdamW betas: torch's / transformers' Trainer defaults, which O-LoRA's T5 runs use
+#: (``scripts/order_1.sh`` sets none)
+TEXT_BETAS = (0.9, 0.999)
+
+
+def collate_text(items):
+    """``[prompts, answers, task labels]`` of a list of ``(prompt, answer, task)`` items."""
+    prompts, answers, tasks = zip(*items)
+    return [list(prompts), list(answers), torch.tensor(tasks, dtype=torch.long)]
+
+
+def check_text_loop_options(options) -> None:
+    """Value checks of the text loop's own options given in ``options``."""
+    for name in ("epochs", "max_source_length", "max_target_length", "max_new_tokens"):
+        if name in options:
+            check_positive_int(name, options[name])
+
+
+def default_text_evaluator():
+    """The evaluator when none is given: the training loss per epoch, no loggers (Avalanche's
+    default evaluator reads logits and class labels, which a text loop has not)."""
+    from avalanche.evaluation.metrics import loss_metrics
+
+    return EvaluationPlugin(loss_metrics(epoch=True), loggers=[])
+
+
+class TextStrategy(SupervisedTemplate):
+    """Continual learning of a language model, one task (experience) at a time (module docstring).
+
+    Args (keyword-only; the rest go to ``SupervisedTemplate``):
+        model: a :class:`~moram_avalanche.models.language_model.LanguageModel`, or a
+            ``transformers`` model wrapped in one with ``tokenizer``.
+        tokenizer: the model's tokenizer (ignored when ``model`` is a ``LanguageModel``).
+        epochs: passes over each task's training data (paper: 1).
+        iterations: when given, exactly this many minibatches per task instead of ``epochs``
+            (the command line's shared budget; 0 trains nothing).
+        lr: AdamW's learning rate, constant (paper: 1e-3).
+        weight_decay, betas: AdamW's (0; (0.9, 0.999), module constants).
+        max_source_length, max_target_length, max_new_tokens: prompt tokens kept, answer
+            tokens trained, tokens generated (O-LoRA: 512, 50, 50).
+        progress: accepted for the run path's signature (the loop prints no bars).
+        train_mb_size: minibatch (paper: 64). eval_mb_size: evaluation minibatch (default:
+            ``train_mb_size``).
+        device: a torch device or ``"auto"``.
+    """
+
+    #: not data-parallel yet (batches are not sharded over processes): torchrun is refused
+    needs = StrategyNeeds(check=check_text_loop_options, data_parallel=False)
+    #: what :attr:`mb_output` holds in evaluation: each sample's hit (read by AccuracyMatrix)
+    eval_output = "hits"
+
+    def __new__(cls, *args, **kwargs):
+        """Check the keyword options (names, types, ranges; nothing built yet) and keep them."""
+        check_strategy_options(cls, kwargs)
+        self = super().__new__(cls)
+        self.given_options = dict(kwargs)
+        return self
+
+    def __init__(self, *, model, tokenizer=None, epochs: int = 1, iterations: Optional[int] = None,
+                 lr: float = 1e-3, weight_decay: float = 0.0, betas=TEXT_BETAS,
+                 max_source_length: int = MAX_SOURCE_LENGTH, max_target_length: int = MAX_TARGET_LENGTH,
+                 max_new_tokens: int = MAX_TARGET_LENGTH, progress: bool = True, train_mb_size: int = 64,
+                 eval_mb_size: Optional[int] = None, device="cpu", plugins=None, evaluator=default_text_evaluator,
+                 eval_every: int = -1, **base_kwargs):
+        check_shared_options(dict(iterations=iterations, lr=lr, weight_decay=weight_decay, betas=betas,
+                                  train_mb_size=train_mb_size, eval_mb_size=eval_mb_size))
+        check_text_loop_options(dict(epochs=epochs, max_source_length=max_source_length,
+                                     max_target_length=max_target_length, max_new_tokens=max_new_tokens))
+        if not isinstance(model, LanguageModel):
+            model = LanguageModel(model, tokenizer, max_source_length=max_source_length,
+                                  max_target_length=max_target_length)
+        model.max_source_length, model.max_target_length = max_source_length, max_target_length
+        device = resolve_device(device)
+        super().__init__(model=model, optimizer=None, train_mb_size=train_mb_size,
+                         train_epochs=1 if iterations is not None else epochs,
+                         eval_mb_size=eval_mb_size or train_mb_size, device=device, plugins=plugins,
+                         evaluator=evaluator, eval_every=eval_every, **base_kwargs)
+        self.tokenizer = model.tokenizer
+        self.iterations = iterations
+        self.lr, self.weight_decay, self.betas = lr, weight_decay, tuple(betas)
+        self.max_new_tokens = max_new_tokens
+        self.progress = progress
+        #: the answers generated for the current evaluation minibatch
+        self.mb_predictions: List[str] = []
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint_model_state(self) -> dict:
+        """The adapters' declared state when the model has adapters, else the whole model."""
+        if find_layers(self.model):
+            return adapter_state_dict(self.model)
+        return self.model.state_dict()
+
+    def load_checkpoint_model_state(self, state: dict) -> None:
+        if find_layers(self.model):
+            load_adapter_state_dict(self.model, state)
+        else:
+            self.model.load_state_dict(state)
+
+    # ------------------------------------------------------------------ data
+    def _loader(self, data, batch_size, shuffle, num_workers=0, pin_memory=None, persistent_workers=False,
+                **kwargs):
+        return DataLoader(data, batch_size=batch_size, shuffle=shuffle, collate_fn=collate_text,
+                          num_workers=num_workers, persistent_workers=bool(persistent_workers) and num_workers > 0,
+                          pin_memory=self.device.type == "cuda" if pin_memory is None else pin_memory)
+
+    def make_train_dataloader(self, num_workers=0, shuffle=True, pin_memory=None, persistent_workers=False,
+                              **kwargs):
+        self.dataloader = self._loader(self.adapted_dataset, self.train_mb_size, shuffle, num_workers,
+                                       pin_memory, persistent_workers)
+
+    def make_eval_dataloader(self, num_workers=0, pin_memory=None, persistent_workers=False, **kwargs):
+        self.dataloader = self._loader(self.adapted_dataset, self.eval_mb_size, False, num_workers,
+                                       pin_memory, persistent_workers)
+
+    def _unpack_minibatch(self):
+        """Prompts and answers stay strings; the task labels go to the device."""
+        self.mbatch = list(self.mbatch)
+        self.mbatch[-1] = self.mbatch[-1].to(self.device)
+
+    # ------------------------------------------------------------------ optimisation
+    def make_optimizer(self, **kwargs):
+        """A fresh AdamW (constant learning rate) over the parameters that require grad now."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimized_param_id = {}  # tells Avalanche the optimizer is initialised
+        self.optimizer = (torch.optim.AdamW(params, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay)
+                          if params else None)
+
+    def training_epoch(self, **kwargs):
+        if self.iterations == 0:
+            return
+        if self.optimizer is None:
+            raise RuntimeError(f"{type(self).__name__} has nothing to train: no parameter of the model "
+                               "requires grad")
+        if self.iterations is not None:
+            what = f"the training data of task {getattr(self.experience, 'task_name', '?')!r}"
+            self.dataloader = FixedBatches(self.dataloader, self.iterations, what)
+        super().training_epoch(**kwargs)
+
+    # ------------------------------------------------------------------ model output
+    def forward(self):
+        """Training: the token loss of the minibatch. Evaluation: each sample's hit (1.0 / 0.0)."""
+        if self.is_training:
+            return self.model.loss(self.mb_x, self.mb_y)
+        self.mb_predictions = self.model.generate(self.mb_x, self.max_new_tokens)
+        return sample_hits(self.mb_predictions, self.mb_y, self.experience.metric, self.device)
+
+    def criterion(self):
+        """Training: the token loss (:meth:`forward`; plugins add their terms to ``loss``).
+        Evaluation: zero (answers are scored by generation, not by the loss)."""
+        if self.is_training:
+            return self.mb_output
+        return torch.zeros((), device=self.device)
+
+
+def sample_hits(predictions: Sequence[str], references: Sequence[str], metric: str, device=None) -> torch.Tensor:
+    """``[B]`` float tensor: 1.0 where the metric scores an answer 100, 0.0 where it scores 0.
+
+    A metric that grades an answer in between is a ValueError: the accuracy matrix counts hits.
+    """
+    if metric not in TEXT_METRICS:
+        raise ValueError(f"unknown text metric {metric!r}; known: {', '.join(TEXT_METRICS)}")
+    scores = [TEXT_METRICS[metric]([p], [r]) for p, r in zip(predictions, references)]
+    graded = [s for s in scores if s not in (0.0, 100.0)]
+    if graded:
+        raise ValueError(f"metric {metric!r} grades answers between 0 and 100 (got {graded[0]:.2f}); the "
+                         "language-model loop's accuracy matrix counts hits, so only hit-or-miss metrics "
+                         "(exact_match, prefix accuracy) are supported for now")
+    return torch.tensor([s / 100.0 for s in scores], device=device)
+
+
+__all__ = ["PAPER_TEXT_LOOP", "TEXT_BETAS", "TextStrategy", "check_text_loop_options", "collate_text",
+           "default_text_evaluator", "sample_hits"]

@@ -1,0 +1,223 @@
+"""The language-model strategies, each a thin subclass of the generative loop
+(:class:`~moram_avalanche.strategies.text_loop.TextStrategy`), registered for the ``"text"``
+family (:data:`TEXT_STRATEGIES`; ``get_strategy(name, family="text")``):
+
+==============  ====================  ==========================================================
+name            class                 what trains
+==============  ====================  ==========================================================
+``moram``       :class:`TextMoRAM`    MoRAM atoms on the query and key projections, r new atoms
+                                      per task, old ones frozen (the paper's method)
+``finetune``    :class:`TextFineTune` every weight of the model (SeqFT)
+``seq-lora``    :class:`TextSeqLoRA`  one LoRA trained through the whole stream (SeqLoRA)
+``inc-lora``    :class:`TextIncLoRA`  a new LoRA per task, the earlier ones frozen (IncLoRA)
+``o-lora``      :class:`TextOLoRA`    IncLoRA + O-LoRA's orthogonality and L2 terms
+``mtl``         :class:`TextMTL`      every weight, jointly on every task so far (upper bound)
+==============  ====================  ==========================================================
+
+Defaults: the loop's are the paper's classification setting (lr 1e-3 fixed, batch 64, one epoch
+per task; paper Sec. 4, LLM settings); MoRAM's layer options are the paper's (r 8, top-k 4,
+tau 0.1, delta 0.2, dropout 0.1: :data:`moram_avalanche.text.PAPER_LLM_OPTIONS`); the LoRA rows
+use O-LoRA's T5 setting (rank 8, ``--lora_dim 8``; on the query and value projections,
+peft's default targets for T5 and LLaMA, which O-LoRA's code keeps: :data:`LORA_TARGET_MODULES`)
+and O-LoRA's lambdas (:mod:`moram_avalanche.algorithms.olora`).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence, Tuple, Union
+
+from ..algorithms.olora import OLORA_LAMBDA_L2, OLORA_LAMBDA_ORTH, OLORA_POWER
+from ..layers.base import find_layers
+from ..layers.lora import LoRALinear
+from ..layers.moram import MoRAMLinear
+from ..layers.replace import replace_linears
+from ..layers.task_lora import TaskLoRALinear
+from ..models.language_model import LanguageModel
+from ..utils.checks import check_number, check_positive_int
+from .needs import StrategyNeeds
+from .plugins.growth import GrowthPlugin
+from .plugins.moram import MoRAMPlugin
+from .plugins.olora import OLoRAPlugin
+from .text_loop import TextStrategy
+
+#: ``config.model_type`` -> the LoRA rows' targets: query and value (peft's
+#: ``TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING``, the default O-LoRA's code keeps)
+LORA_TARGET_MODULES: Mapping[str, Tuple[str, ...]] = {
+    "t5": ("q", "v"), "mt5": ("q", "v"), "llama": ("q_proj", "v_proj"), "gemma": ("q_proj", "v_proj"),
+    "gemma2": ("q_proj", "v_proj"), "mistral": ("q_proj", "v_proj"), "qwen2": ("q_proj", "v_proj"),
+}
+#: O-LoRA's LoRA rank for T5 (``--lora_dim 8``)
+OLORA_RANK = 8
+
+Targets = Union[str, Sequence[str], None]
+
+
+def wrap(model, tokenizer) -> LanguageModel:
+    """``model`` as a :class:`LanguageModel` (a ``transformers`` model is wrapped with ``tokenizer``)."""
+    return model if isinstance(model, LanguageModel) else LanguageModel(model, tokenizer)
+
+
+def lora_targets(model: LanguageModel, targets: Targets) -> list:
+    """Dotted names of the linears the LoRA rows wrap (``targets`` None: :data:`LORA_TARGET_MODULES`)."""
+    from ..text.inject import model_type_of, target_names
+
+    if targets is None:
+        model_type = model_type_of(model.model)
+        if model_type not in LORA_TARGET_MODULES:
+            raise ValueError(f"no LoRA target modules known for model_type {model_type!r} (known: "
+                             f"{', '.join(sorted(LORA_TARGET_MODULES))}); pass target_modules, e.g. "
+                             "['q_proj', 'v_proj']")
+        targets = list(LORA_TARGET_MODULES[model_type])
+    return target_names(model.model, targets)
+
+
+def check_text_adapter_options(options) -> None:
+    """Value checks of the adapter options given in ``options``."""
+    for name in ("rank", "atoms_per_task"):
+        if name in options:
+            check_positive_int(name, options[name])
+    for name in ("lambda_orth", "lambda_l2"):
+        if name in options:
+            check_number(name, options[name], low=0, hint="O-LoRA: 0.5 (orthogonality), 0 (L2)")
+    if "power" in options and options["power"] not in (1, 2):
+        raise ValueError(f"power must be 1 (O-LoRA's code) or 2 (its paper), got {options['power']!r}")
+
+
+class TextMoRAM(TextStrategy):
+    """MoRAM for language models (the paper's method; paper Sec. 4, LLM settings).
+
+    :func:`~moram_avalanche.text.inject.inject_moram` puts
+    :class:`~moram_avalanche.text.layer.DropoutMoRAMLinear` on the targets (default: the query
+    and key projections, :data:`~moram_avalanche.text.targets.MORAM_TARGET_MODULES`); the
+    :class:`~moram_avalanche.strategies.plugins.moram.MoRAMPlugin` appends ``atoms_per_task``
+    atoms per layer before each task and freezes them after it.
+
+    Args (besides TextStrategy's): atoms_per_task (r, 8), topk (4), temperature (tau, 0.1),
+    threshold (delta, 0.2), dropout (0.1), target_modules (None: the architecture's),
+    self_attention_only (T5: leave cross-attention out), prune_mass (None: no pruning).
+    """
+
+    needs = StrategyNeeds(check=check_text_adapter_options, data_parallel=False)
+
+    def __init__(self, *, model, tokenizer=None, atoms_per_task: int = 8, topk: Optional[int] = 4,
+                 temperature: Optional[float] = 0.1, threshold: float = 0.2, dropout: float = 0.1,
+                 target_modules: Targets = None, self_attention_only: bool = False,
+                 prune_mass: Optional[float] = None, plugins=None, **kwargs):
+        from ..text.inject import inject_moram
+
+        model = wrap(model, tokenizer)
+        if not find_layers(model, MoRAMLinear):
+            inject_moram(model.model, target_modules, self_attention_only=self_attention_only,
+                         atoms_per_task=atoms_per_task, topk=topk, temperature=temperature,
+                         threshold=threshold, dropout=dropout)
+        self.moram_plugin = MoRAMPlugin(prune_mass=prune_mass)
+        super().__init__(model=model, tokenizer=tokenizer, plugins=[self.moram_plugin, *(plugins or [])], **kwargs)
+
+
+class TextFineTune(TextStrategy):
+    """SeqFT: every weight of the model trains on each task in turn (no adapters)."""
+
+    def __init__(self, *, model, tokenizer=None, **kwargs):
+        model = wrap(model, tokenizer)
+        if find_layers(model):
+            raise ValueError("TextFineTune trains the model's own weights: give a model without adapters")
+        model.requires_grad_(True)
+        super().__init__(model=model, tokenizer=tokenizer, **kwargs)
+
+
+class TextSeqLoRA(TextStrategy):
+    """SeqLoRA: one rank-``rank`` LoRA per target linear, trained through the whole stream.
+
+    Args (besides TextStrategy's): rank (8, O-LoRA's), scale (1), target_modules (None: the
+    query and value projections, :data:`LORA_TARGET_MODULES`).
+    """
+
+    needs = StrategyNeeds(check=check_text_adapter_options, data_parallel=False)
+
+    def __init__(self, *, model, tokenizer=None, rank: int = OLORA_RANK, scale: float = 1.0,
+                 target_modules: Targets = None, **kwargs):
+        model = wrap(model, tokenizer)
+        if not find_layers(model, LoRALinear):
+            names = lora_targets(model, target_modules)
+            model.requires_grad_(False)
+            replace_linears(model.model, names, lambda linear: LoRALinear(linear, rank, scale=scale))
+        super().__init__(model=model, tokenizer=tokenizer, **kwargs)
+
+
+class TextIncLoRA(TextStrategy):
+    """IncLoRA: a new rank-``rank`` LoRA per task on every target linear, the earlier ones frozen
+    (:class:`~moram_avalanche.layers.task_lora.TaskLoRALinear`, grown by a
+    :class:`~moram_avalanche.strategies.plugins.growth.GrowthPlugin`).
+
+    Args (besides TextStrategy's): rank (8), scale (1), target_modules (None: query and value).
+    """
+
+    needs = StrategyNeeds(check=check_text_adapter_options, data_parallel=False)
+
+    def __init__(self, *, model, tokenizer=None, rank: int = OLORA_RANK, scale: float = 1.0,
+                 target_modules: Targets = None, plugins=None, **kwargs):
+        model = wrap(model, tokenizer)
+        if not find_layers(model, TaskLoRALinear):
+            names = lora_targets(model, target_modules)
+            model.requires_grad_(False)
+            replace_linears(model.model, names, lambda linear: TaskLoRALinear(linear, rank, scale=scale))
+        self.growth_plugin = GrowthPlugin(TaskLoRALinear)
+        super().__init__(model=model, tokenizer=tokenizer, plugins=[self.growth_plugin, *(plugins or [])],
+                         **kwargs)
+
+
+class TextOLoRA(TextIncLoRA):
+    """O-LoRA (Wang et al., 2023): IncLoRA plus ``lambda_orth * L_orth + lambda_l2 * L2`` on the
+    new LoRA (:class:`~moram_avalanche.strategies.plugins.olora.OLoRAPlugin`).
+
+    Args (besides TextIncLoRA's): lambda_orth (0.5), lambda_l2 (0), power (1: the code's
+    absolute values; 2: the paper's squares) -- :mod:`moram_avalanche.algorithms.olora`.
+    """
+
+    def __init__(self, *, model, tokenizer=None, lambda_orth: float = OLORA_LAMBDA_ORTH,
+                 lambda_l2: float = OLORA_LAMBDA_L2, power: int = OLORA_POWER, plugins=None, **kwargs):
+        self.olora_plugin = OLoRAPlugin(lambda_orth, lambda_l2, power)
+        super().__init__(model=model, tokenizer=tokenizer, plugins=[self.olora_plugin, *(plugins or [])],
+                         **kwargs)
+
+
+#: ``--strategy`` name -> language-model strategy class (the ``"text"`` family)
+TEXT_STRATEGIES = {"moram": TextMoRAM, "finetune": TextFineTune, "seq-lora": TextSeqLoRA,
+                   "inc-lora": TextIncLoRA, "o-lora": TextOLoRA}
+
+
+__all__ = ["LORA_TARGET_MODULES", "OLORA_RANK", "TEXT_STRATEGIES", "TextFineTune", "TextIncLoRA", "TextMoRAM",
+           "TextOLoRA", "TextSeqLoRA", "check_text_adapter_options", "lora_targets", "wrap"]
+
+
+class TextMTL(TextFineTune):
+    """MTL, the upper bound of the language-model tables: every weight trained jointly on the
+    tasks (O-LoRA's and the MoRAM paper's "MTL" row).
+
+    In a stream: at experience ``t`` the model restarts from the weights it was built with and
+    trains on the union of the training sets of tasks ``0..t`` (read from the experience's
+    stream, so a resumed run needs no stored data); the last row of the accuracy matrix is
+    joint training on every task -- the number the tables report. The restart copy of the
+    weights is kept on the CPU.
+    """
+
+    def __init__(self, *, model, tokenizer=None, **kwargs):
+        super().__init__(model=model, tokenizer=tokenizer, **kwargs)
+        self.initial_state = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
+
+    def train_dataset_adaptation(self, **kwargs):
+        """The union of the training sets of every task up to the current one."""
+        from avalanche.benchmarks.utils import concat_datasets
+
+        stream, index = self.experience.origin_stream, self.experience.current_experience
+        self.adapted_dataset = concat_datasets([stream[i].dataset for i in range(index + 1)])
+
+    def model_adaptation(self, model=None):
+        """Restart from the weights the strategy was built with (before the optimizer is made)."""
+        if self.is_training:
+            self.model.load_state_dict(self.initial_state)
+        return super().model_adaptation(model)
+
+
+TEXT_STRATEGIES["mtl"] = TextMTL
+__all__.append("TextMTL")

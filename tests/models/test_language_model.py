@@ -1,0 +1,87 @@
+"""LanguageModel: teacher-forced loss over the answer tokens only, greedy generation, errors."""
+
+import pytest
+import torch
+
+from tiny_stream import FAMILIES, stream_tokenizer
+
+PROMPTS = ["What is the colour of the following paragraph ? Answer:", "lorem ipsum dolor sit amet Answer:"]
+ANSWERS = ["red", "bad"]
+
+
+def model(family):
+    from moram_avalanche.models.language_model import LanguageModel
+
+    tokenizer = stream_tokenizer()
+    return LanguageModel(FAMILIES[family](tokenizer), tokenizer)
+
+
+def test_causal_loss_scores_only_the_answer_and_its_eos():
+    lm = model("llama")
+    tok = lm.tokenizer
+    losses, counts = [], []
+    for prompt, answer in zip(PROMPTS, ANSWERS):
+        source = tok(prompt)["input_ids"]
+        target = tok(answer, add_special_tokens=False)["input_ids"] + [lm.eos_id]
+        logits = lm.model(input_ids=torch.tensor([source + target])).logits[0]
+        # position i predicts token i + 1: the answer's tokens are predicted from len(source) - 1 on
+        predicted = logits[len(source) - 1: len(source) + len(target) - 1]
+        losses.append(torch.nn.functional.cross_entropy(predicted, torch.tensor(target), reduction="sum"))
+        counts.append(len(target))
+    expected = sum(losses) / sum(counts)
+    assert lm.loss(PROMPTS, ANSWERS).item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_seq2seq_loss_is_the_decoders_over_the_answer():
+    lm = model("t5")
+    tok = lm.tokenizer
+    total, count = 0.0, 0
+    for prompt, answer in zip(PROMPTS, ANSWERS):
+        labels = tok(answer)["input_ids"] + [lm.eos_id]
+        out = lm.model(input_ids=torch.tensor([tok(prompt)["input_ids"]]), labels=torch.tensor([labels]))
+        total += out.loss.item() * len(labels)
+        count += len(labels)
+    assert lm.loss(PROMPTS, ANSWERS).item() == pytest.approx(total / count, rel=1e-5)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_batched_generation_equals_one_prompt_at_a_time(family):
+    lm = model(family)
+    together = lm.generate(PROMPTS, max_new_tokens=4)
+    alone = [lm.generate([prompt], max_new_tokens=4)[0] for prompt in PROMPTS]
+    assert together == alone and all(isinstance(a, str) for a in together)
+    assert lm.generate([], 3) == []
+
+
+def test_training_makes_generation_answer():
+    lm = model("t5")
+    optimizer = torch.optim.AdamW(lm.parameters(), lr=1e-2)
+    lm.train()
+    for _ in range(40):
+        optimizer.zero_grad()
+        lm.loss(PROMPTS, ANSWERS).backward()
+        optimizer.step()
+    lm.eval()
+    assert lm.generate(PROMPTS, 3) == ANSWERS
+
+
+def test_errors():
+    from moram_avalanche.models.language_model import LanguageModel
+
+    lm = model("t5")
+    with pytest.raises(ValueError, match="one answer per prompt"):
+        lm.loss(PROMPTS, ANSWERS[:1])
+    with pytest.raises(TypeError, match="expected strings"):
+        lm.loss([1, 2], ANSWERS)
+    with pytest.raises(TypeError, match="transformers model"):
+        LanguageModel(torch.nn.Linear(2, 2), lm.tokenizer)
+    with pytest.raises(ValueError, match="max_source_length"):
+        LanguageModel(lm.model, lm.tokenizer, max_source_length=0)
+
+
+def test_graded_metrics_are_refused_by_the_loop():
+    from moram_avalanche.strategies.text_loop import sample_hits
+
+    assert sample_hits(["Red.", "blue"], ["red", "green"], "exact_match").tolist() == [1.0, 0.0]
+    with pytest.raises(ValueError, match="grades answers between 0 and 100"):
+        sample_hits(["the cat sat"], ["the cat sat down"], "rouge_l")

@@ -1,0 +1,31 @@
+"""A killed language-model run resumes to the matrix of an uninterrupted one (lean checkpoints)."""
+
+import numpy as np
+import pytest
+import torch
+
+from test_text_strategies import benchmark, build
+
+
+@pytest.mark.parametrize("name,family", [("moram", "t5"), ("inc-lora", "llama"), ("finetune", "t5")])
+def test_killed_run_resumes_to_the_same_matrix(tmp_path, name, family):
+    from moram_avalanche.experiments.checkpoint import read_run_state
+    from moram_avalanche.experiments.runner import CHECKPOINT_NAME, run_stream
+
+    def fresh():
+        torch.manual_seed(0)
+        return build(name, family, dropout=0.1) if name == "moram" else build(name, family)
+
+    strategy, whole = fresh()
+    run_stream(strategy, benchmark(), tmp_path / "whole", progress=False)
+
+    first, _ = fresh()
+    assert run_stream(first, benchmark(), tmp_path / "killed", max_experiences=1, progress=False) == 1
+    state = read_run_state(tmp_path / "killed" / CHECKPOINT_NAME)
+    assert state["experiences_done"] == 1
+    resumed, matrix = fresh()  # a new process: fresh model, strategy and metric
+    assert run_stream(resumed, benchmark(), tmp_path / "killed", progress=False) == 3
+    np.testing.assert_array_equal(matrix.result(), whole.result())
+    after, before = resumed.checkpoint_model_state(), strategy.checkpoint_model_state()
+    assert after.keys() == before.keys()
+    assert all(torch.equal(after[k], before[k]) for k in after)

@@ -1,0 +1,170 @@
+"""The language-model strategies end to end on tiny T5 / LLaMA models and the synthetic text stream.
+
+Mechanics, not learning: a handful of iterations per task, so each run takes seconds.
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from tiny_stream import FAMILIES, TASKS, stream_tokenizer
+
+SIZES = dict(train_per_label=2, test_per_label=1)
+FAST = dict(train_mb_size=4, iterations=2, lr=1e-2, max_new_tokens=2)
+
+
+def benchmark():
+    from moram_avalanche.benchmarks import synthetic_text
+
+    return synthetic_text(TASKS, **SIZES)
+
+
+def build(name, family="t5", seed=0, plugins=None, **options):
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from moram_avalanche.experiments.metrics import AccuracyMatrix
+    from moram_avalanche.strategies.registry import get_strategy
+
+    tokenizer = stream_tokenizer()
+    model = FAMILIES[family](tokenizer, seed=seed)
+    matrix = AccuracyMatrix()
+    strategy = get_strategy(name, family="text")(model=model, tokenizer=tokenizer, plugins=plugins,
+                                                 evaluator=EvaluationPlugin(matrix, loggers=[]),
+                                                 **{**FAST, **options})
+    return strategy, matrix
+
+
+def run(strategy, bench, tasks=None):
+    for experience in list(bench.train_stream)[:tasks]:
+        strategy.train(experience)
+        strategy.eval(bench.test_stream)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+@pytest.mark.parametrize("name", ["moram", "finetune", "seq-lora", "inc-lora", "o-lora", "mtl"])
+def test_three_tasks_end_to_end(name, family):
+    bench = benchmark()
+    strategy, matrix = build(name, family)
+    run(strategy, bench)
+    result = matrix.result()
+    assert result.shape == (3, 3) and not np.isnan(result).any()
+    assert ((result >= 0) & (result <= 100)).all()
+    assert matrix.domains == list(TASKS)
+    assert len(strategy.mb_predictions) > 0 and all(isinstance(p, str) for p in strategy.mb_predictions)
+
+
+def test_registry_keeps_clip_by_default_and_names_families():
+    from moram_avalanche.strategies.base import CLIPStrategy
+    from moram_avalanche.strategies.registry import get_strategy
+    from moram_avalanche.strategies.text_loop import TextStrategy
+
+    assert issubclass(get_strategy("moram"), CLIPStrategy)
+    assert issubclass(get_strategy("moram", family="text"), TextStrategy)
+    with pytest.raises(ValueError, match="unknown model family 'audio'"):
+        get_strategy("moram", family="audio")
+    with pytest.raises(ValueError, match="unknown strategy 'zscl'.*o-lora"):
+        get_strategy("zscl", family="text")
+
+
+def test_options_checked_before_the_model_changes():
+    from moram_avalanche.layers.base import find_layers
+    from moram_avalanche.strategies.registry import get_strategy
+
+    tokenizer = stream_tokenizer()
+    model = FAMILIES["t5"](tokenizer)
+    with pytest.raises(TypeError, match="takes no option 'atom_per_task'.*atoms_per_task"):
+        get_strategy("moram", family="text")(model=model, tokenizer=tokenizer, atom_per_task=4)
+    with pytest.raises(ValueError, match="epochs"):
+        get_strategy("inc-lora", family="text")(model=model, tokenizer=tokenizer, epochs=0)
+    assert not find_layers(model)
+
+
+def test_moram_atoms_of_task_one_bit_identical_after_task_two():
+    from moram_avalanche.layers.base import find_layers
+    from moram_avalanche.layers.moram import MoRAMLinear
+
+    bench = benchmark()
+    strategy, _ = build("moram", "t5")
+    run(strategy, bench, tasks=1)
+    layers = find_layers(strategy.model, MoRAMLinear)
+    assert layers and all(layer.num_atoms == 8 for layer in layers.values())
+    first = {name: {k: v.clone() for k, v in layer.state_dict().items() if k.startswith("atom_")}
+             for name, layer in layers.items()}
+    assert any(v["atom_values"].abs().sum() > 0 for v in first.values())  # task 1 trained its values
+    run(strategy, list_of(bench, 1))
+    for name, layer in layers.items():
+        assert layer.num_atoms == 16
+        state = layer.state_dict()
+        assert torch.equal(state["atom_keys"][:8], first[name]["atom_keys"]), name  # [R, d_in]
+        assert torch.equal(state["atom_values"][:, :8], first[name]["atom_values"]), name  # [d_out, R]
+
+
+def list_of(bench, index):
+    """A stand-in benchmark holding only experience ``index`` of the train stream."""
+    class One:
+        train_stream = [bench.train_stream[index]]
+        test_stream = bench.test_stream
+    return One
+
+
+def test_inc_lora_frozen_adapters_unchanged_after_next_task():
+    from moram_avalanche.layers.base import find_layers
+    from moram_avalanche.layers.task_lora import TaskLoRALinear
+
+    bench = benchmark()
+    strategy, _ = build("inc-lora", "llama")
+    run(strategy, bench, tasks=1)
+    layers = find_layers(strategy.model, TaskLoRALinear)
+    assert layers and all(layer.num_tasks == 1 for layer in layers.values())
+    saved = {name: (layer.downs[0].detach().clone(), layer.ups[0].detach().clone()) for name, layer in layers.items()}
+    assert any(up.abs().sum() > 0 for _, up in saved.values())
+    run(strategy, list_of(bench, 1))
+    for name, layer in layers.items():
+        assert layer.num_tasks == 2 and not layer.downs[0].requires_grad
+        assert torch.equal(layer.downs[0], saved[name][0]) and torch.equal(layer.ups[0], saved[name][1])
+    assert any(layer.ups[1].abs().sum() > 0 for layer in layers.values())  # task 2 trained its own
+
+
+def test_olora_adds_its_terms_to_the_loss():
+    from moram_avalanche.strategies.plugins.olora import OLoRAPlugin
+
+    bench = benchmark()
+    strategy, _ = build("o-lora", "t5", lambda_orth=0.5, lambda_l2=0.1)
+    run(strategy, bench, tasks=2)
+    plugin = strategy.olora_plugin
+    assert isinstance(plugin, OLoRAPlugin)
+    assert plugin.last["orth"] > 0 and plugin.last["l2"] > 0  # task 2's LoRA against task 1's
+
+
+def test_mtl_trains_jointly_from_the_initial_weights():
+    bench = benchmark()
+    strategy, matrix = build("mtl", "t5")
+    initial = {k: v.clone() for k, v in strategy.model.state_dict().items()}
+    seen = []
+    original = strategy.model_adaptation
+
+    def adapted(model=None):
+        result = original(model)
+        if strategy.is_training:  # what each task starts from, and trains on
+            restarted = all(torch.equal(v.cpu(), initial[k]) for k, v in strategy.model.state_dict().items())
+            seen.append((restarted, len(strategy.adapted_dataset)))
+        return result
+
+    strategy.model_adaptation = adapted
+    run(strategy, bench)
+    sizes = [len(e.dataset) for e in bench.train_stream]
+    assert seen == [(True, sizes[0]), (True, sizes[0] + sizes[1]), (True, sum(sizes))]
+    assert matrix.result().shape == (3, 3)
+
+
+def test_avalanche_replay_composes_with_the_text_loop():
+    from avalanche.training.plugins import ReplayPlugin
+
+    bench = benchmark()
+    replay = ReplayPlugin(mem_size=4)
+    strategy, matrix = build("inc-lora", "t5", plugins=[replay])
+    run(strategy, bench, tasks=2)
+    assert len(replay.storage_policy.buffer) == 4
+    assert matrix.result().shape == (2, 3)

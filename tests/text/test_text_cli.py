@@ -1,0 +1,89 @@
+"""``moram-avalanche run`` / ``compare`` on a text benchmark with a tiny local model folder."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tiny_stream import FAMILIES, stream_tokenizer
+
+ORDER = ("colour", "mood")
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory):
+    """A tiny T5 and its tokenizer written with ``save_pretrained`` (what users pass as --model)."""
+    folder = tmp_path_factory.mktemp("tiny-t5")
+    tokenizer = stream_tokenizer(ORDER)
+    FAMILIES["t5"](tokenizer).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "moram_avalanche", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=600)
+
+
+def test_run_synthetic_text_moram_end_to_end(model_folder, tmp_path):
+    log_dir = tmp_path / "run"
+    args = ("run", "--benchmark", "synthetic-text", "--order", ",".join(ORDER), "--strategy", "moram",
+            "--model", str(model_folder), "--log-dir", str(log_dir), "--iterations", "2", "--batch-size", "8",
+            "--set", "max_new_tokens=2", "--no-progress")
+    done = cli(*args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((log_dir / "results.json").read_text())
+    assert results["domains"] == list(ORDER) and len(results["matrix"]) == 2
+    record = json.loads((log_dir / "run.json").read_text())
+    assert record["strategy"] == "TextMoRAM" and record["run"]["benchmark"] == "synthetic-text"
+    assert (log_dir / "checkpoint.pt").exists() and (log_dir / "tb").is_dir()
+    again = cli(*args)  # a finished run resumes to the same results
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads((log_dir / "results.json").read_text())["matrix"] == results["matrix"]
+
+
+def test_text_strategy_names_and_missing_model_are_one_line_errors(model_folder, tmp_path):
+    done = cli("run", "--benchmark", "synthetic-text", "--strategy", "zscl", "--model", str(model_folder),
+               "--log-dir", str(tmp_path / "a"))
+    assert done.returncode == 2 and "unknown strategy 'zscl'" in done.stderr and "o-lora" in done.stderr
+    done = cli("run", "--benchmark", "synthetic-text", "--strategy", "moram", "--model", str(tmp_path / "none"),
+               "--log-dir", str(tmp_path / "b"), "--iterations", "1")
+    assert done.returncode == 2 and "no model folder" in done.stderr
+
+
+def release_tree(root, tasks):
+    """A fake of the release's LLM-CL-Benchmark_500 layout for ``tasks``: <Task>/{train,eval,test,labels}.json."""
+    from moram_avalanche.benchmarks.text_tasks import TASKS
+
+    for name in tasks:
+        folder = root / TASKS[name].folders[-1]
+        folder.mkdir(parents=True)
+        labels = ["red", "green"]
+        (folder / "labels.json").write_text(json.dumps(labels))
+        for split, n in (("train", 4), ("eval", 1), ("test", 2)):
+            (folder / f"{split}.json").write_text(json.dumps(
+                [{"prompt": f"lorem {name} {i} Answer:", "answer": labels[i % 2]} for i in range(n)]))
+    return root
+
+
+def test_compare_lm_cl_order_1_from_a_data_root(model_folder, tmp_path):
+    from moram_avalanche.benchmarks.text_tasks import ORDERS
+
+    root = release_tree(tmp_path / "LLM-CL-Benchmark_500", ORDERS[1])
+    out = tmp_path / "out"
+    done = cli("compare", "--benchmark", "lm-cl", "--order", "1", "--data-root", str(root), "--strategies",
+               "seq-lora,o-lora", "--model", str(model_folder), "--out", str(out), "--iterations", "1",
+               "--batch-size", "4", "--set", "seq-lora.max_new_tokens=2", "--set", "o-lora.max_new_tokens=2",
+               "--no-progress")
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in ("seq-lora", "o-lora"):
+        results = json.loads((out / name / "results.json").read_text())
+        assert results["domains"] == list(ORDERS[1]) and len(results["matrix"]) == 4
+    assert (out / "table.md").exists()
+
+
+def test_image_options_on_a_text_benchmark_are_one_line_errors(model_folder, tmp_path):
+    done = cli("run", "--benchmark", "synthetic-text", "--strategy", "moram", "--model", str(model_folder),
+               "--log-dir", str(tmp_path / "a"), "--shots", "4")
+    assert done.returncode == 2 and "--benchmark synthetic-text takes no --shots" in done.stderr
