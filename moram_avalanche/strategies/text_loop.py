@@ -49,6 +49,7 @@ from ..utils.checks import check_positive_int
 from ..utils.devices import resolve_device
 from .needs import StrategyNeeds
 from .options import check_shared_options, check_strategy_options
+from .plugins.validate import check_plugins
 from .plugins.budget import FixedBatches
 
 #: the paper's classification setting for language models (paper Sec. 4, LLM settings):
@@ -101,13 +102,16 @@ class TextStrategy(SupervisedTemplate):
     """
 
     #: not data-parallel yet (batches are not sharded over processes): torchrun is refused
-    needs = StrategyNeeds(check=check_text_loop_options, data_parallel=False)
+    needs = StrategyNeeds(data_parallel=False)
+    #: the value checks of its own options (run once, by check_strategy_options)
+    check_values = staticmethod(lambda options: check_text_loop_options(options))
     #: what :attr:`mb_output` holds in evaluation: each sample's hit (read by AccuracyMatrix)
     eval_output = "hits"
 
     def __new__(cls, *args, **kwargs):
         """Check the keyword options (names, types, ranges; nothing built yet) and keep them."""
         check_strategy_options(cls, kwargs)
+        check_plugins(kwargs.get("plugins"))  # as given, before a subclass adds its own
         self = super().__new__(cls)
         self.given_options = dict(kwargs)
         return self

@@ -97,7 +97,9 @@ class TextMoRAM(TextStrategy):
     self_attention_only (T5: leave cross-attention out), prune_mass (None: no pruning).
     """
 
-    needs = StrategyNeeds(check=check_text_adapter_options, data_parallel=False)
+    needs = StrategyNeeds(data_parallel=False)
+    #: the value checks of its own options (run once, by check_strategy_options)
+    check_values = staticmethod(lambda options: check_text_adapter_options(options))
 
     def __init__(self, *, model, tokenizer=None, atoms_per_task: int = 8, topk: Optional[int] = 4,
                  temperature: Optional[float] = 0.1, threshold: float = 0.2, dropout: float = 0.1,
@@ -132,7 +134,9 @@ class TextSeqLoRA(TextStrategy):
     query and value projections, :data:`LORA_TARGET_MODULES`).
     """
 
-    needs = StrategyNeeds(check=check_text_adapter_options, data_parallel=False)
+    needs = StrategyNeeds(data_parallel=False)
+    #: the value checks of its own options (run once, by check_strategy_options)
+    check_values = staticmethod(lambda options: check_text_adapter_options(options))
 
     def __init__(self, *, model, tokenizer=None, rank: int = OLORA_RANK, scale: float = 1.0,
                  target_modules: Targets = None, **kwargs):
@@ -152,7 +156,9 @@ class TextIncLoRA(TextStrategy):
     Args (besides TextStrategy's): rank (8), scale (1), target_modules (None: query and value).
     """
 
-    needs = StrategyNeeds(check=check_text_adapter_options, data_parallel=False)
+    needs = StrategyNeeds(data_parallel=False)
+    #: the value checks of its own options (run once, by check_strategy_options)
+    check_values = staticmethod(lambda options: check_text_adapter_options(options))
 
     def __init__(self, *, model, tokenizer=None, rank: int = OLORA_RANK, scale: float = 1.0,
                  target_modules: Targets = None, plugins=None, **kwargs):
