@@ -228,6 +228,13 @@ def cmd_reproduce(args) -> int:
 def cmd_check_data(args) -> int:
     from .benchmarks.check import check_data, format_report
 
+    if args.benchmark == "lm-cl":  # the language models' classification tasks (either layout)
+        from .benchmarks.text_tasks import check_text_data, format_text_report
+
+        reports = check_text_data(args.root)
+        print(format_text_report(reports, args.root))
+        return 0 if all(r.usable for r in reports) else 1
+
     benchmarks = ("xtail", "mtil") if args.benchmark == "all" else (args.benchmark,)  # mtil-5shot: mtil's files
     usable = True
     for i, benchmark in enumerate(benchmarks):
@@ -378,9 +385,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "expected, the layout understood, and how to obtain it) and the numbers of "
                     "classes and images. Exit status 1 when a benchmark cannot be built.")
     check.add_argument("--root", required=True, help="the data root (--data-root of run)")
-    check.add_argument("--benchmark", default="all", choices=("xtail", "mtil", "all"),
+    check.add_argument("--benchmark", default="all", choices=("xtail", "mtil", "all", "lm-cl"),
                        help="which layout to check: xtail (X-TAIL's split files) or mtil "
-                            "(torchvision's; also what mtil-5shot reads) (default: all)")
+                            "(torchvision's; also what mtil-5shot reads) (default: all: both); "
+                            "lm-cl: the 15 text classification tasks (O-LoRA's CL_Benchmark or "
+                            "the MoRAM release's LLM-CL-Benchmark)")
     check.add_argument("--verify-images", action="store_true",
                        help="also decode every image (slow) and count unreadable ones")
     check.add_argument("--no-progress", action="store_true", help="no progress bars")

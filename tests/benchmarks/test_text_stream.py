@@ -168,3 +168,16 @@ def test_trace_stream_with_each_tasks_metric(tmp_path):
         trace(tmp_path, ["FOMC"])
     with pytest.raises(ValueError, match="unknown TRACE task"):
         trace(tmp_path, ["MMLU"])
+
+
+def test_check_data_on_the_command_line_names_each_broken_task(tmp_path, capsys):
+    from moram_avalanche.cli import main
+
+    root = olora_tree(tmp_path)
+    assert main(["check-data", "--root", str(root), "--benchmark", "lm-cl"]) == 0
+    out = capsys.readouterr().out
+    assert "orders that can be built: 1, 2, 3, 4, 5, 6" in out and out.count(" found ") == 15
+    (root / "TC/yahoo/test.json").unlink()
+    assert main(["check-data", "--root", str(root), "--benchmark", "lm-cl"]) == 1
+    out = capsys.readouterr().out
+    assert "yahoo" in out and "TC/yahoo/test.json" in out and "orders that can be built: none" in out
