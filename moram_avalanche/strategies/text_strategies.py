@@ -33,6 +33,7 @@ from ..layers.moram import MoRAMLinear
 from ..layers.replace import replace_linears
 from ..layers.task_lora import TaskLoRALinear
 from ..models.language_model import LanguageModel
+from ..text.inject import PAPER_LLM_OPTIONS as LLM
 from ..utils.checks import check_number, check_positive_int
 from .needs import StrategyNeeds
 from .plugins.growth import GrowthPlugin
@@ -101,8 +102,10 @@ class TextMoRAM(TextStrategy):
     #: the value checks of its own options (run once, by check_strategy_options)
     check_values = staticmethod(lambda options: check_text_adapter_options(options))
 
-    def __init__(self, *, model, tokenizer=None, atoms_per_task: int = 8, topk: Optional[int] = 4,
-                 temperature: Optional[float] = 0.1, threshold: float = 0.2, dropout: float = 0.1,
+    # defaults: the paper's LLM setting, written once (moram_avalanche.text.inject.PAPER_LLM_OPTIONS)
+    def __init__(self, *, model, tokenizer=None, atoms_per_task: int = LLM["atoms_per_task"],
+                 topk: Optional[int] = LLM["topk"], temperature: Optional[float] = LLM["temperature"],
+                 threshold: float = LLM["threshold"], dropout: float = LLM["dropout"],
                  target_modules: Targets = None, self_attention_only: bool = False,
                  prune_mass: Optional[float] = None, plugins=None, **kwargs):
         from ..text.inject import inject_moram

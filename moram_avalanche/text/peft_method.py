@@ -55,6 +55,7 @@ from torch import nn
 
 from ..layers.base import find_layers
 from ..layers.moram import MoRAMLinear, routing_options
+from .inject import PAPER_LLM_OPTIONS as LLM
 from .inject import add_task, freeze_task
 from .layer import PAPER_DROPOUT, DropoutMoRAMLinear, check_dropout
 from .targets import as_table
@@ -98,10 +99,11 @@ class MoRAMConfig(PeftConfig):
                 "of the architecture (moram_avalanche.text.targets)."})
     exclude_modules: Optional[Union[List[str], str]] = field(default=None, metadata={
         "help": "Module names or a regex never to wrap."})
-    atoms_per_task: int = field(default=8, metadata={"help": "r, atoms per task and layer (paper: 8)"})
-    topk: Optional[int] = field(default=4, metadata={"help": "routing budget k (paper: 4)"})
-    temperature: Optional[float] = field(default=0.1, metadata={"help": "softmax temperature tau (paper: 0.1)"})
-    threshold: float = field(default=0.2, metadata={"help": "eval gate delta (paper: 0.2)"})
+    # the paper's LLM setting, written once (moram_avalanche.text.inject.PAPER_LLM_OPTIONS)
+    atoms_per_task: int = field(default=LLM["atoms_per_task"], metadata={"help": "r, atoms per task and layer (paper: 8)"})
+    topk: Optional[int] = field(default=LLM["topk"], metadata={"help": "routing budget k (paper: 4)"})
+    temperature: Optional[float] = field(default=LLM["temperature"], metadata={"help": "softmax temperature tau (paper: 0.1)"})
+    threshold: float = field(default=LLM["threshold"], metadata={"help": "eval gate delta (paper: 0.2)"})
     dropout: float = field(default=PAPER_DROPOUT, metadata={"help": "dropout on the atoms' input (paper: 0.1)"})
 
     def __post_init__(self):
