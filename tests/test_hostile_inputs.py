@@ -344,7 +344,7 @@ HOSTILE = [
     ("--log-dir is a file", lambda t: check_run(t, a_file(t)), ValueError,
      ["expected a folder, found a file", "move the file away"]),
     ("--log-dir below a file", lambda t: check_run(t, a_file(t) / "run"), ValueError,
-     ["expected a folder, found a file", "a-file, above it, is a file"]),
+     ["expected a folder, found a file", "a-file is a file, not a folder"]),
     ("tb/ is a file", lambda t: check_run(t, run_folder(t, tb="file")), ValueError,
      ["tb should be a folder, found a file", "move it away"]),
     ("accuracy_matrix.csv is a folder", lambda t: check_run(t, run_folder(t, accuracy_matrix__csv="dir")),

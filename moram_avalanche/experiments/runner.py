@@ -96,7 +96,6 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
 
     Returns the number of experiences completed.
     """
-    check_run_arguments(strategy, benchmark)
     if world_size() > 1 and not any(isinstance(p, DataParallel) for p in strategy.plugins):
         raise ValueError(f"run_stream runs in a process group of {world_size()} processes but the "
                          "strategy has no DataParallel plugin: every process would train its own "
@@ -104,6 +103,7 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
     if max_experiences is not None:
         check_positive_int("max_experiences", max_experiences)
     check_nonnegative_int("num_workers", num_workers)
+    check_run_arguments(strategy, benchmark)
     out_dir = check_run_path(out_dir, "out_dir")
     record = run_record(strategy, benchmark, settings, environment)
     held = RunFolderLock(out_dir, "out_dir").acquire() if lock and is_main_process() else None

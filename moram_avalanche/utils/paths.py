@@ -126,9 +126,8 @@ def check_run_path(path, what: str = "--log-dir", *, data_roots: Iterable = (),
     while not os.path.lexists(existing) and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        where = "" if existing == folder else f" ({existing}, above it, is a file)"
-        raise PathError(f"{what} {folder}: expected a folder, found a file{where}; give a folder "
-                        "path (it is created if missing), or move the file away")
+        raise PathError(f"{what} {folder}: expected a folder, found a file ({existing} is a file, not a folder); "
+                        "give a folder path (it is created if missing), or move the file away")
     resolved = _resolved(folder)
     for root in data_roots:
         if root is None or (isinstance(root, str) and root in ("", "synthetic", "none")):
@@ -144,7 +143,7 @@ def check_run_path(path, what: str = "--log-dir", *, data_roots: Iterable = (),
     try:
         probe_write(existing)
     except OSError as err:
-        raise PathError(f"{what} {folder} cannot be written ({err.strerror or err} in {existing}); "
+        raise PathError(f"{what} {folder} cannot be written ({err.strerror or err}) at {existing}; "
                         "give a folder you can write in") from None
     return folder
 

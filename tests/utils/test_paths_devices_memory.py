@@ -86,6 +86,6 @@ def test_an_unwritable_run_folder_is_refused_before_anything_is_written(tmp_path
         return mkstemp(*args, dir=dir, **kwargs)
 
     monkeypatch.setattr(tempfile, "mkstemp", denied)  # root ignores chmod: refuse the write itself
-    with pytest.raises(PathError, match=r"--log-dir .*run cannot be written \(Permission denied in "):
+    with pytest.raises(PathError, match=r"--log-dir .*run cannot be written \(Permission denied\) at "):
         check_run_path(tmp_path / "run")
     assert list((tmp_path / "run").iterdir()) == []
