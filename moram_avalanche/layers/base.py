@@ -118,6 +118,20 @@ def adapter_state_dict(model: nn.Module) -> Dict[str, torch.Tensor]:
     return state
 
 
+def trained_state_dict(model: nn.Module) -> Dict[str, torch.Tensor]:
+    """What a run checkpoint keeps of ``model``: its adapters' declared state when it has adapter
+    layers (the pre-trained weights never change), else its whole state dict (full fine-tuning)."""
+    return adapter_state_dict(model) if find_layers(model) else model.state_dict()
+
+
+def load_trained_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor]) -> None:
+    """Restore what :func:`trained_state_dict` returned."""
+    if find_layers(model):
+        load_adapter_state_dict(model, state)
+    else:
+        model.load_state_dict(state)
+
+
 def load_adapter_state_dict(model: nn.Module, state: Mapping[str, torch.Tensor]) -> None:
     """Restore :func:`adapter_state_dict` output into ``model`` (growing layers resize to fit).
 
@@ -158,5 +172,5 @@ def _declared(key: str, layers: Mapping[str, AdapterLayer]) -> bool:
     return layer is not None and layer.declares(key)
 
 
-__all__ = ["AdapterLayer", "GrowingAdapter", "LinearWrapper", "adapter_state_dict", "find_layers",
+__all__ = ["load_trained_state_dict", "trained_state_dict", "AdapterLayer", "GrowingAdapter", "LinearWrapper", "adapter_state_dict", "find_layers",
            "load_adapter_state_dict"]

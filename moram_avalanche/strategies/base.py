@@ -19,7 +19,7 @@ from ..benchmarks.clip_benchmark import Domain, domain_of
 from ..benchmarks.label_space import LabelSpace
 from ..clip.head import TextHead
 from ..clip.towers import text_parameters
-from ..layers.base import adapter_state_dict, find_layers, load_adapter_state_dict
+from ..layers.base import load_trained_state_dict, trained_state_dict
 from ..models.scoring import MASK_VALUE, class_embeddings, evaluation_classifier, own_domain_logits, scores
 from ..utils.devices import resolve_device
 from ..algorithms.data_parallel import ShardedBatches, all_reduce_sum, gather, gather_with_grad, world_size
@@ -240,15 +240,10 @@ class CLIPStrategy(SupervisedTemplate):
         (:func:`~moram_avalanche.layers.base.adapter_state_dict`): CLIP's own weights never
         change. Without (full fine-tuning and its relatives) the whole state dict.
         """
-        if find_layers(self.model):
-            return adapter_state_dict(self.model)
-        return self.model.state_dict()
+        return trained_state_dict(self.model)
 
     def load_checkpoint_model_state(self, state: dict) -> None:
-        if find_layers(self.model):
-            load_adapter_state_dict(self.model, state)
-        else:
-            self.model.load_state_dict(state)
+        load_trained_state_dict(self.model, state)
 
     # ------------------------------------------------------------------ data
     # override: the text->image term needs each process's share of a global batch contiguous

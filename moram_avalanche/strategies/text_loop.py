@@ -43,7 +43,7 @@ from avalanche.training.templates import SupervisedTemplate
 from torch.utils.data import DataLoader
 
 from ..benchmarks.text_metrics import TEXT_METRICS
-from ..layers.base import adapter_state_dict, find_layers, load_adapter_state_dict
+from ..layers.base import load_trained_state_dict, trained_state_dict
 from ..models.language_model import MAX_SOURCE_LENGTH, MAX_TARGET_LENGTH, LanguageModel
 from ..utils.checks import check_positive_int
 from ..utils.devices import resolve_device
@@ -146,15 +146,10 @@ class TextStrategy(SupervisedTemplate):
     # ------------------------------------------------------------------ checkpoints
     def checkpoint_model_state(self) -> dict:
         """The adapters' declared state when the model has adapters, else the whole model."""
-        if find_layers(self.model):
-            return adapter_state_dict(self.model)
-        return self.model.state_dict()
+        return trained_state_dict(self.model)
 
     def load_checkpoint_model_state(self, state: dict) -> None:
-        if find_layers(self.model):
-            load_adapter_state_dict(self.model, state)
-        else:
-            self.model.load_state_dict(state)
+        load_trained_state_dict(self.model, state)
 
     # ------------------------------------------------------------------ data
     def _loader(self, data, batch_size, shuffle, num_workers=0, pin_memory=None, persistent_workers=False,

@@ -14,7 +14,6 @@ the options the run recorded (:attr:`~moram_avalanche.strategies.plugins.moram.M
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Dict, Optional
