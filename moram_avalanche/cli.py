@@ -195,11 +195,22 @@ def _parse_sets(items, *, prefixed: bool) -> dict:
 #: --help needs no heavy import; a test checks both agree)
 REPRODUCE_TABLES = ("xtail", "xtail-order2", "mtil", "routing", "robustness", "pruning", "load-balance",
                     "sweeps", "additional-baselines", "all")
+#: the language-model tables (moram_avalanche.experiments.reproduce_text.TEXT_TABLE_NAMES)
+REPRODUCE_TEXT_TABLES = ("t5-standard", "t5-long", "llama-standard")
 
 
 def cmd_reproduce(args) -> int:
+    if args.table in REPRODUCE_TEXT_TABLES:
+        return _reproduce_text(args)
     if args.table not in REPRODUCE_TABLES:
-        raise ValueError(f"unknown table {args.table!r}; the paper's CLIP tables: {', '.join(REPRODUCE_TABLES)}")
+        raise ValueError(f"unknown table {args.table!r}; the paper's CLIP tables: {', '.join(REPRODUCE_TABLES)}; "
+                         f"its language-model tables: {', '.join(REPRODUCE_TEXT_TABLES)}")
+    for flag, value in (("--dtype", args.dtype), ("--layout", args.layout),
+                        ("--gradient-checkpointing", args.gradient_checkpointing or None)):
+        if value is not None:
+            raise ValueError(f"{flag} is for the language-model tables ({', '.join(REPRODUCE_TEXT_TABLES)}); "
+                             f"leave it out for {args.table}")
+    args.model = args.model or "ViT-B-16"
     _quiet_imports()
     from .experiments.from_arguments import default_num_workers
     from .experiments.reproduce import ReproduceSettings, paper_text, parse_seeds, plan_text, resolve_device
@@ -210,7 +221,7 @@ def cmd_reproduce(args) -> int:
     seeds = None if args.seeds is None else parse_seeds(args.seeds)
     settings = ReproduceSettings(
         data_root=args.data_root, out=args.out, seeds=seeds, device=resolve_device(args.device),
-        model=args.model, pretrained=args.pretrained, weights_origin=args.weights_origin,
+        model=args.model, pretrained=args.pretrained or "openai", weights_origin=args.weights_origin,
         ref_images=args.ref_images, ref_sentences=args.ref_sentences, iterations=args.iterations,
         rehearse=args.rehearse, num_workers=default_num_workers(args), progress=not args.no_progress)
     if args.dry_run:
@@ -222,6 +233,38 @@ def cmd_reproduce(args) -> int:
     for name in results:
         print(f"{name}: {settings.root / name}/table.md, table.csv, table.png")
     print(f"all tables: {settings.root / 'index.md'}\n  tensorboard --logdir {settings.root}")
+    return 0
+
+
+def _reproduce_text(args) -> int:
+    """``reproduce t5-standard | t5-long | llama-standard``."""
+    for flag, value in (("--pretrained", args.pretrained), ("--weights-origin", args.weights_origin),
+                        ("--ref-images", args.ref_images), ("--ref-sentences", args.ref_sentences)):
+        if value is not None:
+            raise ValueError(f"{flag} is for the CLIP tables; {args.table} takes --model (a Hugging Face name or "
+                             "a local folder) and --dtype")
+    _quiet_imports()
+    from .experiments.reproduce import parse_seeds, resolve_device
+    from .experiments.reproduce_text import TextReproduceSettings, get_text_table, paper_text, plan_text
+
+    spec = get_text_table(args.table)
+    if args.paper:
+        print(paper_text([spec]))
+        return 0
+    settings = TextReproduceSettings(
+        data_root=args.data_root, out=args.out, seeds=None if args.seeds is None else parse_seeds(args.seeds),
+        device=resolve_device(args.device), model=args.model, dtype=args.dtype,
+        gradient_checkpointing=args.gradient_checkpointing, layout=args.layout or "auto",
+        iterations=args.iterations, rehearse=args.rehearse, progress=not args.no_progress)
+    if args.dry_run:
+        print(plan_text([spec], settings))
+        return 0
+    from .experiments.reproduce_text import reproduce_text
+
+    reproduce_text(args.table, settings)
+    print(f"{args.table}: {settings.root / args.table}/table.md, table.csv, table.png")
+    print(f"all language-model tables: {settings.root / 'index_language_models.md'}\n"
+          f"  tensorboard --logdir {settings.root}")
     return 0
 
 
@@ -396,15 +439,18 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check_data)
 
     reproduce = commands.add_parser(
-        "reproduce", help="the paper's CLIP tables, each row run with the paper's settings",
+        "reproduce", help="the paper's CLIP and language-model tables, each row run with the paper's settings",
         description="Run every row of a table of the MoRAM paper that the library can run, with "
                     "the paper's settings (per strategy: its own paper's), resumable, and write "
                     "OUT/TABLE/table.md, table.csv (ours, the paper's and the difference per cell; "
                     "mean ± std over several seeds), table.png and a TensorBoard log. Tables: xtail "
                     "(X-TAIL order 1, 16-shot), xtail-order2, mtil (5-shot MTIL, the paper's), "
                     "routing, robustness (3 seeds), pruning, load-balance, sweeps (Fig. 4), "
-                    "additional-baselines, all.")
-    reproduce.add_argument("table", metavar="TABLE", help=f"one of {', '.join(REPRODUCE_TABLES)}")
+                    "additional-baselines, all (the CLIP tables); the language-model tables: "
+                    "t5-standard (T5-large, orders 1-3), t5-long (orders 4-6), llama-standard "
+                    "(LLaMA2-7B, orders 1-3), each on --benchmark lm-cl's data.")
+    reproduce.add_argument("table", metavar="TABLE",
+                           help=f"one of {', '.join(REPRODUCE_TABLES + REPRODUCE_TEXT_TABLES)}")
     reproduce.add_argument("--data-root", default=None, help="the datasets (and, by default, the "
                            "reference data: ImageNet/train, tiny-imagenet-200/train, Conceptual "
                            "Captions' Validation_GCC-1.1.0-Validation_output.csv)")
@@ -418,9 +464,18 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--rehearse", action="store_true",
                            help="run the whole plan at real model size with 2 iterations per task on 2 "
                                 "test images per class (OUT/rehearsal): finds a missing file or a crash in minutes")
-    reproduce.add_argument("--model", default="ViT-B-16", help="open_clip model name (the paper: ViT-B-16)")
-    reproduce.add_argument("--pretrained", default="openai", help="open_clip tag or local weights file "
-                           "(the paper: openai); 'none': random init")
+    reproduce.add_argument("--model", default=None, help="open_clip model name (the paper: ViT-B-16); for a "
+                           "language-model table a Hugging Face name or local folder (default: the paper's, "
+                           "t5-large / meta-llama/Llama-2-7b-hf)")
+    reproduce.add_argument("--pretrained", default=None, help="open_clip tag or local weights file "
+                           "(default: openai, the paper's); 'none': random init")
+    reproduce.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
+                           help="language-model tables: the weights' dtype (default: float32 for T5, "
+                                "bfloat16 for LLaMA2-7B)")
+    reproduce.add_argument("--gradient-checkpointing", action="store_true",
+                           help="language-model tables: recompute activations in the backward pass")
+    reproduce.add_argument("--layout", default=None, choices=("auto", "olora", "moram"),
+                           help="language-model tables: the data layout under --data-root (default: auto)")
     reproduce.add_argument("--weights-origin", default=None, metavar="TAG",
                            help="the tag a local --pretrained file was published under (openai: run with QuickGELU)")
     reproduce.add_argument("--ref-images", default=None, help="reference images for every strategy "

@@ -71,6 +71,21 @@ class PromptAnswers(Dataset):
         return self.pairs[i]
 
 
+def capped(pairs: Sequence[Tuple[str, str]], limit: Optional[int], seed: int, name: str = ""):
+    """At most ``limit`` of ``pairs``: a random subset seeded by ``seed`` and the task's name (so
+    each task draws its own), in file order; ``pairs`` themselves when ``limit`` is None or not
+    smaller."""
+    if limit is None or limit >= len(pairs):
+        return tuple(pairs)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"a per-task example limit must be a positive integer or None, got {limit!r}")
+    import random
+    import zlib
+
+    keep = sorted(random.Random(seed * 1_000_003 + zlib.crc32(name.encode())).sample(range(len(pairs)), limit))
+    return tuple(pairs[i] for i in keep)
+
+
 def text_benchmark(tasks: Sequence[TextStreamTask]):
     """An Avalanche benchmark with one experience per task (see the module docstring)."""
     from avalanche.benchmarks.scenarios.dataset_scenario import benchmark_from_datasets
@@ -112,7 +127,8 @@ def text_benchmark(tasks: Sequence[TextStreamTask]):
 
 
 def lm_cl(data_root, order=1, *, layout: str = "auto", instructions: Optional[Mapping[str, str]] = None,
-          task_prefix: bool = False):
+          task_prefix: bool = False, train_limit: Optional[int] = None, test_limit: Optional[int] = None,
+          seed: int = 0):
     """The paper's classification streams: orders 1-3 (four tasks) and 4-6 (fifteen).
 
     Args:
@@ -120,12 +136,17 @@ def lm_cl(data_root, order=1, *, layout: str = "auto", instructions: Optional[Ma
         order: 1-6 (the paper's, :data:`~.text_tasks.ORDERS`) or a list of task names.
         layout: "olora", "moram" or "auto" (O-LoRA when category folders are found).
         instructions, task_prefix: O-LoRA layout only (:func:`~.text_tasks.read_task`).
+        train_limit, test_limit: at most this many examples per task (a seeded random subset,
+            file order kept; None: every example, as the paper). For rehearsals and smoke runs.
+        seed: the subsets' seed.
     """
     layout, data = read_tasks(data_root, order, layout, instructions=instructions, task_prefix=task_prefix)
-    benchmark = text_benchmark([TextStreamTask(name, d.train, d.test, d.labels, d.task.metric)
-                                for name, d in data.items()])
+    benchmark = text_benchmark([
+        TextStreamTask(name, capped(d.train, train_limit, seed, name), capped(d.test, test_limit, seed, name),
+                       d.labels, d.task.metric)
+        for name, d in data.items()])
     benchmark.layout = layout
     return benchmark
 
 
-__all__ = ["PromptAnswers", "TextStreamTask", "lm_cl", "text_benchmark"]
+__all__ = ["PromptAnswers", "TextStreamTask", "capped", "lm_cl", "text_benchmark"]

@@ -1,0 +1,508 @@
+"""``moram-avalanche reproduce t5-standard | t5-long | llama-standard``: the paper's
+language-model classification tables, from one command.
+
+=====================  ==========================  ===========  ====================================
+table (``TABLE``)      paper                       model        stream
+=====================  ==========================  ===========  ====================================
+``t5-standard``        ``tab:llm_cl_main``         T5-large     ``lm-cl`` orders 1-3 (four tasks)
+``t5-long``            ``tab:supp_llm_cl_long``    T5-large     ``lm-cl`` orders 4-6 (fifteen tasks)
+``llama-standard``     ``tab:llama``               LLaMA2-7B    ``lm-cl`` orders 1-3
+=====================  ==========================  ===========  ====================================
+
+Each cell is the average accuracy (exact match) over every task after the last one (the
+paper's metric for these tables; OP in TRACE's words) of one run: one strategy on one order.
+The "Average" column is the mean over the three orders. Every runnable row runs through the
+same path as any comparison (:func:`~moram_avalanche.experiments.compare.run_comparison`, one
+resumable folder per run, ``<out>/runs/lm-cl-order<k>-<model>/seed<s>/<strategy>``) with the
+strategy's own defaults, which are the paper's LLM setting (lr 1e-3, batch 64, one epoch per
+task: :data:`~moram_avalanche.strategies.text_loop.PAPER_TEXT_LOOP`; MoRAM r 8, k 4, tau 0.1,
+delta 0.2, dropout 0.1 on the query and key projections: :data:`moram_avalanche.text.PAPER_LLM_OPTIONS`).
+The tables are written by the same report as the CLIP tables
+(:mod:`~moram_avalanche.experiments.reproduce_report`): ``table.md`` (ours, paper, Δ),
+``table.csv``, ``table.png``, ``reproduction.json`` and a TensorBoard entry.
+
+The paper's numbers ship as package data (``paper/t5_standard.csv``, ``t5_long.csv``,
+``llama_standard.csv``). This package transcribes the rows its reference gives (MoRAM, O-LoRA,
+SeqLoRA, IncLoRA, MTL; see each file's notes); the other baselines of the paper's tables are
+listed with an empty paper cell and a note, never with a number from elsewhere.
+
+``--paper`` prints the paper's numbers, ``--dry-run`` the plan, and ``--rehearse`` runs the
+whole plan on the real data, capped (:data:`REHEARSAL_TRAIN` training and
+:data:`REHEARSAL_TEST` test examples per task, :data:`REHEARSAL_ITERATIONS` steps per task),
+with a tiny random-init model of the table's architecture and a word-level tokenizer built from
+the capped stream (:mod:`moram_avalanche.text.tiny`), so a missing file or a crash shows in
+minutes, offline, before a GPU-day.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..utils.files import atomic_write_text
+from .paper_numbers import PaperNumbers, load_paper_numbers
+from .paper_tables import NOT_IN_LIBRARY, Method
+from .seeding import RELEASE_SEED
+
+logger = logging.getLogger(__name__)
+
+#: rehearsals: examples per task (training, test) and optimizer steps per task
+REHEARSAL_TRAIN = 8
+REHEARSAL_TEST = 4
+REHEARSAL_ITERATIONS = 2
+#: rehearsals: generated tokens per answer (the longest label word of the 15 tasks is two words)
+REHEARSAL_NEW_TOKENS = 4
+
+_LATER = ("not yet run on language models by this library (Avalanche's baselines on language "
+          "models are a later step)")
+_PROMPT_BASED = f"{NOT_IN_LIBRARY} (prompt-based)"
+
+
+def _methods(*extra: Method, long: bool = False) -> Tuple[Method, ...]:
+    """The T5 tables' methods: how each label of the paper runs here."""
+    base = [Method("MTL", "mtl"), Method("SeqFT", "finetune"), Method("SeqLoRA", "seq-lora"),
+            Method("IncLoRA", "inc-lora"), Method("Replay", None, reason=_LATER),
+            Method("EWC", None, reason=_LATER), Method("LwF", None, reason=_LATER),
+            Method("L2P", None, reason=_PROMPT_BASED), Method("LFPT5", None, reason=_PROMPT_BASED)]
+    if not long:
+        base.append(Method("InfLoRA", None, reason=f"{NOT_IN_LIBRARY} for language models (the CLIP "
+                           "family has it)"))
+    base += [Method("O-LoRA", "o-lora"), Method("LB-CL", None, reason=NOT_IN_LIBRARY), Method("MoRAM", "moram")]
+    return tuple(base) + extra
+
+
+@dataclass(frozen=True)
+class TextProtocol:
+    """The stream of a text table (what the report prints as its protocol)."""
+
+    key: str
+    description: str
+
+
+@dataclass(frozen=True)
+class TextTableSpec:
+    """One language-model table of the paper and how to regenerate it.
+
+    Attributes:
+        name, label, title, paper: the ``reproduce`` name, the paper's label, its caption, the
+            shipped numbers' file.
+        model: the Hugging Face name of the paper's model (``--model`` overrides it with a name
+            or a local folder).
+        architecture: "t5" or "llama": the family of the rehearsal's tiny model.
+        dtype: the weights' dtype (``--dtype`` overrides it).
+        orders: the ``lm-cl`` orders, one column each.
+        methods: how each method label is run.
+        seeds: the default seeds (the paper does not give its own; 42, the release's).
+    """
+
+    name: str
+    label: str
+    title: str
+    paper: str
+    model: str
+    architecture: str
+    dtype: str
+    orders: Tuple[int, ...]
+    methods: Tuple[Method, ...]
+    seeds: Tuple[int, ...] = (RELEASE_SEED,)
+    erratum: str = ""
+    notes: Tuple[str, ...] = field(default_factory=tuple)
+    decimals: int = 1
+    layout: str = "summary"
+
+    @property
+    def columns(self) -> Tuple[str, ...]:
+        return (*(f"Order {order}" for order in self.orders), "Average")
+
+    @property
+    def protocol(self) -> TextProtocol:
+        from ..benchmarks.text_tasks import ORDERS
+
+        orders = "; ".join(f"order {o}: {', '.join(ORDERS[o])}" for o in self.orders)
+        return TextProtocol(f"lm-cl-{_slug(self.model)}",
+                            f"the standard CL benchmark of language models (O-LoRA's CL_Benchmark or the "
+                            f"release's LLM-CL-Benchmark; --benchmark lm-cl), {orders}; one epoch per task; "
+                            f"cell: average exact-match accuracy over every task after the last (%)")
+
+    def paper_numbers(self) -> PaperNumbers:
+        return load_paper_numbers(self.paper)
+
+    def table_rows(self) -> Tuple[Tuple[str, str], ...]:
+        return tuple((row.block, row.method) for row in self.paper_numbers().rows)
+
+    def table_columns(self) -> Tuple[str, ...]:
+        return self.columns
+
+    def method(self, label: str) -> Method:
+        for method in self.methods:
+            if method.label == label:
+                return method
+        raise KeyError(f"table {self.name!r} does not say how to run {label!r}")
+
+
+def _slug(model: str) -> str:
+    return Path(model.rstrip("/")).name.lower().replace("_", "-")
+
+
+_T5_NOTES = ("MTL is joint training on every task seen (the upper bound); its last row is joint "
+             "training on all four / fifteen tasks, so the paper gives one number for the three orders.",
+             "The paper does not give its seeds; ours is 42 (the release's).",
+             "Rows marked \"no number transcribed\": this package ships the rows its reference gives "
+             "(MoRAM, O-LoRA and MTL; on orders 1-3 also SeqLoRA and IncLoRA), never a number from "
+             "elsewhere; read the paper's table for the others.")
+
+TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
+    TextTableSpec("t5-standard", "tab:llm_cl_main",
+                  "Standard CL benchmark, T5-large, orders 1-3: average accuracy after the last task (%)",
+                  "t5_standard", "t5-large", "t5", "float32", (1, 2, 3), _methods(), notes=_T5_NOTES),
+    TextTableSpec("t5-long", "tab:supp_llm_cl_long",
+                  "Long sequences (15 tasks), T5-large, orders 4-6: average accuracy after the last task (%)",
+                  "t5_long", "t5-large", "t5", "float32", (4, 5, 6), _methods(long=True), decimals=2,
+                  notes=_T5_NOTES),
+    TextTableSpec("llama-standard", "tab:llama",
+                  "Standard CL benchmark, LLaMA2-7B, orders 1-3: average accuracy after the last task (%)",
+                  "llama_standard", "meta-llama/Llama-2-7b-hf", "llama", "bfloat16", (1, 2, 3),
+                  (Method("O-LoRA", "o-lora"), Method("MoRAM", "moram")),
+                  notes=("bf16 weights (a 7B model in float32 needs 28 GB before any activation); "
+                         "--dtype float32 gives the full-precision run.",
+                         "The paper says LLaMA2-7B; meta-llama/Llama-2-7b-hf is the base model of "
+                         "that name (--model takes another name or a local folder).",
+                         "The paper does not give its seeds; ours is 42 (the release's).")),
+)}
+
+#: the values ``reproduce`` takes for the language-model tables
+TEXT_TABLE_NAMES = tuple(TEXT_TABLES)
+
+
+def get_text_table(name: str) -> TextTableSpec:
+    if name not in TEXT_TABLES:
+        raise ValueError(f"unknown language-model table {name!r}; known: {', '.join(TEXT_TABLE_NAMES)}")
+    return TEXT_TABLES[name]
+
+
+@dataclass
+class TextReproduceSettings:
+    """What ``reproduce`` was asked for a language-model table.
+
+    Attributes:
+        data_root: O-LoRA's ``CL_Benchmark`` or the release's ``LLM-CL-Benchmark_500`` folder.
+        out: where the runs and the tables go. seeds: None: the table's (42).
+        device: torch device. model: a Hugging Face name or local folder; None: the table's.
+        dtype: the weights' dtype; None: the table's. gradient_checkpointing: recompute
+            activations in the backward pass.
+        layout: the data layout ("auto", "olora", "moram").
+        iterations: a shorter budget per task (smoke runs; not the paper's one epoch).
+        rehearse: the whole plan capped, with a tiny model, under ``out/rehearsal``.
+        progress: progress bars.
+    """
+
+    data_root: Optional[str] = None
+    out: str = "runs/reproduce"
+    seeds: Optional[Tuple[int, ...]] = None
+    device: str = "cpu"
+    model: Optional[str] = None
+    dtype: Optional[str] = None
+    gradient_checkpointing: bool = False
+    layout: str = "auto"
+    iterations: Optional[int] = None
+    rehearse: bool = False
+    progress: bool = True
+
+    def __post_init__(self):
+        if self.iterations is not None and (isinstance(self.iterations, bool) or self.iterations < 1):
+            raise ValueError(f"iterations must be a positive integer, got {self.iterations!r}")
+        if self.seeds is not None:
+            self.seeds = tuple(self.seeds)
+            if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+                raise ValueError(f"seeds must be distinct and at least one, got {self.seeds}")
+
+    @property
+    def budget(self) -> Optional[int]:
+        return REHEARSAL_ITERATIONS if self.rehearse else self.iterations
+
+    @property
+    def root(self) -> Path:
+        return Path(self.out) / "rehearsal" if self.rehearse else Path(self.out)
+
+    def model_of(self, spec: TextTableSpec) -> str:
+        return self.model or spec.model
+
+    def dtype_of(self, spec: TextTableSpec) -> str:
+        return self.dtype or spec.dtype
+
+
+@dataclass(frozen=True)
+class TextRun:
+    """One strategy on one order of one table's model, with one seed."""
+
+    spec_name: str
+    model: str
+    order: int
+    strategy: str
+    seed: int
+
+    @property
+    def protocol_key(self) -> str:
+        return f"lm-cl-order{self.order}-{_slug(self.model)}"
+
+    def folder(self, runs_root) -> Path:
+        return Path(runs_root) / self.protocol_key / f"seed{self.seed}" / self.strategy
+
+
+def table_seeds(spec: TextTableSpec, settings: TextReproduceSettings) -> Tuple[int, ...]:
+    return settings.seeds if settings.seeds is not None else spec.seeds
+
+
+def method_runs(spec: TextTableSpec, label: str, settings: TextReproduceSettings) -> List[TextRun]:
+    """The runs of one method: one per order and seed ([] when the method is not run)."""
+    method = spec.method(label)
+    if method.strategy is None:
+        return []
+    return [TextRun(spec.name, settings.model_of(spec), order, method.strategy, seed)
+            for order in spec.orders for seed in table_seeds(spec, settings)]
+
+
+def plan(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> List[Tuple[TextRun, List[str]]]:
+    """Every distinct run of ``specs`` with the rows it serves (the two T5 tables share none;
+    t5-standard and llama-standard share none: their models differ)."""
+    planned: Dict[TextRun, List[str]] = {}
+    for spec in specs:
+        for _, label in spec.table_rows():
+            for run in method_runs(spec, label, settings):
+                planned.setdefault(run, []).append(f"{spec.name}: {label}")
+    return list(planned.items())
+
+
+def run_options(settings: TextReproduceSettings) -> Dict[str, Any]:
+    """The strategy options of every run: none (the defaults are the paper's) or the shorter
+    budget of a smoke run or rehearsal."""
+    options: Dict[str, Any] = {}
+    if settings.budget is not None:
+        options["iterations"] = settings.budget
+    if settings.rehearse:
+        options.update(train_mb_size=4, eval_mb_size=4, max_new_tokens=REHEARSAL_NEW_TOKENS)
+    return options
+
+
+def run_settings(run: TextRun, spec: TextTableSpec, settings: TextReproduceSettings) -> Dict[str, Any]:
+    """What made the run, stored in its folder and checked when it resumes."""
+    return {
+        "reproduce": 1, "protocol": run.protocol_key, "benchmark": "lm-cl",
+        "stream": {"order": run.order, "layout": settings.layout,
+                   **({"train_limit": REHEARSAL_TRAIN, "test_limit": REHEARSAL_TEST} if settings.rehearse else {})},
+        "data_root": str(Path(settings.data_root).expanduser().resolve()) if settings.data_root else None,
+        "model": "tiny random-init " + spec.architecture if settings.rehearse else run.model,
+        "dtype": settings.dtype_of(spec), "gradient_checkpointing": settings.gradient_checkpointing,
+        "strategy": run.strategy, "seed": run.seed,
+        "options": {k: repr(v) for k, v in sorted(run_options(settings).items())},
+    }
+
+
+def _benchmark(run: TextRun, settings: TextReproduceSettings):
+    from ..benchmarks.text_stream import lm_cl
+
+    limits = dict(train_limit=REHEARSAL_TRAIN, test_limit=REHEARSAL_TEST) if settings.rehearse else {}
+    return lm_cl(settings.data_root, run.order, layout=settings.layout, seed=run.seed, **limits)
+
+
+def _setup(run: TextRun, spec: TextTableSpec, settings: TextReproduceSettings):
+    """The :class:`~moram_avalanche.experiments.run.Setup` of one run (family "text")."""
+    from ..models.language_model import LanguageModel
+    from .run import Setup
+
+    def make_model():
+        if settings.rehearse:
+            from ..text.tiny import tiny_language_model, word_tokenizer
+
+            benchmark = _benchmark(run, settings)
+            texts = [text for task in benchmark.tasks for pairs in (task.train, task.test)
+                     for pair in pairs for text in pair]
+            tokenizer = word_tokenizer(texts)
+            model = tiny_language_model(spec.architecture, tokenizer, seed=run.seed)
+        else:
+            from ..text.load import load_language_model
+
+            model, tokenizer = load_language_model(run.model, dtype=settings.dtype_of(spec),
+                                                   gradient_checkpointing=settings.gradient_checkpointing)
+        return LanguageModel(model.to(settings.device), tokenizer), None, None, tokenizer
+
+    options = run_options(settings)
+    return Setup(make_model=make_model, make_benchmark=lambda train_tf, eval_tf: _benchmark(run, settings),
+                 options=lambda name, eval_tf: dict(options), settings=run_settings(run, spec, settings),
+                 seed=run.seed, device=settings.device, family="text")
+
+
+def check_needs(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> None:
+    """Raise one ValueError naming everything the plan needs that is missing (the data's tasks,
+    the model's files); nothing runs before."""
+    from ..benchmarks.text_tasks import ORDERS, check_text_data
+
+    if settings.data_root is None:
+        raise ValueError("reproduce needs the text data: give --data-root DIR (O-LoRA's CL_Benchmark or the "
+                         "release's LLM-CL-Benchmark_500; or --paper for the paper's numbers alone, "
+                         "--dry-run for the plan)")
+    root = Path(settings.data_root).expanduser()
+    if not root.is_dir():
+        raise ValueError(f"--data-root {root} is not a folder")
+    wanted = list(dict.fromkeys(task for spec in specs for order in spec.orders for task in ORDERS[order]))
+    problems = [f"task {r.name}: {r.status} -- {' '.join(r.message.split())}"
+                for r in check_text_data(root, settings.layout, wanted) if not r.usable]
+    if not settings.rehearse:
+        problems += _model_problems(specs, settings)
+    if problems:
+        raise ValueError(
+            f"cannot reproduce {', '.join(s.name for s in specs)}: {len(problems)} thing(s) missing; nothing "
+            "was run.\n  " + "\n  ".join(dict.fromkeys(problems)) +
+            f"\n`moram-avalanche check-data --benchmark lm-cl --root {root}` details the data; "
+            "`reproduce --rehearse` runs the plan with a tiny model and no weights.")
+
+
+def _model_problems(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> List[str]:
+    from ..text.load import load_config
+
+    problems = []
+    for model in dict.fromkeys(settings.model_of(spec) for spec in specs):
+        try:
+            load_config(model)
+        except (OSError, ValueError) as error:
+            problems.append(f"model {model}: {str(error).splitlines()[0]}")
+    return problems
+
+
+def paper_text(specs: Sequence[TextTableSpec]) -> str:
+    from .reproduce_report import paper_markdown
+
+    return "\n".join(paper_markdown(spec) for spec in specs)
+
+
+def plan_text(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> str:
+    """The plan: the model, the data and what it holds, each table's rows, every run."""
+    from ..benchmarks.text_tasks import ORDERS
+    from ..strategies.text_loop import PAPER_TEXT_LOOP
+    from ..text.inject import PAPER_LLM_OPTIONS
+
+    lines = [f"moram-avalanche reproduce: {', '.join(s.name for s in specs)}"
+             + (f" -- REHEARSAL ({REHEARSAL_TRAIN} training and {REHEARSAL_TEST} test examples per task, "
+                f"{REHEARSAL_ITERATIONS} steps per task, a tiny random-init model; the numbers mean nothing)"
+                if settings.rehearse else ""),
+             f"  device: {settings.device}; output: {settings.root}",
+             f"  data: lm-cl under {settings.data_root or '<data-root>'} (layout {settings.layout}): "
+             f"{_data_status(specs, settings)}",
+             "  settings of every run (the strategies' defaults, the paper's LLM setting): "
+             + ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in PAPER_TEXT_LOOP.items())
+             + "; MoRAM " + ", ".join(f"{k} {v:g}" for k, v in PAPER_LLM_OPTIONS.items())
+             + " on the query and key projections"]
+    if settings.budget is not None:
+        lines.append(f"  NOT the paper's budget: {settings.budget} steps per task "
+                     + ("(rehearsal)" if settings.rehearse else "(--iterations)"))
+    for spec in specs:
+        seeds = table_seeds(spec, settings)
+        model = "tiny random-init " + spec.architecture if settings.rehearse else settings.model_of(spec)
+        lines.append(f"\n{spec.name} ({spec.label}): {spec.title}\n  model: {model} ({settings.dtype_of(spec)}"
+                     f"{', gradient checkpointing' if settings.gradient_checkpointing else ''}); seeds "
+                     f"{', '.join(map(str, seeds))}")
+        for order in spec.orders:
+            lines.append(f"  order {order}: {', '.join(ORDERS[order])}")
+        for _, label in spec.table_rows():
+            method = spec.method(label)
+            lines.append(f"  {label}: " + (method.strategy if method.strategy else f"not run: {method.reason}"))
+    planned = plan(specs, settings)
+    lines.append(f"\nruns ({len(planned)}; each resumes from its folder):")
+    for run, used_by in planned:
+        lines.append(f"  {run.strategy}, order {run.order}, seed {run.seed} -> {run.folder(settings.root / 'runs')}"
+                     f"  (used by {'; '.join(used_by)})")
+    return "\n".join(lines)
+
+
+def _data_status(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> str:
+    from ..benchmarks.text_tasks import ORDERS, check_text_data
+
+    if settings.data_root is None or not Path(settings.data_root).expanduser().is_dir():
+        return "not checked (no --data-root folder)"
+    wanted = list(dict.fromkeys(task for spec in specs for order in spec.orders for task in ORDERS[order]))
+    reports = check_text_data(settings.data_root, settings.layout, wanted)
+    missing = [f"{r.name} ({r.status})" for r in reports if not r.usable]
+    return (f"{len(wanted) - len(missing)} of {len(wanted)} tasks found"
+            + (f"; MISSING: {', '.join(missing)}" if missing else ""))
+
+
+def cell_of(report: dict) -> Optional[float]:
+    """A run's cell: the mean accuracy over every task after the last one (``last``)."""
+    value = report.get("last")
+    return None if value is None or (isinstance(value, float) and np.isnan(value)) else float(value)
+
+
+def table_result(spec: TextTableSpec, settings: TextReproduceSettings):
+    """The table's rows from the finished runs, paired with the paper's numbers."""
+    from .reproduce_report import Cell, Row, TableResult, read_report
+
+    runs_root = settings.root / "runs"
+    rows = []
+    for block, label in spec.table_rows():
+        method, paper_row = spec.method(label), spec.paper_numbers().row(block, label)
+        row = Row(block, label, "run", note=paper_row.note)
+        runs = method_runs(spec, label, settings)
+        row.runs = [str(run.folder(runs_root)) for run in runs]
+        reports = {run: read_report(run.folder(runs_root), run.strategy) for run in runs}
+        if method.strategy is None:
+            row.status, row.reason = "not run", method.reason
+        elif any(report is None for report in reports.values()):
+            row.status = "incomplete"
+            row.reason = f"{sum(r is None for r in reports.values())} of {len(reports)} runs not finished"
+        order_means = []
+        for column, order in zip(spec.columns, (*spec.orders, None)):
+            cell = Cell()
+            paper = paper_row.cell(column)
+            if paper is not None:
+                cell.paper, cell.paper_std = paper.mean, paper.std
+            if row.status == "run":
+                if order is None:  # the mean over the orders (of the per-order means)
+                    values = order_means if len(order_means) == len(spec.orders) else []
+                    cell.ours = float(np.mean(values)) if values else None
+                    cell.seeds = min((c.seeds for c in row.cells.values()), default=0)
+                else:
+                    values = [cell_of(reports[run]) for run in runs if run.order == order]
+                    if values and all(v is not None for v in values):
+                        cell.ours, cell.seeds = float(np.mean(values)), len(values)
+                        cell.ours_std = float(np.std(values, ddof=1)) if len(values) > 1 else None
+                        order_means.append(cell.ours)
+            row.cells[column] = cell
+        rows.append(row)
+    return TableResult(spec, rows, table_seeds(spec, settings), settings.rehearse, settings.budget)
+
+
+def reproduce_text(table: str, settings: TextReproduceSettings) -> Dict[str, Any]:
+    """Run every run of the language-model ``table`` not finished yet and write the table
+    under ``settings.root / <table>``; returns ``{table: TableResult}``. Resumable."""
+    from .compare import run_comparison
+    from .reproduce_report import write_table
+
+    spec = get_text_table(table)
+    check_needs([spec], settings)
+    planned = plan([spec], settings)
+    for index, (run, _) in enumerate(planned, start=1):
+        logger.info("run %d of %d: %s, order %d, seed %d", index, len(planned), run.strategy, run.order, run.seed)
+        run_comparison(_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"),
+                       resume=True, progress=settings.progress)
+    result = table_result(spec, settings)
+    write_table(result, settings.root / spec.name)
+    write_index(settings.root)
+    return {spec.name: result}
+
+
+def write_index(root) -> Path:
+    """``<root>/index_language_models.md``: every language-model table written under ``root``."""
+    root = Path(root)
+    parts = [(root / name / "table.md").read_text() for name in TEXT_TABLE_NAMES
+             if (root / name / "table.md").exists()]
+    text = "# The MoRAM paper's language-model tables, reproduced\n\n" + "\n".join(parts)
+    return atomic_write_text(root / "index_language_models.md", text)
+
+
+__all__ = ["REHEARSAL_ITERATIONS", "REHEARSAL_TEST", "REHEARSAL_TRAIN", "TEXT_TABLES", "TEXT_TABLE_NAMES",
+           "TextReproduceSettings", "TextRun", "TextTableSpec", "check_needs", "get_text_table", "method_runs",
+           "paper_text", "plan", "plan_text", "reproduce_text", "run_options", "table_result", "write_index"]

@@ -1,0 +1,135 @@
+"""``reproduce t5-standard | t5-long | llama-standard``: the paper's numbers, the plan, a
+rehearsal end to end on a fake data tree (tiny model, capped stream), resuming and errors."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from moram_avalanche.experiments.paper_numbers import as_dict, load_paper_numbers
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "moram_avalanche", *args], capture_output=True, text=True,
+                          timeout=900)
+
+
+def release_tree(root, tasks, train=12, test=6):
+    """The release's LLM-CL-Benchmark_500 layout for ``tasks``: <Task>/{train,eval,test,labels}.json."""
+    from moram_avalanche.benchmarks.text_tasks import TASKS
+
+    for name in tasks:
+        folder = root / TASKS[name].folders[-1]
+        folder.mkdir(parents=True)
+        labels = ["red", "green light"]
+        (folder / "labels.json").write_text(json.dumps(labels))
+        for split, n in (("train", train), ("eval", 2), ("test", test)):
+            (folder / f"{split}.json").write_text(json.dumps(
+                [{"prompt": f"What colour is {name} item {i}? Option: red, green light\nAnswer:",
+                  "answer": labels[i % 2]} for i in range(n)]))
+    return root
+
+
+def test_the_shipped_numbers_are_the_papers_and_their_averages_agree():
+    standard = as_dict(load_paper_numbers("t5_standard"))["T5-large"]
+    assert standard["MoRAM"] == {"Order 1": 77.4, "Order 2": 77.5, "Order 3": 77.9, "Average": 77.6}
+    assert standard["O-LoRA"]["Average"] == 75.8 and standard["MTL"]["Average"] == 80.0
+    long = as_dict(load_paper_numbers("t5_long"))["T5-large"]
+    assert long["MoRAM"]["Order 6"] == 71.95 and long["O-LoRA"]["Average"] == 68.8
+    llama = as_dict(load_paper_numbers("llama_standard"))["LLaMA2-7B"]
+    assert llama["MoRAM"]["Average"] == 78.4 and llama["O-LoRA"]["Order 1"] == 76.8
+    # an independent check of the transcription: each row's Average is the mean of its orders
+    for name in ("t5_standard", "t5_long", "llama_standard"):
+        for block in as_dict(load_paper_numbers(name)).values():
+            for method, cells in block.items():
+                orders = [v for k, v in cells.items() if k.startswith("Order")]
+                if all(v is not None for v in orders):
+                    assert abs(np.mean(orders) - cells["Average"]) < 0.06, (name, method)
+
+
+def test_every_row_of_the_papers_tables_says_how_it_runs():
+    from moram_avalanche.experiments.reproduce_text import TEXT_TABLES
+    from moram_avalanche.strategies.registry import get_strategy
+
+    for spec in TEXT_TABLES.values():
+        for _, label in spec.table_rows():
+            method = spec.method(label)
+            if method.strategy is None:
+                assert method.reason
+            else:
+                get_strategy(method.strategy, "text")  # a registered text strategy
+    assert TEXT_TABLES["t5-standard"].method("MoRAM").strategy == "moram"
+    assert TEXT_TABLES["t5-long"].orders == (4, 5, 6)
+
+
+def test_cli_table_names_agree_with_the_module():
+    from moram_avalanche.cli import REPRODUCE_TEXT_TABLES
+    from moram_avalanche.experiments.reproduce_text import TEXT_TABLE_NAMES
+
+    assert REPRODUCE_TEXT_TABLES == TEXT_TABLE_NAMES
+
+
+def test_paper_and_dry_run_need_no_data():
+    done = cli("reproduce", "t5-long", "--paper")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| MoRAM | 68.91 | 68.32 | 71.95 | 69.72 |" in done.stdout
+    done = cli("reproduce", "t5-standard", "--dry-run")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "model: t5-large (float32)" in done.stdout
+    assert "Replay: not run" in done.stdout and "runs (18;" in done.stdout  # 6 strategies x 3 orders
+
+
+def test_missing_data_is_named_before_anything_runs(tmp_path):
+    from moram_avalanche.benchmarks.text_tasks import ORDERS
+
+    root = release_tree(tmp_path / "data", ORDERS[1][:3])  # no "ag"
+    done = cli("reproduce", "llama-standard", "--rehearse", "--data-root", str(root), "--out",
+               str(tmp_path / "out"), "--no-progress")
+    assert done.returncode == 2
+    assert "task ag: missing" in done.stderr and "nothing was run" in done.stderr
+    assert not (tmp_path / "out").exists()
+    done = cli("reproduce", "t5-standard", "--pretrained", "openai", "--paper")
+    assert done.returncode == 2 and "--pretrained is for the CLIP tables" in done.stderr
+
+
+@pytest.mark.parametrize("architecture", ["llama"])
+def test_a_rehearsal_runs_every_row_and_writes_the_table(tmp_path, architecture):
+    from moram_avalanche.benchmarks.text_tasks import ORDERS
+    from moram_avalanche.experiments.reproduce_text import REHEARSAL_TEST
+
+    root = release_tree(tmp_path / "data", ORDERS[1])
+    out = tmp_path / "out"
+    args = ("reproduce", "llama-standard", "--rehearse", "--data-root", str(root), "--out", str(out),
+            "--device", "cpu", "--no-progress")
+    done = cli(*args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = out / "rehearsal" / "llama-standard"
+    data = json.loads((table / "reproduction.json").read_text())
+    assert data["rehearsal"] is True
+    rows = {row["method"]: row for row in data["rows"]}
+    for label, strategy in (("O-LoRA", "o-lora"), ("MoRAM", "moram")):
+        assert rows[label]["status"] == "run"
+        lasts = []
+        for order in (1, 2, 3):
+            report = json.loads((out / "rehearsal" / "runs" / f"lm-cl-order{order}-llama-2-7b-hf" / "seed42"
+                                 / strategy / strategy / "results.json").read_text())
+            assert report["domains"] == list(ORDERS[order])
+            matrix = np.array(report["matrix"])
+            assert matrix.shape == (4, 4)
+            # capped test sets: every accuracy is a multiple of 100 / REHEARSAL_TEST
+            assert np.allclose(matrix * REHEARSAL_TEST / 100, np.round(matrix * REHEARSAL_TEST / 100))
+            lasts.append(matrix[-1].mean())
+            assert rows[label]["cells"][f"Order {order}"]["ours"] == pytest.approx(lasts[-1])
+        assert rows[label]["cells"]["Average"]["ours"] == pytest.approx(np.mean(lasts))
+        assert rows[label]["cells"]["Average"]["paper"] == {"O-LoRA": 76.1, "MoRAM": 78.4}[label]
+    markdown = (table / "table.md").read_text()
+    assert "REHEARSAL" in markdown and (table / "table.png").exists() and (table / "table.csv").exists()
+    assert (out / "rehearsal" / "index_language_models.md").exists()
+    # a second call resumes: every run is finished, nothing is trained again
+    before = {p: p.stat().st_mtime_ns for p in (out / "rehearsal" / "runs").rglob("checkpoint.pt")}
+    again = cli(*args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert {p: p.stat().st_mtime_ns for p in (out / "rehearsal" / "runs").rglob("checkpoint.pt")} == before
+    assert json.loads((table / "reproduction.json").read_text())["rows"] == data["rows"]
