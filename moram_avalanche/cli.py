@@ -71,8 +71,9 @@ def cmd_run(args) -> int:
     args.device = setup.device = processes.device  # the record keeps the one asked for
     report = run_single(setup, name, args.log_dir, resume=not args.no_resume, progress=not args.no_progress)
     if processes.main:
+        bwt = f"  BWT {report['bwt']:.1f}" if report.get("bwt") is not None else ""
         print(f"Transfer {report['transfer']:.1f}  Average {report['average']:.1f}  "
-              f"Last {report['last']:.1f}   ({Path(args.log_dir)}/results.json)")
+              f"Last {report['last']:.1f}{bwt}   ({Path(args.log_dir)}/results.json)")
     return 0
 
 

@@ -75,7 +75,11 @@ def transfer_per_domain(matrix: np.ndarray) -> np.ndarray:
 
 
 def summarize(matrix: np.ndarray) -> Dict[str, object]:
-    """Transfer / Average / Last of an accuracy matrix, overall and per domain."""
+    """Transfer / Average / Last of an accuracy matrix, overall and per domain; once every
+    domain is trained (a square matrix), also ``op`` and ``bwt`` as the MoRAM paper defines them
+    for language models (:func:`~moram_avalanche.benchmarks.text_metrics.op_bwt`: OP = Last,
+    BWT = mean over the domains before the last of ``A[j, j] - A[N, j]``, positive = forgetting;
+    None with a single domain)."""
     matrix = np.asarray(matrix, dtype=float)
     if matrix.ndim != 2 or matrix.size == 0 or np.isnan(matrix).any():
         raise ValueError(f"expected a complete 2-D accuracy matrix, got {matrix.tolist()}")
@@ -83,7 +87,7 @@ def summarize(matrix: np.ndarray) -> Dict[str, object]:
     per_domain_average = matrix.mean(axis=0)
     last = matrix[-1]
     defined = transfer[~np.isnan(transfer)]
-    return {
+    summary = {
         "transfer": float(defined.mean()) if defined.size else float("nan"),
         "average": float(matrix.mean()),
         "last": float(last.mean()),
@@ -93,6 +97,13 @@ def summarize(matrix: np.ndarray) -> Dict[str, object]:
             "last": [float(v) for v in last],
         },
     }
+    if matrix.shape[0] == matrix.shape[1]:
+        from ..benchmarks.text_metrics import op_bwt
+
+        scores = op_bwt(matrix)
+        summary["op"] = scores["op"]
+        summary["bwt"] = None if math.isnan(scores["bwt"]) else scores["bwt"]
+    return summary
 
 
 class AccuracyMatrix(PluginMetric[np.ndarray]):
@@ -192,6 +203,8 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
         summary = summarize(matrix)
         values = [MetricValue(self, f"AccMatrix/{key.capitalize()}", float(summary[key]), row + 1)
                   for key in ("transfer", "average", "last") if not math.isnan(summary[key])]
+        if summary.get("bwt") is not None:  # after the last domain: the paper's backward transfer
+            values.append(MetricValue(self, "AccMatrix/BWT", float(summary["bwt"]), row + 1))
         from .viz import accuracy_heatmap
 
         image = accuracy_heatmap(matrix, self.domains)

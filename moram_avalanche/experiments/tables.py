@@ -94,12 +94,13 @@ def paper_table_csv(results: Dict[str, dict]) -> str:
 
 def summary_table(results: Dict[str, dict]) -> str:
     """Markdown: Transfer / Average / Last, Last on the domains learned before the last one,
-    and, when the reports have them, peak memory (with a note saying what was measured) and
+    BWT (the paper's backward transfer, positive = forgetting; "-" with one domain or an older
+    report), and, when the reports have them, peak memory (with a note saying what was measured) and
     training time per experience."""
     _check(results)
     timed = all("time" in report for report in results.values())
-    header = "| strategy | Transfer | Average | Last | Last (old domains) | Peak memory (MB) |"
-    rule = "|---|---|---|---|---|---|"
+    header = "| strategy | Transfer | Average | Last | Last (old domains) | BWT | Peak memory (MB) |"
+    rule = "|---|---|---|---|---|---|---|"
     if timed:
         header, rule = header + " Train s / exp. |", rule + "---|"
     lines, kinds = [header, rule], []
@@ -111,7 +112,8 @@ def summary_table(results: Dict[str, dict]) -> str:
         peak = "-" if memory is None else f"{memory['peak_mb']:.1f}"
         if memory is not None and memory["kind"] not in kinds:
             kinds.append(memory["kind"])
-        line = f"| {name} | " + " | ".join(f"{v:.1f}" for v in cells) + f" | {peak} |"
+        bwt = "-" if report.get("bwt") is None else f"{report['bwt']:.1f}"
+        line = f"| {name} | " + " | ".join(f"{v:.1f}" for v in cells) + f" | {bwt} | {peak} |"
         if timed:
             line += f" {report['time']['train_seconds_per_experience']:.1f} |"
         lines.append(line)

@@ -32,6 +32,14 @@ def test_summary_by_hand():
     assert summary["per_domain"]["last"] == [60.0, 85.0, 95.0]
 
 
+def test_op_and_bwt_once_every_domain_is_trained():
+    summary = summarize(MATRIX)
+    assert summary["op"] == pytest.approx((60 + 85 + 95) / 3)  # OP: the mean of the last row
+    assert summary["bwt"] == pytest.approx(((80 - 60) + (90 - 85)) / 2)  # (A[j,j] - A[N,j]) over j < N
+    assert "bwt" not in summarize(MATRIX[:2])  # not every domain trained yet: no OP / BWT
+    assert summarize(np.array([[50.0]]))["bwt"] is None  # one domain: nothing to forget
+
+
 def test_partial_run_summaries_use_the_rows_so_far():
     summary = summarize(MATRIX[:1])
     assert summary["transfer"] == pytest.approx((10.0 + 20.0) / 2)
