@@ -513,8 +513,14 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--weights-origin", default=None, metavar="TAG",
                         help="the open_clip tag a local --pretrained file was published under "
                              "(openai: OpenAI's weights, run with QuickGELU as they were trained)")
+    parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
+                        help="text benchmarks: the language model's weights (default: float32; the "
+                             "paper's TRACE runs: bfloat16)")
+    parser.add_argument("--gradient-checkpointing", action="store_true",
+                        help="text benchmarks: recompute activations in the backward pass (less memory)")
     parser.add_argument("--iterations", type=nonnegative_int, default=None,
-                        help="optimizer steps per experience (default: each strategy's, 500)")
+                        help="optimizer steps per experience (default: each strategy's, 500; text "
+                             "benchmarks: one epoch per task, the paper's)")
     parser.add_argument("--batch-size", type=positive_int, default=64, help="training batch size (default: 64)")
     parser.add_argument("--eval-batch-size", type=positive_int, default=None,
                         help="evaluation batch size (default: 4 x --batch-size; inference keeps "

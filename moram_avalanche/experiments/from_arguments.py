@@ -48,6 +48,8 @@ def shared_settings(args) -> dict:
         "iterations": args.iterations, "batch_size": args.batch_size, "seed": args.seed,
         "ref_images": args.ref_images, "ref_sentences": args.ref_sentences,
         **({"augment": False} if args.no_augment else {}),  # earlier records resume as they were
+        **({"dtype": args.dtype} if getattr(args, "dtype", None) else {}),
+        **({"gradient_checkpointing": True} if getattr(args, "gradient_checkpointing", False) else {}),
     }
 
 
@@ -63,6 +65,12 @@ def clip_model_loader(args):
     """``() -> (CLIP, train transform, eval transform, tokenizer)`` of ``--model`` / ``--pretrained``."""
     from ..clip.load import load_clip
     from .demo import TINY_NAME, DemoConfig, default_cache_dir, pretrained_tiny_clip, register_tiny_clip
+
+    for flag, value in (("--dtype", getattr(args, "dtype", None)),
+                        ("--gradient-checkpointing", getattr(args, "gradient_checkpointing", False))):
+        if value:
+            raise ValueError(f"{flag} is for the text benchmarks (lm-cl, trace, synthetic-text); "
+                             f"leave it out for --benchmark {args.benchmark}")
 
     cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
     register_tiny_clip(cache_dir)
@@ -81,7 +89,8 @@ def text_model_loader(args):
     from ..text.load import load_language_model
 
     def load():
-        model, tokenizer = load_language_model(args.model)
+        model, tokenizer = load_language_model(args.model, dtype=getattr(args, "dtype", None) or "float32",
+                                               gradient_checkpointing=getattr(args, "gradient_checkpointing", False))
         return LanguageModel(model.to(args.device), tokenizer), None, None, tokenizer
 
     return load

@@ -168,3 +168,30 @@ def test_avalanche_replay_composes_with_the_text_loop():
     run(strategy, bench, tasks=2)
     assert len(replay.storage_policy.buffer) == 4
     assert matrix.result().shape == (2, 3)
+
+
+@pytest.mark.parametrize("budget, steps", [(dict(iterations=3), lambda n: 3),
+                                           (dict(iterations=None, epochs=2), lambda n: 2 * math.ceil(n / 4))])
+def test_the_budget_is_iterations_when_given_else_epochs(budget, steps):
+    """--iterations: exactly that many steps per task (cycling the data); else the paper's
+    epochs: every training example once per epoch, in ceil(n / batch) steps."""
+    from avalanche.core import SupervisedPlugin
+
+    class CountSteps(SupervisedPlugin):
+        def __init__(self):
+            super().__init__()
+            self.per_task = []
+
+        def before_training_exp(self, strategy, **kwargs):
+            self.per_task.append(0)
+
+        def after_training_iteration(self, strategy, **kwargs):
+            self.per_task[-1] += 1
+
+    bench = benchmark()
+    counter = CountSteps()
+    strategy, _ = build("seq-lora", plugins=[counter], **budget)
+    for experience in list(bench.train_stream)[:2]:
+        strategy.train(experience)
+    sizes = [len(experience.dataset) for experience in list(bench.train_stream)[:2]]
+    assert counter.per_task == [steps(n) for n in sizes]

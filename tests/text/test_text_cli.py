@@ -87,3 +87,22 @@ def test_image_options_on_a_text_benchmark_are_one_line_errors(model_folder, tmp
     done = cli("run", "--benchmark", "synthetic-text", "--strategy", "moram", "--model", str(model_folder),
                "--log-dir", str(tmp_path / "a"), "--shots", "4")
     assert done.returncode == 2 and "--benchmark synthetic-text takes no --shots" in done.stderr
+
+
+def test_dtype_and_gradient_checkpointing_are_recorded_and_checked(model_folder, tmp_path):
+    log_dir = tmp_path / "bf16"
+    args = ("run", "--benchmark", "synthetic-text", "--order", ",".join(ORDER), "--strategy", "moram",
+            "--model", str(model_folder), "--log-dir", str(log_dir), "--iterations", "1", "--batch-size", "4",
+            "--set", "max_new_tokens=2", "--no-progress")
+    done = cli(*args, "--dtype", "bfloat16", "--gradient-checkpointing")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "BWT" in done.stdout
+    record = json.loads((log_dir / "run.json").read_text())
+    assert record["run"]["dtype"] == "bfloat16" and record["run"]["gradient_checkpointing"] is True
+    results = json.loads((log_dir / "results.json").read_text())
+    assert {"op", "bwt"} <= set(results)
+    again = cli(*args)  # the same folder with float32 weights: another run, refused
+    assert again.returncode == 2 and "dtype" in again.stderr
+    done = cli("run", "--benchmark", "synthetic", "--strategy", "moram", "--log-dir", str(tmp_path / "clip"),
+               "--dtype", "bfloat16")
+    assert done.returncode == 2 and "--dtype is for the text benchmarks" in done.stderr
