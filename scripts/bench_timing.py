@@ -31,10 +31,14 @@ def apply_threads(args: argparse.Namespace) -> None:
         torch.set_num_threads(args.threads)
 
 
-def time_round_robin(fns: dict, repeats: int) -> dict:
-    """Median seconds per call of each function, timed round-robin so drift hits all alike."""
-    for fn in fns.values():
-        fn()  # warm-up
+def time_round_robin(fns: dict, repeats: int, warmup: int = 1) -> dict:
+    """Median seconds per call of each function, timed round-robin so drift hits all alike.
+
+    Each function is first called ``warmup`` times, untimed (caches filled, kernels chosen).
+    """
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
     samples = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():

@@ -1,0 +1,60 @@
+"""scripts/bench_text.py on tiny models: finite ratios, and MoRAM grown to tasks * r atoms, r trainable."""
+
+import importlib
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from tiny_text import LLAMA_KWARGS, T5_KWARGS
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+#: tiny widths over the script's configs (its LLaMA row sets head_dim and Llama-3's token ids)
+TINY = {"t5-base": dict(T5_KWARGS), "llama-1b": dict(LLAMA_KWARGS, head_dim=8, bos_token_id=1, eos_token_id=2)}
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPTS))  # the scripts import bench_timing from their folder
+    return importlib.import_module("bench_text")
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_measure_grows_moram_and_returns_finite_ratios(bench, one_thread, name):
+    from moram_avalanche.layers.lora import LoRALinear
+    from moram_avalanche.layers.moram import MoRAMLinear
+    from moram_avalanche.layers.base import find_layers
+
+    models = bench.build_models(name, 2, "cpu", torch.float32, **TINY[name])
+    base, lora, moram = models["base"], models["lora"], models["moram"]
+    # one copy of the weights: both adapted models hold the base's own tensors
+    shared = {id(p) for p in base.parameters()}
+    assert shared <= {id(p) for p in moram.parameters()} and shared <= {id(p) for p in lora.parameters()}
+    assert not any(p.requires_grad for p in base.parameters())
+    inputs = bench.make_inputs(base.config, batch=2, source_len=5, target_len=3, device="cpu")
+    layers = find_layers(moram, MoRAMLinear)
+    assert set(layers) == set(find_layers(lora, LoRALinear)) and layers
+
+    for tasks in (2, 3):  # grows in place, as from 4 to 15 tasks
+        row = bench.measure(models, inputs, tasks, new_tokens=2, batch=2, repeats=1, warmup=0)
+        for key in ("train_moram_over_lora", "generate_moram_over_base", "generate_lora_over_base"):
+            assert math.isfinite(row[key]) and row[key] > 0, (key, row[key])
+        assert row["atoms_per_layer"] == tasks * 8 and 0 <= row["gate_pass"] <= 1
+        for layer in layers.values():  # the invariant: tasks * r atoms, the last r trainable
+            assert (layer.num_atoms, layer.num_frozen, layer.num_trainable) == (tasks * 8, tasks * 8 - 8, 8)
+            assert bool((layer.frozen_values != 0).any(dim=1).all())  # every frozen atom's B is non-zero
+        assert row["trainable_moram"] == row["trainable_lora"]  # same rank, same linears
+        assert {id(p) for p in moram.parameters() if p.requires_grad} == {
+            id(p) for layer in layers.values() for p in (layer.new_keys, layer.new_values)}
+    with pytest.raises(ValueError, match="cannot shrink"):
+        bench.grow(moram, 2)
+    assert "OVER" in bench.table(name, [dict(row, train_goal_met=False)])
+
+
+def test_task_counts_are_parsed_and_checked(bench):
+    import argparse
+
+    assert bench.parse_tasks("15,4") == [4, 15]
+    with pytest.raises(argparse.ArgumentTypeError, match="4,15"):
+        bench.parse_tasks("0,4")
