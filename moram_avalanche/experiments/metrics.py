@@ -46,17 +46,22 @@ class TopOneAccuracy(torchmetrics.Metric):
 
     def __init__(self) -> None:
         super().__init__()
-        self.add_state("correct", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
+        # a sum of per-sample scores: whole hits for logits, fractions for graded answers
+        self.add_state("correct", default=torch.tensor(0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("total", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
 
     def update(self, logits: torch.Tensor, labels: torch.Tensor) -> None:
         self.correct += (logits.argmax(dim=1) == labels).sum().to(self.correct.device)
         self.total += torch.tensor(labels.numel(), device=self.total.device)
 
-    def update_hits(self, hits: torch.Tensor) -> None:
-        """Count per-sample hits (1 / 0): a generative model's answers, each scored by its task's metric."""
-        self.correct += (hits > 0.5).sum().to(self.correct.device)
-        self.total += torch.tensor(hits.numel(), device=self.total.device)
+    def update_scores(self, scores: torch.Tensor) -> None:
+        """Add per-sample scores in [0, 1]: a generative model's answers, each scored by its
+        task's metric (1 / 0 for a hit-or-miss metric, a fraction for ROUGE-L, SARI, ...)."""
+        scores = scores.detach().to(torch.float64)
+        if scores.numel() and (scores.min() < 0 or scores.max() > 1):
+            raise ValueError(f"per-sample scores must lie in [0, 1], got {scores.min():.3f} to {scores.max():.3f}")
+        self.correct += scores.sum().to(self.correct.device)
+        self.total += torch.tensor(scores.numel(), device=self.total.device)
 
     def compute(self) -> torch.Tensor:
         """``[correct, total]`` over every process."""
@@ -121,7 +126,7 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
     Works with any strategy whose outputs are logits over the labels of the benchmark's label
     space: the package's and Avalanche's own with
     :class:`~moram_avalanche.models.classifier.CLIPClassifier`; and with strategies that declare
-    ``eval_output = "hits"`` and output each sample's hit (1 / 0) in evaluation: the
+    ``eval_output = "scores"`` and output each sample's score in [0, 1] in evaluation: the
     language-model loop (:class:`~moram_avalanche.strategies.text_loop.TextStrategy`).
     """
 
@@ -172,8 +177,8 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
     def after_eval_iteration(self, strategy):
         if not self._counts(strategy):
             return
-        if getattr(strategy, "eval_output", "logits") == "hits":  # the language-model loop's answers
-            self._accuracy.update_hits(strategy.mb_output.detach())
+        if getattr(strategy, "eval_output", "logits") == "scores":  # the language-model loop's answers
+            self._accuracy.update_scores(strategy.mb_output.detach())
         else:
             self._accuracy.update(strategy.mb_output.detach(), strategy.mb_y)
 
@@ -182,7 +187,7 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
             return None
         with warnings.catch_warnings():  # a process without samples: its counts are zero
             warnings.filterwarnings("ignore", message=".*was called before the ``update``")
-            correct, total = (int(v) for v in self._accuracy.compute())
+            correct, total = (float(v) for v in self._accuracy.compute())
         if total == 0:
             return None
         experience = strategy.experience

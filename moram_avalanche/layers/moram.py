@@ -123,12 +123,7 @@ class MoRAMLinear(MoRAMBank):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``y = W x + b + sum_i w_i p_i B_i`` for every token of ``x`` ``[..., in_features]`` (steps 1-6)."""
-        if not x.is_floating_point():
-            raise TypeError(f"{type(self).__name__} expects a floating-point input (like the nn.Linear it "
-                            f"wraps), got {x.dtype}: convert it first, e.g. x.float()")
-        if x.dim() == 0 or x.shape[-1] != self.in_features:
-            raise ValueError(f"{type(self).__name__} takes inputs [..., in_features={self.in_features}], "
-                             f"got {tuple(x.shape)}")
+        self.check_input(x)
         if self.num_atoms == 0:
             return self.base(x)
         dtype = compute_dtype(x)
@@ -144,6 +139,15 @@ class MoRAMLinear(MoRAMBank):
             base_out = self.base(x)
             out = base_out + out.to(base_out.dtype)
         return out
+
+    def check_input(self, x: torch.Tensor) -> None:
+        """A floating-point ``[..., in_features]`` input, or a clear error."""
+        if not x.is_floating_point():
+            raise TypeError(f"{type(self).__name__} expects a floating-point input (like the nn.Linear it "
+                            f"wraps), got {x.dtype}: convert it first, e.g. x.float()")
+        if x.dim() == 0 or x.shape[-1] != self.in_features:
+            raise ValueError(f"{type(self).__name__} takes inputs [..., in_features={self.in_features}], "
+                             f"got {tuple(x.shape)}")
 
     def mixture(self, tokens: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
                 k: int, threshold: Optional[float]):

@@ -18,11 +18,13 @@ O-LoRA: :mod:`.text_strategies`), a thin ``SupervisedTemplate`` whose scoring co
 * evaluation: greedy generation (``LanguageModel.generate``), each answer scored alone with the
   experience's metric (``experience.metric``, a name of
   :data:`~moram_avalanche.benchmarks.text_metrics.TEXT_METRICS`: exact match after O-LoRA's
-  normalisation on the classification streams). The evaluation output :attr:`mb_output` is
-  each sample's hit (1.0 or 0.0) and the strategy declares ``eval_output = "hits"``, which
-  :class:`~moram_avalanche.experiments.metrics.AccuracyMatrix` reads to fill ``A[t, j]``.
-  Metrics that grade an answer between 0 and 100 (ROUGE-L, SARI, edit similarity: TRACE's
-  generation tasks) are refused with a clear error for now: the matrix counts hits;
+  normalisation on the classification streams; TRACE's accuracy, ROUGE-L, edit similarity and
+  SARI on its generation tasks, SARI against the prompt as its source). The evaluation output
+  :attr:`mb_output` is each sample's score as a fraction (1.0 / 0.0 for a hit-or-miss metric,
+  in between for a graded one) and the strategy declares ``eval_output = "scores"``, which
+  :class:`~moram_avalanche.experiments.metrics.AccuracyMatrix` reads to fill ``A[t, j]`` with
+  their mean: every metric of the package is a mean over samples (corpus SARI included, the
+  mean of the sentences' SARI), so the matrix cell is the task's metric;
 * run checkpoints hold the adapters' declared state
   (:func:`~moram_avalanche.layers.base.adapter_state_dict`) when the model has adapters, else
   the whole model (SeqFT), so :func:`~moram_avalanche.experiments.runner.run_stream` resumes.
@@ -106,7 +108,7 @@ class TextStrategy(SupervisedTemplate):
     #: the value checks of its own options (run once, by check_strategy_options)
     check_values = staticmethod(lambda options: check_text_loop_options(options))
     #: what :attr:`mb_output` holds in evaluation: each sample's hit (read by AccuracyMatrix)
-    eval_output = "hits"
+    eval_output = "scores"
 
     def __new__(cls, *args, **kwargs):
         """Check the keyword options (names, types, ranges; nothing built yet) and keep them."""
@@ -197,7 +199,8 @@ class TextStrategy(SupervisedTemplate):
         if self.is_training:
             return self.model.loss(self.mb_x, self.mb_y)
         self.mb_predictions = self.model.generate(self.mb_x, self.max_new_tokens)
-        return sample_hits(self.mb_predictions, self.mb_y, self.experience.metric, self.device)
+        return sample_scores(self.mb_predictions, self.mb_y, self.experience.metric, self.device,
+                             sources=self.mb_x)
 
     def criterion(self):
         """Training: the token loss (:meth:`forward`; plugins add their terms to ``loss``).
@@ -207,21 +210,22 @@ class TextStrategy(SupervisedTemplate):
         return torch.zeros((), device=self.device)
 
 
-def sample_hits(predictions: Sequence[str], references: Sequence[str], metric: str, device=None) -> torch.Tensor:
-    """``[B]`` float tensor: 1.0 where the metric scores an answer 100, 0.0 where it scores 0.
+def sample_scores(predictions: Sequence[str], references: Sequence[str], metric: str, device=None, *,
+                  sources: Optional[Sequence[str]] = None) -> torch.Tensor:
+    """``[B]`` float tensor: each answer's score under ``metric`` as a fraction (score / 100).
 
-    A metric that grades an answer in between is a ValueError: the accuracy matrix counts hits.
+    ``sources`` (the prompts) are what SARI compares the answer with. The mean of the scores is
+    the metric over the batch: every metric of
+    :data:`~moram_avalanche.benchmarks.text_metrics.TEXT_METRICS` is a mean over samples.
     """
     if metric not in TEXT_METRICS:
         raise ValueError(f"unknown text metric {metric!r}; known: {', '.join(TEXT_METRICS)}")
-    scores = [TEXT_METRICS[metric]([p], [r]) for p, r in zip(predictions, references)]
-    graded = [s for s in scores if s not in (0.0, 100.0)]
-    if graded:
-        raise ValueError(f"metric {metric!r} grades answers between 0 and 100 (got {graded[0]:.2f}); the "
-                         "language-model loop's accuracy matrix counts hits, so only hit-or-miss metrics "
-                         "(exact_match, prefix accuracy) are supported for now")
-    return torch.tensor([s / 100.0 for s in scores], device=device)
+    sources = [None] * len(predictions) if sources is None else list(sources)
+    score = TEXT_METRICS[metric]
+    scores = [score([p], [r], sources=None if s is None else [s])
+              for p, r, s in zip(predictions, references, sources)]
+    return torch.tensor([s / 100.0 for s in scores], dtype=torch.float64, device=device)
 
 
 __all__ = ["PAPER_TEXT_LOOP", "TEXT_BETAS", "TextStrategy", "check_text_loop_options", "collate_text",
-           "default_text_evaluator", "sample_hits"]
+           "default_text_evaluator", "sample_scores"]

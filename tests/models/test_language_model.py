@@ -79,9 +79,29 @@ def test_errors():
         LanguageModel(lm.model, lm.tokenizer, max_source_length=0)
 
 
-def test_graded_metrics_are_refused_by_the_loop():
-    from moram_avalanche.strategies.text_loop import sample_hits
+def test_the_loop_scores_each_answer_with_its_tasks_metric():
+    from moram_avalanche.benchmarks.text_metrics import rouge_l, sari
+    from moram_avalanche.experiments.metrics import TopOneAccuracy
+    from moram_avalanche.strategies.text_loop import sample_scores
 
-    assert sample_hits(["Red.", "blue"], ["red", "green"], "exact_match").tolist() == [1.0, 0.0]
-    with pytest.raises(ValueError, match="grades answers between 0 and 100"):
-        sample_hits(["the cat sat"], ["the cat sat down"], "rouge_l")
+    assert sample_scores(["Red.", "blue"], ["red", "green"], "exact_match").tolist() == [1.0, 0.0]
+    # ROUGE-L by hand: LCS 3 of 3 predicted and 4 reference words: F1 = 2 * 1 * 3/4 / (1 + 3/4)
+    assert sample_scores(["the cat sat"], ["the cat sat down"], "rouge_l").tolist() == pytest.approx([6 / 7])
+    # the mean of the samples' scores is the metric over the batch (SARI against the prompts)
+    sources = ["About 95 species are currently accepted.", "the cat sat on the mat"]
+    predictions = ["About 95 you now get in.", "the cat sat"]
+    references = [["About 95 species are currently known.", "About 95 species are now accepted.",
+                   "95 species are now accepted."], ["a cat sat"]]
+    scores = sample_scores(predictions, references, "sari", sources=sources)
+    assert 100 * scores.mean().item() == pytest.approx(sari(predictions, references, sources=sources))
+    assert 100 * scores[0].item() == pytest.approx(26.9536, abs=1e-4)  # the published reference value
+    with pytest.raises(ValueError, match="sources"):
+        sample_scores(predictions, references, "sari")
+    # the accuracy matrix's counter sums fractions, and refuses a score outside [0, 1]
+    counter = TopOneAccuracy()
+    counter.update_scores(sample_scores(["the cat sat", "x"], ["the cat sat down", "x"], "rouge_l"))
+    correct, total = counter.compute().tolist()
+    assert total == 2 and 100 * correct / total == pytest.approx(rouge_l(["the cat sat", "x"],
+                                                                         ["the cat sat down", "x"]))
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        counter.update_scores(torch.tensor([1.5]))

@@ -126,3 +126,38 @@ def test_dropout_reaches_the_atoms_only():
         layer.eval(), plain.eval()
         assert torch.equal(layer(x), plain(x))  # eval: exactly MoRAMLinear
     assert "dropout=0.5" in repr(layer)
+
+
+def test_dropout_layer_equals_the_moram_layer_on_the_dropped_input_with_the_base_on_the_clean():
+    """Training with dropout: y = MoRAMLinear(d) - base(d) + base(x) (d = dropout(x), the same mask),
+    outputs and gradients; computed with one base product."""
+    import torch.nn.functional as F
+
+    from moram_avalanche.layers.moram import MoRAMLinear
+    from moram_avalanche.text import DropoutMoRAMLinear
+
+    torch.manual_seed(0)
+    layer = DropoutMoRAMLinear(nn.Linear(6, 5), atoms_per_task=4, topk=2, dropout=0.3)
+    layer.expand()
+    layer.freeze()
+    layer.expand()
+    with torch.no_grad():
+        layer.frozen_values.normal_()
+        layer.new_values.normal_()
+    plain = MoRAMLinear(nn.Linear(6, 5), **layer.options)  # the same top-k, temperature, threshold
+    plain.expand(), plain.freeze(), plain.expand()
+    plain.load_state_dict(layer.state_dict())
+    layer.train(), plain.train()
+    x = torch.randn(2, 3, 6, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_(True)
+    torch.manual_seed(7)
+    y = layer(x)
+    torch.manual_seed(7)
+    d = F.dropout(x_ref, 0.3, training=True)
+    expected = plain(d) - plain.base(d) + plain.base(x_ref)
+    torch.testing.assert_close(y, expected, rtol=1e-5, atol=1e-5)
+    y.square().sum().backward()
+    expected.square().sum().backward()
+    torch.testing.assert_close(x.grad, x_ref.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(layer.new_keys.grad, plain.new_keys.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(layer.new_values.grad, plain.new_values.grad, rtol=1e-5, atol=1e-5)
