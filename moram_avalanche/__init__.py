@@ -118,7 +118,13 @@ _PUBLIC = {
     "synthetic_text": "benchmarks.synthetic_text",
     "check_text_data": "benchmarks.text_tasks",
     "exact_match": "benchmarks.text_metrics",
+    "rouge_l": "benchmarks.text_metrics",
+    "edit_similarity": "benchmarks.text_metrics",
+    "sari": "benchmarks.text_metrics",
     "op_bwt": "benchmarks.text_metrics",
+    "trace": "benchmarks.text_trace",
+    "TextReproduceSettings": "experiments.reproduce_text",
+    "reproduce_text": "experiments.reproduce_text",
     # experiments
     "AccuracyMatrix": "experiments.metrics",
     "run_stream": "experiments.runner",

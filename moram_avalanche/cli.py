@@ -278,6 +278,12 @@ def cmd_check_data(args) -> int:
         reports = check_text_data(args.root)
         print(format_text_report(reports, args.root))
         return 0 if all(r.usable for r in reports) else 1
+    if args.benchmark == "trace":  # TRACE's eight generation tasks
+        from .benchmarks.text_trace import check_trace_data, format_trace_report
+
+        reports = check_trace_data(args.root)
+        print(format_trace_report(reports, args.root))
+        return 0 if all(r.usable for r in reports) else 1
 
     benchmarks = ("xtail", "mtil") if args.benchmark == "all" else (args.benchmark,)  # mtil-5shot: mtil's files
     usable = True
@@ -429,11 +435,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "expected, the layout understood, and how to obtain it) and the numbers of "
                     "classes and images. Exit status 1 when a benchmark cannot be built.")
     check.add_argument("--root", required=True, help="the data root (--data-root of run)")
-    check.add_argument("--benchmark", default="all", choices=("xtail", "mtil", "all", "lm-cl"),
+    check.add_argument("--benchmark", default="all", choices=("xtail", "mtil", "all", "lm-cl", "trace"),
                        help="which layout to check: xtail (X-TAIL's split files) or mtil "
                             "(torchvision's; also what mtil-5shot reads) (default: all: both); "
                             "lm-cl: the 15 text classification tasks (O-LoRA's CL_Benchmark or "
-                            "the MoRAM release's LLM-CL-Benchmark)")
+                            "the MoRAM release's LLM-CL-Benchmark); trace: TRACE's 8 tasks")
     check.add_argument("--verify-images", action="store_true",
                        help="also decode every image (slow) and count unreadable ones")
     check.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -70,4 +70,40 @@ def trace(data_root, order: Sequence[str] = TRACE_ORDER, *, limit: Optional[int]
     return text_benchmark([read_trace_task(root, name, limit) for name in order])
 
 
-__all__ = ["TRACE_METRICS", "TRACE_ORDER", "TRACE_TASKS", "read_trace_task", "trace"]
+def check_trace_data(root, order: Sequence[str] = TRACE_ORDER):
+    """One :class:`~.text_tasks.TextTaskReport` per TRACE task under ``root`` (found with its
+    counts, or missing / malformed with the reader's message naming the file)."""
+    from .text_tasks import TextTaskReport
+
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        raise ValueError(f"TRACE data root {root} is not a folder")
+    reports = []
+    for name in order:
+        try:
+            task = read_trace_task(root, name)
+        except DataError as error:
+            reports.append(TextTaskReport(name, error.status, message=str(error)))
+            continue
+        folder = find_task_dir(root, TRACE_TASKS[name], "trace")
+        reports.append(TextTaskReport(name, "found", 0, len(task.train), len(task.test), str(folder)))
+    return reports
+
+
+def format_trace_report(reports, root) -> str:
+    """``check-data --benchmark trace``'s report: one line per task, then whether the stream can be built."""
+    lines = [f"trace in {root} (TRACE's 8 tasks, each with its metric):"]
+    for report in reports:
+        if report.usable:
+            lines.append(f"  {report.name:<12} found      {report.train} train, {report.test} test, metric "
+                         f"{TRACE_METRICS[report.name]} ({report.folder})")
+        else:
+            lines.append(f"  {report.name:<12} {report.status:<10} {' '.join(report.message.split())}")
+    ready = all(r.usable for r in reports)
+    lines.append("the TRACE stream can be built" if ready else
+                 f"the TRACE stream cannot be built: {sum(not r.usable for r in reports)} task(s) missing or broken")
+    return "\n".join(lines)
+
+
+__all__ = ["TRACE_METRICS", "TRACE_ORDER", "TRACE_TASKS", "check_trace_data", "format_trace_report",
+           "read_trace_task", "trace"]

@@ -181,3 +181,35 @@ def test_check_data_on_the_command_line_names_each_broken_task(tmp_path, capsys)
     assert main(["check-data", "--root", str(root), "--benchmark", "lm-cl"]) == 1
     out = capsys.readouterr().out
     assert "yahoo" in out and "TC/yahoo/test.json" in out and "orders that can be built: none" in out
+
+
+def test_check_data_trace_names_each_broken_task(tmp_path, capsys):
+    from moram_avalanche.benchmarks import TRACE_ORDER
+    from moram_avalanche.cli import main
+
+    for name in TRACE_ORDER:
+        for split, n in (("train", 3), ("eval", 1), ("test", 2)):
+            write(tmp_path / name / f"{split}.json", [{"prompt": f"{name} {i}", "answer": "A"} for i in range(n)])
+    assert main(["check-data", "--root", str(tmp_path), "--benchmark", "trace"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(" found ") == 8 and "metric sari" in out and "can be built" in out
+    (tmp_path / "Py150" / "test.json").write_text("[{\"prompt\": \"p\",")
+    import shutil
+
+    shutil.rmtree(tmp_path / "FOMC")
+    assert main(["check-data", "--root", str(tmp_path), "--benchmark", "trace"]) == 1
+    out = capsys.readouterr().out
+    assert "FOMC" in out and "missing" in out
+    assert "Py150" in out and "Py150/test.json" in out and "cannot be built: 2 task(s)" in out
+
+
+def test_the_metrics_are_public_from_the_top():
+    from moram_avalanche import edit_similarity, exact_match, rouge_l, sari
+
+    assert exact_match(["The Red."], ["red"]) == 100.0
+    assert rouge_l(["the cat sat"], ["the cat sat down"]) == pytest.approx(100 * 6 / 7)
+    assert edit_similarity(["abcd"], ["abce"]) == 75  # fuzz ratio: round(100 * 2 * 3 / 8)
+    assert sari(["About 95 you now get in."], [["About 95 species are currently known.",
+                                                 "About 95 species are now accepted.",
+                                                 "95 species are now accepted."]],
+                sources=["About 95 species are currently accepted."]) == pytest.approx(26.9536, abs=1e-4)

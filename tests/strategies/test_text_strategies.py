@@ -195,3 +195,44 @@ def test_the_budget_is_iterations_when_given_else_epochs(budget, steps):
         strategy.train(experience)
     sizes = [len(experience.dataset) for experience in list(bench.train_stream)[:2]]
     assert counter.per_task == [steps(n) for n in sizes]
+
+
+def test_graded_metrics_fill_the_matrix_with_each_tasks_metric(tmp_path):
+    """A TRACE stream of three generation tasks: every cell is its task's metric (ROUGE-L, edit
+    similarity, SARI against the prompt) of the answers generated, computed independently."""
+    import json
+
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from moram_avalanche.benchmarks import trace
+    from moram_avalanche.benchmarks.text_metrics import TEXT_METRICS
+    from moram_avalanche.experiments.metrics import AccuracyMatrix
+    from moram_avalanche.strategies.registry import get_strategy
+    from moram_avalanche.text.tiny import tiny_language_model, word_tokenizer
+
+    tasks = ("MeetingBank", "Py150", "20Minuten")
+    texts = []
+    for t, name in enumerate(tasks):
+        items = [{"prompt": f"summarise item {i} of {name}", "answer": f"item {i} {'x' * t} done"} for i in range(4)]
+        texts += [v for item in items for v in item.values()]
+        for split in ("train", "eval", "test"):
+            (tmp_path / name).mkdir(exist_ok=True)
+            (tmp_path / name / f"{split}.json").write_text(json.dumps(items))
+    bench = trace(tmp_path, tasks)
+    tokenizer = word_tokenizer(texts)
+    matrix = AccuracyMatrix()
+    strategy = get_strategy("seq-lora", "text")(
+        model=tiny_language_model("t5", tokenizer), tokenizer=tokenizer, train_mb_size=4, eval_mb_size=8,
+        iterations=3, lr=1e-2, max_new_tokens=4, evaluator=EvaluationPlugin(matrix, loggers=[]))
+    expected = []
+    for experience in bench.train_stream:
+        strategy.train(experience)
+        row = []
+        for test in bench.test_stream:
+            strategy.eval([test])  # one batch per task: its predictions are the task's answers
+            prompts, answers = zip(*[(p, a) for p, a, _ in test.dataset])
+            row.append(TEXT_METRICS[test.metric](strategy.mb_predictions, list(answers), sources=list(prompts)))
+        expected.append(row)
+    assert [e.metric for e in bench.test_stream] == ["rouge_l", "edit_similarity", "sari"]
+    np.testing.assert_allclose(matrix.result(), np.array(expected), rtol=1e-9, atol=1e-9)
+    assert ((matrix.result() > 0) & (matrix.result() < 100)).any()  # graded: cells between the hits
