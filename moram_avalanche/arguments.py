@@ -153,16 +153,13 @@ def _family(args) -> str:
 def check_strategy_arguments(args, name: str, overrides: Mapping[str, object], *, set_prefix: str = "") -> dict:
     """Check strategy ``name`` with the command line's budget and its ``--set`` values
     (``set_prefix``: ``"moram."`` for ``compare``); returns the options checked."""
+    from .experiments.from_arguments import base_options
     from .strategies.options import check_strategy_options
     from .strategies.registry import get_strategy
 
     cls = get_strategy(name, _family(args))
     needs = cls.needs
-    options: Dict[str, object] = {"train_mb_size": args.batch_size}
-    if args.iterations is not None and needs.trains:
-        options["iterations"] = args.iterations
-    if getattr(args, "lr", None) is not None:
-        options["lr"] = args.lr
+    options: Dict[str, object] = base_options(args, name, needs)
     references = needs.reference_arguments(images=args.ref_images, sentences=args.ref_sentences)
     options.update(references)
     options.update(overrides)

@@ -527,7 +527,11 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iterations", type=nonnegative_int, default=None,
                         help="optimizer steps per experience (default: each strategy's, 500; text "
                              "benchmarks: one epoch per task, the paper's)")
-    parser.add_argument("--batch-size", type=positive_int, default=64, help="training batch size (default: 64)")
+    parser.add_argument("--batch-size", type=positive_int, default=None,
+                        help="training batch size (default: 64; trace: 4, the paper's)")
+    parser.add_argument("--preset", default=None, choices=("trace-release",),
+                        help="a named setting on top of the stream's: trace-release, the MoRAM release's "
+                             "shipped TRACE run for moram (r 8, top-k 8, betas 0.9/0.95)")
     parser.add_argument("--eval-batch-size", type=positive_int, default=None,
                         help="evaluation batch size (default: 4 x --batch-size; inference keeps "
                              "no activations)")

@@ -45,12 +45,48 @@ def shared_settings(args) -> dict:
         "benchmark": args.benchmark, "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
         "model": args.model, "pretrained": args.pretrained, "weights_origin": args.weights_origin,
         "stream": stream_options(args),
-        "iterations": args.iterations, "batch_size": args.batch_size, "seed": args.seed,
+        "iterations": args.iterations, "batch_size": batch_size_of(args), "seed": args.seed,
         "ref_images": args.ref_images, "ref_sentences": args.ref_sentences,
         **({"augment": False} if args.no_augment else {}),  # earlier records resume as they were
-        **({"dtype": args.dtype} if getattr(args, "dtype", None) else {}),
+        **({"dtype": dtype_of(args)} if dtype_of(args) else {}),
         **({"gradient_checkpointing": True} if getattr(args, "gradient_checkpointing", False) else {}),
+        **({"preset": args.preset} if getattr(args, "preset", None) else {}),
     }
+
+
+#: the training batch when neither --batch-size nor the stream gives one (the MoRAM release's 64)
+DEFAULT_BATCH_SIZE = 64
+
+
+def batch_size_of(args) -> int:
+    """``--batch-size``, else the stream's (TRACE: 4, :data:`~.recipes.STREAM_OPTIONS`), else 64."""
+    from .recipes import STREAM_OPTIONS
+
+    if getattr(args, "batch_size", None) is not None:
+        return args.batch_size
+    return STREAM_OPTIONS.get(args.benchmark, {}).get("*", {}).get("train_mb_size", DEFAULT_BATCH_SIZE)
+
+
+def dtype_of(args):
+    """``--dtype``, else the stream's (TRACE: bfloat16, :data:`~.recipes.STREAM_DTYPES`), else None
+    (the model's float32)."""
+    from .recipes import STREAM_DTYPES
+
+    return getattr(args, "dtype", None) or STREAM_DTYPES.get(args.benchmark)
+
+
+def base_options(args, name: str, needs) -> dict:
+    """Strategy ``name``'s options from the command line before ``--set``: the stream's defaults
+    (and ``--preset``'s, :func:`~.recipes.stream_options`), the batch, ``--iterations``, ``--lr``."""
+    from .recipes import stream_options as stream_defaults
+
+    options = {**stream_defaults(args.benchmark, name, getattr(args, "preset", None)),
+               "train_mb_size": batch_size_of(args)}
+    if args.iterations is not None and needs.trains:
+        options["iterations"] = args.iterations
+    if getattr(args, "lr", None) is not None:
+        options["lr"] = args.lr
+    return options
 
 
 def model_loader(args):
@@ -67,7 +103,8 @@ def clip_model_loader(args):
     from .demo import TINY_NAME, DemoConfig, default_cache_dir, pretrained_tiny_clip, register_tiny_clip
 
     for flag, value in (("--dtype", getattr(args, "dtype", None)),
-                        ("--gradient-checkpointing", getattr(args, "gradient_checkpointing", False))):
+                        ("--gradient-checkpointing", getattr(args, "gradient_checkpointing", False)),
+                        ("--preset", getattr(args, "preset", None))):
         if value:
             raise ValueError(f"{flag} is for the text benchmarks (lm-cl, trace, synthetic-text); "
                              f"leave it out for --benchmark {args.benchmark}")
@@ -89,7 +126,7 @@ def text_model_loader(args):
     from ..text.load import load_language_model
 
     def load():
-        model, tokenizer = load_language_model(args.model, dtype=getattr(args, "dtype", None) or "float32",
+        model, tokenizer = load_language_model(args.model, dtype=dtype_of(args) or "float32",
                                                gradient_checkpointing=getattr(args, "gradient_checkpointing", False))
         return LanguageModel(model.to(args.device), tokenizer), None, None, tokenizer
 
@@ -146,13 +183,9 @@ def strategy_options(args, name: str, eval_tf, overrides: Mapping[str, object]) 
     from ..strategies.registry import get_strategy
 
     needs = get_strategy(name, benchmark_family(args.benchmark)).needs
-    options = {"train_mb_size": args.batch_size}
+    options = base_options(args, name, needs)
     if args.eval_batch_size is not None:
         options["eval_mb_size"] = args.eval_batch_size
-    if args.iterations is not None and needs.trains:
-        options["iterations"] = args.iterations
-    if getattr(args, "lr", None) is not None:
-        options["lr"] = args.lr
     wanted = needs.taken(images=args.ref_images, sentences=args.ref_sentences)
     if wanted:  # read only the reference data this strategy takes
         from ..benchmarks.reference_sets import reference_data
@@ -178,7 +211,7 @@ def setup_from_arguments(args, overrides: Mapping[str, Mapping[str, object]]) ->
         environment={"cache_dir": args.cache_dir, "device": args.device})
 
 
-__all__ = ["BENCHMARK_BUILDERS", "MODEL_LOADERS", "benchmark_builder", "clip_benchmark_builder", "clip_model_loader",
+__all__ = ["BENCHMARK_BUILDERS", "DEFAULT_BATCH_SIZE", "base_options", "batch_size_of", "dtype_of", "MODEL_LOADERS", "benchmark_builder", "clip_benchmark_builder", "clip_model_loader",
            "default_num_workers", "model_loader", "text_benchmark_builder", "text_model_loader",
            "setup_from_arguments", "shared_settings",
            "strategy_options", "stream_options"]

@@ -24,7 +24,7 @@ A strategy missing from a table gets nothing from it ({}): its defaults.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping
+from typing import Any, Callable, Dict, Mapping, Optional
 
 from ..algorithms.analytic import DUAL_REGULARIZATION, PRIMAL_REGULARIZATION
 from ..algorithms.ddas import random_conv_features
@@ -242,6 +242,51 @@ def check_recipes(paper: Mapping[str, Mapping[str, Any]] = PAPER_OPTIONS,
 
 check_recipes()
 
-__all__ = ["COST_OPTIONS", "DEMO_OPTIONS", "PAPER_OPTIONS", "PAPER_SOURCES", "REFERENCE_PATHS", "SHORT_BUDGET",
+# ------------------------------------------------------------------ text streams' own settings
+#: the paper's TRACE setting (Sec. 4, TRACE paragraph; reference ``language_models.md``): lr 5e-4,
+#: batch 4, context 1024 tokens; answers up to 512 tokens (the release's ``runner_moram.sh``:
+#: ``--max_prompt_len 1024 --max_ans_len 512``); every text strategy of the package on
+#: ``--benchmark trace`` starts from these instead of the classification streams' (lr 1e-3, batch 64)
+TRACE_LOOP = {"lr": 5e-4, "train_mb_size": 4, "max_source_length": 1024, "max_target_length": 512,
+              "max_new_tokens": 512}
+#: MoRAM's TRACE setting (the paper: r 16 per task, k 16, tau 0.03, delta 0.2)
+TRACE_MORAM = {"atoms_per_task": 16, "topk": 16, "temperature": 0.03, "threshold": 0.2}
+#: the release's shipped TRACE run (``TRACE/runner_moram.sh``: r 8, top-k 8, tau 0.03, delta 0.2,
+#: lr 5e-4, Adam betas (0.9, 0.95), weight decay 0), a named preset (``--preset trace-release``);
+#: its per-task epochs (2,1,3,2,1,2,2,3), cosine schedule and batch 1 x 8 accumulation x 4 GPUs
+#: are not expressed by the loop's options and are not part of the preset
+TRACE_RELEASE_MORAM = {"atoms_per_task": 8, "topk": 8, "temperature": 0.03, "threshold": 0.2,
+                       "betas": (0.9, 0.95), "weight_decay": 0.0}
+#: ``--benchmark`` -> ``{"*": every package text strategy's defaults, name: that strategy's}``
+STREAM_OPTIONS: Dict[str, Dict[str, Dict[str, Any]]] = {"trace": {"*": TRACE_LOOP, "moram": TRACE_MORAM}}
+#: ``--benchmark`` -> the weights' dtype by default (the paper's TRACE runs: bf16)
+STREAM_DTYPES = {"trace": "bfloat16"}
+#: named presets: ``(benchmark, strategy) -> options`` on top of the stream's
+PRESETS = {"trace-release": {("trace", "moram"): TRACE_RELEASE_MORAM}}
+
+
+def stream_options(benchmark: str, name: str, preset: Optional[str] = None) -> Dict[str, Any]:
+    """The defaults of the package's text strategy ``name`` on ``benchmark`` (empty for streams
+    whose defaults are the strategies' own), with ``preset`` on top."""
+    if preset is not None:
+        if preset not in PRESETS:
+            raise ValueError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
+        streams = sorted({stream for stream, _ in PRESETS[preset]})
+        if benchmark not in streams:
+            raise ValueError(f"--preset {preset} is a setting of --benchmark {' / '.join(streams)}, "
+                             f"not of {benchmark}")
+    if benchmark not in STREAM_OPTIONS:
+        return {}
+    from ..strategies.text_strategies import TEXT_STRATEGIES
+
+    table = STREAM_OPTIONS[benchmark]
+    options = {**table.get("*", {}), **table.get(name, {})} if name in TEXT_STRATEGIES else {}
+    if preset is not None:
+        options.update(PRESETS[preset].get((benchmark, name), {}))
+    return options
+
+
+__all__ = ["COST_OPTIONS", "DEMO_OPTIONS", "PAPER_OPTIONS", "PAPER_SOURCES", "PRESETS", "REFERENCE_PATHS",
+           "SHORT_BUDGET", "STREAM_DTYPES", "STREAM_OPTIONS", "TRACE_LOOP", "TRACE_MORAM", "TRACE_RELEASE_MORAM",
            "check_recipes", "cost_options", "declared", "demo_recipe", "paper_options", "scaled",
-           "short_budget_options"]
+           "short_budget_options", "stream_options"]

@@ -106,3 +106,37 @@ def test_dtype_and_gradient_checkpointing_are_recorded_and_checked(model_folder,
     done = cli("run", "--benchmark", "synthetic", "--strategy", "moram", "--log-dir", str(tmp_path / "clip"),
                "--dtype", "bfloat16")
     assert done.returncode == 2 and "--dtype is for the text benchmarks" in done.stderr
+
+
+def test_trace_runs_with_the_papers_trace_setting_and_the_release_preset(model_folder, tmp_path):
+    """--benchmark trace: MoRAM's TRACE setting (r 16, k 16, tau 0.03; lr 5e-4, batch 4, bf16)
+    unless given; --preset trace-release puts the release's shipped run on top."""
+    from moram_avalanche.benchmarks import TRACE_ORDER
+
+    root = tmp_path / "TRACE"
+    for name in TRACE_ORDER[:2]:
+        (root / name).mkdir(parents=True)
+        for split in ("train", "eval", "test"):
+            (root / name / f"{split}.json").write_text(json.dumps(
+                [{"prompt": f"what colour is it {i}", "answer": "red"} for i in range(3)]))
+    log_dir = tmp_path / "trace"
+    done = cli("run", "--benchmark", "trace", "--order", ",".join(TRACE_ORDER[:2]), "--data-root", str(root),
+               "--strategy", "moram", "--model", str(model_folder), "--log-dir", str(log_dir), "--iterations", "1",
+               "--set", "max_new_tokens=2", "--no-progress")
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((log_dir / "run.json").read_text())
+    options = record["options"]
+    assert record["run"]["batch_size"] == 4 and record["run"]["dtype"] == "bfloat16"
+    assert (options["atoms_per_task"], options["topk"], options["temperature"], options["lr"]) == (16, 16, 0.03, 5e-4)
+    assert options["max_source_length"] == 1024 and options["train_mb_size"] == 4
+    log_dir = tmp_path / "release"
+    done = cli("run", "--benchmark", "trace", "--order", TRACE_ORDER[0], "--data-root", str(root),
+               "--strategy", "moram", "--model", str(model_folder), "--log-dir", str(log_dir), "--iterations", "1",
+               "--set", "max_new_tokens=2", "--preset", "trace-release", "--batch-size", "2", "--no-progress")
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((log_dir / "run.json").read_text())
+    assert (record["options"]["atoms_per_task"], record["options"]["topk"]) == (8, 8)
+    assert record["options"]["train_mb_size"] == 2 and record["run"]["preset"] == "trace-release"
+    done = cli("run", "--benchmark", "synthetic-text", "--strategy", "moram", "--model", str(model_folder),
+               "--log-dir", str(tmp_path / "bad"), "--preset", "trace-release")
+    assert done.returncode == 2 and "--preset trace-release is a setting of --benchmark trace" in done.stderr
