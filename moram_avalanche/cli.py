@@ -197,7 +197,7 @@ def _parse_sets(items, *, prefixed: bool) -> dict:
 REPRODUCE_TABLES = ("xtail", "xtail-order2", "mtil", "routing", "robustness", "pruning", "load-balance",
                     "sweeps", "additional-baselines", "all")
 #: the language-model tables (moram_avalanche.experiments.reproduce_text.TEXT_TABLE_NAMES)
-REPRODUCE_TEXT_TABLES = ("t5-standard", "t5-long", "llama-standard")
+REPRODUCE_TEXT_TABLES = ("t5-standard", "t5-long", "llama-standard", "trace")
 
 
 def cmd_reproduce(args) -> int:
@@ -455,7 +455,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "routing, robustness (3 seeds), pruning, load-balance, sweeps (Fig. 4), "
                     "additional-baselines, all (the CLIP tables); the language-model tables: "
                     "t5-standard (T5-large, orders 1-3), t5-long (orders 4-6), llama-standard "
-                    "(LLaMA2-7B, orders 1-3), each on --benchmark lm-cl's data.")
+                    "(LLaMA2-7B, orders 1-3), each on --benchmark lm-cl's data; trace (TRACE, three "
+                    "chat models, 3 seeds, OP and BWT) on --benchmark trace's.")
     reproduce.add_argument("table", metavar="TABLE",
                            help=f"one of {', '.join(REPRODUCE_TABLES + REPRODUCE_TEXT_TABLES)}")
     reproduce.add_argument("--data-root", default=None, help="the datasets (and, by default, the "

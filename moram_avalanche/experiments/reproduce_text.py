@@ -7,6 +7,7 @@ table (``TABLE``)      paper                       model        stream
 ``t5-standard``        ``tab:llm_cl_main``         T5-large     ``lm-cl`` orders 1-3 (four tasks)
 ``t5-long``            ``tab:supp_llm_cl_long``    T5-large     ``lm-cl`` orders 4-6 (fifteen tasks)
 ``llama-standard``     ``tab:llama``               LLaMA2-7B    ``lm-cl`` orders 1-3
+``trace``              ``tab:llm_cl``              3 chat LMs   ``trace`` (8 tasks), 3 seeds, OP/BWT
 =====================  ==========================  ===========  ====================================
 
 Each cell is the average accuracy (exact match) over every task after the last one (the
@@ -113,13 +114,25 @@ class TextTableSpec:
     notes: Tuple[str, ...] = field(default_factory=tuple)
     decimals: int = 1
     layout: str = "summary"
+    benchmark: str = "lm-cl"
+    #: TRACE: ``(block, model, architecture)`` per block of the paper's table (one model each)
+    blocks: Tuple[Tuple[str, str, str], ...] = ()
 
     @property
     def columns(self) -> Tuple[str, ...]:
+        if self.benchmark == "trace":
+            return ("OP", "BWT")
         return (*(f"Order {order}" for order in self.orders), "Average")
 
     @property
     def protocol(self) -> TextProtocol:
+        if self.benchmark == "trace":
+            from ..benchmarks.text_trace import TRACE_METRICS, TRACE_ORDER
+
+            return TextProtocol("trace", "TRACE (8 tasks in TRACE's order: " + ", ".join(
+                f"{t} ({TRACE_METRICS[t]})" for t in TRACE_ORDER) + "; --benchmark trace); the paper's TRACE "
+                "setting (lr 5e-4, batch 4, context 1024, bf16; MoRAM r 16, k 16, tau 0.03, delta 0.2); "
+                "OP: mean of the last row, BWT: mean forgetting of the earlier tasks (lower is better)")
         from ..benchmarks.text_tasks import ORDERS
 
         orders = "; ".join(f"order {o}: {', '.join(ORDERS[o])}" for o in self.orders)
@@ -127,6 +140,13 @@ class TextTableSpec:
                             f"the standard CL benchmark of language models (O-LoRA's CL_Benchmark or the "
                             f"release's LLM-CL-Benchmark; --benchmark lm-cl), {orders}; one epoch per task; "
                             f"cell: average exact-match accuracy over every task after the last (%)")
+
+    def block_model(self, block: str) -> Tuple[str, str]:
+        """``(model, architecture)`` of a block (the table's one model outside TRACE)."""
+        for name, model, architecture in self.blocks:
+            if name == block:
+                return model, architecture
+        return self.model, self.architecture
 
     def paper_numbers(self) -> PaperNumbers:
         return load_paper_numbers(self.paper)
@@ -155,6 +175,14 @@ _T5_NOTES = ("MTL is joint training on every task seen (the upper bound); its la
              "(MoRAM, O-LoRA and MTL; on orders 1-3 also SeqLoRA and IncLoRA), never a number from "
              "elsewhere; read the paper's table for the others.")
 
+_TRACE_METHODS = (
+    Method("FIX (ICL)", None, reason=f"{NOT_IN_LIBRARY} (the frozen model with in-context examples)"),
+    Method("SeqLoRA", "seq-lora"), Method("OGD", None, reason=NOT_IN_LIBRARY),
+    Method("GEM", None, reason=_LATER), Method("EWC", None, reason=_LATER),
+    Method("L2P", None, reason=_PROMPT_BASED), Method("DualPrompt", None, reason=_PROMPT_BASED),
+    Method("HiDeLoRA", None, reason=NOT_IN_LIBRARY), Method("O-LoRA", "o-lora"),
+    Method("TreeLoRA", None, reason=NOT_IN_LIBRARY), Method("MoRAM", "moram"))
+
 TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
     TextTableSpec("t5-standard", "tab:llm_cl_main",
                   "Standard CL benchmark, T5-large, orders 1-3: average accuracy after the last task (%)",
@@ -172,6 +200,25 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                          "The paper says LLaMA2-7B; meta-llama/Llama-2-7b-hf is the base model of "
                          "that name (--model takes another name or a local folder).",
                          "The paper does not give its seeds; ours is 42 (the release's).")),
+    TextTableSpec("trace", "tab:llm_cl",
+                  "TRACE: OP and BWT of chat models after 8 tasks, mean ± std over 3 runs (%)",
+                  "trace", "meta-llama/Llama-2-7b-chat-hf", "llama", "bfloat16", (), _TRACE_METHODS,
+                  seeds=(RELEASE_SEED, RELEASE_SEED + 1, RELEASE_SEED + 2), decimals=2, benchmark="trace",
+                  blocks=(("LLaMA-2-7B-Chat", "meta-llama/Llama-2-7b-chat-hf", "llama"),
+                          ("Gemma-2B-it", "google/gemma-2b-it", "llama"),
+                          ("LLaMA-3-1B-Instruct", "meta-llama/Llama-3.2-1B-Instruct", "llama")),
+                  notes=("Each block runs its own model (--model replaces all three with one name or folder).",
+                         "O-LoRA's and TreeLoRA's numbers are those of the release's README (no std); rows "
+                         "marked \"no number transcribed\" are not in this package's transcription: read the "
+                         "paper's table for them.",
+                         "The paper does not give its seeds; ours are 42 (the release's), 43 and 44; std is the "
+                         "sample standard deviation (n - 1).",
+                         "Prompts are passed to the model verbatim, as TRACE's files hold them, with no chat "
+                         "template: the release does the same for LLaMA and Gemma (its data collator applies a "
+                         "chat template to Qwen3 models only, TRACE/utils/data/data_collator.py). Its inference "
+                         "for them is greedy with repetition penalty 1.2 and no repeated 3-grams "
+                         "(TRACE/inference/infer_part.py); ours is plain greedy decoding.",
+                         "Rehearsals use a tiny random-init LLaMA for every block (Gemma is LLaMA-shaped).")),
 )}
 
 #: the values ``reproduce`` takes for the language-model tables
@@ -228,8 +275,8 @@ class TextReproduceSettings:
     def root(self) -> Path:
         return Path(self.out) / "rehearsal" if self.rehearse else Path(self.out)
 
-    def model_of(self, spec: TextTableSpec) -> str:
-        return self.model or spec.model
+    def model_of(self, spec: TextTableSpec, block: Optional[str] = None) -> str:
+        return self.model or (spec.block_model(block)[0] if block else spec.model)
 
     def dtype_of(self, spec: TextTableSpec) -> str:
         return self.dtype or spec.dtype
@@ -241,12 +288,16 @@ class TextRun:
 
     spec_name: str
     model: str
-    order: int
+    order: Optional[int]  # None: TRACE's order
     strategy: str
     seed: int
+    benchmark: str = "lm-cl"
+    architecture: str = "t5"
 
     @property
     def protocol_key(self) -> str:
+        if self.benchmark == "trace":
+            return f"trace-{_slug(self.model)}"
         return f"lm-cl-order{self.order}-{_slug(self.model)}"
 
     def folder(self, runs_root) -> Path:
@@ -257,13 +308,18 @@ def table_seeds(spec: TextTableSpec, settings: TextReproduceSettings) -> Tuple[i
     return settings.seeds if settings.seeds is not None else spec.seeds
 
 
-def method_runs(spec: TextTableSpec, label: str, settings: TextReproduceSettings) -> List[TextRun]:
-    """The runs of one method: one per order and seed ([] when the method is not run)."""
+def method_runs(spec: TextTableSpec, label: str, settings: TextReproduceSettings,
+                block: Optional[str] = None) -> List[TextRun]:
+    """The runs of one method (of one block): one per order (TRACE: its one order) and seed
+    ([] when the method is not run)."""
     method = spec.method(label)
     if method.strategy is None:
         return []
-    return [TextRun(spec.name, settings.model_of(spec), order, method.strategy, seed)
-            for order in spec.orders for seed in table_seeds(spec, settings)]
+    architecture = spec.block_model(block)[1] if block else spec.architecture
+    orders = spec.orders if spec.benchmark == "lm-cl" else (None,)
+    return [TextRun(spec.name, settings.model_of(spec, block), order, method.strategy, seed, spec.benchmark,
+                    architecture)
+            for order in orders for seed in table_seeds(spec, settings)]
 
 
 def plan(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> List[Tuple[TextRun, List[str]]]:
@@ -271,38 +327,46 @@ def plan(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> Lis
     t5-standard and llama-standard share none: their models differ)."""
     planned: Dict[TextRun, List[str]] = {}
     for spec in specs:
-        for _, label in spec.table_rows():
-            for run in method_runs(spec, label, settings):
-                planned.setdefault(run, []).append(f"{spec.name}: {label}")
+        for block, label in spec.table_rows():
+            for run in method_runs(spec, label, settings, block):
+                planned.setdefault(run, []).append(f"{spec.name}: {block} / {label}")
     return list(planned.items())
 
 
-def run_options(settings: TextReproduceSettings) -> Dict[str, Any]:
-    """The strategy options of every run: none (the defaults are the paper's) or the shorter
-    budget of a smoke run or rehearsal."""
-    options: Dict[str, Any] = {}
+def run_options(settings: TextReproduceSettings, run: Optional[TextRun] = None) -> Dict[str, Any]:
+    """The strategy options of a run: the stream's defaults (none on ``lm-cl``, whose defaults
+    are the strategies'; TRACE's setting on ``trace``, :func:`~.recipes.stream_options`), and
+    the shorter budget of a smoke run or rehearsal."""
+    from .recipes import stream_options
+
+    options: Dict[str, Any] = dict(stream_options(run.benchmark, run.strategy)) if run is not None else {}
     if settings.budget is not None:
         options["iterations"] = settings.budget
     if settings.rehearse:
-        options.update(train_mb_size=4, eval_mb_size=4, max_new_tokens=REHEARSAL_NEW_TOKENS)
+        options.update(train_mb_size=4, eval_mb_size=4, max_new_tokens=REHEARSAL_NEW_TOKENS, max_target_length=16)
     return options
 
 
 def run_settings(run: TextRun, spec: TextTableSpec, settings: TextReproduceSettings) -> Dict[str, Any]:
     """What made the run, stored in its folder and checked when it resumes."""
+    stream = ({"order": run.order, "layout": settings.layout} if run.benchmark == "lm-cl" else {"order": "TRACE"})
+    if settings.rehearse:
+        stream.update(train_limit=REHEARSAL_TRAIN, test_limit=REHEARSAL_TEST)
     return {
-        "reproduce": 1, "protocol": run.protocol_key, "benchmark": "lm-cl",
-        "stream": {"order": run.order, "layout": settings.layout,
-                   **({"train_limit": REHEARSAL_TRAIN, "test_limit": REHEARSAL_TEST} if settings.rehearse else {})},
+        "reproduce": 1, "protocol": run.protocol_key, "benchmark": run.benchmark, "stream": stream,
         "data_root": str(Path(settings.data_root).expanduser().resolve()) if settings.data_root else None,
-        "model": "tiny random-init " + spec.architecture if settings.rehearse else run.model,
+        "model": "tiny random-init " + run.architecture if settings.rehearse else run.model,
         "dtype": settings.dtype_of(spec), "gradient_checkpointing": settings.gradient_checkpointing,
         "strategy": run.strategy, "seed": run.seed,
-        "options": {k: repr(v) for k, v in sorted(run_options(settings).items())},
+        "options": {k: repr(v) for k, v in sorted(run_options(settings, run).items())},
     }
 
 
 def _benchmark(run: TextRun, settings: TextReproduceSettings):
+    if run.benchmark == "trace":
+        from ..benchmarks.text_trace import trace
+
+        return trace(settings.data_root, limit=REHEARSAL_TRAIN if settings.rehearse else None)
     from ..benchmarks.text_stream import lm_cl
 
     limits = dict(train_limit=REHEARSAL_TRAIN, test_limit=REHEARSAL_TEST) if settings.rehearse else {}
@@ -322,7 +386,7 @@ def _setup(run: TextRun, spec: TextTableSpec, settings: TextReproduceSettings):
             texts = [text for task in benchmark.tasks for pairs in (task.train, task.test)
                      for pair in pairs for text in pair]
             tokenizer = word_tokenizer(texts)
-            model = tiny_language_model(spec.architecture, tokenizer, seed=run.seed)
+            model = tiny_language_model(run.architecture, tokenizer, seed=run.seed)
         else:
             from ..text.load import load_language_model
 
@@ -330,7 +394,7 @@ def _setup(run: TextRun, spec: TextTableSpec, settings: TextReproduceSettings):
                                                    gradient_checkpointing=settings.gradient_checkpointing)
         return LanguageModel(model.to(settings.device), tokenizer), None, None, tokenizer
 
-    options = run_options(settings)
+    options = run_options(settings, run)
     return Setup(make_model=make_model, make_benchmark=lambda train_tf, eval_tf: _benchmark(run, settings),
                  options=lambda name, eval_tf: dict(options), settings=run_settings(run, spec, settings),
                  seed=run.seed, device=settings.device, family="text")
@@ -348,9 +412,8 @@ def check_needs(specs: Sequence[TextTableSpec], settings: TextReproduceSettings)
     root = Path(settings.data_root).expanduser()
     if not root.is_dir():
         raise ValueError(f"--data-root {root} is not a folder")
-    wanted = list(dict.fromkeys(task for spec in specs for order in spec.orders for task in ORDERS[order]))
     problems = [f"task {r.name}: {r.status} -- {' '.join(r.message.split())}"
-                for r in check_text_data(root, settings.layout, wanted) if not r.usable]
+                for r in _task_reports(specs, settings) if not r.usable]
     if not settings.rehearse:
         problems += _model_problems(specs, settings)
     if problems:
@@ -365,7 +428,8 @@ def _model_problems(specs: Sequence[TextTableSpec], settings: TextReproduceSetti
     from ..text.load import load_config
 
     problems = []
-    for model in dict.fromkeys(settings.model_of(spec) for spec in specs):
+    models = [settings.model_of(spec, block) for spec in specs for block, _ in spec.table_rows()]
+    for model in dict.fromkeys(models):
         try:
             load_config(model)
         except (OSError, ValueError) as error:
@@ -392,7 +456,7 @@ def plan_text(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -
              f"  device: {settings.device}; output: {settings.root}",
              f"  data: lm-cl under {settings.data_root or '<data-root>'} (layout {settings.layout}): "
              f"{_data_status(specs, settings)}",
-             "  settings of every run (the strategies' defaults, the paper's LLM setting): "
+             "  settings of every lm-cl run (the strategies' defaults, the paper's LLM setting): "
              + ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in PAPER_TEXT_LOOP.items())
              + "; MoRAM " + ", ".join(f"{k} {v:g}" for k, v in PAPER_LLM_OPTIONS.items())
              + " on the query and key projections"]
@@ -401,32 +465,49 @@ def plan_text(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -
                      + ("(rehearsal)" if settings.rehearse else "(--iterations)"))
     for spec in specs:
         seeds = table_seeds(spec, settings)
-        model = "tiny random-init " + spec.architecture if settings.rehearse else settings.model_of(spec)
-        lines.append(f"\n{spec.name} ({spec.label}): {spec.title}\n  model: {model} ({settings.dtype_of(spec)}"
+        blocks = list(dict.fromkeys(block for block, _ in spec.table_rows()))
+        models = ", ".join(dict.fromkeys(
+            "tiny random-init " + spec.block_model(b)[1] if settings.rehearse else settings.model_of(spec, b)
+            for b in blocks))
+        lines.append(f"\n{spec.name} ({spec.label}): {spec.title}\n  model: {models} ({settings.dtype_of(spec)}"
                      f"{', gradient checkpointing' if settings.gradient_checkpointing else ''}); seeds "
                      f"{', '.join(map(str, seeds))}")
         for order in spec.orders:
             lines.append(f"  order {order}: {', '.join(ORDERS[order])}")
-        for _, label in spec.table_rows():
+        if spec.benchmark == "trace":
+            lines.append(f"  stream: {spec.protocol.description}")
+        for label in dict.fromkeys(label for _, label in spec.table_rows()):
             method = spec.method(label)
             lines.append(f"  {label}: " + (method.strategy if method.strategy else f"not run: {method.reason}"))
     planned = plan(specs, settings)
     lines.append(f"\nruns ({len(planned)}; each resumes from its folder):")
     for run, used_by in planned:
-        lines.append(f"  {run.strategy}, order {run.order}, seed {run.seed} -> {run.folder(settings.root / 'runs')}"
+        where = "TRACE" if run.order is None else f"order {run.order}"
+        lines.append(f"  {run.strategy}, {where}, seed {run.seed} -> {run.folder(settings.root / 'runs')}"
                      f"  (used by {'; '.join(used_by)})")
     return "\n".join(lines)
 
 
-def _data_status(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> str:
+def _task_reports(specs: Sequence[TextTableSpec], settings: TextReproduceSettings):
+    """``check-data``'s reports of every task the tables read."""
     from ..benchmarks.text_tasks import ORDERS, check_text_data
+    from ..benchmarks.text_trace import check_trace_data
 
+    reports = []
+    if any(spec.benchmark == "trace" for spec in specs):
+        reports += check_trace_data(settings.data_root)
+    wanted = list(dict.fromkeys(task for spec in specs for order in spec.orders for task in ORDERS[order]))
+    if wanted:
+        reports += check_text_data(settings.data_root, settings.layout, wanted)
+    return reports
+
+
+def _data_status(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> str:
     if settings.data_root is None or not Path(settings.data_root).expanduser().is_dir():
         return "not checked (no --data-root folder)"
-    wanted = list(dict.fromkeys(task for spec in specs for order in spec.orders for task in ORDERS[order]))
-    reports = check_text_data(settings.data_root, settings.layout, wanted)
+    reports = _task_reports(specs, settings)
     missing = [f"{r.name} ({r.status})" for r in reports if not r.usable]
-    return (f"{len(wanted) - len(missing)} of {len(wanted)} tasks found"
+    return (f"{len(reports) - len(missing)} of {len(reports)} tasks found"
             + (f"; MISSING: {', '.join(missing)}" if missing else ""))
 
 
@@ -445,7 +526,7 @@ def table_result(spec: TextTableSpec, settings: TextReproduceSettings):
     for block, label in spec.table_rows():
         method, paper_row = spec.method(label), spec.paper_numbers().row(block, label)
         row = Row(block, label, "run", note=paper_row.note)
-        runs = method_runs(spec, label, settings)
+        runs = method_runs(spec, label, settings, block)
         row.runs = [str(run.folder(runs_root)) for run in runs]
         reports = {run: read_report(run.folder(runs_root), run.strategy) for run in runs}
         if method.strategy is None:
@@ -453,6 +534,19 @@ def table_result(spec: TextTableSpec, settings: TextReproduceSettings):
         elif any(report is None for report in reports.values()):
             row.status = "incomplete"
             row.reason = f"{sum(r is None for r in reports.values())} of {len(reports)} runs not finished"
+        if spec.benchmark == "trace":
+            for column in spec.columns:
+                cell = Cell()
+                paper = paper_row.cell(column)
+                if paper is not None:
+                    cell.paper, cell.paper_std = paper.mean, paper.std
+                values = [reports[run].get(column.lower()) for run in runs] if row.status == "run" else []
+                if values and all(v is not None for v in values):
+                    cell.ours, cell.seeds = float(np.mean(values)), len(values)
+                    cell.ours_std = float(np.std(values, ddof=1)) if len(values) > 1 else None
+                row.cells[column] = cell
+            rows.append(row)
+            continue
         order_means = []
         for column, order in zip(spec.columns, (*spec.orders, None)):
             cell = Cell()
@@ -485,7 +579,7 @@ def reproduce_text(table: str, settings: TextReproduceSettings) -> Dict[str, Any
     check_needs([spec], settings)
     planned = plan([spec], settings)
     for index, (run, _) in enumerate(planned, start=1):
-        logger.info("run %d of %d: %s, order %d, seed %d", index, len(planned), run.strategy, run.order, run.seed)
+        logger.info("run %d of %d: %s, %s, seed %d", index, len(planned), run.strategy, run.protocol_key, run.seed)
         run_comparison(_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"),
                        resume=True, progress=settings.progress)
     result = table_result(spec, settings)

@@ -133,3 +133,57 @@ def test_a_rehearsal_runs_every_row_and_writes_the_table(tmp_path, architecture)
     assert again.returncode == 0, again.stderr[-3000:]
     assert {p: p.stat().st_mtime_ns for p in (out / "rehearsal" / "runs").rglob("checkpoint.pt")} == before
     assert json.loads((table / "reproduction.json").read_text())["rows"] == data["rows"]
+
+
+def trace_tree(root, train=10, test=10):
+    """TRACE's layout: <task>/{train,eval,test}.json of {prompt, answer}."""
+    from moram_avalanche.benchmarks import TRACE_ORDER
+
+    for name in TRACE_ORDER:
+        (root / name).mkdir(parents=True)
+        for split, n in (("train", train), ("eval", 2), ("test", test)):
+            (root / name / f"{split}.json").write_text(json.dumps(
+                [{"prompt": f"Task {name} question {i}. Answer:", "answer": f"A {i % 3}"} for i in range(n)]))
+    return root
+
+
+def test_trace_paper_numbers_and_plan():
+    trace = as_dict(load_paper_numbers("trace"))
+    assert trace["LLaMA-2-7B-Chat"]["MoRAM"] == {"OP": 44.54, "BWT": 1.37}
+    assert trace["Gemma-2B-it"]["MoRAM"] == {"OP": 36.27, "BWT": 2.74}
+    assert trace["LLaMA-3-1B-Instruct"]["TreeLoRA"] == {"OP": 36.14, "BWT": 7.36}
+    assert load_paper_numbers("trace").row("LLaMA-3-1B-Instruct", "MoRAM").cell("BWT").std == 0.8
+    done = cli("reproduce", "trace", "--dry-run")
+    assert done.returncode == 0, done.stderr[-2000:]
+    # SeqLoRA, O-LoRA, MoRAM x 3 models x 3 seeds
+    assert "runs (27;" in done.stdout and "google/gemma-2b-it" in done.stdout and "TreeLoRA: not run" in done.stdout
+
+
+def test_a_trace_rehearsal_writes_op_and_bwt_over_three_seeds(tmp_path):
+    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
+                                                            reproduce_text)
+
+    root = trace_tree(tmp_path / "TRACE")
+    spec = TEXT_TABLES["trace"]
+    # one block and two seeds keep the test short; the table's every other row reads "incomplete"
+    settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True,
+                                     seeds=(1, 2), progress=False)
+    runs = method_runs(spec, "MoRAM", settings, "LLaMA-3-1B-Instruct")
+    from moram_avalanche.experiments.compare import run_comparison
+    from moram_avalanche.experiments.reproduce_text import _setup, table_result
+
+    for run in runs:
+        run_comparison(_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
+    result = table_result(spec, settings)
+    row = next(r for r in result.rows if (r.block, r.method) == ("LLaMA-3-1B-Instruct", "MoRAM"))
+    assert row.status == "run"
+    reports = [json.loads((run.folder(settings.root / "runs") / "moram" / "results.json").read_text()) for run in runs]
+    for column in ("OP", "BWT"):
+        values = [r[column.lower()] for r in reports]
+        assert row.cells[column].ours == pytest.approx(np.mean(values))
+        assert row.cells[column].ours_std == pytest.approx(np.std(values, ddof=1))
+        assert row.cells[column].seeds == 2
+    assert row.cells["OP"].paper == 37.77 and row.cells["BWT"].paper_std == 0.8
+    record = json.loads((run.folder(settings.root / "runs") / "moram" / "run.json").read_text())
+    assert eval(record["run"]["options"]["temperature"]) == 0.03  # the paper's TRACE setting
+    assert reproduce_text  # the entry point the command line calls
