@@ -64,7 +64,8 @@ def batch_size_of(args) -> int:
 
     if getattr(args, "batch_size", None) is not None:
         return args.batch_size
-    return STREAM_OPTIONS.get(args.benchmark, {}).get("*", {}).get("train_mb_size", DEFAULT_BATCH_SIZE)
+    shared = STREAM_OPTIONS.get(args.benchmark, {}).get("*")
+    return (shared() if shared else {}).get("train_mb_size", DEFAULT_BATCH_SIZE)
 
 
 def dtype_of(args):

@@ -249,20 +249,34 @@ check_recipes()
 #: ``--benchmark trace`` starts from these instead of the classification streams' (lr 1e-3, batch 64)
 TRACE_LOOP = {"lr": 5e-4, "train_mb_size": 4, "max_source_length": 1024, "max_target_length": 512,
               "max_new_tokens": 512}
-#: MoRAM's TRACE setting (the paper: r 16 per task, k 16, tau 0.03, delta 0.2)
-TRACE_MORAM = {"atoms_per_task": 16, "topk": 16, "temperature": 0.03, "threshold": 0.2}
-#: the release's shipped TRACE run (``TRACE/runner_moram.sh``: r 8, top-k 8, tau 0.03, delta 0.2,
-#: lr 5e-4, Adam betas (0.9, 0.95), weight decay 0), a named preset (``--preset trace-release``);
-#: its per-task epochs (2,1,3,2,1,2,2,3), cosine schedule and batch 1 x 8 accumulation x 4 GPUs
-#: are not expressed by the loop's options and are not part of the preset
-TRACE_RELEASE_MORAM = {"atoms_per_task": 8, "topk": 8, "temperature": 0.03, "threshold": 0.2,
-                       "betas": (0.9, 0.95), "weight_decay": 0.0}
+
+
+def _trace_moram() -> Dict[str, Any]:
+    """MoRAM's TRACE setting (the paper: r 16, k 16, tau 0.03, delta 0.2), declared once with the
+    other language-model settings (:data:`moram_avalanche.text.inject.PAPER_TRACE_OPTIONS`; read
+    when asked, so that image runs do not import the text family)."""
+    from ..text.inject import PAPER_TRACE_OPTIONS
+
+    return dict(PAPER_TRACE_OPTIONS)
+
+
+def _trace_release() -> Dict[str, Any]:
+    """The release's shipped TRACE run for MoRAM (``TRACE/runner_moram.sh``: r 8, top-k 8, tau
+    0.03, delta 0.2, lr 5e-4, Adam betas (0.9, 0.95), weight decay 0). Its per-task epochs
+    (2,1,3,2,1,2,2,3), cosine schedule and batch 1 x 8 accumulation x 4 GPUs are not options of
+    the loop and are not part of the preset."""
+    from ..text.inject import RELEASE_TRACE_OPTIONS
+
+    return {**RELEASE_TRACE_OPTIONS, "betas": (0.9, 0.95), "weight_decay": 0.0}
+
+
 #: ``--benchmark`` -> ``{"*": every package text strategy's defaults, name: that strategy's}``
-STREAM_OPTIONS: Dict[str, Dict[str, Dict[str, Any]]] = {"trace": {"*": TRACE_LOOP, "moram": TRACE_MORAM}}
+STREAM_OPTIONS: Dict[str, Dict[str, Callable[[], Dict[str, Any]]]] = {
+    "trace": {"*": lambda: dict(TRACE_LOOP), "moram": _trace_moram}}
 #: ``--benchmark`` -> the weights' dtype by default (the paper's TRACE runs: bf16)
 STREAM_DTYPES = {"trace": "bfloat16"}
-#: named presets: ``(benchmark, strategy) -> options`` on top of the stream's
-PRESETS = {"trace-release": {("trace", "moram"): TRACE_RELEASE_MORAM}}
+#: named presets: ``{(benchmark, strategy): options}`` on top of the stream's
+PRESETS = {"trace-release": {("trace", "moram"): _trace_release}}
 
 
 def stream_options(benchmark: str, name: str, preset: Optional[str] = None) -> Dict[str, Any]:
@@ -280,13 +294,16 @@ def stream_options(benchmark: str, name: str, preset: Optional[str] = None) -> D
     from ..strategies.text_strategies import TEXT_STRATEGIES
 
     table = STREAM_OPTIONS[benchmark]
-    options = {**table.get("*", {}), **table.get(name, {})} if name in TEXT_STRATEGIES else {}
-    if preset is not None:
-        options.update(PRESETS[preset].get((benchmark, name), {}))
+    options = {}
+    if name in TEXT_STRATEGIES:
+        for key in ("*", name):
+            options.update(table[key]() if key in table else {})
+    if preset is not None and (benchmark, name) in PRESETS[preset]:
+        options.update(PRESETS[preset][(benchmark, name)]())
     return options
 
 
 __all__ = ["COST_OPTIONS", "DEMO_OPTIONS", "PAPER_OPTIONS", "PAPER_SOURCES", "PRESETS", "REFERENCE_PATHS",
-           "SHORT_BUDGET", "STREAM_DTYPES", "STREAM_OPTIONS", "TRACE_LOOP", "TRACE_MORAM", "TRACE_RELEASE_MORAM",
+           "SHORT_BUDGET", "STREAM_DTYPES", "STREAM_OPTIONS", "TRACE_LOOP",
            "check_recipes", "cost_options", "declared", "demo_recipe", "paper_options", "scaled",
            "short_budget_options", "stream_options"]

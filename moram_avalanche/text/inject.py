@@ -30,6 +30,12 @@ from .targets import matches, target_modules
 #: the paper's classification setting for language models (paper Sec. 4, LLM settings)
 PAPER_LLM_OPTIONS = {"atoms_per_task": 8, "topk": 4, "temperature": 0.1, "threshold": 0.2,
                      "dropout": PAPER_DROPOUT}
+#: the paper's TRACE setting for MoRAM (paper Sec. 4, TRACE paragraph): r 16 per task, k 16,
+#: tau 0.03, delta 0.2 (the loop's lr, batch and context: ``experiments.recipes.TRACE_LOOP``)
+PAPER_TRACE_OPTIONS = {"atoms_per_task": 16, "topk": 16, "temperature": 0.03, "threshold": 0.2}
+#: the release's shipped TRACE run for MoRAM (``TRACE/runner_moram.sh``): r 8, top-k 8, tau 0.03,
+#: delta 0.2 -- not the paper's paragraph; a named preset (``--preset trace-release``)
+RELEASE_TRACE_OPTIONS = {"atoms_per_task": 8, "topk": 8, "temperature": 0.03, "threshold": 0.2}
 
 
 def model_type_of(model: nn.Module) -> str:
