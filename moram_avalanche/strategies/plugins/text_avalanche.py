@@ -73,7 +73,9 @@ class TextEWCPlugin(EWCPlugin):
         loader = DataLoader(dataset, batch_size=batch_size, collate_fn=collate_pairs, num_workers=num_workers)
         for batch in loader:
             model.zero_grad(set_to_none=True)
-            text_batch_loss(model, batch).backward()
+            loss = text_batch_loss(model, batch)
+            if loss.requires_grad:  # nothing trainable left (e.g. after MoRAM froze its atoms): zeros
+                loss.backward()
             for (name, p), (same, imp) in zip(model.named_parameters(), importances.items()):
                 assert name == same
                 if p.grad is not None:
