@@ -10,6 +10,9 @@ and its tokenizer, and owns the language-model family's scoring (one scoring per
   scored; the prompt's positions are labelled ``-100`` (the convention of ``transformers``'
   loss, ``ignore_index=-100``). Every answer ends with the tokenizer's EOS token, added when
   the tokenizer does not add it itself, so the model learns where an answer stops.
+* :meth:`LanguageModel.answer_logits` -- the teacher-forced logits of exactly the positions
+  :meth:`loss` scores (one row per answer token), for distillation between two models
+  (LwF on text, :mod:`moram_avalanche.strategies.plugins.text_avalanche`).
 * :meth:`LanguageModel.generate` -- greedy decoding (``do_sample=False``, one beam), answers
   decoded to strings. Causal models read left-padded prompts (:func:`moram_avalanche.text.load.prepare_tokenizer`'s
   reason: every row continues from the same last column) and only the new tokens are decoded.
