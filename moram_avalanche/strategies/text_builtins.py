@@ -23,6 +23,9 @@ the text loop first (``TextEWC -> TextBuiltinLoop -> TextStrategy -> EWC -> Supe
   (:mod:`~moram_avalanche.strategies.plugins.text_avalanche`): the same algorithm with the token
   loss; the criterion Avalanche stores (``_criterion``) is :func:`token_loss`, which returns the
   training output (already the token loss) for any code that calls it;
+* run checkpoints (``run_stream``, the command line's resume) are Avalanche's whole-strategy
+  ones, as for Avalanche's strategies on CLIP: they hold the plugins' state (replay buffer,
+  importances, teacher, memories), which the loop's lean model state would drop;
 * the model: every weight trains (the ``finetune`` / SeqFT row), unless adapters were injected
   beforehand, whose own trainability is kept (and growth plugins grow them).
 
@@ -88,6 +91,9 @@ class TextBuiltinLoop(TextStrategy):
     source: str = ""
     #: the value checks of its own options (run once, by check_strategy_options)
     check_values = staticmethod(check_no_criterion)
+    #: run checkpoints are Avalanche's whole strategy (replay buffers, EWC importances, LwF's
+    #: teacher, GEM memories), not the loop's lean model state (run_stream reads this)
+    lean_checkpoints = False
 
     def __init__(self, *, model, tokenizer=None, plugins=None, **kwargs):
         model = wrap(model, tokenizer)

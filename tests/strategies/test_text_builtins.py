@@ -287,12 +287,36 @@ def model_folder(tmp_path_factory):
 
 def test_cli_runs_avalanche_ewc_on_synthetic_text(model_folder, tmp_path):
     log_dir = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "moram_avalanche", "run", "--benchmark", "synthetic-text",
-                           "--order", "colour,mood", "--strategy", "avalanche.ewc", "--model", str(model_folder),
-                           "--log-dir", str(log_dir), "--iterations", "2", "--batch-size", "8",
-                           "--set", "max_new_tokens=2", "--set", "ewc_lambda=10", "--no-progress"],
-                          capture_output=True, text=True, timeout=600)
+    args = [sys.executable, "-m", "moram_avalanche", "run", "--benchmark", "synthetic-text",
+            "--order", "colour,mood", "--strategy", "avalanche.ewc", "--model", str(model_folder),
+            "--log-dir", str(log_dir), "--iterations", "2", "--batch-size", "8",
+            "--set", "max_new_tokens=2", "--set", "ewc_lambda=10", "--no-progress"]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((log_dir / "results.json").read_text())
     assert results["domains"] == ["colour", "mood"] and len(results["matrix"]) == 2
     assert json.loads((log_dir / "run.json").read_text())["strategy"] == "TextEWC"
+    again = subprocess.run(args, capture_output=True, text=True, timeout=600)  # resumes Avalanche's checkpoint
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads((log_dir / "results.json").read_text())["matrix"] == results["matrix"]
+
+
+def test_text_builtins_resume_with_their_plugins_state(tmp_path, monkeypatch):
+    """A run stopped after task 1 resumes with EWC's importances of task 1 (Avalanche's checkpoint)."""
+    from moram_avalanche.experiments.runner import run_stream
+    from moram_avalanche.strategies.text_builtins import TextEWC
+
+    bench = benchmark()
+    strategy, _, _ = build("avalanche.ewc", "llama")
+    run_stream(strategy, bench, tmp_path, max_experiences=1, progress=False)
+    resumed, _, _ = build("avalanche.ewc", "llama")
+    trained, train = [], TextEWC.train
+    monkeypatch.setattr(TextEWC, "train", lambda self, experience, **kw: (trained.append(experience.current_experience),
+                                                                         train(self, experience, **kw))[1])
+    assert run_stream(resumed, bench, tmp_path, progress=False) == 3
+    assert [len(losses) for losses in plugin_of(resumed, Batches).token_loss] == [2, 2, 2]  # task 1's restored
+    assert resumed.clock.train_exp_counter == 3 and trained == [1, 2]  # task 1 was not trained again
+    ewc = plugin_of(resumed, EWCPlugin)
+    assert set(ewc.importances) == {0, 1, 2}
+    torch.testing.assert_close({k: v.data for k, v in ewc.importances[0].items()},
+                               {k: v.data for k, v in plugin_of(strategy, EWCPlugin).importances[0].items()})
