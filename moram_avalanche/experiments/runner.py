@@ -14,7 +14,7 @@ the checkpoint it resumes from, and a finished run rewrites results files that w
 
 The package's strategies write the lean run state of :mod:`~moram_avalanche.experiments.checkpoint`
 (adapters, clock, plugin and metric state, RNGs); any other strategy -- Avalanche's own,
-``avalanche.naive``, ... -- Avalanche's whole-strategy checkpoint (``save_checkpoint`` /
+``avalanche.naive``, ..., on CLIP or on the text loop -- Avalanche's whole-strategy checkpoint (``save_checkpoint`` /
 ``maybe_load_checkpoint``, with the package's torch 2.15 fix), which holds their replay
 buffers, importances and teachers too. In a data-parallel run (``torchrun``) every process
 trains and evaluates its share, rank 0 alone writes the folder's files, and every process
@@ -229,8 +229,11 @@ def check_run_arguments(strategy, benchmark) -> None:
 
 
 def lean_checkpoints(strategy) -> bool:
-    """Whether ``strategy`` has the package's lean run state (its CLIP strategies do)."""
-    return hasattr(strategy, "checkpoint_model_state") and hasattr(strategy, "load_checkpoint_model_state")
+    """Whether ``strategy`` has the package's lean run state (its CLIP strategies do; a strategy
+    whose plugins keep state the lean one does not hold -- Avalanche's by name on the text loop,
+    :mod:`~moram_avalanche.strategies.text_builtins` -- says ``lean_checkpoints = False``)."""
+    return (getattr(strategy, "lean_checkpoints", True) and hasattr(strategy, "checkpoint_model_state")
+            and hasattr(strategy, "load_checkpoint_model_state"))
 
 
 def _save(strategy, path: Path, identity: Optional[dict] = None) -> None:

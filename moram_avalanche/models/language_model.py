@@ -10,6 +10,9 @@ and its tokenizer, and owns the language-model family's scoring (one scoring per
   scored; the prompt's positions are labelled ``-100`` (the convention of ``transformers``'
   loss, ``ignore_index=-100``). Every answer ends with the tokenizer's EOS token, added when
   the tokenizer does not add it itself, so the model learns where an answer stops.
+* :meth:`LanguageModel.answer_logits` -- the teacher-forced logits of exactly the positions
+  :meth:`loss` scores (one row per answer token), for distillation between two models
+  (LwF on text, :mod:`moram_avalanche.strategies.plugins.text_avalanche`).
 * :meth:`LanguageModel.generate` -- greedy decoding (``do_sample=False``, one beam), answers
   decoded to strings. Causal models read left-padded prompts (:func:`moram_avalanche.text.load.prepare_tokenizer`'s
   reason: every row continues from the same last column) and only the new tokens are decoded.
@@ -101,21 +104,37 @@ class LanguageModel(nn.Module):
         return self._pad([[1] * len(row) for row in rows], 0, left)
 
     # ------------------------------------------------------------------ scoring
-    def loss(self, prompts: Sequence[str], answers: Sequence[str]) -> torch.Tensor:
-        """Mean token cross-entropy of ``answers`` given ``prompts`` (teacher forcing, padding ignored)."""
+    def _teacher_forced(self, prompts: Sequence[str], answers: Sequence[str]):
+        """The model's inputs for teacher forcing and the ``[B, T]`` labels (``IGNORE_INDEX`` off the answers)."""
         prompts, answers = _strings(prompts), _strings(answers)
         if len(prompts) != len(answers) or not prompts:
             raise ValueError(f"loss needs one answer per prompt (and at least one), got {len(prompts)} prompts "
                              f"and {len(answers)} answers")
         sources, targets = self._ids(prompts, self.max_source_length), self._answer_ids(answers)
         if self.seq2seq:
-            return self.model(input_ids=self._pad(sources, self.pad_id), attention_mask=self._mask(sources),
-                              labels=self._pad(targets, IGNORE_INDEX)).loss
+            return dict(input_ids=self._pad(sources, self.pad_id), attention_mask=self._mask(sources)), \
+                self._pad(targets, IGNORE_INDEX)
         rows = [source + target for source, target in zip(sources, targets)]
         labels = [[IGNORE_INDEX] * len(source) + target for source, target in zip(sources, targets)]
         # right padding for the loss: every row's positions start at 0, the padded tail is masked
-        return self.model(input_ids=self._pad(rows, self.pad_id), attention_mask=self._mask(rows),
-                          labels=self._pad(labels, IGNORE_INDEX)).loss
+        return dict(input_ids=self._pad(rows, self.pad_id), attention_mask=self._mask(rows)), \
+            self._pad(labels, IGNORE_INDEX)
+
+    def loss(self, prompts: Sequence[str], answers: Sequence[str]) -> torch.Tensor:
+        """Mean token cross-entropy of ``answers`` given ``prompts`` (teacher forcing, padding ignored)."""
+        inputs, labels = self._teacher_forced(prompts, answers)
+        return self.model(**inputs, labels=labels).loss
+
+    def answer_logits(self, prompts: Sequence[str], answers: Sequence[str]) -> torch.Tensor:
+        """``[N, V]`` teacher-forced logits of the positions that predict the answers' tokens
+        (the ``N`` tokens :meth:`loss` scores, in batch order): what distillation compares
+        (e.g. LwF's old and new model on the same batch)."""
+        inputs, labels = self._teacher_forced(prompts, answers)
+        if self.seq2seq:  # the decoder reads the labels shifted right (T5 builds them from labels)
+            logits = self.model(**inputs, labels=labels).logits
+        else:  # position i predicts token i + 1
+            logits, labels = self.model(**inputs).logits[:, :-1], labels[:, 1:]
+        return logits[labels != IGNORE_INDEX]
 
     def forward(self, prompts: Sequence[str], answers: Sequence[str]) -> torch.Tensor:
         """:meth:`loss` (what calling the model does, for loops that call it)."""

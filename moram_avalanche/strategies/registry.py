@@ -49,10 +49,13 @@ def get_strategy(name: str, family: str = "clip") -> Union[Type[CLIPStrategy], B
 
 
 def text_strategies() -> dict:
-    """The language-model family's table (imported when asked: it loads transformers' side)."""
+    """The language-model family's table (imported when asked: it loads transformers' side): the
+    package's language-model strategies, then Avalanche's on the text loop (``avalanche.ewc``, ...,
+    :data:`~moram_avalanche.strategies.text_builtins.TEXT_BUILTINS`)."""
+    from .text_builtins import TEXT_BUILTINS
     from .text_strategies import TEXT_STRATEGIES
 
-    return dict(TEXT_STRATEGIES)
+    return {**TEXT_STRATEGIES, **TEXT_BUILTINS}
 
 
 def all_strategies() -> Dict[str, Union[Type[CLIPStrategy], BuiltinStrategy]]:

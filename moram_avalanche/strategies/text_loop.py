@@ -29,6 +29,12 @@ O-LoRA: :mod:`.text_strategies`), a thin ``SupervisedTemplate`` whose scoring co
   (:func:`~moram_avalanche.layers.base.adapter_state_dict`) when the model has adapters, else
   the whole model (SeqFT), so :func:`~moram_avalanche.experiments.runner.run_stream` resumes.
 
+Avalanche's plugins that score the model themselves (EWC's importances, GEM / A-GEM's memory
+gradients, LwF's distillation) are re-classed as their text counterparts when the loop is
+built (:mod:`~moram_avalanche.strategies.plugins.text_avalanche`): they score text batches by
+the token loss, so they compose with every language-model strategy; Avalanche's strategies by
+name (``avalanche.ewc``, ...) are this loop too (:mod:`.text_builtins`).
+
 Options are checked before anything is built (:meth:`__new__`), as for the CLIP loop.
 
 Avalanche has no text loop of its own; its ``examples/nlp.py`` shows the intended way
@@ -53,6 +59,7 @@ from .needs import StrategyNeeds
 from .options import check_shared_options, check_strategy_options
 from .plugins.validate import check_plugins
 from .plugins.budget import FixedBatches
+from .plugins.text_avalanche import text_plugins
 
 #: the paper's classification setting for language models (paper Sec. 4, LLM settings):
 #: lr 1e-3 (fixed), batch 64, one epoch per task
@@ -137,6 +144,7 @@ class TextStrategy(SupervisedTemplate):
                          train_epochs=1 if iterations is not None else epochs,
                          eval_mb_size=eval_mb_size or train_mb_size, device=device, plugins=plugins,
                          evaluator=evaluator, eval_every=eval_every, **base_kwargs)
+        text_plugins(self.plugins)  # Avalanche's plugins that run their own forward, on text batches
         self.tokenizer = model.tokenizer
         self.iterations = iterations
         self.lr, self.weight_decay, self.betas = lr, weight_decay, tuple(betas)

@@ -45,6 +45,17 @@ def test_seq2seq_loss_is_the_decoders_over_the_answer():
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_answer_logits_are_the_positions_the_loss_scores(family):
+    """One row per answer token (its EOS included), in batch order: their cross-entropy is the loss."""
+    lm = model(family)
+    logits = lm.answer_logits(PROMPTS, ANSWERS)
+    targets = torch.tensor([token for row in lm._answer_ids(ANSWERS) for token in row])
+    assert logits.shape == (len(targets), lm.config.vocab_size)
+    expected = lm.loss(PROMPTS, ANSWERS).item()
+    assert torch.nn.functional.cross_entropy(logits, targets).item() == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_batched_generation_equals_one_prompt_at_a_time(family):
     lm = model(family)
     together = lm.generate(PROMPTS, max_new_tokens=4)
