@@ -291,11 +291,11 @@ def stream_options(benchmark: str, name: str, preset: Optional[str] = None) -> D
                              f"not of {benchmark}")
     if benchmark not in STREAM_OPTIONS:
         return {}
-    from ..strategies.text_strategies import TEXT_STRATEGIES
+    from ..strategies.registry import text_strategies
 
     table = STREAM_OPTIONS[benchmark]
     options = {}
-    if name in TEXT_STRATEGIES:
+    if name in text_strategies():  # the package's text strategies and Avalanche's on the text loop
         for key in ("*", name):
             options.update(table[key]() if key in table else {})
     if preset is not None and (benchmark, name) in PRESETS[preset]:

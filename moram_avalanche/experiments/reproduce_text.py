@@ -22,6 +22,12 @@ The tables are written by the same report as the CLIP tables
 (:mod:`~moram_avalanche.experiments.reproduce_report`): ``table.md`` (ours, paper, Δ),
 ``table.csv``, ``table.png``, ``reproduction.json`` and a TensorBoard entry.
 
+Replay, EWC, LwF and GEM run as Avalanche's own strategies on the text loop
+(``avalanche.replay``, ``avalanche.ewc``, ``avalanche.lwf``, ``avalanche.gem``:
+:mod:`~moram_avalanche.strategies.text_builtins`) with Avalanche's defaults and those of its
+examples for the arguments it requires, not with the settings of the papers those rows come
+from (which the MoRAM paper does not give).
+
 The paper's numbers ship as package data (``paper/t5_standard.csv``, ``t5_long.csv``,
 ``llama_standard.csv``). This package transcribes the rows its reference gives (MoRAM, O-LoRA,
 SeqLoRA, IncLoRA, MTL; see each file's notes); the other baselines of the paper's tables are
@@ -58,16 +64,14 @@ REHEARSAL_ITERATIONS = 2
 #: rehearsals: generated tokens per answer (the longest label word of the 15 tasks is two words)
 REHEARSAL_NEW_TOKENS = 4
 
-_LATER = ("not yet run on language models by this library (Avalanche's baselines on language "
-          "models are a later step)")
 _PROMPT_BASED = f"{NOT_IN_LIBRARY} (prompt-based)"
 
 
 def _methods(*extra: Method, long: bool = False) -> Tuple[Method, ...]:
     """The T5 tables' methods: how each label of the paper runs here."""
     base = [Method("MTL", "mtl"), Method("SeqFT", "finetune"), Method("SeqLoRA", "seq-lora"),
-            Method("IncLoRA", "inc-lora"), Method("Replay", None, reason=_LATER),
-            Method("EWC", None, reason=_LATER), Method("LwF", None, reason=_LATER),
+            Method("IncLoRA", "inc-lora"), Method("Replay", "avalanche.replay"),
+            Method("EWC", "avalanche.ewc"), Method("LwF", "avalanche.lwf"),
             Method("L2P", None, reason=_PROMPT_BASED), Method("LFPT5", None, reason=_PROMPT_BASED)]
     if not long:
         base.append(Method("InfLoRA", None, reason=f"{NOT_IN_LIBRARY} for language models (the CLIP "
@@ -178,7 +182,7 @@ _T5_NOTES = ("MTL is joint training on every task seen (the upper bound); its la
 _TRACE_METHODS = (
     Method("FIX (ICL)", None, reason=f"{NOT_IN_LIBRARY} (the frozen model with in-context examples)"),
     Method("SeqLoRA", "seq-lora"), Method("OGD", None, reason=NOT_IN_LIBRARY),
-    Method("GEM", None, reason=_LATER), Method("EWC", None, reason=_LATER),
+    Method("GEM", "avalanche.gem"), Method("EWC", "avalanche.ewc"),
     Method("L2P", None, reason=_PROMPT_BASED), Method("DualPrompt", None, reason=_PROMPT_BASED),
     Method("HiDeLoRA", None, reason=NOT_IN_LIBRARY), Method("O-LoRA", "o-lora"),
     Method("TreeLoRA", None, reason=NOT_IN_LIBRARY), Method("MoRAM", "moram"))

@@ -13,8 +13,8 @@ the text loop first (``TextEWC -> TextBuiltinLoop -> TextStrategy -> EWC -> Supe
   ``--set``;
 * the text loop overrides the template's data, forward and criterion: batches of strings,
   the teacher-forced token cross-entropy (``LanguageModel.loss``) as the training loss, greedy
-  generation scored per sample in evaluation (``eval_output = "hits"``, read by the accuracy
-  matrix); the budget is the loop's (``epochs``, the paper's one per task, or ``iterations``
+  generation scored per sample with the task's metric in evaluation (``eval_output = "scores"``,
+  read by the accuracy matrix); the budget is the loop's (``epochs``, the paper's one per task, or ``iterations``
   minibatches per task) and so is the optimisation (AdamW, constant lr): the paper's setting,
   :data:`~moram_avalanche.strategies.text_loop.PAPER_TEXT_LOOP` (lr 1e-3, batch 64, one epoch),
   the same as the ``finetune`` row's, so ``avalanche.naive`` *is* SeqFT run by Avalanche's class;

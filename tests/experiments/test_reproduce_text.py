@@ -78,7 +78,7 @@ def test_paper_and_dry_run_need_no_data():
     done = cli("reproduce", "t5-standard", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "model: t5-large (float32)" in done.stdout
-    assert "Replay: not run" in done.stdout and "runs (18;" in done.stdout  # 6 strategies x 3 orders
+    assert "L2P: not run" in done.stdout and "runs (27;" in done.stdout  # 9 strategies x 3 orders
 
 
 def test_missing_data_is_named_before_anything_runs(tmp_path):
@@ -155,8 +155,8 @@ def test_trace_paper_numbers_and_plan():
     assert load_paper_numbers("trace").row("LLaMA-3-1B-Instruct", "MoRAM").cell("BWT").std == 0.8
     done = cli("reproduce", "trace", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
-    # SeqLoRA, O-LoRA, MoRAM x 3 models x 3 seeds
-    assert "runs (27;" in done.stdout and "google/gemma-2b-it" in done.stdout and "TreeLoRA: not run" in done.stdout
+    # SeqLoRA, GEM, EWC, O-LoRA, MoRAM x 3 models x 3 seeds
+    assert "runs (45;" in done.stdout and "google/gemma-2b-it" in done.stdout and "TreeLoRA: not run" in done.stdout
 
 
 def test_a_trace_rehearsal_writes_op_and_bwt_over_three_seeds(tmp_path):
