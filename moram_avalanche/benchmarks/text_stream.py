@@ -71,6 +71,15 @@ class PromptAnswers(Dataset):
         return self.pairs[i]
 
 
+def collate_text(items):
+    """``[prompts, answers, task labels]`` of a list of ``(prompt, answer, task)`` items (the
+    DataLoader collate of the text streams)."""
+    import torch
+
+    prompts, answers, tasks = zip(*items)
+    return [list(prompts), list(answers), torch.tensor(tasks, dtype=torch.long)]
+
+
 def capped(pairs: Sequence[Tuple[str, str]], limit: Optional[int], seed: int, name: str = ""):
     """At most ``limit`` of ``pairs``: a random subset seeded by ``seed`` and the task's name (so
     each task draws its own), in file order; ``pairs`` themselves when ``limit`` is None or not
@@ -149,4 +158,4 @@ def lm_cl(data_root, order=1, *, layout: str = "auto", instructions: Optional[Ma
     return benchmark
 
 
-__all__ = ["PromptAnswers", "TextStreamTask", "capped", "lm_cl", "text_benchmark"]
+__all__ = ["PromptAnswers", "TextStreamTask", "capped", "collate_text", "lm_cl", "text_benchmark"]

@@ -51,6 +51,7 @@ from avalanche.training.templates import SupervisedTemplate
 from torch.utils.data import DataLoader
 
 from ..benchmarks.text_metrics import TEXT_METRICS
+from ..benchmarks.text_stream import collate_text
 from ..layers.base import load_trained_state_dict, trained_state_dict
 from ..models.language_model import MAX_SOURCE_LENGTH, MAX_TARGET_LENGTH, LanguageModel
 from ..utils.checks import check_positive_int
@@ -67,12 +68,6 @@ PAPER_TEXT_LOOP = {"lr": 1e-3, "train_mb_size": 64, "epochs": 1}
 #: AdamW betas: torch's / transformers' Trainer defaults, which O-LoRA's T5 runs use
 #: (``scripts/order_1.sh`` sets none)
 TEXT_BETAS = (0.9, 0.999)
-
-
-def collate_text(items):
-    """``[prompts, answers, task labels]`` of a list of ``(prompt, answer, task)`` items."""
-    prompts, answers, tasks = zip(*items)
-    return [list(prompts), list(answers), torch.tensor(tasks, dtype=torch.long)]
 
 
 def check_text_loop_options(options) -> None:

@@ -59,7 +59,7 @@ def flat_gradient(model, device) -> torch.Tensor:
 
 def collate_pairs(items):
     """``[prompts, answers, task labels]`` of ``(prompt, answer, task)`` items."""
-    from ..text_loop import collate_text
+    from ...benchmarks.text_stream import collate_text
 
     return collate_text(items)
 
