@@ -121,6 +121,14 @@ _NOT_RUN = {
 }
 
 
+def find_method(methods, label: str, table: str) -> Method:
+    """The :class:`Method` of ``label`` among a table's ``methods``."""
+    for method in methods:
+        if method.label == label:
+            return method
+    raise KeyError(f"table {table!r} does not say how to run {label!r}")
+
+
 def _methods(*methods: Method) -> Tuple[Method, ...]:
     return methods
 
@@ -174,10 +182,7 @@ class TableSpec:
         return self.columns
 
     def method(self, label: str) -> Method:
-        for method in self.methods:
-            if method.label == label:
-                return method
-        raise KeyError(f"table {self.name!r} does not say how to run {label!r}")
+        return find_method(self.methods, label, self.name)
 
     def metric(self, block: str, column: str) -> str:
         """The report key a cell reads (``diagonal``, ``transfer``, ``average``, ``last``)."""
@@ -313,6 +318,6 @@ def resolve_tables(name: str) -> Tuple[TableSpec, ...]:
     return tuple(TABLES.values()) if name == "all" else (get_table(name),)
 
 
-__all__ = ["BLOCK_METRICS", "MEAN_COLUMN", "MTIL_5SHOT", "Method", "NOT_IN_LIBRARY",
+__all__ = ["BLOCK_METRICS", "MEAN_COLUMN", "find_method", "MTIL_5SHOT", "Method", "NOT_IN_LIBRARY",
            "ORDER2_NAMES_OVER_ORDER1_VALUES", "Protocol", "SUMMARY_METRICS", "SWEEP_GRID", "TABLES",
            "TABLE_NAMES", "TableSpec", "XTAIL_ORDER1", "XTAIL_ORDER2", "get_table", "resolve_tables"]

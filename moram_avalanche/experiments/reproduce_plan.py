@@ -53,6 +53,19 @@ def _short(value) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def checked_budget_and_seeds(iterations: Optional[int], seeds) -> Optional[Tuple[int, ...]]:
+    """A reproduction's ``iterations`` (None or positive) checked; its ``seeds`` as a tuple of
+    distinct seeds (None: each table's own)."""
+    if iterations is not None and (isinstance(iterations, bool) or iterations < 1):
+        raise ValueError(f"iterations must be a positive integer, got {iterations!r}")
+    if seeds is None:
+        return None
+    seeds = tuple(seeds)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct and at least one, got {seeds}")
+    return seeds
+
+
 @dataclass
 class ReproduceSettings:
     """What ``reproduce`` was asked (the command line's options).
@@ -90,12 +103,7 @@ class ReproduceSettings:
     progress: bool = True
 
     def __post_init__(self):
-        if self.iterations is not None and (isinstance(self.iterations, bool) or self.iterations < 1):
-            raise ValueError(f"iterations must be a positive integer, got {self.iterations!r}")
-        if self.seeds is not None:
-            self.seeds = tuple(self.seeds)
-            if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-                raise ValueError(f"seeds must be distinct and at least one, got {self.seeds}")
+        self.seeds = checked_budget_and_seeds(self.iterations, self.seeds)
 
     @property
     def budget(self) -> Optional[int]:
@@ -299,6 +307,6 @@ def format_plan(specs: Sequence[TableSpec], settings: ReproduceSettings, planned
     return "\n".join(lines)
 
 
-__all__ = ["PlannedRun", "REHEARSAL_ITERATIONS", "REHEARSAL_TEST_SHOTS", "ReproduceSettings", "Run",
+__all__ = ["PlannedRun", "REHEARSAL_ITERATIONS", "checked_budget_and_seeds", "REHEARSAL_TEST_SHOTS", "ReproduceSettings", "Run",
            "files_needed", "format_plan", "format_run", "method_runs", "plan", "reference_sources",
            "run_options", "run_settings", "table_seeds"]

@@ -52,7 +52,7 @@ import numpy as np
 
 from ..utils.files import atomic_write_text
 from .paper_numbers import PaperNumbers, load_paper_numbers
-from .paper_tables import NOT_IN_LIBRARY, Method
+from .paper_tables import NOT_IN_LIBRARY, Method, find_method
 from .seeding import RELEASE_SEED
 
 logger = logging.getLogger(__name__)
@@ -162,10 +162,7 @@ class TextTableSpec:
         return self.columns
 
     def method(self, label: str) -> Method:
-        for method in self.methods:
-            if method.label == label:
-                return method
-        raise KeyError(f"table {self.name!r} does not say how to run {label!r}")
+        return find_method(self.methods, label, self.name)
 
 
 def _slug(model: str) -> str:
@@ -264,12 +261,9 @@ class TextReproduceSettings:
     progress: bool = True
 
     def __post_init__(self):
-        if self.iterations is not None and (isinstance(self.iterations, bool) or self.iterations < 1):
-            raise ValueError(f"iterations must be a positive integer, got {self.iterations!r}")
-        if self.seeds is not None:
-            self.seeds = tuple(self.seeds)
-            if not self.seeds or len(set(self.seeds)) != len(self.seeds):
-                raise ValueError(f"seeds must be distinct and at least one, got {self.seeds}")
+        from .reproduce_plan import checked_budget_and_seeds
+
+        self.seeds = checked_budget_and_seeds(self.iterations, self.seeds)
 
     @property
     def budget(self) -> Optional[int]:
