@@ -33,20 +33,30 @@ def cmd_demo(args) -> int:
 
     from .utils.paths import check_compare_path
 
+    if args.text and args.full:
+        raise ValueError("--full runs the CLIP demo's eight strategies; the text demo (--text) runs "
+                         "SeqLoRA and MoRAM: leave --full out")
     device = resolve_device(args.device, "--device")
+    out = args.out or ("runs/demo-text" if args.text else "runs/demo")
     _quiet_imports()
-    from .experiments.demo import DEMO_STRATEGIES, FULL_DEMO_STRATEGIES, DemoConfig, run_demo
+    if args.text:
+        from .experiments.demo_text import TEXT_DEMO_STRATEGIES as strategies
+        from .experiments.demo_text import TextDemoConfig as Config
+        from .experiments.demo_text import run_demo_text as run_demo
+    else:
+        from .experiments.demo import DEMO_STRATEGIES, FULL_DEMO_STRATEGIES, run_demo
+        from .experiments.demo import DemoConfig as Config
 
-    check_compare_path(args.out, FULL_DEMO_STRATEGIES if args.full else DEMO_STRATEGIES, "--out")
+        strategies = FULL_DEMO_STRATEGIES if args.full else DEMO_STRATEGIES
+    check_compare_path(out, strategies, "--out")
     if args.cache_dir is not None:
         check_output_folder(args.cache_dir, "--cache-dir")
 
-    config = DemoConfig.quick() if args.quick else DemoConfig()
-    run_demo(args.out, cache_dir=args.cache_dir, config=config, progress=not args.no_progress,
-             strategies=FULL_DEMO_STRATEGIES if args.full else DEMO_STRATEGIES, device=device)
-    print(f"\nresults.json, accuracy matrices (CSV, PNG), memory and time: {args.out}/<strategy>/"
-          f"\ntable.md, table.csv, summary.md, accuracy_matrices.png: {args.out}/"
-          f"\n  tensorboard --logdir {Path(args.out) / 'tensorboard'}")
+    run_demo(out, cache_dir=args.cache_dir, config=Config.quick() if args.quick else Config(),
+             progress=not args.no_progress, strategies=strategies, device=device)
+    print(f"\nresults.json, accuracy matrices (CSV, PNG), memory and time: {out}/<strategy>/"
+          f"\ntable.md, table.csv, summary.md, accuracy_matrices.png: {out}/"
+          f"\n  tensorboard --logdir {Path(out) / 'tensorboard'}")
     return 0
 
 
@@ -306,17 +316,24 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     demo = commands.add_parser(
-        "demo", help="ZeroShot vs FineTune vs MoRAM on an offline synthetic stream (--full: 8 strategies)",
+        "demo", help="ZeroShot vs FineTune vs MoRAM on an offline synthetic stream (--full: 8 strategies; "
+                     "--text: SeqLoRA vs MoRAM on a tiny T5)",
         description="Pre-train a tiny CLIP on synthetic captioned images (cached), then compare ZeroShot, "
                     "FineTune and MoRAM on a five-domain synthetic stream, as `compare` does; --full "
-                    "adds WiSE-FT, LwF, ZSCL, MoE-Adapters and InfLoRA. Resumable: run it again to "
+                    "adds WiSE-FT, LwF, ZSCL, MoE-Adapters and InfLoRA. --text: pre-train a tiny T5 on "
+                    "a generated text mixture (cached), then compare SeqLoRA and MoRAM on the five "
+                    "tasks of the synthetic-text stream (OP, BWT). Resumable: run it again to "
                     "print the table or add strategies.")
-    demo.add_argument("--out", default="runs/demo", help="output folder (default: runs/demo)")
+    demo.add_argument("--out", default=None,
+                      help="output folder (default: runs/demo, with --text runs/demo-text)")
     demo.add_argument("--cache-dir", default=None,
-                      help="where the pre-trained tiny CLIP is cached (default: ~/.cache/moram-avalanche "
+                      help="where the pre-trained tiny CLIP (or T5) is cached (default: ~/.cache/moram-avalanche "
                            "or $MORAM_AVALANCHE_CACHE)")
     demo.add_argument("--full", action="store_true",
                       help="all eight strategies: + WiSE-FT, LwF, ZSCL, MoE-Adapters, InfLoRA (a few minutes more)")
+    demo.add_argument("--text", action="store_true",
+                      help="the language-model demo: SeqLoRA and MoRAM on a tiny T5 and the synthetic-text "
+                           "stream (not with --full)")
     demo.add_argument("--quick", action="store_true", help="a seconds-long smoke version (tiny sizes)")
     demo.add_argument("--device", default="auto",
                       help="torch device: auto (a CUDA GPU when there is one, default), cpu, cuda, cuda:N")

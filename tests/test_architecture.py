@@ -131,7 +131,7 @@ def name_branches(source: str, names: set) -> list:
     return branching
 
 
-@pytest.mark.parametrize("relative", ["cli.py", "experiments/demo.py", *sorted(
+@pytest.mark.parametrize("relative", ["cli.py", "experiments/demo.py", "experiments/demo_text.py", *sorted(
     str(p.relative_to(PACKAGE)) for p in (PACKAGE / "experiments" / "cost").glob("*.py"))])
 def test_the_command_line_and_the_demo_do_not_branch_on_strategy_names(relative):
     assert name_branches((PACKAGE / relative).read_text(), strategy_names()) == []

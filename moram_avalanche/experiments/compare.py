@@ -74,10 +74,11 @@ def check_comparison(out_dir, setup: Setup, *, what: Optional[str] = None, fix: 
 
 
 def run_comparison(setup: Setup, strategies: Sequence[str], out_dir, *, resume: bool = True,
-                   progress: bool = True) -> Dict[str, dict]:
+                   progress: bool = True, tables=None) -> Dict[str, dict]:
     """Run ``strategies`` (registry names) under ``setup``; returns ``{name: report}``.
 
-    A report is ``results.json``'s content plus ``memory`` and ``time``.
+    A report is ``results.json``'s content plus ``memory`` and ``time``. ``tables``: what
+    :func:`write_comparison` writes (default: the paper-style CLIP tables).
     """
     from ..strategies.registry import get_strategy
 
@@ -87,7 +88,7 @@ def run_comparison(setup: Setup, strategies: Sequence[str], out_dir, *, resume: 
     lock = RunFolderLock(out_dir, "the comparison folder").acquire() if is_main_process() else None
     try:
         _checked(setup, names, out_dir, resume, prepared)  # again, now that no other process writes here
-        return _run_comparison(setup, names, out_dir, resume, progress, prepared)
+        return _run_comparison(setup, names, out_dir, resume, progress, prepared, tables)
     finally:
         if lock is not None:
             lock.release()
@@ -108,7 +109,7 @@ def _checked(setup: Setup, names: list, out_dir: Path, resume: bool, prepared=No
 
 
 def _run_comparison(setup: Setup, names: list, out_dir: Path, resume: bool, progress: bool,
-                    prepared: dict) -> Dict[str, dict]:
+                    prepared: dict, tables=None) -> Dict[str, dict]:
     main = is_main_process()  # rank 0 of a data-parallel run writes; the others only train
     barrier()  # every process has checked the stored records before rank 0 writes
     if main:
@@ -128,7 +129,7 @@ def _run_comparison(setup: Setup, names: list, out_dir: Path, resume: bool, prog
         results[name] = run_one(setup, name, prepared[name], run_dir, tb_dir=out_dir / "tensorboard" / name,
                                 resume=resume, progress=progress)
     if main:
-        write_comparison(results, out_dir)
+        write_comparison(results, out_dir, tables)
     return results
 
 
@@ -159,16 +160,20 @@ def _complete_report(run_dir: Path) -> Optional[dict]:
     return {**report, "memory": memory, "time": time}
 
 
-def write_comparison(results: Dict[str, dict], out_dir) -> None:
+def write_comparison(results: Dict[str, dict], out_dir, tables=None) -> None:
     """Write ``table.md``, ``table.csv``, ``summary.md``, ``accuracy_matrices.png`` and the
-    comparison's TensorBoard entry; print the summary and the table."""
-    from .tables import paper_table_csv, paper_table_markdown, summary_table
+    comparison's TensorBoard entry; print the summary and the table.
+
+    ``tables``: a :class:`~moram_avalanche.experiments.tables.Tables` (default
+    :data:`~moram_avalanche.experiments.tables.PAPER_TABLES`, the CLIP tables)."""
+    from .tables import PAPER_TABLES
     from .viz import accuracy_heatmaps, save_png
 
     out_dir = Path(out_dir)
-    table, summary = paper_table_markdown(results), summary_table(results)
+    tables = tables or PAPER_TABLES
+    table, summary = tables.markdown(results), tables.summary(results)
     atomic_write_text(out_dir / "table.md", table + "\n")
-    atomic_write_text(out_dir / "table.csv", paper_table_csv(results))
+    atomic_write_text(out_dir / "table.csv", tables.csv(results))
     atomic_write_text(out_dir / "summary.md", summary + "\n")
     domains = next(iter(results.values()))["domains"]
     image = accuracy_heatmaps({n: r["matrix"] for n, r in results.items()}, domains)

@@ -7,6 +7,8 @@ with is here, keyed by registry name, and read by the app alone:
 
 * :data:`DEMO_OPTIONS`: its options at the demo's small budget, a function of the demo's
   settings (:class:`~moram_avalanche.experiments.demo.DemoConfig`) -- read by ``demo``;
+* :data:`TEXT_DEMO_OPTIONS`: the language-model strategies' options in the text demo
+  (:class:`~moram_avalanche.experiments.demo_text.TextDemoConfig`) -- read by ``demo --text``;
 * :data:`PAPER_OPTIONS` (with :data:`PAPER_SOURCES`): the settings of the paper's runs --
   read by ``reproduce`` (:mod:`.reproduce_plan`), which writes every one out in its plan and in
   each run's folder. They are the strategy's own defaults, read from its declaration
@@ -186,6 +188,27 @@ DEMO_OPTIONS: Dict[str, Callable[[Any], Dict[str, Any]]] = {
     **{name: (lambda demo: {}) for name in ("seq-lora", "moe-lora", "rail-primal", "rail-dual")},
 }
 
+# ---------------------------------------------------------------- the text demo
+#: registry name (family "text") -> its options at the text demo's budget, from the text demo's
+#: settings (:class:`~moram_avalanche.experiments.demo_text.TextDemoConfig`; the shared budget --
+#: minibatches per task, batch, generated tokens -- is the demo's own). Both train at the demo's
+#: constant learning rate (5e-3: the paper's 1e-3 is set for T5-large's thousands of steps, and
+#: in the demo's 40 per task MoRAM learned its tasks barely above chance at it).
+#: MoRAM keeps the paper's LLM setting (r 8, top-k 4, tau 0.1, delta 0.2, dropout 0.1;
+#: :data:`moram_avalanche.text.PAPER_LLM_OPTIONS`) on its default targets (query and key);
+#: SeqLoRA O-LoRA's T5 setting (rank 8 on query and value), its defaults.
+TEXT_DEMO_OPTIONS: Dict[str, Callable[[Any], Dict[str, Any]]] = {
+    "seq-lora": lambda demo: {"lr": demo.lr},
+    "moram": lambda demo: {**_paper_llm_options(), "lr": demo.lr},
+}
+
+
+def _paper_llm_options() -> Dict[str, Any]:
+    from ..text.inject import PAPER_LLM_OPTIONS  # imported when asked: it loads peft
+
+    return dict(PAPER_LLM_OPTIONS)
+
+
 # ---------------------------------------------------------------- the cost measurement
 #: registry name -> stand-ins of the same compute for ``moram-avalanche cost`` (offline, random
 #: weights): MoE-Adapters' DDAS on an untrained AlexNet, its autoencoders trained one step
@@ -199,6 +222,14 @@ COST_OPTIONS: Dict[str, Callable[[], Dict[str, Any]]] = {
 def demo_recipe(name: str, config) -> Dict[str, Any]:
     """The demo options of strategy ``name`` for demo settings ``config`` ({} without any)."""
     recipe = DEMO_OPTIONS.get(name)
+    return dict(recipe(config)) if recipe is not None else {}
+
+
+def text_demo_recipe(name: str, config) -> Dict[str, Any]:
+    """The text demo options of language-model strategy ``name`` ({} without any; an unknown
+    name is the registry's error)."""
+    get_strategy(name, "text")
+    recipe = TEXT_DEMO_OPTIONS.get(name)
     return dict(recipe(config)) if recipe is not None else {}
 
 
@@ -304,6 +335,6 @@ def stream_options(benchmark: str, name: str, preset: Optional[str] = None) -> D
 
 
 __all__ = ["COST_OPTIONS", "DEMO_OPTIONS", "PAPER_OPTIONS", "PAPER_SOURCES", "PRESETS", "REFERENCE_PATHS",
-           "SHORT_BUDGET", "STREAM_DTYPES", "STREAM_OPTIONS", "TRACE_LOOP",
+           "SHORT_BUDGET", "STREAM_DTYPES", "STREAM_OPTIONS", "TEXT_DEMO_OPTIONS", "TRACE_LOOP",
            "check_recipes", "cost_options", "declared", "demo_recipe", "paper_options", "scaled",
-           "short_budget_options", "stream_options"]
+           "short_budget_options", "stream_options", "text_demo_recipe"]

@@ -8,6 +8,16 @@ The paper-style table follows the layout of the ZSCL / MoE-Adapters / MoRAM pape
 blocks (Transfer, Average, Last), one row per strategy in each, one column per domain in
 stream order plus the mean. The best value of each column within a block is in bold (every
 strategy that ties for it; nothing with a single strategy). The first domain has no Transfer value (it is learned first).
+
+The language-model table (:func:`text_table_markdown`, the text demo's) has one row per
+strategy: OP and BWT (the paper's definitions,
+:func:`~moram_avalanche.benchmarks.text_metrics.op_bwt`: OP is the average accuracy after the
+last task, BWT the mean drop on the earlier tasks from right after each was learned to the end,
+positive = forgetting), the last row of the accuracy matrix per task and the training time.
+Best values in bold as above (the lowest BWT).
+
+:data:`PAPER_TABLES` and :data:`TEXT_TABLES` bundle what a comparison writes
+(:func:`~moram_avalanche.experiments.compare.write_comparison`).
 """
 
 from __future__ import annotations
@@ -15,7 +25,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
 
 METRICS = ("transfer", "average", "last")
 
@@ -50,9 +60,9 @@ def table_rows(results: Dict[str, dict]) -> List[dict]:
     return rows
 
 
-def _best(values: Sequence[Optional[float]]) -> Optional[float]:
+def _best(values: Sequence[Optional[float]], lowest: bool = False) -> Optional[float]:
     defined = [round(v, 1) for v in values if v is not None and not math.isnan(v)]
-    return max(defined) if defined else None
+    return (min if lowest else max)(defined) if defined else None
 
 
 def paper_table_markdown(results: Dict[str, dict]) -> str:
@@ -121,4 +131,86 @@ def summary_table(results: Dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["paper_table_csv", "paper_table_markdown", "summary_table", "table_rows"]
+def text_rows(results: Dict[str, dict]) -> List[dict]:
+    """One row per strategy: ``{"strategy", "op", "bwt", "last": [...], "train_seconds"}``
+    (``train_seconds`` None when the report has no ``time``)."""
+    from ..benchmarks.text_metrics import op_bwt
+
+    _check(results)
+    rows = []
+    for name, report in results.items():
+        scores = op_bwt(report["matrix"])
+        seconds = report["time"]["train_seconds"] if "time" in report else None
+        rows.append({"strategy": name, "op": scores["op"], "bwt": scores["bwt"],
+                     "last": [float(v) for v in report["matrix"][-1]], "train_seconds": seconds})
+    return rows
+
+
+def text_table_markdown(results: Dict[str, dict]) -> str:
+    """OP, BWT, the last row per task and training seconds, one row per strategy (Markdown)."""
+    domains = _check(results)
+    rows = text_rows(results)
+    columns = [[r["op"] for r in rows], [r["bwt"] for r in rows],
+               *[[r["last"][d] for r in rows] for d in range(len(domains))]]
+    best = [_best(column, lowest=c == 1) if len(rows) > 1 else None for c, column in enumerate(columns)]
+    lines = ["| strategy | OP | BWT | " + " | ".join(domains) + " | Train s |",
+             "|---|" + "---:|" * (len(domains) + 3)]
+    for i, row in enumerate(rows):
+        cells = [_cell(column[i], best[c]) for c, column in enumerate(columns)]
+        seconds = "–" if row["train_seconds"] is None else f"{row['train_seconds']:.0f}"
+        lines.append(f"| {row['strategy']} | " + " | ".join(cells) + f" | {seconds} |")
+    return "\n".join(lines)
+
+
+def text_table_csv(results: Dict[str, dict]) -> str:
+    """The same rows as CSV (full precision, no bold)."""
+    domains = _check(results)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["strategy", "op", "bwt", *domains, "train_seconds"])
+    for row in text_rows(results):
+        cells = ["" if v is None or math.isnan(v) else f"{v:.4f}"
+                 for v in [row["op"], row["bwt"], *row["last"], row["train_seconds"]]]
+        writer.writerow([row["strategy"], *cells])
+    return buffer.getvalue()
+
+
+def text_summary_table(results: Dict[str, dict]) -> str:
+    """Markdown: OP, BWT, the last row's mean on the tasks learned before the last one, peak
+    memory (with the note saying what was measured) and training time, and the definitions."""
+    _check(results)
+    lines = ["| strategy | OP | BWT | Last (old tasks) | Peak memory (MB) | Train s / task |",
+             "|---|---|---|---|---|---|"]
+    kinds = []
+    for row, report in zip(text_rows(results), results.values()):
+        old = row["last"][:-1]
+        memory = report.get("memory")
+        peak = "-" if memory is None else f"{memory['peak_mb']:.1f}"
+        if memory is not None and memory["kind"] not in kinds:
+            kinds.append(memory["kind"])
+        per = "-" if "time" not in report else f"{report['time']['train_seconds_per_experience']:.1f}"
+        cells = [row["op"], row["bwt"], sum(old) / len(old) if old else float("nan")]
+        lines.append(f"| {row['strategy']} | " + " | ".join(f"{v:.1f}" for v in cells) + f" | {peak} | {per} |")
+    lines.append("\nOP: average accuracy after the last task. BWT: mean drop on the earlier tasks from "
+                 "right after each was learned to the end (positive = forgetting).")
+    lines += [f"Peak memory: {kind}." for kind in kinds]
+    return "\n".join(lines)
+
+
+class Tables(NamedTuple):
+    """What a comparison writes: ``table.md`` (``markdown``), ``table.csv`` (``csv``) and
+    ``summary.md`` (``summary``), each a function of ``{strategy: report}``."""
+
+    markdown: Callable[[Dict[str, dict]], str]
+    csv: Callable[[Dict[str, dict]], str]
+    summary: Callable[[Dict[str, dict]], str]
+
+
+#: the CLIP tables: Transfer / Average / Last per domain, and the summary
+PAPER_TABLES = Tables(paper_table_markdown, paper_table_csv, summary_table)
+#: the language-model tables: OP, BWT and the last row per task, and the summary
+TEXT_TABLES = Tables(text_table_markdown, text_table_csv, text_summary_table)
+
+
+__all__ = ["PAPER_TABLES", "TEXT_TABLES", "Tables", "paper_table_csv", "paper_table_markdown", "summary_table",
+           "table_rows", "text_rows", "text_summary_table", "text_table_csv", "text_table_markdown"]
