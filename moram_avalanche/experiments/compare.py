@@ -78,7 +78,9 @@ def run_comparison(setup: Setup, strategies: Sequence[str], out_dir, *, resume: 
     """Run ``strategies`` (registry names) under ``setup``; returns ``{name: report}``.
 
     A report is ``results.json``'s content plus ``memory`` and ``time``. ``tables``: what
-    :func:`write_comparison` writes (default: the paper-style CLIP tables).
+    :func:`write_comparison` writes (default: the setup family's,
+    :data:`~moram_avalanche.experiments.tables.FAMILY_TABLES`: the paper-style CLIP tables, or
+    OP / BWT per strategy for language models).
     """
     from ..strategies.registry import get_strategy
 
@@ -129,7 +131,9 @@ def _run_comparison(setup: Setup, names: list, out_dir: Path, resume: bool, prog
         results[name] = run_one(setup, name, prepared[name], run_dir, tb_dir=out_dir / "tensorboard" / name,
                                 resume=resume, progress=progress)
     if main:
-        write_comparison(results, out_dir, tables)
+        from .tables import FAMILY_TABLES
+
+        write_comparison(results, out_dir, tables or FAMILY_TABLES.get(setup.family))
     return results
 
 

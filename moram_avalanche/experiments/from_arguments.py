@@ -73,7 +73,7 @@ def dtype_of(args):
     (the model's float32)."""
     from .recipes import STREAM_DTYPES
 
-    return getattr(args, "dtype", None) or STREAM_DTYPES.get(args.benchmark)
+    return getattr(args, "dtype", None) or STREAM_DTYPES.get(getattr(args, "benchmark", None))
 
 
 def base_options(args, name: str, needs) -> dict:
