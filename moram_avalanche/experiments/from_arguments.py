@@ -81,8 +81,9 @@ def base_options(args, name: str, needs) -> dict:
     (and ``--preset``'s, :func:`~.recipes.stream_options`), the batch, ``--iterations``, ``--lr``."""
     from .recipes import stream_options as stream_defaults
 
-    options = {**stream_defaults(args.benchmark, name, getattr(args, "preset", None)),
-               "train_mb_size": batch_size_of(args)}
+    options = dict(stream_defaults(args.benchmark, name, getattr(args, "preset", None)))
+    if getattr(args, "batch_size", None) is not None or "train_mb_size" not in options:
+        options["train_mb_size"] = batch_size_of(args)  # --batch-size wins over the stream and preset
     if args.iterations is not None and needs.trains:
         options["iterations"] = args.iterations
     if getattr(args, "lr", None) is not None:

@@ -293,12 +293,14 @@ def _trace_moram() -> Dict[str, Any]:
 
 def _trace_release() -> Dict[str, Any]:
     """The release's shipped TRACE run for MoRAM (``TRACE/runner_moram.sh``: r 8, top-k 8, tau
-    0.03, delta 0.2, lr 5e-4, Adam betas (0.9, 0.95), weight decay 0). Its per-task epochs
-    (2,1,3,2,1,2,2,3), cosine schedule and batch 1 x 8 accumulation x 4 GPUs are not options of
-    the loop and are not part of the preset."""
+    0.03, delta 0.2, lr 5e-4, Adam betas (0.9, 0.95), weight decay 0, batch 1 per GPU with 8
+    accumulation steps on 4 GPUs). One process here: batch 1 with 32 accumulation steps, the
+    same 32 prompts per optimizer step. Its per-task epochs (2,1,3,2,1,2,2,3) and cosine
+    schedule are not options of the loop and are not part of the preset."""
     from ..text.inject import RELEASE_TRACE_OPTIONS
 
-    return {**RELEASE_TRACE_OPTIONS, "betas": (0.9, 0.95), "weight_decay": 0.0}
+    return {**RELEASE_TRACE_OPTIONS, "betas": (0.9, 0.95), "weight_decay": 0.0, "train_mb_size": 1,
+            "accumulation_steps": 32}
 
 
 #: ``--benchmark`` -> ``{"*": every package text strategy's defaults, name: that strategy's}``

@@ -59,6 +59,7 @@ from ..utils.devices import resolve_device
 from .needs import StrategyNeeds
 from .options import check_shared_options, check_strategy_options
 from .plugins.validate import check_plugins
+from .plugins.accumulation import AccumulatedSteps
 from .plugins.budget import FixedBatches
 from .plugins.text_avalanche import text_plugins
 
@@ -72,7 +73,7 @@ TEXT_BETAS = (0.9, 0.999)
 
 def check_text_loop_options(options) -> None:
     """Value checks of the text loop's own options given in ``options``."""
-    for name in ("epochs", "max_source_length", "max_target_length", "max_new_tokens"):
+    for name in ("epochs", "max_source_length", "max_target_length", "max_new_tokens", "accumulation_steps"):
         if name in options:
             check_positive_int(name, options[name])
 
@@ -93,8 +94,11 @@ class TextStrategy(SupervisedTemplate):
             ``transformers`` model wrapped in one with ``tokenizer``.
         tokenizer: the model's tokenizer (ignored when ``model`` is a ``LanguageModel``).
         epochs: passes over each task's training data (paper: 1).
-        iterations: when given, exactly this many minibatches per task instead of ``epochs``
+        iterations: when given, exactly this many optimizer steps per task instead of ``epochs``
             (the command line's shared budget; 0 trains nothing).
+        accumulation_steps: minibatches per optimizer step (gradient accumulation,
+            :class:`~moram_avalanche.strategies.plugins.accumulation.AccumulatedSteps`; 1: none;
+            the release's TRACE run: 8).
         lr: AdamW's learning rate, constant (paper: 1e-3).
         weight_decay, betas: AdamW's (0; (0.9, 0.999), module constants).
         max_source_length, max_target_length, max_new_tokens: prompt tokens kept, answer
@@ -125,11 +129,12 @@ class TextStrategy(SupervisedTemplate):
                  max_source_length: int = MAX_SOURCE_LENGTH, max_target_length: int = MAX_TARGET_LENGTH,
                  max_new_tokens: int = MAX_TARGET_LENGTH, progress: bool = True, train_mb_size: int = 64,
                  eval_mb_size: Optional[int] = None, device="cpu", plugins=None, evaluator=default_text_evaluator,
-                 eval_every: int = -1, **base_kwargs):
+                 eval_every: int = -1, accumulation_steps: int = 1, **base_kwargs):
         check_shared_options(dict(iterations=iterations, lr=lr, weight_decay=weight_decay, betas=betas,
                                   train_mb_size=train_mb_size, eval_mb_size=eval_mb_size))
         check_text_loop_options(dict(epochs=epochs, max_source_length=max_source_length,
-                                     max_target_length=max_target_length, max_new_tokens=max_new_tokens))
+                                     max_target_length=max_target_length, max_new_tokens=max_new_tokens,
+                                     accumulation_steps=accumulation_steps))
         if not isinstance(model, LanguageModel):
             model = LanguageModel(model, tokenizer, max_source_length=max_source_length,
                                   max_target_length=max_target_length)
@@ -142,6 +147,7 @@ class TextStrategy(SupervisedTemplate):
         text_plugins(self.plugins)  # Avalanche's plugins that run their own forward, on text batches
         self.tokenizer = model.tokenizer
         self.iterations = iterations
+        self.accumulation_steps = accumulation_steps
         self.lr, self.weight_decay, self.betas = lr, weight_decay, tuple(betas)
         self.max_new_tokens = max_new_tokens
         self.progress = progress
@@ -184,6 +190,8 @@ class TextStrategy(SupervisedTemplate):
         self.optimized_param_id = {}  # tells Avalanche the optimizer is initialised
         self.optimizer = (torch.optim.AdamW(params, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay)
                           if params else None)
+        if self.optimizer is not None and self.accumulation_steps > 1:  # one step per accumulation_steps batches
+            self.optimizer = AccumulatedSteps(self.optimizer, self.accumulation_steps)
 
     def training_epoch(self, **kwargs):
         if self.iterations == 0:
@@ -191,10 +199,17 @@ class TextStrategy(SupervisedTemplate):
         if self.optimizer is None:
             raise RuntimeError(f"{type(self).__name__} has nothing to train: no parameter of the model "
                                "requires grad")
-        if self.iterations is not None:
+        if self.iterations is not None:  # optimizer steps: accumulation_steps minibatches each
             what = f"the training data of task {getattr(self.experience, 'task_name', '?')!r}"
-            self.dataloader = FixedBatches(self.dataloader, self.iterations, what)
+            self.dataloader = FixedBatches(self.dataloader, self.iterations * self.accumulation_steps, what)
         super().training_epoch(**kwargs)
+        if isinstance(self.optimizer, AccumulatedSteps):
+            self.optimizer.flush()  # an epoch's shorter last cycle
+
+    def backward(self):
+        """The loss's backward; divided by ``accumulation_steps`` when gradients accumulate."""
+        loss = self.loss / self.accumulation_steps if self.accumulation_steps > 1 else self.loss
+        loss.backward(retain_graph=self.retain_graph)
 
     # ------------------------------------------------------------------ model output
     def forward(self):

@@ -236,3 +236,51 @@ def test_graded_metrics_fill_the_matrix_with_each_tasks_metric(tmp_path):
     assert [e.metric for e in bench.test_stream] == ["rouge_l", "edit_similarity", "sari"]
     np.testing.assert_allclose(matrix.result(), np.array(expected), rtol=1e-9, atol=1e-9)
     assert ((matrix.result() > 0) & (matrix.result() < 100)).any()  # graded: cells between the hits
+
+
+def test_gradient_accumulation_equals_one_larger_batch():
+    """accumulation_steps 2 on batches of 2 takes the step one batch of 4 takes (equal answer
+    lengths: the token loss's mean over 4 is the mean of two means over 2), and the budget counts
+    optimizer steps."""
+    from avalanche.core import SupervisedPlugin
+
+    class CountSteps(SupervisedPlugin):
+        def __init__(self):
+            super().__init__()
+            self.batches = 0
+
+        def after_training_iteration(self, strategy, **kwargs):
+            self.batches += 1
+
+    bench = benchmark()
+    weights = []
+    for options in (dict(train_mb_size=4), dict(train_mb_size=2, accumulation_steps=2)):
+        torch.manual_seed(5)  # the same shuffled order
+        counter = CountSteps()
+        strategy, _ = build("seq-lora", plugins=[counter], **{**options, "iterations": 1})
+        for module in strategy.model.modules():  # no dropout: the two runs compute the same functions
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+            elif isinstance(getattr(module, "dropout", None), float):  # T5's attention-weight dropout
+                module.dropout = 0.0
+        strategy.train(bench.train_stream[0])
+        assert counter.batches == options.get("accumulation_steps", 1)
+        weights.append([p.detach().clone() for p in strategy.model.parameters() if p.requires_grad])
+    for one, accumulated in zip(*weights):
+        torch.testing.assert_close(accumulated, one, rtol=1e-5, atol=1e-6)
+    assert any((w != 0).any() for w in weights[0])  # something trained
+
+
+def test_accumulation_flushes_a_short_last_cycle_as_its_mean():
+    from moram_avalanche.strategies.plugins.accumulation import AccumulatedSteps
+
+    param = torch.nn.Parameter(torch.zeros(1))
+    optimizer = AccumulatedSteps(torch.optim.SGD([param], lr=1.0), 3)
+    for grad in (1.0, 3.0):  # two of three: the loop adds grad / 3 each time
+        optimizer.zero_grad()
+        param.grad = (param.grad if param.grad is not None else torch.zeros(1)) + grad / 3
+        optimizer.step()
+    assert param.item() == 0.0  # not stepped yet
+    assert optimizer.flush() and param.item() == pytest.approx(-2.0)  # minus the mean gradient (1 + 3) / 2
+    with pytest.raises(ValueError, match="accumulation steps"):
+        AccumulatedSteps(optimizer.optimizer, 0)

@@ -138,6 +138,7 @@ def test_trace_runs_with_the_papers_trace_setting_and_the_release_preset(model_f
     record = json.loads((log_dir / "run.json").read_text())
     assert (record["options"]["atoms_per_task"], record["options"]["topk"]) == (8, 8)
     assert record["options"]["train_mb_size"] == 2 and record["run"]["preset"] == "trace-release"
+    assert record["options"]["accumulation_steps"] == 32  # the release's 32 prompts per step, on one process
     done = cli("run", "--benchmark", "synthetic-text", "--strategy", "moram", "--model", str(model_folder),
                "--log-dir", str(tmp_path / "bad"), "--preset", "trace-release")
     assert done.returncode == 2 and "--preset trace-release is a setting of --benchmark trace" in done.stderr
