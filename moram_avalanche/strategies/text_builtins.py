@@ -59,6 +59,7 @@ from typing import Any, Dict
 from avalanche.training import AGEM, EWC, GEM, LwF, Naive, Replay
 
 from ..layers.base import find_layers
+from .needs import StrategyNeeds
 from .text_loop import TextStrategy
 from .text_strategies import wrap
 
@@ -86,6 +87,9 @@ class TextBuiltinLoop(TextStrategy):
     ``mem_size``, ...; :attr:`avalanche_defaults` fills those Avalanche requires).
     """
 
+    #: not data-parallel: Avalanche's plugins keep per-process state (buffers, importances,
+    #: memories) that this package does not synchronise; torchrun is refused
+    needs = StrategyNeeds(data_parallel=False)
     #: values of the Avalanche strategy's arguments that have no default there, and their source
     avalanche_defaults: Dict[str, Any] = {}
     source: str = ""

@@ -50,6 +50,7 @@ from avalanche.training.plugins import EvaluationPlugin
 from avalanche.training.templates import SupervisedTemplate
 from torch.utils.data import DataLoader
 
+from ..algorithms.data_parallel import ShardedBatches
 from ..benchmarks.text_metrics import TEXT_METRICS
 from ..benchmarks.text_stream import collate_text
 from ..layers.base import load_trained_state_dict, trained_state_dict
@@ -109,8 +110,12 @@ class TextStrategy(SupervisedTemplate):
         device: a torch device or ``"auto"``.
     """
 
-    #: not data-parallel yet (batches are not sharded over processes): torchrun is refused
-    needs = StrategyNeeds(data_parallel=False)
+    #: data-parallel under torchrun: every global batch of ``train_mb_size`` is split between the
+    #: processes (:class:`~moram_avalanche.algorithms.data_parallel.ShardedBatches`), gradients
+    #: are averaged and each test sample is scored by one process (the DataParallel plugin)
+    needs = StrategyNeeds()
+    #: how the text streams' items become a batch (the DataParallel plugin's evaluation shards too)
+    batch_collate = staticmethod(collate_text)
     #: the value checks of its own options (run once, by check_strategy_options)
     check_values = staticmethod(lambda options: check_text_loop_options(options))
     #: what :attr:`mb_output` holds in evaluation: each sample's hit (read by AccuracyMatrix)
@@ -171,8 +176,14 @@ class TextStrategy(SupervisedTemplate):
 
     def make_train_dataloader(self, num_workers=0, shuffle=True, pin_memory=None, persistent_workers=False,
                               **kwargs):
-        self.dataloader = self._loader(self.adapted_dataset, self.train_mb_size, shuffle, num_workers,
-                                       pin_memory, persistent_workers)
+        """Batches of ``train_mb_size`` in ``DataLoader(shuffle=True)``'s order; data-parallel
+        processes split each of them (:class:`~moram_avalanche.algorithms.data_parallel.ShardedBatches`)."""
+        data = self.adapted_dataset
+        self.dataloader = DataLoader(
+            data, batch_sampler=ShardedBatches(len(data), self.train_mb_size, shuffle=shuffle),
+            collate_fn=collate_text, num_workers=num_workers,
+            persistent_workers=bool(persistent_workers) and num_workers > 0,
+            pin_memory=self.device.type == "cuda" if pin_memory is None else pin_memory)
 
     def make_eval_dataloader(self, num_workers=0, pin_memory=None, persistent_workers=False, **kwargs):
         self.dataloader = self._loader(self.adapted_dataset, self.eval_mb_size, False, num_workers,

@@ -44,7 +44,8 @@ class DataParallel(SupervisedPlugin, supports_distributed=True):
         data = strategy.adapted_dataset
         strategy.dataloader = DataLoader(
             Subset(data, shard_indices(len(data))), batch_size=strategy.eval_mb_size, shuffle=False,
-            num_workers=int(kwargs.get("num_workers", 0)), collate_fn=getattr(data, "collate_fn", None),
+            num_workers=int(kwargs.get("num_workers", 0)),
+            collate_fn=getattr(strategy, "batch_collate", None) or getattr(data, "collate_fn", None),
             pin_memory=strategy.device.type == "cuda")
 
 

@@ -1,0 +1,67 @@
+"""``torchrun --nproc_per_node 2 -m moram_avalanche run`` on a language model: two CPU processes
+(gloo) train MoRAM and SeqLoRA on the tiny LLaMA and end where one process ends.
+
+Tolerance, as for CLIP (tests/experiments/test_data_parallel_run.py): the processes add a
+batch's gradients up in another order than one process, so the atoms agree within 1% of each
+tensor's largest entry and each accuracy within one test sample of its task. Settings that keep
+training smooth: no dropout on the atoms (each process would draw its own masks), tau = 1
+(``temperature=None``) and top-k 8 (every atom).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from tiny_stream import FAMILIES, stream_tokenizer
+
+ROOT = Path(__file__).resolve().parents[2]
+ORDER = ("colour", "mood")
+RTOL = 1e-2
+
+
+def compare_args(model, out):
+    return ["compare", "--benchmark", "synthetic-text", "--order", ",".join(ORDER), "--strategies", "moram,seq-lora",
+            "--model", str(model), "--out", str(out), "--iterations", "25", "--batch-size", "8", "--set", "moram.lr=3e-2", "--set", "seq-lora.lr=3e-2",
+            "--set", "moram.atoms_per_task=4", "--set", "moram.topk=8", "--set", "moram.temperature=None",
+            "--set", "moram.dropout=0.0", "--set", "moram.max_new_tokens=2", "--set", "seq-lora.max_new_tokens=2",
+            "--device", "cpu", "--no-progress"]
+
+
+def test_two_processes_match_one_on_the_tiny_llama(tmp_path):
+    from moram_avalanche.benchmarks import synthetic_text
+
+    model = tmp_path / "tiny-llama"
+    tokenizer = stream_tokenizer(ORDER)
+    FAMILIES["llama"](tokenizer).save_pretrained(model)
+    tokenizer.save_pretrained(model)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    one = subprocess.run([sys.executable, "-W", "ignore", "-m", "moram_avalanche", *compare_args(model, tmp_path / "one")],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = subprocess.run([sys.executable, "-W", "ignore", "-m", "torch.distributed.run", "--standalone",
+                          "--nproc_per_node", "2", "-m", "moram_avalanche", *compare_args(model, tmp_path / "two")],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert two.returncode == 0, (two.stdout + two.stderr)[-3000:]
+    tests = [len(e.dataset) for e in synthetic_text(ORDER).test_stream]
+    learned = 0.0
+    for name in ("moram", "seq-lora"):
+        a = json.loads((tmp_path / "one" / name / "results.json").read_text())["matrix"]
+        b = json.loads((tmp_path / "two" / name / "results.json").read_text())["matrix"]
+        print(f"{name}: matrices {a} / {b}")
+        assert len(a) == len(b) == 2
+        for row_a, row_b in zip(a, b):
+            for j, (x, y) in enumerate(zip(row_a, row_b)):
+                assert abs(x - y) <= 100 / tests[j] + 1e-9, (name, a, b)
+        learned += sum(map(sum, a))
+        state_a = torch.load(tmp_path / "one" / name / "checkpoint.pt", weights_only=True)["model"]
+        state_b = torch.load(tmp_path / "two" / name / "checkpoint.pt", weights_only=True)["model"]
+        assert state_a.keys() == state_b.keys()
+        floats = [k for k in state_a if state_a[k].is_floating_point() and state_a[k].abs().max() > 0]
+        worst = max(float((state_b[k] - state_a[k]).abs().max() / state_a[k].abs().max()) for k in floats)
+        print(f"{name}: adapters' worst relative difference {worst:.2e}")
+        assert worst <= RTOL, (name, worst)
+    assert learned > 0  # SeqLoRA learns something here: the matrices are not trivially equal
