@@ -177,7 +177,7 @@ _T5_NOTES = ("MTL is joint training on every task seen (the upper bound); its la
              "elsewhere; read the paper's table for the others.")
 
 _TRACE_METHODS = (
-    Method("FIX (ICL)", None, reason=f"{NOT_IN_LIBRARY} (the frozen model with in-context examples)"),
+    Method("FIX (ICL)", "icl"),
     Method("SeqLoRA", "seq-lora"), Method("OGD", None, reason=NOT_IN_LIBRARY),
     Method("GEM", "avalanche.gem"), Method("EWC", "avalanche.ewc"),
     Method("L2P", None, reason=_PROMPT_BASED), Method("DualPrompt", None, reason=_PROMPT_BASED),

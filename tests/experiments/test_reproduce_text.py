@@ -155,8 +155,8 @@ def test_trace_paper_numbers_and_plan():
     assert load_paper_numbers("trace").row("LLaMA-3-1B-Instruct", "MoRAM").cell("BWT").std == 0.8
     done = cli("reproduce", "trace", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
-    # SeqLoRA, GEM, EWC, O-LoRA, MoRAM x 3 models x 3 seeds
-    assert "runs (45;" in done.stdout and "google/gemma-2b-it" in done.stdout and "TreeLoRA: not run" in done.stdout
+    # ICL, SeqLoRA, GEM, EWC, O-LoRA, MoRAM x 3 models x 3 seeds
+    assert "runs (54;" in done.stdout and "google/gemma-2b-it" in done.stdout and "TreeLoRA: not run" in done.stdout
 
 
 def test_a_trace_rehearsal_writes_op_and_bwt_over_three_seeds(tmp_path):

@@ -142,3 +142,16 @@ def test_trace_runs_with_the_papers_trace_setting_and_the_release_preset(model_f
     done = cli("run", "--benchmark", "synthetic-text", "--strategy", "moram", "--model", str(model_folder),
                "--log-dir", str(tmp_path / "bad"), "--preset", "trace-release")
     assert done.returncode == 2 and "--preset trace-release is a setting of --benchmark trace" in done.stderr
+
+
+def test_icl_runs_and_resumes_from_the_command_line(model_folder, tmp_path):
+    log_dir = tmp_path / "icl"
+    args = ("run", "--benchmark", "synthetic-text", "--order", ",".join(ORDER), "--strategy", "icl",
+            "--model", str(model_folder), "--log-dir", str(log_dir), "--set", "shots=1",
+            "--set", "max_new_tokens=2", "--no-progress")
+    done = cli(*args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((log_dir / "results.json").read_text())
+    assert len(results["matrix"]) == 2 and results["bwt"] is not None
+    again = cli(*args)
+    assert again.returncode == 0 and json.loads((log_dir / "results.json").read_text())["matrix"] == results["matrix"]
