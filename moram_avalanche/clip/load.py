@@ -95,20 +95,24 @@ def load_clip(
         model, train_transform, eval_transform = open_clip.create_model_and_transforms(
             name, pretrained=pretrained or None, device=device, cache_dir=cache_dir, **options
         )
-    except (RuntimeError, pickle.UnpicklingError, EOFError, KeyError, ValueError) as err:
-        if not local:
+    except Exception as err:  # noqa: BLE001 - a local file: whatever it holds, one clear message
+        if not local or not isinstance(err, (RuntimeError, pickle.UnpicklingError, EOFError, KeyError, ValueError,
+                                             TypeError, AttributeError, IndexError, OverflowError,
+                                             UnicodeDecodeError)):
             raise
         raise ValueError(
             f"pretrained={pretrained!r} does not hold weights of open_clip model {name!r} "
-            f"({_describe_load_error(err)}); pass a weights file saved from {name} "
+            f"({_describe_load_error(err, pretrained)}); pass a weights file saved from {name} "
             "(its state_dict), the model those weights belong to, or 'none' for random weights"
         ) from None
     return model, train_transform, eval_transform, open_clip.get_tokenizer(name)
 
 
-def _describe_load_error(err: BaseException) -> str:
+def _describe_load_error(err: BaseException, path: Optional[str] = None) -> str:
     """One short line for a failed weights load: counts of missing / unexpected / mismatched
-    keys for a state dict of another model, else the error's first line."""
+    keys for a state dict of another model; "torch.load cannot read it" when the file itself
+    does not load (whatever error its bytes raise: a file of random bytes can raise many);
+    else the error's first line."""
     text = str(err)
     counts = {label: len(re.findall(r'"[^"]+"', line)) for label, line in
               (("missing", _line_after(text, "Missing key(s) in state_dict:")),
@@ -118,11 +122,23 @@ def _describe_load_error(err: BaseException) -> str:
         parts = [f"{n} {label} keys" for label, n in counts.items() if n]
         parts += [f"{mismatched} keys of other shapes"] if mismatched else []
         return "a state dict of another model: " + ", ".join(parts)
-    if isinstance(err, (pickle.UnpicklingError, EOFError)) or "PytorchStreamReader" in text:
+    if isinstance(err, (pickle.UnpicklingError, EOFError)) or "PytorchStreamReader" in text or \
+            (path is not None and not _torch_loads(path)):
         return "torch.load cannot read it: a truncated file, or not a torch weights file"
     first = text.strip().splitlines()[0] if text.strip() else ""
     first = first if len(first) <= 120 else first[:117] + "..."
     return f"{type(err).__name__}: {first}"
+
+
+def _torch_loads(path: str) -> bool:
+    """Whether ``torch.load`` reads ``path`` (tensors only, nothing executed)."""
+    import torch
+
+    try:
+        torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - any failure means: not a readable weights file
+        return False
+    return True
 
 
 def _line_after(text: str, marker: str) -> str:
