@@ -24,17 +24,9 @@ def stream_words(order=TASKS, seed=0):
 
 
 def stream_tokenizer(order=TASKS, seed=0):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
+    from moram_avalanche.text.tiny import SPECIAL, vocabulary_tokenizer
 
-    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2}
-    for word in stream_words(order, seed):
-        vocab.setdefault(word, len(vocab))
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    backend.decoder = decoders.WordPiece(prefix="##")  # joins words with spaces
-    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", eos_token="</s>",
-                                   pad_token="<pad>")
+    return vocabulary_tokenizer([*SPECIAL, *stream_words(order, seed)])
 
 
 def vocab_size(tokenizer):

@@ -140,16 +140,6 @@ class TextDemoConfig:
 
 
 # ---------------------------------------------------------------- words and tokenizer
-def _pre_tokenizer():
-    from tokenizers import pre_tokenizers
-
-    return pre_tokenizers.Whitespace()
-
-
-def _words_of(texts, pre_tokenizer) -> set:
-    return {word for text in texts for word, _ in pre_tokenizer.pre_tokenize_str(text)}
-
-
 def stream_tasks(config: TextDemoConfig):
     """The demo's stream as :class:`~moram_avalanche.benchmarks.text_stream.TextStreamTask` (all five tasks)."""
     return synthetic_text_tasks(seed=config.seed, train_per_label=config.train_per_label,
@@ -159,26 +149,23 @@ def stream_tasks(config: TextDemoConfig):
 def vocabulary(config: TextDemoConfig) -> List[str]:
     """The tokenizer's words: the special tokens, then every word of the stream and of the
     pre-training mixture (sorted)."""
-    pre = _pre_tokenizer()
+    from ..text.tiny import words_of
+
     words = set()
     for task in stream_tasks(config):
-        words |= _words_of([p for pair in task.train + task.test for p in pair], pre)
+        words.update(words_of([p for pair in task.train + task.test for p in pair]))
     for instruction, labels in PRETRAIN_TASKS.values():
-        words |= _words_of([instruction, *labels, *_cues(labels, "pre")], pre)
-    words |= _words_of([READING_INSTRUCTION, "Option: , \nAnswer:", *FILLER], pre)
+        words.update(words_of([instruction, *labels, *_cues(labels, "pre")]))
+    words.update(words_of([READING_INSTRUCTION, "Option: , \nAnswer:", *FILLER]))
     return [*SPECIAL_TOKENS, *sorted(words - set(SPECIAL_TOKENS))]
 
 
 def word_tokenizer(words: Sequence[str]):
-    """A ``PreTrainedTokenizerFast`` over ``words`` (WordLevel; ids in order; pad 0, EOS 1, unk 2)."""
-    from tokenizers import Tokenizer, decoders, models
-    from transformers import PreTrainedTokenizerFast
+    """A ``PreTrainedTokenizerFast`` over ``words`` (WordLevel; ids in order; pad 0, EOS 1, unk 2):
+    :func:`moram_avalanche.text.tiny.vocabulary_tokenizer`."""
+    from ..text.tiny import vocabulary_tokenizer
 
-    backend = Tokenizer(models.WordLevel({word: i for i, word in enumerate(words)}, unk_token="<unk>"))
-    backend.pre_tokenizer = _pre_tokenizer()
-    backend.decoder = decoders.WordPiece(prefix="##")  # joins the words with spaces
-    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>",
-                                   unk_token="<unk>")
+    return vocabulary_tokenizer(words)
 
 
 def tiny_t5_config(config: TextDemoConfig, vocab_size: int):

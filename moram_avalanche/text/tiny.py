@@ -11,7 +11,7 @@ words with spaces. The models are the sizes of the reference's offline test mode
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import torch
 
@@ -31,19 +31,26 @@ def words_of(texts: Iterable[str]):
     return sorted({word for text in texts for word, _ in split.pre_tokenize_str(text)})
 
 
-def word_tokenizer(texts: Iterable[str]):
-    """A word-level ``PreTrainedTokenizerFast`` knowing every word of ``texts``."""
+def vocabulary_tokenizer(vocabulary: Sequence[str]):
+    """A word-level ``PreTrainedTokenizerFast`` whose ids are the positions in ``vocabulary``
+    (which must hold ``<pad>``, ``</s>`` and ``<unk>``); decoding joins words with spaces."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = dict(SPECIAL)
-    for word in words_of(texts):
+    vocab = {}
+    for word in vocabulary:
         vocab.setdefault(word, len(vocab))
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
     backend.decoder = decoders.WordPiece(prefix="##")  # joins words with single spaces
     return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", eos_token="</s>",
                                    pad_token="<pad>")
+
+
+def word_tokenizer(texts: Iterable[str]):
+    """A word-level ``PreTrainedTokenizerFast`` knowing every word of ``texts`` (after
+    :data:`SPECIAL`)."""
+    return vocabulary_tokenizer([*SPECIAL, *words_of(texts)])
 
 
 def tiny_language_model(architecture: str, tokenizer, *, seed: int = 0):
@@ -66,4 +73,5 @@ def tiny_language_model(architecture: str, tokenizer, *, seed: int = 0):
     raise ValueError(f"no tiny model for architecture {architecture!r}; known: t5, llama")
 
 
-__all__ = ["SPECIAL", "TINY_LLAMA", "TINY_T5", "tiny_language_model", "word_tokenizer", "words_of"]
+__all__ = ["SPECIAL", "TINY_LLAMA", "TINY_T5", "tiny_language_model", "vocabulary_tokenizer", "word_tokenizer",
+           "words_of"]
