@@ -293,16 +293,18 @@ def check_text_data(root, layout: str = "auto", tasks: Sequence[str] = tuple(TAS
     return reports
 
 
+def report_line(report: TextTaskReport, width: int, found: str) -> str:
+    """One task's line of a ``check-data`` report: ``found`` and its folder, or what is wrong."""
+    if report.usable:
+        return f"  {report.name:<{width}} found      {found} ({report.folder})"
+    return f"  {report.name:<{width}} {report.status:<10} {' '.join(report.message.split())}"
+
+
 def format_text_report(reports: Sequence[TextTaskReport], root) -> str:
     """``check-data --benchmark lm-cl``'s report: one line per task (found with its counts, or
     what is wrong, naming the file), then whether every order can be built."""
     lines = [f"lm-cl in {root} (the 15 classification tasks; orders 1-3 read 4 of them, 4-6 all 15):"]
-    for report in reports:
-        if report.usable:
-            lines.append(f"  {report.name:<8} found      {report.labels} labels, {report.train} train, "
-                         f"{report.test} test ({report.folder})")
-        else:
-            lines.append(f"  {report.name:<8} {report.status:<10} {' '.join(report.message.split())}")
+    lines += [report_line(r, 8, f"{r.labels} labels, {r.train} train, {r.test} test") for r in reports]
     usable = {r.name for r in reports if r.usable}
     ready = [str(order) for order in sorted(ORDERS) if set(ORDERS[order]) <= usable]
     lines.append(f"orders that can be built: {', '.join(ready) if ready else 'none'}")
@@ -319,6 +321,6 @@ def read_tasks(root, order=1, layout: str = "auto", **options) -> Tuple[str, Dic
     return layout, {name: read_task(root, TASKS[name], layout, **options) for name in order_tasks(order)}
 
 
-__all__ = ["format_text_report", "FIX", "INSTRUCTIONS", "LAYOUTS", "LAYOUT_TEXT", "ORDERS", "TASKS", "TaskData", "TextTask",
+__all__ = ["format_text_report", "report_line", "FIX", "INSTRUCTIONS", "LAYOUTS", "LAYOUT_TEXT", "ORDERS", "TASKS", "TaskData", "TextTask",
            "TextTaskReport", "check_text_data", "detect_layout", "find_task_dir", "olora_prompt",
            "order_tasks", "read_task", "read_tasks"]

@@ -17,7 +17,7 @@ from typing import Mapping, Optional, Sequence, Tuple
 
 from .readers import DataError
 from .text_stream import TextStreamTask, text_benchmark
-from .text_tasks import FIX, LAYOUT_TEXT, TextTask, find_task_dir, read_json_list
+from .text_tasks import FIX, LAYOUT_TEXT, TextTask, find_task_dir, read_json_list, report_line
 
 #: TRACE's task order
 TRACE_ORDER: Tuple[str, ...] = ("C-STANCE", "FOMC", "MeetingBank", "Py150", "ScienceQA", "NumGLUE-cm",
@@ -93,12 +93,7 @@ def check_trace_data(root, order: Sequence[str] = TRACE_ORDER):
 def format_trace_report(reports, root) -> str:
     """``check-data --benchmark trace``'s report: one line per task, then whether the stream can be built."""
     lines = [f"trace in {root} (TRACE's 8 tasks, each with its metric):"]
-    for report in reports:
-        if report.usable:
-            lines.append(f"  {report.name:<12} found      {report.train} train, {report.test} test, metric "
-                         f"{TRACE_METRICS[report.name]} ({report.folder})")
-        else:
-            lines.append(f"  {report.name:<12} {report.status:<10} {' '.join(report.message.split())}")
+    lines += [report_line(r, 12, f"{r.train} train, {r.test} test, metric {TRACE_METRICS[r.name]}") for r in reports]
     ready = all(r.usable for r in reports)
     lines.append("the TRACE stream can be built" if ready else
                  f"the TRACE stream cannot be built: {sum(not r.usable for r in reports)} task(s) missing or broken")

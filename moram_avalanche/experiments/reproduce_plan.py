@@ -66,8 +66,26 @@ def checked_budget_and_seeds(iterations: Optional[int], seeds) -> Optional[Tuple
     return seeds
 
 
+class Reproduction:
+    """What every reproduction's settings share (the CLIP tables' and the language models'):
+    ``out``, ``seeds``, ``iterations`` and ``rehearse`` checked and read the same way."""
+
+    def __post_init__(self):
+        self.seeds = checked_budget_and_seeds(self.iterations, self.seeds)
+
+    @property
+    def budget(self) -> Optional[int]:
+        """The shortened iterations per experience (None: the paper's)."""
+        return REHEARSAL_ITERATIONS if self.rehearse else self.iterations
+
+    @property
+    def root(self) -> Path:
+        """Where this reproduction's runs and tables go (rehearsals apart)."""
+        return Path(self.out) / "rehearsal" if self.rehearse else Path(self.out)
+
+
 @dataclass
-class ReproduceSettings:
+class ReproduceSettings(Reproduction):
     """What ``reproduce`` was asked (the command line's options).
 
     Attributes:
@@ -102,22 +120,9 @@ class ReproduceSettings:
     num_workers: int = 0
     progress: bool = True
 
-    def __post_init__(self):
-        self.seeds = checked_budget_and_seeds(self.iterations, self.seeds)
-
-    @property
-    def budget(self) -> Optional[int]:
-        """The shortened iterations per experience (None: the paper's)."""
-        return REHEARSAL_ITERATIONS if self.rehearse else self.iterations
-
     @property
     def test_shots(self) -> Optional[int]:
         return REHEARSAL_TEST_SHOTS if self.rehearse else None
-
-    @property
-    def root(self) -> Path:
-        """Where this reproduction's runs and tables go (rehearsals apart)."""
-        return Path(self.out) / "rehearsal" if self.rehearse else Path(self.out)
 
 
 @dataclass
@@ -307,6 +312,6 @@ def format_plan(specs: Sequence[TableSpec], settings: ReproduceSettings, planned
     return "\n".join(lines)
 
 
-__all__ = ["PlannedRun", "REHEARSAL_ITERATIONS", "checked_budget_and_seeds", "REHEARSAL_TEST_SHOTS", "ReproduceSettings", "Run",
+__all__ = ["PlannedRun", "REHEARSAL_ITERATIONS", "Reproduction", "checked_budget_and_seeds", "REHEARSAL_TEST_SHOTS", "ReproduceSettings", "Run",
            "files_needed", "format_plan", "format_run", "method_runs", "plan", "reference_sources",
            "run_options", "run_settings", "table_seeds"]

@@ -53,14 +53,15 @@ import numpy as np
 from ..utils.files import atomic_write_text
 from .paper_numbers import PaperNumbers, load_paper_numbers
 from .paper_tables import NOT_IN_LIBRARY, Method, find_method
+from .reproduce_plan import REHEARSAL_ITERATIONS, Reproduction
 from .seeding import RELEASE_SEED
 
 logger = logging.getLogger(__name__)
 
-#: rehearsals: examples per task (training, test) and optimizer steps per task
+#: rehearsals: examples per task (training, test); the steps per task are the CLIP tables'
+#: (:data:`~.reproduce_plan.REHEARSAL_ITERATIONS`)
 REHEARSAL_TRAIN = 8
 REHEARSAL_TEST = 4
-REHEARSAL_ITERATIONS = 2
 #: rehearsals: generated tokens per answer (the longest label word of the 15 tasks is two words)
 REHEARSAL_NEW_TOKENS = 4
 
@@ -233,7 +234,7 @@ def get_text_table(name: str) -> TextTableSpec:
 
 
 @dataclass
-class TextReproduceSettings:
+class TextReproduceSettings(Reproduction):
     """What ``reproduce`` was asked for a language-model table.
 
     Attributes:
@@ -259,19 +260,6 @@ class TextReproduceSettings:
     iterations: Optional[int] = None
     rehearse: bool = False
     progress: bool = True
-
-    def __post_init__(self):
-        from .reproduce_plan import checked_budget_and_seeds
-
-        self.seeds = checked_budget_and_seeds(self.iterations, self.seeds)
-
-    @property
-    def budget(self) -> Optional[int]:
-        return REHEARSAL_ITERATIONS if self.rehearse else self.iterations
-
-    @property
-    def root(self) -> Path:
-        return Path(self.out) / "rehearsal" if self.rehearse else Path(self.out)
 
     def model_of(self, spec: TextTableSpec, block: Optional[str] = None) -> str:
         return self.model or (spec.block_model(block)[0] if block else spec.model)
