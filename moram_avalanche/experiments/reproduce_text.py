@@ -389,8 +389,6 @@ def _setup(run: TextRun, spec: TextTableSpec, settings: TextReproduceSettings):
 def check_needs(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> None:
     """Raise one ValueError naming everything the plan needs that is missing (the data's tasks,
     the model's files); nothing runs before."""
-    from ..benchmarks.text_tasks import ORDERS, check_text_data
-
     if settings.data_root is None:
         raise ValueError("reproduce needs the text data: give --data-root DIR (O-LoRA's CL_Benchmark or the "
                          "release's LLM-CL-Benchmark_500; or --paper for the paper's numbers alone, "

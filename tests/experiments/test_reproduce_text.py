@@ -160,8 +160,7 @@ def test_trace_paper_numbers_and_plan():
 
 
 def test_a_trace_rehearsal_writes_op_and_bwt_over_three_seeds(tmp_path):
-    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
-                                                            reproduce_text)
+    from moram_avalanche.experiments.reproduce_text import TEXT_TABLES, TextReproduceSettings, method_runs
 
     root = trace_tree(tmp_path / "TRACE")
     spec = TEXT_TABLES["trace"]
@@ -186,4 +185,3 @@ def test_a_trace_rehearsal_writes_op_and_bwt_over_three_seeds(tmp_path):
     assert row.cells["OP"].paper == 37.77 and row.cells["BWT"].paper_std == 0.8
     record = json.loads((run.folder(settings.root / "runs") / "moram" / "run.json").read_text())
     assert eval(record["run"]["options"]["temperature"]) == 0.03  # the paper's TRACE setting
-    assert reproduce_text  # the entry point the command line calls
