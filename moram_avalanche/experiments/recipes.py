@@ -291,16 +291,25 @@ def _trace_moram() -> Dict[str, Any]:
     return dict(PAPER_TRACE_OPTIONS)
 
 
+#: the release's epochs per TRACE task (``TRACE/runner_moram.sh``: ``epochs="2,1,3,2,1,2,2,3"`` over
+#: ``dataset="C-STANCE,FOMC,MeetingBank,Py150,ScienceQA,NumGLUE-cm,NumGLUE-ds,20Minuten"``), by name
+#: so that a subset or another order of the tasks keeps each task's count
+RELEASE_TRACE_EPOCHS = {"C-STANCE": 2, "FOMC": 1, "MeetingBank": 3, "Py150": 2, "ScienceQA": 1, "NumGLUE-cm": 2,
+                        "NumGLUE-ds": 2, "20Minuten": 3}
+
+
 def _trace_release() -> Dict[str, Any]:
     """The release's shipped TRACE run for MoRAM (``TRACE/runner_moram.sh``: r 8, top-k 8, tau
-    0.03, delta 0.2, lr 5e-4, Adam betas (0.9, 0.95), weight decay 0, batch 1 per GPU with 8
-    accumulation steps on 4 GPUs). One process here: batch 1 with 32 accumulation steps, the
-    same 32 prompts per optimizer step. Its per-task epochs (2,1,3,2,1,2,2,3) and cosine
-    schedule are not options of the loop and are not part of the preset."""
+    0.03, delta 0.2, lr 5e-4, Adam betas (0.9, 0.95), weight decay 0, epochs per task
+    :data:`RELEASE_TRACE_EPOCHS`, batch 1 per GPU with 8 accumulation steps on 4 GPUs). One
+    process here: batch 1 with 32 accumulation steps, the same 32 prompts per optimizer step.
+    Its learning rate is constant: the script asks for ``cosine`` but ``training/main.py``
+    builds a constant schedule whatever it asks
+    (:func:`~moram_avalanche.strategies.text_loop.epochs_of`), as this loop trains."""
     from ..text.inject import RELEASE_TRACE_OPTIONS
 
     return {**RELEASE_TRACE_OPTIONS, "betas": (0.9, 0.95), "weight_decay": 0.0, "train_mb_size": 1,
-            "accumulation_steps": 32}
+            "accumulation_steps": 32, "epochs": dict(RELEASE_TRACE_EPOCHS)}
 
 
 #: ``--benchmark`` -> ``{"*": every package text strategy's defaults, name: that strategy's}``
@@ -336,7 +345,7 @@ def stream_options(benchmark: str, name: str, preset: Optional[str] = None) -> D
     return options
 
 
-__all__ = ["COST_OPTIONS", "DEMO_OPTIONS", "PAPER_OPTIONS", "PAPER_SOURCES", "PRESETS", "REFERENCE_PATHS",
+__all__ = ["COST_OPTIONS", "DEMO_OPTIONS", "PAPER_OPTIONS", "PAPER_SOURCES", "PRESETS", "REFERENCE_PATHS", "RELEASE_TRACE_EPOCHS",
            "SHORT_BUDGET", "STREAM_DTYPES", "STREAM_OPTIONS", "TEXT_DEMO_OPTIONS", "TRACE_LOOP",
            "check_recipes", "cost_options", "declared", "demo_recipe", "paper_options", "scaled",
            "short_budget_options", "stream_options", "text_demo_recipe"]

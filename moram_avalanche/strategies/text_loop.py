@@ -11,10 +11,11 @@ O-LoRA: :mod:`.text_strategies`), a thin ``SupervisedTemplate`` whose scoring co
   with AdamW, a fresh optimizer over the parameters that require grad for every experience
   (growth plugins add atoms or adapters before it is built,
   :mod:`~moram_avalanche.strategies.plugins.growth`), a constant learning rate (O-LoRA's
-  ``scripts/order_1.sh``: ``lr_scheduler_type constant``, warm-up 0); the budget is ``epochs``
-  passes over each task (the paper: one epoch per task, Sec. 4 LLM settings) or, with
-  ``iterations``, exactly that many minibatches per task, cycling the data
-  (:class:`~moram_avalanche.strategies.plugins.budget.FixedBatches`);
+  ``scripts/order_1.sh``: ``lr_scheduler_type constant``, warm-up 0; the MoRAM release's TRACE
+  run too, see :func:`epochs_of`); the budget is ``epochs`` passes over each task (the paper: one
+  epoch per task, Sec. 4 LLM settings), or one count per task (the release's TRACE run:
+  2,1,3,2,1,2,2,3), or, with ``iterations``, exactly that many optimizer steps per
+  task, cycling the data (:class:`~moram_avalanche.strategies.plugins.budget.FixedBatches`);
 * evaluation: greedy generation (``LanguageModel.generate``), each answer scored alone with the
   experience's metric (``experience.metric``, a name of
   :data:`~moram_avalanche.benchmarks.text_metrics.TEXT_METRICS`: exact match after O-LoRA's
@@ -43,7 +44,7 @@ Avalanche has no text loop of its own; its ``examples/nlp.py`` shows the intende
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence, Union
 
 import torch
 from avalanche.training.plugins import EvaluationPlugin
@@ -74,9 +75,65 @@ TEXT_BETAS = (0.9, 0.999)
 
 def check_text_loop_options(options) -> None:
     """Value checks of the text loop's own options given in ``options``."""
-    for name in ("epochs", "max_source_length", "max_target_length", "max_new_tokens", "accumulation_steps"):
+    for name in ("max_source_length", "max_target_length", "max_new_tokens", "accumulation_steps"):
         if name in options:
             check_positive_int(name, options[name])
+    if "epochs" in options:
+        check_epochs(options["epochs"])
+
+
+def check_epochs(epochs) -> None:
+    """``epochs`` is a positive integer, a non-empty sequence of them (one per task, in stream
+    order) or a mapping of task names to them."""
+    example = "e.g. epochs=1, or epochs={'C-STANCE': 2, 'FOMC': 1} (the MoRAM release's TRACE run)"
+    if isinstance(epochs, Mapping):
+        items = list(epochs.items())
+    elif isinstance(epochs, (list, tuple)):
+        items = [(f"[{index}]", count) for index, count in enumerate(epochs)]
+    else:
+        check_positive_int("epochs", epochs)
+        return
+    if not items:
+        raise ValueError(f"epochs: expected a positive integer or one per task, got an empty {type(epochs).__name__} "
+                         f"({example})")
+    for key, count in items:
+        if isinstance(epochs, Mapping) and not isinstance(key, str):
+            raise ValueError(f"epochs: a mapping's keys are task names, got {key!r} ({example})")
+        check_positive_int(f"epochs[{key!r}]" if isinstance(epochs, Mapping) else f"epochs{key}", count)
+
+
+def epochs_of(epochs: Union[int, Sequence[int], Mapping[str, int]], experience) -> int:
+    """The passes over ``experience``'s training data: ``epochs``; or, when it gives one count per
+    task, the count of the experience's task -- by name from a mapping (a subset or another
+    order of the tasks keeps each task's count), by place in the stream from a sequence. The
+    MoRAM release's TRACE run gives one per task (``TRACE/runner_moram.sh``: ``--num_train_epochs
+    2,1,3,2,1,2,2,3`` in TRACE's order, read per task by ``TRACE/model/base_model.py``'s
+    ``train_continual``).
+
+    The release passes ``--lr_scheduler_type cosine``, but ``TRACE/training/main.py`` builds
+    ``get_constant_schedule_with_warmup`` (warm-up 0) whatever that flag says, and its DeepSpeed
+    configuration (``utils/ds_utils.py``) adds no scheduler: its runs train at a constant rate,
+    as this loop does.
+    """
+    if not isinstance(epochs, (list, tuple, Mapping)):
+        return int(epochs)
+    tasks = getattr(experience, "tasks", None) or ()
+    names = [task.name for task in tasks]
+    if isinstance(epochs, Mapping):
+        missing = [name for name in names if name not in epochs]
+        name = getattr(experience, "task_name", None)
+        if missing or name not in epochs:
+            raise ValueError(f"epochs gives counts for tasks {sorted(epochs)}, but not for "
+                             f"{missing or [name]}: give a count for every task of the stream")
+        return int(epochs[name])
+    if tasks and len(epochs) != len(tasks):
+        raise ValueError(f"epochs gives {len(epochs)} counts, one per task, but the stream has {len(tasks)} "
+                         f"tasks ({', '.join(names)}): give one count per task in stream order, a mapping "
+                         "of task names to counts, or one count for every task")
+    index = experience.current_experience
+    if index >= len(epochs):
+        raise ValueError(f"epochs gives {len(epochs)} counts, one per task; experience {index} has none")
+    return int(epochs[index])
 
 
 def default_text_evaluator():
@@ -94,7 +151,9 @@ class TextStrategy(SupervisedTemplate):
         model: a :class:`~moram_avalanche.models.language_model.LanguageModel`, or a
             ``transformers`` model wrapped in one with ``tokenizer``.
         tokenizer: the model's tokenizer (ignored when ``model`` is a ``LanguageModel``).
-        epochs: passes over each task's training data (paper: 1).
+        epochs: passes over each task's training data (paper: 1), or one count per task: a
+            mapping of task names, or a sequence in stream order (:func:`epochs_of`; the
+            release's TRACE run: 2,1,3,2,1,2,2,3 in TRACE's order).
         iterations: when given, exactly this many optimizer steps per task instead of ``epochs``
             (the command line's shared budget; 0 trains nothing).
         accumulation_steps: minibatches per optimizer step (gradient accumulation,
@@ -129,7 +188,7 @@ class TextStrategy(SupervisedTemplate):
         self.given_options = dict(kwargs)
         return self
 
-    def __init__(self, *, model, tokenizer=None, epochs: int = 1, iterations: Optional[int] = None,
+    def __init__(self, *, model, tokenizer=None, epochs: Union[int, Sequence[int], Mapping[str, int]] = 1, iterations: Optional[int] = None,
                  lr: float = 1e-3, weight_decay: float = 0.0, betas=TEXT_BETAS,
                  max_source_length: int = MAX_SOURCE_LENGTH, max_target_length: int = MAX_TARGET_LENGTH,
                  max_new_tokens: int = MAX_TARGET_LENGTH, progress: bool = True, train_mb_size: int = 64,
@@ -146,12 +205,14 @@ class TextStrategy(SupervisedTemplate):
         model.max_source_length, model.max_target_length = max_source_length, max_target_length
         device = resolve_device(device)
         super().__init__(model=model, optimizer=None, train_mb_size=train_mb_size,
-                         train_epochs=1 if iterations is not None else epochs,
+                         train_epochs=epochs if iterations is None and isinstance(epochs, int) else 1,
                          eval_mb_size=eval_mb_size or train_mb_size, device=device, plugins=plugins,
                          evaluator=evaluator, eval_every=eval_every, **base_kwargs)
         text_plugins(self.plugins)  # Avalanche's plugins that run their own forward, on text batches
         self.tokenizer = model.tokenizer
         self.iterations = iterations
+        self.epochs = (tuple(epochs) if isinstance(epochs, (list, tuple))
+                       else dict(epochs) if isinstance(epochs, Mapping) else epochs)
         self.accumulation_steps = accumulation_steps
         self.lr, self.weight_decay, self.betas = lr, weight_decay, tuple(betas)
         self.max_new_tokens = max_new_tokens
@@ -195,6 +256,12 @@ class TextStrategy(SupervisedTemplate):
         self.mbatch[-1] = self.mbatch[-1].to(self.device)
 
     # ------------------------------------------------------------------ optimisation
+    def _before_training_exp(self, **kwargs):
+        """This experience's epochs (:func:`epochs_of`) unless ``iterations`` fixes the budget."""
+        if self.iterations is None:
+            self.train_epochs = epochs_of(self.epochs, self.experience)
+        super()._before_training_exp(**kwargs)
+
     def make_optimizer(self, **kwargs):
         """A fresh AdamW (constant learning rate) over the parameters that require grad now."""
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -256,5 +323,5 @@ def sample_scores(predictions: Sequence[str], references: Sequence[str], metric:
     return torch.tensor([s / 100.0 for s in scores], dtype=torch.float64, device=device)
 
 
-__all__ = ["PAPER_TEXT_LOOP", "TEXT_BETAS", "TextStrategy", "check_text_loop_options", "collate_text",
-           "default_text_evaluator", "sample_scores"]
+__all__ = ["PAPER_TEXT_LOOP", "TEXT_BETAS", "TextStrategy", "check_epochs", "check_text_loop_options",
+           "collate_text", "default_text_evaluator", "epochs_of", "sample_scores"]

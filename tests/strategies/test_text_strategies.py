@@ -170,11 +170,19 @@ def test_avalanche_replay_composes_with_the_text_loop():
     assert matrix.result().shape == (2, 3)
 
 
-@pytest.mark.parametrize("budget, steps", [(dict(iterations=3), lambda n: 3),
-                                           (dict(iterations=None, epochs=2), lambda n: 2 * math.ceil(n / 4))])
+PER_TASK = (3, 1, 2)  # epochs of TASKS[0], TASKS[1], TASKS[2]
+
+
+@pytest.mark.parametrize("budget, steps", [
+    (dict(iterations=3), lambda n, i: 3),
+    (dict(iterations=None, epochs=2), lambda n, i: 2 * math.ceil(n / 4)),
+    (dict(iterations=None, epochs=PER_TASK), lambda n, i: PER_TASK[i] * math.ceil(n / 4)),
+    (dict(iterations=None, epochs=dict(zip(reversed(TASKS), reversed(PER_TASK)))),
+     lambda n, i: PER_TASK[i] * math.ceil(n / 4))])
 def test_the_budget_is_iterations_when_given_else_epochs(budget, steps):
     """--iterations: exactly that many steps per task (cycling the data); else the paper's
-    epochs: every training example once per epoch, in ceil(n / batch) steps."""
+    epochs: every training example once per epoch, in ceil(n / batch) steps -- the same count
+    for every task, or each task's own (the release's TRACE run), by place or by name."""
     from avalanche.core import SupervisedPlugin
 
     class CountSteps(SupervisedPlugin):
@@ -194,7 +202,27 @@ def test_the_budget_is_iterations_when_given_else_epochs(budget, steps):
     for experience in list(bench.train_stream)[:2]:
         strategy.train(experience)
     sizes = [len(experience.dataset) for experience in list(bench.train_stream)[:2]]
-    assert counter.per_task == [steps(n) for n in sizes]
+    assert counter.per_task == [steps(n, i) for i, n in enumerate(sizes)]
+
+
+@pytest.mark.parametrize("epochs, message", [
+    ((), "empty tuple"), ((1, 0, 1), r"epochs\[1\]"), ({"colour": 1.5}, "epochs\\['colour'\\]"),
+    ({1: 2}, "keys are task names")])
+def test_bad_per_task_epochs_are_refused_before_anything_is_built(epochs, message):
+    from moram_avalanche.strategies.registry import get_strategy
+
+    tokenizer = stream_tokenizer()
+    with pytest.raises(ValueError, match=message):
+        get_strategy("seq-lora", family="text")(model=FAMILIES["t5"](tokenizer), tokenizer=tokenizer, epochs=epochs)
+
+
+@pytest.mark.parametrize("epochs, message", [((1, 2), "gives 2 counts, one per task, but the stream has 3 tasks"),
+                                             ({TASKS[0]: 1}, "but not for")])
+def test_per_task_epochs_that_miss_a_task_of_the_stream_are_refused(epochs, message):
+    bench = benchmark()
+    strategy, _ = build("seq-lora", iterations=None, epochs=epochs)
+    with pytest.raises(ValueError, match=message):
+        strategy.train(list(bench.train_stream)[1])
 
 
 def test_graded_metrics_fill_the_matrix_with_each_tasks_metric(tmp_path):

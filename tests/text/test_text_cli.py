@@ -139,6 +139,8 @@ def test_trace_runs_with_the_papers_trace_setting_and_the_release_preset(model_f
     assert (record["options"]["atoms_per_task"], record["options"]["topk"]) == (8, 8)
     assert record["options"]["train_mb_size"] == 2 and record["run"]["preset"] == "trace-release"
     assert record["options"]["accumulation_steps"] == 32  # the release's 32 prompts per step, on one process
+    assert record["options"]["epochs"] == {  # runner_moram.sh: epochs="2,1,3,2,1,2,2,3" in TRACE's order
+        name: count for name, count in zip(TRACE_ORDER, (2, 1, 3, 2, 1, 2, 2, 3))}
     done = cli("run", "--benchmark", "synthetic-text", "--strategy", "moram", "--model", str(model_folder),
                "--log-dir", str(tmp_path / "bad"), "--preset", "trace-release")
     assert done.returncode == 2 and "--preset trace-release is a setting of --benchmark trace" in done.stderr
