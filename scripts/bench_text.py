@@ -28,8 +28,8 @@ untimed calls; the clock waits for queued CUDA work, ``torch.cuda.synchronize``)
    (:class:`moram_avalanche.layers.lora.LoRALinear`, scale 1, no dropout) on the same linears,
    so both train the same number of parameters. Ratio MoRAM / LoRA. MoRAM's dropout on the
    atoms' input is on in train mode: :class:`~moram_avalanche.text.layer.DropoutMoRAMLinear`
-   computes ``MoRAMLinear(d) + base(x) - base(d)``, three products with the base weight where
-   LoRA needs one; ``--dropout 0`` shows what that costs.
+   computes ``base(x)`` plus the atoms' term on the dropped input, one product with the base
+   weight as LoRA; ``--dropout 0`` shows what the dropout costs.
 2. generation, eval mode (MoRAM's delta gate is on) -- greedy ``generate`` of exactly
    ``--new-tokens`` tokens (``min_new_tokens == max_new_tokens``, KV cache on) for ``--batch``
    prompts of ``--source-len`` tokens: MoRAM against the base model (no adapter) and against
@@ -92,6 +92,10 @@ MODELS = {
         num_heads=12, relative_attention_num_buckets=32, feed_forward_proj="relu",
         tie_word_embeddings=True, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1),
         ("num_layers", "num_decoder_layers")),
+    "llama-7b": ("LlamaForCausalLM", "LlamaConfig", dict(  # LLaMA-2-7B (meta-llama/Llama-2-7b-hf's config)
+        vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+        num_attention_heads=32, num_key_value_heads=32, rms_norm_eps=1e-5, max_position_embeddings=4096,
+        tie_word_embeddings=False, bos_token_id=1, eos_token_id=2), ("num_hidden_layers",)),
     "llama-1b": ("LlamaForCausalLM", "LlamaConfig", dict(
         vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
         num_attention_heads=32, num_key_value_heads=8, head_dim=64, rms_norm_eps=1e-5,
@@ -154,10 +158,12 @@ def with_lora(base: nn.Module, rank: int = RANK, std: float = 0.02, seed: int = 
     return model
 
 
-def with_moram(base: nn.Module, dropout: float = PAPER_LLM_OPTIONS["dropout"]) -> nn.Module:
-    """A sharing copy of ``base`` with empty MoRAM layers on its targets (the paper's LLM setting)."""
+def with_moram(base: nn.Module, dropout: float = PAPER_LLM_OPTIONS["dropout"],
+               options: Optional[dict] = None) -> nn.Module:
+    """A sharing copy of ``base`` with empty MoRAM layers on its targets: the paper's LLM setting
+    (:data:`~moram_avalanche.text.PAPER_LLM_OPTIONS`), or ``options`` (e.g. its TRACE setting)."""
     model = sharing_copy(base)
-    inject_moram(model, **dict(PAPER_LLM_OPTIONS, dropout=dropout))
+    inject_moram(model, **dict(options if options is not None else PAPER_LLM_OPTIONS, dropout=dropout))
     return model
 
 
@@ -168,7 +174,7 @@ def grow(model: nn.Module, tasks: int, std: float = 0.02, seed: int = 0) -> int:
     Returns the atoms per layer; the last task's atoms stay trainable.
     """
     layers = find_layers(model, MoRAMLinear)
-    per_task = PAPER_LLM_OPTIONS["atoms_per_task"]
+    per_task = atoms_per_task(layers)
     held = max(layer.num_atoms for layer in layers.values()) // per_task
     if tasks < held:
         raise ValueError(f"the model already holds {held} tasks; cannot shrink to {tasks}")
@@ -180,11 +186,19 @@ def grow(model: nn.Module, tasks: int, std: float = 0.02, seed: int = 0) -> int:
     return check_growth(model, tasks)
 
 
+def atoms_per_task(layers: Dict[str, MoRAMLinear]) -> int:
+    """The new atoms per task of ``layers`` (one value for all of them)."""
+    counts = {layer.atoms_per_task for layer in layers.values()}
+    if len(counts) != 1:
+        raise AssertionError(f"the MoRAM layers add different numbers of atoms per task: {sorted(counts)}")
+    return counts.pop()
+
+
 def check_growth(model: nn.Module, tasks: int) -> int:
     """The invariant after ``tasks`` tasks: each MoRAM layer holds ``tasks * r`` atoms, the last ``r``
     trainable; the model's trainable parameters are exactly those. Returns the atoms per layer."""
-    per_task = PAPER_LLM_OPTIONS["atoms_per_task"]
     layers = find_layers(model, MoRAMLinear)
+    per_task = atoms_per_task(layers)
     for name, layer in layers.items():
         if (layer.num_atoms, layer.num_trainable) != (tasks * per_task, per_task):
             raise AssertionError(f"{name}: {layer.num_atoms} atoms ({layer.num_trainable} trainable) after "

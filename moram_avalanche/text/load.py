@@ -98,11 +98,18 @@ def load_language_model(name_or_path: str, *, dtype: str = "float32",
         raise ModelNotFound(f"model {name_or_path!r}: its config was found but its weights or tokenizer "
                             f"files are missing ({error}); {_fix(name_or_path)}") from None
     if gradient_checkpointing:
-        model.activation_checkpointing_enable()  # transformers 5 name of gradient_checkpointing_enable
-        model.enable_input_require_grads()
+        enable_gradient_checkpointing(model)
     prepare_tokenizer(tokenizer, seq2seq)
     model.eval()
     return model, tokenizer
+
+
+def enable_gradient_checkpointing(model) -> None:
+    """Recompute each block's activations in backward instead of keeping them (transformers'
+    activation checkpointing), with the inputs' embeddings requiring grad so that the frozen first
+    block still passes gradients to the adapters after it."""
+    model.activation_checkpointing_enable()  # transformers 5 name of gradient_checkpointing_enable
+    model.enable_input_require_grads()
 
 
 def prepare_tokenizer(tokenizer, seq2seq: bool):
@@ -122,4 +129,4 @@ def prepare_tokenizer(tokenizer, seq2seq: bool):
     return tokenizer
 
 
-__all__ = ["DTYPES", "ModelNotFound", "load_config", "load_language_model", "prepare_tokenizer"]
+__all__ = ["DTYPES", "ModelNotFound", "enable_gradient_checkpointing", "load_config", "load_language_model", "prepare_tokenizer"]

@@ -1,0 +1,216 @@
+"""Peak memory of one training step of MoRAM and LoRA on a language model, at the paper's TRACE settings.
+
+What the project's issue asks: "measure peak memory per GPU for a 1B model at the paper's
+settings (random init is fine)". The paper's TRACE setting (Sec. 4; reference
+``language_models.md``): bf16 weights, batch 4, context 1024 tokens, MoRAM r 16, top-k 16,
+tau 0.03, delta 0.2 (:data:`moram_avalanche.text.inject.PAPER_TRACE_OPTIONS`) on the library's
+LLaMA targets (:data:`moram_avalanche.text.MORAM_TARGET_MODULES`), lr 5e-4.
+
+One training step is measured, the first of a task: forward with the teacher-forced token loss,
+backward, and the first AdamW step (which allocates the optimizer's state), in train mode (MoRAM's
+dropout on). Rows:
+
+* ``lora``         -- a rank-16 LoRA on the same linears (as many trainable parameters as one
+  MoRAM task), the baseline of the ratios;
+* ``moram task 1`` -- 16 atoms per linear, all trainable;
+* ``moram task 8`` -- after TRACE's 8 tasks: 128 atoms per linear, 112 frozen, 16 trainable;
+
+each without and with gradient checkpointing (the library's ``--gradient-checkpointing``,
+:func:`moram_avalanche.text.load.enable_gradient_checkpointing`).
+
+What "memory" is: bytes allocated through torch's allocator, as ``torch.cuda.max_memory_allocated``
+counts them (not what the CUDA caching allocator reserves, which is more). ``held`` is the
+weights and buffers of the model (one copy: the three models share the base's tensors,
+``bench_text.sharing_copy``) and the inputs; ``step peak`` the most allocated on top of them
+during the step (activations, gradients, optimizer state, temporaries); ``peak`` their sum. On
+CUDA the step peak is the allocator's own peak statistic; on the CPU it is counted from the
+allocation and free events of torch's profiler (``profile_memory=True``): the same quantity,
+measured by the allocator's hooks. CPU kernels are not CUDA kernels: on a GPU, attention runs
+flash / memory-efficient kernels, and oneDNN's scratch space (not counted here) becomes cuBLAS
+workspace; so a CPU number is a measurement of this program on the CPU and an estimate for a
+GPU, and the printout says which device measured it.
+
+Examples:
+    python scripts/bench_memory_text.py --model llama-1b                    # the 1B model, full depth
+    python scripts/bench_memory_text.py --model llama-7b --device cuda      # a 7B step on a GPU
+    python scripts/bench_memory_text.py --model llama-1b --layers 2 --seq-len 128   # quick check
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import Callable, Dict, List, Optional
+
+import torch
+from torch import nn
+
+from bench_text import (MODELS, build_base, full_depth, grow, make_inputs, model_config, sharing_copy,
+                        trainable_count, with_lora, with_moram)
+from bench_timing import apply_threads
+from moram_avalanche.strategies.text_loop import TEXT_BETAS
+from moram_avalanche.text.inject import PAPER_TRACE_OPTIONS
+from moram_avalanche.text.layer import PAPER_DROPOUT
+from moram_avalanche.text.load import enable_gradient_checkpointing
+from moram_avalanche.utils.files import atomic_write_text
+
+#: the paper's TRACE loop (Sec. 4): lr 5e-4, batch 4, context 1024 tokens
+TRACE_LR, TRACE_BATCH, TRACE_CONTEXT = 5e-4, 4, 1024
+#: tasks in TRACE
+TRACE_TASKS = 8
+MB = 2 ** 20
+
+
+# ---------------------------------------------------------------------- measuring
+def allocated_peak(step: Callable[[], None], device: torch.device) -> Dict[str, int]:
+    """Run ``step`` once; ``{"peak": most bytes allocated above the start, "net": bytes still
+    allocated at the end above the start}`` (module docstring: CUDA's peak statistic, or the CPU
+    allocator's events under torch's profiler)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        start = torch.cuda.memory_allocated(device)
+        step()
+        torch.cuda.synchronize(device)
+        return {"peak": torch.cuda.max_memory_allocated(device) - start,
+                "net": torch.cuda.memory_allocated(device) - start}
+    if device.type != "cpu":
+        raise ValueError(f"allocated_peak measures cuda or cpu, not {device.type}")
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    events = [event for event in prof.profiler.kineto_results.events() if event.name() == "[memory]"]
+    current = peak = 0
+    for event in sorted(events, key=lambda event: event.start_ns()):
+        current += event.nbytes()
+        peak = max(peak, current)
+    return {"peak": peak, "net": current}
+
+
+def held_bytes(model: nn.Module, inputs: dict) -> int:
+    """Bytes of ``model``'s parameters and buffers (each storage once) and of the inputs."""
+    storages = {}
+    for tensor in [*model.parameters(), *model.buffers(), *inputs.values()]:
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+    return sum(storages.values())
+
+
+def training_step(model: nn.Module, inputs: dict) -> Callable[[], None]:
+    """The first training step of a task: a fresh AdamW (the text loop's betas, no weight decay),
+    forward with the token loss, backward, step."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=TRACE_LR, betas=TEXT_BETAS, weight_decay=0.0)
+
+    def run():
+        model.train()
+        optimizer.zero_grad(set_to_none=True)
+        model(**inputs).loss.backward()
+        optimizer.step()
+    return run
+
+
+def release(model: nn.Module) -> None:
+    """Drop the gradients and the optimizer state a measured step left (the next row starts clean)."""
+    for param in model.parameters():
+        param.grad = None
+
+
+# ---------------------------------------------------------------------- rows
+def variants(base: nn.Module, rank: int, options: dict, dropout: float, tasks: int) -> Dict[str, Callable[[], nn.Module]]:
+    """``{row name: build}``: LoRA of ``rank``, MoRAM after 1 and after ``tasks`` tasks."""
+    def moram(count):
+        def build():
+            model = with_moram(base, dropout, options)
+            grow(model, count)
+            return model
+        return build
+    return {"lora": lambda: with_lora(base, rank), "moram task 1": moram(1), f"moram task {tasks}": moram(tasks)}
+
+
+def measure(base: nn.Module, inputs: dict, device: torch.device, rank: int, options: dict, dropout: float,
+            tasks: int, checkpointing=(False, True)) -> List[dict]:
+    """One row per variant and checkpointing setting (module docstring)."""
+    held = held_bytes(base, inputs)
+    rows = []
+    for checkpoint in checkpointing:
+        for name, build in variants(base, rank, options, dropout, tasks).items():
+            model = build()
+            if checkpoint:
+                enable_gradient_checkpointing(model)
+            numbers = allocated_peak(training_step(model, inputs), device)
+            adapter = held_bytes(model, {}) - held_bytes(base, {})  # the adapters' own tensors
+            rows.append({"variant": name, "gradient_checkpointing": checkpoint, "held": held + adapter,
+                         "step_peak": numbers["peak"], "step_net": numbers["net"],
+                         "peak": held + adapter + numbers["peak"], "trainable": trainable_count(model)})
+            release(model)
+            del model
+            print(f"  {name:14s} checkpointing {'on ' if checkpoint else 'off'}: peak {rows[-1]['peak'] / MB:9.0f} MiB "
+                  f"(held {rows[-1]['held'] / MB:.0f} + step {numbers['peak'] / MB:.0f})", flush=True)
+    return rows
+
+
+def table(rows: List[dict]) -> str:
+    lora = {row["gradient_checkpointing"]: row["peak"] for row in rows if row["variant"] == "lora"}
+    lines = [f"{'variant':14s} {'checkpointing':>13s} {'trainable':>10s} {'held MiB':>9s} {'step MiB':>9s} "
+             f"{'peak MiB':>9s} {'peak / LoRA':>11s}"]
+    for row in rows:
+        lines.append(f"{row['variant']:14s} {'on' if row['gradient_checkpointing'] else 'off':>13s} "
+                     f"{row['trainable']:10d} {row['held'] / MB:9.0f} {row['step_peak'] / MB:9.0f} "
+                     f"{row['peak'] / MB:9.0f} {row['peak'] / lora[row['gradient_checkpointing']]:10.3f}x")
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> List[dict]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=sorted(MODELS), default="llama-1b")
+    parser.add_argument("--layers", type=int, default=None, help="shrink the depth to N layers (a quick check)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16",
+                        help="weights' dtype (the paper's TRACE runs: bfloat16)")
+    parser.add_argument("--batch", type=int, default=TRACE_BATCH, help="sequences per step (paper: 4)")
+    parser.add_argument("--seq-len", type=int, default=TRACE_CONTEXT, help="tokens per sequence (paper: 1024)")
+    parser.add_argument("--answer-len", type=int, default=None,
+                        help="of which answer tokens carry the loss (default: a quarter)")
+    parser.add_argument("--tasks", type=int, default=TRACE_TASKS, help="tasks of the grown MoRAM row (TRACE: 8)")
+    parser.add_argument("--checkpointing", choices=("both", "off", "on"), default="both")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU)")
+    parser.add_argument("--json", default=None, help="also write the numbers to this JSON file")
+    args = parser.parse_args(argv)
+    apply_threads(args)
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    answer = args.answer_len if args.answer_len is not None else max(1, args.seq_len // 4)
+    if not 0 < answer < args.seq_len:
+        parser.error(f"--answer-len must be between 1 and --seq-len - 1 ({args.seq_len - 1}), got {answer}")
+    config = model_config(args.model, args.layers)
+    if config.is_encoder_decoder:
+        parser.error("the TRACE setting is for decoder-only models: pick a llama model")
+    base = build_base(args.model, config, device, dtype)
+    inputs = make_inputs(config, args.batch, args.seq_len - answer, answer, device)["train"]
+    rank = PAPER_TRACE_OPTIONS["atoms_per_task"]
+    depth = getattr(config, MODELS[args.model][3][0])
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    print(f"torch {torch.__version__}, {where}, {dtype}, attention {config._attn_implementation}; "
+          f"memory: bytes allocated ({'CUDA peak statistic' if device.type == 'cuda' else 'CPU allocator events'})")
+    print(f"model {args.model}: {sum(p.numel() for p in base.parameters()) / 1e6:.0f}M parameters, {depth} layers"
+          + ("" if depth == full_depth(args.model) else f" -- SHRUNK from {full_depth(args.model)}"))
+    print(f"batch {args.batch} x {args.seq_len} tokens ({answer} answer tokens), MoRAM {PAPER_TRACE_OPTIONS} "
+          f"dropout {PAPER_DROPOUT}, LoRA rank {rank}")
+    checkpointing = {"both": (False, True), "off": (False,), "on": (True,)}[args.checkpointing]
+    rows = measure(base, inputs, device, rank, PAPER_TRACE_OPTIONS, PAPER_DROPOUT, args.tasks, checkpointing)
+    print()
+    print(table(rows))
+    if args.json:
+        settings = {k: v for k, v in vars(args).items() if k != "json"}
+        settings.update(answer_len=answer, depth=depth, full_depth=full_depth(args.model), device_name=where,
+                        torch=torch.__version__, moram=dict(PAPER_TRACE_OPTIONS, dropout=PAPER_DROPOUT),
+                        load=os.getloadavg()[0])
+        atomic_write_text(args.json, json.dumps({"settings": settings, "rows": rows}, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""scripts/bench_memory_text.py: its allocator count on a hand case, and its rows on a tiny LLaMA."""
+
+import importlib
+from pathlib import Path
+
+import pytest
+import torch
+
+from tiny_text import LLAMA_KWARGS
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+TINY = dict(LLAMA_KWARGS, head_dim=8, bos_token_id=1, eos_token_id=2)
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPTS))  # the scripts import their siblings from their folder
+    return importlib.import_module("bench_memory_text")
+
+
+def test_allocated_peak_counts_a_hand_computed_step(bench):
+    """y = 2x; y.sum().backward(): y and x's gradient (n x n float32 each) are alive together at
+    the peak; x.grad alone stays. Scalars (the sum, its gradient) add a few bytes."""
+    n = 512
+    size = n * n * 4
+    x = torch.randn(n, n, requires_grad=True)
+
+    def step():
+        y = x * 2
+        y.sum().backward()
+
+    numbers = bench.allocated_peak(step, torch.device("cpu"))
+    assert numbers["net"] == size  # x.grad
+    assert 2 * size <= numbers["peak"] <= 2 * size + 1024, numbers
+
+
+def test_rows_hold_the_same_trainable_count_and_the_optimizer_state(bench, one_thread):
+    from bench_text import build_base, model_config
+
+    base = build_base("llama-1b", model_config("llama-1b", 2, **TINY), "cpu", torch.float32)
+    inputs = bench.make_inputs(base.config, 2, 6, 2, "cpu")["train"]
+    options = dict(bench.PAPER_TRACE_OPTIONS, atoms_per_task=4, topk=4)
+    rows = bench.measure(base, inputs, torch.device("cpu"), 4, options, 0.1, tasks=3)
+    assert [(row["variant"], row["gradient_checkpointing"]) for row in rows] == [
+        (name, checkpoint) for checkpoint in (False, True) for name in ("lora", "moram task 1", "moram task 3")]
+    trainable = rows[0]["trainable"]
+    assert trainable > 0 and all(row["trainable"] == trainable for row in rows)  # rank 4 = 4 new atoms
+    held = bench.held_bytes(base, inputs)
+    for row in rows:
+        assert row["peak"] == row["held"] + row["step_peak"] and row["held"] >= held
+        # what the first AdamW step leaves: each trainable float's gradient, exp_avg and exp_avg_sq
+        assert row["step_net"] >= 3 * 4 * trainable, row
+        assert row["step_peak"] >= row["step_net"]
+    # the grown bank's frozen atoms are held on top of the base (12 atoms per linear after 3 tasks)
+    assert rows[2]["held"] > rows[1]["held"] >= held
+    assert not any(p.grad is not None for p in base.parameters())
