@@ -6,9 +6,11 @@ settings (random init is fine)". The paper's TRACE setting (Sec. 4; reference
 tau 0.03, delta 0.2 (:data:`moram_avalanche.text.inject.PAPER_TRACE_OPTIONS`) on the library's
 LLaMA targets (:data:`moram_avalanche.text.MORAM_TARGET_MODULES`), lr 5e-4.
 
-One training step is measured, the first of a task: forward with the teacher-forced token loss,
-backward, and the first AdamW step (which allocates the optimizer's state), in train mode (MoRAM's
-dropout on). Rows:
+One training step is measured, the first of a task: forward with the teacher-forced token loss
+as the library's text loop computes it (only the answer positions go through the LM head,
+:func:`moram_avalanche.models.language_model.causal_answer_logits`; ``--full-logits``: the
+model's own ``labels=`` loss over every position, for comparison), backward, and the first
+AdamW step (which allocates the optimizer's state), in train mode (MoRAM's dropout on). Rows:
 
 * ``lora``         -- a rank-16 LoRA on the same linears (as many trainable parameters as one
   MoRAM task), the baseline of the ratios;
@@ -49,6 +51,7 @@ from torch import nn
 from bench_text import (MODELS, build_base, full_depth, grow, make_inputs, model_config, sharing_copy,
                         trainable_count, with_lora, with_moram)
 from bench_timing import apply_threads
+from moram_avalanche.models.language_model import causal_answer_logits, token_loss
 from moram_avalanche.strategies.text_loop import TEXT_BETAS
 from moram_avalanche.text.inject import PAPER_TRACE_OPTIONS
 from moram_avalanche.text.layer import PAPER_DROPOUT
@@ -98,16 +101,21 @@ def held_bytes(model: nn.Module, inputs: dict) -> int:
     return sum(storages.values())
 
 
-def training_step(model: nn.Module, inputs: dict) -> Callable[[], None]:
+def training_step(model: nn.Module, inputs: dict, full_logits: bool = False) -> Callable[[], None]:
     """The first training step of a task: a fresh AdamW (the text loop's betas, no weight decay),
-    forward with the token loss, backward, step."""
+    forward with the token loss (the library's, or with ``full_logits`` the model's own), backward, step."""
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=TRACE_LR, betas=TEXT_BETAS, weight_decay=0.0)
+    features = {k: v for k, v in inputs.items() if k != "labels"}
 
     def run():
         model.train()
         optimizer.zero_grad(set_to_none=True)
-        model(**inputs).loss.backward()
+        if full_logits:
+            loss = model(**inputs).loss
+        else:
+            loss = token_loss(*causal_answer_logits(model, features, inputs["labels"]))
+        loss.backward()
         optimizer.step()
     return run
 
@@ -131,7 +139,7 @@ def variants(base: nn.Module, rank: int, options: dict, dropout: float, tasks: i
 
 
 def measure(base: nn.Module, inputs: dict, device: torch.device, rank: int, options: dict, dropout: float,
-            tasks: int, checkpointing=(False, True)) -> List[dict]:
+            tasks: int, checkpointing=(False, True), full_logits: bool = False) -> List[dict]:
     """One row per variant and checkpointing setting (module docstring)."""
     held = held_bytes(base, inputs)
     rows = []
@@ -140,7 +148,7 @@ def measure(base: nn.Module, inputs: dict, device: torch.device, rank: int, opti
             model = build()
             if checkpoint:
                 enable_gradient_checkpointing(model)
-            numbers = allocated_peak(training_step(model, inputs), device)
+            numbers = allocated_peak(training_step(model, inputs, full_logits), device)
             adapter = held_bytes(model, {}) - held_bytes(base, {})  # the adapters' own tensors
             rows.append({"variant": name, "gradient_checkpointing": checkpoint, "held": held + adapter,
                          "step_peak": numbers["peak"], "step_net": numbers["net"],
@@ -176,6 +184,8 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
                         help="of which answer tokens carry the loss (default: a quarter)")
     parser.add_argument("--tasks", type=int, default=TRACE_TASKS, help="tasks of the grown MoRAM row (TRACE: 8)")
     parser.add_argument("--checkpointing", choices=("both", "off", "on"), default="both")
+    parser.add_argument("--full-logits", action="store_true",
+                        help="the model's own labels= loss over every position's logits instead of the library's")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU)")
     parser.add_argument("--json", default=None, help="also write the numbers to this JSON file")
     args = parser.parse_args(argv)
@@ -197,9 +207,11 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     print(f"model {args.model}: {sum(p.numel() for p in base.parameters()) / 1e6:.0f}M parameters, {depth} layers"
           + ("" if depth == full_depth(args.model) else f" -- SHRUNK from {full_depth(args.model)}"))
     print(f"batch {args.batch} x {args.seq_len} tokens ({answer} answer tokens), MoRAM {PAPER_TRACE_OPTIONS} "
-          f"dropout {PAPER_DROPOUT}, LoRA rank {rank}")
+          f"dropout {PAPER_DROPOUT}, LoRA rank {rank}; loss over "
+          + ("every position's logits (--full-logits)" if args.full_logits else "the answer positions' logits"))
     checkpointing = {"both": (False, True), "off": (False,), "on": (True,)}[args.checkpointing]
-    rows = measure(base, inputs, device, rank, PAPER_TRACE_OPTIONS, PAPER_DROPOUT, args.tasks, checkpointing)
+    rows = measure(base, inputs, device, rank, PAPER_TRACE_OPTIONS, PAPER_DROPOUT, args.tasks, checkpointing,
+                   args.full_logits)
     print()
     print(table(rows))
     if args.json:

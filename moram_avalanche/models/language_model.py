@@ -9,7 +9,13 @@ and its tokenizer, and owns the language-model family's scoring (one scoring per
   reads ``prompt + answer`` and only the answer's tokens (and the EOS that ends it) are
   scored; the prompt's positions are labelled ``-100`` (the convention of ``transformers``'
   loss, ``ignore_index=-100``). Every answer ends with the tokenizer's EOS token, added when
-  the tokenizer does not add it itself, so the model learns where an answer stops.
+  the tokenizer does not add it itself, so the model learns where an answer stops. A causal
+  model projects only the positions that predict answer tokens onto its vocabulary
+  (:func:`causal_answer_logits`, ``transformers``' ``logits_to_keep``): the LM head's logits
+  and their float32 copy for the loss are the largest tensors of a training step at a long
+  context with a large vocabulary, and the prompt's positions are never scored. The loss is
+  the same mean token cross-entropy as the model's own ``labels=`` loss (a test checks values
+  and gradients).
 * :meth:`LanguageModel.answer_logits` -- the teacher-forced logits of exactly the positions
   :meth:`loss` scores (one row per answer token), for distillation between two models
   (LwF on text, :mod:`moram_avalanche.strategies.plugins.text_avalanche`).
@@ -27,7 +33,10 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
+import inspect
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 #: O-LoRA's T5 settings (``scripts/order_1.sh``): source length 512, target / generation length 50
@@ -123,7 +132,9 @@ class LanguageModel(nn.Module):
     def loss(self, prompts: Sequence[str], answers: Sequence[str]) -> torch.Tensor:
         """Mean token cross-entropy of ``answers`` given ``prompts`` (teacher forcing, padding ignored)."""
         inputs, labels = self._teacher_forced(prompts, answers)
-        return self.model(**inputs, labels=labels).loss
+        if self.seq2seq:
+            return self.model(**inputs, labels=labels).loss
+        return token_loss(*causal_answer_logits(self.model, inputs, labels))
 
     def answer_logits(self, prompts: Sequence[str], answers: Sequence[str]) -> torch.Tensor:
         """``[N, V]`` teacher-forced logits of the positions that predict the answers' tokens
@@ -132,9 +143,8 @@ class LanguageModel(nn.Module):
         inputs, labels = self._teacher_forced(prompts, answers)
         if self.seq2seq:  # the decoder reads the labels shifted right (T5 builds them from labels)
             logits = self.model(**inputs, labels=labels).logits
-        else:  # position i predicts token i + 1
-            logits, labels = self.model(**inputs).logits[:, :-1], labels[:, 1:]
-        return logits[labels != IGNORE_INDEX]
+            return logits[labels != IGNORE_INDEX]
+        return causal_answer_logits(self.model, inputs, labels)[0]
 
     def forward(self, prompts: Sequence[str], answers: Sequence[str]) -> torch.Tensor:
         """:meth:`loss` (what calling the model does, for loops that call it)."""
@@ -162,6 +172,46 @@ class LanguageModel(nn.Module):
         return answers
 
 
+def causal_answer_logits(model: nn.Module, inputs: dict, labels: torch.Tensor):
+    """``([N, V] logits, [N] targets)`` of the ``N`` positions of a causal model's input that
+    predict an answer token (position ``i`` predicts token ``i + 1``; ``labels`` is
+    ``IGNORE_INDEX`` off the answers), in batch order.
+
+    When the model's forward takes ``logits_to_keep`` (``transformers``' causal LMs: LLaMA,
+    Gemma, Qwen, Mistral ...), only those positions go through the LM head -- a boolean
+    ``[B, T]`` mask, which ``transformers.modeling_utils.slice_logits_to_keep`` turns into the
+    ``[N, hidden]`` rows, so anything the model does after its head (Gemma 2's logit
+    soft-capping) still applies; otherwise the whole ``[B, T, V]`` logits are computed and the
+    rows picked from them.
+    """
+    predicts = labels[:, 1:] != IGNORE_INDEX
+    targets = labels[:, 1:][predicts]
+    if not _keeps_logits(model):
+        return model(**inputs).logits[:, :-1][predicts], targets
+    keep = F.pad(predicts, (0, 1), value=False)  # the last position predicts nothing
+    logits = model(**inputs, logits_to_keep=keep).logits
+    if logits.shape[:-1] != targets.shape:
+        raise RuntimeError(f"{type(model).__name__} took logits_to_keep but returned logits of shape "
+                           f"{tuple(logits.shape)} for {targets.numel()} kept positions: its forward does not "
+                           "slice with a boolean mask (transformers' slice_logits_to_keep)")
+    return logits, targets
+
+
+def token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of ``[N, V]`` logits against ``[N]`` targets, in float32 (what
+    ``transformers``' causal-LM loss computes over the non-ignored tokens)."""
+    return F.cross_entropy(logits.float(), targets)
+
+
+def _keeps_logits(model: nn.Module) -> bool:
+    """Whether ``model``'s forward (a peft model's base model's) takes ``logits_to_keep``."""
+    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    try:
+        return "logits_to_keep" in inspect.signature(base.forward).parameters
+    except (TypeError, ValueError):  # a forward without a readable signature
+        return False
+
+
 def _first_id(*candidates) -> Optional[int]:
     for candidate in candidates:
         if isinstance(candidate, (list, tuple)):
@@ -178,4 +228,5 @@ def _strings(texts) -> List[str]:
     return texts
 
 
-__all__ = ["IGNORE_INDEX", "LanguageModel", "MAX_SOURCE_LENGTH", "MAX_TARGET_LENGTH"]
+__all__ = ["IGNORE_INDEX", "LanguageModel", "MAX_SOURCE_LENGTH", "MAX_TARGET_LENGTH", "causal_answer_logits",
+           "token_loss"]

@@ -32,6 +32,45 @@ def test_causal_loss_scores_only_the_answer_and_its_eos():
     assert lm.loss(PROMPTS, ANSWERS).item() == pytest.approx(expected.item(), rel=1e-5)
 
 
+def test_causal_loss_projects_only_answer_positions_and_equals_the_models_own_loss():
+    """The LM head sees only the positions that predict answer tokens (logits_to_keep), and the
+    loss and its gradients equal transformers' own labels= loss over the full logits; a forward
+    without logits_to_keep takes the full-logits path to the same value."""
+    from moram_avalanche.models.language_model import causal_answer_logits
+
+    lm = model("llama")
+    for p in lm.model.parameters():
+        p.requires_grad_(True)
+    prompts, answers = PROMPTS + ["a"], ANSWERS + ["a longer answer than the others"]
+    inputs, labels = lm._teacher_forced(prompts, answers)
+    rows = []
+    handle = lm.model.lm_head.register_forward_hook(lambda m, args, out: rows.append(args[0].shape[:-1]))
+    ours = lm.loss(prompts, answers)
+    handle.remove()
+    answer_tokens = sum(len(row) for row in lm._answer_ids(answers))
+    assert rows == [torch.Size([answer_tokens])] and answer_tokens < labels.numel()
+    ours.backward()
+    ours_grads = [p.grad.clone() for p in lm.model.parameters()]
+    lm.model.zero_grad()
+    theirs = lm.model(**inputs, labels=labels).loss
+    theirs.backward()
+    assert ours.item() == pytest.approx(theirs.item(), rel=1e-6)
+    for mine, reference in zip(ours_grads, (p.grad for p in lm.model.parameters())):
+        torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-7)
+
+    class NoKeep(torch.nn.Module):  # a causal model whose forward takes no logits_to_keep
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask):
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask)
+
+    logits, targets = causal_answer_logits(NoKeep(lm.model), inputs, labels)
+    assert logits.shape == (answer_tokens, lm.config.vocab_size)
+    assert torch.nn.functional.cross_entropy(logits, targets).item() == pytest.approx(theirs.item(), rel=1e-6)
+
+
 def test_seq2seq_loss_is_the_decoders_over_the_answer():
     lm = model("t5")
     tok = lm.tokenizer

@@ -54,3 +54,17 @@ def test_rows_hold_the_same_trainable_count_and_the_optimizer_state(bench, one_t
     # the grown bank's frozen atoms are held on top of the base (12 atoms per linear after 3 tasks)
     assert rows[2]["held"] > rows[1]["held"] >= held
     assert not any(p.grad is not None for p in base.parameters())
+
+
+def test_the_librarys_loss_keeps_fewer_logits_than_the_models_own(bench, one_thread):
+    """Only the answer positions reach the LM head: a step's peak is lower than with every
+    position's logits, by at least the logits of the prompt positions (float32 copy included)."""
+    from bench_text import build_base, model_config
+
+    base = build_base("llama-1b", model_config("llama-1b", 1, **TINY), "cpu", torch.float32)
+    inputs = bench.make_inputs(base.config, 2, 40, 2, "cpu")["train"]
+    options = dict(bench.PAPER_TRACE_OPTIONS, atoms_per_task=4, topk=4)
+    ours, full = (bench.measure(base, inputs, torch.device("cpu"), 4, options, 0.1, tasks=1, checkpointing=(False,),
+                                full_logits=flag)[1] for flag in (False, True))
+    prompt_logits = 2 * 39 * base.config.vocab_size * 4  # 39 prompt positions predict no answer token
+    assert full["step_peak"] - ours["step_peak"] >= prompt_logits, (ours, full)
