@@ -36,6 +36,11 @@ Examples:
     python scripts/bench_memory_text.py --model llama-1b                    # the 1B model, full depth
     python scripts/bench_memory_text.py --model llama-7b --device cuda      # a 7B step on a GPU
     python scripts/bench_memory_text.py --model llama-1b --layers 2 --seq-len 128   # quick check
+    python scripts/bench_memory_text.py --model llama-7b --extrapolate     # a 7B estimate on a CPU
+
+``--extrapolate`` measures the model 1 and 2 layers deep and extends every byte count linearly
+to the full depth: every layer holds the same weights and keeps the same activations, and the
+embedding, the head and the loss are the intercept. It is an estimate and is printed as one.
 """
 
 from __future__ import annotations
@@ -171,10 +176,42 @@ def table(rows: List[dict]) -> str:
     return "\n".join(lines)
 
 
+def extrapolate(shallow: List[dict], deeper: List[dict], depths, depth: int) -> List[dict]:
+    """Rows at ``depth`` layers from rows measured at ``depths = (a, b)`` layers, each byte count
+    linear in the depth (every layer holds the same weights and keeps the same activations; the
+    embedding, the head and the loss are the intercept)."""
+    a, b = depths
+    rows = []
+    for one, two in zip(shallow, deeper):
+        row = dict(one)
+        for key in ("held", "step_peak", "step_net", "peak"):
+            row[key] = round(one[key] + (two[key] - one[key]) * (depth - a) / (b - a))
+        row["trainable"] = round(one["trainable"] + (two["trainable"] - one["trainable"]) * (depth - a) / (b - a))
+        rows.append(row)
+    return rows
+
+
+def run_depth(args, layers: Optional[int], answer: int) -> List[dict]:
+    """Build the model ``layers`` deep (full depth: None), print what is measured, measure it."""
+    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    config = model_config(args.model, layers)
+    base = build_base(args.model, config, device, dtype)
+    inputs = make_inputs(config, args.batch, args.seq_len - answer, answer, device)["train"]
+    depth = getattr(config, MODELS[args.model][3][0])
+    print(f"model {args.model}: {sum(p.numel() for p in base.parameters()) / 1e6:.0f}M parameters, {depth} layers"
+          + ("" if depth == full_depth(args.model) else f" -- SHRUNK from {full_depth(args.model)}"), flush=True)
+    checkpointing = {"both": (False, True), "off": (False,), "on": (True,)}[args.checkpointing]
+    return measure(base, inputs, device, PAPER_TRACE_OPTIONS["atoms_per_task"], PAPER_TRACE_OPTIONS, PAPER_DROPOUT,
+                   args.tasks, checkpointing, args.full_logits)
+
+
 def main(argv: Optional[List[str]] = None) -> List[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=sorted(MODELS), default="llama-1b")
     parser.add_argument("--layers", type=int, default=None, help="shrink the depth to N layers (a quick check)")
+    parser.add_argument("--extrapolate", action="store_true",
+                        help="measure 1 and 2 layers deep and extrapolate linearly to the full depth (a model "
+                             "too large for this machine's memory; an estimate, printed as one)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16",
                         help="weights' dtype (the paper's TRACE runs: bfloat16)")
@@ -189,37 +226,39 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU)")
     parser.add_argument("--json", default=None, help="also write the numbers to this JSON file")
     args = parser.parse_args(argv)
-    apply_threads(args)
-    device, dtype = torch.device(args.device), getattr(torch, args.dtype)
+    if args.extrapolate and args.layers is not None:
+        parser.error("--extrapolate measures 1 and 2 layers itself: leave --layers out")
+    if model_config(args.model).is_encoder_decoder:
+        parser.error("the TRACE setting is for decoder-only models: pick a llama model")
     answer = args.answer_len if args.answer_len is not None else max(1, args.seq_len // 4)
     if not 0 < answer < args.seq_len:
         parser.error(f"--answer-len must be between 1 and --seq-len - 1 ({args.seq_len - 1}), got {answer}")
-    config = model_config(args.model, args.layers)
-    if config.is_encoder_decoder:
-        parser.error("the TRACE setting is for decoder-only models: pick a llama model")
-    base = build_base(args.model, config, device, dtype)
-    inputs = make_inputs(config, args.batch, args.seq_len - answer, answer, device)["train"]
-    rank = PAPER_TRACE_OPTIONS["atoms_per_task"]
-    depth = getattr(config, MODELS[args.model][3][0])
+    apply_threads(args)
+    device = torch.device(args.device)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"torch {torch.__version__}, {where}, {dtype}, attention {config._attn_implementation}; "
-          f"memory: bytes allocated ({'CUDA peak statistic' if device.type == 'cuda' else 'CPU allocator events'})")
-    print(f"model {args.model}: {sum(p.numel() for p in base.parameters()) / 1e6:.0f}M parameters, {depth} layers"
-          + ("" if depth == full_depth(args.model) else f" -- SHRUNK from {full_depth(args.model)}"))
+    print(f"torch {torch.__version__}, {where}, {args.dtype}; memory: bytes allocated "
+          f"({'CUDA peak statistic' if device.type == 'cuda' else 'CPU allocator events'})")
     print(f"batch {args.batch} x {args.seq_len} tokens ({answer} answer tokens), MoRAM {PAPER_TRACE_OPTIONS} "
-          f"dropout {PAPER_DROPOUT}, LoRA rank {rank}; loss over "
+          f"dropout {PAPER_DROPOUT}, LoRA rank {PAPER_TRACE_OPTIONS['atoms_per_task']}; loss over "
           + ("every position's logits (--full-logits)" if args.full_logits else "the answer positions' logits"))
-    checkpointing = {"both": (False, True), "off": (False,), "on": (True,)}[args.checkpointing]
-    rows = measure(base, inputs, device, rank, PAPER_TRACE_OPTIONS, PAPER_DROPOUT, args.tasks, checkpointing,
-                   args.full_logits)
-    print()
+    depth = full_depth(args.model) if args.layers is None else args.layers
+    measured = {}
+    if args.extrapolate:
+        measured = {layers: run_depth(args, layers, answer) for layers in (1, 2)}
+        rows = extrapolate(measured[1], measured[2], (1, 2), depth)
+        print(f"\nESTIMATE: {args.model} at its full depth ({depth} layers), extrapolated linearly from 1 and 2 layers")
+    else:
+        rows = run_depth(args, args.layers, answer)
+        print()
     print(table(rows))
     if args.json:
         settings = {k: v for k, v in vars(args).items() if k != "json"}
         settings.update(answer_len=answer, depth=depth, full_depth=full_depth(args.model), device_name=where,
                         torch=torch.__version__, moram=dict(PAPER_TRACE_OPTIONS, dropout=PAPER_DROPOUT),
                         load=os.getloadavg()[0])
-        atomic_write_text(args.json, json.dumps({"settings": settings, "rows": rows}, indent=2) + "\n")
+        payload = {"settings": settings, "rows": rows, "estimate": args.extrapolate,
+                   "measured": {str(k): v for k, v in measured.items()}}
+        atomic_write_text(args.json, json.dumps(payload, indent=2) + "\n")
         print(f"wrote {args.json}")
     return rows
 

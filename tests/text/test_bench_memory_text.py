@@ -68,3 +68,21 @@ def test_the_librarys_loss_keeps_fewer_logits_than_the_models_own(bench, one_thr
                                 full_logits=flag)[1] for flag in (False, True))
     prompt_logits = 2 * 39 * base.config.vocab_size * 4  # 39 prompt positions predict no answer token
     assert full["step_peak"] - ours["step_peak"] >= prompt_logits, (ours, full)
+
+
+def test_extrapolation_in_depth_meets_a_deeper_measurement(bench, one_thread):
+    """Each layer adds the same bytes: rows measured 1 and 2 layers deep, extended to 4 layers,
+    give the weights held at 4 layers exactly and the step's peak within 5%."""
+    from bench_text import build_base, model_config
+
+    options = dict(bench.PAPER_TRACE_OPTIONS, atoms_per_task=4, topk=4)
+
+    def rows(layers):
+        base = build_base("llama-1b", model_config("llama-1b", layers, **TINY), "cpu", torch.float32)
+        inputs = bench.make_inputs(base.config, 2, 24, 4, "cpu")["train"]
+        return bench.measure(base, inputs, torch.device("cpu"), 4, options, 0.1, tasks=2)
+
+    estimated = bench.extrapolate(rows(1), rows(2), (1, 2), 4)
+    for guess, real in zip(estimated, rows(4)):
+        assert guess["held"] == real["held"] and guess["trainable"] == real["trainable"]
+        assert abs(guess["step_peak"] - real["step_peak"]) <= 0.05 * real["step_peak"], (guess, real)
