@@ -132,8 +132,9 @@ def test_trace_runs_with_the_papers_trace_setting_and_the_release_preset(model_f
     assert options["max_source_length"] == 1024 and options["train_mb_size"] == 4
     log_dir = tmp_path / "release"
     done = cli("run", "--benchmark", "trace", "--order", TRACE_ORDER[0], "--data-root", str(root),
-               "--strategy", "moram", "--model", str(model_folder), "--log-dir", str(log_dir), "--iterations", "1",
+               "--strategy", "moram", "--model", str(model_folder), "--log-dir", str(log_dir),
                "--set", "max_new_tokens=2", "--preset", "trace-release", "--batch-size", "2", "--no-progress")
+    # no --iterations: the release's epochs for C-STANCE (2) over its 3 prompts, one optimizer step per epoch
     assert done.returncode == 0, done.stderr[-3000:]
     record = json.loads((log_dir / "run.json").read_text())
     assert (record["options"]["atoms_per_task"], record["options"]["topk"]) == (8, 8)
