@@ -7,7 +7,8 @@ what is allowed and how to fix it, and the command exits with 2 (:func:`report_e
 * argparse's own errors (a missing option, ``--batch-size 0`` through the argument types
   below) go through :class:`OneLineParser`;
 * :func:`check_run_arguments` / :func:`check_compare_arguments` check the rest against the
-  registries and the machine: benchmark and strategy names, each strategy's options with its
+  registries and the machine: benchmark and strategy names, ``--fsdp`` (under torchrun, with
+  strategies that declare it), each strategy's options with its
   ``--set`` values (:func:`~moram_avalanche.strategies.options.check_strategy_options`:
   names, types and ranges, nothing built), reference data the strategies take, the device
   (``auto`` resolved), the data root, the output and cache folders (they must be writable),
@@ -125,11 +126,39 @@ def check_shared_arguments(args) -> None:
                          "(or --benchmark synthetic for the offline stream)")
     if args.cache_dir is not None:
         check_output_folder(args.cache_dir, "--cache-dir")
+    check_fsdp_arguments(args)
     for option, value, kind in (("--ref-images", args.ref_images, "dir"),
                                 ("--ref-sentences", args.ref_sentences, "file")):
         if value is not None and value not in ("synthetic", "none"):
             check_input_path(value, option, kind=kind, fix="give an existing "
                              f"{'folder' if kind == 'dir' else 'file'}, or 'synthetic' for a small generated set")
+
+
+def check_fsdp_arguments(args) -> None:
+    """``--fsdp``: a benchmark with strategies that train with sharded weights, under torchrun."""
+    from .experiments.distributed import under_torchrun
+    from .strategies.registry import sharding_strategies
+
+    if not getattr(args, "fsdp", False):
+        return
+    if not sharding_strategies(_family(args)):
+        raise ValueError(f"--fsdp shards a language model's frozen weights; no strategy of --benchmark "
+                         f"{args.benchmark} trains that way: leave --fsdp out (it is for the text benchmarks: "
+                         "lm-cl, trace, synthetic-text)")
+    if not under_torchrun():
+        raise ValueError("--fsdp shards the frozen weights over the processes of a torchrun run: start it "
+                         "with `torchrun --nproc_per_node N -m moram_avalanche ...`, or leave --fsdp out")
+
+
+def check_sharding_strategy(args, name: str, needs) -> None:
+    """``--fsdp`` only with a strategy that trains with sharded weights (it declares ``needs.fsdp``)."""
+    from .strategies.registry import sharding_strategies
+
+    if getattr(args, "fsdp", False) and not needs.fsdp:
+        raise ValueError(f"--fsdp shards the frozen pre-trained weights, and strategy {name} does not train "
+                         "that way (it trains those weights, copies the model or keeps state per process); "
+                         f"those that do: {', '.join(sharding_strategies(_family(args)))}; leave --fsdp out "
+                         f"for {name}")
 
 
 def data_roots(args) -> list:
@@ -159,6 +188,7 @@ def check_strategy_arguments(args, name: str, overrides: Mapping[str, object], *
 
     cls = get_strategy(name, _family(args))
     needs = cls.needs
+    check_sharding_strategy(args, name, needs)
     options: Dict[str, object] = base_options(args, name, needs)
     references = needs.reference_arguments(images=args.ref_images, sentences=args.ref_sentences)
     options.update(references)
@@ -256,6 +286,7 @@ def check_comparison_folder_arguments(args, setup) -> None:
                              "start the listed strategies over")
 
 
-__all__ = ["OneLineParser", "check_comparison_folder_arguments", "check_compare_arguments", "check_references_taken", "check_run_arguments", "check_run_folder_arguments",
+__all__ = ["OneLineParser", "check_comparison_folder_arguments", "check_compare_arguments", "check_fsdp_arguments",
+           "check_references_taken", "check_sharding_strategy", "check_run_arguments", "check_run_folder_arguments",
            "check_shared_arguments", "check_strategy_arguments", "is_user_error", "nonnegative_int",
            "positive_float", "positive_int", "report_error", "share", "shots"]

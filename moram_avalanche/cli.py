@@ -542,6 +542,10 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
                              "paper's TRACE runs: bfloat16)")
     parser.add_argument("--gradient-checkpointing", action="store_true",
                         help="text benchmarks: recompute activations in the backward pass (less memory)")
+    parser.add_argument("--fsdp", action="store_true",
+                        help="text benchmarks under torchrun: shard the frozen weights over the processes "
+                             "(FSDP2; each holds 1/N of them, adapters replicated), for a model that does "
+                             "not fit one GPU")
     parser.add_argument("--iterations", type=nonnegative_int, default=None,
                         help="optimizer steps per experience (default: each strategy's, 500; text "
                              "benchmarks: one epoch per task, the paper's)")

@@ -148,19 +148,35 @@ def average_gradients(parameters: Iterable[nn.Parameter]) -> None:
                 p.grad.copy_(part)
 
 
+def is_sharded(tensor: torch.Tensor) -> bool:
+    """Whether ``tensor`` is a weight sharded over the processes (FSDP's ``DTensor``, :mod:`.fsdp`):
+    each process holds its own share of it."""
+    from torch.distributed.tensor import DTensor
+
+    return isinstance(tensor, DTensor)
+
+
 def broadcast_module(module: nn.Module, src: int = 0) -> None:
-    """Copy every parameter and buffer of ``module`` from process ``src`` to the others."""
+    """Copy every parameter and buffer of ``module`` from process ``src`` to the others.
+
+    Sharded weights (:mod:`.fsdp`) are left alone: each process holds its own share of them."""
     if world_size() == 1:
         return
     with torch.no_grad():
         for tensor in [*module.parameters(), *module.buffers()]:
-            dist.broadcast(tensor.data, src=src)
+            if not is_sharded(tensor):
+                dist.broadcast(tensor.data, src=src)
 
 
 def check_same_parameters(module: nn.Module) -> None:
-    """Every process trains the same parameters (names and sizes); a clear error otherwise."""
+    """Every process trains the same parameters (names and sizes), none of them sharded; a clear
+    error otherwise."""
     if world_size() == 1:
         return
+    sharded = [name for name, p in module.named_parameters() if p.requires_grad and is_sharded(p)]
+    if sharded:
+        raise RuntimeError(f"sharded weights require grad ({sharded[:3]}): sharding (FSDP, --fsdp) is for frozen "
+                           "weights only; train adapters on them, or train without --fsdp")
     mine = [(name, tuple(p.shape)) for name, p in module.named_parameters() if p.requires_grad]
     every = [None] * world_size()
     dist.all_gather_object(every, mine)
@@ -217,4 +233,4 @@ class ShardedBatches(Sampler[List[int]]):
 
 __all__ = ["ShardedBatches", "all_reduce_sum", "average_gradients", "barrier", "broadcast_int",
            "broadcast_module", "check_same_parameters", "gather", "gather_with_grad",
-           "is_main_process", "rank", "shard_bounds", "shard_indices", "world_size"]
+           "is_main_process", "is_sharded", "rank", "shard_bounds", "shard_indices", "world_size"]

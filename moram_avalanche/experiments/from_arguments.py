@@ -50,6 +50,7 @@ def shared_settings(args) -> dict:
         **({"augment": False} if args.no_augment else {}),  # earlier records resume as they were
         **({"dtype": dtype_of(args)} if dtype_of(args) else {}),
         **({"gradient_checkpointing": True} if getattr(args, "gradient_checkpointing", False) else {}),
+        **({"fsdp": True} if getattr(args, "fsdp", False) else {}),
         **({"preset": args.preset} if getattr(args, "preset", None) else {}),
     }
 
@@ -106,6 +107,7 @@ def clip_model_loader(args):
 
     for flag, value in (("--dtype", getattr(args, "dtype", None)),
                         ("--gradient-checkpointing", getattr(args, "gradient_checkpointing", False)),
+                        ("--fsdp", getattr(args, "fsdp", False)),
                         ("--preset", getattr(args, "preset", None))):
         if value:
             raise ValueError(f"{flag} is for the text benchmarks (lm-cl, trace, synthetic-text); "
@@ -123,14 +125,26 @@ def clip_model_loader(args):
 def text_model_loader(args):
     """``() -> (LanguageModel, None, None, tokenizer)`` of ``--model``: a Hugging Face name found
     in the local cache or a folder written by ``save_pretrained``
-    (:func:`~moram_avalanche.text.load.load_language_model`); a text stream has no transforms."""
+    (:func:`~moram_avalanche.text.load.load_language_model`); a text stream has no transforms.
+
+    With ``--fsdp`` the model is loaded on the CPU and its transformer blocks' and own weights are
+    sharded onto ``args.device`` (:func:`~moram_avalanche.algorithms.fsdp.shard_frozen_weights`,
+    :func:`~moram_avalanche.text.blocks.transformer_blocks`), before the strategy injects its
+    adapters: the whole model never sits on one device."""
     from ..models.language_model import LanguageModel
     from ..text.load import load_language_model
 
     def load():
         model, tokenizer = load_language_model(args.model, dtype=dtype_of(args) or "float32",
                                                gradient_checkpointing=getattr(args, "gradient_checkpointing", False))
-        return LanguageModel(model.to(args.device), tokenizer), None, None, tokenizer
+        if getattr(args, "fsdp", False):
+            from ..algorithms.fsdp import shard_frozen_weights
+            from ..text.blocks import FORWARD_METHODS, transformer_blocks
+
+            model = shard_frozen_weights(model, transformer_blocks(model), args.device, FORWARD_METHODS)
+        else:
+            model = model.to(args.device)
+        return LanguageModel(model, tokenizer), None, None, tokenizer
 
     return load
 

@@ -225,12 +225,18 @@ def _differences(path: str, there: Any, now: Any) -> list:
 def weights_checksum(model) -> float:
     """A fingerprint of a model's weights: the float64 sum of the absolute values of its parameters
     and finite buffer entries (no cancellation, so devices that sum in another order agree to
-    ~1e-12; an attention mask's -inf entries are left out)."""
+    ~1e-12; an attention mask's -inf entries are left out). A sharded weight (``--fsdp``) counts
+    once: its shares are summed over the processes (a collective: every process calls this)."""
     import torch
 
+    from ..algorithms.fsdp import sharded_sum
+
+    def finite_sum(t):
+        t = t.detach().double().abs()
+        return t[torch.isfinite(t)].sum()
+
     with torch.no_grad():
-        tensors = [t.detach().double().abs() for t in [*model.parameters(), *model.buffers()]]
-        return float(sum(t[torch.isfinite(t)].sum() for t in tensors))
+        return sharded_sum([*model.parameters(), *model.buffers()], finite_sum)
 
 
 def check_record(folder, record: Mapping[str, Any], *, what: str, fix: str,

@@ -93,6 +93,15 @@ class LinearWrapper(AdapterLayer):
     def bias(self) -> Optional[torch.Tensor]:
         return self.base.bias
 
+    @property
+    def template(self) -> torch.Tensor:
+        """An empty plain tensor on the base weight's device and dtype: what the adapter's own
+        tensors are made like (``template.new_zeros(...)``). Not ``base.weight.new_*``: those
+        keep the weight's tensor subclass, and a sharded weight (FSDP's ``DTensor``,
+        :mod:`moram_avalanche.algorithms.fsdp`) would make sharded adapters."""
+        weight = self.base.weight
+        return torch.empty(0, device=weight.device, dtype=weight.dtype)
+
 
 def find_layers(model: nn.Module, kind: Type[L] = AdapterLayer) -> Dict[str, L]:
     """Every module of ``model`` that is a ``kind`` (default: every adapter layer), by dotted name.

@@ -37,7 +37,7 @@ class GatedLoRALinear(LinearWrapper):
         super().__init__(base)
         check_positive_int("rank", rank)
         self.rank = rank
-        like = base.weight
+        like = self.template
         self.down = nn.Parameter(like.new_empty(rank, base.in_features))
         self.up = nn.Parameter(like.new_zeros(base.out_features, rank))
         self.gate = nn.Parameter(like.new_empty(rank))

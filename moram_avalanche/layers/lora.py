@@ -43,7 +43,7 @@ class LoRALinear(LinearWrapper):
         self.rank = rank
         self.scale = float(scale)
         self.mergeable = bool(mergeable)
-        like = base.weight
+        like = self.template
         self.down = nn.Parameter(like.new_empty(rank, base.in_features))
         self.up = nn.Parameter(like.new_zeros(base.out_features, rank))
         self.reset_down()

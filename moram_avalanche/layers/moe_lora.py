@@ -54,7 +54,7 @@ class MoELoRALinear(LinearWrapper, GrowingAdapter):
         check_number("temperature", temperature, low=0, low_open=True, hint="1: the plain softmax")
         self.rank = rank
         self.temperature = float(temperature)
-        like = base.weight
+        like = self.template
         d_in, d_out = base.in_features, base.out_features
         # frozen experts (buffers) and the trainable one (parameters, None when all frozen)
         self.register_buffer("_down", like.new_zeros(0, rank, d_in), persistent=False)
@@ -132,7 +132,7 @@ class MoELoRALinear(LinearWrapper, GrowingAdapter):
                 f"num_frozen must be {experts} or {experts - 1} (at most one expert trains), "
                 f"got {num_frozen}"
             )
-        like = self.base.weight
+        like = self.template
         down, up, router = (t.to(device=like.device, dtype=like.dtype) for t in (down, up, router))
         same_layout = num_frozen == self.num_frozen and experts == self.num_experts
         if self.new_down is not None and same_layout:

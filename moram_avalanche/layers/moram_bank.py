@@ -80,7 +80,7 @@ class MoRAMBank(LinearWrapper, GrowingAdapter):
         super().__init__(base)
         self.atoms_per_task = atoms_per_task
         self._recording = False
-        like = base.weight
+        like = self.template
         self.register_buffer("frozen_keys", like.new_zeros(0, self.in_features), persistent=False)
         self.register_buffer("frozen_values", like.new_zeros(0, self.out_features), persistent=False)
         self.register_parameter("new_keys", None)
@@ -183,7 +183,7 @@ class MoRAMBank(LinearWrapper, GrowingAdapter):
         num_atoms, num_frozen = keys.shape[0], int(num_frozen)
         if not 0 <= num_frozen <= num_atoms:
             raise ValueError(f"num_frozen must be in [0, {num_atoms}], got {num_frozen}")
-        like = self.base.weight
+        like = self.template
         if atom_task is None:
             atom_task = torch.arange(num_atoms) // self.atoms_per_task
         atom_task = torch.as_tensor(atom_task).to(device=like.device, dtype=torch.long)
@@ -206,7 +206,7 @@ class MoRAMBank(LinearWrapper, GrowingAdapter):
 
         ``in_place``: copy into the existing ``frozen`` buffer and ``new`` parameter instead.
         """
-        like = self.base.weight
+        like = self.template
         rows = rows.to(device=like.device, dtype=like.dtype)
         if in_place:
             with torch.no_grad():

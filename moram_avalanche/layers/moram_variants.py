@@ -157,7 +157,7 @@ class MoRAMAblationLinear(MoRAMLinear):
         self.router = bool(router)
         super().__init__(base, atoms_per_task, topk, temperature, threshold)
         if self.router:
-            self.register_buffer("frozen_router", base.weight.new_zeros(0, self.in_features), persistent=False)
+            self.register_buffer("frozen_router", self.template.new_zeros(0, self.in_features), persistent=False)
             self.register_parameter("new_router", None)
         self.load_balance = load_balance
         #: load-balancing terms of the training forwards since the last :meth:`pop_balance_terms`
@@ -203,7 +203,7 @@ class MoRAMAblationLinear(MoRAMLinear):
         num_atoms = keys.shape[0]
         router = extra.pop(ROUTER_KEY, None)
         if router is None:
-            router = self.base.weight.new_zeros(num_atoms, self.in_features)
+            router = self.template.new_zeros(num_atoms, self.in_features)
         router = torch.as_tensor(router)
         check_finite(ROUTER_KEY, router)
         if router.shape != (num_atoms, self.in_features):

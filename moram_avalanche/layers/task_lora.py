@@ -49,7 +49,7 @@ class TaskLoRALinear(LinearWrapper, GrowingAdapter):
         return len(self.downs)
 
     def _append(self) -> None:
-        like = self.base.weight
+        like = self.template
         down = nn.Parameter(like.new_empty(self.rank, self.in_features))
         nn.init.kaiming_uniform_(down, a=math.sqrt(5))
         self.downs.append(down)

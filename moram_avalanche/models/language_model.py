@@ -20,8 +20,10 @@ and its tokenizer, and owns the language-model family's scoring (one scoring per
   :meth:`loss` scores (one row per answer token), for distillation between two models
   (LwF on text, :mod:`moram_avalanche.strategies.plugins.text_avalanche`).
 * :meth:`LanguageModel.generate` -- greedy decoding (``do_sample=False``, one beam), answers
-  decoded to strings. Causal models read left-padded prompts (:func:`moram_avalanche.text.load.prepare_tokenizer`'s
-  reason: every row continues from the same last column) and only the new tokens are decoded.
+  decoded to strings; every process steps until all are done when the weights are sharded
+  (``synced_gpus``, :attr:`LanguageModel.synced_generation`). Causal models read left-padded
+  prompts (:func:`moram_avalanche.text.load.prepare_tokenizer`'s reason: every row continues
+  from the same last column) and only the new tokens are decoded.
 
 Lengths follow O-LoRA's T5 settings (``scripts/order_1.sh``: source length 512, target and
 generation length 50; reference ``language_models.md``). The wrapper holds no parameter of its
@@ -38,6 +40,9 @@ import inspect
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from ..algorithms.data_parallel import world_size
+from ..algorithms.fsdp import holds_sharded_weights
 
 #: O-LoRA's T5 settings (``scripts/order_1.sh``): source length 512, target / generation length 50
 MAX_SOURCE_LENGTH = 512
@@ -85,6 +90,14 @@ class LanguageModel(nn.Module):
     def config(self):
         """The wrapped model's config (what target tables read)."""
         return self.model.config
+
+    @property
+    def synced_generation(self) -> bool:
+        """Whether :meth:`generate` must keep stepping until every process is done: the weights are
+        sharded over several processes (``--fsdp``), so each forward call is a collective.
+        ``transformers`` turns ``synced_gpus`` on by itself only for its own FSDP integration
+        (``is_fsdp_managed_module``), not for a model sharded by ``fully_shard``."""
+        return world_size() > 1 and holds_sharded_weights(self.model)
 
     @property
     def device(self) -> torch.device:
@@ -161,7 +174,8 @@ class LanguageModel(nn.Module):
         input_ids = self._pad(sources, self.pad_id, left=left)
         out = self.model.generate(input_ids=input_ids, attention_mask=self._mask(sources, left=left),
                                   max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
-                                  pad_token_id=self.pad_id, eos_token_id=self.eos_id)
+                                  pad_token_id=self.pad_id, eos_token_id=self.eos_id,
+                                  synced_gpus=self.synced_generation)
         new = out[:, 1:] if self.seq2seq else out[:, input_ids.shape[1]:]  # seq2seq: drop the start token
         answers = []
         for row in new.tolist():

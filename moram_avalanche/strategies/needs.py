@@ -3,10 +3,10 @@ branch on its name.
 
 Each strategy class carries a :class:`StrategyNeeds` as its ``needs`` attribute (inherited
 unless it declares its own): whether it trains, the reference data it takes, the other files a
-run of it reads, whether it trains data-parallel. Its options are its signature and its
-``check_values`` (:mod:`~moram_avalanche.strategies.options`); the app's recipes -- the demo's
-small budget, the paper's settings per protocol, the cost measurement's stand-ins, what a
-short budget shortens -- are data of the app (:mod:`moram_avalanche.experiments.recipes`).
+run of it reads, whether it trains data-parallel, and with sharded weights. Its options are
+its signature and its ``check_values`` (:mod:`~moram_avalanche.strategies.options`); the app's
+recipes -- the demo's small budget, the paper's settings per protocol, the cost measurement's
+stand-ins, what a short budget shortens -- are data of the app (:mod:`moram_avalanche.experiments.recipes`).
 Adding a strategy means declaring its needs on its class and one line in
 :mod:`~moram_avalanche.strategies.registry`.
 """
@@ -34,12 +34,17 @@ class StrategyNeeds:
         data_parallel: whether it trains correctly data-parallel (``torchrun``, the
             :class:`~moram_avalanche.strategies.plugins.data_parallel.DataParallel` plugin);
             the command line refuses the others there.
+        fsdp: whether it trains with the pre-trained weights sharded over the processes
+            (``--fsdp``, :mod:`~moram_avalanche.algorithms.fsdp`): only adapters train, added
+            after the weights were sharded, and nothing copies the model. Opt-in: the command
+            line refuses the others there.
     """
 
     trains: bool = True
     references: Tuple[str, ...] = ()
     files: Optional[Callable[[Dict[str, Any]], Dict[str, str]]] = None
     data_parallel: bool = True
+    fsdp: bool = False
 
     def __post_init__(self):
         unknown = sorted(set(self.references) - set(REFERENCE_ARGUMENTS))

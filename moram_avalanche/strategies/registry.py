@@ -74,4 +74,10 @@ def strategies_taking(reference: str) -> list:
     return sorted(name for name, cls in all_strategies().items() if reference in cls.needs.references)
 
 
-__all__ = ["FAMILIES", "STRATEGIES", "all_strategies", "get_strategy", "strategies_taking", "text_strategies"]
+def sharding_strategies(family: str) -> list:
+    """The registered names of ``family`` whose strategy trains with sharded weights (``needs.fsdp``)."""
+    return sorted(name for name, cls in FAMILIES[family]().items() if cls.needs.fsdp)
+
+
+__all__ = ["FAMILIES", "STRATEGIES", "all_strategies", "get_strategy", "sharding_strategies", "strategies_taking",
+           "text_strategies"]

@@ -98,7 +98,7 @@ class TextMoRAM(TextStrategy):
     self_attention_only (T5: leave cross-attention out), prune_mass (None: no pruning).
     """
 
-    needs = StrategyNeeds()
+    needs = StrategyNeeds(fsdp=True)  # only adapters train: the weights can be sharded (--fsdp)
     #: the value checks of its own options (run once, by check_strategy_options)
     check_values = staticmethod(lambda options: check_text_adapter_options(options))
 
@@ -137,7 +137,7 @@ class TextSeqLoRA(TextStrategy):
     query and value projections, :data:`LORA_TARGET_MODULES`).
     """
 
-    needs = StrategyNeeds()
+    needs = StrategyNeeds(fsdp=True)  # only adapters train: the weights can be sharded (--fsdp)
     #: the value checks of its own options (run once, by check_strategy_options)
     check_values = staticmethod(lambda options: check_text_adapter_options(options))
 
@@ -159,7 +159,7 @@ class TextIncLoRA(TextStrategy):
     Args (besides TextStrategy's): rank (8), scale (1), target_modules (None: query and value).
     """
 
-    needs = StrategyNeeds()
+    needs = StrategyNeeds(fsdp=True)  # only adapters train: the weights can be sharded (--fsdp)
     #: the value checks of its own options (run once, by check_strategy_options)
     check_values = staticmethod(lambda options: check_text_adapter_options(options))
 

@@ -5,11 +5,13 @@
 * :mod:`.targets` -- MoRAM's target modules per architecture, as data;
 * :mod:`.layer` -- the MoRAM layer with dropout on the atoms' input (the release's LM variant);
 * :mod:`.inject` -- put it on a model's targets without peft; grow / freeze per task;
+* :mod:`.blocks` -- a model's transformer blocks (what FSDP gathers one at a time);
 * :mod:`.peft_method` -- MoRAM as a peft method (:class:`MoRAMConfig`, registered on import).
 
 The method's math stays in :mod:`moram_avalanche.layers`; no Avalanche, no open_clip here.
 """
 
+from .blocks import transformer_blocks
 from .inject import PAPER_LLM_OPTIONS, add_task, freeze_task, inject_moram, moram_layers, target_names
 from .layer import PAPER_DROPOUT, DropoutMoRAMLinear
 from .load import DTYPES, ModelNotFound, load_language_model, prepare_tokenizer
@@ -20,4 +22,4 @@ __all__ = ["DTYPES", "DropoutMoRAMLinear", "MERGE_REFUSED", "MORAM_TARGET_MODULE
            "MoRAMConfig", "MoRAMModel", "MoRAMPeftType", "MoRAMTunerLayer", "PAPER_DROPOUT",
            "PAPER_LLM_OPTIONS", "SELF_ATTENTION_PATTERNS", "add_task", "freeze_task", "inject_moram",
            "load_language_model", "moram_layers", "prepare_tokenizer", "register_moram", "target_modules",
-           "target_names"]
+           "target_names", "transformer_blocks"]

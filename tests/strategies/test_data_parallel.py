@@ -37,6 +37,34 @@ def test_shards_partition_every_batch():
             assert max(map(len, pieces)) - min(map(len, pieces)) <= 1
 
 
+def test_sharded_weights_pad_the_shorter_evaluation_shares_and_throw_the_padding_away(monkeypatch):
+    """With sharded weights every process calls the model as often as the others (padding batches
+    of sample 0), each real sample once; a padding batch's output and minibatch are emptied."""
+    from types import SimpleNamespace
+
+    import moram_avalanche.algorithms.data_parallel as collectives
+    import moram_avalanche.strategies.plugins.data_parallel as plugin
+
+    for count, batch, expected in ((8, 2, [1, 2, 2]), (2, 4, [0, 1, 1]), (9, 3, [1, 1, 1])):
+        monkeypatch.setattr(collectives, "world_size", lambda: 3)
+        monkeypatch.setattr(plugin, "world_size", lambda: 3)
+        real, seen = [], []
+        for me in range(3):
+            monkeypatch.setattr(collectives, "rank", lambda me=me: me)
+            batches, first_padding = plugin.padded_eval_batches(count, batch)
+            assert len(batches) == max(expected) and all(b == [0] for b in batches[first_padding:])
+            real.append(first_padding)
+            seen += [i for b in batches[:first_padding] for i in b]
+        assert real == expected and seen == list(range(count))
+    parallel = plugin.DataParallel()
+    parallel.padding_from, parallel.eval_batches = 1, 0
+    strategy = SimpleNamespace(mb_output=torch.ones(2), mbatch=[["a", "b"], ["x", "y"], torch.zeros(2)])
+    parallel.after_eval_forward(strategy)  # a real batch: kept
+    assert strategy.mb_output.shape == (2,) and strategy.mbatch[0] == ["a", "b"]
+    parallel.after_eval_forward(strategy)  # a padding batch: thrown away
+    assert strategy.mb_output.shape == (0,) and strategy.mbatch[:2] == [[], []] and strategy.mbatch[2].shape == (0,)
+
+
 def problem(seed=0):
     """A batch of features, a linear map to train, class embeddings, labels."""
     gen = torch.Generator().manual_seed(seed)

@@ -7,13 +7,16 @@ from collections.abc import Iterable
 import torch
 from avalanche.core import SupervisedPlugin
 
+from ...algorithms.fsdp import local_tensor
+
 #: what :func:`memory_footprint` counts (the CPU proxy's label)
 PROXY_LABEL = ("held tensors: model parameters and buffers, gradients, optimizer state, "
                "frozen teachers and weight copies (activations not counted)")
 
 
 def tensors_bytes(tensors: Iterable[torch.Tensor]) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+    """Bytes this process holds of ``tensors``: a sharded weight (``--fsdp``) counts its local share."""
+    return sum(local_tensor(t).numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
 
 
 def memory_footprint(strategy) -> dict[str, int]:
