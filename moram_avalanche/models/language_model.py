@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import List, Optional, Sequence
 
+import functools
 import inspect
 
 import torch
@@ -220,8 +221,14 @@ def token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 def _keeps_logits(model: nn.Module) -> bool:
     """Whether ``model``'s forward (a peft model's base model's) takes ``logits_to_keep``."""
     base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    return _forward_takes_logits_to_keep(type(base))
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_takes_logits_to_keep(cls: type) -> bool:
+    """Read once per class (not at every training step)."""
     try:
-        return "logits_to_keep" in inspect.signature(base.forward).parameters
+        return "logits_to_keep" in inspect.signature(cls.forward).parameters
     except (TypeError, ValueError):  # a forward without a readable signature
         return False
 
