@@ -125,12 +125,6 @@ def training_step(model: nn.Module, inputs: dict, full_logits: bool = False) -> 
     return run
 
 
-def release(model: nn.Module) -> None:
-    """Drop the gradients and the optimizer state a measured step left (the next row starts clean)."""
-    for param in model.parameters():
-        param.grad = None
-
-
 # ---------------------------------------------------------------------- rows
 def variants(base: nn.Module, rank: int, options: dict, dropout: float, tasks: int) -> Dict[str, Callable[[], nn.Module]]:
     """``{row name: build}``: LoRA of ``rank``, MoRAM after 1 and after ``tasks`` tasks."""
@@ -158,8 +152,7 @@ def measure(base: nn.Module, inputs: dict, device: torch.device, rank: int, opti
             rows.append({"variant": name, "gradient_checkpointing": checkpoint, "held": held + adapter,
                          "step_peak": numbers["peak"], "step_net": numbers["net"],
                          "peak": held + adapter + numbers["peak"], "trainable": trainable_count(model)})
-            release(model)
-            del model
+            del model  # its adapters, gradients and optimizer state go with it
             print(f"  {name:14s} checkpointing {'on ' if checkpoint else 'off'}: peak {rows[-1]['peak'] / MB:9.0f} MiB "
                   f"(held {rows[-1]['held'] / MB:.0f} + step {numbers['peak'] / MB:.0f})", flush=True)
     return rows
