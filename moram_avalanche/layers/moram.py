@@ -163,6 +163,8 @@ class MoRAMLinear(MoRAMBank):
         kernels = kernels_for(tokens, self.num_atoms, k, gated=threshold is not None)
         new_keys = None if self.new_keys is None else self.new_keys.to(dtype)
         new_values = None if self.new_values is None else self.new_values.to(dtype)
+        if new_values is not None and self.new_value_scale != 1:
+            new_values = new_values * self.new_value_scale  # autograd carries the factor to the parameter
         with torch.no_grad():
             keys = joined(self.frozen_keys, new_keys, dtype)                  # A [R, d_in]
             values = joined(self.frozen_values, new_values, dtype)            # B [R, d_out]

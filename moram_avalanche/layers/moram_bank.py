@@ -79,6 +79,11 @@ class MoRAMBank(LinearWrapper, GrowingAdapter):
     def __init__(self, base: nn.Linear, atoms_per_task: int) -> None:
         super().__init__(base)
         self.atoms_per_task = atoms_per_task
+        #: factor on the trainable atoms' values in the forward (frozen atoms: 1). 1 is the paper;
+        #: the MoRAM release trains its new atoms at ``lora_alpha / r`` and freezes them unscaled
+        #: (``language_models.md``), an option of the text family. Not saved: values are stored
+        #: unscaled, as the release stores them.
+        self.new_value_scale = 1.0
         self._recording = False
         like = self.template
         self.register_buffer("frozen_keys", like.new_zeros(0, self.in_features), persistent=False)

@@ -385,3 +385,27 @@ def test_gradients_for_every_subset_of_trainable_tensors(train_base, train_keys,
         torch.testing.assert_close(layer.new_keys.grad, keys.grad)
     if input_grad:
         torch.testing.assert_close(x.grad, x_ref.grad)
+
+
+def test_new_value_scale_multiplies_only_the_trainable_values_and_their_gradient():
+    torch.manual_seed(0)
+    layer = make_layer(6, 5, atoms_per_task=3, topk=2, temperature=0.1, threshold=0.1)
+    grow(layer, 2)
+    layer.new_value_scale = 2.0
+    x = torch.randn(7, 6, dtype=torch.float64)
+    out = layer.train()(x)
+    keys = layer.keys[3:].clone().requires_grad_()
+    values = layer.values[:, 3:].clone().requires_grad_()
+    expected = naive_moram(x, layer.base.weight, layer.base.bias, [layer.keys[:3], keys],
+                           [layer.values[:, :3], 2.0 * values], topk=2, temperature=0.1,
+                           threshold=0.1, training=True)
+    torch.testing.assert_close(out, expected, rtol=1e-9, atol=1e-10)
+    upstream = torch.randn_like(out)
+    out.backward(upstream)
+    expected.backward(upstream)
+    torch.testing.assert_close(layer.new_values.grad.t(), values.grad, rtol=1e-8, atol=1e-10)
+    torch.testing.assert_close(layer.new_keys.grad, keys.grad, rtol=1e-8, atol=1e-10)
+    layer.freeze()  # frozen atoms are read unscaled
+    unscaled = naive_moram(x, layer.base.weight, layer.base.bias, [layer.keys], [layer.values], topk=2,
+                           temperature=0.1, threshold=0.1, training=True)
+    torch.testing.assert_close(layer(x), unscaled, rtol=1e-9, atol=1e-10)
