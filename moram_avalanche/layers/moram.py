@@ -39,8 +39,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..utils.checks import check_number, check_positive_int
-from .moram_bank import MoRAMBank, joined
-from .moram_fused import MoRAMFunction, Routing, compute_dtype, kernels_for, route_dtype, select
+from .moram_bank import MoRAMBank
+from .moram_fused import compute_dtype, route
+from .moram_paths import mixture_for
 
 
 def routing_options(atoms_per_task: int = 16, topk: Optional[int] = 16,
@@ -60,24 +61,6 @@ def routing_options(atoms_per_task: int = 16, topk: Optional[int] = 16,
                  hint="it gates a cosine-like relevance in [-1, 1]; paper: 0.2, 0 disables the gate")
     return {"atoms_per_task": int(atoms_per_task), "topk": None if topk is None else int(topk),
             "temperature": float(temperature), "threshold": float(threshold)}
-
-
-def route(proj: torch.Tensor, k: int, temperature: float, threshold: Optional[float],
-          select=select) -> Routing:
-    """Steps 2-5 on projections ``proj`` ``[N, R]`` (float32 or wider, whatever the model dtype).
-
-    ``threshold`` is the eval-only gate ``delta``, or None for no gate (training). ``select``
-    runs steps 2-3's top-k and norm (:func:`~moram_avalanche.layers.moram_fused.kernels_for`).
-    """
-    # n = max(||p||, eps) > 0 per token, so the k largest s = p / n are the k largest p: the
-    # top-k runs on p and only the k kept are divided (the same numbers as dividing all of p first)
-    kept_proj, idx, norm = select(proj, k)                              # 3. top-k; 2.'s n
-    kept_relevance = kept_proj / norm                                   # 2. s_i = p_i / n
-    softmax = torch.softmax(kept_relevance / temperature, dim=-1)       # 4. w = softmax(s_I / tau)
-    weights = softmax                                                   # 5. w_i <- w_i [s_i >= delta]
-    if threshold is not None:
-        weights = softmax.masked_fill(kept_relevance < threshold, 0.0)
-    return Routing(norm, idx, kept_relevance, softmax, weights, kept_proj)
 
 
 class MoRAMLinear(MoRAMBank):
@@ -151,32 +134,19 @@ class MoRAMLinear(MoRAMBank):
 
     def mixture(self, tokens: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
                 k: int, threshold: Optional[float]):
-        """Steps 1-6 on ``tokens`` ``[N, d_in]``: ``(y [N, d_out], kept idx [N, k], weights w [N, k])``.
+        """Steps 1-6 on ``tokens`` ``[N, d_in]``: ``(y [N, d_out], idx, weights)``.
 
         ``weight`` / ``bias`` are the base's (None: ``y`` is the atoms' term alone);
-        ``threshold`` is the eval gate ``delta`` or None. The steps run without autograd;
-        :class:`~moram_avalanche.layers.moram_fused.MoRAMFunction` gives ``y`` their
-        hand-written backward (gradients for the trainable atoms, the tokens, and ``W``, ``b``
-        where they require it).
+        ``threshold`` is the eval gate ``delta`` or None. The path that runs the steps is chosen
+        per device (:func:`~moram_avalanche.layers.moram_paths.mixture_for`: the CPU's sparse
+        paths, the GPU's dense ones; each computes steps 1-6 without autograd and attaches a
+        hand-written backward: gradients for the trainable atoms, the tokens, and ``W``, ``b``
+        where they require it). ``idx`` ``[N, k]`` and ``weights`` ``[N, k]`` are the kept atoms and
+        their weights, or ``idx`` None and ``weights`` dense ``[N, R]`` (what :meth:`record` reads).
         """
-        dtype = tokens.dtype
-        kernels = kernels_for(tokens, self.num_atoms, k, gated=threshold is not None)
-        new_keys = None if self.new_keys is None else self.new_keys.to(dtype)
-        new_values = None if self.new_values is None else self.new_values.to(dtype)
-        if new_values is not None and self.new_value_scale != 1:
-            new_values = new_values * self.new_value_scale  # autograd carries the factor to the parameter
-        with torch.no_grad():
-            keys = joined(self.frozen_keys, new_keys, dtype)                  # A [R, d_in]
-            values = joined(self.frozen_values, new_values, dtype)            # B [R, d_out]
-            proj = F.linear(tokens, keys).to(route_dtype(dtype))              # 1. p_i = A_i . x
-            routing = route(proj, k, self.temperature, threshold, kernels.select)  # 2.-5.
-            coef = (routing.weights * routing.kept_proj).to(dtype)            # w_i p_i
-            out = kernels.read_out(routing.idx, coef, values, bias)          # 6. b + sum_i w_i p_i B_i
-            if weight is not None:
-                out.addmm_(tokens, weight.t())                                #    + W x
-        out = MoRAMFunction.apply(out, tokens, weight, bias, self.frozen_keys, self.frozen_values,
-                                  new_keys, new_values, proj, routing, self.temperature, threshold, kernels)
-        return out, routing.idx, routing.weights
+        bank = self.rows(tokens.dtype)                        # A, B joined in the compute dtype
+        mixture = mixture_for(tokens, bank.keys.shape[0], k, gated=threshold is not None)
+        return mixture(tokens, weight, bias, bank, k, self.temperature, threshold, self.recording)
 
     def extra_repr(self) -> str:
         return (
@@ -186,4 +156,4 @@ class MoRAMLinear(MoRAMBank):
         )
 
 
-__all__ = ["MoRAMLinear", "route", "routing_options"]
+__all__ = ["MoRAMLinear", "route", "routing_options"]  # route: steps 2-5 in PyTorch (moram_fused)

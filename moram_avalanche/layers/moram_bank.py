@@ -26,7 +26,7 @@ several tasks load into a freshly injected model. Routing lives in
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import torch
 from torch import nn
@@ -42,6 +42,16 @@ def joined(frozen: torch.Tensor, new: Optional[torch.Tensor], dtype: Optional[to
     if frozen.shape[0] == 0:
         return new.to(dtype)
     return torch.cat([frozen.to(dtype), new.to(dtype)])
+
+
+class BankRows(NamedTuple):
+    """The bank in one dtype, as one forward reads it (:meth:`MoRAMBank.rows`)."""
+
+    keys: torch.Tensor  # A [R, d_in], frozen rows first; no autograd
+    values: torch.Tensor  # B [R, d_out], the trainable rows times new_value_scale; no autograd
+    num_frozen: int  # F: rows F.. are the trainable ones
+    new_keys: Optional[torch.Tensor]  # the trainable keys as autograd sees them (cast), or None
+    new_values: Optional[torch.Tensor]  # the trainable values as autograd sees them (cast, scaled), or None
 
 
 def new_rows(count: int, width: int, init: str, like: torch.Tensor) -> nn.Parameter:
@@ -85,6 +95,7 @@ class MoRAMBank(LinearWrapper, GrowingAdapter):
         #: unscaled, as the release stores them.
         self.new_value_scale = 1.0
         self._recording = False
+        self._cast_rows = {}  # dtype -> (frozen_keys, frozen_values, their versions, cast keys, cast values)
         like = self.template
         self.register_buffer("frozen_keys", like.new_zeros(0, self.in_features), persistent=False)
         self.register_buffer("frozen_values", like.new_zeros(0, self.out_features), persistent=False)
@@ -118,6 +129,51 @@ class MoRAMBank(LinearWrapper, GrowingAdapter):
     def values(self) -> torch.Tensor:
         """All values ``[out_features, num_atoms]``, frozen first, in insertion order (detached)."""
         return joined(self.frozen_values, self.new_values).detach().t()
+
+    def rows(self, dtype: torch.dtype) -> BankRows:
+        """The whole bank in ``dtype`` for one forward: keys and values joined (frozen rows first).
+
+        The frozen rows are cast once per dtype and kept (:meth:`frozen_rows`), not at every
+        forward; only the trainable rows (``atoms_per_task`` of them) are cast and joined on each
+        call, and only while a task trains. With a frozen bank in its own dtype, nothing is copied.
+        """
+        frozen_keys, frozen_values = self.frozen_rows(dtype)
+        if self.new_keys is None:
+            return BankRows(frozen_keys, frozen_values, frozen_keys.shape[0], None, None)
+        new_keys, new_values = self.new_keys.to(dtype), self.new_values.to(dtype)
+        if self.new_value_scale != 1:
+            new_values = new_values * self.new_value_scale
+        with torch.no_grad():
+            keys = torch.cat([frozen_keys, new_keys]) if frozen_keys.shape[0] else new_keys.detach()
+            values = torch.cat([frozen_values, new_values]) if frozen_values.shape[0] else new_values.detach()
+        return BankRows(keys, values, frozen_keys.shape[0], new_keys, new_values)
+
+    def frozen_rows(self, dtype: torch.dtype):
+        """``(frozen keys, frozen values)`` in ``dtype``: the buffers themselves in their own dtype,
+        else a copy cast once and kept until the buffers change (expand, freeze, load, prune,
+        ``.to()``, or an in-place edit, which bumps their version; under ``torch.compile`` only a
+        replaced buffer is noticed)."""
+        keys, values = self.frozen_keys, self.frozen_values
+        if keys.dtype == dtype:
+            return keys, values
+        entry = self._cast_rows.get(dtype)
+        compiling = torch.compiler.is_compiling()
+        if (entry is None or entry[0] is not keys or entry[1] is not values
+                or (not compiling and entry[2] != (keys._version, values._version))):
+            entry = (keys, values, None if compiling else (keys._version, values._version),
+                     keys.detach().to(dtype), values.detach().to(dtype))
+            self._cast_rows[dtype] = entry
+        return entry[3], entry[4]
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state["_cast_rows"] = {}  # derived copies: never pickled or deep-copied with the layer
+        return state
+
+    def __setstate__(self, state):
+        state.setdefault("_cast_rows", {})
+        state.setdefault("new_value_scale", 1.0)  # layers pickled before 0.6
+        super().__setstate__(state)
 
     def splits_as(self, num_atoms: int, num_frozen: int) -> bool:
         """Whether the bank has trainable atoms and already holds ``num_atoms`` of which ``num_frozen`` frozen."""
@@ -240,8 +296,14 @@ class MoRAMBank(LinearWrapper, GrowingAdapter):
         self.atom_hits = torch.zeros(self.num_atoms, dtype=torch.long, device=device)
 
     @torch.no_grad()
-    def record(self, idx: torch.Tensor, weights: torch.Tensor) -> None:
-        """Add the mixture weights ``weights`` of the kept atoms ``idx`` (both ``[N, k]``) to the statistics."""
+    def record(self, idx: Optional[torch.Tensor], weights: torch.Tensor) -> None:
+        """Add mixture weights to the statistics: ``weights`` ``[N, k]`` of the kept atoms ``idx``
+        ``[N, k]``, or (``idx`` None) dense ``[N, num_atoms]`` weights, zero off the kept atoms."""
+        if idx is None:
+            weights = weights.detach().reshape(-1, self.num_atoms)
+            self.atom_mass += weights.sum(0, dtype=self.atom_mass.dtype)
+            self.atom_hits += (weights > 0).sum(0)
+            return
         flat_idx, flat_w = idx.reshape(-1), weights.detach().reshape(-1)
         self.atom_mass.index_add_(0, flat_idx, flat_w.to(self.atom_mass.dtype))
         self.atom_hits.index_add_(0, flat_idx, (flat_w > 0).long())

@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from . import routing_kernel
-from .moram_bank import joined
+from .moram_bank import BankRows
 
 #: L2-normalisation epsilon of the relevance score (method reference, step 2).
 RELEVANCE_EPS = 1e-12
@@ -68,13 +68,31 @@ class Routing(NamedTuple):
     kept_proj: torch.Tensor  # [N, k] p_I
 
 
-# ---------------------------------------------------------------- the three steps, in PyTorch
+# ---------------------------------------------------------------- steps 2-5 and the three kernel steps, in PyTorch
 def select(proj: torch.Tensor, k: int):
     """``(kept_proj [N, k], idx [N, k], norm [N, 1])``: the ``k`` largest entries of each row of
     ``proj`` (signed, in no particular order) and ``max(||p||, eps)``."""
     norm = torch.linalg.vector_norm(proj, dim=-1, keepdim=True).clamp_min_(RELEVANCE_EPS)
     kept_proj, idx = proj.topk(k, dim=-1, sorted=False)
     return kept_proj, idx, norm
+
+
+def route(proj: torch.Tensor, k: int, temperature: float, threshold: Optional[float],
+          select=select) -> Routing:
+    """Steps 2-5 on projections ``proj`` ``[N, R]`` (float32 or wider, whatever the model dtype).
+
+    ``threshold`` is the eval-only gate ``delta``, or None for no gate (training). ``select``
+    runs steps 2-3's top-k and norm (:func:`kernels_for` picks it).
+    """
+    # n = max(||p||, eps) > 0 per token, so the k largest s = p / n are the k largest p: the
+    # top-k runs on p and only the k kept are divided (the same numbers as dividing all of p first)
+    kept_proj, idx, norm = select(proj, k)                         # 3. top-k; 2.'s n
+    kept_relevance = kept_proj / norm                                   # 2. s_i = p_i / n
+    softmax = torch.softmax(kept_relevance / temperature, dim=-1)       # 4. w = softmax(s_I / tau)
+    weights = softmax                                                   # 5. w_i <- w_i [s_i >= delta]
+    if threshold is not None:
+        weights = softmax.masked_fill(kept_relevance < threshold, 0.0)
+    return Routing(norm, idx, kept_relevance, softmax, weights, kept_proj)
 
 
 def read_out(idx: torch.Tensor, coef: torch.Tensor, value_bank: torch.Tensor,
@@ -106,6 +124,12 @@ def router_backward(grad_out: torch.Tensor, value_bank: torch.Tensor, proj: torc
                     temperature: float, threshold: Optional[float]) -> torch.Tensor:
     """``dL/dp`` ``[N, R]`` from ``dL/dy`` ``[N, d_out]`` and the saved routing (module docstring)."""
     grad_coef = (grad_out @ value_bank.t()).gather(1, routing.idx).to(proj.dtype)  # dL/dc_i = g . B_i
+    return kept_router_backward(grad_coef, proj, routing, temperature, threshold)
+
+
+def kept_router_backward(grad_coef: torch.Tensor, proj: torch.Tensor, routing: Routing, temperature: float,
+                         threshold: Optional[float]) -> torch.Tensor:
+    """``dL/dp`` ``[N, R]`` from ``dL/dc`` of the kept atoms ``[N, k]`` (steps 5-2 backwards)."""
     grad_kept_proj = grad_coef * routing.weights
     grad_softmax = grad_coef * routing.kept_proj
     if threshold is not None:
@@ -153,41 +177,66 @@ def kernels_for(tokens: torch.Tensor, num_atoms: int, k: int, gated: bool) -> Ke
     )
 
 
-# ---------------------------------------------------------------- the hand-written backward
+# ---------------------------------------------------------------- steps 1-6 and the hand-written backward
+def sparse_mixture(kernels: Kernels, tokens: torch.Tensor, weight: Optional[torch.Tensor],
+                   bias: Optional[torch.Tensor], bank: BankRows, k: int, temperature: float,
+                   threshold: Optional[float], recording: bool = False):
+    """Steps 1-6 on ``tokens`` ``[N, d_in]``: ``(y [N, d_out], kept idx [N, k], weights w [N, k])``.
+
+    ``weight`` / ``bias`` are the base's (None: ``y`` is the atoms' term alone); ``threshold``
+    is the eval gate ``delta`` or None; ``bank`` the joined rows
+    (:meth:`~moram_avalanche.layers.moram_bank.MoRAMBank.rows`). The steps run without autograd;
+    :class:`MoRAMFunction` gives ``y`` their hand-written backward (gradients for the trainable
+    atoms, the tokens, and ``W``, ``b`` where they require it) when one is needed.
+    """
+    with torch.no_grad():
+        proj = F.linear(tokens, bank.keys).to(route_dtype(tokens.dtype))  # 1. p_i = A_i . x
+        routing = route(proj, k, temperature, threshold, kernels.select)  # 2.-5.
+        coef = (routing.weights * routing.kept_proj).to(tokens.dtype)     # w_i p_i
+        out = kernels.read_out(routing.idx, coef, bank.values, bias)      # 6. b + sum_i w_i p_i B_i
+        if weight is not None:
+            out.addmm_(tokens, weight.t())                                #    + W x
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad
+                                       for t in (tokens, weight, bias, bank.new_keys, bank.new_values)):
+        out = MoRAMFunction.apply(out, tokens, weight, bias, bank.keys, bank.values, bank.new_keys,
+                                  bank.new_values, proj, bank.num_frozen, routing, temperature, threshold,
+                                  kernels)
+    return out, routing.idx, routing.weights
+
+
 class MoRAMFunction(torch.autograd.Function):
     """Gives the output ``y`` of steps 1-6, computed without autograd, its hand-written backward.
 
     Args of ``apply``: ``y [N, d_out]`` (returned as the output, marked as modified),
     ``tokens [N, d_in]``, ``weight [d_out, d_in]`` or None (then ``y`` holds only the atoms'
-    term), ``bias [d_out]`` or None, ``frozen_keys [F, d_in]``, ``frozen_values [F, d_out]``
-    (any dtype), ``new_keys [r, d_in]`` and ``new_values [r, d_out]`` in the tokens' dtype, or
-    None, ``proj [N, R]`` and ``routing`` (:class:`Routing`) as the forward computed them,
-    ``temperature``, ``threshold`` (None: no gate) and ``kernels`` (:class:`Kernels`).
-    Gradients go to ``tokens``, ``weight``, ``bias``, ``new_keys`` and ``new_values``, where
-    they require it. The bank is joined again in the backward (nothing ``[R, d]`` is kept).
+    term), ``bias [d_out]`` or None, the joined bank ``keys [R, d_in]`` and ``values [R, d_out]``
+    as the forward read them, the trainable rows ``new_keys [r, d_in]`` and ``new_values [r, d_out]``
+    as autograd knows them (rows ``num_frozen..`` of the bank), or None, ``proj [N, R]`` and
+    ``routing`` (:class:`Routing`) as the forward computed them, ``temperature``, ``threshold``
+    (None: no gate) and ``kernels`` (:class:`Kernels`). Gradients go to ``tokens``, ``weight``,
+    ``bias``, ``new_keys`` and ``new_values``, where they require it.
     """
 
     @staticmethod
-    def forward(ctx, y, tokens, weight, bias, frozen_keys, frozen_values, new_keys, new_values, proj,
+    def forward(ctx, y, tokens, weight, bias, keys, values, new_keys, new_values, proj, num_frozen,
                 routing, temperature, threshold, kernels):
         ctx.mark_dirty(y)
-        ctx.save_for_backward(tokens, weight, frozen_keys, frozen_values, new_keys, new_values, proj,
-                              *routing)
-        ctx.num_frozen = frozen_keys.shape[0]
+        ctx.save_for_backward(tokens, weight, keys, values, proj, *routing)
+        ctx.num_frozen = num_frozen
         ctx.temperature, ctx.threshold, ctx.kernels = temperature, threshold, kernels
         ctx.set_materialize_grads(False)
         return y
 
     @staticmethod
     def backward(ctx, grad_out):
-        tokens, weight, frozen_keys, frozen_values, new_keys, new_values, proj, *saved = ctx.saved_tensors
-        routing = Routing(*saved)
-        needs = ctx.needs_input_grad
-        grads = [None] * 13
+        grads = [None] * 14
         if grad_out is None:
             return tuple(grads)
+        tokens, weight, keys, values, proj, *saved = ctx.saved_tensors
+        routing = Routing(*saved)
+        needs = ctx.needs_input_grad
         grad_out = grad_out.contiguous()
-        dtype, start = tokens.dtype, ctx.num_frozen
+        start = ctx.num_frozen
 
         if needs[7]:  # dL/dB_i = sum over tokens of c_i g, for the trainable rows
             coef = (routing.weights * routing.kept_proj).to(grad_out.dtype)
@@ -199,11 +248,10 @@ class MoRAMFunction(torch.autograd.Function):
         if not (needs[1] or needs[6]):
             return tuple(grads)  # nothing upstream of the projections needs a gradient
 
-        value_bank = joined(frozen_values, new_values, dtype)
-        grad_proj = ctx.kernels.router_backward(grad_out, value_bank, proj, routing, ctx.temperature,
-                                                ctx.threshold).to(dtype)
+        grad_proj = ctx.kernels.router_backward(grad_out, values, proj, routing, ctx.temperature,
+                                                ctx.threshold).to(tokens.dtype)
         if needs[1]:
-            grad_tokens = grad_proj @ joined(frozen_keys, new_keys, dtype)
+            grad_tokens = grad_proj @ keys
             if weight is not None:
                 grad_tokens.addmm_(grad_out, weight)
             grads[1] = grad_tokens
@@ -221,4 +269,5 @@ def _tail_rows(idx: torch.Tensor, coef: torch.Tensor, start: int, total: int) ->
 
 
 __all__ = ["RELEVANCE_EPS", "Kernels", "MoRAMFunction", "Routing", "compute_dtype", "gated_read_out",
-           "kernels_for", "read_out", "route_dtype", "router_backward", "select"]
+           "kept_router_backward", "kernels_for", "read_out", "route", "route_dtype", "router_backward", "select",
+           "sparse_mixture"]

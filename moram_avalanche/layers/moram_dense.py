@@ -1,0 +1,172 @@
+"""The GPU path of MoRAM's layer: no host synchronisation, a dense read-out, routing by PyTorch or Triton.
+
+The sparse paths (:mod:`~moram_avalanche.layers.moram_fused`) suit the CPU: a gathered
+``[N, k]`` routing and an ``embedding_bag`` read-out that skips the eval gate's zero terms. On a
+GPU the skipping costs more than it saves (boolean indexing waits for the device in every
+layer call, and ``embedding_bag`` runs in float32 whatever the autocast dtype). This path:
+
+1. ``p = A x`` ``[N, R]``, one GEMM in the compute dtype (autocast's or the input's);
+2.-5. routing into DENSE coefficients ``c = w * p`` ``[N, R]`` (zero off the kept atoms and
+   where the gate closes), in float32 arithmetic, by a :class:`Router`: :data:`TORCH_ROUTER`
+   (the gathered steps of :func:`~moram_avalanche.layers.moram_fused.route`, then one
+   ``scatter``) or :data:`TRITON_ROUTER` (:mod:`~moram_avalanche.layers.moram_triton`: one
+   fused kernel each way);
+6. ``y = W x + b + c B``: the base GEMM with its bias and one more GEMM accumulated into it
+   (the official release's read-out, ``(w * p) B^T``), in the compute dtype.
+
+Every shape depends on the bank and the batch, never on the data: no ``nonzero``, no boolean
+indexing, no ``.item()``; the calls can be captured in a CUDA graph and traced by
+``torch.compile``. The hand-written backward (:class:`DenseMoRAMFunction`) keeps ``p`` (and,
+for the PyTorch router, the ``[N, k]`` routing; the Triton router recomputes it from ``p``) and
+gives gradients to the tokens, the base weight and bias where they require it, and the
+trainable atoms only:
+
+* ``dL/dB_tail = c_tail^T g``; ``dL/dc = g B^T`` (one GEMM over the bank);
+* ``dL/dp`` from ``dL/dc`` (the router's backward); ``dL/dx = dL/dp A (+ g W)``;
+  ``dL/dA_tail = dL/dp_tail^T x``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+
+from . import moram_triton
+from .moram_bank import BankRows
+from .moram_fused import Routing, kept_router_backward, route, route_dtype
+
+
+class Router(NamedTuple):
+    """Who runs steps 2-5 of the dense path, forward and backward.
+
+    ``forward(proj, k, tau, threshold, recording) -> (coef, state, usage)``: dense ``c = w * p``
+    in ``proj``'s dtype, the tensors the backward needs besides ``proj``, and what the
+    activation statistics read (``(idx, weights)``, ``idx`` None for dense ``[N, R]`` weights).
+    ``backward(grad_coef or None, proj, state, k, tau, threshold, want_coef) -> (dL/dp or None,
+    c or None)``.
+    """
+
+    name: str
+    forward: Callable
+    backward: Callable
+
+
+# ---------------------------------------------------------------- the PyTorch router
+def _torch_forward(proj, k, temperature, threshold, recording):
+    routing = route(proj.to(route_dtype(proj.dtype)), k, temperature, threshold)   # 2.-5. (gathered)
+    coef = torch.zeros_like(proj).scatter_(1, routing.idx, (routing.weights * routing.kept_proj).to(proj.dtype))
+    return coef, tuple(routing), ((routing.idx, routing.weights) if recording else None)
+
+
+def _torch_backward(grad_coef, proj, state, k, temperature, threshold, want_coef):
+    routing = Routing(*state)
+    coef = None
+    if want_coef:
+        coef = torch.zeros_like(proj).scatter_(1, routing.idx, (routing.weights * routing.kept_proj).to(proj.dtype))
+    if grad_coef is None:
+        return None, coef
+    kept = grad_coef.gather(1, routing.idx).to(routing.norm.dtype)
+    grad = kept_router_backward(kept, proj.to(routing.norm.dtype), routing, temperature, threshold)
+    return grad.to(proj.dtype), coef
+
+
+# ---------------------------------------------------------------- the Triton router
+def _triton_forward(proj, k, temperature, threshold, recording):
+    coef, weights = moram_triton.route_forward(proj, k, temperature, threshold, want_weights=recording)
+    return coef, (), ((None, weights) if recording else None)
+
+
+def _triton_backward(grad_coef, proj, state, k, temperature, threshold, want_coef):
+    return moram_triton.route_backward(grad_coef, proj, k, temperature, threshold, want_coef=want_coef)
+
+
+TORCH_ROUTER = Router("torch", _torch_forward, _torch_backward)
+TRITON_ROUTER = Router("triton", _triton_forward, _triton_backward)
+
+
+# ---------------------------------------------------------------- forward and backward
+def dense_forward(router: Router, tokens: torch.Tensor, weight: Optional[torch.Tensor],
+                  bias: Optional[torch.Tensor], bank: BankRows, k: int, temperature: float,
+                  threshold: Optional[float], recording: bool):
+    """Steps 1-6 without autograd: ``(y [N, d_out], proj, router state, usage)`` (module docstring)."""
+    with torch.no_grad():
+        proj = F.linear(tokens, bank.keys)                                              # 1. p = A x
+        coef, state, usage = router.forward(proj, k, temperature, threshold, recording)  # 2.-5. c = w p
+        if weight is None:
+            out = coef @ bank.values                                                     # 6. c B
+        else:
+            out = F.linear(tokens, weight, bias)                                         #    W x + b
+            out.addmm_(coef, bank.values)                                                #    + c B
+    return out, proj, state, usage
+
+
+def dense_mixture(router: Router, tokens: torch.Tensor, weight: Optional[torch.Tensor],
+                  bias: Optional[torch.Tensor], bank: BankRows, k: int, temperature: float,
+                  threshold: Optional[float], recording: bool):
+    """``(y, idx or None, weights)`` of steps 1-6 with the hand-written backward where a gradient
+    is needed (``idx``/``weights``: what :meth:`~moram_avalanche.layers.moram_bank.MoRAMBank.record`
+    reads, empty when not ``recording``)."""
+    out, proj, state, usage = dense_forward(router, tokens, weight, bias, bank, k, temperature, threshold,
+                                            recording)
+    if torch.is_grad_enabled() and _needs_grad(tokens, weight, bias, bank):
+        out = DenseMoRAMFunction.apply(out, tokens, weight, bias, bank.keys, bank.values, bank.new_keys,
+                                       bank.new_values, proj, bank.num_frozen, k, temperature, threshold,
+                                       router, state)
+    idx, weights = usage if usage is not None else (None, None)
+    return out, idx, weights
+
+
+def _needs_grad(tokens, weight, bias, bank: BankRows) -> bool:
+    return any(t is not None and t.requires_grad for t in (tokens, weight, bias, bank.new_keys, bank.new_values))
+
+
+class DenseMoRAMFunction(torch.autograd.Function):
+    """Gives the output ``y`` of :func:`dense_forward`, computed without autograd, its hand-written backward.
+
+    ``apply(y, tokens, weight, bias, keys, values, new_keys, new_values, proj, num_frozen, k,
+    temperature, threshold, router, state)``: ``keys`` / ``values`` are the joined bank
+    (:class:`~moram_avalanche.layers.moram_bank.BankRows`) as the forward read it, ``new_keys`` /
+    ``new_values`` the trainable rows autograd knows (rows ``num_frozen..`` of the bank).
+    """
+
+    @staticmethod
+    def forward(ctx, y, tokens, weight, bias, keys, values, new_keys, new_values, proj, num_frozen, k,
+                temperature, threshold, router, state):
+        ctx.mark_dirty(y)
+        ctx.save_for_backward(tokens, weight, keys, values, proj, *state)
+        ctx.num_frozen, ctx.k, ctx.temperature, ctx.threshold, ctx.router = num_frozen, k, temperature, threshold, router
+        ctx.set_materialize_grads(False)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        grads = [None] * 15
+        if grad_out is None:
+            return tuple(grads)
+        tokens, weight, keys, values, proj, *state = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        grad_out = grad_out.contiguous().to(tokens.dtype)
+        start = ctx.num_frozen
+        upstream = needs[1] or needs[6]  # anything before the projections
+        grad_coef = grad_out @ values.t() if upstream else None                   # dL/dc = g B^T
+        grad_proj, coef = ctx.router.backward(grad_coef, proj, state, ctx.k, ctx.temperature, ctx.threshold,
+                                              want_coef=needs[7])
+        if needs[7]:  # dL/dB_tail = c_tail^T g
+            grads[7] = coef[:, start:].t() @ grad_out
+        if needs[2]:
+            grads[2] = grad_out.t() @ tokens
+        if needs[3]:
+            grads[3] = grad_out.sum(0)
+        if needs[1]:
+            grad_tokens = grad_proj @ keys                                         # dL/dx = dL/dp A
+            if weight is not None:
+                grad_tokens.addmm_(grad_out, weight)                               #        + g W
+            grads[1] = grad_tokens
+        if needs[6]:
+            grads[6] = grad_proj[:, start:].t() @ tokens                           # dL/dA_tail
+        return tuple(grads)
+
+
+__all__ = ["DenseMoRAMFunction", "Router", "TORCH_ROUTER", "TRITON_ROUTER", "dense_forward", "dense_mixture"]
