@@ -1,9 +1,15 @@
 """Shared fixtures: a tiny random-init open_clip model (no downloads)."""
 
 import json
+import os
 
 import pytest
 import torch
+
+if not torch.cuda.is_available():
+    # the GPU path's Triton kernels run on CPU tensors in Triton's interpreter (read when Triton is
+    # first imported, so set before any test imports it); with a GPU they run compiled on CUDA
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 TINY_NAME = "moram-test-tiny"
 TINY_CONFIG = {

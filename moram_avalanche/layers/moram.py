@@ -106,20 +106,26 @@ class MoRAMLinear(MoRAMBank):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``y = W x + b + sum_i w_i p_i B_i`` for every token of ``x`` ``[..., in_features]`` (steps 1-6)."""
-        self.check_input(x)
-        if self.num_atoms == 0:
-            return self.base(x)
+        base = self.base
+        if not x.is_floating_point() or x.dim() == 0 or x.shape[-1] != base.in_features:
+            self.check_input(x)  # the clear error
+        num_atoms = self.num_atoms
+        if num_atoms == 0:
+            return base(x)
         dtype = compute_dtype(x)
-        tokens = x.reshape(-1, self.in_features).to(dtype)
-        weight = self.base.weight.to(dtype) if self.fuse_base else None
-        bias = self.base.bias.to(dtype) if self.fuse_base and self.base.bias is not None else None
+        tokens = x.reshape(-1, base.in_features).to(dtype)
+        weight = bias = None
+        if self.fuse_base:
+            weight = base.weight.to(dtype)
+            bias = None if base.bias is None else base.bias.to(dtype)
         gate = self.threshold if (not self.training and self.threshold > 0) else None  # step 5 at inference
-        out, idx, weights = self.mixture(tokens, weight, bias, self.effective_topk, gate)
+        k = num_atoms if self.topk is None else min(max(self.topk, 2), num_atoms)      # effective_topk
+        out, idx, weights = self.mixture(tokens, weight, bias, k, gate)
         if self.recording:
             self.record(idx, weights)
-        out = out.reshape(*x.shape[:-1], self.out_features)
+        out = out.reshape(*x.shape[:-1], base.out_features)
         if not self.fuse_base:
-            base_out = self.base(x)
+            base_out = base(x)
             out = base_out + out.to(base_out.dtype)
         return out
 

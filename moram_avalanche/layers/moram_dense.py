@@ -91,14 +91,16 @@ def dense_forward(router: Router, tokens: torch.Tensor, weight: Optional[torch.T
                   bias: Optional[torch.Tensor], bank: BankRows, k: int, temperature: float,
                   threshold: Optional[float], recording: bool):
     """Steps 1-6 without autograd: ``(y [N, d_out], proj, router state, usage)`` (module docstring)."""
-    with torch.no_grad():
-        proj = F.linear(tokens, bank.keys)                                              # 1. p = A x
-        coef, state, usage = router.forward(proj, k, temperature, threshold, recording)  # 2.-5. c = w p
-        if weight is None:
-            out = coef @ bank.values                                                     # 6. c B
-        else:
-            out = F.linear(tokens, weight, bias)                                         #    W x + b
-            out.addmm_(coef, bank.values)                                                #    + c B
+    if torch.is_grad_enabled():
+        with torch.no_grad():
+            return dense_forward(router, tokens, weight, bias, bank, k, temperature, threshold, recording)
+    proj = F.linear(tokens, bank.keys)                                              # 1. p = A x
+    coef, state, usage = router.forward(proj, k, temperature, threshold, recording)  # 2.-5. c = w p
+    if weight is None:
+        out = coef @ bank.values                                                     # 6. c B
+    else:
+        out = F.linear(tokens, weight, bias)                                         #    W x + b
+        out.addmm_(coef, bank.values)                                                #    + c B
     return out, proj, state, usage
 
 

@@ -50,12 +50,12 @@ PATHS = ("reference", "cpu-kernel", "dense", "triton")
 _forced: Optional[str] = None  # set by use_path(); wins over PATH_VARIABLE
 
 
-def check_path(name: str) -> str:
-    """``name`` normalised (lower case, ``_`` as ``-``), if it is ``auto`` or one of :data:`PATHS`."""
+def check_path(name: str, source: str = "use_path()") -> str:
+    """``name`` normalised (lower case, ``_`` as ``-``), if it is ``auto`` or one of :data:`PATHS`;
+    ``source`` says where it was set, for the error."""
     normal = str(name).strip().lower().replace("_", "-") or "auto"
     if normal != "auto" and normal not in PATHS:
-        raise ValueError(f"unknown MoRAM path {name!r}: expected auto or one of {', '.join(PATHS)} "
-                         f"(set by {PATH_VARIABLE} or use_path())")
+        raise ValueError(f"{source}: unknown MoRAM path {name!r}, expected auto or one of {', '.join(PATHS)}")
     return normal
 
 
@@ -63,7 +63,7 @@ def requested() -> str:
     """The path asked for: :func:`use_path`'s, else :data:`PATH_VARIABLE`'s, else ``auto``."""
     if _forced is not None:
         return _forced
-    return check_path(os.environ.get(PATH_VARIABLE, "auto"))
+    return check_path(os.environ.get(PATH_VARIABLE, "auto"), PATH_VARIABLE)
 
 
 @contextlib.contextmanager

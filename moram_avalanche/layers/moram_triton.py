@@ -19,7 +19,6 @@ eager calls pay no dispatcher overhead.
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import os
 from typing import Optional, Tuple
@@ -33,10 +32,13 @@ from .moram_fused import RELEVANCE_EPS
 MAX_ATOMS = 8192
 
 
-@functools.lru_cache(maxsize=None)
+_INSTALLED = importlib.util.find_spec("triton") is not None
+_routing = None  # the kernels' module, imported on first use (it imports triton)
+
+
 def installed() -> bool:
     """Whether Triton can be imported (never imports it)."""
-    return importlib.util.find_spec("triton") is not None
+    return _INSTALLED
 
 
 def interpreting() -> bool:
@@ -46,9 +48,7 @@ def interpreting() -> bool:
 
 def usable(tensor: torch.Tensor) -> bool:
     """Whether the kernels can run on ``tensor``'s device (module docstring)."""
-    if not installed():
-        return False
-    return interpreting() or tensor.device.type == "cuda"
+    return _INSTALLED and (tensor.device.type == "cuda" or interpreting())
 
 
 def fits(num_atoms: int) -> bool:
@@ -66,27 +66,25 @@ def why_not(tensor: torch.Tensor) -> Optional[str]:
     return None
 
 
-@functools.lru_cache(maxsize=None)
 def _kernels():
-    from . import triton_routing  # imports triton
+    global _routing
+    if _routing is None:
+        from . import triton_routing  # imports triton
 
-    return triton_routing
+        _routing = triton_routing
+    return _routing
 
 
 def _launch(num_rows: int, num_atoms: int):
     """``(grid, BLOCK_N, BLOCK_R, num_warps)`` for ``num_rows`` tokens of ``num_atoms`` projections."""
-    import triton
-
-    block_r = max(16, triton.next_power_of_2(num_atoms))
-    block_n = max(1, min(64, 4096 // block_r))
+    block_r = max(16, 1 << (num_atoms - 1).bit_length())           # the bank, rounded up to a power of 2
+    block_n = max(1, min(64, 4096 // block_r))                      # tokens per program: ~4096 values
     warps = 4 if block_n * block_r <= 4096 else 8
-    return (triton.cdiv(num_rows, block_n),), block_n, block_r, warps
+    return (-(-num_rows // block_n),), block_n, block_r, warps
 
 
-def _flags(proj: torch.Tensor, k: int, temperature: float, threshold: Optional[float]):
-    return dict(k=int(k), inv_tau=1.0 / float(temperature), delta=0.0 if threshold is None else float(threshold),
-                eps=RELEVANCE_EPS), dict(GATED=threshold is not None, KEEP_ALL=k >= proj.shape[1],
-                                         F64=proj.dtype == torch.float64)
+def _numbers(k: int, temperature: float, threshold: Optional[float]):
+    return int(k), 1.0 / float(temperature), 0.0 if threshold is None else float(threshold)
 
 
 def route_forward(proj: torch.Tensor, k: int, temperature: float, threshold: Optional[float],
@@ -97,10 +95,11 @@ def route_forward(proj: torch.Tensor, k: int, temperature: float, threshold: Opt
     coef = torch.empty_like(proj)
     weights = torch.empty(rows, atoms, device=proj.device, dtype=torch.float32) if want_weights else coef
     grid, block_n, block_r, warps = _launch(rows, atoms)
-    numbers, flags = _flags(proj, k, temperature, threshold)
+    k, inv_tau, delta = _numbers(k, temperature, threshold)
     _kernels().route_forward_kernel[grid](
-        proj, coef, weights, rows, atoms, proj.stride(0), coef.stride(0), weights.stride(0), **numbers,
-        **flags, WRITE_W=want_weights, BLOCK_N=block_n, BLOCK_R=block_r, num_warps=warps)
+        proj, coef, weights, rows, atoms, proj.stride(0), coef.stride(0), weights.stride(0), k, inv_tau, delta,
+        RELEVANCE_EPS, GATED=threshold is not None, KEEP_ALL=k >= atoms, WRITE_W=want_weights,
+        F64=proj.dtype == torch.float64, BLOCK_N=block_n, BLOCK_R=block_r, num_warps=warps)
     return coef, (weights if want_weights else None)
 
 
@@ -116,13 +115,14 @@ def route_backward(grad_coef: Optional[torch.Tensor], proj: torch.Tensor, k: int
         grad_coef = grad_coef.contiguous()
     anything = grad_proj if grad_proj is not None else coef
     grid, block_n, block_r, warps = _launch(rows, atoms)
-    numbers, flags = _flags(proj, k, temperature, threshold)
+    k, inv_tau, delta = _numbers(k, temperature, threshold)
     _kernels().route_backward_kernel[grid](
         anything if grad_coef is None else grad_coef, proj, anything if grad_proj is None else grad_proj,
         anything if coef is None else coef, rows, atoms,
         0 if grad_coef is None else grad_coef.stride(0), proj.stride(0),
-        0 if grad_proj is None else grad_proj.stride(0), 0 if coef is None else coef.stride(0), **numbers, **flags,
-        WRITE_GRAD=grad_coef is not None, WRITE_COEF=want_coef, BLOCK_N=block_n, BLOCK_R=block_r,
+        0 if grad_proj is None else grad_proj.stride(0), 0 if coef is None else coef.stride(0), k, inv_tau,
+        delta, RELEVANCE_EPS, GATED=threshold is not None, KEEP_ALL=k >= atoms, WRITE_GRAD=grad_coef is not None,
+        WRITE_COEF=want_coef, F64=proj.dtype == torch.float64, BLOCK_N=block_n, BLOCK_R=block_r,
         num_warps=warps)
     return grad_proj, coef
 

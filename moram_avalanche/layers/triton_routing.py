@@ -62,8 +62,11 @@ def _routing(P, rows, cols, n_rows, n_atoms, stride_p, k, inv_tau, delta, eps,
     kept = _kept_set(p, valid, cols, k, KEEP_ALL, BLOCK_R)                 # 3. I = top-k
     s = p / norm[:, None]                                                  # 2. s = p / n
     logits = tl.where(kept, s * inv_tau, float("-inf"))
-    e = tl.exp(logits - tl.max(logits, axis=1)[:, None])
-    u = e / tl.sum(e, axis=1)[:, None]                                     # 4. u = softmax(s_I / tau)
+    top = tl.max(logits, axis=1)
+    top = tl.where(top == float("-inf"), 0.0, top)                         # rows past N: nothing kept
+    e = tl.exp(logits - top[:, None])
+    u = e / tl.maximum(tl.sum(e, axis=1), 1.0)[:, None]                    # 4. u = softmax(s_I / tau)
+    #                                    (a kept row's sum is >= 1: its largest term is exp(0))
     if GATED:
         w = tl.where(s >= delta, u, 0.0)                                   # 5. w = u [s >= delta]
     else:

@@ -8,8 +8,19 @@ import pytest
 import torch
 from torch import nn
 
+from moram_avalanche.layers import moram_triton
 from moram_avalanche.layers.moram import MoRAMLinear
+from moram_avalanche.layers.moram_paths import use_path
 from moram_avalanche.layers.naive import naive_moram
+
+
+@pytest.fixture(autouse=True, params=["reference", "dense", "triton"])
+def path(request):
+    """Every test of this file on each path (moram_paths), forced: the GPU paths checked on the CPU."""
+    if not moram_triton.usable(torch.empty(0)) and request.param == "triton":
+        pytest.skip("Triton's interpreter is off (TRITON_INTERPRET=1 not set before Triton was imported)")
+    with use_path(request.param):
+        yield request.param
 
 
 def make_layer(d_in, d_out, *, dtype=torch.float64, **kwargs):
