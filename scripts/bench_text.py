@@ -244,16 +244,21 @@ def train_call(model: nn.Module, inputs: dict):
     return run
 
 
-def generate_call(model: nn.Module, prompt: dict, new_tokens: int, pad_id: int):
-    """Greedy generation of exactly ``new_tokens`` tokens per prompt, in eval mode."""
+def generate_call(model: nn.Module, prompt: dict, new_tokens: int, pad_id: int, static_cache: bool = False):
+    """Greedy generation of exactly ``new_tokens`` tokens per prompt, in eval mode.
+
+    ``static_cache``: a static KV cache, with which ``transformers`` compiles the decode step
+    (``torch.compile``, mode ``reduce-overhead``: CUDA graphs) on a GPU; the first calls compile.
+    """
     config = model.config
     prompt_len = 1 if config.is_encoder_decoder else prompt["input_ids"].shape[1]  # T5: the start token
+    extra = {"cache_implementation": "static"} if static_cache else {}
 
     def run():
         model.eval()
         with torch.inference_mode():
             out = model.generate(**prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                                 do_sample=False, num_beams=1, pad_token_id=pad_id)
+                                 do_sample=False, num_beams=1, pad_token_id=pad_id, **extra)
         if out.shape[1] - prompt_len != new_tokens:
             raise AssertionError(f"generated {out.shape[1] - prompt_len} tokens, expected {new_tokens}")
     return run

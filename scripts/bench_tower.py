@@ -5,6 +5,8 @@ The image tower of open_clip's ViT-B-16 (random init: speed does not depend on t
 out, c_fc, c_proj; the paper's "qkvoinout") after ``--tasks`` tasks of r = 16 atoms (k = 16,
 tau = 0.01, delta = 0.2). Timed round-robin in this one process, medians of ``--repeats``:
 
+Each in float32 and, with ``--dtypes``, under bfloat16 / float16 autocast:
+
 * eval  -- ``model.visual(images)`` under ``torch.inference_mode()`` in eval mode: MoRAM
   against plain CLIP (open_clip's own fused attention) and against the split attention alone
   (q, k, v, out as separate linears, no atoms: what the atoms ride on);
@@ -14,7 +16,7 @@ tau = 0.01, delta = 0.2). Timed round-robin in this one process, medians of ``--
 Values of every atom are drawn N(0, 0.02^2) so the read-out is not trivially zero; the
 script prints the share of kept atoms that pass the eval gate (random keys: few do).
 
-Usage: python scripts/bench_tower.py [--tasks 10] [--batch 4] [--repeats 3] [--threads N]
+Usage: python scripts/bench_tower.py [--tasks 10] [--batch 4] [--repeats 3] [--threads N] [--dtypes float32 bfloat16]
 """
 
 from __future__ import annotations
@@ -57,14 +59,19 @@ def build_towers(tasks: int):
     return {"plain": plain, "split": split, "moram": moram, "lora": lora}
 
 
-def eval_call(model, images):
+def autocast(images, dtype=None):
+    """bfloat16 / float16 autocast on the images' device, or nothing (``dtype`` None: float32)."""
+    return torch.autocast(images.device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
+
+
+def eval_call(model, images, dtype=None):
     def run():
-        with torch.inference_mode():
+        with torch.inference_mode(), autocast(images, dtype):
             model.visual(images)
     return run
 
 
-def train_call(model, images):
+def train_call(model, images, dtype=None):
     model.train()
     params = [p for p in model.visual.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=5e-4, betas=(0.9, 0.9999), weight_decay=0.0,
@@ -72,7 +79,9 @@ def train_call(model, images):
 
     def run():
         optimizer.zero_grad(set_to_none=True)
-        model.visual(images).square().mean().backward()
+        with autocast(images, dtype):
+            loss = model.visual(images).float().square().mean()
+        loss.backward()
         optimizer.step()
     return run
 
@@ -101,6 +110,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=10)
     parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--dtypes", nargs="+", default=["float32"], choices=["float32", "bfloat16", "float16"],
+                        help="float32, and/or autocast to bfloat16 / float16")
     add_timing_options(parser)
     args = parser.parse_args()
     apply_threads(args)
@@ -118,18 +129,20 @@ def main() -> None:
           f"in 72 linears), median of {args.repeats}")
     print(f"split attention vs open_clip's: max|diff| {float((plain_out - split_out).abs().max()):.1e}; "
           f"kept atoms passing the eval gate: {gate_pass_rate(towers['moram'], images):.1%}")
-    for model in towers.values():
-        model.eval()
-    t = time_round_robin({name: eval_call(towers[name], images) for name in ("plain", "split", "moram")},
-                         args.repeats)
-    print(f"eval : MoRAM {t['moram'] / t['plain']:.2f}x plain CLIP, "
-          f"{t['moram'] / t['split']:.2f}x the split attention alone; "
-          f"ms/image plain {1e3 * t['plain'] / args.batch:.0f}, split {1e3 * t['split'] / args.batch:.0f}, "
-          f"MoRAM {1e3 * t['moram'] / args.batch:.0f}")
-    t = time_round_robin({name: train_call(towers[name], images) for name in ("lora", "moram")},
-                         args.repeats)
-    print(f"train: MoRAM {t['moram'] / t['lora']:.2f}x rank-16 LoRA (forward, backward, AdamW step); "
-          f"ms/image LoRA {1e3 * t['lora'] / args.batch:.0f}, MoRAM {1e3 * t['moram'] / args.batch:.0f}")
+    for dtype_name in args.dtypes:
+        dtype = None if dtype_name == "float32" else getattr(torch, dtype_name)
+        for model in towers.values():
+            model.eval()
+        t = time_round_robin({name: eval_call(towers[name], images, dtype) for name in ("plain", "split", "moram")},
+                             args.repeats)
+        print(f"eval  {dtype_name}: MoRAM {t['moram'] / t['plain']:.2f}x plain CLIP, "
+              f"{t['moram'] / t['split']:.2f}x the split attention alone; "
+              f"ms/image plain {1e3 * t['plain'] / args.batch:.2f}, split {1e3 * t['split'] / args.batch:.2f}, "
+              f"MoRAM {1e3 * t['moram'] / args.batch:.2f}")
+        t = time_round_robin({name: train_call(towers[name], images, dtype) for name in ("lora", "moram")},
+                             args.repeats)
+        print(f"train {dtype_name}: MoRAM {t['moram'] / t['lora']:.2f}x rank-16 LoRA (forward, backward, AdamW "
+              f"step); ms/image LoRA {1e3 * t['lora'] / args.batch:.2f}, MoRAM {1e3 * t['moram'] / args.batch:.2f}")
 
 
 if __name__ == "__main__":

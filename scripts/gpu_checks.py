@@ -2,10 +2,18 @@
 
 Run by ``scripts/gpu_check.sh`` on a CUDA machine (exit status 1 when a check fails):
 
-1. ``MoRAMLinear`` on CUDA, fp32, eval and train: output and every gradient against the naive
-   reference (``layers/naive.py``) on the CPU in float64 (ViT-B/16 sizes, 160 atoms).
-2. The same layer under ``torch.autocast`` fp16 and bf16: output and gradients against the
-   fp32 CUDA run (relative error of the whole tensor, ``||a - b|| / ||b||``), finite.
+1. ``MoRAMLinear`` on CUDA, fp32, eval and train, on each path (``triton``, ``dense``,
+   ``reference``; ``moram_paths``): output and every gradient against the naive reference
+   (``layers/naive.py``) on the CPU in float64 (ViT-B/16 sizes, 160 atoms).
+2. The same layer under ``torch.autocast`` fp16 and bf16, on the GPU paths: output and
+   gradients against the fp32 CUDA run (relative error of the whole tensor,
+   ``||a - b|| / ||b||``), finite.
+2b. No host synchronisation on the GPU paths: a forward and a backward (eval and train, fp32
+   and bf16) under ``torch.cuda.set_sync_debug_mode("error")``; the sparse reference path's
+   gated eval must trip it (the check can fail).
+2c. The eval forward of each GPU path captured in a CUDA graph and replayed on new input, and
+   compiled whole by ``torch.compile(fullgraph=True)`` (eval and a training step): the same
+   numbers as eager.
 3. The ViT-B/16 image tower with 10 tasks of atoms on its 72 linears: features under fp16 and
    bf16 autocast against fp32 (relative error and cosine), and one training step's
    gradients of the newest atoms.
@@ -25,7 +33,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from moram_avalanche.layers import moram_triton
 from moram_avalanche.layers.moram import MoRAMLinear
+from moram_avalanche.layers.moram_paths import use_path
 from moram_avalanche.layers.naive import NaiveMoRAMLinear
 
 LINES = []
@@ -33,6 +43,12 @@ FAILED = []
 DEVICE = "cuda"  # "cpu" with --smoke-cpu (checks the script itself, small sizes)
 SIZES = {"layers": ((768, 768), (768, 3072), (3072, 768)), "tokens": (4, 197), "tower": "ViT-B-16",
          "images": 8}
+
+
+def gpu_paths():
+    """The GPU paths this device can run: triton (CUDA, or Triton's interpreter) and dense."""
+    probe = torch.empty(0, device=DEVICE)
+    return (["triton"] if moram_triton.usable(probe) else []) + ["dense"]
 
 
 def report(name, value, limit):
@@ -70,44 +86,133 @@ def run_layer(layer, x, training, dtype=None):
 
 
 def check_layer_parity():
-    for d_in, d_out in SIZES["layers"]:
-        layer = layer_with_atoms(d_in, d_out)
-        x = torch.randn(*SIZES["tokens"], d_in, device=DEVICE)
-        frozen = layer.num_frozen
-        cpu = copy.deepcopy(layer).cpu().double()
-        naive = NaiveMoRAMLinear(cpu.base.weight, cpu.base.bias, cpu.keys[:frozen], cpu.values[:, :frozen],
-                                 cpu.keys[frozen:], cpu.values[:, frozen:], topk=16, temperature=0.01,
-                                 threshold=0.2)
-        for training in (False, True):
-            out, grads = run_layer(layer, x, training)
-            naive.train(training)
-            xr = x.detach().cpu().double().requires_grad_()
-            ref = naive(xr)
-            ref.square().mean().backward()
-            tag = f"{d_in}->{d_out} {'train' if training else 'eval'}"
-            report(f"layer CUDA fp32 vs CPU float64 reference, {tag}: output", relative(out.cpu(), ref.detach()), 1e-4)
-            report(f"  grad x", relative(grads["x"].cpu(), xr.grad), 1e-3)
-            if training:
-                report(f"  grad new keys", relative(grads["keys"].cpu(), naive.new_keys.grad), 1e-3)
-                report(f"  grad new values", relative(grads["values"].cpu().t(), naive.new_values.grad), 1e-3)
-            naive.zero_grad(set_to_none=True)
+    for path in gpu_paths() + ["reference"]:
+        with use_path(path):
+            for d_in, d_out in SIZES["layers"]:
+                layer = layer_with_atoms(d_in, d_out)
+                x = torch.randn(*SIZES["tokens"], d_in, device=DEVICE)
+                frozen = layer.num_frozen
+                cpu = copy.deepcopy(layer).cpu().double()
+                naive = NaiveMoRAMLinear(cpu.base.weight, cpu.base.bias, cpu.keys[:frozen], cpu.values[:, :frozen],
+                                         cpu.keys[frozen:], cpu.values[:, frozen:], topk=16, temperature=0.01,
+                                         threshold=0.2)
+                for training in (False, True):
+                    out, grads = run_layer(layer, x, training)
+                    naive.train(training)
+                    xr = x.detach().cpu().double().requires_grad_()
+                    ref = naive(xr)
+                    ref.square().mean().backward()
+                    tag = f"{path} {d_in}->{d_out} {'train' if training else 'eval'}"
+                    report(f"layer {DEVICE} fp32 vs CPU float64 reference, {tag}: output",
+                           relative(out.cpu(), ref.detach()), 1e-4)
+                    report(f"  grad x", relative(grads["x"].cpu(), xr.grad), 1e-3)
+                    if training:
+                        report(f"  grad new keys", relative(grads["keys"].cpu(), naive.new_keys.grad), 1e-3)
+                        report(f"  grad new values", relative(grads["values"].cpu().t(), naive.new_values.grad), 1e-3)
+                    naive.zero_grad(set_to_none=True)
 
 
 def check_layer_amp():
-    for d_in, d_out in SIZES["layers"][:2]:
-        layer = layer_with_atoms(d_in, d_out)
-        x = torch.randn(*SIZES["tokens"], d_in, device=DEVICE)
-        for training in (False, True):
-            out32, grads32 = run_layer(layer, x, training)
-            for dtype, limit in ((torch.float16, 5e-3), (torch.bfloat16, 3e-2)):
-                out, grads = run_layer(layer, x, training, dtype)
-                tag = f"{d_in}->{d_out} {'train' if training else 'eval'} {str(dtype)[6:]}"
-                finite = all(torch.isfinite(t).all() for t in (out, *grads.values()) if t is not None)
-                report(f"layer autocast vs fp32, {tag}: output (finite {finite})",
-                       relative(out, out32) if finite else float("inf"), limit)
-                if training:
-                    report(f"  grad new keys", relative(grads["keys"], grads32["keys"]), 10 * limit)
-                    report(f"  grad new values", relative(grads["values"], grads32["values"]), 10 * limit)
+    for path in gpu_paths():
+        with use_path(path):
+            for d_in, d_out in SIZES["layers"][:2]:
+                layer = layer_with_atoms(d_in, d_out)
+                x = torch.randn(*SIZES["tokens"], d_in, device=DEVICE)
+                for training in (False, True):
+                    out32, grads32 = run_layer(layer, x, training)
+                    for dtype, limit in ((torch.float16, 5e-3), (torch.bfloat16, 3e-2)):
+                        out, grads = run_layer(layer, x, training, dtype)
+                        tag = f"{path} {d_in}->{d_out} {'train' if training else 'eval'} {str(dtype)[6:]}"
+                        finite = all(torch.isfinite(t).all() for t in (out, *grads.values()) if t is not None)
+                        report(f"layer autocast vs fp32, {tag}: output (finite {finite})",
+                               relative(out, out32) if finite else float("inf"), limit)
+                        if training:
+                            report(f"  grad new keys", relative(grads["keys"], grads32["keys"]), 10 * limit)
+                            report(f"  grad new values", relative(grads["values"], grads32["values"]), 10 * limit)
+
+
+def _synchronising(layer, x, training, dtype):
+    """The error ``set_sync_debug_mode("error")`` raised in a forward (and backward), or None."""
+    layer.train(training)
+    x = x.clone().requires_grad_(training)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        with torch.autocast(DEVICE, dtype=dtype or torch.float32, enabled=dtype is not None):
+            out = layer(x)
+        if training:
+            out.float().square().mean().backward()
+        return None
+    except RuntimeError as error:
+        return str(error).splitlines()[0]
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+
+
+def check_no_host_sync():
+    if DEVICE != "cuda":
+        LINES.append("skip host synchronisation check: needs CUDA (tests/layers/test_moram_paths.py checks the "
+                     "operators on the CPU)")
+        print(LINES[-1])
+        return
+    layer = layer_with_atoms(768, 768)
+    layer.freeze()
+    layer.expand()  # a task's atoms train on top of 144 frozen ones
+    x = torch.randn(*SIZES["tokens"], 768, device=DEVICE)
+    for path in gpu_paths():
+        with use_path(path):
+            for training in (False, True):
+                for dtype in (None, torch.bfloat16):
+                    error = _synchronising(layer, x, training, dtype)
+                    report(f"host synchronisations, {path} {'train' if training else 'eval'} "
+                           f"{str(dtype or torch.float32)[6:]}{': ' + error if error else ''}", float(error is not None), 0)
+    with use_path("reference"):
+        error = _synchronising(layer, x, False, None)
+    report(f"the check trips on the sparse reference path's gated eval ({error or 'did NOT trip'})",
+           float(error is None), 0)
+
+
+def check_graphs_and_compile():
+    if DEVICE != "cuda":
+        LINES.append("skip CUDA graph / torch.compile check: needs CUDA (the dense path's torch.compile trace is "
+                     "tested on the CPU)")
+        print(LINES[-1])
+        return
+    for path in gpu_paths():
+        with use_path(path):
+            layer = layer_with_atoms(768, 3072).eval()
+            layer.freeze()
+            x = torch.randn(*SIZES["tokens"], 768, device=DEVICE)
+            static = x.clone()
+            with torch.inference_mode():
+                layer(static)  # warm-up: kernels compiled, the bank cast
+                stream = torch.cuda.Stream()
+                stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(stream):
+                    layer(static)
+                torch.cuda.current_stream().wait_stream(stream)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    captured = layer(static)
+                fresh = torch.randn_like(x)
+                static.copy_(fresh)
+                graph.replay()
+                report(f"{path}: eval forward captured in a CUDA graph, replayed on new input vs eager",
+                       relative(captured, layer(fresh)), 1e-5)
+            compiled = torch.compile(layer, fullgraph=True)
+            with torch.inference_mode():
+                report(f"{path}: torch.compile(fullgraph=True) eval vs eager", relative(compiled(x), layer(x)), 1e-4)
+            layer.expand()
+            with torch.no_grad():
+                layer.new_values.normal_(std=0.02)
+            layer.train()
+            eager_out, eager_grads = run_layer(layer, x, True)
+            out = compiled(x.clone().requires_grad_())
+            out.float().square().mean().backward()
+            report(f"{path}: torch.compile(fullgraph=True) training step vs eager: output",
+                   relative(out.detach().float(), eager_out), 1e-4)
+            report(f"  grad new keys", relative(layer.new_keys.grad, eager_grads["keys"]), 1e-3)
+            layer.zero_grad(set_to_none=True)
 
 
 def check_tower_amp():
@@ -149,6 +254,12 @@ def check_tower_amp():
 
 
 def check_strategy_amp():
+    try:
+        import avalanche  # noqa: F401
+    except ImportError as error:
+        LINES.append(f"skip the MoRAM strategy run: {error} (bring avalanche-lib's wheels: README, 'GPU check')")
+        print(LINES[-1])
+        return
     from avalanche.training.plugins import EvaluationPlugin
     from torchvision import transforms
 
@@ -197,7 +308,8 @@ def main() -> int:
     name = torch.cuda.get_device_name() if DEVICE == "cuda" else "CPU (smoke run)"
     LINES.append(f"device: {name}, torch {torch.__version__}")
     print(LINES[-1])
-    for check in (check_layer_parity, check_layer_amp, check_tower_amp, check_strategy_amp):
+    for check in (check_layer_parity, check_layer_amp, check_no_host_sync, check_graphs_and_compile,
+                  check_tower_amp, check_strategy_amp):
         try:
             check()
         except Exception as err:  # report and go on with the next check
