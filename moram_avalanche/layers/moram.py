@@ -11,13 +11,17 @@ atoms with keys ``A_i`` (rows, length ``d_in``) and values ``B_i`` (length ``d_o
 5. eval gate    in eval mode only, ``w_i <- w_i * [s_i >= threshold]`` (no renormalisation)
 6. output       ``y = W x + b + sum_i w_i p_i B_i``
 
-:meth:`MoRAMLinear.mixture` is these six steps, in this order, in plain PyTorch. Two fast paths
-do the same steps and are chosen in one place each, never built inside a forward
-(:mod:`~moram_avalanche.layers.moram_fused`): the hand-written backward
-(:class:`~moram_avalanche.layers.moram_fused.MoRAMFunction`: gradients for the current task's
-atoms only), and the compiled CPU kernels for steps 2-3, 6 and the router's backward
-(:func:`~moram_avalanche.layers.moram_fused.kernels_for`, once
-:func:`routing_kernel.load() <moram_avalanche.layers.routing_kernel.load>` has built them).
+:meth:`MoRAMLinear.forward` reads the input, the compute dtype (autocast's) and the gate, and
+hands steps 1-6 to :meth:`MoRAMLinear.mixture`, which runs them on the path chosen for the
+device in one place (:mod:`~moram_avalanche.layers.moram_paths`; ``use_path`` or
+``MORAM_AVALANCHE_PATH`` force one): on the CPU the gathered routing of :func:`route` and a
+sparse read-out (:mod:`~moram_avalanche.layers.moram_fused`, with the compiled kernels of
+:mod:`~moram_avalanche.layers.routing_kernel` once ``routing_kernel.load()`` built them); on a
+GPU dense coefficients and one GEMM read-out, without host synchronisation
+(:mod:`~moram_avalanche.layers.moram_dense`), steps 2-5 fused by Triton
+(:mod:`~moram_avalanche.layers.moram_triton`). Each path computes the steps without autograd
+and attaches a hand-written backward (gradients for the current task's atoms only); nothing is
+built inside a forward.
 
 The bank -- frozen atoms in buffers, the current task's atoms as ``nn.Parameter`` objects, growth
 by :meth:`~MoRAMLinear.expand`, pruning, activation statistics and the state dict (``atom_keys``,

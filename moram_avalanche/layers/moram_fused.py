@@ -1,7 +1,10 @@
-"""The fast paths of MoRAM's layer: the hand-written backward and the three steps the CPU kernel compiles.
+"""The CPU's paths of MoRAM's layer: gathered routing, a sparse read-out, the hand-written backward.
 
-:meth:`MoRAMLinear.mixture <moram_avalanche.layers.moram.MoRAMLinear.mixture>` computes the
-paper's six steps once, in plain PyTorch, without autograd. Two things here make it fast:
+:func:`sparse_mixture` computes the paper's six steps once, without autograd, on the gathered
+``[N, k]`` routing of :func:`route` (steps 2-5 in plain PyTorch, read top to bottom) and reads
+the values out sparsely (``embedding_bag``; at eval the gate's zero terms are skipped). It is the
+``reference`` and ``cpu-kernel`` paths of :mod:`~moram_avalanche.layers.moram_paths` (the GPU
+takes :mod:`~moram_avalanche.layers.moram_dense`). Two things here make it fast:
 
 * :class:`MoRAMFunction` attaches the backward of those steps, written by hand. Ordinary
   autograd would (a) differentiate through the concatenation ``[frozen; trainable]`` and so
@@ -9,11 +12,11 @@ paper's six steps once, in plain PyTorch, without autograd. Two things here make
   intermediates, and (c) run each elementwise step of the router as its own kernel. The
   function returns gradients for the trainable rows only and keeps the ``[N, R]`` projections
   plus ``[N, k]`` routing state.
-* :func:`kernels_for` picks, in one place and once per call, who runs the three steps the
-  compiled CPU kernels cover (:mod:`~moram_avalanche.layers.routing_kernel`): the top-k with
-  the norm, the gated read-out and the router's backward. The compiled ones run only on the
-  CPU in float32 once :func:`routing_kernel.load() <moram_avalanche.layers.routing_kernel.load>`
-  has built them; nothing here ever builds them. Same arithmetic; tests compare both paths.
+* :func:`kernels_for` picks, once per call, who runs the three steps the compiled CPU kernels
+  cover (:mod:`~moram_avalanche.layers.routing_kernel`): the top-k with the norm, the gated
+  read-out and the router's backward. The compiled ones run only on the CPU in float32 once
+  :func:`routing_kernel.load() <moram_avalanche.layers.routing_kernel.load>` has built them;
+  nothing here ever builds them. Same arithmetic; tests compare both paths.
 
 Equations (paper; method reference steps 1-6), per token ``x`` and bank ``A`` ``[R, d_in]``,
 ``B`` ``[R, d_out]`` (one row per atom):
@@ -90,7 +93,7 @@ def route(proj: torch.Tensor, k: int, temperature: float, threshold: Optional[fl
     """
     # n = max(||p||, eps) > 0 per token, so the k largest s = p / n are the k largest p: the
     # top-k runs on p and only the k kept are divided (the same numbers as dividing all of p first)
-    kept_proj, idx, norm = select(proj, k)                         # 3. top-k; 2.'s n
+    kept_proj, idx, norm = select(proj, k)                              # 3. top-k; 2.'s n
     kept_relevance = kept_proj / norm                                   # 2. s_i = p_i / n
     softmax = torch.softmax(kept_relevance / temperature, dim=-1)       # 4. w = softmax(s_I / tau)
     weights = softmax                                                   # 5. w_i <- w_i [s_i >= delta]
