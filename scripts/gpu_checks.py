@@ -105,10 +105,10 @@ def check_layer_parity():
                     tag = f"{path} {d_in}->{d_out} {'train' if training else 'eval'}"
                     report(f"layer {DEVICE} fp32 vs CPU float64 reference, {tag}: output",
                            relative(out.cpu(), ref.detach()), 1e-4)
-                    report(f"  grad x", relative(grads["x"].cpu(), xr.grad), 1e-3)
+                    report("  grad x", relative(grads["x"].cpu(), xr.grad), 1e-3)
                     if training:
-                        report(f"  grad new keys", relative(grads["keys"].cpu(), naive.new_keys.grad), 1e-3)
-                        report(f"  grad new values", relative(grads["values"].cpu().t(), naive.new_values.grad), 1e-3)
+                        report("  grad new keys", relative(grads["keys"].cpu(), naive.new_keys.grad), 1e-3)
+                        report("  grad new values", relative(grads["values"].cpu().t(), naive.new_values.grad), 1e-3)
                     naive.zero_grad(set_to_none=True)
 
 
@@ -127,8 +127,8 @@ def check_layer_amp():
                         report(f"layer autocast vs fp32, {tag}: output (finite {finite})",
                                relative(out, out32) if finite else float("inf"), limit)
                         if training:
-                            report(f"  grad new keys", relative(grads["keys"], grads32["keys"]), 10 * limit)
-                            report(f"  grad new values", relative(grads["values"], grads32["values"]), 10 * limit)
+                            report("  grad new keys", relative(grads["keys"], grads32["keys"]), 10 * limit)
+                            report("  grad new values", relative(grads["values"], grads32["values"]), 10 * limit)
 
 
 def _synchronising(layer, x, training, dtype):
@@ -211,7 +211,7 @@ def check_graphs_and_compile():
             out.float().square().mean().backward()
             report(f"{path}: torch.compile(fullgraph=True) training step vs eager: output",
                    relative(out.detach().float(), eager_out), 1e-4)
-            report(f"  grad new keys", relative(layer.new_keys.grad, eager_grads["keys"]), 1e-3)
+            report("  grad new keys", relative(layer.new_keys.grad, eager_grads["keys"]), 1e-3)
             layer.zero_grad(set_to_none=True)
 
 

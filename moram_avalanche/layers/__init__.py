@@ -19,15 +19,14 @@ from .lora import LoRALinear
 from .moe_adapter import Expert, MoEAdapterMixture, add_router, num_routers, routing
 from .moe_lora import MoELoRALinear
 from .moram import MoRAMLinear, routing_options
-from .moram_dense import DenseMoRAMFunction
-from .moram_fused import MoRAMFunction
+from .moram_backward import MoRAMFunction
 from .moram_paths import PATHS, use_path
 from .moram_variants import BALANCE_FORMS, MoRAMAblationLinear, moram_layer_type
 from .naive import NaiveMoRAMLinear, naive_moram
 
 __all__ = ["BALANCE_FORMS", "AdapterLayer", "Expert", "GatedLoRALinear", "GrowingAdapter", "LinearWrapper", "LoRALinear",
            "MoEAdapterMixture", "MoELoRALinear", "MoRAMAblationLinear", "MoRAMFunction", "MoRAMLinear",
-           "DenseMoRAMFunction", "PATHS", "use_path",
+           "PATHS", "use_path",
            "NaiveMoRAMLinear", "adapter_state_dict", "add_router", "find_layers",
            "load_adapter_state_dict", "moram_layer_type", "naive_moram", "num_routers", "routing",
            "routing_options"]

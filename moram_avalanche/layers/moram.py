@@ -39,7 +39,6 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..utils.checks import check_number, check_positive_int

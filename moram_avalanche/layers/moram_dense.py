@@ -16,7 +16,8 @@ layer call, and ``embedding_bag`` runs in float32 whatever the autocast dtype). 
 
 Every shape depends on the bank and the batch, never on the data: no ``nonzero``, no boolean
 indexing, no ``.item()``; the calls can be captured in a CUDA graph and traced by
-``torch.compile``. The hand-written backward (:class:`DenseMoRAMFunction`) keeps ``p`` (and,
+``torch.compile``. The hand-written backward
+(:class:`~moram_avalanche.layers.moram_backward.MoRAMFunction`) keeps ``p`` (and,
 for the PyTorch router, the ``[N, k]`` routing; the Triton router recomputes it from ``p``) and
 gives gradients to the tokens, the base weight and bias where they require it, and the
 trainable atoms only:
@@ -28,12 +29,14 @@ trainable atoms only:
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple, Optional, Tuple
+import functools
+from typing import Callable, NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
 
 from . import moram_triton
+from .moram_backward import attach_backward
 from .moram_bank import BankRows
 from .moram_fused import Routing, kept_router_backward, route, route_dtype
 
@@ -109,66 +112,21 @@ def dense_mixture(router: Router, tokens: torch.Tensor, weight: Optional[torch.T
                   threshold: Optional[float], recording: bool):
     """``(y, idx or None, weights)`` of steps 1-6 with the hand-written backward where a gradient
     is needed (``idx``/``weights``: what :meth:`~moram_avalanche.layers.moram_bank.MoRAMBank.record`
-    reads, empty when not ``recording``)."""
+    reads, None when not ``recording``)."""
     out, proj, state, usage = dense_forward(router, tokens, weight, bias, bank, k, temperature, threshold,
                                             recording)
-    if torch.is_grad_enabled() and _needs_grad(tokens, weight, bias, bank):
-        out = DenseMoRAMFunction.apply(out, tokens, weight, bias, bank.keys, bank.values, bank.new_keys,
-                                       bank.new_values, proj, bank.num_frozen, k, temperature, threshold,
-                                       router, state)
+    out = attach_backward(out, tokens, weight, bias, bank, proj, state,
+                          functools.partial(dense_router_backward, router, k, temperature, threshold))
     idx, weights = usage if usage is not None else (None, None)
     return out, idx, weights
 
 
-def _needs_grad(tokens, weight, bias, bank: BankRows) -> bool:
-    return any(t is not None and t.requires_grad for t in (tokens, weight, bias, bank.new_keys, bank.new_values))
+def dense_router_backward(router: Router, k: int, temperature: float, threshold: Optional[float], grad_out,
+                          values, proj, state, start: int, upstream: bool, tail: bool):
+    """``(dL/dp or None, c_tail or None)``: ``dL/dc = g B^T`` (one GEMM over the bank), then the router's backward."""
+    grad_coef = grad_out @ values.t() if upstream else None
+    grad_proj, coef = router.backward(grad_coef, proj, state, k, temperature, threshold, want_coef=tail)
+    return grad_proj, (coef[:, start:] if tail else None)
 
 
-class DenseMoRAMFunction(torch.autograd.Function):
-    """Gives the output ``y`` of :func:`dense_forward`, computed without autograd, its hand-written backward.
-
-    ``apply(y, tokens, weight, bias, keys, values, new_keys, new_values, proj, num_frozen, k,
-    temperature, threshold, router, state)``: ``keys`` / ``values`` are the joined bank
-    (:class:`~moram_avalanche.layers.moram_bank.BankRows`) as the forward read it, ``new_keys`` /
-    ``new_values`` the trainable rows autograd knows (rows ``num_frozen..`` of the bank).
-    """
-
-    @staticmethod
-    def forward(ctx, y, tokens, weight, bias, keys, values, new_keys, new_values, proj, num_frozen, k,
-                temperature, threshold, router, state):
-        ctx.mark_dirty(y)
-        ctx.save_for_backward(tokens, weight, keys, values, proj, *state)
-        ctx.num_frozen, ctx.k, ctx.temperature, ctx.threshold, ctx.router = num_frozen, k, temperature, threshold, router
-        ctx.set_materialize_grads(False)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        grads = [None] * 15
-        if grad_out is None:
-            return tuple(grads)
-        tokens, weight, keys, values, proj, *state = ctx.saved_tensors
-        needs = ctx.needs_input_grad
-        grad_out = grad_out.contiguous().to(tokens.dtype)
-        start = ctx.num_frozen
-        upstream = needs[1] or needs[6]  # anything before the projections
-        grad_coef = grad_out @ values.t() if upstream else None                   # dL/dc = g B^T
-        grad_proj, coef = ctx.router.backward(grad_coef, proj, state, ctx.k, ctx.temperature, ctx.threshold,
-                                              want_coef=needs[7])
-        if needs[7]:  # dL/dB_tail = c_tail^T g
-            grads[7] = coef[:, start:].t() @ grad_out
-        if needs[2]:
-            grads[2] = grad_out.t() @ tokens
-        if needs[3]:
-            grads[3] = grad_out.sum(0)
-        if needs[1]:
-            grad_tokens = grad_proj @ keys                                         # dL/dx = dL/dp A
-            if weight is not None:
-                grad_tokens.addmm_(grad_out, weight)                               #        + g W
-            grads[1] = grad_tokens
-        if needs[6]:
-            grads[6] = grad_proj[:, start:].t() @ tokens                           # dL/dA_tail
-        return tuple(grads)
-
-
-__all__ = ["DenseMoRAMFunction", "Router", "TORCH_ROUTER", "TRITON_ROUTER", "dense_forward", "dense_mixture"]
+__all__ = ["Router", "TORCH_ROUTER", "TRITON_ROUTER", "dense_forward", "dense_mixture", "dense_router_backward"]

@@ -6,12 +6,10 @@ the values out sparsely (``embedding_bag``; at eval the gate's zero terms are sk
 ``reference`` and ``cpu-kernel`` paths of :mod:`~moram_avalanche.layers.moram_paths` (the GPU
 takes :mod:`~moram_avalanche.layers.moram_dense`). Two things here make it fast:
 
-* :class:`MoRAMFunction` attaches the backward of those steps, written by hand. Ordinary
-  autograd would (a) differentiate through the concatenation ``[frozen; trainable]`` and so
-  compute, then discard, the full ``[R, d]`` weight gradients, (b) save a dozen ``[N, R]``
-  intermediates, and (c) run each elementwise step of the router as its own kernel. The
-  function returns gradients for the trainable rows only and keeps the ``[N, R]`` projections
-  plus ``[N, k]`` routing state.
+* :class:`~moram_avalanche.layers.moram_backward.MoRAMFunction` attaches the backward of those
+  steps, written by hand (gradients for the trainable rows only), keeping the ``[N, R]``
+  projections plus the ``[N, k]`` routing state; :func:`sparse_router_backward` is this path's
+  part of it.
 * :func:`kernels_for` picks, once per call, who runs the three steps the compiled CPU kernels
   cover (:mod:`~moram_avalanche.layers.routing_kernel`): the top-k with the norm, the gated
   read-out and the router's backward. The compiled ones run only on the CPU in float32 once
@@ -35,12 +33,14 @@ Backward, with ``g = dL/dy``, ``c_i = w_i p_i`` and ``u = softmax(s_I / tau)``, 
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, NamedTuple, Optional
 
 import torch
 import torch.nn.functional as F
 
 from . import routing_kernel
+from .moram_backward import MoRAMFunction, attach_backward
 from .moram_bank import BankRows
 
 #: L2-normalisation epsilon of the relevance score (method reference, step 2).
@@ -193,8 +193,9 @@ def sparse_mixture(kernels: Kernels, tokens: torch.Tensor, weight: Optional[torc
     ``weight`` / ``bias`` are the base's (None: ``y`` is the atoms' term alone); ``threshold``
     is the eval gate ``delta`` or None; ``bank`` the joined rows
     (:meth:`~moram_avalanche.layers.moram_bank.MoRAMBank.rows`). The steps run without autograd;
-    :class:`MoRAMFunction` gives ``y`` their hand-written backward (gradients for the trainable
-    atoms, the tokens, and ``W``, ``b`` where they require it) when one is needed.
+    :class:`~moram_avalanche.layers.moram_backward.MoRAMFunction` gives ``y`` their hand-written
+    backward (gradients for the trainable atoms, the tokens, and ``W``, ``b`` where they require
+    it) when one is needed, with :func:`sparse_router_backward`.
     """
     with torch.no_grad():
         proj = F.linear(tokens, bank.keys).to(route_dtype(tokens.dtype))  # 1. p_i = A_i . x
@@ -203,68 +204,23 @@ def sparse_mixture(kernels: Kernels, tokens: torch.Tensor, weight: Optional[torc
         out = kernels.read_out(routing.idx, coef, bank.values, bias)      # 6. b + sum_i w_i p_i B_i
         if weight is not None:
             out.addmm_(tokens, weight.t())                                #    + W x
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad
-                                       for t in (tokens, weight, bias, bank.new_keys, bank.new_values)):
-        out = MoRAMFunction.apply(out, tokens, weight, bias, bank.keys, bank.values, bank.new_keys,
-                                  bank.new_values, proj, bank.num_frozen, routing, temperature, threshold,
-                                  kernels)
+    out = attach_backward(out, tokens, weight, bias, bank, proj, tuple(routing),
+                          functools.partial(sparse_router_backward, kernels, temperature, threshold))
     return out, routing.idx, routing.weights
 
 
-class MoRAMFunction(torch.autograd.Function):
-    """Gives the output ``y`` of steps 1-6, computed without autograd, its hand-written backward.
-
-    Args of ``apply``: ``y [N, d_out]`` (returned as the output, marked as modified),
-    ``tokens [N, d_in]``, ``weight [d_out, d_in]`` or None (then ``y`` holds only the atoms'
-    term), ``bias [d_out]`` or None, the joined bank ``keys [R, d_in]`` and ``values [R, d_out]``
-    as the forward read them, the trainable rows ``new_keys [r, d_in]`` and ``new_values [r, d_out]``
-    as autograd knows them (rows ``num_frozen..`` of the bank), or None, ``proj [N, R]`` and
-    ``routing`` (:class:`Routing`) as the forward computed them, ``temperature``, ``threshold``
-    (None: no gate) and ``kernels`` (:class:`Kernels`). Gradients go to ``tokens``, ``weight``,
-    ``bias``, ``new_keys`` and ``new_values``, where they require it.
-    """
-
-    @staticmethod
-    def forward(ctx, y, tokens, weight, bias, keys, values, new_keys, new_values, proj, num_frozen,
-                routing, temperature, threshold, kernels):
-        ctx.mark_dirty(y)
-        ctx.save_for_backward(tokens, weight, keys, values, proj, *routing)
-        ctx.num_frozen = num_frozen
-        ctx.temperature, ctx.threshold, ctx.kernels = temperature, threshold, kernels
-        ctx.set_materialize_grads(False)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad_out):
-        grads = [None] * 14
-        if grad_out is None:
-            return tuple(grads)
-        tokens, weight, keys, values, proj, *saved = ctx.saved_tensors
-        routing = Routing(*saved)
-        needs = ctx.needs_input_grad
-        grad_out = grad_out.contiguous()
-        start = ctx.num_frozen
-
-        if needs[7]:  # dL/dB_i = sum over tokens of c_i g, for the trainable rows
-            coef = (routing.weights * routing.kept_proj).to(grad_out.dtype)
-            grads[7] = _tail_rows(routing.idx, coef, start, proj.shape[1]).t() @ grad_out
-        if needs[2]:
-            grads[2] = grad_out.t() @ tokens
-        if needs[3]:
-            grads[3] = grad_out.sum(0)
-        if not (needs[1] or needs[6]):
-            return tuple(grads)  # nothing upstream of the projections needs a gradient
-
-        grad_proj = ctx.kernels.router_backward(grad_out, values, proj, routing, ctx.temperature,
-                                                ctx.threshold).to(tokens.dtype)
-        if needs[1]:
-            grad_tokens = grad_proj @ keys
-            if weight is not None:
-                grad_tokens.addmm_(grad_out, weight)
-            grads[1] = grad_tokens
-        if needs[6]:
-            grads[6] = grad_proj[:, start:].t() @ tokens
-        return tuple(grads)
+def sparse_router_backward(kernels: Kernels, temperature: float, threshold: Optional[float], grad_out, values,
+                           proj, state, start: int, upstream: bool, tail: bool):
+    """``(dL/dp or None, c_tail or None)`` of the gathered routing (``state``: :class:`Routing`)."""
+    routing = Routing(*state)
+    tail_coef = grad_proj = None
+    if tail:  # the trainable atoms' coefficients c_i = w_i p_i, 0 where not kept
+        coef = (routing.weights * routing.kept_proj).to(grad_out.dtype)
+        tail_coef = _tail_rows(routing.idx, coef, start, proj.shape[1])
+    if upstream:
+        grad_proj = kernels.router_backward(grad_out, values, proj, routing, temperature,
+                                            threshold).to(grad_out.dtype)
+    return grad_proj, tail_coef
 
 
 def _tail_rows(idx: torch.Tensor, coef: torch.Tensor, start: int, total: int) -> torch.Tensor:
@@ -277,4 +233,4 @@ def _tail_rows(idx: torch.Tensor, coef: torch.Tensor, start: int, total: int) ->
 
 __all__ = ["RELEVANCE_EPS", "Kernels", "MoRAMFunction", "Routing", "compute_dtype", "gated_read_out",
            "kept_router_backward", "kernels_for", "read_out", "route", "route_dtype", "router_backward", "select",
-           "sparse_mixture"]
+           "sparse_mixture", "sparse_router_backward"]
