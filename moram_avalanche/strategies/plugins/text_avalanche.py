@@ -28,7 +28,9 @@ loss, so each gets a text counterpart here that overrides exactly the method tou
   vocabulary; every token is a "previously active unit" since the vocabulary is shared). The
   previous model is a frozen copy taken after each experience (Avalanche's ``post_adapt``).
 
-The counterparts add no state of their own: :func:`text_plugins` re-classes the instances an
+Every forward of a counterpart cuts long prompts as the loop does (each task's declaration,
+``experience.tasks``; :func:`~moram_avalanche.models.language_model.prompt_cuts`). The
+counterparts add no state of their own: :func:`text_plugins` re-classes the instances an
 Avalanche strategy built itself (``EWC.__init__`` makes its ``EWCPlugin``) or a user passed,
 keeping every argument. The text loop calls it on its plugins, so ``plugins=[EWCPlugin(...)]``
 composes with any language-model strategy (``moram``, ``o-lora``) too.
@@ -46,9 +48,17 @@ from avalanche.training.utils import zerolike_params_dict
 from torch.utils.data import DataLoader
 
 
-def text_batch_loss(model, batch) -> torch.Tensor:
-    """The token loss of a ``[prompts, answers, ...]`` batch (tuples or lists of strings)."""
-    return model.loss(list(batch[0]), list(batch[1]))
+def batch_cuts(tasks, task_ids):
+    """How each prompt of a batch is cut, from the stream's ``tasks`` and the batch's task labels
+    (None without tasks: the model's way)."""
+    from ...models.language_model import prompt_cuts
+
+    return prompt_cuts(tasks, [int(t) for t in task_ids]) if tasks else None
+
+
+def text_batch_loss(model, batch, tasks=None) -> torch.Tensor:
+    """The token loss of a ``[prompts, answers, task labels]`` batch (tuples or lists of strings)."""
+    return model.loss(list(batch[0]), list(batch[1]), batch_cuts(tasks, batch[-1]))
 
 
 def flat_gradient(model, device) -> torch.Tensor:
@@ -67,13 +77,17 @@ def collate_pairs(items):
 class TextEWCPlugin(EWCPlugin):
     """EWC whose importances come from the token loss (module docstring)."""
 
+    def after_training_exp(self, strategy, **kwargs):
+        self.stream_tasks = getattr(strategy.experience, "tasks", None)  # how its prompts are cut
+        super().after_training_exp(strategy, **kwargs)
+
     def compute_importances(self, model, criterion, optimizer, dataset, device, batch_size, num_workers=0):
         model.eval()
         importances = zerolike_params_dict(model)
         loader = DataLoader(dataset, batch_size=batch_size, collate_fn=collate_pairs, num_workers=num_workers)
         for batch in loader:
             model.zero_grad(set_to_none=True)
-            loss = text_batch_loss(model, batch)
+            loss = text_batch_loss(model, batch, getattr(self, "stream_tasks", None))
             if loss.requires_grad:  # nothing trainable left (e.g. after MoRAM froze its atoms): zeros
                 loss.backward()
             for (name, p), (same, imp) in zip(model.named_parameters(), importances.items()):
@@ -95,9 +109,10 @@ class TextGEMPlugin(GEMPlugin):
             return
         gradients = []
         strategy.model.train()
+        tasks = getattr(strategy.experience, "tasks", None)
         for t in range(strategy.clock.train_exp_counter):
             strategy.model.zero_grad(set_to_none=True)
-            strategy.model.loss(self.memory_x[t], self.memory_y[t]).backward()
+            strategy.model.loss(self.memory_x[t], self.memory_y[t], batch_cuts(tasks, self.memory_tid[t])).backward()
             gradients.append(flat_gradient(strategy.model, strategy.device))
         strategy.model.zero_grad(set_to_none=True)
         self.G = torch.stack(gradients)  # (experiences, parameters)
@@ -126,7 +141,7 @@ class TextAGEMPlugin(AGEMPlugin):
             return
         strategy.model.train()
         strategy.model.zero_grad(set_to_none=True)
-        text_batch_loss(strategy.model, self.sample_from_memory()).backward()
+        text_batch_loss(strategy.model, self.sample_from_memory(), getattr(strategy.experience, "tasks", None)).backward()
         self.reference_gradients = torch.cat([
             p.grad.view(-1) if p.grad is not None else torch.zeros(p.numel(), device=strategy.device)
             for _, p in strategy.model.named_parameters()])
@@ -141,14 +156,15 @@ class TextLwFPlugin(LwFPlugin):
         if lwf.prev_model is None:
             return
         alpha = lwf.alpha[lwf.expcount] if isinstance(lwf.alpha, (list, tuple)) else lwf.alpha
-        strategy.loss += alpha * self.distillation(strategy.model, strategy.mb_x, strategy.mb_y)
+        strategy.loss += alpha * self.distillation(strategy.model, strategy.mb_x, strategy.mb_y,
+                                                   getattr(strategy, "mb_prompt_cuts", None))
 
-    def distillation(self, model, prompts, answers) -> torch.Tensor:
+    def distillation(self, model, prompts, answers, cuts=None) -> torch.Tensor:
         """KL(previous || current) of the answer tokens' distributions at ``temperature``, mean over tokens."""
         temperature = self.lwf.temperature
         with torch.no_grad():
-            previous = self.lwf.prev_model.answer_logits(prompts, answers)
-        current = model.answer_logits(prompts, answers)
+            previous = self.lwf.prev_model.answer_logits(prompts, answers, cuts)
+        current = model.answer_logits(prompts, answers, cuts)
         return F.kl_div(torch.log_softmax(current / temperature, dim=-1),
                         torch.softmax(previous / temperature, dim=-1), reduction="batchmean")
 
@@ -176,4 +192,4 @@ def text_plugins(plugins: Iterable) -> list:
 
 
 __all__ = ["TEXT_COUNTERPARTS", "TextAGEMPlugin", "TextEWCPlugin", "TextGEMPlugin", "TextLwFPlugin",
-           "text_batch_loss", "text_plugins"]
+           "batch_cuts", "text_batch_loss", "text_plugins"]
