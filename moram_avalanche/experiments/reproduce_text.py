@@ -319,13 +319,21 @@ def plan(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> Lis
     return list(planned.items())
 
 
-def run_options(settings: TextReproduceSettings, run: Optional[TextRun] = None) -> Dict[str, Any]:
-    """The strategy options of a run: the stream's defaults (none on ``lm-cl``, whose defaults
-    are the strategies'; TRACE's setting on ``trace``, :func:`~.recipes.stream_options`), and
-    the shorter budget of a smoke run or rehearsal."""
-    from .recipes import stream_options
+def run_settings_of(run: TextRun) -> list:
+    """The :class:`~.text_recipes.Setting` objects of a run: its stream's (TRACE's setting on
+    ``trace``; none on ``lm-cl``, whose defaults are the strategies') then its table's (O-LoRA's
+    long-sequence lambdas on ``t5-long``), :mod:`~.text_recipes`."""
+    from .text_recipes import stream_settings, table_settings
 
-    options: Dict[str, Any] = dict(stream_options(run.benchmark, run.strategy)) if run is not None else {}
+    return stream_settings(run.benchmark, run.strategy) + table_settings(run.spec_name, run.strategy)
+
+
+def run_options(settings: TextReproduceSettings, run: Optional[TextRun] = None) -> Dict[str, Any]:
+    """The strategy options of a run: its stream's and table's settings (:func:`run_settings_of`),
+    and the shorter budget of a smoke run or rehearsal."""
+    from .text_recipes import as_options
+
+    options: Dict[str, Any] = as_options(run_settings_of(run)) if run is not None else {}
     if settings.budget is not None:
         options["iterations"] = settings.budget
     if settings.rehearse:
@@ -335,7 +343,8 @@ def run_options(settings: TextReproduceSettings, run: Optional[TextRun] = None) 
 
 def run_settings(run: TextRun, spec: TextTableSpec, settings: TextReproduceSettings) -> Dict[str, Any]:
     """What made the run, stored in its folder and checked when it resumes."""
-    stream = ({"order": run.order, "layout": settings.layout} if run.benchmark == "lm-cl" else {"order": "TRACE"})
+    stream = ({"order": run.order, "layout": settings.layout, "task_prefix": True} if run.benchmark == "lm-cl"
+              else {"order": "TRACE"})
     if settings.rehearse:
         stream.update(train_limit=REHEARSAL_TRAIN, test_limit=REHEARSAL_TEST)
     return {
@@ -430,20 +439,17 @@ def paper_text(specs: Sequence[TextTableSpec]) -> str:
 def plan_text(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> str:
     """The plan: the model, the data and what it holds, each table's rows, every run."""
     from ..benchmarks.text_tasks import ORDERS
-    from ..strategies.text_loop import PAPER_TEXT_LOOP
-    from ..text.inject import PAPER_LLM_OPTIONS
+    from .text_recipes import plan_lines
 
     lines = [f"moram-avalanche reproduce: {', '.join(s.name for s in specs)}"
              + (f" -- REHEARSAL ({REHEARSAL_TRAIN} training and {REHEARSAL_TEST} test examples per task, "
                 f"{REHEARSAL_ITERATIONS} steps per task, a tiny random-init model; the numbers mean nothing)"
                 if settings.rehearse else ""),
              f"  device: {settings.device}; output: {settings.root}",
-             f"  data: lm-cl under {settings.data_root or '<data-root>'} (layout {settings.layout}): "
-             f"{_data_status(specs, settings)}",
-             "  settings of every lm-cl run (the strategies' defaults, the paper's LLM setting): "
-             + ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in PAPER_TEXT_LOOP.items())
-             + "; MoRAM " + ", ".join(f"{k} {v:g}" for k, v in PAPER_LLM_OPTIONS.items())
-             + " on the query and key projections"]
+             f"  data: {', '.join(dict.fromkeys(spec.benchmark for spec in specs))} under "
+             f"{settings.data_root or '<data-root>'}" + (f" (layout {settings.layout})" if any(
+                 spec.benchmark == "lm-cl" for spec in specs) else "") + ": "
+             f"{_data_status(specs, settings)}"]
     if settings.budget is not None:
         lines.append(f"  NOT the paper's budget: {settings.budget} steps per task "
                      + ("(rehearsal)" if settings.rehearse else "(--iterations)"))
@@ -460,9 +466,12 @@ def plan_text(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -
             lines.append(f"  order {order}: {', '.join(ORDERS[order])}")
         if spec.benchmark == "trace":
             lines.append(f"  stream: {spec.protocol.description}")
-        for label in dict.fromkeys(label for _, label in spec.table_rows()):
+        labels = list(dict.fromkeys(label for _, label in spec.table_rows()))
+        for label in labels:
             method = spec.method(label)
             lines.append(f"  {label}: " + (method.strategy if method.strategy else f"not run: {method.reason}"))
+        lines += plan_lines(spec.benchmark, spec.name, [spec.method(label).strategy for label in labels
+                                                        if spec.method(label).strategy])
     planned = plan(specs, settings)
     lines.append(f"\nruns ({len(planned)}; each resumes from its folder):")
     for run, used_by in planned:

@@ -17,7 +17,11 @@ loss, so each gets a text counterpart here that overrides exactly the method tou
 * :class:`TextGEMPlugin` -- the memory holds ``patterns_per_experience`` prompts and answers
   per experience (the first of a shuffled pass, as Avalanche's ``update_memory``), and the
   reference gradient of each experience is that of their token loss; the projection
-  (``after_backward``, quadprog through qpsolvers) is Avalanche's;
+  (``after_backward``, quadprog through qpsolvers) is Avalanche's. GEM keeps one gradient of
+  every parameter per past task, on the device, and copies them to the host as float64 to
+  project: before the first task trains it works out what the stream's last task will need
+  (:func:`~moram_avalanche.utils.memory.gem_memory_bytes`; a 7B model in bf16 after 7 tasks:
+  ~113 GiB on the GPU, ~577 GiB on the host) and refuses, with the figures, what does not fit;
 * :class:`TextAGEMPlugin` -- the reference gradient is the token loss's on a memory sample
   drawn by Avalanche's own group-balanced loader; memory and projection are Avalanche's;
 * :class:`TextLwFPlugin` -- LwF (Li & Hoiem, 2017) on the token distribution: the KL
@@ -101,8 +105,38 @@ class TextEWCPlugin(EWCPlugin):
         return importances
 
 
+def check_gem_fits(model, past_tasks: int, device, available=None) -> None:
+    """Refuse, with the figures, a GEM run whose gradient store will not fit (module docstring)."""
+    from ...utils.memory import check_fits, format_bytes, gem_memory_bytes
+
+    parameters = list(model.parameters())
+    if not parameters or past_tasks < 1:
+        return
+    count = sum(p.numel() for p in parameters)
+    grad_bytes = parameters[0].element_size()
+    on_device, on_host = gem_memory_bytes(count, past_tasks, grad_bytes)
+    what = (f"GEM's gradient store ({past_tasks} past tasks x {count:,} parameters x {grad_bytes} bytes, one full "
+            f"gradient per past task, {format_bytes(count * grad_bytes)} each)")
+    fix = ("use A-GEM (avalanche.agem: one reference gradient), EWC, or an adapter strategy, or fewer tasks; "
+           "GEM keeps a gradient of every parameter of the model per past task")
+    kind = str(device).partition(":")[0]
+    if kind == "cpu":  # the store and the projection's copies share the host
+        check_fits(on_device + on_host, device, what + " and its float64 copies for quadprog", fix=fix,
+                   available=available)
+        return
+    check_fits(on_device, device, what, fix=fix, available=available)
+    check_fits(on_host, "cpu", f"GEM's projection (quadprog on the host: the store copied as float64, "
+                               f"{past_tasks} x {format_bytes(count * 8)})", fix=fix)
+
+
 class TextGEMPlugin(GEMPlugin):
     """GEM whose memory holds prompts and answers and whose reference gradients are the token loss's."""
+
+    def before_training_exp(self, strategy, **kwargs):
+        """Before the first task: refuse a stream whose last task's gradient store will not fit."""
+        if strategy.clock.train_exp_counter == 0:
+            tasks = getattr(strategy.experience, "tasks", None) or getattr(strategy.experience, "origin_stream", ())
+            check_gem_fits(strategy.model, len(tasks) - 1, strategy.device)
 
     def before_training_iteration(self, strategy, **kwargs):
         if strategy.clock.train_exp_counter == 0:
@@ -192,4 +226,4 @@ def text_plugins(plugins: Iterable) -> list:
 
 
 __all__ = ["TEXT_COUNTERPARTS", "TextAGEMPlugin", "TextEWCPlugin", "TextGEMPlugin", "TextLwFPlugin",
-           "batch_cuts", "text_batch_loss", "text_plugins"]
+           "batch_cuts", "check_gem_fits", "text_batch_loss", "text_plugins"]
