@@ -66,6 +66,9 @@ REHEARSAL_TEST = 4
 REHEARSAL_NEW_TOKENS = 4
 
 _PROMPT_BASED = f"{NOT_IN_LIBRARY} (prompt-based)"
+#: the TRACE table's columns -> the key of each run's ``results.json``: the paper's OP and BWT, and
+#: beside them the BWT the release prints (``TRACE/inference/collect_results.py``; no paper number)
+TRACE_COLUMNS = {"OP": "op", "BWT": "bwt", "BWT (release)": "release_bwt"}
 
 
 def _methods(*extra: Method, long: bool = False) -> Tuple[Method, ...]:
@@ -126,7 +129,7 @@ class TextTableSpec:
     @property
     def columns(self) -> Tuple[str, ...]:
         if self.benchmark == "trace":
-            return ("OP", "BWT")
+            return tuple(TRACE_COLUMNS)
         return (*(f"Order {order}" for order in self.orders), "Average")
 
     @property
@@ -533,7 +536,7 @@ def table_result(spec: TextTableSpec, settings: TextReproduceSettings):
                 paper = paper_row.cell(column)
                 if paper is not None:
                     cell.paper, cell.paper_std = paper.mean, paper.std
-                values = [reports[run].get(column.lower()) for run in runs] if row.status == "run" else []
+                values = [reports[run].get(TRACE_COLUMNS[column]) for run in runs] if row.status == "run" else []
                 if values and all(v is not None for v in values):
                     cell.ours, cell.seeds = float(np.mean(values)), len(values)
                     cell.ours_std = float(np.std(values, ddof=1)) if len(values) > 1 else None
