@@ -139,7 +139,8 @@ class TextTableSpec:
 
             return TextProtocol("trace", "TRACE (8 tasks in TRACE's order: " + ", ".join(
                 f"{t} ({TRACE_METRICS[t]})" for t in TRACE_ORDER) + "; --benchmark trace); the paper's TRACE "
-                "setting (lr 5e-4, batch 4, context 1024, bf16; MoRAM r 16, k 16, tau 0.03, delta 0.2); "
+                "setting (lr 5e-4, batch 4, context 1024, bf16; MoRAM r 16, k 16, tau 0.03, delta 0.2) with the "
+                "release's decoding and q, k, v, o targets; "
                 "OP: mean of the last row, BWT: mean forgetting of the earlier tasks (lower is better)")
         from ..benchmarks.text_tasks import ORDERS
 
@@ -213,16 +214,20 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                           ("Gemma-2B-it", "google/gemma-2b-it", "llama"),
                           ("LLaMA-3-1B-Instruct", "meta-llama/Llama-3.2-1B-Instruct", "llama")),
                   notes=("Each block runs its own model (--model replaces all three with one name or folder).",
-                         "O-LoRA's and TreeLoRA's numbers are those of the release's README (no std); rows "
-                         "marked \"no number transcribed\" are not in this package's transcription: read the "
-                         "paper's table for them.",
+                         "O-LoRA's and TreeLoRA's cells are the paper's means (the release's README prints the same "
+                         "values); the paper also gives their std, not transcribed yet. Rows marked \"no number "
+                         "transcribed\" are not in this package's transcription: read the paper's table for them.",
                          "The paper does not give its seeds; ours are 42 (the release's), 43 and 44; std is the "
                          "sample standard deviation (n - 1).",
                          "Prompts are passed to the model verbatim, as TRACE's files hold them, with no chat "
                          "template: the release does the same for LLaMA and Gemma (its data collator applies a "
-                         "chat template to Qwen3 models only, TRACE/utils/data/data_collator.py). Its inference "
-                         "for them is greedy with repetition penalty 1.2 and no repeated 3-grams "
-                         "(TRACE/inference/infer_part.py); ours is plain greedy decoding.",
+                         "chat template to Qwen3 models only, TRACE/utils/data/data_collator.py). Generation is the "
+                         "release's: greedy with repetition penalty 1.2 and no repeated 3-grams "
+                         "(TRACE/inference/infer_part.py); answers are scored by the release's rules "
+                         "(TRACE/evaluations/eval_*.py, inference/infer_multi_command.py).",
+                         "BWT (release) is the figure TRACE/inference/collect_results.py prints (clipped at 0, "
+                         "divided by N, negative = forgetting); the paper's BWT is the mean forgetting of the "
+                         "earlier tasks (positive = forgetting).",
                          "Rehearsals use a tiny random-init LLaMA for every block (Gemma is LLaMA-shaped).")),
 )}
 
