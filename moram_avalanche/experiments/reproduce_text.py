@@ -25,8 +25,10 @@ The tables are written by the same report as the CLIP tables
 Replay, EWC, LwF and GEM run as Avalanche's own strategies on the text loop
 (``avalanche.replay``, ``avalanche.ewc``, ``avalanche.lwf``, ``avalanche.gem``:
 :mod:`~moram_avalanche.strategies.text_builtins`) with Avalanche's defaults and those of its
-examples for the arguments it requires, not with the settings of the papers those rows come
-from (which the MoRAM paper does not give).
+examples for the arguments it requires (the MoRAM paper does not give its settings); on TRACE
+the full fine-tuning rows take TRACE's own recipe (lr 1e-5 and its epochs per task,
+``scripts/train_seq_cl.sh``). Every setting a stream or table changes, with its source, is data
+in :mod:`~.text_recipes` and printed by ``--dry-run``.
 
 The paper's numbers ship as package data (``paper/t5_standard.csv``, ``t5_long.csv``,
 ``llama_standard.csv``). This package transcribes the rows its reference gives (MoRAM, O-LoRA,

@@ -176,6 +176,10 @@ class LanguageModel(nn.Module):
         texts = _strings(texts)
         return self._cut_ids(texts, [limit] * len(texts), [keep or self.keep] * len(texts), special)
 
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` as a prompt, the tokenizer's special tokens included, uncut."""
+        return len(self._cut_ids(_strings(text), [10 ** 9], [self.keep])[0])
+
     def _cut_ids(self, texts: List[str], limits: Sequence[int], keeps: Sequence[str], special: bool = True):
         """Each text's ids, at most ``limits[i]`` tokens keeping its ``keeps[i]`` end; special tokens
         the tokenizer adds survive (``transformers`` truncates before adding them)."""

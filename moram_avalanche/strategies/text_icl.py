@@ -122,9 +122,6 @@ class TextICL(TextStrategy):
         self.optimized_param_id = {}
         self.optimizer = None
 
-    def count_tokens(self, text: str) -> int:
-        return len(self.model._ids([text], 10 ** 9)[0])
-
     def training_epoch(self, **kwargs):
         experience = self.experience
         task = self.task_of(experience.current_experience)
@@ -132,9 +129,9 @@ class TextICL(TextStrategy):
         header = "" if layout is None else layout.header + layout.note
         data = experience.dataset
         pairs = [data[i][:2] for i in range(len(data))]
-        budget = self.model.max_source_length - (self.count_tokens(header) if header else 0)
+        budget = self.model.max_source_length - (self.model.count_tokens(header) if header else 0)
         rng = random.Random(f"{self.seed}:{getattr(experience, 'task_name', experience.current_experience)}")
-        picks = draw_demonstrations(pairs, task, self.shots, budget, self.count_tokens, rng)
+        picks = draw_demonstrations(pairs, task, self.shots, budget, self.model.count_tokens, rng)
         prefix = "" if layout is None else layout.example_prefix
         self.demonstrations[experience.current_experience] = [f"{prefix}{e}{a}\n\n" for e, a in picks]
 
