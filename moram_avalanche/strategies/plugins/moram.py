@@ -122,7 +122,7 @@ class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
 
     def state_dict(self) -> dict:
         return {"history": self.history, "pruned": self.pruned, "layer_options": self.layer_options,
-                "prune_mass": self.prune_mass, "fresh_atoms_at_eval": self.fresh_atoms_at_eval}
+                "prune_mass": self.prune_mass}
 
     def load_state_dict(self, state: dict) -> None:
         self.history, self.pruned = list(state["history"]), list(state["pruned"])
