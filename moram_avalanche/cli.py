@@ -82,6 +82,8 @@ def cmd_run(args) -> int:
     report = run_single(setup, name, args.log_dir, resume=not args.no_resume, progress=not args.no_progress)
     if processes.main:
         bwt = f"  BWT {report['bwt']:.1f}" if report.get("bwt") is not None else ""
+        if report.get("release_bwt") is not None and report.get("bwt") is not None:  # the release's figure beside it
+            bwt += f" (release's BWT {report['release_bwt']:.1f})"
         print(f"Transfer {report['transfer']:.1f}  Average {report['average']:.1f}  "
               f"Last {report['last']:.1f}{bwt}   ({Path(args.log_dir)}/results.json)")
     return 0
@@ -554,7 +556,9 @@ def _add_shared_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--preset", default=None, choices=("trace-release",),
                         help="a named setting on top of the stream's: trace-release, the MoRAM release's "
                              "shipped TRACE run for moram (r 8, top-k 8, betas 0.9/0.95, 32 prompts per step, "
-                             "epochs 2,1,3,2,1,2,2,3 per task)")
+                             "epochs 2,1,3,2,1,2,2,3 per task) and its atom scaling (new atoms trained at "
+                             "lora_alpha / r = 2 and read at 1 once frozen; the next task's atoms in every "
+                             "evaluation)")
     parser.add_argument("--eval-batch-size", type=positive_int, default=None,
                         help="evaluation batch size (default: 4 x --batch-size; inference keeps "
                              "no activations)")

@@ -3,8 +3,10 @@
 What the project's issue asks: "measure peak memory per GPU for a 1B model at the paper's
 settings (random init is fine)". The paper's TRACE setting (Sec. 4; reference
 ``language_models.md``): bf16 weights, batch 4, context 1024 tokens, MoRAM r 16, top-k 16,
-tau 0.03, delta 0.2 (:data:`moram_avalanche.text.inject.PAPER_TRACE_OPTIONS`) on the library's
-LLaMA targets (:data:`moram_avalanche.text.MORAM_TARGET_MODULES`), lr 5e-4.
+tau 0.03, delta 0.2 (:data:`moram_avalanche.text.inject.PAPER_TRACE_OPTIONS`), lr 5e-4, on TRACE's
+targets: the release's query, key, value and output projections
+(:data:`moram_avalanche.text.targets.RELEASE_TARGET_MODULES`, what ``--benchmark trace`` adapts;
+``--targets paper``: the classification streams' query and key).
 
 One training step is measured, the first of a task: forward with the teacher-forced token loss
 as the library's text loop computes it (only the answer positions go through the LM head,
@@ -13,7 +15,7 @@ model's own ``labels=`` loss over every position, for comparison), backward, and
 AdamW step (which allocates the optimizer's state), in train mode (MoRAM's dropout on). Rows:
 
 * ``lora``         -- a rank-16 LoRA on the same linears (as many trainable parameters as one
-  MoRAM task), the baseline of the ratios;
+  MoRAM task; no dropout), the baseline of the ratios;
 * ``moram task 1`` -- 16 atoms per linear, all trainable;
 * ``moram task 8`` -- after TRACE's 8 tasks: 128 atoms per linear, 112 frozen, 16 trainable;
 
@@ -61,6 +63,7 @@ from moram_avalanche.strategies.text_loop import TEXT_BETAS
 from moram_avalanche.text.inject import PAPER_TRACE_OPTIONS
 from moram_avalanche.text.layer import PAPER_DROPOUT
 from moram_avalanche.text.load import enable_gradient_checkpointing
+from moram_avalanche.text.targets import MORAM_TARGET_MODULES, RELEASE_TARGET_MODULES
 from moram_avalanche.utils.files import atomic_write_text
 
 #: the paper's TRACE loop (Sec. 4): lr 5e-4, batch 4, context 1024 tokens
@@ -68,6 +71,8 @@ TRACE_LR, TRACE_BATCH, TRACE_CONTEXT = 5e-4, 4, 1024
 #: tasks in TRACE
 TRACE_TASKS = 8
 MB = 2 ** 20
+#: ``--targets`` -> the target table: TRACE's (the release's q, k, v, o) or the paper's classification streams' (q, k)
+TARGETS = {"trace": RELEASE_TARGET_MODULES, "paper": MORAM_TARGET_MODULES}
 
 
 # ---------------------------------------------------------------------- measuring
@@ -126,24 +131,27 @@ def training_step(model: nn.Module, inputs: dict, full_logits: bool = False) -> 
 
 
 # ---------------------------------------------------------------------- rows
-def variants(base: nn.Module, rank: int, options: dict, dropout: float, tasks: int) -> Dict[str, Callable[[], nn.Module]]:
-    """``{row name: build}``: LoRA of ``rank``, MoRAM after 1 and after ``tasks`` tasks."""
+def variants(base: nn.Module, rank: int, options: dict, dropout: float, tasks: int,
+             targets=None) -> Dict[str, Callable[[], nn.Module]]:
+    """``{row name: build}``: LoRA of ``rank``, MoRAM after 1 and after ``tasks`` tasks, on ``targets``
+    (a ``model_type`` table; None: the architecture's query and key)."""
     def moram(count):
         def build():
-            model = with_moram(base, dropout, options)
+            model = with_moram(base, dropout, dict(options, targets=targets))
             grow(model, count)
             return model
         return build
-    return {"lora": lambda: with_lora(base, rank), "moram task 1": moram(1), f"moram task {tasks}": moram(tasks)}
+    return {"lora": lambda: with_lora(base, rank, targets=targets), "moram task 1": moram(1),
+            f"moram task {tasks}": moram(tasks)}
 
 
 def measure(base: nn.Module, inputs: dict, device: torch.device, rank: int, options: dict, dropout: float,
-            tasks: int, checkpointing=(False, True), full_logits: bool = False) -> List[dict]:
+            tasks: int, checkpointing=(False, True), full_logits: bool = False, targets=None) -> List[dict]:
     """One row per variant and checkpointing setting (module docstring)."""
     held = held_bytes(base, inputs)
     rows = []
     for checkpoint in checkpointing:
-        for name, build in variants(base, rank, options, dropout, tasks).items():
+        for name, build in variants(base, rank, options, dropout, tasks, targets).items():
             model = build()
             if checkpoint:
                 enable_gradient_checkpointing(model)
@@ -195,7 +203,7 @@ def run_depth(args, layers: Optional[int], answer: int) -> List[dict]:
           + ("" if depth == full_depth(args.model) else f" -- SHRUNK from {full_depth(args.model)}"), flush=True)
     checkpointing = {"both": (False, True), "off": (False,), "on": (True,)}[args.checkpointing]
     return measure(base, inputs, device, PAPER_TRACE_OPTIONS["atoms_per_task"], PAPER_TRACE_OPTIONS, PAPER_DROPOUT,
-                   args.tasks, checkpointing, args.full_logits)
+                   args.tasks, checkpointing, args.full_logits, TARGETS[args.targets])
 
 
 def main(argv: Optional[List[str]] = None) -> List[dict]:
@@ -216,6 +224,8 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     parser.add_argument("--checkpointing", choices=("both", "off", "on"), default="both")
     parser.add_argument("--full-logits", action="store_true",
                         help="the model's own labels= loss over every position's logits instead of the library's")
+    parser.add_argument("--targets", choices=sorted(TARGETS), default="trace",
+                        help="trace: the release's q, k, v, o (what --benchmark trace adapts); paper: q, k")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU)")
     parser.add_argument("--json", default=None, help="also write the numbers to this JSON file")
     args = parser.parse_args(argv)
@@ -232,7 +242,8 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     print(f"torch {torch.__version__}, {where}, {args.dtype}; memory: bytes allocated "
           f"({'CUDA peak statistic' if device.type == 'cuda' else 'CPU allocator events'})")
     print(f"batch {args.batch} x {args.seq_len} tokens ({answer} answer tokens), MoRAM {PAPER_TRACE_OPTIONS} "
-          f"dropout {PAPER_DROPOUT}, LoRA rank {PAPER_TRACE_OPTIONS['atoms_per_task']}; loss over "
+          f"dropout {PAPER_DROPOUT}, LoRA rank {PAPER_TRACE_OPTIONS['atoms_per_task']}, on "
+          f"{', '.join(TARGETS[args.targets]['llama'])} ({args.targets}); loss over "
           + ("every position's logits (--full-logits)" if args.full_logits else "the answer positions' logits"))
     depth = full_depth(args.model) if args.layers is None else args.layers
     measured = {}

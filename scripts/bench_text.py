@@ -147,11 +147,12 @@ def seeded_normal_(tensor: torch.Tensor, std: float, generator: torch.Generator)
         tensor.copy_(torch.randn(tensor.shape, generator=generator) * std)
 
 
-def with_lora(base: nn.Module, rank: int = RANK, std: float = 0.02, seed: int = 0) -> nn.Module:
-    """A sharing copy of ``base`` with a rank-``rank`` LoRA on MoRAM's targets, up-projection N(0, std^2)."""
+def with_lora(base: nn.Module, rank: int = RANK, std: float = 0.02, seed: int = 0, targets=None) -> nn.Module:
+    """A sharing copy of ``base`` with a rank-``rank`` LoRA on MoRAM's targets (``targets``: names
+    or a ``model_type`` table; None: the architecture's), up-projection N(0, std^2)."""
     model = sharing_copy(base)
     model.requires_grad_(False)
-    layers = replace_linears(model, target_names(model), lambda linear: LoRALinear(linear, rank))
+    layers = replace_linears(model, target_names(model, targets), lambda linear: LoRALinear(linear, rank))
     generator = torch.Generator().manual_seed(seed)
     for layer in layers.values():
         seeded_normal_(layer.up, std, generator)

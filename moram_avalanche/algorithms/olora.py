@@ -12,8 +12,11 @@ factors. The paper writes the square (``p = 2``); its released code sums absolut
 (``p = 1``), and the released lambdas were tuned with that: ``p = 1`` is the default here.
 
 Lambdas (O-LoRA ``scripts/order_1.sh``, the T5 runs of the standard CL benchmark): every task
-after the first ``lamda_1 = 0.5`` (orthogonality), ``lamda_2 = 0`` (L2); the first task 0 and 0
-(it has nothing to be orthogonal to).
+``lamda_1 = 0.5`` (orthogonality), ``lamda_2 = 0`` (L2); the first task has nothing to be
+orthogonal to. The long sequences set them per task (``scripts/long.sh``, order 6: ``lamda_1``
+0 / 0.5 / 5 rising along the stream, ``lamda_2`` 0, 0.1 or 0.3) and train MNLI two epochs:
+:data:`OLORA_LONG_LAMBDAS`, :data:`OLORA_LONG_EPOCHS`, keyed by task name. O-LoRA ships no
+script for orders 4 and 5: a task keeps its order-6 values there (our choice).
 """
 
 from __future__ import annotations
@@ -27,6 +30,15 @@ OLORA_LAMBDA_ORTH = 0.5
 OLORA_LAMBDA_L2 = 0.0
 #: the exponent of the orthogonality term in O-LoRA's released code (the paper writes 2)
 OLORA_POWER = 1
+#: task name -> (lamda_1, lamda_2) of O-LoRA's long sequence (``scripts/long.sh``, one run per task)
+OLORA_LONG_LAMBDAS = {
+    "yelp": (0.0, 0.0), "amazon": (0.5, 0.0), "mnli": (0.5, 0.0), "cb": (0.5, 0.0), "copa": (0.5, 0.1),
+    "qqp": (0.5, 0.1), "rte": (0.5, 0.3), "imdb": (0.5, 0.0), "sst-2": (0.5, 0.1), "dbpedia": (5.0, 0.0),
+    "ag": (5.0, 0.0), "yahoo": (5.0, 0.1), "multirc": (5.0, 0.0), "boolqa": (5.0, 0.1), "wic": (5.0, 0.3),
+}
+#: task name -> epochs of O-LoRA's long sequence (``scripts/long.sh``: ``--num_train_epochs 2`` for
+#: MNLI, 1 for every other task)
+OLORA_LONG_EPOCHS = {name: 2 if name == "mnli" else 1 for name in OLORA_LONG_LAMBDAS}
 
 
 def orthogonality_loss(new_down: torch.Tensor, old_downs: Sequence[torch.Tensor],
@@ -52,4 +64,4 @@ def l2_loss(parameters: Iterable[torch.Tensor]) -> torch.Tensor:
     return torch.stack(norms).sum()
 
 
-__all__ = ["OLORA_LAMBDA_L2", "OLORA_LAMBDA_ORTH", "OLORA_POWER", "l2_loss", "orthogonality_loss"]
+__all__ = ["OLORA_LAMBDA_L2", "OLORA_LAMBDA_ORTH", "OLORA_LONG_EPOCHS", "OLORA_LONG_LAMBDAS", "OLORA_POWER", "l2_loss", "orthogonality_loss"]

@@ -1,16 +1,41 @@
 """Text metrics, framework-free: percent values computed from lists of strings and from matrices.
 
 * :func:`normalize_answer` / :func:`exact_match` -- O-LoRA's metric for the classification
-  streams (``src/compute_metrics.py``: exact match after lower-casing, removing punctuation
-  and the articles a / an / the, and collapsing whitespace; reference ``language_models.md``).
-* TRACE's metrics (BeyonderXX/TRACE ``metrics.py``, also in the MoRAM release's
-  ``TRACE/metrics.py``; reference ``language_models.md``): :func:`prefix_accuracy` (C-STANCE,
-  FOMC, ScienceQA, NumGLUE: the stripped prediction cut to the answer's length must equal the
-  answer), :func:`rouge_l` (MeetingBank: ROUGE-L F1 over whitespace tokens),
-  :func:`edit_similarity` (Py150: fuzzywuzzy's ``fuzz.ratio``, here ``difflib``'s ratio in
-  percent, rounded as fuzzywuzzy's pure-Python path does), :func:`sari` (20Minuten: Xu et al.
-  2016, n-grams 1-4 over lower-cased 13a tokens, as the common metric libraries compute it).
-  As in TRACE, an empty prediction or reference scores 0 and the mean is over all examples.
+  streams (``src/compute_metrics.py``: exact match after lower-casing, removing punctuation and
+  collapsing whitespace; its ``normalize_answer`` is SQuAD's "without removing the articles",
+  so "a" / "an" / "the" stay; reference ``language_models.md``).
+* TRACE's metrics as the MoRAM release computes them (``TRACE/metrics.py``,
+  ``evaluations/eval_*.py``, ``inference/infer_multi_command.py``; reference
+  ``language_models.md``), each the mean over the examples in percent, an empty prediction or
+  reference scoring 0:
+
+  ====================  ===================  =================================================
+  name                  task(s)              score of one example
+  ====================  ===================  =================================================
+  ``accuracy``          (TRACE's own)        :func:`prefix_accuracy`: the stripped prediction
+                                             cut to the answer's length equals the answer
+  ``option_letter``     C-STANCE, FOMC       :func:`option_letter_accuracy`: the option letter
+                                             read from the prediction, then ``accuracy``
+  ``answer_letter``     ScienceQA            :func:`answer_letter_accuracy`: the first
+                                             character of prediction and answer agree (the
+                                             answers are ``"B\n<reasoning>"``)
+  ``math_accuracy``     NumGLUE-cm / -ds     :func:`math_accuracy`: the release's number
+                                             extraction and comparison
+  ``rouge_l``           MeetingBank          :func:`rouge_l`: pltrdy's ``rouge`` package,
+                                             ROUGE-L F (sentences split on ".", summary-level
+                                             union LCS), a newline added to a prediction
+                                             without one, as the release does
+  ``code_similarity``   Py150                :func:`code_similarity`: the literal placeholders
+                                             resolved, then :func:`edit_similarity`
+  ``edit_similarity``   (generic)            ``fuzzywuzzy``'s ``fuzz.ratio``
+  ``sari``              20Minuten            :func:`sari`: Xu et al. 2016 over sacrebleu's
+                                             "13a" tokens of the lower-cased texts, n-grams 1-4
+  ====================  ===================  =================================================
+
+  The answer-reading rules are in :mod:`.release_answers`; the packages are the ones TRACE's
+  ``requirements.txt`` names (``rouge==1.0.1``, ``fuzzywuzzy`` without python-Levenshtein, whose
+  ``ratio`` is then ``difflib``'s) and ``sacrebleu`` (the tokenizer of the SARI metric the
+  release loads with ``datasets.load_metric("sari")``), pinned in ``constraints.txt``.
 * :data:`TEXT_METRICS` -- metric name -> ``fn(predictions, references, sources=None)``, the
   name each task of a text stream declares.
 * :func:`op_bwt` -- the paper's continual-learning summaries of an accuracy matrix
@@ -18,29 +43,32 @@
   OP = mean_j A[N, j] (the same number as the accuracy matrix's "Last" of the CLIP tables,
   :func:`moram_avalanche.experiments.metrics.summarize`) and
   **BWT = 1/(N-1) * sum_{j<N} (A[j, j] - A[N, j])**, positive when tasks are forgotten
-  (lower is better; the MoRAM paper's sign convention, TRACE tables).
+  (lower is better; the MoRAM paper's sign convention, TRACE tables); beside them
+  ``release_bwt``, the figure the release's ``inference/collect_results.py`` prints:
+  ``1/N * sum_j min(A[N, j] - A[j, j], 0)`` (clipped at 0, divided by N, negative when tasks
+  are forgotten), so a reproduced run reads the same number as the release's logs.
 
 Every score is in percent (0-100), like the paper's tables.
 """
 
 from __future__ import annotations
 
-import difflib
-import re
 import string
+import warnings
 from collections import Counter
 from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
+from .release_answers import answer_letter, math_answer, math_equal, normalize_math, \
+    option_letter, py150_literals
+
 _PUNCTUATION = set(string.punctuation)
 
 
 def normalize_answer(text: str) -> str:
-    """Lower-case, drop punctuation, drop the articles a / an / the, collapse whitespace."""
+    """Lower-case, drop punctuation, collapse whitespace (O-LoRA's; articles are kept)."""
     text = "".join(ch for ch in str(text).lower() if ch not in _PUNCTUATION)
-    text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
 
 
@@ -73,60 +101,90 @@ def _paired(predictions, references) -> List[tuple]:
     return list(zip((str(p) for p in predictions), (str(r) for r in references)))
 
 
+def _mean(scores: List[float]) -> float:
+    return 100.0 * sum(scores) / len(scores)
+
+
+def _prefix_hit(prediction: str, reference: str) -> bool:
+    prediction = prediction.strip()
+    cut = prediction[:min(len(reference), len(prediction))]
+    return bool(cut) and bool(reference) and cut == reference
+
+
 def prefix_accuracy(predictions: Sequence[str], references: Sequence[str]) -> float:
     """TRACE's accuracy in percent: ``prediction.strip()[:len(answer)] == answer``."""
-    pairs = _paired(predictions, references)
-    hits = 0
-    for prediction, reference in pairs:
-        prediction = prediction.strip()
-        cut = prediction[:min(len(reference), len(prediction))]
-        hits += bool(cut) and bool(reference) and cut == reference
-    return 100.0 * hits / len(pairs)
+    return _mean([_prefix_hit(p, r) for p, r in _paired(predictions, references)])
 
 
-def _lcs(a: Sequence[str], b: Sequence[str]) -> int:
-    row = [0] * (len(b) + 1)
-    for x in a:
-        previous = 0
-        for j, y in enumerate(b, 1):
-            previous, row[j] = row[j], previous + 1 if x == y else max(row[j], row[j - 1])
-    return row[-1]
+def option_letter_accuracy(predictions: Sequence[str], references: Sequence[str], letters: str = "ABC") -> float:
+    """C-STANCE / FOMC: :func:`~.release_answers.option_letter` of each prediction (options
+    ``letters``; both tasks: A, B, C), then TRACE's accuracy."""
+    return _mean([_prefix_hit(option_letter(p, letters), r) for p, r in _paired(predictions, references)])
+
+
+def answer_letter_accuracy(predictions: Sequence[str], references: Sequence[str]) -> float:
+    """ScienceQA: percent of predictions whose first character is the answer's (its letter)."""
+    hits = []
+    for prediction, reference in _paired(predictions, references):
+        letter = answer_letter(prediction)
+        hits.append(letter is not None and letter == answer_letter(reference))
+    return _mean(hits)
+
+
+def math_accuracy(predictions: Sequence[str], references: Sequence[str]) -> float:
+    """NumGLUE: percent of predictions whose extracted answer equals the normalised reference."""
+    return _mean([math_equal(math_answer(p), normalize_math(r)) for p, r in _paired(predictions, references)])
+
+
+def _rouge_scorer():
+    from rouge import Rouge
+
+    return Rouge(metrics=["rouge-l"])
 
 
 def rouge_l(predictions: Sequence[str], references: Sequence[str]) -> float:
-    """Mean ROUGE-L F1 (longest common subsequence of whitespace tokens) in percent."""
-    pairs = _paired(predictions, references)
-    total = 0.0
-    for prediction, reference in pairs:
-        hyp, ref = prediction.split(), reference.split()
-        common = _lcs(hyp, ref) if hyp and ref else 0
-        if common:
-            precision, recall = common / len(hyp), common / len(ref)
-            total += 2 * precision * recall / (precision + recall)
-    return 100.0 * total / len(pairs)
+    """Mean ROUGE-L F in percent, pltrdy's ``rouge`` as the release calls it (module docstring).
+
+    A reference with no word (which makes the package raise, and the release stop) scores 0.
+    """
+    scorer, scores = _rouge_scorer(), []
+    for prediction, reference in _paired(predictions, references):
+        if not prediction or not reference:
+            scores.append(0.0)
+            continue
+        if "\n" not in prediction:
+            prediction += "\n"
+        try:
+            scores.append(scorer.get_scores(prediction, reference, avg=True)["rouge-l"]["f"])
+        except ValueError:  # "Collections must contain at least 1 sentence."
+            scores.append(0.0)
+    return _mean(scores)
+
+
+def _fuzz():
+    with warnings.catch_warnings():  # fuzzywuzzy warns that it uses difflib: TRACE's pinned behaviour
+        warnings.simplefilter("ignore", UserWarning)
+        from fuzzywuzzy import fuzz
+    return fuzz
 
 
 def edit_similarity(predictions: Sequence[str], references: Sequence[str]) -> float:
-    """Mean ``round(100 * difflib ratio)`` (fuzzywuzzy ``fuzz.ratio``) in percent."""
+    """Mean ``fuzzywuzzy.fuzz.ratio`` (0-100 per example; 0 when either side is empty)."""
+    fuzz, pairs = _fuzz(), _paired(predictions, references)
+    return sum(fuzz.ratio(p, r) if p and r else 0 for p, r in pairs) / len(pairs)
+
+
+def code_similarity(predictions: Sequence[str], references: Sequence[str]) -> float:
+    """Py150: :func:`edit_similarity` after :func:`~.release_answers.py150_literals` on both sides."""
     pairs = _paired(predictions, references)
-    total = 0
-    for prediction, reference in pairs:
-        if prediction and reference:
-            total += int(round(100 * difflib.SequenceMatcher(None, prediction, reference).ratio()))
-    return total / len(pairs)
+    return edit_similarity([py150_literals(p) for p, _ in pairs], [py150_literals(r) for _, r in pairs])
 
 
 def tokenize_13a(text: str) -> str:
-    """sacrebleu's "13a" tokenisation (mteval-v13a), lower-cased: what SARI reads."""
-    text = text.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
-    if "&" in text:
-        text = text.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
-    text = f" {text} "
-    text = re.sub(r"([\{-\~\[-\` -\&\(-\+\:-\@\/])", r" \1 ", text)
-    text = re.sub(r"([^0-9])([\.,])", r"\1 \2 ", text)
-    text = re.sub(r"([\.,])([^0-9])", r" \1 \2", text)
-    text = re.sub(r"([0-9])(-)", r"\1 \2 ", text)
-    return " ".join(text.split()).lower()
+    """sacrebleu's "13a" tokens of the lower-cased text (what the SARI metric reads)."""
+    from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
+
+    return Tokenizer13a()(str(text).lower())
 
 
 def _ngrams(tokens: List[str], n: int) -> List[str]:
@@ -188,17 +246,29 @@ def _plain(metric: Callable) -> Callable:
 TEXT_METRICS: Dict[str, Callable] = {
     "exact_match": _plain(exact_match),
     "accuracy": _plain(prefix_accuracy),
+    "option_letter": _plain(option_letter_accuracy),
+    "answer_letter": _plain(answer_letter_accuracy),
+    "math_accuracy": _plain(math_accuracy),
     "rouge_l": _plain(rouge_l),
     "edit_similarity": _plain(edit_similarity),
+    "code_similarity": _plain(code_similarity),
     "sari": sari,
 }
 
 
+def release_bwt(matrix) -> float:
+    """The release's BWT (``inference/collect_results.py``): ``1/N * sum_j min(A[N, j] - A[j, j], 0)``
+    over all N tasks (the last one adds 0); negative when tasks are forgotten, never positive."""
+    matrix = np.asarray(matrix, dtype=float)
+    return float(np.minimum(matrix[-1] - np.diag(matrix), 0.0).sum() / matrix.shape[0])
+
+
 def op_bwt(matrix) -> Dict[str, float]:
-    """OP and BWT (see the module docstring) of a complete square accuracy matrix, in percent.
+    """OP, BWT and the release's BWT (see the module docstring) of a complete square accuracy
+    matrix, in percent.
 
     ``matrix[i][j]``: accuracy (%) on task ``j`` after training task ``i``. With one task BWT
-    is NaN (no earlier task to forget).
+    is NaN (no earlier task to forget) and the release's BWT 0.
     """
     matrix = np.asarray(matrix, dtype=float)
     if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or matrix.size == 0:
@@ -210,8 +280,9 @@ def op_bwt(matrix) -> Dict[str, float]:
     last = matrix[-1]
     n = matrix.shape[0]
     bwt = float(np.mean(np.diag(matrix)[:-1] - last[:-1])) if n > 1 else float("nan")
-    return {"op": float(last.mean()), "bwt": bwt}
+    return {"op": float(last.mean()), "bwt": bwt, "release_bwt": release_bwt(matrix)}
 
 
-__all__ = ["TEXT_METRICS", "edit_similarity", "exact_match", "normalize_answer", "op_bwt",
-           "prefix_accuracy", "rouge_l", "sari", "tokenize_13a"]
+__all__ = ["TEXT_METRICS", "answer_letter_accuracy", "code_similarity", "edit_similarity",
+           "exact_match", "math_accuracy", "normalize_answer", "op_bwt", "option_letter_accuracy", "prefix_accuracy",
+           "release_bwt", "rouge_l", "sari", "tokenize_13a"]

@@ -11,7 +11,9 @@ Every experience (train and test) carries:
   generation); ``metric`` -- the name of its metric in
   :mod:`~moram_avalanche.benchmarks.text_metrics` ("exact_match" for the classification
   tasks, O-LoRA ``src/compute_metrics.py``);
-* ``tasks`` -- every :class:`TextStreamTask` of the stream (names, label words, metrics);
+* ``tasks`` -- every :class:`TextStreamTask` of the stream (names, label words, metrics, and
+  how a long prompt of the task is cut: :attr:`TextStreamTask.prompt_limit`,
+  :attr:`TextStreamTask.keep`; how its in-context examples are laid out: :class:`ICLFormat`);
   ``domains`` (the same) and ``domain`` (the task's name): what the run path's accuracy matrix
   and progress lines read on every stream.
 
@@ -33,15 +35,45 @@ from .text_metrics import TEXT_METRICS
 from .text_tasks import read_tasks
 
 
+#: which end of a prompt longer than its limit is kept
+KEEP = ("tail", "head")
+
+
+@dataclass(frozen=True)
+class ICLFormat:
+    """How in-context examples of a task are laid out before a prompt (the MoRAM release's
+    ``utils/data/data_collator.py`` with demonstrations; :class:`~moram_avalanche.strategies.text_icl.TextICL`):
+    ``header`` + ``note`` + (``example_prefix`` + example + answer + "\n\n") per example +
+    ``example_prefix`` + the prompt, each example and the prompt without the task's
+    ``instruction``; ``demonstrations=False``: the prompt alone (the release shows MeetingBank
+    no examples)."""
+
+    header: str = ""
+    example_prefix: str = ""
+    demonstrations: bool = True
+    note: str = ""
+
+
 @dataclass(frozen=True)
 class TextStreamTask:
-    """One task of a text stream: name, (prompt, answer) pairs, label words and metric."""
+    """One task of a text stream: name, (prompt, answer) pairs, label words and metric.
+
+    ``prompt_limit`` (tokens) and ``keep`` say how a long prompt of this task is cut when it is
+    not the model's (``None``: the model's ``max_source_length``; ``keep="tail"``: its end, where
+    a causal model reads the cue, ``"head"``: its beginning, MeetingBank's in the release).
+    ``instruction`` is the text every prompt of the task starts with; ``icl`` the layout of
+    in-context examples (None: examples then the prompt, as they are).
+    """
 
     name: str
     train: Tuple[Tuple[str, str], ...]
     test: Tuple[Tuple[str, str], ...]
     label_words: Tuple[str, ...] = field(default=())
     metric: str = "exact_match"
+    prompt_limit: Optional[int] = None
+    keep: str = "tail"
+    instruction: str = ""
+    icl: Optional[ICLFormat] = None
 
     def __post_init__(self):
         for split in ("train", "test"):
@@ -54,6 +86,13 @@ class TextStreamTask:
         if self.metric not in TEXT_METRICS:
             raise ValueError(f"task {self.name!r}: unknown metric {self.metric!r}; known: "
                              f"{', '.join(TEXT_METRICS)}")
+        if self.keep not in KEEP:
+            raise ValueError(f"task {self.name!r}: keep must be one of {KEEP} (which end of a long prompt "
+                             f"is kept), got {self.keep!r}")
+        limit = self.prompt_limit
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"task {self.name!r}: prompt_limit must be a positive number of tokens or None "
+                             f"(the model's limit), got {limit!r}")
 
 
 class PromptAnswers(Dataset):
@@ -136,7 +175,7 @@ def text_benchmark(tasks: Sequence[TextStreamTask]):
 
 
 def lm_cl(data_root, order=1, *, layout: str = "auto", instructions: Optional[Mapping[str, str]] = None,
-          task_prefix: bool = False, train_limit: Optional[int] = None, test_limit: Optional[int] = None,
+          task_prefix: bool = True, train_limit: Optional[int] = None, test_limit: Optional[int] = None,
           seed: int = 0):
     """The paper's classification streams: orders 1-3 (four tasks) and 4-6 (fifteen).
 
@@ -144,7 +183,8 @@ def lm_cl(data_root, order=1, *, layout: str = "auto", instructions: Optional[Ma
         data_root: O-LoRA's ``CL_Benchmark`` folder or the release's ``LLM-CL-Benchmark_500``.
         order: 1-6 (the paper's, :data:`~.text_tasks.ORDERS`) or a list of task names.
         layout: "olora", "moram" or "auto" (O-LoRA when category folders are found).
-        instructions, task_prefix: O-LoRA layout only (:func:`~.text_tasks.read_task`).
+        instructions, task_prefix: O-LoRA layout only (:func:`~.text_tasks.read_task`); the
+            "Task:/Dataset:" prefix is on, as in every O-LoRA script.
         train_limit, test_limit: at most this many examples per task (a seeded random subset,
             file order kept; None: every example, as the paper). For rehearsals and smoke runs.
         seed: the subsets' seed.
@@ -158,4 +198,4 @@ def lm_cl(data_root, order=1, *, layout: str = "auto", instructions: Optional[Ma
     return benchmark
 
 
-__all__ = ["PromptAnswers", "TextStreamTask", "capped", "collate_text", "lm_cl", "text_benchmark"]
+__all__ = ["ICLFormat", "KEEP", "PromptAnswers", "TextStreamTask", "capped", "collate_text", "lm_cl", "text_benchmark"]

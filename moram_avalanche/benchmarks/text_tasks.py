@@ -5,12 +5,16 @@ Facts (reference ``language_models.md``):
 * Orders 1-6 are the MoRAM paper's (``tab:supp_llm_cl_order``): 1-3 the standard four-task
   benchmark (T5-large, LLaMA2-7B; ``tab:llm_cl_main``), 4-6 the 15-task sequences
   (``tab:supp_llm_cl_long``). :data:`ORDERS`.
-* Instructions per category are the paper's (``tab:supp_llm_prompt``); COPA's is not in that
-  table and :data:`INSTRUCTIONS` holds our wording for it (override with ``instructions=``).
+* Instructions per category are the paper's (``tab:supp_llm_prompt``), which are O-LoRA's
+  (``configs/instruction_config.json``); COPA has none: O-LoRA's COPA prompt is the sentence
+  (which holds the question and both alternatives) and ``"\nAnswer:"`` only
+  (``src/uie_dataset_lora.py``, ``load_COPA_dataset``). :data:`INSTRUCTIONS`.
 * Prompt, O-LoRA (``src/uie_dataset_lora.py``): ``instruction + "Option: " + ", ".join(labels)
-  + " \\n" + sentence + "\\nAnswer:"``, optionally prefixed by ``"Task:TC\\nDataset:agnews\\n"``
-  (``src/uie_collator.py``): :func:`olora_prompt`. Our instructions end with a newline, so
-  the option list starts on its own line.
+  + " \n" + sentence + "\nAnswer:"``, prefixed by ``"Task:TC\nDataset:agnews\n"``
+  (``src/uie_collator.py``), which every O-LoRA script turns on (``--add_task_name True
+  --add_dataset_name True``, ``scripts/order_1.sh`` ... ``long.sh``): :func:`olora_prompt`, on by
+  default (``task_prefix=True``). Our instructions end with a newline, so the option list
+  starts on its own line.
 * Metric: exact match after O-LoRA's normalisation, per task
   (:mod:`~moram_avalanche.benchmarks.text_metrics`).
 
@@ -102,7 +106,8 @@ ORDERS: Mapping[int, Tuple[str, ...]] = {
         "yahoo", "multirc", "boolqa", "wic"),
 }
 
-#: category -> instruction (paper tab:supp_llm_prompt; COPA's wording is ours, see the module docstring)
+#: category -> instruction (paper tab:supp_llm_prompt = O-LoRA configs/instruction_config.json); a
+#: category without one (COPA) is prompted with its sentence alone (module docstring)
 INSTRUCTIONS: Mapping[str, str] = {
     "NLI": 'What is the logical relationship between the "sentence 1" and the "sentence 2"? '
            "Choose one from the option.\n",
@@ -116,18 +121,20 @@ INSTRUCTIONS: Mapping[str, str] = {
                "or false? Choose one from the option.\n",
     "WiC": "Given a word and two sentences, whether the word is used with the same sense in "
            "both sentence? Choose one from the option.\n",
-    "COPA": "Which of the two alternatives is the more plausible cause or effect of the premise? "
-            "Choose one from the option.\n",
 }
 
 
-def olora_prompt(instruction: str, labels: Sequence[str], sentence: str,
+def olora_prompt(instruction: Optional[str], labels: Sequence[str], sentence: str,
                  prefix: Optional[Tuple[str, str]] = None) -> str:
-    """O-LoRA's prompt: instruction, options, sentence, ``"\\nAnswer:"``.
+    """O-LoRA's prompt: instruction, options, sentence, ``"\\nAnswer:"``; without an
+    instruction (COPA) the sentence and ``"\\nAnswer:"`` alone.
 
     ``prefix=(category, dataset)`` adds O-LoRA's ``"Task:<category>\\nDataset:<dataset>\\n"``.
     """
-    text = instruction + "Option: " + ", ".join(labels) + " \n" + sentence + "\nAnswer:"
+    if instruction is None:
+        text = sentence + "\nAnswer:"
+    else:
+        text = instruction + "Option: " + ", ".join(labels) + " \n" + sentence + "\nAnswer:"
     if prefix is not None:
         text = f"Task:{prefix[0]}\nDataset:{prefix[1]}\n" + text
     return text
@@ -206,12 +213,13 @@ def read_json_list(path: Path, task: str, layout: str) -> list:
 
 
 def read_task(root, task: TextTask, layout: str, *, instructions: Optional[Mapping[str, str]] = None,
-              task_prefix: bool = False) -> TaskData:
+              task_prefix: bool = True) -> TaskData:
     """Read one task's training and test splits in ``layout`` as (prompt, answer) pairs.
 
     In the O-LoRA layout prompts are built with :func:`olora_prompt` (``instructions``
-    overrides :data:`INSTRUCTIONS` per category; ``task_prefix`` adds O-LoRA's
-    "Task:/Dataset:" lines). Every answer must be one of the label words of ``labels.json``.
+    overrides :data:`INSTRUCTIONS` per category; ``task_prefix``, on as in every O-LoRA script,
+    adds O-LoRA's "Task:/Dataset:" lines). The release's layout holds its prompts ready and
+    they are read verbatim. Every answer must be one of the label words of ``labels.json``.
     """
     root = Path(root).expanduser()
     folder = find_task_dir(root, task, layout)
@@ -221,7 +229,7 @@ def read_task(root, task: TextTask, layout: str, *, instructions: Optional[Mappi
     if not labels or not all(isinstance(label, str) and label for label in labels):
         raise DataError(task.name, f"{labels_path} must be a non-empty JSON list of label words, "
                                    f"got {labels[:5]!r}", **where)
-    instruction = {**INSTRUCTIONS, **(instructions or {})}[task.category]
+    instruction = {**INSTRUCTIONS, **(instructions or {})}.get(task.category)
     fields = ("sentence", "label") if layout == "olora" else ("prompt", "answer")
     splits = {}
     for split in SPLITS[layout]:

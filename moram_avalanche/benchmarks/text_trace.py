@@ -2,12 +2,27 @@
 
 Facts (reference ``language_models.md``): per task ``train.json``, ``eval.json`` and
 ``test.json``, each a JSON list of ``{"prompt", "answer"}``; TRACE's order C-STANCE, FOMC,
-MeetingBank, Py150, ScienceQA, NumGLUE-cm, NumGLUE-ds, 20Minuten; metrics (TRACE
-``evaluations/eval_*.py``, ``metrics.py``): accuracy (prefix exact match) for C-STANCE, FOMC,
-NumGLUE-cm/ds and ScienceQA (TRACE compares ScienceQA's answer letter; its answers are the
-letters, so prefix accuracy reads the same letter), ROUGE-L for MeetingBank, edit similarity
-for Py150, SARI for 20Minuten (:mod:`.text_metrics`). The paper's TRACE table reports OP and
-BWT (:func:`~.text_metrics.op_bwt`) on LLaMA-2-7B-Chat, Gemma-2B-it and LLaMA-3-1B-Instruct.
+MeetingBank, Py150, ScienceQA, NumGLUE-cm, NumGLUE-ds, 20Minuten. The paper's TRACE table
+reports OP and BWT (:func:`~.text_metrics.op_bwt`) on LLaMA-2-7B-Chat, Gemma-2B-it and
+LLaMA-3-1B-Instruct, scored as the MoRAM release scores them (:data:`TRACE_METRICS`,
+:mod:`.text_metrics`):
+
+* C-STANCE, FOMC: the option letter read from the answer (``inference/infer_multi_command.py``),
+  then TRACE's prefix accuracy; their answers are the letters A, B, C (:attr:`label_words`);
+* ScienceQA: the first character of prediction and answer (``evaluations/eval_ScienceQA.py``);
+  its answers are ``"B\n<reasoning>"``, so comparing the whole answer scores a right letter
+  with other reasoning 0;
+* NumGLUE-cm / -ds: the release's number extraction (``evaluations/qwen_math_parser.py``);
+* MeetingBank: ROUGE-L (pltrdy ``rouge``); Py150: ``fuzz.ratio`` after the literal
+  placeholders are resolved (``evaluations/eval_Py150.py``); 20Minuten: SARI.
+
+How a long prompt is cut (the release's ``utils/data/data_collator.py``): every task keeps its
+prompt's end (the tokenizer truncates on the left, ``utils/utils.py``, asserted in
+``training/main.py``) except MeetingBank, which keeps the beginning of its transcript ("Write a
+summary ...") up to its own limit of :data:`MEETINGBANK_PROMPT_TOKENS` tokens
+(``--meetingbank_max_prompt_len``). Each task also knows the instruction its prompts start with
+and how TRACE's in-context examples are laid out (:data:`TRACE_INSTRUCTIONS`,
+:data:`TRACE_ICL`; ``inference/ICL.py``).
 """
 
 from __future__ import annotations
@@ -16,16 +31,46 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence, Tuple
 
 from .readers import DataError
-from .text_stream import TextStreamTask, text_benchmark
+from .text_stream import ICLFormat, TextStreamTask, text_benchmark
 from .text_tasks import FIX, LAYOUT_TEXT, TextTask, find_task_dir, read_json_list, report_line
 
 #: TRACE's task order
 TRACE_ORDER: Tuple[str, ...] = ("C-STANCE", "FOMC", "MeetingBank", "Py150", "ScienceQA", "NumGLUE-cm",
                                 "NumGLUE-ds", "20Minuten")
-#: task -> its metric's name in :data:`~.text_metrics.TEXT_METRICS`
+#: task -> its metric's name in :data:`~.text_metrics.TEXT_METRICS` (the release's scoring, module docstring)
 TRACE_METRICS: Mapping[str, str] = {
-    "C-STANCE": "accuracy", "FOMC": "accuracy", "MeetingBank": "rouge_l", "Py150": "edit_similarity",
-    "ScienceQA": "accuracy", "NumGLUE-cm": "accuracy", "NumGLUE-ds": "accuracy", "20Minuten": "sari",
+    "C-STANCE": "option_letter", "FOMC": "option_letter", "MeetingBank": "rouge_l", "Py150": "code_similarity",
+    "ScienceQA": "answer_letter", "NumGLUE-cm": "math_accuracy", "NumGLUE-ds": "math_accuracy", "20Minuten": "sari",
+}
+#: the answers of TRACE's choice tasks (the option letters; ``infer_multi_command.py``)
+TRACE_LABEL_WORDS: Mapping[str, Tuple[str, ...]] = {"C-STANCE": ("A", "B", "C"), "FOMC": ("A", "B", "C")}
+#: MeetingBank's own prompt limit, its head kept (the release's ``--meetingbank_max_prompt_len``
+#: default, ``training/main.py`` and ``inference/infer_part.py``)
+MEETINGBANK_PROMPT_TOKENS = 4096
+#: task -> how its long prompts are cut when it is not the model's way (the end kept)
+TRACE_PROMPT_CUTS: Mapping[str, dict] = {"MeetingBank": {"prompt_limit": MEETINGBANK_PROMPT_TOKENS, "keep": "head"}}
+#: task -> the instruction its prompts start with (the release's ``inference/ICL.py``, ``TASK_PROMT``;
+#: Py150's prompts start with the code itself)
+TRACE_INSTRUCTIONS: Mapping[str, str] = {
+    "C-STANCE": "判断以下文本对指定对象的态度，选择一项：A.支持，B.反对，C.中立。输出A，B或者C。\n",
+    "FOMC": "What is the monetary policy stance for the following text? A. dovish, B. hawkish, C. neutral. "
+            "Choose one from A, B and C.\n",
+    "MeetingBank": "Write a summary of the following meeting transcripts.\n",
+    "Py150": "",
+    "ScienceQA": "Choose an answer for the following question and give your reasons.\n\n",
+    "NumGLUE-cm": "Solve the following math problem.\n",
+    "NumGLUE-ds": "Solve the following math problem.\n",
+    "20Minuten": "Provide a simplified version of the following paragraph in German.\n\n",
+}
+#: the sentence before TRACE's in-context examples (``inference/ICL.py``, ``Constrained_PROMPT``)
+ICL_NOTE = "We will give you several examples and you should follow them to accomplish the task.\n Examples:\n"
+#: task -> how its in-context examples are laid out (``utils/data/data_collator.py`` with
+#: demonstrations): the instruction, the note, the examples; Py150 under "Continue writing the
+#: code." with each example and the prompt after "Code:"; MeetingBank without examples
+TRACE_ICL: Mapping[str, ICLFormat] = {
+    **{name: ICLFormat(TRACE_INSTRUCTIONS[name], note=ICL_NOTE) for name in TRACE_INSTRUCTIONS},
+    "Py150": ICLFormat("Continue writing the code.\n", "Code:\n", note=ICL_NOTE),
+    "MeetingBank": ICLFormat(TRACE_INSTRUCTIONS["MeetingBank"], demonstrations=False),
 }
 TRACE_TASKS: Mapping[str, TextTask] = {
     name: TextTask(name, "TRACE", "", (name,), TRACE_METRICS[name]) for name in TRACE_ORDER}
@@ -49,7 +94,8 @@ def read_trace_task(root, name: str, limit: Optional[int] = None) -> TextStreamT
             raise DataError(name, f"{path} holds no examples", status="malformed",
                             layout=LAYOUT_TEXT["trace"], fix=FIX["trace"])
         splits[split] = tuple(pairs[:limit] if limit else pairs)
-    return TextStreamTask(name, splits["train"], splits["test"], (), task.metric)
+    return TextStreamTask(name, splits["train"], splits["test"], TRACE_LABEL_WORDS.get(name, ()), task.metric,
+                          instruction=TRACE_INSTRUCTIONS[name], icl=TRACE_ICL[name], **TRACE_PROMPT_CUTS.get(name, {}))
 
 
 def trace(data_root, order: Sequence[str] = TRACE_ORDER, *, limit: Optional[int] = None):
@@ -100,5 +146,7 @@ def format_trace_report(reports, root) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["TRACE_METRICS", "TRACE_ORDER", "TRACE_TASKS", "check_trace_data", "format_trace_report",
+__all__ = ["ICL_NOTE", "MEETINGBANK_PROMPT_TOKENS", "TRACE_ICL", "TRACE_INSTRUCTIONS", "TRACE_LABEL_WORDS",
+           "TRACE_PROMPT_CUTS",
+           "TRACE_METRICS", "TRACE_ORDER", "TRACE_TASKS", "check_trace_data", "format_trace_report",
            "read_trace_task", "trace"]

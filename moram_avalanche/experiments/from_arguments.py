@@ -60,27 +60,26 @@ DEFAULT_BATCH_SIZE = 64
 
 
 def batch_size_of(args) -> int:
-    """``--batch-size``, else the stream's (TRACE: 4, :data:`~.recipes.STREAM_OPTIONS`), else 64."""
-    from .recipes import STREAM_OPTIONS
+    """``--batch-size``, else the stream's (TRACE: 4, :mod:`~.text_recipes`), else 64."""
+    from .text_recipes import shared_stream_options
 
     if getattr(args, "batch_size", None) is not None:
         return args.batch_size
-    shared = STREAM_OPTIONS.get(args.benchmark, {}).get("*")
-    return (shared() if shared else {}).get("train_mb_size", DEFAULT_BATCH_SIZE)
+    return shared_stream_options(args.benchmark).get("train_mb_size", DEFAULT_BATCH_SIZE)
 
 
 def dtype_of(args):
-    """``--dtype``, else the stream's (TRACE: bfloat16, :data:`~.recipes.STREAM_DTYPES`), else None
+    """``--dtype``, else the stream's (TRACE: bfloat16, :data:`~.text_recipes.STREAM_DTYPES`), else None
     (the model's float32)."""
-    from .recipes import STREAM_DTYPES
+    from .text_recipes import STREAM_DTYPES
 
     return getattr(args, "dtype", None) or STREAM_DTYPES.get(getattr(args, "benchmark", None))
 
 
 def base_options(args, name: str, needs) -> dict:
     """Strategy ``name``'s options from the command line before ``--set``: the stream's defaults
-    (and ``--preset``'s, :func:`~.recipes.stream_options`), the batch, ``--iterations``, ``--lr``."""
-    from .recipes import stream_options as stream_defaults
+    (and ``--preset``'s, :func:`~.text_recipes.stream_options`), the batch, ``--iterations``, ``--lr``."""
+    from .text_recipes import stream_options as stream_defaults
 
     options = dict(stream_defaults(args.benchmark, name, getattr(args, "preset", None)))
     if getattr(args, "batch_size", None) is not None or "train_mb_size" not in options:

@@ -84,7 +84,8 @@ def summarize(matrix: np.ndarray) -> Dict[str, object]:
     domain is trained (a square matrix), also ``op`` and ``bwt`` as the MoRAM paper defines them
     for language models (:func:`~moram_avalanche.benchmarks.text_metrics.op_bwt`: OP = Last,
     BWT = mean over the domains before the last of ``A[j, j] - A[N, j]``, positive = forgetting;
-    None with a single domain)."""
+    None with a single domain; and ``release_bwt``, the MoRAM release's own figure, clipped at 0
+    and divided by N, negative = forgetting)."""
     matrix = np.asarray(matrix, dtype=float)
     if matrix.ndim != 2 or matrix.size == 0 or np.isnan(matrix).any():
         raise ValueError(f"expected a complete 2-D accuracy matrix, got {matrix.tolist()}")
@@ -108,6 +109,7 @@ def summarize(matrix: np.ndarray) -> Dict[str, object]:
         scores = op_bwt(matrix)
         summary["op"] = scores["op"]
         summary["bwt"] = None if math.isnan(scores["bwt"]) else scores["bwt"]
+        summary["release_bwt"] = scores["release_bwt"]
     return summary
 
 
@@ -210,6 +212,7 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
                   for key in ("transfer", "average", "last") if not math.isnan(summary[key])]
         if summary.get("bwt") is not None:  # after the last domain: the paper's backward transfer
             values.append(MetricValue(self, "AccMatrix/BWT", float(summary["bwt"]), row + 1))
+            values.append(MetricValue(self, "AccMatrix/BWT_release", float(summary["release_bwt"]), row + 1))
         from .viz import accuracy_heatmap
 
         image = accuracy_heatmap(matrix, self.domains)

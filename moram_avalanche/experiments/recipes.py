@@ -26,7 +26,7 @@ A strategy missing from a table gets nothing from it ({}): its defaults.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping
 
 from ..algorithms.analytic import DUAL_REGULARIZATION, PRIMAL_REGULARIZATION
 from ..algorithms.ddas import random_conv_features
@@ -274,78 +274,11 @@ def check_recipes(paper: Mapping[str, Mapping[str, Any]] = PAPER_OPTIONS,
 check_recipes()
 
 # ------------------------------------------------------------------ text streams' own settings
-#: the paper's TRACE setting (Sec. 4, TRACE paragraph; reference ``language_models.md``): lr 5e-4,
-#: batch 4, context 1024 tokens; answers up to 512 tokens (the release's ``runner_moram.sh``:
-#: ``--max_prompt_len 1024 --max_ans_len 512``); every text strategy of the package on
-#: ``--benchmark trace`` starts from these instead of the classification streams' (lr 1e-3, batch 64)
-TRACE_LOOP = {"lr": 5e-4, "train_mb_size": 4, "max_source_length": 1024, "max_target_length": 512,
-              "max_new_tokens": 512}
-
-
-def _trace_moram() -> Dict[str, Any]:
-    """MoRAM's TRACE setting (the paper: r 16, k 16, tau 0.03, delta 0.2), declared once with the
-    other language-model settings (:data:`moram_avalanche.text.inject.PAPER_TRACE_OPTIONS`; read
-    when asked, so that image runs do not import the text family)."""
-    from ..text.inject import PAPER_TRACE_OPTIONS
-
-    return dict(PAPER_TRACE_OPTIONS)
-
-
-#: the release's epochs per TRACE task (``TRACE/runner_moram.sh``: ``epochs="2,1,3,2,1,2,2,3"`` over
-#: ``dataset="C-STANCE,FOMC,MeetingBank,Py150,ScienceQA,NumGLUE-cm,NumGLUE-ds,20Minuten"``), by name
-#: so that a subset or another order of the tasks keeps each task's count
-RELEASE_TRACE_EPOCHS = {"C-STANCE": 2, "FOMC": 1, "MeetingBank": 3, "Py150": 2, "ScienceQA": 1, "NumGLUE-cm": 2,
-                        "NumGLUE-ds": 2, "20Minuten": 3}
-
-
-def _trace_release() -> Dict[str, Any]:
-    """The release's shipped TRACE run for MoRAM (``TRACE/runner_moram.sh``: r 8, top-k 8, tau
-    0.03, delta 0.2, lr 5e-4, Adam betas (0.9, 0.95), weight decay 0, epochs per task
-    :data:`RELEASE_TRACE_EPOCHS`, batch 1 per GPU with 8 accumulation steps on 4 GPUs). One
-    process here: batch 1 with 32 accumulation steps, the same 32 prompts per optimizer step.
-    Its learning rate is constant: the script asks for ``cosine`` but ``training/main.py``
-    builds a constant schedule whatever it asks
-    (:func:`~moram_avalanche.strategies.text_loop.epochs_of`), as this loop trains."""
-    from ..text.inject import RELEASE_TRACE_OPTIONS
-
-    return {**RELEASE_TRACE_OPTIONS, "betas": (0.9, 0.95), "weight_decay": 0.0, "train_mb_size": 1,
-            "accumulation_steps": 32, "epochs": dict(RELEASE_TRACE_EPOCHS)}
-
-
-#: ``--benchmark`` -> ``{"*": every package text strategy's defaults, name: that strategy's}``
-STREAM_OPTIONS: Dict[str, Dict[str, Callable[[], Dict[str, Any]]]] = {
-    "trace": {"*": lambda: dict(TRACE_LOOP), "moram": _trace_moram}}
-#: ``--benchmark`` -> the weights' dtype by default (the paper's TRACE runs: bf16)
-STREAM_DTYPES = {"trace": "bfloat16"}
-#: named presets: ``{(benchmark, strategy): options}`` on top of the stream's
-PRESETS = {"trace-release": {("trace", "moram"): _trace_release}}
-
-
-def stream_options(benchmark: str, name: str, preset: Optional[str] = None) -> Dict[str, Any]:
-    """The defaults of the package's text strategy ``name`` on ``benchmark`` (empty for streams
-    whose defaults are the strategies' own), with ``preset`` on top."""
-    if preset is not None:
-        if preset not in PRESETS:
-            raise ValueError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
-        streams = sorted({stream for stream, _ in PRESETS[preset]})
-        if benchmark not in streams:
-            raise ValueError(f"--preset {preset} is a setting of --benchmark {' / '.join(streams)}, "
-                             f"not of {benchmark}")
-    if benchmark not in STREAM_OPTIONS:
-        return {}
-    from ..strategies.registry import text_strategies
-
-    table = STREAM_OPTIONS[benchmark]
-    options = {}
-    if name in text_strategies():  # the package's text strategies and Avalanche's on the text loop
-        for key in ("*", name):
-            options.update(table[key]() if key in table else {})
-    if preset is not None and (benchmark, name) in PRESETS[preset]:
-        options.update(PRESETS[preset][(benchmark, name)]())
-    return options
+# (the language-model family's streams, tables and presets, with their sources: .text_recipes)
+from .text_recipes import PRESETS, RELEASE_TRACE_EPOCHS, STREAM_DTYPES, TRACE_LOOP, stream_options  # noqa: E402
 
 
 __all__ = ["COST_OPTIONS", "DEMO_OPTIONS", "PAPER_OPTIONS", "PAPER_SOURCES", "PRESETS", "REFERENCE_PATHS", "RELEASE_TRACE_EPOCHS",
-           "SHORT_BUDGET", "STREAM_DTYPES", "STREAM_OPTIONS", "TEXT_DEMO_OPTIONS", "TRACE_LOOP",
+           "SHORT_BUDGET", "STREAM_DTYPES", "TEXT_DEMO_OPTIONS", "TRACE_LOOP",
            "check_recipes", "cost_options", "declared", "demo_recipe", "paper_options", "scaled",
            "short_budget_options", "stream_options", "text_demo_recipe"]

@@ -25,8 +25,10 @@ The tables are written by the same report as the CLIP tables
 Replay, EWC, LwF and GEM run as Avalanche's own strategies on the text loop
 (``avalanche.replay``, ``avalanche.ewc``, ``avalanche.lwf``, ``avalanche.gem``:
 :mod:`~moram_avalanche.strategies.text_builtins`) with Avalanche's defaults and those of its
-examples for the arguments it requires, not with the settings of the papers those rows come
-from (which the MoRAM paper does not give).
+examples for the arguments it requires (the MoRAM paper does not give its settings); on TRACE
+the full fine-tuning rows take TRACE's own recipe (lr 1e-5 and its epochs per task,
+``scripts/train_seq_cl.sh``). Every setting a stream or table changes, with its source, is data
+in :mod:`~.text_recipes` and printed by ``--dry-run``.
 
 The paper's numbers ship as package data (``paper/t5_standard.csv``, ``t5_long.csv``,
 ``llama_standard.csv``). This package transcribes the rows its reference gives (MoRAM, O-LoRA,
@@ -66,6 +68,9 @@ REHEARSAL_TEST = 4
 REHEARSAL_NEW_TOKENS = 4
 
 _PROMPT_BASED = f"{NOT_IN_LIBRARY} (prompt-based)"
+#: the TRACE table's columns -> the key of each run's ``results.json``: the paper's OP and BWT, and
+#: beside them the BWT the release prints (``TRACE/inference/collect_results.py``; no paper number)
+TRACE_COLUMNS = {"OP": "op", "BWT": "bwt", "BWT (release)": "release_bwt"}
 
 
 def _methods(*extra: Method, long: bool = False) -> Tuple[Method, ...]:
@@ -126,7 +131,7 @@ class TextTableSpec:
     @property
     def columns(self) -> Tuple[str, ...]:
         if self.benchmark == "trace":
-            return ("OP", "BWT")
+            return tuple(TRACE_COLUMNS)
         return (*(f"Order {order}" for order in self.orders), "Average")
 
     @property
@@ -136,7 +141,8 @@ class TextTableSpec:
 
             return TextProtocol("trace", "TRACE (8 tasks in TRACE's order: " + ", ".join(
                 f"{t} ({TRACE_METRICS[t]})" for t in TRACE_ORDER) + "; --benchmark trace); the paper's TRACE "
-                "setting (lr 5e-4, batch 4, context 1024, bf16; MoRAM r 16, k 16, tau 0.03, delta 0.2); "
+                "setting (lr 5e-4, batch 4, context 1024, bf16; MoRAM r 16, k 16, tau 0.03, delta 0.2) with the "
+                "release's decoding and q, k, v, o targets; "
                 "OP: mean of the last row, BWT: mean forgetting of the earlier tasks (lower is better)")
         from ..benchmarks.text_tasks import ORDERS
 
@@ -210,16 +216,20 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                           ("Gemma-2B-it", "google/gemma-2b-it", "llama"),
                           ("LLaMA-3-1B-Instruct", "meta-llama/Llama-3.2-1B-Instruct", "llama")),
                   notes=("Each block runs its own model (--model replaces all three with one name or folder).",
-                         "O-LoRA's and TreeLoRA's numbers are those of the release's README (no std); rows "
-                         "marked \"no number transcribed\" are not in this package's transcription: read the "
-                         "paper's table for them.",
+                         "O-LoRA's and TreeLoRA's cells are the paper's means (the release's README prints the same "
+                         "values); the paper also gives their std, not transcribed yet. Rows marked \"no number "
+                         "transcribed\" are not in this package's transcription: read the paper's table for them.",
                          "The paper does not give its seeds; ours are 42 (the release's), 43 and 44; std is the "
                          "sample standard deviation (n - 1).",
                          "Prompts are passed to the model verbatim, as TRACE's files hold them, with no chat "
                          "template: the release does the same for LLaMA and Gemma (its data collator applies a "
-                         "chat template to Qwen3 models only, TRACE/utils/data/data_collator.py). Its inference "
-                         "for them is greedy with repetition penalty 1.2 and no repeated 3-grams "
-                         "(TRACE/inference/infer_part.py); ours is plain greedy decoding.",
+                         "chat template to Qwen3 models only, TRACE/utils/data/data_collator.py). Generation is the "
+                         "release's: greedy with repetition penalty 1.2 and no repeated 3-grams "
+                         "(TRACE/inference/infer_part.py); answers are scored by the release's rules "
+                         "(TRACE/evaluations/eval_*.py, inference/infer_multi_command.py).",
+                         "BWT (release) is the figure TRACE/inference/collect_results.py prints (clipped at 0, "
+                         "divided by N, negative = forgetting); the paper's BWT is the mean forgetting of the "
+                         "earlier tasks (positive = forgetting).",
                          "Rehearsals use a tiny random-init LLaMA for every block (Gemma is LLaMA-shaped).")),
 )}
 
@@ -319,13 +329,21 @@ def plan(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> Lis
     return list(planned.items())
 
 
-def run_options(settings: TextReproduceSettings, run: Optional[TextRun] = None) -> Dict[str, Any]:
-    """The strategy options of a run: the stream's defaults (none on ``lm-cl``, whose defaults
-    are the strategies'; TRACE's setting on ``trace``, :func:`~.recipes.stream_options`), and
-    the shorter budget of a smoke run or rehearsal."""
-    from .recipes import stream_options
+def run_settings_of(run: TextRun) -> list:
+    """The :class:`~.text_recipes.Setting` objects of a run: its stream's (TRACE's setting on
+    ``trace``; none on ``lm-cl``, whose defaults are the strategies') then its table's (O-LoRA's
+    long-sequence lambdas on ``t5-long``), :mod:`~.text_recipes`."""
+    from .text_recipes import stream_settings, table_settings
 
-    options: Dict[str, Any] = dict(stream_options(run.benchmark, run.strategy)) if run is not None else {}
+    return stream_settings(run.benchmark, run.strategy) + table_settings(run.spec_name, run.strategy)
+
+
+def run_options(settings: TextReproduceSettings, run: Optional[TextRun] = None) -> Dict[str, Any]:
+    """The strategy options of a run: its stream's and table's settings (:func:`run_settings_of`),
+    and the shorter budget of a smoke run or rehearsal."""
+    from .text_recipes import as_options
+
+    options: Dict[str, Any] = as_options(run_settings_of(run)) if run is not None else {}
     if settings.budget is not None:
         options["iterations"] = settings.budget
     if settings.rehearse:
@@ -335,7 +353,8 @@ def run_options(settings: TextReproduceSettings, run: Optional[TextRun] = None) 
 
 def run_settings(run: TextRun, spec: TextTableSpec, settings: TextReproduceSettings) -> Dict[str, Any]:
     """What made the run, stored in its folder and checked when it resumes."""
-    stream = ({"order": run.order, "layout": settings.layout} if run.benchmark == "lm-cl" else {"order": "TRACE"})
+    stream = ({"order": run.order, "layout": settings.layout, "task_prefix": True} if run.benchmark == "lm-cl"
+              else {"order": "TRACE"})
     if settings.rehearse:
         stream.update(train_limit=REHEARSAL_TRAIN, test_limit=REHEARSAL_TEST)
     return {
@@ -430,20 +449,17 @@ def paper_text(specs: Sequence[TextTableSpec]) -> str:
 def plan_text(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> str:
     """The plan: the model, the data and what it holds, each table's rows, every run."""
     from ..benchmarks.text_tasks import ORDERS
-    from ..strategies.text_loop import PAPER_TEXT_LOOP
-    from ..text.inject import PAPER_LLM_OPTIONS
+    from .text_recipes import plan_lines
 
     lines = [f"moram-avalanche reproduce: {', '.join(s.name for s in specs)}"
              + (f" -- REHEARSAL ({REHEARSAL_TRAIN} training and {REHEARSAL_TEST} test examples per task, "
                 f"{REHEARSAL_ITERATIONS} steps per task, a tiny random-init model; the numbers mean nothing)"
                 if settings.rehearse else ""),
              f"  device: {settings.device}; output: {settings.root}",
-             f"  data: lm-cl under {settings.data_root or '<data-root>'} (layout {settings.layout}): "
-             f"{_data_status(specs, settings)}",
-             "  settings of every lm-cl run (the strategies' defaults, the paper's LLM setting): "
-             + ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in PAPER_TEXT_LOOP.items())
-             + "; MoRAM " + ", ".join(f"{k} {v:g}" for k, v in PAPER_LLM_OPTIONS.items())
-             + " on the query and key projections"]
+             f"  data: {', '.join(dict.fromkeys(spec.benchmark for spec in specs))} under "
+             f"{settings.data_root or '<data-root>'}" + (f" (layout {settings.layout})" if any(
+                 spec.benchmark == "lm-cl" for spec in specs) else "") + ": "
+             f"{_data_status(specs, settings)}"]
     if settings.budget is not None:
         lines.append(f"  NOT the paper's budget: {settings.budget} steps per task "
                      + ("(rehearsal)" if settings.rehearse else "(--iterations)"))
@@ -460,9 +476,12 @@ def plan_text(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -
             lines.append(f"  order {order}: {', '.join(ORDERS[order])}")
         if spec.benchmark == "trace":
             lines.append(f"  stream: {spec.protocol.description}")
-        for label in dict.fromkeys(label for _, label in spec.table_rows()):
+        labels = list(dict.fromkeys(label for _, label in spec.table_rows()))
+        for label in labels:
             method = spec.method(label)
             lines.append(f"  {label}: " + (method.strategy if method.strategy else f"not run: {method.reason}"))
+        lines += plan_lines(spec.benchmark, spec.name, [spec.method(label).strategy for label in labels
+                                                        if spec.method(label).strategy])
     planned = plan(specs, settings)
     lines.append(f"\nruns ({len(planned)}; each resumes from its folder):")
     for run, used_by in planned:
@@ -524,7 +543,7 @@ def table_result(spec: TextTableSpec, settings: TextReproduceSettings):
                 paper = paper_row.cell(column)
                 if paper is not None:
                     cell.paper, cell.paper_std = paper.mean, paper.std
-                values = [reports[run].get(column.lower()) for run in runs] if row.status == "run" else []
+                values = [reports[run].get(TRACE_COLUMNS[column]) for run in runs] if row.status == "run" else []
                 if values and all(v is not None for v in values):
                     cell.ours, cell.seeds = float(np.mean(values)), len(values)
                     cell.ours_std = float(np.std(values, ddof=1)) if len(values) > 1 else None

@@ -23,17 +23,35 @@ and its tokenizer, and owns the language-model family's scoring (one scoring per
   decoded to strings; every process steps until all are done when the weights are sharded
   (``synced_gpus``, :attr:`LanguageModel.synced_generation`). Causal models read left-padded
   prompts (:func:`moram_avalanche.text.load.prepare_tokenizer`'s reason: every row continues
-  from the same last column) and only the new tokens are decoded.
+  from the same last column) and only the new tokens are decoded. :class:`Decoding` adds what
+  the MoRAM release's inference passes to ``generate`` (``TRACE/inference/infer_part.py``:
+  ``repetition_penalty=1.2``, ``no_repeat_ngram_size=3``, still greedy); its defaults (1.0, 0)
+  are plain greedy decoding.
 
-Lengths follow O-LoRA's T5 settings (``scripts/order_1.sh``: source length 512, target and
-generation length 50; reference ``language_models.md``). The wrapper holds no parameter of its
-own: adapters injected into ``model`` are found through it (``find_layers``), and its
-``state_dict`` is the wrapped model's under the prefix ``model.``.
+How a long prompt is cut (:class:`PromptCut`, one per prompt; :func:`prompt_cuts`):
+
+* a **causal** model keeps the prompt's **end**, where its cue is ("Summary:",
+  "Simplification:", the line to complete): the MoRAM release's tokenizer truncates on the left
+  (``TRACE/utils/utils.py``, asserted in ``training/main.py``); in training the prompt and the
+  answer are cut together to ``max_source_length + max_target_length`` tokens, the whole answer
+  kept (``utils/data/data_collator.py``: ``limit_len = max_prompt_len + max_ans_len``), so a
+  prompt gets what a short answer leaves; in evaluation it keeps ``max_source_length``;
+* a **seq2seq** model keeps what its tokenizer keeps (T5's: the beginning, O-LoRA's setting);
+* a task may keep the beginning up to a limit of its own (TRACE's MeetingBank: 4,096 tokens
+  of the transcript's head, ``--meetingbank_max_prompt_len``), declared by its stream
+  (:attr:`~moram_avalanche.benchmarks.text_stream.TextStreamTask.keep`, ``prompt_limit``).
+
+Special tokens the tokenizer adds (LLaMA's BOS) survive the cut. Lengths follow O-LoRA's T5
+settings (``scripts/order_1.sh``: source length 512, target and generation length 50;
+reference ``language_models.md``). The wrapper holds no parameter of its own: adapters
+injected into ``model`` are found through it (``find_layers``), and its ``state_dict`` is the
+wrapped model's under the prefix ``model.``.
 """
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Dict, List, NamedTuple, Optional, Sequence
 
 import functools
 import inspect
@@ -50,6 +68,52 @@ MAX_SOURCE_LENGTH = 512
 MAX_TARGET_LENGTH = 50
 #: the label of positions the loss ignores (``transformers``' and torch's ``ignore_index``)
 IGNORE_INDEX = -100
+#: which end of a long prompt is kept: its end ("tail") or its beginning ("head")
+KEEP_SIDES = ("tail", "head")
+
+
+class PromptCut(NamedTuple):
+    """How one prompt is cut: at most ``limit`` tokens (None: the model's ``max_source_length``),
+    keeping its ``keep`` end ("tail" or "head"; None: the model's way, module docstring)."""
+
+    limit: Optional[int] = None
+    keep: Optional[str] = None
+
+
+def prompt_cuts(tasks, task_ids) -> Optional[List[PromptCut]]:
+    """One :class:`PromptCut` per sample from its task's declaration (``tasks[task_id]``'s
+    ``prompt_limit`` and ``keep``); None when no task declares one (the model's way for all)."""
+    cuts = [PromptCut(getattr(tasks[int(t)], "prompt_limit", None), getattr(tasks[int(t)], "keep", None))
+            for t in task_ids]
+    return cuts if any(cut != PromptCut() for cut in cuts) else None
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """Options of greedy decoding beyond ``max_new_tokens``: ``repetition_penalty`` (1: none;
+    the release's TRACE inference: 1.2) and ``no_repeat_ngram_size`` (0: none; the release: 3),
+    passed to ``transformers``' ``generate`` (``TRACE/inference/infer_part.py``)."""
+
+    repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 0
+
+    def __post_init__(self):
+        penalty, size = self.repetition_penalty, self.no_repeat_ngram_size
+        if isinstance(penalty, bool) or not isinstance(penalty, (int, float)) or not penalty > 0:
+            raise ValueError(f"repetition_penalty must be a positive number (1: none; the release's TRACE "
+                             f"inference: 1.2), got {penalty!r}")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"no_repeat_ngram_size must be a non-negative int (0: none; the release's TRACE "
+                             f"inference: 3), got {size!r}")
+
+    def generate_kwargs(self) -> Dict[str, object]:
+        """What differs from plain greedy decoding, as ``generate`` keywords."""
+        kwargs: Dict[str, object] = {}
+        if self.repetition_penalty != 1.0:
+            kwargs["repetition_penalty"] = float(self.repetition_penalty)
+        if self.no_repeat_ngram_size:
+            kwargs["no_repeat_ngram_size"] = self.no_repeat_ngram_size
+        return kwargs
 
 
 class LanguageModel(nn.Module):
@@ -81,6 +145,8 @@ class LanguageModel(nn.Module):
         self.seq2seq = bool(getattr(config, "is_encoder_decoder", False))
         self.max_source_length = max_source_length
         self.max_target_length = max_target_length
+        #: how a long prompt is cut when no task says otherwise (module docstring)
+        self.keep = "tail" if not self.seq2seq or getattr(tokenizer, "truncation_side", "right") == "left" else "head"
         self.eos_id = _first_id(tokenizer.eos_token_id, getattr(config, "eos_token_id", None))
         self.pad_id = _first_id(tokenizer.pad_token_id, getattr(config, "pad_token_id", None), self.eos_id)
         if self.pad_id is None:
@@ -105,13 +171,50 @@ class LanguageModel(nn.Module):
         return next(self.model.parameters()).device
 
     # ------------------------------------------------------------------ tokens
-    def _ids(self, texts: Sequence[str], limit: int, special: bool = True) -> List[List[int]]:
+    def _ids(self, texts: Sequence[str], limit: int, special: bool = True, keep: Optional[str] = None) -> List[List[int]]:
+        """Token ids of ``texts``, at most ``limit`` each, keeping ``keep``'s end (None: the model's)."""
         texts = _strings(texts)
-        return self.tokenizer(texts, add_special_tokens=special, truncation=True, max_length=limit)["input_ids"]
+        return self._cut_ids(texts, [limit] * len(texts), [keep or self.keep] * len(texts), special)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` as a prompt, the tokenizer's special tokens included, uncut."""
+        return len(self._cut_ids(_strings(text), [10 ** 9], [self.keep])[0])
+
+    def _cut_ids(self, texts: List[str], limits: Sequence[int], keeps: Sequence[str], special: bool = True):
+        """Each text's ids, at most ``limits[i]`` tokens keeping its ``keeps[i]`` end; special tokens
+        the tokenizer adds survive (``transformers`` truncates before adding them)."""
+        groups: Dict[tuple, List[int]] = {}
+        for index, key in enumerate(zip(limits, keeps)):
+            groups.setdefault(key, []).append(index)
+        rows: List[List[int]] = [[] for _ in texts]
+        side = getattr(self.tokenizer, "truncation_side", "right")
+        try:
+            for (limit, keep), indices in groups.items():
+                if keep not in KEEP_SIDES:
+                    raise ValueError(f"keep must be one of {KEEP_SIDES}, got {keep!r}")
+                self.tokenizer.truncation_side = "left" if keep == "tail" else "right"
+                ids = self.tokenizer([texts[i] for i in indices], add_special_tokens=special, truncation=True,
+                                     max_length=max(1, int(limit)))["input_ids"]
+                for index, row in zip(indices, ids):
+                    rows[index] = list(row)
+        finally:
+            self.tokenizer.truncation_side = side
+        return rows
+
+    def _prompt_ids(self, prompts: List[str], cuts: Optional[Sequence[PromptCut]],
+                    room: Optional[Sequence[int]] = None) -> List[List[int]]:
+        """The prompts' ids cut by ``cuts`` (module docstring); ``room[i]`` tokens are added to a
+        prompt's limit (a causal model's training: what its answer leaves of ``max_target_length``)."""
+        cuts = list(cuts) if cuts is not None else [PromptCut()] * len(prompts)
+        if len(cuts) != len(prompts):
+            raise ValueError(f"need one prompt cut per prompt, got {len(cuts)} for {len(prompts)} prompts")
+        limits = [(cut.limit or self.max_source_length) + (room[i] if room is not None else 0)
+                  for i, cut in enumerate(cuts)]
+        return self._cut_ids(prompts, limits, [cut.keep or self.keep for cut in cuts])
 
     def _answer_ids(self, answers: Sequence[str]) -> List[List[int]]:
         """Answer tokens ending with EOS (added when the tokenizer did not), at most the target length."""
-        rows = self._ids(answers, self.max_target_length, special=self.seq2seq)
+        rows = self._ids(answers, self.max_target_length, special=self.seq2seq, keep="head")  # an answer's start
         if self.eos_id is None:
             return rows
         return [row if row and row[-1] == self.eos_id else (row[: self.max_target_length - 1] + [self.eos_id])
@@ -127,13 +230,17 @@ class LanguageModel(nn.Module):
         return self._pad([[1] * len(row) for row in rows], 0, left)
 
     # ------------------------------------------------------------------ scoring
-    def _teacher_forced(self, prompts: Sequence[str], answers: Sequence[str]):
+    def _teacher_forced(self, prompts: Sequence[str], answers: Sequence[str],
+                        cuts: Optional[Sequence[PromptCut]] = None):
         """The model's inputs for teacher forcing and the ``[B, T]`` labels (``IGNORE_INDEX`` off the answers)."""
         prompts, answers = _strings(prompts), _strings(answers)
         if len(prompts) != len(answers) or not prompts:
             raise ValueError(f"loss needs one answer per prompt (and at least one), got {len(prompts)} prompts "
                              f"and {len(answers)} answers")
-        sources, targets = self._ids(prompts, self.max_source_length), self._answer_ids(answers)
+        targets = self._answer_ids(answers)
+        # a causal model's prompt and answer are cut together: the prompt gets what the answer leaves
+        room = None if self.seq2seq else [self.max_target_length - len(target) for target in targets]
+        sources = self._prompt_ids(prompts, cuts, room)
         if self.seq2seq:
             return dict(input_ids=self._pad(sources, self.pad_id), attention_mask=self._mask(sources)), \
                 self._pad(targets, IGNORE_INDEX)
@@ -143,40 +250,46 @@ class LanguageModel(nn.Module):
         return dict(input_ids=self._pad(rows, self.pad_id), attention_mask=self._mask(rows)), \
             self._pad(labels, IGNORE_INDEX)
 
-    def loss(self, prompts: Sequence[str], answers: Sequence[str]) -> torch.Tensor:
-        """Mean token cross-entropy of ``answers`` given ``prompts`` (teacher forcing, padding ignored)."""
-        inputs, labels = self._teacher_forced(prompts, answers)
+    def loss(self, prompts: Sequence[str], answers: Sequence[str],
+             cuts: Optional[Sequence[PromptCut]] = None) -> torch.Tensor:
+        """Mean token cross-entropy of ``answers`` given ``prompts`` (teacher forcing, padding
+        ignored); ``cuts``: how each long prompt is cut (None: the model's way)."""
+        inputs, labels = self._teacher_forced(prompts, answers, cuts)
         if self.seq2seq:
             return self.model(**inputs, labels=labels).loss
         return token_loss(*causal_answer_logits(self.model, inputs, labels))
 
-    def answer_logits(self, prompts: Sequence[str], answers: Sequence[str]) -> torch.Tensor:
+    def answer_logits(self, prompts: Sequence[str], answers: Sequence[str],
+                      cuts: Optional[Sequence[PromptCut]] = None) -> torch.Tensor:
         """``[N, V]`` teacher-forced logits of the positions that predict the answers' tokens
         (the ``N`` tokens :meth:`loss` scores, in batch order): what distillation compares
         (e.g. LwF's old and new model on the same batch)."""
-        inputs, labels = self._teacher_forced(prompts, answers)
+        inputs, labels = self._teacher_forced(prompts, answers, cuts)
         if self.seq2seq:  # the decoder reads the labels shifted right (T5 builds them from labels)
             logits = self.model(**inputs, labels=labels).logits
             return logits[labels != IGNORE_INDEX]
         return causal_answer_logits(self.model, inputs, labels)[0]
 
-    def forward(self, prompts: Sequence[str], answers: Sequence[str]) -> torch.Tensor:
+    def forward(self, prompts: Sequence[str], answers: Sequence[str],
+                cuts: Optional[Sequence[PromptCut]] = None) -> torch.Tensor:
         """:meth:`loss` (what calling the model does, for loops that call it)."""
-        return self.loss(prompts, answers)
+        return self.loss(prompts, answers, cuts)
 
     @torch.no_grad()
-    def generate(self, prompts: Sequence[str], max_new_tokens: int = MAX_TARGET_LENGTH) -> List[str]:
-        """Greedy answers to ``prompts``: decoded strings, special tokens and surrounding spaces removed."""
+    def generate(self, prompts: Sequence[str], max_new_tokens: int = MAX_TARGET_LENGTH,
+                 cuts: Optional[Sequence[PromptCut]] = None, decoding: Optional[Decoding] = None) -> List[str]:
+        """Greedy answers to ``prompts``: decoded strings, special tokens and surrounding spaces
+        removed; ``cuts``: how each long prompt is cut; ``decoding``: :class:`Decoding`'s options."""
         prompts = _strings(prompts)
         if not prompts:
             return []
-        sources = self._ids(prompts, self.max_source_length)
+        sources = self._prompt_ids(prompts, cuts)
         left = not self.seq2seq
         input_ids = self._pad(sources, self.pad_id, left=left)
         out = self.model.generate(input_ids=input_ids, attention_mask=self._mask(sources, left=left),
                                   max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
                                   pad_token_id=self.pad_id, eos_token_id=self.eos_id,
-                                  synced_gpus=self.synced_generation)
+                                  synced_gpus=self.synced_generation, **(decoding or Decoding()).generate_kwargs())
         new = out[:, 1:] if self.seq2seq else out[:, input_ids.shape[1]:]  # seq2seq: drop the start token
         answers = []
         for row in new.tolist():
@@ -249,5 +362,5 @@ def _strings(texts) -> List[str]:
     return texts
 
 
-__all__ = ["IGNORE_INDEX", "LanguageModel", "MAX_SOURCE_LENGTH", "MAX_TARGET_LENGTH", "causal_answer_logits",
+__all__ = ["Decoding", "IGNORE_INDEX", "KEEP_SIDES", "LanguageModel", "PromptCut", "prompt_cuts", "MAX_SOURCE_LENGTH", "MAX_TARGET_LENGTH", "causal_answer_logits",
            "token_loss"]

@@ -16,7 +16,13 @@ O-LoRA: :mod:`.text_strategies`), a thin ``SupervisedTemplate`` whose scoring co
   epoch per task, Sec. 4 LLM settings), or one count per task (the release's TRACE run:
   2,1,3,2,1,2,2,3), or, with ``iterations``, exactly that many optimizer steps per
   task, cycling the data (:class:`~moram_avalanche.strategies.plugins.budget.FixedBatches`);
-* evaluation: greedy generation (``LanguageModel.generate``), each answer scored alone with the
+* prompts: a long prompt is cut as its task declares (``experience.tasks``: TRACE's MeetingBank
+  keeps its head, up to 4,096 tokens) or else as the model cuts it (a causal model keeps the
+  prompt's end, in training sharing ``max_source_length + max_target_length`` with the answer;
+  :mod:`~moram_avalanche.models.language_model`);
+* evaluation: greedy generation (``LanguageModel.generate``; ``repetition_penalty`` and
+  ``no_repeat_ngram_size`` as the release's TRACE inference passes them when set,
+  :class:`~moram_avalanche.models.language_model.Decoding`), each answer scored alone with the
   experience's metric (``experience.metric``, a name of
   :data:`~moram_avalanche.benchmarks.text_metrics.TEXT_METRICS`: exact match after O-LoRA's
   normalisation on the classification streams; TRACE's accuracy, ROUGE-L, edit similarity and
@@ -55,7 +61,7 @@ from ..algorithms.data_parallel import ShardedBatches
 from ..benchmarks.text_metrics import TEXT_METRICS
 from ..benchmarks.text_stream import collate_text
 from ..layers.base import load_trained_state_dict, trained_state_dict
-from ..models.language_model import MAX_SOURCE_LENGTH, MAX_TARGET_LENGTH, LanguageModel
+from ..models.language_model import MAX_SOURCE_LENGTH, MAX_TARGET_LENGTH, Decoding, LanguageModel, prompt_cuts
 from ..utils.checks import check_positive_int
 from ..utils.devices import resolve_device
 from .needs import StrategyNeeds
@@ -80,6 +86,8 @@ def check_text_loop_options(options) -> None:
             check_positive_int(name, options[name])
     if "epochs" in options:
         check_epochs(options["epochs"])
+    if "repetition_penalty" in options or "no_repeat_ngram_size" in options:
+        Decoding(options.get("repetition_penalty", 1.0), options.get("no_repeat_ngram_size", 0))
 
 
 def check_epochs(epochs) -> None:
@@ -163,6 +171,8 @@ class TextStrategy(SupervisedTemplate):
         weight_decay, betas: AdamW's (0; (0.9, 0.999), module constants).
         max_source_length, max_target_length, max_new_tokens: prompt tokens kept, answer
             tokens trained, tokens generated (O-LoRA: 512, 50, 50).
+        repetition_penalty, no_repeat_ngram_size: greedy decoding's extras (1.0 and 0: plain
+            greedy; the release's TRACE inference: 1.2 and 3, ``TRACE/inference/infer_part.py``).
         progress: accepted for the run path's signature (the loop prints no bars).
         train_mb_size: minibatch (paper: 64). eval_mb_size: evaluation minibatch (default:
             ``train_mb_size``).
@@ -193,12 +203,14 @@ class TextStrategy(SupervisedTemplate):
                  max_source_length: int = MAX_SOURCE_LENGTH, max_target_length: int = MAX_TARGET_LENGTH,
                  max_new_tokens: int = MAX_TARGET_LENGTH, progress: bool = True, train_mb_size: int = 64,
                  eval_mb_size: Optional[int] = None, device="cpu", plugins=None, evaluator=default_text_evaluator,
-                 eval_every: int = -1, accumulation_steps: int = 1, **base_kwargs):
+                 eval_every: int = -1, accumulation_steps: int = 1, repetition_penalty: float = 1.0,
+                 no_repeat_ngram_size: int = 0, **base_kwargs):
         check_shared_options(dict(iterations=iterations, lr=lr, weight_decay=weight_decay, betas=betas,
                                   train_mb_size=train_mb_size, eval_mb_size=eval_mb_size))
         check_text_loop_options(dict(epochs=epochs, max_source_length=max_source_length,
                                      max_target_length=max_target_length, max_new_tokens=max_new_tokens,
-                                     accumulation_steps=accumulation_steps))
+                                     accumulation_steps=accumulation_steps, repetition_penalty=repetition_penalty,
+                                     no_repeat_ngram_size=no_repeat_ngram_size))
         if not isinstance(model, LanguageModel):
             model = LanguageModel(model, tokenizer, max_source_length=max_source_length,
                                   max_target_length=max_target_length)
@@ -216,6 +228,8 @@ class TextStrategy(SupervisedTemplate):
         self.accumulation_steps = accumulation_steps
         self.lr, self.weight_decay, self.betas = lr, weight_decay, tuple(betas)
         self.max_new_tokens = max_new_tokens
+        #: greedy decoding's extras (the release's TRACE inference: repetition penalty 1.2, no repeated 3-grams)
+        self.decoding = Decoding(repetition_penalty, no_repeat_ngram_size)
         self.progress = progress
         #: the answers generated for the current evaluation minibatch
         self.mb_predictions: List[str] = []
@@ -290,11 +304,17 @@ class TextStrategy(SupervisedTemplate):
         loss.backward(retain_graph=self.retain_graph)
 
     # ------------------------------------------------------------------ model output
+    @property
+    def mb_prompt_cuts(self):
+        """How each prompt of the minibatch is cut, from its task's declaration (None: the model's way)."""
+        tasks = getattr(self.experience, "tasks", None)
+        return prompt_cuts(tasks, self.mb_task_id.tolist()) if tasks else None
+
     def forward(self):
         """Training: the token loss of the minibatch. Evaluation: each sample's hit (1.0 / 0.0)."""
         if self.is_training:
-            return self.model.loss(self.mb_x, self.mb_y)
-        self.mb_predictions = self.model.generate(self.mb_x, self.max_new_tokens)
+            return self.model.loss(self.mb_x, self.mb_y, self.mb_prompt_cuts)
+        self.mb_predictions = self.model.generate(self.mb_x, self.max_new_tokens, self.mb_prompt_cuts, self.decoding)
         return sample_scores(self.mb_predictions, self.mb_y, self.experience.metric, self.device,
                              sources=self.mb_x)
 

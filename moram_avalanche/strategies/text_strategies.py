@@ -17,9 +17,12 @@ name            class                 what trains
 Defaults: the loop's are the paper's classification setting (lr 1e-3 fixed, batch 64, one epoch
 per task; paper Sec. 4, LLM settings); MoRAM's layer options are the paper's (r 8, top-k 4,
 tau 0.1, delta 0.2, dropout 0.1: :data:`moram_avalanche.text.PAPER_LLM_OPTIONS`); the LoRA rows
-use O-LoRA's T5 setting (rank 8, ``--lora_dim 8``; on the query and value projections,
-peft's default targets for T5 and LLaMA, which O-LoRA's code keeps: :data:`LORA_TARGET_MODULES`)
-and O-LoRA's lambdas (:mod:`moram_avalanche.algorithms.olora`).
+use O-LoRA's ``LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1)`` (rank 8, the update scaled by
+32 / 8 = 4, dropout 0.1 on its input: :data:`~moram_avalanche.text.lora_layers.OLORA_LORA`; the
+release's TRACE baselines use the same), on the query and value projections (peft's default
+targets for T5 and LLaMA, which O-LoRA's code keeps: :data:`LORA_TARGET_MODULES`; on TRACE the
+release's q, k, v, o, set by the stream) and O-LoRA's lambdas (:mod:`moram_avalanche.algorithms.olora`;
+one value, or one per task by name: the long sequences' ``scripts/long.sh``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from ..layers.replace import replace_linears
 from ..layers.task_lora import TaskLoRALinear
 from ..models.language_model import LanguageModel
 from ..text.inject import PAPER_LLM_OPTIONS as LLM
+from ..text.lora_layers import OLORA_LORA, DropoutLoRALinear, DropoutTaskLoRALinear, check_lora_dropout
 from ..utils.checks import check_number, check_positive_int
 from .needs import StrategyNeeds
 from .plugins.growth import GrowthPlugin
@@ -47,10 +51,14 @@ LORA_TARGET_MODULES: Mapping[str, Tuple[str, ...]] = {
     "t5": ("q", "v"), "mt5": ("q", "v"), "llama": ("q_proj", "v_proj"), "gemma": ("q_proj", "v_proj"),
     "gemma2": ("q_proj", "v_proj"), "mistral": ("q_proj", "v_proj"), "qwen2": ("q_proj", "v_proj"),
 }
-#: O-LoRA's LoRA rank for T5 (``--lora_dim 8``)
-OLORA_RANK = 8
+#: O-LoRA's LoRA rank for T5 (``--lora_dim 8``), scale (``lora_alpha / r`` = 32 / 8) and dropout
+OLORA_RANK = OLORA_LORA["rank"]
+OLORA_SCALE = OLORA_LORA["scale"]
+OLORA_DROPOUT = OLORA_LORA["dropout"]
+#: a lambda of O-LoRA: one value, or one per task name (``scripts/long.sh``)
+Lambda = Union[float, Mapping[str, float]]
 
-Targets = Union[str, Sequence[str], None]
+Targets = Union[str, Sequence[str], Mapping[str, Sequence[str]], None]
 
 
 def wrap(model, tokenizer) -> LanguageModel:
@@ -74,14 +82,34 @@ def lora_targets(model: LanguageModel, targets: Targets) -> list:
 
 def check_text_adapter_options(options) -> None:
     """Value checks of the adapter options given in ``options``."""
+    from ..text.inject import check_new_value_scale
+
     for name in ("rank", "atoms_per_task"):
         if name in options:
             check_positive_int(name, options[name])
+    if "new_value_scale" in options:
+        check_new_value_scale(options["new_value_scale"])
+    if "scale" in options:
+        check_number("scale", options["scale"], hint=f"O-LoRA: lora_alpha / r = {OLORA_SCALE:g}")
+    if "dropout" in options:
+        check_lora_dropout(options["dropout"])
     for name in ("lambda_orth", "lambda_l2"):
         if name in options:
-            check_number(name, options[name], low=0, hint="O-LoRA: 0.5 (orthogonality), 0 (L2)")
+            check_lambda(name, options[name])
     if "power" in options and options["power"] not in (1, 2):
         raise ValueError(f"power must be 1 (O-LoRA's code) or 2 (its paper), got {options['power']!r}")
+
+
+def check_lambda(name: str, value) -> None:
+    """An O-LoRA lambda: a number >= 0, or a mapping of task names to such numbers."""
+    hint = "O-LoRA: 0.5 (orthogonality), 0 (L2); or one per task, e.g. {'mnli': 0.5, 'cb': 0.5}"
+    if isinstance(value, Mapping):
+        if not value or not all(isinstance(key, str) for key in value):
+            raise ValueError(f"{name}: a mapping gives one value per task name, got {dict(value)!r} ({hint})")
+        for key, item in value.items():
+            check_number(f"{name}[{key!r}]", item, low=0, hint=hint)
+        return
+    check_number(name, value, low=0, hint=hint)
 
 
 class TextMoRAM(TextStrategy):
@@ -94,8 +122,20 @@ class TextMoRAM(TextStrategy):
     atoms per layer before each task and freezes them after it.
 
     Args (besides TextStrategy's): atoms_per_task (r, 8), topk (4), temperature (tau, 0.1),
-    threshold (delta, 0.2), dropout (0.1), target_modules (None: the architecture's),
-    self_attention_only (T5: leave cross-attention out), prune_mass (None: no pruning).
+    threshold (delta, 0.2), dropout (0.1), target_modules (None: the architecture's; names, a
+    regular expression, or a mapping of ``model_type`` to names such as
+    :data:`~moram_avalanche.text.targets.RELEASE_TARGET_MODULES`), self_attention_only (T5: leave
+    cross-attention out), prune_mass (None: no pruning).
+
+    The release's atom scaling, two options (both off by default: the paper's one scaling and
+    no untrained atom in any evaluation; ``--preset trace-release`` turns both on):
+
+    * ``new_value_scale`` -- factor on the trainable atoms' values in the forward (1; the
+      release's ``lora_alpha / r`` = 2, :data:`~moram_avalanche.text.inject.RELEASE_NEW_VALUE_SCALE`):
+      a task's atoms train at that scale and are read at scale 1 once frozen;
+    * ``fresh_atoms_at_eval`` -- after each task the next task's r atoms (Kaiming keys, zero
+      values) are appended before the evaluation and join its routing; the next task trains
+      them (:class:`~moram_avalanche.strategies.plugins.moram.MoRAMPlugin`).
     """
 
     needs = StrategyNeeds(fsdp=True)  # only adapters train: the weights can be sharded (--fsdp)
@@ -107,15 +147,18 @@ class TextMoRAM(TextStrategy):
                  topk: Optional[int] = LLM["topk"], temperature: Optional[float] = LLM["temperature"],
                  threshold: float = LLM["threshold"], dropout: float = LLM["dropout"],
                  target_modules: Targets = None, self_attention_only: bool = False,
-                 prune_mass: Optional[float] = None, plugins=None, **kwargs):
+                 prune_mass: Optional[float] = None, new_value_scale: float = 1.0,
+                 fresh_atoms_at_eval: bool = False, plugins=None, **kwargs):
         from ..text.inject import inject_moram
 
         model = wrap(model, tokenizer)
         if not find_layers(model, MoRAMLinear):
             inject_moram(model.model, target_modules, self_attention_only=self_attention_only,
                          atoms_per_task=atoms_per_task, topk=topk, temperature=temperature,
-                         threshold=threshold, dropout=dropout)
-        self.moram_plugin = MoRAMPlugin(prune_mass=prune_mass)
+                         threshold=threshold, dropout=dropout, new_value_scale=new_value_scale)
+        for layer in find_layers(model, MoRAMLinear).values():
+            layer.new_value_scale = float(new_value_scale)
+        self.moram_plugin = MoRAMPlugin(prune_mass=prune_mass, fresh_atoms_at_eval=fresh_atoms_at_eval)
         super().__init__(model=model, tokenizer=tokenizer, plugins=[self.moram_plugin, *(plugins or [])], **kwargs)
 
 
@@ -133,21 +176,24 @@ class TextFineTune(TextStrategy):
 class TextSeqLoRA(TextStrategy):
     """SeqLoRA: one rank-``rank`` LoRA per target linear, trained through the whole stream.
 
-    Args (besides TextStrategy's): rank (8, O-LoRA's), scale (1), target_modules (None: the
-    query and value projections, :data:`LORA_TARGET_MODULES`).
+    Args (besides TextStrategy's): rank (8), scale (4 = lora_alpha / r) and dropout (0.1): O-LoRA's
+    and the release's ``LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1)``; target_modules (None:
+    the query and value projections, :data:`LORA_TARGET_MODULES`; names, a regular expression or a
+    mapping of ``model_type`` to names).
     """
 
     needs = StrategyNeeds(fsdp=True)  # only adapters train: the weights can be sharded (--fsdp)
     #: the value checks of its own options (run once, by check_strategy_options)
     check_values = staticmethod(lambda options: check_text_adapter_options(options))
 
-    def __init__(self, *, model, tokenizer=None, rank: int = OLORA_RANK, scale: float = 1.0,
-                 target_modules: Targets = None, **kwargs):
+    def __init__(self, *, model, tokenizer=None, rank: int = OLORA_RANK, scale: float = OLORA_SCALE,
+                 dropout: float = OLORA_DROPOUT, target_modules: Targets = None, **kwargs):
         model = wrap(model, tokenizer)
         if not find_layers(model, LoRALinear):
             names = lora_targets(model, target_modules)
             model.requires_grad_(False)
-            replace_linears(model.model, names, lambda linear: LoRALinear(linear, rank, scale=scale))
+            replace_linears(model.model, names,
+                            lambda linear: DropoutLoRALinear(linear, rank, scale=scale, dropout=dropout))
         super().__init__(model=model, tokenizer=tokenizer, **kwargs)
 
 
@@ -156,20 +202,22 @@ class TextIncLoRA(TextStrategy):
     (:class:`~moram_avalanche.layers.task_lora.TaskLoRALinear`, grown by a
     :class:`~moram_avalanche.strategies.plugins.growth.GrowthPlugin`).
 
-    Args (besides TextStrategy's): rank (8), scale (1), target_modules (None: query and value).
+    Args (besides TextStrategy's): rank (8), scale (4), dropout (0.1) -- O-LoRA's LoraConfig, as
+    :class:`TextSeqLoRA` -- and target_modules (None: query and value).
     """
 
     needs = StrategyNeeds(fsdp=True)  # only adapters train: the weights can be sharded (--fsdp)
     #: the value checks of its own options (run once, by check_strategy_options)
     check_values = staticmethod(lambda options: check_text_adapter_options(options))
 
-    def __init__(self, *, model, tokenizer=None, rank: int = OLORA_RANK, scale: float = 1.0,
-                 target_modules: Targets = None, plugins=None, **kwargs):
+    def __init__(self, *, model, tokenizer=None, rank: int = OLORA_RANK, scale: float = OLORA_SCALE,
+                 dropout: float = OLORA_DROPOUT, target_modules: Targets = None, plugins=None, **kwargs):
         model = wrap(model, tokenizer)
         if not find_layers(model, TaskLoRALinear):
             names = lora_targets(model, target_modules)
             model.requires_grad_(False)
-            replace_linears(model.model, names, lambda linear: TaskLoRALinear(linear, rank, scale=scale))
+            replace_linears(model.model, names,
+                            lambda linear: DropoutTaskLoRALinear(linear, rank, scale=scale, dropout=dropout))
         self.growth_plugin = GrowthPlugin(TaskLoRALinear)
         super().__init__(model=model, tokenizer=tokenizer, plugins=[self.growth_plugin, *(plugins or [])],
                          **kwargs)
@@ -179,12 +227,14 @@ class TextOLoRA(TextIncLoRA):
     """O-LoRA (Wang et al., 2023): IncLoRA plus ``lambda_orth * L_orth + lambda_l2 * L2`` on the
     new LoRA (:class:`~moram_avalanche.strategies.plugins.olora.OLoRAPlugin`).
 
-    Args (besides TextIncLoRA's): lambda_orth (0.5), lambda_l2 (0), power (1: the code's
+    Args (besides TextIncLoRA's): lambda_orth (0.5), lambda_l2 (0) -- each one value, or one per
+    task name (the long sequences' per-task values of O-LoRA's ``scripts/long.sh``,
+    :data:`~moram_avalanche.algorithms.olora.OLORA_LONG_LAMBDAS`) -- and power (1: the code's
     absolute values; 2: the paper's squares) -- :mod:`moram_avalanche.algorithms.olora`.
     """
 
-    def __init__(self, *, model, tokenizer=None, lambda_orth: float = OLORA_LAMBDA_ORTH,
-                 lambda_l2: float = OLORA_LAMBDA_L2, power: int = OLORA_POWER, plugins=None, **kwargs):
+    def __init__(self, *, model, tokenizer=None, lambda_orth: Lambda = OLORA_LAMBDA_ORTH,
+                 lambda_l2: Lambda = OLORA_LAMBDA_L2, power: int = OLORA_POWER, plugins=None, **kwargs):
         self.olora_plugin = OLoRAPlugin(lambda_orth, lambda_l2, power)
         super().__init__(model=model, tokenizer=tokenizer, plugins=[self.olora_plugin, *(plugins or [])],
                          **kwargs)
@@ -195,7 +245,7 @@ TEXT_STRATEGIES = {"moram": TextMoRAM, "finetune": TextFineTune, "seq-lora": Tex
                    "inc-lora": TextIncLoRA, "o-lora": TextOLoRA}
 
 
-__all__ = ["LORA_TARGET_MODULES", "OLORA_RANK", "TEXT_STRATEGIES", "TextFineTune", "TextIncLoRA", "TextMoRAM",
+__all__ = ["LORA_TARGET_MODULES", "OLORA_DROPOUT", "OLORA_RANK", "OLORA_SCALE", "TEXT_STRATEGIES", "check_lambda", "TextFineTune", "TextIncLoRA", "TextMoRAM",
            "TextOLoRA", "TextSeqLoRA", "check_text_adapter_options", "lora_targets", "wrap"]
 
 

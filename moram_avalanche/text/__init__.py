@@ -4,6 +4,7 @@
   offline-friendly (:func:`load_language_model`);
 * :mod:`.targets` -- MoRAM's target modules per architecture, as data;
 * :mod:`.layer` -- the MoRAM layer with dropout on the atoms' input (the release's LM variant);
+* :mod:`.lora_layers` -- the LoRA baselines' layers with O-LoRA's dropout on the update's input;
 * :mod:`.inject` -- put it on a model's targets without peft; grow / freeze per task;
 * :mod:`.blocks` -- a model's transformer blocks (what FSDP gathers one at a time);
 * :mod:`.peft_method` -- MoRAM as a peft method (:class:`MoRAMConfig`, registered on import).
@@ -12,13 +13,16 @@ The method's math stays in :mod:`moram_avalanche.layers`; no Avalanche, no open_
 """
 
 from .blocks import transformer_blocks
-from .inject import PAPER_LLM_OPTIONS, add_task, freeze_task, inject_moram, moram_layers, target_names
+from .inject import (PAPER_LLM_OPTIONS, RELEASE_NEW_VALUE_SCALE, add_task, freeze_task, inject_moram, moram_layers,
+                     target_names)
 from .layer import PAPER_DROPOUT, DropoutMoRAMLinear
+from .lora_layers import OLORA_LORA, DropoutLoRALinear, DropoutTaskLoRALinear
 from .load import DTYPES, ModelNotFound, load_language_model, prepare_tokenizer
 from .peft_method import MERGE_REFUSED, MoRAMConfig, MoRAMModel, MoRAMPeftType, MoRAMTunerLayer, register_moram
-from .targets import MORAM_TARGET_MODULES, SELF_ATTENTION_PATTERNS, target_modules
+from .targets import MORAM_TARGET_MODULES, RELEASE_TARGET_MODULES, SELF_ATTENTION_PATTERNS, target_modules
 
-__all__ = ["DTYPES", "DropoutMoRAMLinear", "MERGE_REFUSED", "MORAM_TARGET_MODULES", "ModelNotFound",
+__all__ = ["DTYPES", "DropoutLoRALinear", "DropoutMoRAMLinear", "DropoutTaskLoRALinear", "OLORA_LORA",
+           "RELEASE_NEW_VALUE_SCALE", "RELEASE_TARGET_MODULES", "MERGE_REFUSED", "MORAM_TARGET_MODULES", "ModelNotFound",
            "MoRAMConfig", "MoRAMModel", "MoRAMPeftType", "MoRAMTunerLayer", "PAPER_DROPOUT",
            "PAPER_LLM_OPTIONS", "SELF_ATTENTION_PATTERNS", "add_task", "freeze_task", "inject_moram",
            "load_language_model", "moram_layers", "prepare_tokenizer", "register_moram", "target_modules",

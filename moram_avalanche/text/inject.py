@@ -11,21 +11,30 @@ Growth per task: :func:`add_task` (freeze every atom, append ``atoms_per_task`` 
 ones per layer) and :func:`freeze_task` (freeze them at the end of the task). Rebuild the
 optimizer after :func:`add_task`: it adds new parameters.
 
+The release's atom scaling (:data:`RELEASE_NEW_VALUE_SCALE`): ``new_value_scale`` multiplies the
+trainable atoms' values in the forward (``MoRAMBank.new_value_scale``; values are stored
+unscaled, frozen atoms are read unscaled). 1, the default, is the paper's single scaling. The
+release trains its new atoms at ``lora_alpha / r`` with ``lora_alpha = 2 r``
+(``TRACE/training/main.py``: ``lora_alpha=max(1, 2 * args.moram_rank)``; ``utils/my_peft/
+tuners/moram.py``: ``W_B_new = loranew_B * scale``) and reads them unscaled once
+``increment_task()`` has moved them into the frozen bank.
+
 Defaults are the paper's classification setting (paper Sec. 4, LLM settings; reference
 ``language_models.md``): r = 8 new atoms per task, top-k 4, tau 0.1, delta 0.2, dropout 0.1.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 from torch import nn
 
 from ..layers.base import find_layers
 from ..layers.moram import MoRAMLinear, routing_options
 from ..layers.replace import replace_linears
+from ..utils.checks import check_number
 from .layer import PAPER_DROPOUT, DropoutMoRAMLinear, check_dropout
-from .targets import matches, target_modules
+from .targets import matches, resolve_targets, target_modules
 
 #: the paper's classification setting for language models (paper Sec. 4, LLM settings)
 PAPER_LLM_OPTIONS = {"atoms_per_task": 8, "topk": 4, "temperature": 0.1, "threshold": 0.2,
@@ -36,6 +45,16 @@ PAPER_TRACE_OPTIONS = {"atoms_per_task": 16, "topk": 16, "temperature": 0.03, "t
 #: the release's shipped TRACE run for MoRAM (``TRACE/runner_moram.sh``): r 8, top-k 8, tau 0.03,
 #: delta 0.2 -- not the paper's paragraph; a named preset (``--preset trace-release``)
 RELEASE_TRACE_OPTIONS = {"atoms_per_task": 8, "topk": 8, "temperature": 0.03, "threshold": 0.2}
+#: the release's factor on the trainable atoms' values: ``lora_alpha / r`` with ``lora_alpha = 2 r``
+#: (``TRACE/training/main.py``), whatever ``r`` is
+RELEASE_NEW_VALUE_SCALE = 2.0
+
+
+def check_new_value_scale(scale) -> float:
+    """``scale`` if it is a positive number; else a ValueError naming the paper's and the release's values."""
+    return float(check_number("new_value_scale", scale, low=0, low_open=True,
+                              hint=f"1: the paper's single scaling; the release's lora_alpha / r: "
+                                   f"{RELEASE_NEW_VALUE_SCALE:g}"))
 
 
 def model_type_of(model: nn.Module) -> str:
@@ -48,17 +67,20 @@ def model_type_of(model: nn.Module) -> str:
     return model_type
 
 
-def target_names(model: nn.Module, targets: Union[str, Sequence[str], None] = None,
+def target_names(model: nn.Module, targets: Union[str, Sequence[str], Mapping[str, Sequence[str]], None] = None,
                  self_attention_only: bool = False) -> List[str]:
     """Dotted names of the ``nn.Linear`` modules of ``model`` that ``targets`` selects.
 
-    ``targets`` None: the architecture's row of :data:`~.targets.MORAM_TARGET_MODULES`. A
-    target name that matches no linear at all is a ValueError (a typo would otherwise train
-    nothing), listing a few linear names of the model.
+    ``targets`` None: the architecture's row of :data:`~.targets.MORAM_TARGET_MODULES`; a
+    mapping of ``model_type`` to names: the model's row (:data:`~.targets.RELEASE_TARGET_MODULES`,
+    the release's TRACE targets). A target name that matches no linear at all is a ValueError
+    (a typo would otherwise train nothing), listing a few linear names of the model.
     """
     if targets is None:
         targets = target_modules(model_type_of(model), self_attention_only)
-    elif not isinstance(targets, str):
+    elif isinstance(targets, Mapping):
+        targets = resolve_targets(targets, model_type_of(model))
+    if not isinstance(targets, str):
         targets = list(targets)
         if not targets or not all(isinstance(t, str) and t for t in targets):
             raise ValueError(f"target_modules must be a non-empty list of module names or a "
@@ -77,24 +99,30 @@ def target_names(model: nn.Module, targets: Union[str, Sequence[str], None] = No
 def inject_moram(model: nn.Module, targets: Union[str, Sequence[str], None] = None, *,
                  self_attention_only: bool = False, freeze_model: bool = True,
                  atoms_per_task: int = 8, topk: Optional[int] = 4, temperature: Optional[float] = 0.1,
-                 threshold: float = 0.2, dropout: float = PAPER_DROPOUT) -> Dict[str, DropoutMoRAMLinear]:
+                 threshold: float = 0.2, dropout: float = PAPER_DROPOUT,
+                 new_value_scale: float = 1.0) -> Dict[str, DropoutMoRAMLinear]:
     """Wrap the target linears of ``model`` in :class:`~.layer.DropoutMoRAMLinear`.
 
     Options are checked before the model changes; a model that already holds MoRAM layers is
     refused. With ``freeze_model`` every existing parameter is frozen first, so only atoms
-    train. The layers start empty (the model computes exactly what it did): call
+    train. ``new_value_scale``: the factor on the trainable atoms' values (module docstring; 1:
+    the paper). The layers start empty (the model computes exactly what it did): call
     :func:`add_task` before training the first task. Returns ``{dotted name: layer}``.
     """
     routing_options(atoms_per_task, topk, temperature, threshold)
     check_dropout(dropout)
+    new_value_scale = check_new_value_scale(new_value_scale)
     if find_layers(model, MoRAMLinear):
         raise ValueError(f"{type(model).__name__} already holds MoRAM layers: inject them once per model")
     names = target_names(model, targets, self_attention_only)
     if freeze_model:
         model.requires_grad_(False)
-    return replace_linears(model, names, lambda linear: DropoutMoRAMLinear(
+    layers = replace_linears(model, names, lambda linear: DropoutMoRAMLinear(
         linear, atoms_per_task=atoms_per_task, topk=topk, temperature=temperature,
         threshold=threshold, dropout=dropout))
+    for layer in layers.values():
+        layer.new_value_scale = new_value_scale
+    return layers
 
 
 def moram_layers(model: nn.Module) -> Dict[str, MoRAMLinear]:
@@ -109,8 +137,15 @@ def moram_layers(model: nn.Module) -> Dict[str, MoRAMLinear]:
 def add_task(model: nn.Module) -> int:
     """Start a task: every MoRAM layer freezes its atoms and appends ``atoms_per_task`` new ones.
 
-    New keys are Kaiming-uniform, new values zero, so the model's outputs do not change until
-    it trains. Returns the number of atoms per layer after growing. Rebuild the optimizer.
+    New keys are Kaiming-uniform, new values zero. On the first task the model's outputs do not
+    change until it trains (every atom's value is zero). Once a bank exists they do: the new
+    keys join the routing of every input -- the L2 norm over all atoms' scores (the old atoms'
+    normalised scores shrink), the top-k (a new atom can take an old one's slot) and the
+    softmax (the new atoms take part of the mass) -- while their zero values add nothing, so the
+    old atoms' weighted contribution changes before any training. (The release evaluates every
+    task in that state: :class:`~moram_avalanche.strategies.plugins.moram.MoRAMPlugin`'s
+    ``fresh_atoms_at_eval``.) Returns the number of atoms per layer after growing. Rebuild the
+    optimizer.
     """
     sizes = {layer.expand() for layer in moram_layers(model).values()}
     return max(sizes)
@@ -124,5 +159,6 @@ def freeze_task(model: nn.Module) -> int:
     return max(layer.num_atoms for layer in layers.values())
 
 
-__all__ = ["PAPER_LLM_OPTIONS", "add_task", "freeze_task", "inject_moram", "model_type_of",
+__all__ = ["PAPER_LLM_OPTIONS", "PAPER_TRACE_OPTIONS", "RELEASE_NEW_VALUE_SCALE", "RELEASE_TRACE_OPTIONS", "add_task",
+           "check_new_value_scale", "freeze_task", "inject_moram", "model_type_of",
            "moram_layers", "target_names"]

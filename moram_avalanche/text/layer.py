@@ -16,10 +16,12 @@ without dropout (an earlier version computed ``MoRAMLinear(d) + base(x) - base(d
 ``scripts/bench_text.py`` measured that at 1.37x-1.42x LoRA's training step on T5-base).
 In eval mode (or ``p = 0``) the forward is exactly ``MoRAMLinear``'s.
 
-One scaling for every atom: frozen atoms contribute exactly as they did while they trained.
-The release scales the trainable values by ``alpha / r = 2`` during training but uses the
-frozen bank unscaled after the task ends, so every atom's contribution halves once it is
-frozen (``language_models.md``, "read from the code"); we do not copy that.
+One scaling for every atom by default: frozen atoms contribute exactly as they did while they
+trained. The release scales the trainable values by ``alpha / r = 2`` during training but uses
+the frozen bank unscaled after the task ends, so every atom's contribution halves once it is
+frozen (``language_models.md``, "read from the code"); that is an option here
+(``new_value_scale``, :func:`~moram_avalanche.text.inject.inject_moram`; ``--preset
+trace-release``), applied by the layer's own forward (``MoRAMBank.new_value_scale``).
 """
 
 from __future__ import annotations

@@ -24,7 +24,9 @@ What differs from LoRA, by design:
   of every task. A second adapter name is refused with a message saying so.
 * **Tasks.** ``get_peft_model`` creates the first task's atoms (trainable; values zero, so the
   model's outputs are unchanged until it trains). ``model.add_task()`` freezes every atom and
-  appends ``atoms_per_task`` new ones per layer (rebuild the optimizer afterwards);
+  appends ``atoms_per_task`` new ones per layer (rebuild the optimizer afterwards); from the
+  second task on, the new keys join the routing (norm, top-k, softmax) at once, so the outputs
+  change before training (:func:`~moram_avalanche.text.inject.add_task`).
   ``model.freeze_task()`` freezes them at the end of a task.
 * **Checkpoints.** ``save_pretrained`` writes each layer's declared state (``atom_keys``,
   ``atom_values``, ``num_frozen``, ``atom_task``; never the frozen base weights), and
@@ -36,8 +38,12 @@ What differs from LoRA, by design:
   routing weights ``w(x)`` (top-k, softmax, eval gate), so it is not a fixed matrix that could
   be added to ``W``: ``merge_adapter`` and ``merge_and_unload`` refuse. ``unload()`` (drop the
   atoms, keep the base) works.
-* **One scaling.** Frozen atoms contribute as they did while training (the release halves
-  them once frozen; see :mod:`~moram_avalanche.text.layer`).
+* **One scaling** by default: frozen atoms contribute as they did while training.
+  ``new_value_scale`` (:class:`MoRAMConfig`) multiplies the trainable atoms' values only: the
+  release's ``lora_alpha / r = 2``, which halves an atom's contribution once ``add_task()``
+  freezes it; calling ``add_task()`` before evaluating, as the release's
+  ``model/Regular/MoRAM.py`` does, also puts r fresh atoms into every evaluation's routing
+  (see :mod:`~moram_avalanche.text.layer`).
 """
 
 from __future__ import annotations
@@ -56,7 +62,7 @@ from torch import nn
 from ..layers.base import find_layers
 from ..layers.moram import MoRAMLinear, routing_options
 from .inject import PAPER_LLM_OPTIONS as LLM
-from .inject import add_task, freeze_task
+from .inject import add_task, check_new_value_scale, freeze_task
 from .layer import PAPER_DROPOUT, DropoutMoRAMLinear, check_dropout
 from .targets import as_table
 
@@ -91,6 +97,8 @@ class MoRAMConfig(PeftConfig):
         temperature: softmax temperature ``tau`` (paper: 0.1); None means 1.
         threshold: eval-only relevance gate ``delta`` (paper: 0.2); 0 disables it.
         dropout: dropout on the atoms' input while training (paper: 0.1).
+        new_value_scale: factor on the trainable atoms' values in the forward (1: the paper; the
+            release's ``lora_alpha / r``: 2; :mod:`~moram_avalanche.text.inject`).
         exclude_modules: names or a regex of modules never to wrap (peft's field).
     """
 
@@ -105,6 +113,8 @@ class MoRAMConfig(PeftConfig):
     temperature: Optional[float] = field(default=LLM["temperature"], metadata={"help": "softmax temperature tau (paper: 0.1)"})
     threshold: float = field(default=LLM["threshold"], metadata={"help": "eval gate delta (paper: 0.2)"})
     dropout: float = field(default=PAPER_DROPOUT, metadata={"help": "dropout on the atoms' input (paper: 0.1)"})
+    new_value_scale: float = field(default=1.0, metadata={
+        "help": "factor on the trainable atoms' values (1: the paper; the release's lora_alpha / r: 2)"})
 
     def __post_init__(self):
         super().__post_init__()
@@ -117,6 +127,7 @@ class MoRAMConfig(PeftConfig):
         if self.temperature is not None:
             self.temperature = options["temperature"]
         self.dropout = check_dropout(self.dropout)
+        self.new_value_scale = check_new_value_scale(self.new_value_scale)
         for name in ("target_modules", "exclude_modules"):
             value = getattr(self, name)
             if value is None or isinstance(value, str):
@@ -141,10 +152,11 @@ class MoRAMTunerLayer(DropoutMoRAMLinear, BaseTunerLayer):
     """
 
     adapter_layer_names = ()  # the bank is no per-adapter dict: one adapter per model
-    other_param_names = ("atoms_per_task", "topk", "temperature", "threshold", "dropout")
+    other_param_names = ("atoms_per_task", "topk", "temperature", "threshold", "dropout", "new_value_scale")
 
     def __init__(self, base_layer: nn.Linear, adapter_name: str, config: MoRAMConfig) -> None:
         DropoutMoRAMLinear.__init__(self, base_layer, **config.layer_options())
+        self.new_value_scale = config.new_value_scale
         self._active_adapter = adapter_name
         self.merged_adapters = []
         self.inference_mode = bool(config.inference_mode)
@@ -232,8 +244,10 @@ class MoRAMModel(BaseTuner):
     def add_task(self) -> int:
         """Freeze every atom and append ``atoms_per_task`` new trainable ones per layer.
 
-        Returns the atoms per layer. The model's outputs do not change (new values are zero);
-        rebuild the optimizer: it must hold the new parameters.
+        Returns the atoms per layer. New values are zero, but from the second task on the new
+        keys join every input's routing (L2 norm, top-k, softmax), so the outputs change before
+        training (:func:`~moram_avalanche.text.inject.add_task`); rebuild the optimizer: it must
+        hold the new parameters.
         """
         return add_task(self.model)
 

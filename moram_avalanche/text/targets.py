@@ -15,13 +15,21 @@ selects T5 targets by module name exactly like peft, whose own T5 default ``["q"
 hits both kinds of attention. ``self_attention_only`` in :func:`target_modules` gives the other
 reading (a regular expression that peft accepts as ``target_modules``).
 
+On TRACE the release adapts more: its runs pass no ``--moram_target_modules``
+(``TRACE/runner_moram.sh``), so its peft fork's defaults apply (``TRACE/utils/my_peft/utils/
+other.py``, ``TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING``): the query, key, value and
+output projections of LLaMA, Gemma, Gemma 2, Mistral and Qwen, for MoRAM and for its LoRA-family
+baselines (``LoraConfig`` without ``target_modules``) alike: :data:`RELEASE_TARGET_MODULES`,
+what ``--benchmark trace`` gives every adapter strategy (a ``target_modules`` mapping of
+``model_type`` to names, resolved by :func:`resolve_targets`).
+
 A second architecture enters by adding a row here (or passing ``target_modules``), never by a
 branch in the injection code.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Mapping, Tuple, Union
+from typing import Dict, List, Mapping, Sequence, Tuple, Union
 
 #: ``config.model_type`` -> MoRAM's target module names (query and key projections)
 MORAM_TARGET_MODULES: Mapping[str, Tuple[str, ...]] = {
@@ -32,6 +40,19 @@ MORAM_TARGET_MODULES: Mapping[str, Tuple[str, ...]] = {
     "gemma2": ("q_proj", "k_proj"),
     "mistral": ("q_proj", "k_proj"),
     "qwen2": ("q_proj", "k_proj"),
+}
+
+#: ``config.model_type`` -> the MoRAM release's default targets (its peft fork's
+#: ``utils/my_peft/utils/other.py``), which its TRACE runs use for MoRAM and the LoRA baselines
+RELEASE_TARGET_MODULES: Mapping[str, Tuple[str, ...]] = {
+    "t5": ("q", "v"),
+    "mt5": ("q", "v"),
+    "llama": ("q_proj", "k_proj", "v_proj", "o_proj"),
+    "gemma": ("q_proj", "k_proj", "v_proj", "o_proj"),
+    "gemma2": ("q_proj", "k_proj", "v_proj", "o_proj"),
+    "mistral": ("q_proj", "k_proj", "v_proj", "o_proj"),
+    "qwen2": ("q_proj", "k_proj", "v_proj", "o_proj"),
+    "qwen3": ("q_proj", "k_proj", "v_proj", "o_proj"),
 }
 
 #: ``config.model_type`` -> the regular expression of the self-attention-only reading (T5
@@ -59,6 +80,20 @@ def target_modules(model_type: str, self_attention_only: bool = False) -> Union[
     return list(MORAM_TARGET_MODULES[model_type])
 
 
+def resolve_targets(targets: Union[str, Sequence[str], Mapping[str, Sequence[str]]],
+                    model_type: str) -> Union[str, List[str]]:
+    """``targets`` for a model of ``model_type``: a mapping (``model_type`` -> names, as
+    :data:`RELEASE_TARGET_MODULES`) gives that type's row; names or a regular expression are
+    returned as they are. A mapping without the type is a ValueError naming the known ones."""
+    if not isinstance(targets, Mapping):
+        return targets if isinstance(targets, str) else list(targets)
+    if model_type not in targets:
+        raise ValueError(f"target_modules gives names for model types {sorted(targets)}, not for "
+                         f"{model_type!r}: add a row for it or pass the module names, e.g. "
+                         "['q_proj', 'k_proj', 'v_proj', 'o_proj']")
+    return list(targets[model_type])
+
+
 def matches(name: str, targets: Union[str, List[str], Tuple[str, ...]]) -> bool:
     """Whether the dotted module ``name`` is a target, with peft's matching rules.
 
@@ -77,4 +112,5 @@ def as_table() -> Dict[str, List[str]]:
     return {model_type: list(names) for model_type, names in MORAM_TARGET_MODULES.items()}
 
 
-__all__ = ["MORAM_TARGET_MODULES", "SELF_ATTENTION_PATTERNS", "as_table", "matches", "target_modules"]
+__all__ = ["MORAM_TARGET_MODULES", "RELEASE_TARGET_MODULES", "SELF_ATTENTION_PATTERNS", "as_table", "matches",
+           "resolve_targets", "target_modules"]

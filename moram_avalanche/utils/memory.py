@@ -137,5 +137,28 @@ def check_atom_banks_fit(shapes: Sequence[Tuple[int, int]], atoms_per_task: int,
                                  "or run fewer tasks")
 
 
-__all__ = ["ATOM_BOOKKEEPING_BYTES", "TRAINING_COPIES", "atom_bank_bytes", "available_bytes",
+#: bytes per element of the float64 copies Avalanche's GEM makes for quadprog (``solve_quadprog``)
+FLOAT64_BYTES = 8
+
+
+def gem_memory_bytes(num_params: int, past_tasks: int, grad_bytes: int) -> Tuple[int, int]:
+    """``(on the training device, on the host)``: the bytes Avalanche's GEM (0.6.0,
+    ``training/plugins/gem.py``) holds for ``past_tasks`` earlier tasks of a model of
+    ``num_params`` parameters whose gradients take ``grad_bytes`` each.
+
+    On the device: ``G``, one flattened gradient of every parameter per past task
+    (``before_training_iteration``), the memory gradient being flattened and the current one
+    (``after_backward``): ``(past + 2) * P * grad_bytes``. On the host, when a projection is
+    needed (``solve_quadprog``): ``G`` copied to the CPU and as float64, the current gradient
+    likewise, the float64 solution and its float32 copy:
+    ``past * P * (grad_bytes + 8) + P * (grad_bytes + 8 + 8 + 4)``.
+    """
+    num_params, past_tasks = _count("num_params", num_params), _count("past_tasks", past_tasks)
+    grad_bytes = _count("grad_bytes", grad_bytes)
+    device = (past_tasks + 2) * num_params * grad_bytes
+    host = past_tasks * num_params * (grad_bytes + FLOAT64_BYTES) + num_params * (grad_bytes + 2 * FLOAT64_BYTES + 4)
+    return device, host
+
+
+__all__ = ["ATOM_BOOKKEEPING_BYTES", "FLOAT64_BYTES", "gem_memory_bytes", "TRAINING_COPIES", "atom_bank_bytes", "available_bytes",
            "check_atom_banks_fit", "check_fits", "format_bytes"]

@@ -52,3 +52,14 @@ def test_olora_plugin_hand_computed():
     OLoRAPlugin(lambda_orth=0.5, lambda_l2=0.1).before_backward(Stub)
     # 1 + 0.5 * |2| + 0.1 * (||[2, -1]|| + ||0||)
     assert Stub.loss.item() == pytest.approx(1 + 1.0 + 0.1 * 5 ** 0.5)
+
+    # one value per task name (O-LoRA scripts/long.sh): WiC's 5 and 0.3
+    Stub.loss, Stub.experience = torch.tensor(1.0), type("Experience", (), {"task_name": "wic"})
+    per_task = OLoRAPlugin(lambda_orth={"mnli": 0.5, "wic": 5.0}, lambda_l2={"mnli": 0.0, "wic": 0.3})
+    per_task.before_backward(Stub)
+    assert Stub.loss.item() == pytest.approx(1 + 5.0 * 2 + 0.3 * 5 ** 0.5)
+    Stub.experience.task_name = "cb"
+    with pytest.raises(ValueError, match=r"lambda_orth gives values for tasks \['mnli', 'wic'\], not for 'cb'"):
+        per_task.before_training_exp(Stub)
+    with pytest.raises(ValueError, match="lambda_l2"):
+        OLoRAPlugin(lambda_l2={"mnli": -1.0})

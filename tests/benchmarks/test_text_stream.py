@@ -86,9 +86,18 @@ def test_a_hand_written_example_becomes_the_exact_prompt(tmp_path):
     root = olora_tree(tmp_path)
     write(root / "SC/SST-2/train.json", [{"sentence": "A fine film.", "label": "Good"}])
     benchmark = lm_cl(root, ["sst-2"])
+    # every O-LoRA script passes --add_task_name True --add_dataset_name True (src/uie_collator.py)
     assert benchmark.train_stream[0].dataset[0][:2] == [
+        "Task:SC\nDataset:SST-2\n"
         "What is the sentiment of the following paragraph? Choose one from the option.\n"
         "Option: Good, Bad \nA fine film.\nAnswer:", "Good"]
+    bare = lm_cl(root, ["sst-2"], task_prefix=False)
+    assert bare.train_stream[0].dataset[0][0].startswith("What is the sentiment")
+    # COPA (src/uie_dataset_lora.py load_COPA_dataset): the sentence and "\nAnswer:" alone
+    copa = "Which sentence is the effect of \"The man turned on the faucet.\"? Choose one between A and B.\n" \
+           "A: The toilet filled with water.\nB: Water flowed from the spout."
+    write(root / "COPA/COPA/train.json", [{"sentence": copa, "label": "yes"}])
+    assert lm_cl(root, ["copa"]).train_stream[0].dataset[0][0] == "Task:COPA\nDataset:COPA\n" + copa + "\nAnswer:"
     moram = lm_cl(moram_tree(tmp_path / "release"), ["sst-2"])
     assert moram.train_stream[0].dataset[0][:2] == ["P sst-2 train 0", "Good"]  # prompts as shipped
 
@@ -159,10 +168,19 @@ def test_trace_stream_with_each_tasks_metric(tmp_path):
     benchmark = trace(tmp_path, limit=3)
     assert [e.task_name for e in benchmark.train_stream] == list(TRACE_ORDER)
     assert [e.metric for e in benchmark.test_stream] == [TRACE_METRICS[n] for n in TRACE_ORDER]
-    assert TRACE_METRICS["20Minuten"] == "sari" and TRACE_METRICS["Py150"] == "edit_similarity"
+    # the release's scoring per task (evaluations/eval_*.py, infer_multi_command.py)
+    assert [TRACE_METRICS[n] for n in TRACE_ORDER] == [
+        "option_letter", "option_letter", "rouge_l", "code_similarity", "answer_letter", "math_accuracy",
+        "math_accuracy", "sari"]
     first = benchmark.train_stream[0]
-    assert len(first.dataset) == 3 and first.label_words == () and list(first.dataset[0]) == ["C-STANCE 0", "A", 0]
-    assert list(first.dataset.targets) == [-1, -1, -1]  # open generation: no label index
+    assert len(first.dataset) == 3 and first.label_words == ("A", "B", "C")
+    assert list(first.dataset[0]) == ["C-STANCE 0", "A", 0] and list(first.dataset.targets) == [0, 0, 0]
+    py150 = benchmark.train_stream[3]
+    assert py150.label_words == () and list(py150.dataset.targets) == [-1, -1, -1]  # open generation
+    # MeetingBank keeps the head of its transcripts, up to its own 4,096 tokens; the others their end
+    tasks = {task.name: task for task in benchmark.tasks}
+    assert (tasks["MeetingBank"].keep, tasks["MeetingBank"].prompt_limit) == ("head", 4096)
+    assert all((task.keep, task.prompt_limit) == ("tail", None) for name, task in tasks.items() if name != "MeetingBank")
     write(tmp_path / "FOMC" / "test.json", [{"prompt": "p"}])
     with pytest.raises(DataError, match=r"FOMC: item 0 of .*FOMC/test.json must be an object"):
         trace(tmp_path, ["FOMC"])
@@ -206,7 +224,7 @@ def test_check_data_trace_names_each_broken_task(tmp_path, capsys):
 def test_the_metrics_are_public_from_the_top():
     from moram_avalanche import edit_similarity, exact_match, rouge_l, sari
 
-    assert exact_match(["The Red."], ["red"]) == 100.0
+    assert exact_match(["Red."], ["red"]) == 100.0 and exact_match(["The red"], ["red"]) == 0.0
     assert rouge_l(["the cat sat"], ["the cat sat down"]) == pytest.approx(100 * 6 / 7)
     assert edit_similarity(["abcd"], ["abce"]) == 75  # fuzz ratio: round(100 * 2 * 3 / 8)
     assert sari(["About 95 you now get in."], [["About 95 species are currently known.",

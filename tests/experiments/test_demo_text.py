@@ -59,11 +59,14 @@ def test_quick_text_demo_writes_every_strategy_and_the_op_bwt_table(quick_demo):
         bwt = sum(matrix[j][j] - last[j] for j in range(4)) / 4
         assert float(table[name]["op"]) == pytest.approx(op, abs=1e-3)
         assert float(table[name]["bwt"]) == pytest.approx(bwt, abs=1e-3)
-        assert op_bwt(matrix) == pytest.approx({"op": op, "bwt": bwt})
+        # the release's figure (collect_results.py): min(A[N, j] - A[j, j], 0) summed over the N tasks, / N
+        release = sum(min(last[j] - matrix[j][j], 0.0) for j in range(5)) / 5
+        assert op_bwt(matrix) == pytest.approx({"op": op, "bwt": bwt, "release_bwt": release})
+        assert float(table[name]["release_bwt"]) == pytest.approx(release, abs=1e-3)
         assert [float(table[name][task]) for task in TASKS] == pytest.approx(last, abs=1e-3)
         assert float(table[name]["train_seconds"]) > 0
     markdown = (out / "table.md").read_text()
-    assert markdown.startswith("| strategy | OP | BWT | colour | mood | topic | size | animal | Train s |")
+    assert markdown.startswith("| strategy | OP | BWT | BWT (release) | colour | mood | topic | size | animal | Train s |")
     assert "| seq-lora |" in markdown and "| moram |" in markdown and markdown.strip() in printed
     summary = (out / "summary.md").read_text()
     assert "| strategy | OP | BWT |" in summary and "Chance (a random option): colour 33.3, mood 50.0" in summary
@@ -131,11 +134,12 @@ def test_the_text_table_marks_the_best_of_each_column():
 
     results = {"x": report([[90.0, 10.0], [50.0, 80.0]]), "y": report([[70.0, 20.0], [65.0, 60.0]])}
     lines = text_table_markdown(results).splitlines()
-    assert lines[0] == "| strategy | OP | BWT | a | b | Train s |"
-    # x: OP 65, BWT 40; y: OP 62.5, BWT 5 (the lower BWT is the better one)
-    assert lines[2] == "| x | **65.0** | 40.0 | 50.0 | **80.0** | 2 |"
-    assert lines[3] == "| y | 62.5 | **5.0** | **65.0** | 60.0 | 2 |"
-    assert text_table_csv(results).splitlines()[1] == "x,65.0000,40.0000,50.0000,80.0000,2.0000"
+    assert lines[0] == "| strategy | OP | BWT | BWT (release) | a | b | Train s |"
+    # x: OP 65, BWT 40, the release's (50 - 90 + 0) / 2 = -20; y: OP 62.5, BWT 5, the release's -2.5
+    # (the lower BWT is the better one; the release's is negative, so the higher)
+    assert lines[2] == "| x | **65.0** | 40.0 | -20.0 | 50.0 | **80.0** | 2 |"
+    assert lines[3] == "| y | 62.5 | **5.0** | **-2.5** | **65.0** | 60.0 | 2 |"
+    assert text_table_csv(results).splitlines()[1] == "x,65.0000,40.0000,-20.0000,50.0000,80.0000,2.0000"
 
 
 def test_the_text_recipes_are_the_papers_llm_setting_at_the_demos_rate():

@@ -86,3 +86,22 @@ def test_extrapolation_in_depth_meets_a_deeper_measurement(bench, one_thread):
     for guess, real in zip(estimated, rows(4)):
         assert guess["held"] == real["held"] and guess["trainable"] == real["trainable"]
         assert abs(guess["step_peak"] - real["step_peak"]) <= 0.05 * real["step_peak"], (guess, real)
+
+
+def test_the_default_rows_adapt_traces_targets(bench):
+    """TRACE's targets are the release's q, k, v, o (--targets trace, the default); --targets paper
+    gives the classification streams' q, k."""
+    from bench_text import build_base, model_config
+
+    from moram_avalanche.layers.lora import LoRALinear
+    from moram_avalanche.layers.moram import MoRAMLinear
+
+    base = build_base("llama-1b", model_config("llama-1b", 2, **TINY), "cpu", torch.float32)
+    options = dict(bench.PAPER_TRACE_OPTIONS, atoms_per_task=4, topk=4)
+    assert bench.TARGETS["trace"]["llama"] == ("q_proj", "k_proj", "v_proj", "o_proj")
+    for targets, per_layer in ((bench.TARGETS["trace"], 4), (bench.TARGETS["paper"], 2)):
+        rows = bench.variants(base, 4, options, 0.1, 2, targets)
+        lora, moram = rows["lora"](), rows["moram task 1"]()
+        for model, kind in ((lora, LoRALinear), (moram, MoRAMLinear)):
+            wrapped = [name for name, module in model.named_modules() if isinstance(module, kind)]
+            assert len(wrapped) == 2 * per_layer and all(".self_attn." in name for name in wrapped)

@@ -4,7 +4,8 @@
 Tolerance, as for CLIP (tests/experiments/test_data_parallel_run.py): the processes add a
 batch's gradients up in another order than one process, so the atoms agree within 1% of each
 tensor's largest entry and each accuracy within one test sample of its task. Settings that keep
-training smooth: no dropout on the atoms (each process would draw its own masks), tau = 1
+training smooth: no dropout on the atoms or on the LoRA's input (each process would draw its own
+masks; SeqLoRA's default is O-LoRA's 0.1), tau = 1
 (``temperature=None``) and top-k 8 (every atom).
 
 The helpers (:func:`tiny_llama`, :func:`python_command`, :func:`moram_avalanche_cli`,
@@ -31,7 +32,7 @@ def compare_args(model, out):
     return ["compare", "--benchmark", "synthetic-text", "--order", ",".join(ORDER), "--strategies", "moram,seq-lora",
             "--model", str(model), "--out", str(out), "--iterations", "25", "--batch-size", "8", "--set", "moram.lr=3e-2", "--set", "seq-lora.lr=3e-2",
             "--set", "moram.atoms_per_task=4", "--set", "moram.topk=8", "--set", "moram.temperature=None",
-            "--set", "moram.dropout=0.0", "--set", "moram.max_new_tokens=2", "--set", "seq-lora.max_new_tokens=2",
+            "--set", "moram.dropout=0.0", "--set", "seq-lora.dropout=0.0", "--set", "moram.max_new_tokens=2", "--set", "seq-lora.max_new_tokens=2",
             "--device", "cpu", "--no-progress"]
 
 

@@ -45,6 +45,18 @@ class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
       :attr:`history`; with ``prune_mass`` the atoms of the task outside the smallest set
       covering that share of the mass are dropped (paper: 0.99).
 
+    ``fresh_atoms_at_eval`` (the MoRAM release's order, an option; default off): :meth:`settle`
+    ends by appending the next task's ``atoms_per_task`` atoms (Kaiming keys, zero values), so
+    every evaluation after a task runs with them in the routing -- they join the L2 norm, the
+    top-k and the softmax while adding nothing -- and :meth:`grow` trains those same atoms on the
+    next task instead of appending others. The release calls ``increment_task()`` (freeze, then
+    re-initialise the new atoms) in ``save_model`` before each round is saved and evaluated
+    (``TRACE/model/Regular/MoRAM.py``; ``inference/infer_part.py`` loads that saved round). With
+    the text family's ``new_value_scale`` (the release's ``lora_alpha / r = 2``) this is the
+    release's evaluation: the atoms just trained read at half their training scale, beside r
+    fresh ones. The history's ``bank_size`` / ``bank_checksum`` describe the bank before the
+    fresh atoms are added.
+
     Attributes:
         history: one entry per trained experience: ``{"experience", "domain", "layers":
             {name: {"mass", "hits", "atom_task", "dropped", "bank_size", "bank_checksum"}}}``.
@@ -59,11 +71,16 @@ class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
 
     layer_type = MoRAMLinear
 
-    def __init__(self, prune_mass: Optional[float] = None, record: bool = True) -> None:
+    def __init__(self, prune_mass: Optional[float] = None, record: bool = True,
+                 fresh_atoms_at_eval: bool = False) -> None:
         super().__init__()
         if prune_mass is not None and not 0 < prune_mass <= 1:
             raise ValueError(f"prune_mass must be in (0, 1] or None, got {prune_mass}")
+        if not isinstance(fresh_atoms_at_eval, bool):
+            raise ValueError(f"fresh_atoms_at_eval must be True (the release's order) or False, got "
+                             f"{fresh_atoms_at_eval!r}")
         self.prune_mass = prune_mass
+        self.fresh_atoms_at_eval = fresh_atoms_at_eval
         self.record = record or prune_mass is not None
         self.history: List[dict] = []
         self.pruned: List[Dict[str, int]] = []
@@ -71,7 +88,8 @@ class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
 
     def grow(self, strategy) -> None:
         for layer in self.layers(strategy.model).values():
-            layer.expand()
+            if not (self.fresh_atoms_at_eval and layer.num_trainable):  # the fresh atoms of settle() train now
+                layer.expand()
             layer.reset_stats()
             if self.record:
                 layer.start_recording()
@@ -98,6 +116,9 @@ class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
         self.history.append({"experience": strategy.experience.current_experience,
                              "domain": getattr(strategy.experience, "domain", None),
                              "layers": snapshot})
+        if self.fresh_atoms_at_eval:  # the next task's atoms, in every evaluation from now on
+            for layer in layers.values():
+                layer.expand()
 
     def state_dict(self) -> dict:
         return {"history": self.history, "pruned": self.pruned, "layer_options": self.layer_options,

@@ -17,7 +17,11 @@ loss, so each gets a text counterpart here that overrides exactly the method tou
 * :class:`TextGEMPlugin` -- the memory holds ``patterns_per_experience`` prompts and answers
   per experience (the first of a shuffled pass, as Avalanche's ``update_memory``), and the
   reference gradient of each experience is that of their token loss; the projection
-  (``after_backward``, quadprog through qpsolvers) is Avalanche's;
+  (``after_backward``, quadprog through qpsolvers) is Avalanche's. GEM keeps one gradient of
+  every parameter per past task, on the device, and copies them to the host as float64 to
+  project: before the first task trains it works out what the stream's last task will need
+  (:func:`~moram_avalanche.utils.memory.gem_memory_bytes`; a 7B model in bf16 after 7 tasks:
+  ~113 GiB on the GPU, ~577 GiB on the host) and refuses, with the figures, what does not fit;
 * :class:`TextAGEMPlugin` -- the reference gradient is the token loss's on a memory sample
   drawn by Avalanche's own group-balanced loader; memory and projection are Avalanche's;
 * :class:`TextLwFPlugin` -- LwF (Li & Hoiem, 2017) on the token distribution: the KL
@@ -28,7 +32,9 @@ loss, so each gets a text counterpart here that overrides exactly the method tou
   vocabulary; every token is a "previously active unit" since the vocabulary is shared). The
   previous model is a frozen copy taken after each experience (Avalanche's ``post_adapt``).
 
-The counterparts add no state of their own: :func:`text_plugins` re-classes the instances an
+Every forward of a counterpart cuts long prompts as the loop does (each task's declaration,
+``experience.tasks``; :func:`~moram_avalanche.models.language_model.prompt_cuts`). The
+counterparts add no state of their own: :func:`text_plugins` re-classes the instances an
 Avalanche strategy built itself (``EWC.__init__`` makes its ``EWCPlugin``) or a user passed,
 keeping every argument. The text loop calls it on its plugins, so ``plugins=[EWCPlugin(...)]``
 composes with any language-model strategy (``moram``, ``o-lora``) too.
@@ -46,9 +52,17 @@ from avalanche.training.utils import zerolike_params_dict
 from torch.utils.data import DataLoader
 
 
-def text_batch_loss(model, batch) -> torch.Tensor:
-    """The token loss of a ``[prompts, answers, ...]`` batch (tuples or lists of strings)."""
-    return model.loss(list(batch[0]), list(batch[1]))
+def batch_cuts(tasks, task_ids):
+    """How each prompt of a batch is cut, from the stream's ``tasks`` and the batch's task labels
+    (None without tasks: the model's way)."""
+    from ...models.language_model import prompt_cuts
+
+    return prompt_cuts(tasks, [int(t) for t in task_ids]) if tasks else None
+
+
+def text_batch_loss(model, batch, tasks=None) -> torch.Tensor:
+    """The token loss of a ``[prompts, answers, task labels]`` batch (tuples or lists of strings)."""
+    return model.loss(list(batch[0]), list(batch[1]), batch_cuts(tasks, batch[-1]))
 
 
 def flat_gradient(model, device) -> torch.Tensor:
@@ -67,13 +81,17 @@ def collate_pairs(items):
 class TextEWCPlugin(EWCPlugin):
     """EWC whose importances come from the token loss (module docstring)."""
 
+    def after_training_exp(self, strategy, **kwargs):
+        self.stream_tasks = getattr(strategy.experience, "tasks", None)  # how its prompts are cut
+        super().after_training_exp(strategy, **kwargs)
+
     def compute_importances(self, model, criterion, optimizer, dataset, device, batch_size, num_workers=0):
         model.eval()
         importances = zerolike_params_dict(model)
         loader = DataLoader(dataset, batch_size=batch_size, collate_fn=collate_pairs, num_workers=num_workers)
         for batch in loader:
             model.zero_grad(set_to_none=True)
-            loss = text_batch_loss(model, batch)
+            loss = text_batch_loss(model, batch, getattr(self, "stream_tasks", None))
             if loss.requires_grad:  # nothing trainable left (e.g. after MoRAM froze its atoms): zeros
                 loss.backward()
             for (name, p), (same, imp) in zip(model.named_parameters(), importances.items()):
@@ -87,17 +105,48 @@ class TextEWCPlugin(EWCPlugin):
         return importances
 
 
+def check_gem_fits(model, past_tasks: int, device, available=None) -> None:
+    """Refuse, with the figures, a GEM run whose gradient store will not fit (module docstring)."""
+    from ...utils.memory import check_fits, format_bytes, gem_memory_bytes
+
+    parameters = list(model.parameters())
+    if not parameters or past_tasks < 1:
+        return
+    count = sum(p.numel() for p in parameters)
+    grad_bytes = parameters[0].element_size()
+    on_device, on_host = gem_memory_bytes(count, past_tasks, grad_bytes)
+    what = (f"GEM's gradient store ({past_tasks} past tasks x {count:,} parameters x {grad_bytes} bytes, one full "
+            f"gradient per past task, {format_bytes(count * grad_bytes)} each)")
+    fix = ("use A-GEM (avalanche.agem: one reference gradient), EWC, or an adapter strategy, or fewer tasks; "
+           "GEM keeps a gradient of every parameter of the model per past task")
+    kind = str(device).partition(":")[0]
+    if kind == "cpu":  # the store and the projection's copies share the host
+        check_fits(on_device + on_host, device, what + " and its float64 copies for quadprog", fix=fix,
+                   available=available)
+        return
+    check_fits(on_device, device, what, fix=fix, available=available)
+    check_fits(on_host, "cpu", f"GEM's projection (quadprog on the host: the store copied as float64, "
+                               f"{past_tasks} x {format_bytes(count * 8)})", fix=fix)
+
+
 class TextGEMPlugin(GEMPlugin):
     """GEM whose memory holds prompts and answers and whose reference gradients are the token loss's."""
+
+    def before_training_exp(self, strategy, **kwargs):
+        """Before the first task: refuse a stream whose last task's gradient store will not fit."""
+        if strategy.clock.train_exp_counter == 0:
+            tasks = getattr(strategy.experience, "tasks", None) or getattr(strategy.experience, "origin_stream", ())
+            check_gem_fits(strategy.model, len(tasks) - 1, strategy.device)
 
     def before_training_iteration(self, strategy, **kwargs):
         if strategy.clock.train_exp_counter == 0:
             return
         gradients = []
         strategy.model.train()
+        tasks = getattr(strategy.experience, "tasks", None)
         for t in range(strategy.clock.train_exp_counter):
             strategy.model.zero_grad(set_to_none=True)
-            strategy.model.loss(self.memory_x[t], self.memory_y[t]).backward()
+            strategy.model.loss(self.memory_x[t], self.memory_y[t], batch_cuts(tasks, self.memory_tid[t])).backward()
             gradients.append(flat_gradient(strategy.model, strategy.device))
         strategy.model.zero_grad(set_to_none=True)
         self.G = torch.stack(gradients)  # (experiences, parameters)
@@ -126,7 +175,7 @@ class TextAGEMPlugin(AGEMPlugin):
             return
         strategy.model.train()
         strategy.model.zero_grad(set_to_none=True)
-        text_batch_loss(strategy.model, self.sample_from_memory()).backward()
+        text_batch_loss(strategy.model, self.sample_from_memory(), getattr(strategy.experience, "tasks", None)).backward()
         self.reference_gradients = torch.cat([
             p.grad.view(-1) if p.grad is not None else torch.zeros(p.numel(), device=strategy.device)
             for _, p in strategy.model.named_parameters()])
@@ -141,14 +190,15 @@ class TextLwFPlugin(LwFPlugin):
         if lwf.prev_model is None:
             return
         alpha = lwf.alpha[lwf.expcount] if isinstance(lwf.alpha, (list, tuple)) else lwf.alpha
-        strategy.loss += alpha * self.distillation(strategy.model, strategy.mb_x, strategy.mb_y)
+        strategy.loss += alpha * self.distillation(strategy.model, strategy.mb_x, strategy.mb_y,
+                                                   getattr(strategy, "mb_prompt_cuts", None))
 
-    def distillation(self, model, prompts, answers) -> torch.Tensor:
+    def distillation(self, model, prompts, answers, cuts=None) -> torch.Tensor:
         """KL(previous || current) of the answer tokens' distributions at ``temperature``, mean over tokens."""
         temperature = self.lwf.temperature
         with torch.no_grad():
-            previous = self.lwf.prev_model.answer_logits(prompts, answers)
-        current = model.answer_logits(prompts, answers)
+            previous = self.lwf.prev_model.answer_logits(prompts, answers, cuts)
+        current = model.answer_logits(prompts, answers, cuts)
         return F.kl_div(torch.log_softmax(current / temperature, dim=-1),
                         torch.softmax(previous / temperature, dim=-1), reduction="batchmean")
 
@@ -176,4 +226,4 @@ def text_plugins(plugins: Iterable) -> list:
 
 
 __all__ = ["TEXT_COUNTERPARTS", "TextAGEMPlugin", "TextEWCPlugin", "TextGEMPlugin", "TextLwFPlugin",
-           "text_batch_loss", "text_plugins"]
+           "batch_cuts", "check_gem_fits", "text_batch_loss", "text_plugins"]

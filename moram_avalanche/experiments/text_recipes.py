@@ -1,0 +1,304 @@
+"""The language-model runs' settings where a stream, a table or a preset departs from a strategy's
+defaults, each with where it comes from: data, read by ``run`` / ``compare`` (``--benchmark``,
+``--preset``) and ``reproduce`` (which prints every one in ``--dry-run`` and records them in each
+run's folder).
+
+A strategy's own defaults are the paper's classification setting (lr 1e-3, batch 64, one epoch;
+MoRAM r 8, k 4, tau 0.1, delta 0.2 on the query and key projections) and, for the baselines,
+their own papers' (O-LoRA's ``LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1)``, lambdas 0.5 /
+0): :data:`DEFAULT_SOURCES` says where each comes from. On top of them:
+
+* ``--benchmark trace`` (:func:`stream_settings`): the paper's TRACE setting for every text
+  strategy and MoRAM's atoms, the release's decoding and targets, TRACE's own recipes for its
+  full fine-tuning rows and FIX (ICL) (:data:`TRACE_STREAM`);
+* ``--preset trace-release`` (:data:`PRESETS`): the release's shipped MoRAM run, its atom scaling
+  included;
+* a ``reproduce`` table (:func:`table_settings`): O-LoRA's long-sequence lambdas and epochs on
+  ``t5-long``.
+
+What the streams themselves do the same way (how a long prompt is cut, how each answer is
+scored, O-LoRA's prompt prefix) is not an option; :data:`STREAM_NOTES` says it with its source,
+for the plan.
+
+Sources are files of the MoRAM release (``TRACE/...``, Artificer-AI-Lab/MoRAM), of O-LoRA
+(cmnfriend/O-LoRA) or of TRACE (BeyonderXX/TRACE), or the paper's section (reference
+``language_models.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One option a stream, table or preset sets, its value and where it comes from."""
+
+    option: str
+    value: Any
+    source: str
+
+
+#: which strategies a setting applies to, by what they train (the text family's classes)
+def _in_group(group: str, name: str, cls) -> bool:
+    from ..strategies.text_builtins import TextBuiltinLoop
+    from ..strategies.text_strategies import TextFineTune, TextIncLoRA, TextSeqLoRA
+
+    if group == "*":
+        return True
+    if group == "lora":  # the LoRA-family baselines
+        return issubclass(cls, (TextSeqLoRA, TextIncLoRA))
+    if group == "full":  # the rows that fine-tune every weight
+        return issubclass(cls, (TextFineTune, TextBuiltinLoop))
+    return group == name
+
+
+_PAPER_TRACE = "paper Sec. 4, TRACE paragraph"
+_LOOP_SOURCE = "TRACE/runner_moram.sh"
+_INFER = "TRACE/inference/infer_part.py (generate)"
+_TARGETS = ("TRACE/utils/my_peft/utils/other.py (the peft fork's default targets; runner_moram.sh passes no "
+            "--moram_target_modules)")
+_LORA_TARGETS = ("TRACE/training/main.py (LoraConfig without target_modules) -> TRACE/utils/my_peft/utils/"
+                 "other.py")
+_TRACE_FULL = "BeyonderXX/TRACE scripts/train_seq_cl.sh (batch left at the paper's 4)"
+
+#: the release's epochs per TRACE task (``TRACE/runner_moram.sh``: ``epochs="2,1,3,2,1,2,2,3"`` over
+#: ``dataset="C-STANCE,FOMC,MeetingBank,Py150,ScienceQA,NumGLUE-cm,NumGLUE-ds,20Minuten"``), by name
+#: so that a subset or another order of the tasks keeps each task's count
+RELEASE_TRACE_EPOCHS = {"C-STANCE": 2, "FOMC": 1, "MeetingBank": 3, "Py150": 2, "ScienceQA": 1, "NumGLUE-cm": 2,
+                        "NumGLUE-ds": 2, "20Minuten": 3}
+#: TRACE's epochs per task for its full-parameter baselines (``scripts/train_seq_cl.sh``:
+#: ``--num_train_epochs 5,3,7,5,3,5,5,7`` in TRACE's order)
+TRACE_FULL_EPOCHS = {"C-STANCE": 5, "FOMC": 3, "MeetingBank": 7, "Py150": 5, "ScienceQA": 3, "NumGLUE-cm": 5,
+                     "NumGLUE-ds": 5, "20Minuten": 7}
+#: the paper's TRACE setting of the loop (Sec. 4): lr 5e-4, batch 4, context 1024; answers up to
+#: 512 tokens (the release's ``--max_ans_len 512``)
+TRACE_LOOP = {"lr": 5e-4, "train_mb_size": 4, "max_source_length": 1024, "max_target_length": 512,
+              "max_new_tokens": 512}
+
+
+def _trace_stream() -> List[Tuple[str, Setting]]:
+    from ..text.inject import PAPER_TRACE_OPTIONS
+    from ..text.targets import RELEASE_TARGET_MODULES
+
+    targets = {k: list(v) for k, v in RELEASE_TARGET_MODULES.items()}
+    return [
+        ("*", Setting("lr", TRACE_LOOP["lr"], _PAPER_TRACE)),
+        ("*", Setting("train_mb_size", TRACE_LOOP["train_mb_size"], _PAPER_TRACE)),
+        ("*", Setting("max_source_length", TRACE_LOOP["max_source_length"],
+                      f"{_PAPER_TRACE} (context 1024); {_LOOP_SOURCE} --max_prompt_len 1024")),
+        ("*", Setting("max_target_length", TRACE_LOOP["max_target_length"], f"{_LOOP_SOURCE} --max_ans_len 512")),
+        ("*", Setting("max_new_tokens", TRACE_LOOP["max_new_tokens"], f"{_INFER}: max_new_tokens=max_ans_len")),
+        ("*", Setting("repetition_penalty", 1.2, _INFER)),
+        ("*", Setting("no_repeat_ngram_size", 3, _INFER)),
+        *[("moram", Setting(option, value, _PAPER_TRACE)) for option, value in PAPER_TRACE_OPTIONS.items()],
+        ("moram", Setting("target_modules", targets, _TARGETS)),
+        ("lora", Setting("target_modules", targets, _LORA_TARGETS)),
+        ("full", Setting("lr", 1e-5, f"{_TRACE_FULL}: --learning_rate 1e-5")),
+        ("full", Setting("epochs", dict(TRACE_FULL_EPOCHS), f"{_TRACE_FULL}: --num_train_epochs 5,3,7,5,3,5,5,7")),
+        ("icl", Setting("max_source_length", 3584, "BeyonderXX/TRACE scripts/ICL.sh --max_prompt_len 3584")),
+    ]
+
+
+def _trace_release() -> List[Tuple[str, Setting]]:
+    """The release's shipped TRACE run for MoRAM (``TRACE/runner_moram.sh``) and its atom scaling.
+
+    Its 32 prompts per optimizer step (batch 1 per GPU, 8 accumulation steps, 4 GPUs) are batch 1
+    with 32 accumulation steps on one process. Its learning rate is constant: the script asks
+    for ``cosine`` but ``training/main.py`` builds ``get_constant_schedule_with_warmup``
+    whatever it asks (:func:`~moram_avalanche.strategies.text_loop.epochs_of`).
+    """
+    from ..text.inject import RELEASE_NEW_VALUE_SCALE, RELEASE_TRACE_OPTIONS
+
+    script = _LOOP_SOURCE
+    return [
+        ("moram", Setting("atoms_per_task", RELEASE_TRACE_OPTIONS["atoms_per_task"], f"{script} moram_rank=8")),
+        ("moram", Setting("topk", RELEASE_TRACE_OPTIONS["topk"], f"{script} moram_topk=$moram_rank")),
+        ("moram", Setting("temperature", RELEASE_TRACE_OPTIONS["temperature"], f"{script} moram_router_temp=0.03")),
+        ("moram", Setting("threshold", RELEASE_TRACE_OPTIONS["threshold"], f"{script} moram_infer_lora_a_thresh=0.2")),
+        ("moram", Setting("betas", (0.9, 0.95), "TRACE/training/main.py get_optimizer: Adam betas=(0.9, 0.95)")),
+        ("moram", Setting("weight_decay", 0.0, f"{script} --weight_decay 0.")),
+        ("moram", Setting("train_mb_size", 1, f"{script} --per_device_train_batch_size 1")),
+        ("moram", Setting("accumulation_steps", 32, f"{script} --gradient_accumulation_steps 8 on 4 GPUs "
+                                                      "(TRACE_GPUS=0,1,2,3): 32 prompts per step")),
+        ("moram", Setting("epochs", dict(RELEASE_TRACE_EPOCHS), f"{script} epochs=2,1,3,2,1,2,2,3")),
+        ("moram", Setting("new_value_scale", RELEASE_NEW_VALUE_SCALE,
+                          "TRACE/training/main.py lora_alpha=2*moram_rank; TRACE/utils/my_peft/tuners/moram.py "
+                          "loranew_B * scaling (frozen lora_B unscaled)")),
+        ("moram", Setting("fresh_atoms_at_eval", True,
+                          "TRACE/model/Regular/MoRAM.py save_model: increment_task() before each round is saved and "
+                          "evaluated (inference/infer_part.py loads that round)")),
+    ]
+
+
+def _t5_long() -> List[Tuple[str, Setting]]:
+    from ..algorithms.olora import OLORA_LONG_EPOCHS, OLORA_LONG_LAMBDAS
+
+    script = "O-LoRA scripts/long.sh"
+    return [
+        ("o-lora", Setting("lambda_orth", {k: v[0] for k, v in OLORA_LONG_LAMBDAS.items()},
+                           f"{script} --lamda_1 per task (order 6; orders 4-5 reuse each task's value)")),
+        ("o-lora", Setting("lambda_l2", {k: v[1] for k, v in OLORA_LONG_LAMBDAS.items()}, f"{script} --lamda_2 per task")),
+        ("o-lora", Setting("epochs", dict(OLORA_LONG_EPOCHS), f"{script} --num_train_epochs 2 for MNLI, 1 otherwise")),
+    ]
+
+
+#: ``--benchmark`` -> ``() -> [(group, Setting)]`` (groups: "*" every text strategy, "lora" the
+#: LoRA rows, "full" the full fine-tuning rows, or one strategy's name; later settings win)
+TRACE_STREAM = _trace_stream
+STREAMS: Dict[str, Callable[[], List[Tuple[str, Setting]]]] = {"trace": _trace_stream}
+#: ``--benchmark`` -> the weights' dtype by default (the paper's TRACE runs: bf16)
+STREAM_DTYPES = {"trace": "bfloat16"}
+#: named presets: name -> (the streams it belongs to, its settings)
+PRESETS: Dict[str, Tuple[Tuple[str, ...], Callable[[], List[Tuple[str, Setting]]]]] = {
+    "trace-release": (("trace",), _trace_release)}
+#: ``reproduce`` table -> its settings on top of its stream's
+TABLES: Dict[str, Callable[[], List[Tuple[str, Setting]]]] = {"t5-long": _t5_long}
+
+#: where a text strategy's defaults come from (printed by ``reproduce --dry-run``)
+DEFAULT_SOURCES: Dict[str, str] = {
+    "moram": "paper Sec. 4, LLM settings: r 8, top-k 4, tau 0.1, delta 0.2, dropout 0.1, query and key projections",
+    "seq-lora": "O-LoRA src/run_uie_lora.py LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1): rank 8, scale 4, "
+                "dropout 0.1; query and value projections (peft's default)",
+    "inc-lora": "as seq-lora, one LoRA per task (O-LoRA's IncLoRA)",
+    "o-lora": "as inc-lora; O-LoRA scripts/order_1.sh --lamda_1 0.5 --lamda_2 0; its code's |.| (p = 1)",
+    "icl": "TRACE scripts/ICL.sh: 6 random, label-balanced examples (inference/ICL.py)",
+    "finetune": "every weight trains (SeqFT), the loop's defaults",
+    "mtl": "every weight, jointly on every task so far (the upper bound), the loop's defaults",
+    "*": "paper Sec. 4, LLM settings: AdamW, lr 1e-3 constant, batch 64, one epoch per task",
+}
+
+def _gem_note() -> str:
+    from ..utils.memory import format_bytes, gem_memory_bytes
+
+    device, host = gem_memory_bytes(6_738_415_616, 7, 2)  # LLaMA-2-7B's parameters, bf16, TRACE's 8 tasks
+    return (f"memory: one gradient of every parameter per past task on the device, copied to the host as float64 "
+            f"to project (LLaMA-2-7B in bf16 before TRACE's last task: {format_bytes(device)} on the GPU, "
+            f"{format_bytes(host)} on the host); refused before the first task when it does not fit "
+            "[avalanche training/plugins/gem.py; utils/memory.py gem_memory_bytes]")
+
+
+#: strategy -> a note of what running it costs (``reproduce --dry-run``)
+STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note}
+
+#: what the streams do the same way for every strategy, with its source (``reproduce --dry-run``)
+STREAM_NOTES: Dict[str, Tuple[str, ...]] = {
+    "trace": (
+        "causal prompts keep their end (left truncation), prompt and answer cut together at 1024 + 512 tokens in "
+        "training [TRACE/utils/utils.py truncation_side='left', asserted in TRACE/training/main.py; "
+        "TRACE/utils/data/data_collator.py]",
+        "MeetingBank keeps the head of its transcripts, up to 4096 tokens [TRACE/training/main.py "
+        "--meetingbank_max_prompt_len 4096; TRACE/utils/data/data_collator.py]",
+        "scores: C-STANCE / FOMC the option letter [TRACE/inference/infer_multi_command.py], ScienceQA the first "
+        "character [TRACE/evaluations/eval_ScienceQA.py], NumGLUE the number [TRACE/evaluations/qwen_math_parser.py], "
+        "MeetingBank ROUGE-L [TRACE/metrics.py, pltrdy rouge], Py150 fuzz.ratio after its literals "
+        "[TRACE/evaluations/eval_Py150.py], 20Minuten SARI [TRACE/metrics.py]",
+        "BWT: the paper's (positive = forgetting) and, beside it, the release's [TRACE/inference/collect_results.py]",
+    ),
+    "lm-cl": (
+        "prompts: \"Task:<category>\\nDataset:<dataset>\\n\" before each [O-LoRA scripts/*.sh --add_task_name True "
+        "--add_dataset_name True; src/uie_collator.py]; COPA's is its sentence and \"\\nAnswer:\" "
+        "[O-LoRA src/uie_dataset_lora.py]",
+        "score: exact match after lower-casing and removing punctuation, articles kept [O-LoRA src/compute_metrics.py]",
+    ),
+}
+
+
+def text_strategy_classes() -> Dict[str, type]:
+    from ..strategies.registry import text_strategies
+
+    return text_strategies()
+
+
+def _check_preset(benchmark: str, preset: Optional[str]) -> None:
+    if preset is None:
+        return
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
+    streams = PRESETS[preset][0]
+    if benchmark not in streams:
+        raise ValueError(f"--preset {preset} is a setting of --benchmark {' / '.join(streams)}, not of {benchmark}")
+
+
+def _select(rows: List[Tuple[str, Setting]], name: str) -> List[Setting]:
+    classes = text_strategy_classes()
+    if name not in classes:  # a CLIP strategy or an unknown name: nothing of the text family's
+        return []
+    return [setting for group, setting in rows if _in_group(group, name, classes[name])]
+
+
+def stream_settings(benchmark: str, name: str, preset: Optional[str] = None) -> List[Setting]:
+    """The settings of text strategy ``name`` on ``benchmark`` (with ``preset`` on top), in order;
+    a later setting of an option wins."""
+    _check_preset(benchmark, preset)
+    rows = STREAMS[benchmark]() if benchmark in STREAMS else []
+    if preset is not None:
+        rows = rows + PRESETS[preset][1]()
+    return _select(rows, name)
+
+
+def table_settings(table: str, name: str) -> List[Setting]:
+    """The settings of text strategy ``name`` that ``reproduce``'s ``table`` adds to its stream's."""
+    return _select(TABLES[table](), name) if table in TABLES else []
+
+
+def as_options(settings: List[Setting]) -> Dict[str, Any]:
+    """``{option: value}`` of ``settings``, the last of an option winning."""
+    return {setting.option: setting.value for setting in settings}
+
+
+def stream_options(benchmark: str, name: str, preset: Optional[str] = None) -> Dict[str, Any]:
+    """The options of the package's text strategy ``name`` on ``benchmark`` (empty for streams whose
+    defaults are the strategies' own), with ``preset`` on top."""
+    return as_options(stream_settings(benchmark, name, preset))
+
+
+def shared_stream_options(benchmark: str) -> Dict[str, Any]:
+    """What ``benchmark`` sets for every text strategy (the batch the command line reports)."""
+    rows = STREAMS[benchmark]() if benchmark in STREAMS else []
+    return as_options([setting for group, setting in rows if group == "*"])
+
+
+def describe(value: Any) -> str:
+    """A setting's value, short: a per-task mapping as ``name value, ...``; a per-model-type
+    target table as the row of LLaMA-family models and the types it covers."""
+    if isinstance(value, dict) and value and all(isinstance(v, (list, tuple)) for v in value.values()):
+        rows: Dict[Tuple[str, ...], List[str]] = {}
+        for model_type, names in value.items():
+            rows.setdefault(tuple(names), []).append(model_type)
+        return "; ".join(f"{', '.join(names)} ({', '.join(types)})" for names, types in rows.items())
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in value.items())
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def plan_lines(benchmark: str, table: str, strategies) -> List[str]:
+    """``reproduce --dry-run``'s account of a table's settings: what its stream does for every run,
+    then, per strategy, where its defaults come from and each setting the stream or the table
+    changes, with its source (settings shared by every strategy are printed once)."""
+    names = list(dict.fromkeys(strategies))
+    per = {name: stream_settings(benchmark, name) + table_settings(table, name) for name in names}
+    shared = [s for s in (per[names[0]] if names else []) if all(s in per[name] for name in names)]
+    lines = ["  settings (each strategy's defaults and their source, then what this table changes and where "
+             "it comes from):"]
+    lines += [f"    stream: {note}" for note in STREAM_NOTES.get(benchmark, ())]
+    lines.append(f"    every strategy: defaults [{DEFAULT_SOURCES['*']}]")
+    lines += [f"      {s.option} {describe(s.value)}  [{s.source}]" for s in shared]
+    for name in names:
+        own = [s for s in per[name] if s not in shared]
+        source = DEFAULT_SOURCES.get(name, "its own defaults" if not name.startswith("avalanche.")
+                                     else "Avalanche's (strategies/text_builtins.py)")
+        lines.append(f"    {name}: defaults [{source}]")
+        lines += [f"      {s.option} {describe(s.value)}  [{s.source}]" for s in own]
+        if name in STRATEGY_NOTES:
+            lines.append(f"      {STRATEGY_NOTES[name]()}")
+    return lines
+
+
+__all__ = ["DEFAULT_SOURCES", "PRESETS", "RELEASE_TRACE_EPOCHS", "STREAMS", "STREAM_DTYPES", "STREAM_NOTES", "STRATEGY_NOTES", "Setting",
+           "TABLES", "TRACE_FULL_EPOCHS", "TRACE_LOOP", "TRACE_STREAM", "as_options", "describe", "plan_lines",
+           "shared_stream_options",
+           "stream_options", "stream_settings", "table_settings", "text_strategy_classes"]

@@ -1,0 +1,210 @@
+"""The TRACE protocol as the MoRAM release runs it, end to end on tiny models: the adapted modules
+of a LLaMA and a Gemma, the decoding and prompt cuts that reach ``generate``, the full fine-tuning
+rows' recipe, GEM's memory refusal, and the settings ``reproduce --dry-run`` prints with their
+sources."""
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from tiny_text import LLAMA_KWARGS, tiny_llama
+
+ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+def tiny_gemma(seed=0):
+    from transformers import GemmaConfig, GemmaForCausalLM
+
+    torch.manual_seed(seed)
+    return GemmaForCausalLM(GemmaConfig(**LLAMA_KWARGS, head_dim=8)).eval()
+
+
+MODELS = {"llama": tiny_llama, "gemma": tiny_gemma}
+
+
+def adapted(language_model, layer_type):
+    """The dotted names, in the Hugging Face model, of the linears wrapped by ``layer_type``."""
+    from moram_avalanche.layers.base import find_layers
+
+    return set(find_layers(language_model.model, layer_type))
+
+
+def every_layer(projections):
+    return {f"model.layers.{i}.self_attn.{p}" for i in range(2) for p in projections}
+
+
+def build(name, model, tokenizer, **options):
+    from moram_avalanche.strategies.registry import get_strategy
+
+    return get_strategy(name, family="text")(model=model, tokenizer=tokenizer, **options)
+
+
+@pytest.mark.parametrize("architecture", sorted(MODELS))
+def test_trace_adapts_query_key_value_and_output_of_llama_and_gemma(architecture):
+    from tiny_text import word_tokenizer
+
+    from moram_avalanche.experiments.text_recipes import stream_options
+    from moram_avalanche.layers.lora import LoRALinear
+    from moram_avalanche.layers.moram import MoRAMLinear
+    from moram_avalanche.layers.task_lora import TaskLoRALinear
+    from moram_avalanche.text.load import prepare_tokenizer
+
+    tokenizer = prepare_tokenizer(word_tokenizer(), seq2seq=False)
+    # the release's peft fork (utils/my_peft/utils/other.py): llama / gemma -> q, k, v, o
+    for name, layer in (("moram", MoRAMLinear), ("seq-lora", LoRALinear), ("o-lora", TaskLoRALinear)):
+        strategy = build(name, MODELS[architecture](), tokenizer, **stream_options("trace", name))
+        assert adapted(strategy.model, layer) == every_layer(ATTENTION), name
+    release = build("moram", MODELS[architecture](), tokenizer, **stream_options("trace", "moram", "trace-release"))
+    assert adapted(release.model, MoRAMLinear) == every_layer(ATTENTION)
+    # the classification streams keep the paper's query and key for MoRAM, peft's query and value for LoRA
+    assert adapted(build("moram", MODELS[architecture](), tokenizer).model, MoRAMLinear) == every_layer(ATTENTION[:2])
+    lora = build("seq-lora", MODELS[architecture](), tokenizer).model
+    assert adapted(lora, LoRALinear) == every_layer(("q_proj", "v_proj"))
+
+
+def test_a_target_table_without_the_models_type_is_refused():
+    from moram_avalanche.text import inject_moram
+
+    with pytest.raises(ValueError, match="not for 'llama'.*add a row"):
+        inject_moram(tiny_llama(), {"gemma": ["q_proj"]})
+
+
+def test_the_loop_passes_the_releases_decoding_and_each_tasks_prompt_cut(tmp_path):
+    """A task that keeps its prompts' head (MeetingBank's way, here with a small limit) and one that
+    keeps their end, evaluated by the loop with TRACE's stream options on a tiny LLaMA."""
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from moram_avalanche.benchmarks.text_stream import TextStreamTask, text_benchmark
+    from moram_avalanche.experiments.text_recipes import stream_options
+    from moram_avalanche.text.tiny import tiny_language_model, word_tokenizer
+
+    words = [f"w{i}" for i in range(12)]
+    long = " ".join(words)
+    head = TextStreamTask("MeetingBank", ((long, "w1"),), ((long, "w1"),), metric="rouge_l", prompt_limit=5, keep="head")
+    tail = TextStreamTask("FOMC", ((long, "w2"),), ((long, "w2"),), metric="accuracy")
+    bench = text_benchmark([head, tail])
+    tokenizer = word_tokenizer(words)
+    options = {**stream_options("trace", "moram"), "max_source_length": 5, "max_new_tokens": 2, "iterations": 1,
+               "evaluator": EvaluationPlugin(loggers=[])}
+    strategy = build("moram", tiny_language_model("llama", tokenizer), tokenizer, **options)
+    calls = []
+    original = strategy.model.model.generate
+    strategy.model.model.generate = lambda **kwargs: calls.append(kwargs) or original(**kwargs)
+    strategy.eval(bench.test_stream)
+    assert [c["repetition_penalty"] for c in calls] == [1.2, 1.2]  # TRACE/inference/infer_part.py
+    assert [c["no_repeat_ngram_size"] for c in calls] == [3, 3]
+    ids = lambda ws: [tokenizer.convert_tokens_to_ids(w) for w in ws]  # noqa: E731
+    assert calls[0]["input_ids"][0].tolist() == ids(words[:5])  # MeetingBank: the head
+    assert calls[1]["input_ids"][0].tolist() == ids(words[-5:])  # the others: the end (left truncation)
+
+
+def test_traces_full_fine_tuning_rows_train_at_its_rate_and_epochs():
+    from moram_avalanche.experiments.text_recipes import stream_options
+
+    # BeyonderXX/TRACE scripts/train_seq_cl.sh: --learning_rate 1e-5 --num_train_epochs 5,3,7,5,3,5,5,7
+    epochs = dict(zip(("C-STANCE", "FOMC", "MeetingBank", "Py150", "ScienceQA", "NumGLUE-cm", "NumGLUE-ds",
+                       "20Minuten"), (5, 3, 7, 5, 3, 5, 5, 7)))
+    for name in ("finetune", "mtl", "avalanche.ewc", "avalanche.gem", "avalanche.naive"):
+        options = stream_options("trace", name)
+        assert options["lr"] == 1e-5 and options["epochs"] == epochs, name
+    for name in ("moram", "seq-lora", "o-lora"):  # the adapters keep the paper's TRACE rate
+        assert stream_options("trace", name)["lr"] == 5e-4 and "epochs" not in stream_options("trace", name)
+    assert stream_options("trace", "icl")["max_source_length"] == 3584  # TRACE scripts/ICL.sh
+
+
+def test_gem_refuses_a_gradient_store_that_does_not_fit_with_the_figures(monkeypatch):
+    from avalanche.training.plugins import EvaluationPlugin
+
+    from moram_avalanche.benchmarks import synthetic_text
+    from moram_avalanche.utils import memory
+    from tiny_stream import FAMILIES, TASKS, stream_tokenizer
+
+    tokenizer = stream_tokenizer()
+    strategy = build("avalanche.gem", FAMILIES["t5"](tokenizer), tokenizer, train_mb_size=4, iterations=1,
+                     max_new_tokens=2, patterns_per_exp=2, evaluator=EvaluationPlugin(loggers=[]))
+    bench = synthetic_text(TASKS, train_per_label=1, test_per_label=1)
+    params = sum(p.numel() for p in strategy.model.parameters())
+    # 3 tasks: 2 past gradients before the last; float32 gradients on the CPU, the float64 copies beside them
+    need = (2 + 2) * params * 4 + 2 * params * (4 + 8) + params * (4 + 8 + 8 + 4)
+    monkeypatch.setattr(memory, "available_bytes", lambda device: need)  # 90% of it usable: too little
+    with pytest.raises(ValueError, match=rf"GEM's gradient store \(2 past tasks x {params:,} parameters x 4 bytes.*"
+                                         rf"need {memory.format_bytes(need)}.*avalanche.agem"):
+        strategy.train(bench.train_stream[0])
+    monkeypatch.setattr(memory, "available_bytes", lambda device: 2 * need)
+    strategy.train(bench.train_stream[0])  # fits: trains
+
+
+def test_dry_runs_print_every_changed_setting_with_its_source():
+    from moram_avalanche.experiments.reproduce_text import TextReproduceSettings, get_text_table, plan_text
+    from moram_avalanche.experiments.text_recipes import describe, stream_settings, table_settings
+
+    for table in ("trace", "t5-standard", "t5-long"):
+        spec = get_text_table(table)
+        text = plan_text([spec], TextReproduceSettings())
+        strategies = {m.strategy for m in spec.methods if m.strategy}
+        printed = 0
+        for name in strategies:
+            for setting in stream_settings(spec.benchmark, name) + table_settings(table, name):
+                assert f"{setting.option} {describe(setting.value)}  [{setting.source}]" in text, (table, name)
+                assert any(mark in setting.source for mark in (".py", ".sh", "paper Sec. 4")), setting
+                printed += 1
+        assert printed or table == "t5-standard"
+    trace = plan_text([get_text_table("trace")], TextReproduceSettings())
+    assert "repetition_penalty 1.2  [TRACE/inference/infer_part.py" in trace
+    assert "q_proj, k_proj, v_proj, o_proj (llama, gemma, gemma2" in trace and "my_peft/utils/other.py" in trace
+    assert "MeetingBank keeps the head of its transcripts, up to 4096 tokens" in trace
+    assert "collect_results.py" in trace and "GiB on the GPU" in trace  # the release's BWT; GEM's memory
+    standard = plan_text([get_text_table("t5-standard")], TextReproduceSettings())
+    assert "--add_task_name True --add_dataset_name True" in standard and "articles kept" in standard
+    assert "LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1)" in standard
+    long = plan_text([get_text_table("t5-long")], TextReproduceSettings())
+    assert "lambda_orth yelp 0, amazon 0.5" in long and "wic 5  [O-LoRA scripts/long.sh" in long
+
+
+def test_t5_long_runs_olora_with_its_per_task_lambdas_and_mnli_epochs():
+    from moram_avalanche.experiments.reproduce_text import TEXT_TABLES, TextReproduceSettings, method_runs, run_options
+
+    settings = TextReproduceSettings()
+    long_run = method_runs(TEXT_TABLES["t5-long"], "O-LoRA", settings)[0]
+    options = run_options(settings, long_run)
+    # O-LoRA scripts/long.sh, by hand: WiC --lamda_1 5 --lamda_2 0.3; COPA 0.5 / 0.1; yelp 0 / 0; MNLI 2 epochs
+    assert (options["lambda_orth"]["wic"], options["lambda_l2"]["wic"]) == (5.0, 0.3)
+    assert (options["lambda_orth"]["copa"], options["lambda_l2"]["copa"]) == (0.5, 0.1)
+    assert (options["lambda_orth"]["yelp"], options["lambda_l2"]["yelp"]) == (0.0, 0.0)
+    assert options["epochs"]["mnli"] == 2 and set(options["epochs"].values()) == {1, 2}
+    standard = method_runs(TEXT_TABLES["t5-standard"], "O-LoRA", settings)[0]
+    assert run_options(settings, standard) == {}  # order_1.sh's 0.5 / 0 are the strategy's defaults
+
+
+def test_a_run_folder_made_before_the_prefix_is_not_resumed():
+    from moram_avalanche.experiments.reproduce_text import TEXT_TABLES, TextReproduceSettings, method_runs, run_settings
+
+    settings = TextReproduceSettings()
+    spec = TEXT_TABLES["t5-standard"]
+    run = method_runs(spec, "MoRAM", settings)[0]
+    assert run_settings(run, spec, settings)["stream"]["task_prefix"] is True  # recorded, so checked on resume
+    json.dumps(run_settings(run, spec, settings))  # and writable
+
+
+def test_gemma_is_in_the_release_target_table():
+    from moram_avalanche.text.targets import RELEASE_TARGET_MODULES
+
+    names = {name for name, module in tiny_gemma().named_modules() if isinstance(module, nn.Linear)}
+    assert every_layer(ATTENTION) <= names
+    assert tuple(RELEASE_TARGET_MODULES["gemma"]) == ATTENTION == tuple(RELEASE_TARGET_MODULES["llama"])
+
+
+def test_a_row_the_package_cannot_run_shows_the_papers_number_and_why(tmp_path):
+    from moram_avalanche.experiments.reproduce_report import table_markdown
+    from moram_avalanche.experiments.reproduce_text import TEXT_TABLES, TextReproduceSettings, table_result
+
+    result = table_result(TEXT_TABLES["trace"], TextReproduceSettings(out=str(tmp_path)))
+    row = next(r for r in result.rows if (r.block, r.method) == ("LLaMA-2-7B-Chat", "TreeLoRA"))
+    assert row.status == "not run" and "not implemented" in row.reason
+    assert (row.cells["OP"].paper, row.cells["BWT"].paper) == (43.52, 3.46)  # the paper's tab:llm_cl
+    lines = table_markdown(result).splitlines()
+    at = lines.index("|  | TreeLoRA † | ours | not run |  |  |")
+    assert lines[at + 1] == "|  |  | paper | 43.52 | 3.46 | – |"  # OP, BWT; the release's BWT has no paper number
+    assert "- LLaMA-2-7B-Chat / TreeLoRA: not run -- not implemented in this library" in lines
