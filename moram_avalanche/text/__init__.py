@@ -6,7 +6,9 @@
 * :mod:`.layer` -- the MoRAM layer with dropout on the atoms' input (the release's LM variant);
 * :mod:`.inject` -- put it on a model's targets without peft; grow / freeze per task;
 * :mod:`.blocks` -- a model's transformer blocks (what FSDP gathers one at a time);
-* :mod:`.peft_method` -- MoRAM as a peft method (:class:`MoRAMConfig`, registered on import).
+* :mod:`.peft_layer` -- the peft tuner layer: ``base_layer`` and one bank per named adapter;
+* :mod:`.peft_method` -- MoRAM as a peft method (:class:`MoRAMConfig`, registered on import);
+* :mod:`.trainer` -- ``transformers.Trainer`` across tasks (:func:`start_task`, :class:`MoRAMTaskCallback`).
 
 The method's math stays in :mod:`moram_avalanche.layers`; no Avalanche, no open_clip here.
 """
