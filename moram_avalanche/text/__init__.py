@@ -19,9 +19,10 @@ from .layer import PAPER_DROPOUT, DropoutMoRAMLinear
 from .load import DTYPES, ModelNotFound, load_language_model, prepare_tokenizer
 from .peft_method import MERGE_REFUSED, MoRAMConfig, MoRAMModel, MoRAMPeftType, MoRAMTunerLayer, register_moram
 from .targets import MORAM_TARGET_MODULES, SELF_ATTENTION_PATTERNS, target_modules
+from .trainer import MoRAMTaskCallback, start_task
 
 __all__ = ["DTYPES", "DropoutMoRAMLinear", "MERGE_REFUSED", "MORAM_TARGET_MODULES", "ModelNotFound",
-           "MoRAMConfig", "MoRAMModel", "MoRAMPeftType", "MoRAMTunerLayer", "PAPER_DROPOUT",
+           "MoRAMConfig", "MoRAMModel", "MoRAMPeftType", "MoRAMTaskCallback", "MoRAMTunerLayer", "PAPER_DROPOUT",
            "PAPER_LLM_OPTIONS", "SELF_ATTENTION_PATTERNS", "add_task", "freeze_task", "inject_moram",
-           "load_language_model", "moram_layers", "prepare_tokenizer", "register_moram", "target_modules",
-           "target_names", "transformer_blocks"]
+           "load_language_model", "moram_layers", "prepare_tokenizer", "register_moram", "start_task",
+           "target_modules", "target_names", "transformer_blocks"]

@@ -4,8 +4,9 @@
 from :mod:`.targets`) and swaps them for
 :class:`~moram_avalanche.text.layer.DropoutMoRAMLinear` through the shared injection step
 (:func:`~moram_avalanche.layers.replace.replace_linears`). The same layer is what the peft
-method (:mod:`.peft_method`) injects; use that one for ``save_pretrained`` /
-``PeftModel.from_pretrained``, this one inside the library's own loops.
+method (:mod:`.peft_method`) runs (its tuner layer keeps one bank per named adapter, with the
+same steps); use that one for ``save_pretrained`` / ``PeftModel.from_pretrained``, this one
+inside the library's own loops.
 
 Growth per task: :func:`add_task` (freeze every atom, append ``atoms_per_task`` new trainable
 ones per layer) and :func:`freeze_task` (freeze them at the end of the task). Rebuild the
@@ -98,11 +99,17 @@ def inject_moram(model: nn.Module, targets: Union[str, Sequence[str], None] = No
 
 
 def moram_layers(model: nn.Module) -> Dict[str, MoRAMLinear]:
-    """Every MoRAM layer of ``model`` (plain injection or peft), by dotted name; a ValueError if none."""
+    """Every MoRAM layer :func:`inject_moram` put on ``model``, by dotted name; a ValueError if none.
+
+    A peft model (``get_peft_model`` with a ``MoRAMConfig``) keeps one bank per adapter in its
+    tuner layers instead: it grows with ``peft_model.add_task()``.
+    """
     layers = find_layers(model, MoRAMLinear)
     if not layers:
-        raise ValueError(f"{type(model).__name__} holds no MoRAM layers: inject them first "
-                         "(inject_moram, or get_peft_model with a MoRAMConfig)")
+        peft = hasattr(model, "peft_config") or hasattr(getattr(model, "base_model", None), "peft_config")
+        raise ValueError(f"{type(model).__name__} holds no MoRAM layers of inject_moram: "
+                         + ("a peft model grows with peft_model.add_task() / freeze_task()" if peft
+                            else "inject them first (inject_moram)"))
     return layers
 
 

@@ -176,9 +176,11 @@ class MoRAMModel(BaseTuner):
                             parameter_name: Optional[str] = None) -> None:
         if isinstance(target, MoRAMTunerLayer):  # a further adapter on a wrapped layer
             target.update_layer(adapter_name, peft_config)
+            target.train(target.base_layer.training)
             return
         base_features(target, repr(current_key))  # a clear TypeError for targets MoRAM cannot wrap
         layer = MoRAMTunerLayer(target, adapter_name, peft_config)
+        layer.train(target.training)  # a model in eval mode stays in eval mode (no dropout, the eval gate)
         if adapter_name not in self.active_adapters:
             layer.requires_grad_(False)  # an added adapter is not trained until it is set active
         self._replace_module(parent, target_name, layer, target)
