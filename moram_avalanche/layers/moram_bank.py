@@ -200,7 +200,8 @@ class AtomStore:
         them (the growth plugin does it through the strategy's model adaptation).
         """
         self.freeze()
-        task = int(self.atom_task.max()) + 1 if self.num_atoms else 0
+        # the next task's index (a bank on the meta device has no values to read: placeholders)
+        task = int(self.atom_task.max()) + 1 if self.num_atoms and not self.atom_task.is_meta else 0
         self.new_keys = new_rows(self.atoms_per_task, self.in_features, "kaiming", self.frozen_keys)
         self.new_values = new_rows(self.atoms_per_task, self.out_features, self.values_init, self.frozen_values)
         self.atom_task = torch.cat([self.atom_task, self.atom_task.new_full((self.atoms_per_task,), task)])
@@ -476,6 +477,7 @@ class AtomBank(AtomStore, nn.Module):
             else:
                 missing = self.missing_module_keys(local)
                 if not missing:
+                    self.check_module_rows(local)
                     new_keys, new_values = local.get("new_keys"), local.get("new_values")
                     keys = local["frozen_keys"] if new_keys is None else torch.cat([local["frozen_keys"], new_keys])
                     values = local["frozen_values"] if new_values is None else torch.cat([local["frozen_values"], new_values])
@@ -484,6 +486,17 @@ class AtomBank(AtomStore, nn.Module):
             error_msgs.append(f"While loading the atom bank {prefix[:-1] or type(self).__name__}: {err}")
             return
         missing_keys.extend(prefix + key for key in missing)
+
+    def check_module_rows(self, local) -> None:
+        """A ValueError unless every row tensor of the module form is ``[rows, width]`` of this bank."""
+        for key, width, name in (("frozen_keys", self.in_features, "in_features"),
+                                 ("new_keys", self.in_features, "in_features"),
+                                 ("frozen_values", self.out_features, "out_features"),
+                                 ("new_values", self.out_features, "out_features")):
+            rows = local.get(key)
+            if rows is not None and (rows.dim() != 2 or rows.shape[1] != width):
+                raise ValueError(f"{key} must be [rows, {name}={width}], got {tuple(rows.shape)}: a bank "
+                                 "of another layer or model?")
 
     def missing_module_keys(self, local) -> list:
         """The module-form keys ``local`` lacks: nothing of the bank at all (then every key the bank

@@ -9,12 +9,14 @@ optimizer and would never train, silently. Two pieces make the loop safe::
                       callbacks=[MoRAMTaskCallback()])
     trainer.train()                                # task 1: the atoms get_peft_model created
     for data in task_data[1:]:
-        start_task(trainer, data)                  # freeze, grow, fresh optimizer and schedule
+        start_task(trainer, data, output_dir=...)  # freeze, grow, fresh optimizer and schedule
         trainer.train()
 
 * :func:`start_task` grows the adapter's bank (``add_task``: every atom frozen, ``atoms_per_task``
   new trainable ones per layer, outputs unchanged), drops the Trainer's optimizer and learning-rate
-  schedule so the next ``train()`` builds them over the new atoms, and sets the task's data;
+  schedule so the next ``train()`` builds them over the new atoms, and sets the task's data and
+  checkpoint folder (each ``train()`` numbers its checkpoints from the first step again, so tasks
+  sharing a folder would overwrite each other's ``checkpoint-N``);
 * :class:`MoRAMTaskCallback` stops ``train()`` before its first step when the optimizer misses a
   trainable parameter (a forgotten :func:`start_task`, or an optimizer built by hand before
   ``add_task``), saying how to fix it.
@@ -33,14 +35,15 @@ from typing import Optional
 from transformers import TrainerCallback
 
 
-def start_task(trainer, train_dataset=None, *, eval_dataset=None, adapter_name: Optional[str] = None) -> int:
+def start_task(trainer, train_dataset=None, *, eval_dataset=None, output_dir=None,
+               adapter_name: Optional[str] = None) -> int:
     """Start the next task of ``trainer``'s MoRAM model; returns the atoms per layer.
 
     Freezes every atom of ``adapter_name`` (default: the active adapter) and appends
     ``atoms_per_task`` new trainable ones per layer, drops ``trainer.optimizer`` and
     ``trainer.lr_scheduler`` (the next ``trainer.train()`` builds them over the new atoms, with the
-    schedule restarting from its first step), and sets ``train_dataset`` / ``eval_dataset`` when
-    given.
+    schedule restarting from its first step), and sets ``train_dataset`` / ``eval_dataset`` and
+    ``trainer.args.output_dir`` (this task's checkpoints) when given.
     """
     model = trainer.model
     if not hasattr(model, "add_task"):
@@ -53,6 +56,8 @@ def start_task(trainer, train_dataset=None, *, eval_dataset=None, adapter_name: 
         trainer.train_dataset = train_dataset
     if eval_dataset is not None:
         trainer.eval_dataset = eval_dataset
+    if output_dir is not None:
+        trainer.args.output_dir = str(output_dir)
     return atoms
 
 
