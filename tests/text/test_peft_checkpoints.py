@@ -108,12 +108,15 @@ def test_a_0_5_0_adapter_folder_loads_unchanged():
     from peft import PeftModel
     from safetensors.torch import load_file
 
+    from moram_avalanche.layers.moram_paths import use_path
+
     written = load_file(FOLDER_0_5_0 / "expected_0_5_0.safetensors")
     assert json.loads((FOLDER_0_5_0 / "adapter_config.json").read_text())["peft_type"] == "MORAM"
     assert any(k.endswith(".atom_keys") for k in load_file(FOLDER_0_5_0 / "adapter_model.safetensors"))
     for low_cpu_mem_usage in (False, True):
         loaded = PeftModel.from_pretrained(tiny_llama(), FOLDER_0_5_0, low_cpu_mem_usage=low_cpu_mem_usage)
-        assert torch.equal(logits(loaded, written["input_ids"]), written["logits"])
+        with use_path("reference"):  # the path 0.5.0 computed its logits on (no compiled kernel)
+            assert torch.equal(logits(loaded, written["input_ids"]), written["logits"])
     bank = loaded.base_model.model.model.layers[0].self_attn.q_proj.moram_bank["default"]
     assert (bank.num_frozen, bank.num_atoms) == (4, 8) and bank.atom_task.tolist() == [0] * 4 + [1] * 4
 
