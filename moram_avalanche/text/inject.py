@@ -106,25 +106,39 @@ def moram_layers(model: nn.Module) -> Dict[str, MoRAMLinear]:
     """
     layers = find_layers(model, MoRAMLinear)
     if not layers:
-        peft = hasattr(model, "peft_config") or hasattr(getattr(model, "base_model", None), "peft_config")
-        raise ValueError(f"{type(model).__name__} holds no MoRAM layers of inject_moram: "
-                         + ("a peft model grows with peft_model.add_task() / freeze_task()" if peft
-                            else "inject them first (inject_moram)"))
+        raise ValueError(f"{type(model).__name__} holds no MoRAM layers of inject_moram: inject them first "
+                         "(inject_moram; a peft model grows with peft_model.add_task() / freeze_task())")
     return layers
+
+
+def peft_tasks(model: nn.Module, method: str):
+    """``model.add_task`` / ``model.freeze_task`` of a MoRAM peft model (``PeftModel`` or its tuner),
+    or None for a model without them (duck-typed: this module does not import the peft method)."""
+    if find_layers(model, MoRAMLinear):
+        return None
+    call = getattr(model, method, None)
+    return call if callable(call) else None
 
 
 def add_task(model: nn.Module) -> int:
     """Start a task: every MoRAM layer freezes its atoms and appends ``atoms_per_task`` new ones.
 
     New keys are Kaiming-uniform, new values zero, so the model's outputs do not change until
-    it trains. Returns the number of atoms per layer after growing. Rebuild the optimizer.
+    it trains. Returns the number of atoms per layer after growing. Rebuild the optimizer. On a
+    MoRAM peft model this is ``peft_model.add_task()`` (its active adapter).
     """
+    grow = peft_tasks(model, "add_task")
+    if grow is not None:
+        return grow()
     sizes = {layer.expand() for layer in moram_layers(model).values()}
     return max(sizes)
 
 
 def freeze_task(model: nn.Module) -> int:
     """End a task: freeze the trainable atoms of every MoRAM layer; returns the atoms per layer."""
+    freeze = peft_tasks(model, "freeze_task")
+    if freeze is not None:
+        return freeze()
     layers = moram_layers(model)
     for layer in layers.values():
         layer.freeze()

@@ -59,6 +59,7 @@ from peft.tuners.tuners_utils import BaseTuner
 from peft.utils import UPCAST_DTYPES
 from torch import nn
 
+from ..layers.base import find_layers
 from ..layers.moram import routing_options
 from ..layers.moram_bank import AtomBank
 from .inject import PAPER_LLM_OPTIONS as LLM
@@ -192,8 +193,8 @@ class MoRAMModel(BaseTuner):
         peft's own ``cast_adapter_dtype`` casts parameters only."""
         low = {torch.float16, torch.bfloat16}
         low.update(d for d in (getattr(torch, name, None) for name in UPCAST_DTYPES) if d is not None)
-        for layer in self.model.modules():
-            if isinstance(layer, MoRAMTunerLayer) and adapter_name in layer.moram_bank:
+        for layer in find_layers(self.model, MoRAMTunerLayer).values():
+            if adapter_name in layer.moram_bank:
                 bank = layer.moram_bank[adapter_name]
                 dtype = base_template(layer.get_base_layer()).dtype
                 if autocast_adapter_dtype:
@@ -205,8 +206,8 @@ class MoRAMModel(BaseTuner):
     def moram_banks(self, adapter_name: Optional[str] = None) -> Dict[str, nn.Module]:
         """The banks of ``adapter_name`` (default: the active adapter) by layer name."""
         name = self._one_adapter(adapter_name)
-        return {key: layer.moram_bank[name] for key, layer in self.model.named_modules()
-                if isinstance(layer, MoRAMTunerLayer) and name in layer.moram_bank}
+        return {key: layer.moram_bank[name] for key, layer in find_layers(self.model, MoRAMTunerLayer).items()
+                if name in layer.moram_bank}
 
     def add_task(self, adapter_name: Optional[str] = None) -> int:
         """Freeze every atom of ``adapter_name`` (default: the active adapter) and append
@@ -267,10 +268,9 @@ class MoRAMModel(BaseTuner):
         to ``<layer>.moram_bank.<adapter>.atom_keys``, which the bank reads as its old format.
         Other keys (modules to save) are peft's."""
         layers = set()
-        for name, module in model.named_modules():
-            if isinstance(module, MoRAMTunerLayer):
-                name = name.removeprefix("_fsdp_wrapped_module.").replace("._fsdp_wrapped_module", "")
-                layers.update({name, name.removeprefix("base_model.model."), "base_model.model." + name})
+        for name in find_layers(model, MoRAMTunerLayer):
+            name = name.removeprefix("_fsdp_wrapped_module.").replace("._fsdp_wrapped_module", "")
+            layers.update({name, name.removeprefix("base_model.model."), "base_model.model." + name})
         bank = re.compile(r"^(?P<layer>.*)\.moram_bank\.(?P<key>[^.]+)$")
         legacy = re.compile(r"^(?P<layer>.*)\.(?P<key>" + "|".join(LEGACY_KEYS) + r")$")
         out, rest = {}, {}

@@ -193,3 +193,15 @@ def test_generation_and_activation_checkpointing(build, task_type):
     with torch.no_grad():
         out = model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=3, do_sample=False)
     assert out.shape[0] == 2 and out.shape[1] >= 3
+
+
+def test_the_librarys_task_functions_grow_a_peft_model_too():
+    from peft import get_peft_model
+
+    from moram_avalanche.text import MoRAMConfig, add_task, freeze_task
+
+    model = get_peft_model(tiny_llama(), MoRAMConfig(atoms_per_task=4))
+    assert add_task(model) == 8 and all(bank.num_frozen == 4 for bank in banks(model).values())
+    assert freeze_task(model) == 8 and all(bank.num_trainable == 0 for bank in banks(model).values())
+    with pytest.raises(ValueError, match="holds no MoRAM layers of inject_moram"):
+        add_task(tiny_llama())
