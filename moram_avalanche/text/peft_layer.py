@@ -19,9 +19,14 @@ Bases: ``nn.Linear`` and its subclasses (bitsandbytes' ``Linear4bit`` / ``Linear
 (GPT-2's projections; its weight is ``[in, out]``). A plain ``nn.Linear`` with one active adapter
 whose compute dtype is the base's hands its weight to the bank (the base fused into the atoms'
 read-out, as :class:`~moram_avalanche.layers.moram.MoRAMLinear` does); other bases run their own
-forward and the atoms' term is added. Without autocast the atoms compute in the bank's dtype
-(float32 after peft's ``autocast_adapter_dtype``; the input is cast to it, as LoRA casts its input
-to ``lora_A``'s dtype) and the term is cast back to the base's output dtype.
+forward and the atoms' term is added, cast to the base's output dtype.
+
+Precision: the atoms compute in the dtype the base computes in (autocast's, else the input's),
+whatever they are stored in. peft's ``autocast_adapter_dtype`` stores them in float32 on an fp16 /
+bf16 base (float32 master weights and gradients, what a gradient scaler needs); the frozen rows are
+cast to the compute dtype once and kept (``AtomStore.rows``), the trainable ones at each forward.
+LoRA instead casts its input up to its weights' float32 (``peft/tuners/lora/layer.py``): for MoRAM
+that would run the routing GEMMs in float32 beside a bf16 base and lose the fused read-out.
 
 Nothing here is a second implementation of the method: the bank, its growth and steps 1-6 are
 :mod:`moram_avalanche.layers`' (:class:`~moram_avalanche.layers.moram.MoRAMAtoms`).
@@ -37,6 +42,7 @@ from torch import nn
 from transformers.pytorch_utils import Conv1D
 
 from ..layers.moram import MoRAMAtoms
+from ..layers.moram_fused import compute_dtype
 
 MERGE_REFUSED = (
     "MoRAM cannot be merged into the base weights: its update sum_i w_i(x) B_i A_i x depends on "
@@ -114,19 +120,14 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
             return self.base_layer(x, *args, **kwargs)
         if not x.is_floating_point() or x.dim() == 0 or x.shape[-1] != self.in_features:
             banks[0][1].check_input(x)  # the clear error
-        autocast = torch.is_autocast_enabled(x.device.type)
         if len(banks) == 1 and self.fuse_base and not args and not kwargs:
             dropout, bank = banks[0]
             weight = self.base_layer.weight
-            dtype = torch.get_autocast_dtype(x.device.type) if autocast else bank.dtype
-            if dtype == weight.dtype and (isinstance(dropout, nn.Identity) or not self.training):
+            if compute_dtype(x) == weight.dtype and (isinstance(dropout, nn.Identity) or not self.training):
                 return bank.read(x, weight, self.base_layer.bias)  # W x + b + the atoms, one read-out
         result = self.base_layer(x, *args, **kwargs)
         for dropout, bank in banks:
-            inputs = dropout(x)
-            if not autocast:
-                inputs = self._cast_input_dtype(inputs, bank.dtype)
-            result = result + bank.read(inputs).to(result.dtype)
+            result = result + bank.read(dropout(x)).to(result.dtype)
         return result
 
     def active_banks(self) -> Iterator[Tuple[nn.Module, MoRAMAtoms]]:

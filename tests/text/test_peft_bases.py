@@ -42,6 +42,27 @@ def test_an_fp16_base_trains_with_a_grad_scaler_only_with_float32_atoms(autocast
     assert any(not torch.equal(p, b) for p, b in zip(trainable, before))
 
 
+def test_float32_atoms_of_a_bfloat16_base_compute_in_bfloat16_in_one_read_out():
+    import copy
+
+    from peft import get_peft_model
+
+    from moram_avalanche.layers.moram import MoRAMLinear
+    from moram_avalanche.text import MoRAMConfig
+
+    model = get_peft_model(tiny_llama().to(torch.bfloat16), MoRAMConfig(init_weights=False)).eval()
+    layer = model.base_model.model.model.layers[0].self_attn.q_proj
+    bank = layer.moram_bank["default"]
+    assert bank.dtype == torch.float32 and layer.base_layer.weight.dtype == torch.bfloat16
+    # the library's layer over the same bf16 base, holding the atoms rounded to bf16
+    reference = MoRAMLinear(copy.deepcopy(layer.base_layer), **bank.options).eval()
+    reference.load_atoms(bank.keys.bfloat16(), bank.values.bfloat16(), bank.num_frozen, bank.atom_task)
+    hidden = torch.randn(3, 5, 32, dtype=torch.bfloat16)
+    with torch.no_grad():
+        out = layer(hidden)
+        assert out.dtype == torch.bfloat16 and torch.equal(out, reference(hidden))
+
+
 def tiny_gpt2(seed=0):
     from transformers import GPT2Config, GPT2LMHeadModel
 
