@@ -235,9 +235,9 @@ class AtomStore:
             num_frozen: the first ``num_frozen`` atoms are frozen, the rest trainable.
             atom_task: ``[R]`` non-decreasing task index of each atom; by default
                 consecutive blocks of ``atoms_per_task``.
-            assign: replace the bank's tensors, never copy into them (torch's
-                ``load_state_dict(assign=True)``); a bank on the meta device is always replaced,
-                by rows on the device they come on.
+            assign: replace the bank's tensors by the rows, in their dtype, never copy into
+                them (torch's ``load_state_dict(assign=True)``); a bank on the meta device is
+                always replaced, by rows on the device they come on.
             extra: a variant's other per-atom rows, by state-dict key (e.g. ``router_weight``);
                 this layer keeps none.
 
@@ -274,9 +274,9 @@ class AtomStore:
             )
         in_place = not self.replaces(assign) and self.splits_as(num_atoms, num_frozen)
         self.frozen_keys, self.new_keys = self.split_rows(
-            keys, num_frozen, self.frozen_keys, self.new_keys, in_place, device)
+            keys, num_frozen, self.frozen_keys, self.new_keys, in_place, device, keep_dtype=assign)
         self.frozen_values, self.new_values = self.split_rows(
-            values.t(), num_frozen, self.frozen_values, self.new_values, in_place, device)
+            values.t(), num_frozen, self.frozen_values, self.new_values, in_place, device, keep_dtype=assign)
         self.atom_task = atom_task.clone()
         self.reset_stats()
 
@@ -291,14 +291,17 @@ class AtomStore:
         return rows.device if like.is_meta else like.device
 
     def split_rows(self, rows: torch.Tensor, num_frozen: int, frozen: torch.Tensor,
-                   new: Optional[nn.Parameter], in_place: bool, device: Optional[torch.device] = None):
+                   new: Optional[nn.Parameter], in_place: bool, device: Optional[torch.device] = None,
+                   keep_dtype: bool = False):
         """``(frozen rows, trainable parameter or None)`` holding ``rows`` ``[R, width]`` (copied).
 
         ``in_place``: copy into the existing ``frozen`` buffer and ``new`` parameter instead.
-        ``device``: where new tensors go (default: the bank's).
+        ``device``: where new tensors go (default: the bank's). ``keep_dtype``: in the rows' own
+        dtype (torch's ``assign``: the module takes the state's tensors), else in the bank's.
         """
         like = self.template
-        rows = rows.to(device=like.device if device is None else device, dtype=like.dtype)
+        rows = rows.to(device=like.device if device is None else device,
+                       dtype=rows.dtype if keep_dtype else like.dtype)
         if in_place:
             with torch.no_grad():
                 frozen.copy_(rows[:num_frozen])

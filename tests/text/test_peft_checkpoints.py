@@ -14,14 +14,14 @@ from tiny_text import LLAMA_KWARGS, batch, tiny_llama
 FOLDER_0_5_0 = Path(__file__).parent / "data" / "moram_adapter_0_5_0"
 
 
-def trained(seed=0, **options):
+def trained(seed=0, dtype=torch.float32, **options):
     """A tiny LLaMA with a MoRAM adapter grown over two tasks of 4 atoms, each trained a step."""
     from peft import get_peft_model
 
     from moram_avalanche.text import MoRAMConfig
 
     x, _ = batch()
-    model = get_peft_model(tiny_llama(seed), MoRAMConfig(task_type="CAUSAL_LM", atoms_per_task=4, **options))
+    model = get_peft_model(tiny_llama(seed).to(dtype), MoRAMConfig(task_type="CAUSAL_LM", atoms_per_task=4, **options))
     for task in range(2):
         if task:
             model.add_task()
@@ -54,20 +54,28 @@ def test_the_base_is_base_layer_and_peft_returns_the_base_weights():
 
 
 @pytest.mark.parametrize("how", ["from_pretrained", "load_adapter"])
-def test_low_cpu_mem_usage_loads_the_atoms_from_the_meta_device(tmp_path, how):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("low_cpu_mem_usage", [True, False])
+def test_loading_is_bit_exact_also_from_the_meta_device(tmp_path, how, dtype, low_cpu_mem_usage):
     from peft import PeftModel
 
     x, _ = batch()
-    model = trained()
+    model = trained(dtype=dtype)  # a bf16 base: float32 atoms (peft's autocast_adapter_dtype)
     expected = logits(model, x)
     model.save_pretrained(tmp_path)
     if how == "from_pretrained":
-        loaded = PeftModel.from_pretrained(tiny_llama(), tmp_path, low_cpu_mem_usage=True)
+        loaded = PeftModel.from_pretrained(tiny_llama().to(dtype), tmp_path, low_cpu_mem_usage=low_cpu_mem_usage)
     else:
-        loaded = PeftModel.from_pretrained(tiny_llama(), tmp_path)
-        loaded.load_adapter(tmp_path, adapter_name="again", low_cpu_mem_usage=True)
+        loaded = PeftModel.from_pretrained(tiny_llama().to(dtype), tmp_path)
+        loaded.load_adapter(tmp_path, adapter_name="again", low_cpu_mem_usage=low_cpu_mem_usage)
         loaded.set_adapter("again")
-    assert not any(t.is_meta for t in loaded.state_dict().values())
+    state = loaded.state_dict()
+    assert not any(t.is_meta for t in state.values())
+    saved = {k.replace(".default.", f".{loaded.active_adapter}."): v for k, v in model.state_dict().items()
+             if ".moram_bank." in k}
+    assert {v.dtype for v in saved.values()} == {torch.float32, torch.long}
+    for key, value in saved.items():  # bit for bit: never rounded to the base's dtype on the way
+        assert state[key].dtype == value.dtype and torch.equal(state[key], value), key
     assert torch.equal(logits(loaded, x), expected)
 
 
