@@ -11,8 +11,9 @@ atoms with keys ``A_i`` (rows, length ``d_in``) and values ``B_i`` (length ``d_o
 5. eval gate    in eval mode only, ``w_i <- w_i * [s_i >= threshold]`` (no renormalisation)
 6. output       ``y = W x + b + sum_i w_i p_i B_i``
 
-:meth:`MoRAMLinear.forward` reads the input, the compute dtype (autocast's) and the gate, and
-hands steps 1-6 to :meth:`MoRAMLinear.mixture`, which runs them on the path chosen for the
+:meth:`MoRAMLinear.forward` checks the input and hands it to :meth:`MoRAMRouting.read`, which reads
+the compute dtype (autocast's) and the gate and hands steps 1-6 to :meth:`MoRAMRouting.mixture`,
+which runs them on the path chosen for the
 device in one place (:mod:`~moram_avalanche.layers.moram_paths`; ``use_path`` or
 ``MORAM_AVALANCHE_PATH`` force one): on the CPU the gathered routing of :func:`route` and a
 sparse read-out (:mod:`~moram_avalanche.layers.moram_fused`, with the compiled kernels of
