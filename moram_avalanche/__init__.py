@@ -49,6 +49,8 @@ _PUBLIC = {
     "TextHead": "clip.head",
     # text (transformers and peft coupling)
     "MoRAMConfig": "text.peft_method",
+    "start_task": "text.trainer",
+    "MoRAMTaskCallback": "text.trainer",
     "load_language_model": "text.load",
     "MORAM_TARGET_MODULES": "text.targets",
     # algorithms

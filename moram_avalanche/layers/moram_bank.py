@@ -10,6 +10,16 @@ per atom, frozen atoms first, in insertion order). :class:`MoRAMBank` keeps
 * ``atom_task`` ``[R]``: the expansion (task) that added each atom; ``atom_mass`` and
   ``atom_hits`` ``[R]``: the activation statistics recorded for pruning.
 
+The storage is one mixin, :class:`AtomStore`, kept by two hosts:
+
+* :class:`MoRAMBank` -- the bank of a layer over one frozen ``nn.Linear`` (``self.base``), the
+  base of :class:`~moram_avalanche.layers.moram.MoRAMLinear`; its state dict keys are below;
+* :class:`AtomBank` -- a bank without a base, for a layer that holds several banks by name (the
+  peft layer keeps one per adapter, ``moram_avalanche.text``); its state dict is the module's own
+  (``frozen_keys``, ``frozen_values``, ``new_keys``, ``new_values``, ``atom_task``: every parameter
+  under its own name, what FSDP and peft's state-dict functions expect), and it also loads the
+  layer's keys below (checkpoints of 0.5.0 adapters).
+
 Growth follows the method reference ("continual expansion"): :meth:`MoRAMBank.expand` freezes
 every atom and appends ``atoms_per_task`` trainable ones, keys Kaiming-uniform with
 ``a = sqrt(5)`` as ``nn.Linear.weight``, values zero (so the layer's output is unchanged at the
@@ -19,7 +29,9 @@ activation mass kept).
 State dict keys (stable since 0.2.0; a checkpoint holds only these, :attr:`MoRAMBank.STATE_KEYS`):
 ``atom_keys`` ``[R, d_in]``, ``atom_values`` ``[d_out, R]`` (the layout of :attr:`MoRAMBank.values`),
 ``num_frozen`` (0-d long), ``atom_task`` ``[R]``. Loading resizes the bank, so atoms saved after
-several tasks load into a freshly injected model. Routing lives in
+several tasks load into a freshly injected model. ``load_state_dict(..., assign=True)`` (torch's
+meta-device loading: peft's ``low_cpu_mem_usage=True``) replaces the tensors instead of copying
+into them, so a bank created on the meta device loads. Routing lives in
 :class:`~moram_avalanche.layers.moram.MoRAMLinear`; this module is storage only. Pure torch.
 """
 
@@ -76,33 +88,33 @@ def check_finite(name: str, rows) -> None:
                          f"{rows.numel()}): load atoms from an intact checkpoint")
 
 
-class MoRAMBank(LinearWrapper, GrowingAdapter):
-    """A frozen ``nn.Linear`` (``self.base``) and a growing bank of rank-1 atoms (module docstring).
+class AtomStore:
+    """The storage of one bank of atoms (module docstring); a mixin of an ``nn.Module``.
 
-    Args:
-        base: the pre-trained ``nn.Linear``; frozen and kept by composition.
-        atoms_per_task: atoms appended by each :meth:`expand` (the paper's ``r``).
+    Its host provides ``in_features``, ``out_features``, ``atoms_per_task`` and :attr:`template`
+    (the device and dtype new rows are made like) and calls :meth:`init_atoms` once.
     """
 
-    STATE_KEYS = ("atom_keys", "atom_values", "num_frozen", "atom_task")
-
-    def __init__(self, base: nn.Linear, atoms_per_task: int) -> None:
-        super().__init__(base)
-        self.atoms_per_task = atoms_per_task
+    def init_atoms(self, like: torch.Tensor, persistent: bool = False) -> None:
+        """Register an empty bank made like ``like``; ``persistent``: the frozen rows and
+        ``atom_task`` are in the module's own state dict (:class:`AtomBank`)."""
         #: factor on the trainable atoms' values in the forward (frozen atoms: 1). 1 is the paper;
         #: the MoRAM release trains its new atoms at ``lora_alpha / r`` and freezes them unscaled
         #: (``language_models.md``), an option of the text family. Not saved: values are stored
         #: unscaled, as the release stores them.
         self.new_value_scale = 1.0
+        #: how :meth:`expand` draws new values: zero (the paper: the output is unchanged at the
+        #: start of a task), or ``"kaiming"`` like the keys (peft's ``init_weights=False``)
+        self.values_init = "zero"
         self._recording = False
         self._cast_rows = {}  # dtype -> (frozen_keys, frozen_values, their versions, cast keys, cast values)
-        like = self.template
-        self.register_buffer("frozen_keys", like.new_zeros(0, self.in_features), persistent=False)
-        self.register_buffer("frozen_values", like.new_zeros(0, self.out_features), persistent=False)
+        like = torch.empty(0, device=like.device, dtype=like.dtype)
+        self.register_buffer("frozen_keys", like.new_zeros(0, self.in_features), persistent=persistent)
+        self.register_buffer("frozen_values", like.new_zeros(0, self.out_features), persistent=persistent)
         self.register_parameter("new_keys", None)
         self.register_parameter("new_values", None)
         self.register_buffer("atom_task", torch.zeros(0, dtype=torch.long, device=like.device),
-                             persistent=False)
+                             persistent=persistent)
         self.register_buffer("atom_mass", torch.zeros(0, device=like.device), persistent=False)
         self.register_buffer("atom_hits", torch.zeros(0, dtype=torch.long, device=like.device),
                              persistent=False)
@@ -173,6 +185,7 @@ class MoRAMBank(LinearWrapper, GrowingAdapter):
     def __setstate__(self, state):
         state.setdefault("_cast_rows", {})
         state.setdefault("new_value_scale", 1.0)  # layers pickled before 0.6
+        state.setdefault("values_init", "zero")
         super().__setstate__(state)
 
     def splits_as(self, num_atoms: int, num_frozen: int) -> bool:
@@ -187,9 +200,10 @@ class MoRAMBank(LinearWrapper, GrowingAdapter):
         them (the growth plugin does it through the strategy's model adaptation).
         """
         self.freeze()
-        task = int(self.atom_task.max()) + 1 if self.num_atoms else 0
+        # the next task's index (a bank on the meta device has no values to read: placeholders)
+        task = int(self.atom_task.max()) + 1 if self.num_atoms and not self.atom_task.is_meta else 0
         self.new_keys = new_rows(self.atoms_per_task, self.in_features, "kaiming", self.frozen_keys)
-        self.new_values = new_rows(self.atoms_per_task, self.out_features, "zero", self.frozen_values)
+        self.new_values = new_rows(self.atoms_per_task, self.out_features, self.values_init, self.frozen_values)
         self.atom_task = torch.cat([self.atom_task, self.atom_task.new_full((self.atoms_per_task,), task)])
         self.reset_stats()
         return self.num_atoms
@@ -211,7 +225,8 @@ class MoRAMBank(LinearWrapper, GrowingAdapter):
 
     # ------------------------------------------------------------------ loading
     def load_atoms(self, keys: torch.Tensor, values: torch.Tensor, num_frozen: int,
-                   atom_task: Optional[torch.Tensor] = None, **extra: torch.Tensor) -> None:
+                   atom_task: Optional[torch.Tensor] = None, *, assign: bool = False,
+                   **extra: torch.Tensor) -> None:
         """Replace the whole bank.
 
         Args:
@@ -220,11 +235,15 @@ class MoRAMBank(LinearWrapper, GrowingAdapter):
             num_frozen: the first ``num_frozen`` atoms are frozen, the rest trainable.
             atom_task: ``[R]`` non-decreasing task index of each atom; by default
                 consecutive blocks of ``atoms_per_task``.
+            assign: replace the bank's tensors by the rows, in their dtype, never copy into
+                them (torch's ``load_state_dict(assign=True)``); a bank on the meta device is
+                always replaced, by rows on the device they come on.
             extra: a variant's other per-atom rows, by state-dict key (e.g. ``router_weight``);
                 this layer keeps none.
 
         When the bank already has this split (same size, same number frozen, trainable atoms),
         the parameters are updated in place, so an optimizer holding them keeps working.
+        Replaced trainable parameters keep ``requires_grad`` of the ones they replace.
         """
         if extra:
             raise ValueError(f"{type(self).__name__} keeps no {sorted(extra)} rows (its rows: "
@@ -244,31 +263,45 @@ class MoRAMBank(LinearWrapper, GrowingAdapter):
         num_atoms, num_frozen = keys.shape[0], int(num_frozen)
         if not 0 <= num_frozen <= num_atoms:
             raise ValueError(f"num_frozen must be in [0, {num_atoms}], got {num_frozen}")
-        like = self.template
+        device = self.load_device(keys)
         if atom_task is None:
             atom_task = torch.arange(num_atoms) // self.atoms_per_task
-        atom_task = torch.as_tensor(atom_task).to(device=like.device, dtype=torch.long)
+        atom_task = torch.as_tensor(atom_task).to(device=device, dtype=torch.long)
         if atom_task.shape != (num_atoms,) or bool((atom_task.diff() < 0).any()):
             raise ValueError(
                 f"atom_task must be a non-decreasing [num_atoms={num_atoms}] tensor of task "
                 f"indices, got {tuple(atom_task.shape)}"
             )
-        in_place = self.splits_as(num_atoms, num_frozen)
+        in_place = not self.replaces(assign) and self.splits_as(num_atoms, num_frozen)
         self.frozen_keys, self.new_keys = self.split_rows(
-            keys, num_frozen, self.frozen_keys, self.new_keys, in_place)
+            keys, num_frozen, self.frozen_keys, self.new_keys, in_place, device, keep_dtype=assign)
         self.frozen_values, self.new_values = self.split_rows(
-            values.t(), num_frozen, self.frozen_values, self.new_values, in_place)
+            values.t(), num_frozen, self.frozen_values, self.new_values, in_place, device, keep_dtype=assign)
         self.atom_task = atom_task.clone()
         self.reset_stats()
 
+    def replaces(self, assign: bool) -> bool:
+        """Whether loading replaces the tensors (``assign``, or any of them on the meta device)."""
+        return assign or any(t is not None and t.is_meta
+                             for t in (self.frozen_keys, self.frozen_values, self.new_keys, self.new_values))
+
+    def load_device(self, rows: torch.Tensor) -> torch.device:
+        """Where loaded rows go: the bank's device, or the rows' own when the bank is on meta."""
+        like = self.template
+        return rows.device if like.is_meta else like.device
+
     def split_rows(self, rows: torch.Tensor, num_frozen: int, frozen: torch.Tensor,
-                   new: Optional[nn.Parameter], in_place: bool):
+                   new: Optional[nn.Parameter], in_place: bool, device: Optional[torch.device] = None,
+                   keep_dtype: bool = False):
         """``(frozen rows, trainable parameter or None)`` holding ``rows`` ``[R, width]`` (copied).
 
         ``in_place``: copy into the existing ``frozen`` buffer and ``new`` parameter instead.
+        ``device``: where new tensors go (default: the bank's). ``keep_dtype``: in the rows' own
+        dtype (torch's ``assign``: the module takes the state's tensors), else in the bank's.
         """
         like = self.template
-        rows = rows.to(device=like.device, dtype=like.dtype)
+        rows = rows.to(device=like.device if device is None else device,
+                       dtype=rows.dtype if keep_dtype else like.dtype)
         if in_place:
             with torch.no_grad():
                 frozen.copy_(rows[:num_frozen])
@@ -276,7 +309,9 @@ class MoRAMBank(LinearWrapper, GrowingAdapter):
             return frozen, new
         rows = rows.contiguous()
         tail = rows[num_frozen:]
-        return rows[:num_frozen].clone(), nn.Parameter(tail.clone()) if tail.shape[0] else None
+        requires_grad = True if new is None else new.requires_grad
+        return rows[:num_frozen].clone(), (nn.Parameter(tail.clone(), requires_grad=requires_grad)
+                                           if tail.shape[0] else None)
 
     # ------------------------------------------------------------------ activation statistics
     @property
@@ -352,6 +387,22 @@ class MoRAMBank(LinearWrapper, GrowingAdapter):
             self.atom_mass, self.atom_hits = mass_kept, hits_kept
         return dropped
 
+
+class MoRAMBank(AtomStore, LinearWrapper, GrowingAdapter):
+    """A frozen ``nn.Linear`` (``self.base``) and a growing bank of rank-1 atoms (module docstring).
+
+    Args:
+        base: the pre-trained ``nn.Linear``; frozen and kept by composition.
+        atoms_per_task: atoms appended by each :meth:`expand` (the paper's ``r``).
+    """
+
+    STATE_KEYS = ("atom_keys", "atom_values", "num_frozen", "atom_task")
+
+    def __init__(self, base: nn.Linear, atoms_per_task: int) -> None:
+        super().__init__(base)
+        self.atoms_per_task = atoms_per_task
+        self.init_atoms(self.template)
+
     # ------------------------------------------------------------------ state dict
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         destination[prefix + "atom_keys"] = self.keys
@@ -370,16 +421,115 @@ class MoRAMBank(LinearWrapper, GrowingAdapter):
             extra = {key: found[key] for key in self.state_keys if key not in MoRAMBank.STATE_KEYS}
             try:
                 self.load_atoms(found["atom_keys"], found["atom_values"], int(found["num_frozen"]),
-                                found["atom_task"], **extra)
+                                found["atom_task"], assign=bool(local_metadata.get("assign_to_params_buffers")),
+                                **extra)
             except ValueError as err:
                 error_msgs.append(f"While loading atoms of {prefix[:-1] or type(self).__name__}: {err}")
         if strict:
-            known, children = set(self.state_keys), set(self._modules)
-            for key in state_dict:
-                if key.startswith(prefix):
-                    local = key[len(prefix):]
-                    if local not in known and local.split(".", 1)[0] not in children:
-                        unexpected_keys.append(key)
+            unexpected_keys.extend(unknown_keys(state_dict, prefix, self.state_keys, self._modules))
 
 
-__all__ = ["MoRAMBank", "check_finite", "joined", "new_rows"]
+class AtomBank(AtomStore, nn.Module):
+    """A bank of atoms without a base: one of several a layer holds by name (module docstring).
+
+    Args:
+        in_features, out_features: the widths of the keys and the values.
+        atoms_per_task: atoms appended by each :meth:`expand` (the paper's ``r``).
+        like: a tensor on the device and of the dtype the bank is made in.
+
+    Its state dict is the module's own: ``frozen_keys`` ``[F, in_features]``, ``frozen_values``
+    ``[F, out_features]``, ``atom_task`` ``[R]``, and while a task trains ``new_keys`` /
+    ``new_values`` (the parameters, under their names). It loads that, or the layer's keys of
+    :class:`MoRAMBank` (``atom_keys``, ``atom_values`` ``[out_features, R]``, ``num_frozen``,
+    ``atom_task``), resizing to fit.
+    """
+
+    #: the keys of :class:`MoRAMBank`'s state dict, which this bank also loads
+    LAYER_KEYS = MoRAMBank.STATE_KEYS
+
+    def __init__(self, in_features: int, out_features: int, atoms_per_task: int, like: torch.Tensor) -> None:
+        super().__init__()
+        self.in_features, self.out_features, self.atoms_per_task = int(in_features), int(out_features), int(atoms_per_task)
+        self.init_atoms(like, persistent=True)
+
+    @property
+    def template(self) -> torch.Tensor:
+        """An empty tensor on the bank's own device and of its dtype (the frozen values')."""
+        rows = self.frozen_values
+        return torch.empty(0, device=rows.device, dtype=rows.dtype)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype the atoms are stored in."""
+        return self.frozen_values.dtype
+
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
+        local = {key[len(prefix):]: value for key, value in state_dict.items() if key.startswith(prefix)}
+        assign = bool(local_metadata.get("assign_to_params_buffers"))
+        known = ("frozen_keys", "frozen_values", "new_keys", "new_values", "atom_task") + self.LAYER_KEYS
+        if strict:
+            unexpected_keys.extend(unknown_keys(state_dict, prefix, known, self._modules))
+        try:
+            if "atom_keys" in local or "atom_values" in local:  # the layer's keys (a 0.5.0 adapter)
+                missing = [key for key in ("atom_keys", "atom_values", "num_frozen") if key not in local]
+                if not missing:
+                    self.load_atoms(local["atom_keys"], local["atom_values"], int(local["num_frozen"]),
+                                    local.get("atom_task"), assign=assign)
+            else:
+                missing = self.missing_module_keys(local)
+                if not missing:
+                    self.check_module_rows(local)
+                    new_keys, new_values = local.get("new_keys"), local.get("new_values")
+                    keys = local["frozen_keys"] if new_keys is None else torch.cat([local["frozen_keys"], new_keys])
+                    values = local["frozen_values"] if new_values is None else torch.cat([local["frozen_values"], new_values])
+                    self.load_atoms(keys, values.t(), local["frozen_keys"].shape[0], local["atom_task"], assign=assign)
+        except (ValueError, RuntimeError) as err:
+            error_msgs.append(f"While loading the atom bank {prefix[:-1] or type(self).__name__}: {err}")
+            return
+        missing_keys.extend(prefix + key for key in missing)
+
+    def check_module_rows(self, local) -> None:
+        """A ValueError unless every row tensor of the module form is ``[rows, width]`` of this bank."""
+        for key, width, name in (("frozen_keys", self.in_features, "in_features"),
+                                 ("new_keys", self.in_features, "in_features"),
+                                 ("frozen_values", self.out_features, "out_features"),
+                                 ("new_values", self.out_features, "out_features")):
+            rows = local.get(key)
+            if rows is not None and (rows.dim() != 2 or rows.shape[1] != width):
+                raise ValueError(f"{key} must be [rows, {name}={width}], got {tuple(rows.shape)}: a bank "
+                                 "of another layer or model?")
+
+    def missing_module_keys(self, local) -> list:
+        """The module-form keys ``local`` lacks: nothing of the bank at all (then every key the bank
+        holds now), or rows that ``atom_task`` counts but the state does not hold."""
+        if not local:
+            return list(self.state_dict())
+        missing = [key for key in ("frozen_keys", "frozen_values", "atom_task") if key not in local]
+        if missing:
+            return missing
+        trainable = local["atom_task"].shape[0] - local["frozen_keys"].shape[0]
+        if trainable > 0 or "new_keys" in local or "new_values" in local:
+            missing = [key for key in ("new_keys", "new_values") if key not in local]
+        return missing
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"atoms={self.num_frozen}/{self.num_atoms} (frozen/total)")
+
+
+def unknown_keys(state_dict, prefix: str, known, children) -> list:
+    """The keys of ``state_dict`` under ``prefix`` that are neither ``known`` local keys nor under
+    one of ``children`` (torch's ``unexpected_keys`` for a module that loads its own state)."""
+    known, children = set(known), set(children)
+    out = []
+    for key in state_dict:
+        if key.startswith(prefix):
+            local = key[len(prefix):]
+            if local not in known and local.split(".", 1)[0] not in children:
+                out.append(key)
+    return out
+
+
+__all__ = ["AtomBank", "AtomStore", "BankRows", "MoRAMBank", "check_finite", "joined", "new_rows"]

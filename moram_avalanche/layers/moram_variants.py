@@ -194,12 +194,12 @@ class MoRAMAblationLinear(MoRAMLinear):
         if self.router:
             self.frozen_router = self.frozen_router[keep]
 
-    def load_atoms(self, keys, values, num_frozen, atom_task=None, **extra) -> None:
+    def load_atoms(self, keys, values, num_frozen, atom_task=None, *, assign: bool = False, **extra) -> None:
         """:meth:`MoRAMLinear.load_atoms`, and the router's rows ``router_weight`` ``[R, in_features]``
         when the layer has a router (zero when left out)."""
         keys = torch.as_tensor(keys)
         if not self.router or keys.dim() != 2:  # without a router, or keys the method refuses
-            return super().load_atoms(keys, values, num_frozen, atom_task, **extra)
+            return super().load_atoms(keys, values, num_frozen, atom_task, assign=assign, **extra)
         num_atoms = keys.shape[0]
         router = extra.pop(ROUTER_KEY, None)
         if router is None:
@@ -209,10 +209,10 @@ class MoRAMAblationLinear(MoRAMLinear):
         if router.shape != (num_atoms, self.in_features):
             raise ValueError(f"{ROUTER_KEY} must be [{num_atoms}, {self.in_features}] (num_atoms={num_atoms}), "
                              f"got {tuple(router.shape)}")
-        in_place = self.splits_as(num_atoms, int(num_frozen))
-        super().load_atoms(keys, values, num_frozen, atom_task, **extra)
+        in_place = not self.replaces(assign) and self.splits_as(num_atoms, int(num_frozen))
+        super().load_atoms(keys, values, num_frozen, atom_task, assign=assign, **extra)
         self.frozen_router, self.new_router = self.split_rows(router, int(num_frozen), self.frozen_router,
-                                                              self.new_router, in_place)
+                                                              self.new_router, in_place, self.frozen_keys.device)
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         super()._save_to_state_dict(destination, prefix, keep_vars)

@@ -4,8 +4,9 @@
 from :mod:`.targets`) and swaps them for
 :class:`~moram_avalanche.text.layer.DropoutMoRAMLinear` through the shared injection step
 (:func:`~moram_avalanche.layers.replace.replace_linears`). The same layer is what the peft
-method (:mod:`.peft_method`) injects; use that one for ``save_pretrained`` /
-``PeftModel.from_pretrained``, this one inside the library's own loops.
+method (:mod:`.peft_method`) runs (its tuner layer keeps one bank per named adapter, with the
+same steps); use that one for ``save_pretrained`` / ``PeftModel.from_pretrained``, this one
+inside the library's own loops.
 
 Growth per task: :func:`add_task` (freeze every atom, append ``atoms_per_task`` new trainable
 ones per layer) and :func:`freeze_task` (freeze them at the end of the task). Rebuild the
@@ -126,12 +127,25 @@ def inject_moram(model: nn.Module, targets: Union[str, Sequence[str], None] = No
 
 
 def moram_layers(model: nn.Module) -> Dict[str, MoRAMLinear]:
-    """Every MoRAM layer of ``model`` (plain injection or peft), by dotted name; a ValueError if none."""
+    """Every MoRAM layer :func:`inject_moram` put on ``model``, by dotted name; a ValueError if none.
+
+    A peft model (``get_peft_model`` with a ``MoRAMConfig``) keeps one bank per adapter in its
+    tuner layers instead: it grows with ``peft_model.add_task()``.
+    """
     layers = find_layers(model, MoRAMLinear)
     if not layers:
-        raise ValueError(f"{type(model).__name__} holds no MoRAM layers: inject them first "
-                         "(inject_moram, or get_peft_model with a MoRAMConfig)")
+        raise ValueError(f"{type(model).__name__} holds no MoRAM layers of inject_moram: inject them first "
+                         "(inject_moram; a peft model grows with peft_model.add_task() / freeze_task())")
     return layers
+
+
+def peft_tasks(model: nn.Module, method: str):
+    """``model.add_task`` / ``model.freeze_task`` of a MoRAM peft model (``PeftModel`` or its tuner),
+    or None for a model without them (duck-typed: this module does not import the peft method)."""
+    if find_layers(model, MoRAMLinear):
+        return None
+    call = getattr(model, method, None)
+    return call if callable(call) else None
 
 
 def add_task(model: nn.Module) -> int:
@@ -145,14 +159,20 @@ def add_task(model: nn.Module) -> int:
     old atoms' weighted contribution changes before any training. (The release evaluates every
     task in that state: :class:`~moram_avalanche.strategies.plugins.moram.MoRAMPlugin`'s
     ``fresh_atoms_at_eval``.) Returns the number of atoms per layer after growing. Rebuild the
-    optimizer.
+    optimizer. On a MoRAM peft model this is ``peft_model.add_task()`` (its active adapter).
     """
+    grow = peft_tasks(model, "add_task")
+    if grow is not None:
+        return grow()
     sizes = {layer.expand() for layer in moram_layers(model).values()}
     return max(sizes)
 
 
 def freeze_task(model: nn.Module) -> int:
     """End a task: freeze the trainable atoms of every MoRAM layer; returns the atoms per layer."""
+    freeze = peft_tasks(model, "freeze_task")
+    if freeze is not None:
+        return freeze()
     layers = moram_layers(model)
     for layer in layers.values():
         layer.freeze()

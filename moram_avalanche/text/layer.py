@@ -32,7 +32,6 @@ import torch
 from torch import nn
 
 from ..layers.moram import MoRAMLinear
-from ..layers.moram_fused import compute_dtype
 from ..utils.checks import check_number
 
 #: dropout on the atoms' input in the paper's classification setting (paper Sec. 4)
@@ -72,12 +71,8 @@ class DropoutMoRAMLinear(MoRAMLinear):
             return super().forward(x)
         self.check_input(x)
         dropped = self.atom_dropout(x)
-        tokens = dropped.reshape(-1, self.in_features).to(compute_dtype(dropped))
-        atoms, idx, weights = self.mixture(tokens, None, None, self.effective_topk, None)  # no gate in training
-        if self.recording:
-            self.record(idx, weights)
         base_out = self.base(x)
-        return base_out + atoms.reshape(*x.shape[:-1], self.out_features).to(base_out.dtype)
+        return base_out + self.read(dropped).to(base_out.dtype)  # steps 1-6 on d; no gate in training
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, dropout={self.dropout}"

@@ -5,33 +5,37 @@ guide ``contributing.md``, and small methods such as ``tuners/fourierft``): a co
 (:class:`MoRAMConfig`, a ``PeftConfig`` dataclass validated once in ``__post_init__`` like
 ``LoraConfig``), a tuner (:class:`MoRAMModel`, a ``BaseTuner`` with ``prefix``,
 ``tuner_layer_cls``, ``target_module_mapping`` and ``_create_and_replace``) and a tuner layer
-(:class:`MoRAMTunerLayer`). The layer IS the library's MoRAM layer
-(:class:`~moram_avalanche.text.layer.DropoutMoRAMLinear`, i.e.
-:class:`~moram_avalanche.layers.moram.MoRAMLinear` with dropout on the atoms' input) with
-peft's ``BaseTunerLayer`` mixed in; no second implementation of the method.
+(:class:`~moram_avalanche.text.peft_layer.MoRAMTunerLayer`: ``base_layer`` plus one bank per
+named adapter, ``moram_bank[name]``; the bank and steps 1-6 are :mod:`moram_avalanche.layers`').
 
 Registration: peft 0.21's ``register_peft_method`` accepts only names listed in its closed
 ``PeftType`` enum, so a method living outside peft registers under its own ``str`` enum
-(:class:`MoRAMPeftType`, value ``"MORAM"``) into the same four tables that function fills
+(:class:`MoRAMPeftType`, value ``"MORAM"``) into the same tables that function fills
 (``peft.mapping.PEFT_TYPE_TO_CONFIG_MAPPING`` / ``..._TUNER_MAPPING`` / ``..._PREFIX_MAPPING``);
 a custom enum as ``peft_type`` is what peft's maintainers suggest for methods outside the
 library (huggingface/peft#2634). Importing this module registers MoRAM once.
 
-What differs from LoRA, by design:
+What peft users get, as with LoRA: several named adapters (``add_adapter``, ``set_adapter``,
+``load_adapter(..., adapter_name=...)``, ``delete_adapter``; several active adapters add their
+terms), ``modules_to_save`` (a classification head with ``task_type="SEQ_CLS"``),
+``autocast_adapter_dtype`` (atoms of an fp16 / bf16 base kept in float32), ``low_cpu_mem_usage``
+loading, FSDP state dicts, peft's missing-keys warning, ``disable_adapter``, ``unload``. What
+differs from LoRA, by design:
 
-* **One adapter per model.** MoRAM learns a continual stream inside one adapter: each task
-  adds atoms to the same bank (:meth:`MoRAMModel.add_task`), and routing runs over every atom
-  of every task. A second adapter name is refused with a message saying so.
 * **Tasks.** ``get_peft_model`` creates the first task's atoms (trainable; values zero, so the
-  model's outputs are unchanged until it trains). ``model.add_task()`` freezes every atom and
-  appends ``atoms_per_task`` new ones per layer (rebuild the optimizer afterwards); from the
-  second task on, the new keys join the routing (norm, top-k, softmax) at once, so the outputs
-  change before training (:func:`~moram_avalanche.text.inject.add_task`).
-  ``model.freeze_task()`` freezes them at the end of a task.
-* **Checkpoints.** ``save_pretrained`` writes each layer's declared state (``atom_keys``,
-  ``atom_values``, ``num_frozen``, ``atom_task``; never the frozen base weights), and
-  ``PeftModel.from_pretrained`` loads a bank of any size, so a bank grown over several tasks
-  round-trips. ``is_trainable=False`` (peft's default) freezes the loaded atoms. Import
+  model's outputs are unchanged until it trains). ``model.add_task()`` freezes every atom of an
+  adapter and appends ``atoms_per_task`` new ones per layer (rebuild the optimizer afterwards;
+  with ``transformers.Trainer`` use :func:`~moram_avalanche.text.trainer.start_task`);
+  ``model.freeze_task()`` freezes them at the end of a task. Routing runs over every atom of
+  every task of the adapter: from the second task on, the new keys join the routing (norm,
+  top-k, softmax) at once, so the outputs change before training
+  (:func:`~moram_avalanche.text.inject.add_task`).
+* **Checkpoints.** ``save_pretrained`` writes each layer's bank under peft's names
+  (``...q_proj.moram_bank.frozen_keys``, ``frozen_values``, ``new_keys``, ``new_values``,
+  ``atom_task``; never the frozen base weights), and ``PeftModel.from_pretrained`` /
+  ``load_adapter`` load a bank of any size, so a bank grown over several tasks round-trips.
+  Adapter folders written by 0.5.0 (keys ``...q_proj.atom_keys``, ``atom_values``,
+  ``num_frozen``, ``atom_task``) load unchanged, migrated on read. Import
   :mod:`moram_avalanche.text` (or use ``moram_avalanche.MoRAMConfig``) before
   ``PeftModel.from_pretrained``: the import registers ``"MORAM"`` with peft.
 * **No merging.** MoRAM's update ``sum_i w_i(x) B_i A_i x`` depends on the input through the
@@ -49,6 +53,7 @@ What differs from LoRA, by design:
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Union
 
@@ -56,27 +61,37 @@ import torch
 from peft.config import PeftConfig
 from peft.mapping import (PEFT_TYPE_TO_CONFIG_MAPPING, PEFT_TYPE_TO_PREFIX_MAPPING,
                           PEFT_TYPE_TO_TUNER_MAPPING)
-from peft.tuners.tuners_utils import BaseTuner, BaseTunerLayer
+from peft.tuners.tuners_utils import BaseTuner
+from peft.utils import UPCAST_DTYPES
 from torch import nn
 
 from ..layers.base import find_layers
-from ..layers.moram import MoRAMLinear, routing_options
+from ..layers.moram import routing_options
+from ..layers.moram_bank import AtomBank
 from .inject import PAPER_LLM_OPTIONS as LLM
-from .inject import add_task, check_new_value_scale, freeze_task
-from .layer import PAPER_DROPOUT, DropoutMoRAMLinear, check_dropout
+from .inject import check_new_value_scale
+from .layer import PAPER_DROPOUT, check_dropout
+from .peft_layer import MERGE_REFUSED, MoRAMTunerLayer, base_features, base_template
 from .targets import as_table
 
-MERGE_REFUSED = (
-    "MoRAM cannot be merged into the base weights: its update sum_i w_i(x) B_i A_i x depends on "
-    "the input through the routing weights w(x) (top-k, softmax, eval gate), so it is no fixed "
-    "matrix to add to W. Keep the adapter (PeftModel) for inference, or call unload() to get the "
-    "base model back without the atoms.")
+#: the state-dict keys of a bank in a 0.5.0 adapter folder (directly under the target's name)
+LEGACY_KEYS = AtomBank.LAYER_KEYS
 
 
 class MoRAMPeftType(str, enum.Enum):
     """MoRAM's ``peft_type`` (peft's ``PeftType`` is closed to methods outside peft)."""
 
     MORAM = "MORAM"
+
+
+def _names(name: str, value):
+    """``value`` as a set of module names, a regex string, or None; else a ValueError."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple, set)) and value and all(isinstance(v, str) and v for v in value):
+        return set(value)
+    raise ValueError(f"{name} must be a non-empty list of module names or a regular expression "
+                     f"string, got {value!r}")
 
 
 @dataclass
@@ -91,7 +106,8 @@ class MoRAMConfig(PeftConfig):
     Args:
         target_modules: module names (peft's suffix matching) or a regular expression; None
             picks the architecture's row of :data:`~moram_avalanche.text.targets.MORAM_TARGET_MODULES`
-            (query and key projections).
+            (query and key projections). ``nn.Linear`` (bitsandbytes' 4-bit and 8-bit linears
+            included) and transformers' ``Conv1D`` (GPT-2: ``["c_attn"]``) can be targets.
         atoms_per_task: ``r``, atoms added per task and layer (paper: 8).
         topk: routing budget ``k`` (paper: 4; the release uses ``max(k, 2)``); None keeps all.
         temperature: softmax temperature ``tau`` (paper: 0.1); None means 1.
@@ -100,6 +116,11 @@ class MoRAMConfig(PeftConfig):
         new_value_scale: factor on the trainable atoms' values in the forward (1: the paper; the
             release's ``lora_alpha / r``: 2; :mod:`~moram_avalanche.text.inject`).
         exclude_modules: names or a regex of modules never to wrap (peft's field).
+        modules_to_save: modules trained whole and saved beside the atoms (peft's field; with
+            ``task_type="SEQ_CLS"`` peft adds the classification head, ``classifier`` / ``score``).
+        init_weights: True (the paper): a task's new values are zero, so the outputs are
+            unchanged until it trains; False draws them like the keys (peft's field of that name,
+            for checks that need an adapter that changes the outputs at once).
     """
 
     target_modules: Optional[Union[List[str], str]] = field(default=None, metadata={
@@ -115,6 +136,10 @@ class MoRAMConfig(PeftConfig):
     dropout: float = field(default=PAPER_DROPOUT, metadata={"help": "dropout on the atoms' input (paper: 0.1)"})
     new_value_scale: float = field(default=1.0, metadata={
         "help": "factor on the trainable atoms' values (1: the paper; the release's lora_alpha / r: 2)"})
+    modules_to_save: Optional[List[str]] = field(default=None, metadata={
+        "help": "Modules besides the atoms to train and save whole (e.g. a classification head)."})
+    init_weights: bool = field(default=True, metadata={
+        "help": "True: new values zero (the paper; outputs unchanged at a task's start); False: drawn like the keys."})
 
     def __post_init__(self):
         super().__post_init__()
@@ -128,76 +153,28 @@ class MoRAMConfig(PeftConfig):
             self.temperature = options["temperature"]
         self.dropout = check_dropout(self.dropout)
         self.new_value_scale = check_new_value_scale(self.new_value_scale)
-        for name in ("target_modules", "exclude_modules"):
-            value = getattr(self, name)
-            if value is None or isinstance(value, str):
-                continue
-            if isinstance(value, (list, tuple, set)) and value and all(isinstance(v, str) and v for v in value):
-                setattr(self, name, set(value))
-            else:
-                raise ValueError(f"{name} must be a non-empty list of module names or a regular "
-                                 f"expression string, got {value!r}")
+        self.target_modules = _names("target_modules", self.target_modules)
+        self.exclude_modules = _names("exclude_modules", self.exclude_modules)
+        if self.modules_to_save is not None:
+            if (isinstance(self.modules_to_save, str) or not all(isinstance(m, str) and m for m in self.modules_to_save)):
+                raise ValueError(f"modules_to_save must be a list of module names, got {self.modules_to_save!r}")
+            self.modules_to_save = list(self.modules_to_save)
+        if not isinstance(self.init_weights, bool):
+            raise ValueError(f"init_weights must be True (new values zero, the paper) or False (drawn "
+                             f"like the keys), got {self.init_weights!r}")
+
+    def routing_options(self) -> Dict[str, object]:
+        """The bank's options (:class:`~moram_avalanche.layers.moram.MoRAMAtoms`)."""
+        return {"atoms_per_task": self.atoms_per_task, "topk": self.topk,
+                "temperature": self.temperature, "threshold": self.threshold}
 
     def layer_options(self) -> Dict[str, object]:
         """The keyword arguments of :class:`~moram_avalanche.text.layer.DropoutMoRAMLinear`."""
-        return {"atoms_per_task": self.atoms_per_task, "topk": self.topk,
-                "temperature": self.temperature, "threshold": self.threshold, "dropout": self.dropout}
-
-
-class MoRAMTunerLayer(DropoutMoRAMLinear, BaseTunerLayer):
-    """The MoRAM layer as a peft tuner layer (one adapter; ``base_layer`` is the wrapped linear).
-
-    Everything on the layer except ``base`` belongs to the adapter; the declared state
-    (:attr:`state_keys`) is what ``save_pretrained`` writes.
-    """
-
-    adapter_layer_names = ()  # the bank is no per-adapter dict: one adapter per model
-    other_param_names = ("atoms_per_task", "topk", "temperature", "threshold", "dropout", "new_value_scale")
-
-    def __init__(self, base_layer: nn.Linear, adapter_name: str, config: MoRAMConfig) -> None:
-        DropoutMoRAMLinear.__init__(self, base_layer, **config.layer_options())
-        self.new_value_scale = config.new_value_scale
-        self._active_adapter = adapter_name
-        self.merged_adapters = []
-        self.inference_mode = bool(config.inference_mode)
-
-    @property
-    def base_layer(self) -> nn.Module:
-        """peft's name for the wrapped module (``self.base``)."""
-        return self.base
-
-    def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
-        if self.disable_adapters:
-            return self.base(x)
-        return super().forward(x)
-
-    def set_adapter(self, adapter_names, inference_mode: bool = False) -> None:
-        names = [adapter_names] if isinstance(adapter_names, str) else list(adapter_names)
-        self.inference_mode = bool(inference_mode)
-        for param in self.atom_parameters():
-            param.requires_grad_(not inference_mode)
-        self._active_adapter = names
-
-    def _load_from_state_dict(self, *args, **kwargs):
-        # loading may replace the trainable atoms by new parameters: keep inference mode frozen
-        super()._load_from_state_dict(*args, **kwargs)
-        if self.inference_mode:
-            for param in self.atom_parameters():
-                param.requires_grad_(False)
-
-    def atom_parameters(self) -> List[nn.Parameter]:
-        """The trainable atoms (everything trainable on the layer; the base is not)."""
-        return [param for name, param in self.named_parameters() if not name.startswith("base.")]
-
-    def merge(self, safe_merge: bool = False, adapter_names=None) -> None:
-        raise ValueError(MERGE_REFUSED)
-
-    def unmerge(self) -> None:
-        raise ValueError(MERGE_REFUSED)
+        return {**self.routing_options(), "dropout": self.dropout}
 
 
 class MoRAMModel(BaseTuner):
-    """peft's tuner for MoRAM: wraps the target linears in :class:`MoRAMTunerLayer`.
+    """peft's tuner for MoRAM: wraps the targets in :class:`MoRAMTunerLayer`, one bank per adapter.
 
     Reached through the ``PeftModel`` as usual (``peft_model.add_task()``, ...).
     """
@@ -207,53 +184,82 @@ class MoRAMModel(BaseTuner):
     target_module_mapping = as_table()
 
     # --------------------------------------------------------------- injection
-    def _check_new_adapter_config(self, config: PeftConfig) -> None:
-        if len(self.peft_config) > 1:
-            raise ValueError(
-                f"MoRAM keeps one adapter per model (found {sorted(self.peft_config)}): a continual "
-                "stream grows one bank of atoms task by task (add_task()), and routing runs over "
-                "every atom, so tasks are not separate adapters. Use another base model for a second one.")
-
     def _create_and_replace(self, peft_config: MoRAMConfig, adapter_name: str, target: nn.Module,
                             target_name: str, parent: nn.Module, current_key: str,
                             parameter_name: Optional[str] = None) -> None:
-        if isinstance(target, MoRAMLinear):
-            raise ValueError(f"{current_key} already holds MoRAM atoms: inject MoRAM once per model")
-        if type(target) is not nn.Linear:
-            raise TypeError(
-                f"MoRAM wraps torch.nn.Linear layers, but target {current_key!r} is "
-                f"{type(target).__name__}; choose target_modules that name linear layers "
-                "(e.g. the attention's query and key projections)")
-        if target.weight.device.type == "meta":
-            raise ValueError(
-                f"target {current_key!r} has its weights on the meta device (low_cpu_mem_usage=True, "
-                "or a model not yet materialised): MoRAM draws its first task's keys when it is "
-                "injected, so load the base model's weights first and use low_cpu_mem_usage=False")
+        if isinstance(target, MoRAMTunerLayer):  # a further adapter on a wrapped layer
+            target.update_layer(adapter_name, peft_config)
+            target.train(target.base_layer.training)
+            return
+        base_features(target, repr(current_key))  # a clear TypeError for targets MoRAM cannot wrap
         layer = MoRAMTunerLayer(target, adapter_name, peft_config)
-        layer.expand()  # the first task's atoms: values zero, the model is unchanged
+        layer.train(target.training)  # a model in eval mode stays in eval mode (no dropout, the eval gate)
+        if adapter_name not in self.active_adapters:
+            layer.requires_grad_(False)  # an added adapter is not trained until it is set active
         self._replace_module(parent, target_name, layer, target)
 
-    def _mark_only_adapters_as_trainable(self, model: nn.Module) -> None:
-        model.requires_grad_(False)
-        for module in model.modules():
-            if isinstance(module, MoRAMTunerLayer):
-                for param in module.atom_parameters():
-                    param.requires_grad_(not module.inference_mode)
+    def _cast_adapter_dtype(self, adapter_name: str, autocast_adapter_dtype: bool = True) -> None:
+        """The banks of ``adapter_name`` in float32 when they are in a lower precision (peft's
+        ``autocast_adapter_dtype``, its default: fp16 / bf16 bases train float32 atoms, as LoRA
+        does), else in the base's dtype. Frozen rows (buffers) follow the trainable ones:
+        peft's own ``cast_adapter_dtype`` casts parameters only."""
+        low = {torch.float16, torch.bfloat16}
+        low.update(d for d in (getattr(torch, name, None) for name in UPCAST_DTYPES) if d is not None)
+        for layer in find_layers(self.model, MoRAMTunerLayer).values():
+            if adapter_name in layer.moram_bank:
+                bank = layer.moram_bank[adapter_name]
+                dtype = base_template(layer.get_base_layer()).dtype
+                if autocast_adapter_dtype:
+                    dtype = torch.float32 if bank.dtype in low else bank.dtype
+                if bank.dtype != dtype:
+                    bank.to(dtype)
 
     # --------------------------------------------------------------- tasks
-    def add_task(self) -> int:
-        """Freeze every atom and append ``atoms_per_task`` new trainable ones per layer.
+    def moram_banks(self, adapter_name: Optional[str] = None) -> Dict[str, nn.Module]:
+        """The banks of ``adapter_name`` (default: the active adapter) by layer name."""
+        name = self._one_adapter(adapter_name)
+        return {key: layer.moram_bank[name] for key, layer in find_layers(self.model, MoRAMTunerLayer).items()
+                if name in layer.moram_bank}
 
-        Returns the atoms per layer. New values are zero, but from the second task on the new
-        keys join every input's routing (L2 norm, top-k, softmax), so the outputs change before
-        training (:func:`~moram_avalanche.text.inject.add_task`); rebuild the optimizer: it must
-        hold the new parameters.
+    def add_task(self, adapter_name: Optional[str] = None) -> int:
+        """Freeze every atom of ``adapter_name`` (default: the active adapter) and append
+        ``atoms_per_task`` new trainable ones per layer; returns the atoms per layer.
+
+        New values are zero, but from the second task on the new keys join every input's routing
+        (L2 norm, top-k, softmax), so the outputs change before training
+        (:func:`~moram_avalanche.text.inject.add_task`). Rebuild the optimizer: it must
+        hold the new parameters (:func:`~moram_avalanche.text.trainer.start_task` does it for a
+        ``transformers.Trainer``).
         """
-        return add_task(self.model)
+        name = self._one_adapter(adapter_name)
+        if self.peft_config[name].inference_mode:
+            raise ValueError(
+                f"adapter {name!r} is in inference mode (loaded with is_trainable=False, or "
+                "inference_mode=True): its new atoms would not train. Load it with "
+                "PeftModel.from_pretrained(..., is_trainable=True) to continue its tasks")
+        banks = self.moram_banks(name)
+        sizes = {bank.expand() for bank in banks.values()}
+        trainable = name in self.active_adapters
+        for bank in banks.values():
+            bank.requires_grad_(trainable)
+        return max(sizes)
 
-    def freeze_task(self) -> int:
-        """Freeze the current task's atoms (end of a task); returns the atoms per layer."""
-        return freeze_task(self.model)
+    def freeze_task(self, adapter_name: Optional[str] = None) -> int:
+        """Freeze the current task's atoms of ``adapter_name`` (end of a task); returns the atoms per layer."""
+        banks = self.moram_banks(adapter_name)
+        for bank in banks.values():
+            bank.freeze()
+        return max(bank.num_atoms for bank in banks.values())
+
+    def _one_adapter(self, adapter_name: Optional[str]) -> str:
+        if adapter_name is None:
+            if len(self.active_adapters) != 1:
+                raise ValueError(f"{len(self.active_adapters)} adapters are active "
+                                 f"({self.active_adapters}): name the one whose tasks to change")
+            adapter_name = self.active_adapters[0]
+        if adapter_name not in self.peft_config:
+            raise ValueError(f"no adapter named {adapter_name!r}; this model has {sorted(self.peft_config)}")
+        return adapter_name
 
     # --------------------------------------------------------------- merging
     def merge_adapter(self, *args, **kwargs) -> None:
@@ -267,15 +273,29 @@ class MoRAMModel(BaseTuner):
 
     # --------------------------------------------------------------- checkpoints
     @classmethod
-    def _get_adapter_state_dict(cls, model: nn.Module, config: PeftConfig, adapter_name: str,
-                                state_dict: Dict[str, torch.Tensor], unwanted_adapter_names) -> Dict[str, torch.Tensor]:
-        """The declared state of every MoRAM layer (atoms, never the frozen base weights)."""
-        out = {}
-        for name, module in find_layers(model, MoRAMTunerLayer).items():
-            for key in module.state_keys:
-                full = f"{name}.{key}" if name else key
-                if full in state_dict:
-                    out[full] = state_dict[full].contiguous()
+    def _remap_adapter_state_dict_for_load(cls, model: nn.Module, config: PeftConfig, adapter_name: str,
+                                           state_dict: Dict[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """Checkpoint keys -> the model's, by the model's structure (not by the keys the model
+        holds now: a bank's keys depend on its size, e.g. ``new_keys`` exist only while a task
+        trains): ``<layer>.moram_bank.<key>`` -> ``<layer>.moram_bank.<adapter>.<key>``. A 0.5.0
+        adapter's ``<layer>.atom_keys`` (and ``atom_values``, ``num_frozen``, ``atom_task``) goes
+        to ``<layer>.moram_bank.<adapter>.atom_keys``, which the bank reads as its old format.
+        Other keys (modules to save) are peft's."""
+        layers = set()
+        for name in find_layers(model, MoRAMTunerLayer):
+            name = name.removeprefix("_fsdp_wrapped_module.").replace("._fsdp_wrapped_module", "")
+            layers.update({name, name.removeprefix("base_model.model."), "base_model.model." + name})
+        bank = re.compile(r"^(?P<layer>.*)\.moram_bank\.(?P<key>[^.]+)$")
+        legacy = re.compile(r"^(?P<layer>.*)\.(?P<key>" + "|".join(LEGACY_KEYS) + r")$")
+        out, rest = {}, {}
+        for key, value in state_dict.items():
+            match = bank.match(key) or legacy.match(key)
+            if match and match["layer"] in layers:
+                out[f"{match['layer']}.moram_bank.{adapter_name}.{match['key']}"] = value
+            else:
+                rest[key] = value
+        if rest:
+            out.update(super()._remap_adapter_state_dict_for_load(model, config, adapter_name, rest))
         return out
 
 
@@ -295,5 +315,5 @@ def register_moram() -> None:
 
 register_moram()
 
-__all__ = ["MERGE_REFUSED", "MoRAMConfig", "MoRAMModel", "MoRAMPeftType", "MoRAMTunerLayer",
+__all__ = ["LEGACY_KEYS", "MERGE_REFUSED", "MoRAMConfig", "MoRAMModel", "MoRAMPeftType", "MoRAMTunerLayer",
            "register_moram"]

@@ -6,6 +6,14 @@ import torch
 from tiny_text import batch, tiny_llama, tiny_t5
 
 
+def banks(model, adapter="default"):
+    """The MoRAM banks of ``adapter`` in a peft model, by layer name."""
+    from moram_avalanche.text import MoRAMTunerLayer
+
+    return {name: module.moram_bank[adapter] for name, module in model.named_modules()
+            if isinstance(module, MoRAMTunerLayer) and adapter in module.moram_bank}
+
+
 def train_steps(model, x, y, steps=2, lr=0.1):
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
     model.train()
@@ -24,6 +32,8 @@ def train_steps(model, x, y, steps=2, lr=0.1):
     ("dropout", 1.0, r"dropout must be a finite number in \[0, 1\).*paper: 0.1"),
     ("target_modules", [], "target_modules must be a non-empty list"),
     ("exclude_modules", ["q", 3], "exclude_modules must be a non-empty list"),
+    ("modules_to_save", "classifier", "modules_to_save must be a list of module names"),
+    ("init_weights", "zero", "init_weights must be True"),
 ])
 def test_config_rejects_bad_values(field, value, message):
     from moram_avalanche.text import MoRAMConfig
@@ -53,9 +63,11 @@ def test_get_peft_model_wraps_the_architectures_targets_and_starts_unchanged():
     model = get_peft_model(base, MoRAMConfig())  # targets from the table: q, k
     layers = {n: m for n, m in model.named_modules() if isinstance(m, MoRAMTunerLayer)}
     assert len(layers) == 12 and all(n.rpartition(".")[2] in ("q", "k") for n in layers)
-    assert all(layer.num_atoms == 8 and layer.num_trainable == 8 for layer in layers.values())
+    assert all(bank.num_atoms == 8 and bank.num_trainable == 8 for bank in banks(model).values())
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
-    assert trainable and all(n.rpartition(".")[2] in ("new_keys", "new_values") for n in trainable)
+    # peft's naming: the tuner's prefix and the adapter's name in every adapter parameter
+    assert trainable and all(".moram_bank.default." in n and n.rpartition(".")[2] in ("new_keys", "new_values")
+                             for n in trainable)
     with torch.no_grad():
         torch.testing.assert_close(model(input_ids=x, labels=y).logits, reference, rtol=0, atol=1e-5)
         with model.disable_adapter():
@@ -65,12 +77,12 @@ def test_get_peft_model_wraps_the_architectures_targets_and_starts_unchanged():
 def test_old_atoms_stay_bit_identical_while_the_next_task_trains():
     from peft import get_peft_model
 
-    from moram_avalanche.text import MoRAMConfig, MoRAMTunerLayer
+    from moram_avalanche.text import MoRAMConfig
 
     model, (x, y) = get_peft_model(tiny_t5(), MoRAMConfig(atoms_per_task=4, topk=2)), batch()
     train_steps(model, x, y)
     assert model.add_task() == 8
-    layers = [m for m in model.modules() if isinstance(m, MoRAMTunerLayer)]
+    layers = list(banks(model).values())
     old = [(layer.keys[:4].clone(), layer.values[:, :4].clone()) for layer in layers]
     assert any(bool(v.abs().sum() > 0) for _, v in old)  # task 1 learned something
     train_steps(model, x, y, steps=3)
@@ -98,8 +110,12 @@ def test_save_and_load_round_trip_a_grown_bank(tmp_path, build, task_type):
         expected = model(input_ids=x, labels=y).logits
     model.save_pretrained(tmp_path)
     saved = load_file(tmp_path / "adapter_model.safetensors")
-    assert {key.rpartition(".")[2] for key in saved} == {"atom_keys", "atom_values", "num_frozen", "atom_task"}
-    assert all(saved[k].shape[0] == 8 for k in saved if k.endswith("atom_keys"))  # two tasks of 4
+    # peft's names: the bank's own tensors, without the adapter's name
+    assert {key.rpartition(".")[2] for key in saved} == {"frozen_keys", "frozen_values", "new_keys",
+                                                         "new_values", "atom_task"}
+    assert all(".moram_bank." in key and ".default." not in key for key in saved)
+    assert all(saved[k].shape[0] == 4 for k in saved if k.endswith(("frozen_keys", "new_keys")))  # two tasks of 4
+    assert all(saved[k].shape == (8,) for k in saved if k.endswith("atom_task"))
     loaded = PeftModel.from_pretrained(build(), tmp_path)  # same seed: the same base weights
     with torch.no_grad():
         assert torch.equal(loaded(input_ids=x, labels=y).logits, expected)
@@ -123,39 +139,32 @@ def test_merge_refuses_and_unload_gives_the_base_back():
     assert type(base.model.layers[0].self_attn.q_proj) is nn.Linear
 
 
-def test_one_adapter_per_model():
-    from peft import get_peft_model
-
-    from moram_avalanche.text import MoRAMConfig
-
-    model = get_peft_model(tiny_llama(), MoRAMConfig())
-    with pytest.raises(ValueError, match="one adapter per model"):
-        model.add_adapter("second", MoRAMConfig())
-
-
 def test_non_linear_targets_are_refused():
     from peft import get_peft_model
 
     from moram_avalanche.text import MoRAMConfig
 
-    with pytest.raises(TypeError, match="MoRAM wraps torch.nn.Linear layers.*LlamaRMSNorm"):
+    with pytest.raises(TypeError, match="MoRAM wraps torch.nn.Linear layers.*Conv1D.*LlamaRMSNorm"):
         get_peft_model(tiny_llama(), MoRAMConfig(target_modules=["input_layernorm"]))
 
 
-def test_bfloat16_models_train_atoms_in_their_dtype():
+@pytest.mark.parametrize("autocast, atoms_dtype", [(True, torch.float32), (False, torch.bfloat16)])
+def test_a_bfloat16_base_trains_float32_atoms_unless_autocast_adapter_dtype_is_off(autocast, atoms_dtype):
     from peft import get_peft_model
 
-    from moram_avalanche.text import MoRAMConfig, MoRAMTunerLayer
+    from moram_avalanche.text import MoRAMConfig
 
     x, _ = batch()
-    model = get_peft_model(tiny_llama().to(torch.bfloat16), MoRAMConfig(task_type="CAUSAL_LM"))
-    layer = next(m for m in model.modules() if isinstance(m, MoRAMTunerLayer))
-    assert layer.keys.dtype == torch.bfloat16
+    model = get_peft_model(tiny_llama().to(torch.bfloat16), MoRAMConfig(task_type="CAUSAL_LM"),
+                           autocast_adapter_dtype=autocast)
+    for bank in banks(model).values():  # frozen rows follow the trainable ones
+        assert bank.new_keys.dtype == bank.frozen_keys.dtype == bank.new_values.dtype == atoms_dtype
     model.train()
     loss = model(input_ids=x, labels=x).loss
+    assert loss.dtype == torch.float32 and model.base_model.model.lm_head.weight.dtype == torch.bfloat16
     loss.backward()
     grads = [p.grad for p in model.parameters() if p.requires_grad]
-    assert grads and all(g is not None and g.dtype == torch.bfloat16 for g in grads)
+    assert grads and all(g is not None and g.dtype == atoms_dtype for g in grads)
 
 
 def test_self_attention_only_targets_through_peft():
@@ -180,7 +189,19 @@ def test_generation_and_activation_checkpointing(build, task_type):
     base.enable_input_require_grads()
     model = get_peft_model(base, MoRAMConfig(task_type=task_type))
     train_steps(model, x, x if task_type == "CAUSAL_LM" else y)  # recomputes the atoms' forward
-    assert any(bool(p.abs().sum() > 0) for n, p in model.named_parameters() if n.endswith("new_values"))
+    assert any(bool(p.abs().sum() > 0) for n, p in model.named_parameters() if n.endswith("default.new_values"))
     with torch.no_grad():
         out = model.generate(input_ids=x, attention_mask=torch.ones_like(x), max_new_tokens=3, do_sample=False)
     assert out.shape[0] == 2 and out.shape[1] >= 3
+
+
+def test_the_librarys_task_functions_grow_a_peft_model_too():
+    from peft import get_peft_model
+
+    from moram_avalanche.text import MoRAMConfig, add_task, freeze_task
+
+    model = get_peft_model(tiny_llama(), MoRAMConfig(atoms_per_task=4))
+    assert add_task(model) == 8 and all(bank.num_frozen == 4 for bank in banks(model).values())
+    assert freeze_task(model) == 8 and all(bank.num_trainable == 0 for bank in banks(model).values())
+    with pytest.raises(ValueError, match="holds no MoRAM layers of inject_moram"):
+        add_task(tiny_llama())

@@ -1,0 +1,167 @@
+"""MoRAM's peft tuner layer: a base module and one bank of atoms per named adapter.
+
+The layer follows the conventions of peft's tuner layers (``peft/tuners/tuners_utils.py``
+``BaseTunerLayer``; ``peft/tuners/lora/layer.py`` ``LoraLayer`` is the model):
+
+* the wrapped module is ``base_layer`` (so every full state dict names the base weights
+  ``...base_layer.weight``, and peft's ``get_base_model_state_dict`` strips it);
+* the per-adapter state lives in containers keyed by the adapter name, named with the tuner's
+  prefix: ``moram_bank[name]`` (a :class:`~moram_avalanche.layers.moram.MoRAMAtoms`: the bank,
+  its routing options, steps 1-6) and ``moram_dropout[name]`` (dropout on the atoms' input), so
+  parameters read ``...q_proj.moram_bank.default.new_keys``; ``adapter_layer_names`` and
+  ``other_param_names`` name those containers, which is what peft's ``set_adapter``,
+  ``delete_adapter``, ``enable_adapters`` and ``set_requires_grad`` walk;
+* every active adapter adds its term to the base's output (LoRA's rule for several active
+  adapters); each bank routes over its own atoms only.
+
+Bases: ``nn.Linear`` and its subclasses (bitsandbytes' ``Linear4bit`` / ``Linear8bitLt`` are
+``nn.Linear`` subclasses with their own, quantised forward), and transformers' ``Conv1D``
+(GPT-2's projections; its weight is ``[in, out]``). A plain ``nn.Linear`` with one active adapter
+whose compute dtype is the base's hands its weight to the bank (the base fused into the atoms'
+read-out, as :class:`~moram_avalanche.layers.moram.MoRAMLinear` does); other bases run their own
+forward and the atoms' term is added, cast to the base's output dtype.
+
+Precision: the atoms compute in the dtype the base computes in (autocast's, else the input's),
+whatever they are stored in. peft's ``autocast_adapter_dtype`` stores them in float32 on an fp16 /
+bf16 base (float32 master weights and gradients, what a gradient scaler needs); the frozen rows are
+cast to the compute dtype once and kept (``AtomStore.rows``), the trainable ones at each forward.
+LoRA instead casts its input up to its weights' float32 (``peft/tuners/lora/layer.py``): for MoRAM
+that would run the routing GEMMs in float32 beside a bf16 base and lose the fused read-out.
+
+Nothing here is a second implementation of the method: the bank, its growth and steps 1-6 are
+:mod:`moram_avalanche.layers`' (:class:`~moram_avalanche.layers.moram.MoRAMAtoms`).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterator, Optional, Tuple
+
+import torch
+from peft.tuners.tuners_utils import BaseTunerLayer
+from torch import nn
+from transformers.pytorch_utils import Conv1D
+
+from ..layers.moram import MoRAMAtoms
+from ..layers.moram_fused import compute_dtype
+
+MERGE_REFUSED = (
+    "MoRAM cannot be merged into the base weights: its update sum_i w_i(x) B_i A_i x depends on "
+    "the input through the routing weights w(x) (top-k, softmax, eval gate), so it is no fixed "
+    "matrix to add to W. Keep the adapter (PeftModel) for inference, or call unload() to get the "
+    "base model back without the atoms.")
+
+
+def base_features(base: nn.Module, name: str = "target") -> Tuple[int, int]:
+    """``(in_features, out_features)`` of a base MoRAM can wrap, else a TypeError naming what can."""
+    if isinstance(base, nn.Linear):
+        return base.in_features, base.out_features
+    if isinstance(base, Conv1D):
+        shape = getattr(base.weight, "ds_shape", None) or base.weight.shape  # [in, out] (DeepSpeed: ds_shape)
+        return int(shape[0]), int(shape[1])
+    raise TypeError(
+        f"MoRAM wraps torch.nn.Linear layers (bitsandbytes' 4-bit and 8-bit linears included) and "
+        f"transformers' Conv1D, but {name} is {type(base).__name__}; choose target_modules that name "
+        "such layers (e.g. the attention's query and key projections)")
+
+
+def base_template(base: nn.Module) -> torch.Tensor:
+    """An empty tensor on the base's device, of the floating dtype its atoms are made in: the
+    weight's, or for a quantised weight the layer's ``compute_dtype`` (bitsandbytes 4-bit) or
+    float32 (peft's ``_get_base_layer_device_and_dtype`` reads the same attributes)."""
+    weight = base.weight
+    dtype = weight.dtype
+    if not dtype.is_floating_point:
+        dtype = getattr(base, "compute_dtype", None) or torch.float32
+    return torch.empty(0, device=weight.device, dtype=dtype)
+
+
+class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
+    """A base module plus one MoRAM bank per named adapter (module docstring).
+
+    Args:
+        base_layer: the module to wrap (``nn.Linear``, a bitsandbytes linear, or ``Conv1D``).
+        adapter_name: the first adapter's name.
+        config: its :class:`~moram_avalanche.text.peft_method.MoRAMConfig`.
+    """
+
+    adapter_layer_names = ("moram_bank",)
+    other_param_names = ("moram_dropout",)
+
+    def __init__(self, base_layer: nn.Module, adapter_name: str, config, **kwargs) -> None:
+        super().__init__()
+        self.in_features, self.out_features = base_features(base_layer)
+        self.base_layer = base_layer
+        self.moram_bank = nn.ModuleDict()
+        self.moram_dropout = nn.ModuleDict()
+        self._disable_adapters = False
+        self.merged_adapters = []
+        self._active_adapter = adapter_name
+        # a plain nn.Linear is fused into the atoms' read-out; others run their own forward
+        self.fuse_base = type(base_layer).forward is nn.Linear.forward
+        self.update_layer(adapter_name, config)
+
+    def update_layer(self, adapter_name: str, config) -> None:
+        """Add the bank of ``adapter_name``, holding its first task's atoms (values zero unless
+        ``config.init_weights`` is False: the model's outputs are unchanged until it trains)."""
+        if adapter_name in self.moram_bank:
+            raise ValueError(f"this layer already holds MoRAM atoms of adapter {adapter_name!r}")
+        bank = MoRAMAtoms(self.in_features, self.out_features, base_template(self.get_base_layer()),
+                          **config.routing_options())
+        bank.values_init = "zero" if config.init_weights else "kaiming"
+        bank.new_value_scale = config.new_value_scale  # the release's atom scaling, when asked for
+        bank.expand()
+        self.moram_bank[adapter_name] = bank
+        self.moram_dropout[adapter_name] = nn.Dropout(config.dropout) if config.dropout > 0 else nn.Identity()
+        self.set_adapter(self.active_adapters, inference_mode=config.inference_mode)
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        banks = [] if self.disable_adapters else list(self.active_banks())
+        if not banks:
+            return self.base_layer(x, *args, **kwargs)
+        if not x.is_floating_point() or x.dim() == 0 or x.shape[-1] != self.in_features:
+            banks[0][1].check_input(x)  # the clear error
+        if len(banks) == 1 and self.fuse_base and not args and not kwargs:
+            dropout, bank = banks[0]
+            weight = self.base_layer.weight
+            if compute_dtype(x) == weight.dtype and (isinstance(dropout, nn.Identity) or not self.training):
+                return bank.read(x, weight, self.base_layer.bias)  # W x + b + the atoms, one read-out
+        result = self.base_layer(x, *args, **kwargs)
+        for dropout, bank in banks:
+            result = result + bank.read(dropout(x)).to(result.dtype)
+        return result
+
+    def active_banks(self) -> Iterator[Tuple[nn.Module, MoRAMAtoms]]:
+        """``(dropout, bank)`` of every active adapter this layer holds atoms of."""
+        for name in self.active_adapters:
+            if name in self.moram_bank and self.moram_bank[name].num_atoms:
+                yield self.moram_dropout[name], self.moram_bank[name]
+
+    def banks(self) -> Dict[str, MoRAMAtoms]:
+        """Every adapter's bank, by adapter name."""
+        return dict(self.moram_bank.items())
+
+    # ------------------------------------------------------------------ peft's protocol
+    def _move_adapter_to_device_of_base_layer(self, adapter_name: str, device: Optional[torch.device] = None) -> None:
+        """Move ``adapter_name``'s bank to the base's device, keeping its dtype: peft's version also
+        casts to the base's dtype, which would round float32 atoms of a bf16 base (after a
+        ``low_cpu_mem_usage`` load) before ``_cast_adapter_dtype`` casts them back. The tuner's
+        ``_cast_adapter_dtype`` decides the dtype."""
+        device = device if device is not None else base_template(self.get_base_layer()).device
+        for container in (self.moram_bank, self.moram_dropout):
+            if adapter_name in container:
+                module = container[adapter_name]
+                if not any(t.is_meta for t in (*module.parameters(), *module.buffers())):
+                    container[adapter_name] = module.to(device)
+
+    def merge(self, safe_merge: bool = False, adapter_names=None) -> None:
+        raise ValueError(MERGE_REFUSED)
+
+    def unmerge(self) -> None:
+        """Nothing to undo: MoRAM is never merged."""
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}"
+
+
+__all__ = ["MERGE_REFUSED", "MoRAMTunerLayer", "base_features", "base_template"]
