@@ -125,10 +125,22 @@ def test_bad_release_options_are_refused():
     from peft import get_peft_model
 
     from moram_avalanche.layers.base import find_layers
-    from moram_avalanche.layers.moram import MoRAMLinear
+    from moram_avalanche.layers.moram import MoRAMAtoms
     from tiny_text import tiny_llama
 
     peft_model = get_peft_model(tiny_llama(), MoRAMConfig(new_value_scale=2.0))  # the peft method takes it too
-    assert {layer.new_value_scale for layer in find_layers(peft_model, MoRAMLinear).values()} == {2.0}
+    banks = find_layers(peft_model, MoRAMAtoms)  # one bank per adapter in every wrapped layer
+    assert banks and {bank.new_value_scale for bank in banks.values()} == {2.0}
+    for bank in banks.values():  # trained-looking values, then the scale is what reaches the forward
+        with torch.no_grad():
+            bank.new_values.normal_()
+    ids = torch.randint(3, 99, (2, 6), generator=torch.Generator().manual_seed(0))
+    peft_model.eval()
+    scaled = peft_model(input_ids=ids).logits
+    for bank in banks.values():
+        bank.new_value_scale = 1.0
+        with torch.no_grad():
+            bank.new_values.mul_(2.0)
+    torch.testing.assert_close(peft_model(input_ids=ids).logits, scaled)
     with pytest.raises(ValueError, match="new_value_scale"):
         MoRAMConfig(new_value_scale=-1.0)
