@@ -28,6 +28,19 @@ and its tokenizer, and owns the language-model family's scoring (one scoring per
   ``repetition_penalty=1.2``, ``no_repeat_ngram_size=3``, still greedy); its defaults (1.0, 0)
   are plain greedy decoding.
 
+Compiled generation (``compile_generation``): a decode step runs one token per sequence through
+every layer, so on a GPU it is bound by kernel launches, and MoRAM's layers add a few per
+layer. With a static KV cache (``cache_implementation="static"``) ``transformers`` compiles the
+decode step (``torch.compile``, mode ``reduce-overhead``: CUDA graphs, one launch per step);
+MoRAM's layers are traced whole (no graph break; the GPU path never synchronises). ``"auto"``
+(the default) does it on a CUDA device for a model that supports it (``_can_compile_fullgraph``:
+LLaMA, Gemma, T5, ...) and not when the weights are sharded; the prompts of a batch are then
+padded to a multiple of :data:`GENERATION_BUCKET` tokens, so one compiled graph serves every
+batch of that length and batch size (padding is masked: the answers are those of the unpadded
+prompts). If compiling fails, ``"auto"`` warns once and generates without it from then on;
+``True`` forces the static cache anywhere (``transformers`` compiles on GPUs, or wherever
+``compile_config`` says) and lets errors through; ``False`` never.
+
 How a long prompt is cut (:class:`PromptCut`, one per prompt; :func:`prompt_cuts`):
 
 * a **causal** model keeps the prompt's **end**, where its cue is ("Summary:",
@@ -51,10 +64,11 @@ wrapped model's under the prefix ``model.``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, NamedTuple, Optional, Sequence
+from typing import Dict, List, NamedTuple, Optional, Sequence, Union
 
 import functools
 import inspect
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -68,6 +82,16 @@ MAX_SOURCE_LENGTH = 512
 MAX_TARGET_LENGTH = 50
 #: the label of positions the loss ignores (``transformers``' and torch's ``ignore_index``)
 IGNORE_INDEX = -100
+#: compiled generation pads a batch's prompts to a multiple of this many tokens (module docstring)
+GENERATION_BUCKET = 64
+
+
+def check_compile_generation(value) -> Union[bool, str]:
+    """``value`` if it is ``"auto"``, True or False; else a ValueError saying what each means."""
+    if isinstance(value, bool) or (isinstance(value, str) and value == "auto"):
+        return value
+    raise ValueError(f"compile_generation takes 'auto' (a static KV cache and a compiled decode step on a CUDA "
+                     f"device), True (always a static cache) or False (never), got {value!r}")
 #: which end of a long prompt is kept: its end ("tail") or its beginning ("head")
 KEEP_SIDES = ("tail", "head")
 
@@ -126,10 +150,15 @@ class LanguageModel(nn.Module):
             regardless).
         max_source_length: prompt tokens kept (longer prompts are truncated; O-LoRA: 512).
         max_target_length: answer tokens kept for the loss (O-LoRA: 50).
+        compile_generation: ``"auto"``, True or False: a static KV cache, so that ``transformers``
+            compiles the decode step (module docstring).
+        compile_config: ``transformers.CompileConfig`` for that compilation (default:
+            ``transformers``' own, mode ``reduce-overhead``).
     """
 
     def __init__(self, model: nn.Module, tokenizer, *, max_source_length: int = MAX_SOURCE_LENGTH,
-                 max_target_length: int = MAX_TARGET_LENGTH) -> None:
+                 max_target_length: int = MAX_TARGET_LENGTH, compile_generation: Union[bool, str] = "auto",
+                 compile_config=None) -> None:
         super().__init__()
         config = getattr(model, "config", None)
         if config is None or not callable(getattr(model, "generate", None)):
@@ -152,6 +181,10 @@ class LanguageModel(nn.Module):
         if self.pad_id is None:
             raise ValueError(f"neither the tokenizer nor the config of {type(model).__name__} names a pad or "
                              "EOS token: set tokenizer.pad_token before training")
+        self.compile_generation = check_compile_generation(compile_generation)
+        self.compile_config = compile_config
+        #: why compiled generation was turned off (``"auto"`` after a failure), or None
+        self.compile_failure: Optional[str] = None
 
     @property
     def config(self):
@@ -165,6 +198,17 @@ class LanguageModel(nn.Module):
         ``transformers`` turns ``synced_gpus`` on by itself only for its own FSDP integration
         (``is_fsdp_managed_module``), not for a model sharded by ``fully_shard``."""
         return world_size() > 1 and holds_sharded_weights(self.model)
+
+    @property
+    def compiles_generation(self) -> bool:
+        """Whether :meth:`generate` uses a static KV cache, the decode step compiled (module docstring)."""
+        if self.compile_generation is False or self.compile_failure is not None:
+            return False
+        if self.compile_generation is True:
+            return True
+        base = self.model.get_base_model() if callable(getattr(self.model, "get_base_model", None)) else self.model
+        return (self.device.type == "cuda" and bool(getattr(type(base), "_can_compile_fullgraph", False))
+                and not self.synced_generation)
 
     @property
     def device(self) -> torch.device:
@@ -220,14 +264,14 @@ class LanguageModel(nn.Module):
         return [row if row and row[-1] == self.eos_id else (row[: self.max_target_length - 1] + [self.eos_id])
                 for row in rows]
 
-    def _pad(self, rows: List[List[int]], value: int, left: bool = False) -> torch.Tensor:
-        width = max(len(row) for row in rows)
+    def _pad(self, rows: List[List[int]], value: int, left: bool = False, width: Optional[int] = None) -> torch.Tensor:
+        width = max([len(row) for row in rows] + [width or 0])
         padded = [([value] * (width - len(row)) + row) if left else (row + [value] * (width - len(row)))
                   for row in rows]
         return torch.tensor(padded, dtype=torch.long, device=self.device)
 
-    def _mask(self, rows: List[List[int]], left: bool = False) -> torch.Tensor:
-        return self._pad([[1] * len(row) for row in rows], 0, left)
+    def _mask(self, rows: List[List[int]], left: bool = False, width: Optional[int] = None) -> torch.Tensor:
+        return self._pad([[1] * len(row) for row in rows], 0, left, width)
 
     # ------------------------------------------------------------------ scoring
     def _teacher_forced(self, prompts: Sequence[str], answers: Sequence[str],
@@ -279,17 +323,34 @@ class LanguageModel(nn.Module):
     def generate(self, prompts: Sequence[str], max_new_tokens: int = MAX_TARGET_LENGTH,
                  cuts: Optional[Sequence[PromptCut]] = None, decoding: Optional[Decoding] = None) -> List[str]:
         """Greedy answers to ``prompts``: decoded strings, special tokens and surrounding spaces
-        removed; ``cuts``: how each long prompt is cut; ``decoding``: :class:`Decoding`'s options."""
+        removed; ``cuts``: how each long prompt is cut; ``decoding``: :class:`Decoding`'s options.
+        With :attr:`compiles_generation`, a static KV cache and the decode step compiled."""
         prompts = _strings(prompts)
         if not prompts:
             return []
         sources = self._prompt_ids(prompts, cuts)
         left = not self.seq2seq
-        input_ids = self._pad(sources, self.pad_id, left=left)
-        out = self.model.generate(input_ids=input_ids, attention_mask=self._mask(sources, left=left),
-                                  max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
-                                  pad_token_id=self.pad_id, eos_token_id=self.eos_id,
-                                  synced_gpus=self.synced_generation, **(decoding or Decoding()).generate_kwargs())
+        compiled = self.compiles_generation
+        width = -(-max(len(row) for row in sources) // GENERATION_BUCKET) * GENERATION_BUCKET if compiled else None
+        input_ids = self._pad(sources, self.pad_id, left=left, width=width)
+        options = dict(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, pad_token_id=self.pad_id,
+                       eos_token_id=self.eos_id, synced_gpus=self.synced_generation,
+                       **(decoding or Decoding()).generate_kwargs())
+        if compiled:
+            options["cache_implementation"] = "static"
+            if self.compile_config is not None:
+                options["compile_config"] = self.compile_config
+        try:
+            out = self.model.generate(input_ids=input_ids, attention_mask=self._mask(sources, left=left, width=width),
+                                      **options)
+        except Exception as error:
+            if not compiled or self.compile_generation is True:
+                raise
+            self.compile_failure = f"{type(error).__name__}: {str(error).splitlines()[0][:300] if str(error) else ''}"
+            warnings.warn(f"compiled generation failed ({self.compile_failure}); generating without a static "
+                          "cache from now on (compile_generation=False skips the attempt)", RuntimeWarning,
+                          stacklevel=2)
+            return self.generate(prompts, max_new_tokens, cuts, decoding)
         new = out[:, 1:] if self.seq2seq else out[:, input_ids.shape[1]:]  # seq2seq: drop the start token
         answers = []
         for row in new.tolist():
@@ -362,5 +423,5 @@ def _strings(texts) -> List[str]:
     return texts
 
 
-__all__ = ["Decoding", "IGNORE_INDEX", "KEEP_SIDES", "LanguageModel", "PromptCut", "prompt_cuts", "MAX_SOURCE_LENGTH", "MAX_TARGET_LENGTH", "causal_answer_logits",
+__all__ = ["Decoding", "GENERATION_BUCKET", "IGNORE_INDEX", "check_compile_generation", "KEEP_SIDES", "LanguageModel", "PromptCut", "prompt_cuts", "MAX_SOURCE_LENGTH", "MAX_TARGET_LENGTH", "causal_answer_logits",
            "token_loss"]

@@ -50,7 +50,7 @@ Avalanche has no text loop of its own; its ``examples/nlp.py`` shows the intende
 
 from __future__ import annotations
 
-from typing import List, Mapping, Optional, Sequence, Union
+from typing import List, Literal, Mapping, Optional, Sequence, Union
 
 import torch
 from avalanche.training.plugins import EvaluationPlugin
@@ -61,7 +61,8 @@ from ..algorithms.data_parallel import ShardedBatches
 from ..benchmarks.text_metrics import TEXT_METRICS
 from ..benchmarks.text_stream import collate_text
 from ..layers.base import load_trained_state_dict, trained_state_dict
-from ..models.language_model import MAX_SOURCE_LENGTH, MAX_TARGET_LENGTH, Decoding, LanguageModel, prompt_cuts
+from ..models.language_model import (MAX_SOURCE_LENGTH, MAX_TARGET_LENGTH, Decoding, LanguageModel,
+                                     check_compile_generation, prompt_cuts)
 from ..utils.checks import check_positive_int
 from ..utils.devices import resolve_device
 from .needs import StrategyNeeds
@@ -88,6 +89,8 @@ def check_text_loop_options(options) -> None:
         check_epochs(options["epochs"])
     if "repetition_penalty" in options or "no_repeat_ngram_size" in options:
         Decoding(options.get("repetition_penalty", 1.0), options.get("no_repeat_ngram_size", 0))
+    if "compile_generation" in options:
+        check_compile_generation(options["compile_generation"])
 
 
 def check_epochs(epochs) -> None:
@@ -173,6 +176,9 @@ class TextStrategy(SupervisedTemplate):
             tokens trained, tokens generated (O-LoRA: 512, 50, 50).
         repetition_penalty, no_repeat_ngram_size: greedy decoding's extras (1.0 and 0: plain
             greedy; the release's TRACE inference: 1.2 and 3, ``TRACE/inference/infer_part.py``).
+        compile_generation: ``"auto"`` (on a CUDA device, generation with a static KV cache and
+            the decode step compiled into CUDA graphs), True or False
+            (:class:`~moram_avalanche.models.language_model.LanguageModel`).
         progress: accepted for the run path's signature (the loop prints no bars).
         train_mb_size: minibatch (paper: 64). eval_mb_size: evaluation minibatch (default:
             ``train_mb_size``).
@@ -204,17 +210,20 @@ class TextStrategy(SupervisedTemplate):
                  max_new_tokens: int = MAX_TARGET_LENGTH, progress: bool = True, train_mb_size: int = 64,
                  eval_mb_size: Optional[int] = None, device="cpu", plugins=None, evaluator=default_text_evaluator,
                  eval_every: int = -1, accumulation_steps: int = 1, repetition_penalty: float = 1.0,
-                 no_repeat_ngram_size: int = 0, **base_kwargs):
+                 no_repeat_ngram_size: int = 0, compile_generation: Union[bool, Literal["auto"]] = "auto",
+                 **base_kwargs):
         check_shared_options(dict(iterations=iterations, lr=lr, weight_decay=weight_decay, betas=betas,
                                   train_mb_size=train_mb_size, eval_mb_size=eval_mb_size))
         check_text_loop_options(dict(epochs=epochs, max_source_length=max_source_length,
                                      max_target_length=max_target_length, max_new_tokens=max_new_tokens,
                                      accumulation_steps=accumulation_steps, repetition_penalty=repetition_penalty,
-                                     no_repeat_ngram_size=no_repeat_ngram_size))
+                                     no_repeat_ngram_size=no_repeat_ngram_size,
+                                     compile_generation=compile_generation))
         if not isinstance(model, LanguageModel):
             model = LanguageModel(model, tokenizer, max_source_length=max_source_length,
                                   max_target_length=max_target_length)
         model.max_source_length, model.max_target_length = max_source_length, max_target_length
+        model.compile_generation = compile_generation
         device = resolve_device(device)
         super().__init__(model=model, optimizer=None, train_mb_size=train_mb_size,
                          train_epochs=epochs if iterations is None and isinstance(epochs, int) else 1,
