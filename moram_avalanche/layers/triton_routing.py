@@ -38,7 +38,7 @@ def _kept_set(p, valid, cols, k, KEEP_ALL: tl.constexpr, BLOCK_R: tl.constexpr):
         kept = valid
     else:
         work = tl.where(valid, p, float("-inf"))
-        kept = cols[None, :] < 0
+        kept = valid & (cols[None, :] < 0)  # all False, of the loop's [BLOCK_N, BLOCK_R] shape
         for _ in range(k):
             top = tl.max(work, axis=1)
             first = tl.min(tl.where(work == top[:, None], cols[None, :], BLOCK_R), axis=1)

@@ -333,3 +333,22 @@ def test_paths_lists_what_the_module_documents():
     assert moram_paths.PATHS == ("reference", "cpu-kernel", "dense", "triton")
     for name in moram_paths.PATHS:
         assert f"``{name}``" in moram_paths.__doc__
+
+
+@pytest.mark.skipif(not moram_triton.installed(), reason="Triton is not installed")
+def test_the_triton_kernels_compile_for_hopper_gpus_without_one():
+    """Triton's own compiler, to cubin for sm_90 (H100 / H200), in a process without the
+    interpreter: catches what the interpreter lets through (a loop-carried value changing shape
+    did, before this check existed)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).with_name("compile_triton_for_gpu.py")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[2]), env.get("PYTHONPATH", "")])
+    result = subprocess.run([sys.executable, str(script), "90"], capture_output=True, text=True, env=env,
+                            timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    assert result.stdout.count("ok ") == 2
