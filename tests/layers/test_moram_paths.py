@@ -319,6 +319,12 @@ def test_the_dense_path_is_traced_whole_by_torch_compile():
         compiled = torch.compile(layer, fullgraph=True, backend="eager")  # a graph break is an error
         with torch.no_grad():
             torch.testing.assert_close(compiled(x), expected)
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # the bank cast once, inside the traced call
+            amp = layer(x)
+            layer._cast_rows.clear()
+            with torch.no_grad():
+                torch.testing.assert_close(compiled(x), amp)
+        assert set(layer._cast_rows) == {torch.bfloat16}
         layer.expand()
         with torch.no_grad():
             layer.new_values.normal_()
