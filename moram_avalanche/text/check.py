@@ -268,7 +268,7 @@ def loading_problem(info: dict, config, weights: str) -> Optional[str]:
     them at random) or of another size. Unexpected weights alone are left to transformers
     (checkpoints carry buffers some versions no longer keep)."""
     missing = sorted(info.get("missing_keys") or ())
-    mismatched = list(info.get("mismatched_keys") or ())
+    mismatched = sorted(info.get("mismatched_keys") or (), key=lambda entry: entry[0])
     unexpected = sorted(info.get("unexpected_keys") or ())
     what = f"config.json describes a {config.model_type!r} model ({type(config).__name__})"
     fix = "config.json and the weights belong to different models: put the config.json saved with these weights beside them"
