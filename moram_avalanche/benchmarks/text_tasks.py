@@ -165,7 +165,8 @@ def pair_problem(prompt: str, answer: str, metric: str = "exact_match") -> Optio
     punctuation, :func:`~.text_metrics.normalize_answer`) makes empty. The one rule every reader
     and :class:`TextStreamTask` apply."""
     if not prompt.strip():
-        return f"its prompt is {'empty' if not prompt else 'whitespace only'} ({prompt[:20]!r}): the model gets nothing to answer"
+        return (f"its prompt is {'empty' if not prompt else 'whitespace only'} ({prompt[:20]!r}): the model gets "
+                "nothing to answer")
     if not answer.strip():
         return (f"its answer is {'empty' if not answer else 'whitespace only'} ({answer[:20]!r}): no prediction "
                 "can be scored against it")
@@ -205,7 +206,7 @@ def find_task_dir(root: Path, task: TextTask, layout: str) -> Path:
     else:
         spellings = {name.lower() for name in task.folders}
         candidates = [root / name for name in task.folders]
-        matches = sorted(p for p in root.iterdir() if p.is_dir() and p.name.lower() in spellings) if root.is_dir() else []
+        matches = sorted(p for p in (root.iterdir() if root.is_dir() else ()) if p.is_dir() and p.name.lower() in spellings)
         if len(matches) > 1:
             raise DataError(task.name, f"{len(matches)} folders under {root} match task {task.name!r}: "
                                        f"{', '.join(p.name for p in matches)} (task folders match in any letter "

@@ -271,7 +271,8 @@ def loading_problem(info: dict, config, weights: str) -> Optional[str]:
     mismatched = sorted(info.get("mismatched_keys") or (), key=lambda entry: entry[0])
     unexpected = sorted(info.get("unexpected_keys") or ())
     what = f"config.json describes a {config.model_type!r} model ({type(config).__name__})"
-    fix = "config.json and the weights belong to different models: put the config.json saved with these weights beside them"
+    fix = ("config.json and the weights belong to different models: put the config.json saved with these weights "
+           "beside them")
     if missing:
         other = f"; the weights hold {len(unexpected)} others (e.g. {unexpected[0]})" if unexpected else ""
         return (f"{what}, but {len(missing)} of its weights are not in {weights} (e.g. {missing[0]}){other}, and "
@@ -434,7 +435,7 @@ def check_language_model(name_or_path: str, *, dtype: str = "float32",
     return CheckedModel(name_or_path, folder, config, seq2seq, tokenizer)
 
 
-__all__ = ["CheckedModel", "DTYPES", "ModelNotFound", "ModelRefused", "SENTENCEPIECE_FILES", "TOKENIZER_FILES", "WEIGHTS_FILES",
-           "check_dtype", "check_language_model", "check_safetensors", "check_tokenizer_files",
-           "check_tokenizer_fits", "check_weights", "fetch_fix", "fits_exactly", "load_config", "loading_problem", "looks_local",
-           "meta_model", "offline", "read_config", "safetensors_shapes", "weights_files"]
+__all__ = ["CheckedModel", "DTYPES", "ModelNotFound", "ModelRefused", "SENTENCEPIECE_FILES", "TOKENIZER_FILES",
+           "WEIGHTS_FILES", "check_dtype", "check_language_model", "check_safetensors", "check_tokenizer_files",
+           "check_tokenizer_fits", "check_weights", "fetch_fix", "fits_exactly", "load_config", "loading_problem",
+           "looks_local", "meta_model", "offline", "read_config", "safetensors_shapes", "weights_files"]

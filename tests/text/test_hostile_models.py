@@ -327,7 +327,8 @@ def test_weights_in_a_bin_file_of_another_architecture_are_refused_once_loaded(o
     model, _ = load_language_model(str(path))  # the right architecture loads
     assert torch.equal(model.lm_head.weight, tiny_llama().lm_head.weight)
     shutil.copy(origin / "t5" / "config.json", path / "config.json")
-    with pytest.raises(ModelRefused, match=r"config.json describes a 't5' model \(T5Config\), but \d+ of its weights are not in the weights of"):
+    with pytest.raises(ModelRefused, match=r"config.json describes a 't5' model \(T5Config\), but \d+ of its weights are "
+                                           r"not in the weights of"):
         load_language_model(str(path))
 
 
