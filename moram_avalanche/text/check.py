@@ -154,6 +154,12 @@ def cached_folder(name: str) -> Optional[Path]:
     return Path(found).parent if isinstance(found, str) else None
 
 
+def one_line(error: BaseException, limit: int = 200) -> str:
+    """``error``'s message on one line (at most ``limit`` characters), or its type's name."""
+    text = " ".join(str(error).split())
+    return (text[:limit] + "...") if len(text) > limit else (text or type(error).__name__)
+
+
 @contextlib.contextmanager
 def quiet_transformers():
     """transformers' warnings (its MISSING / UNEXPECTED loading table) silenced while open: the
@@ -188,8 +194,8 @@ def read_config(folder: Path, name: str):
     try:
         with quiet_transformers():
             return AutoConfig.from_pretrained(str(folder), local_files_only=True)
-    except (ValueError, KeyError, TypeError, OSError) as error:
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    except Exception as error:  # noqa: BLE001 -- config classes raise many kinds (a field of the wrong type: huggingface_hub's)
+        first = one_line(error)
         if f"`{raw['model_type']}`" in first or "does not recognize" in first:
             raise ModelRefused(f"{path} says model_type {raw['model_type']!r}, which transformers {__version__} "
                                "does not know: correct model_type, or upgrade transformers "
@@ -233,8 +239,13 @@ def weights_files(folder: Path) -> Tuple[Path, ...]:
                                f"{', '.join(missing[:3])}: copy or download them")
         return tuple(folder / shard for shard in shards)
     loose = sorted(folder.glob("*.safetensors"))
-    if loose:
+    broken = [path.name for path in loose if not path.is_file()]  # dangling links
+    if loose and not broken:
         return tuple(loose)
+    if broken or any((folder / name).is_symlink() for name in WEIGHTS_FILES):
+        names = broken or [name for name in WEIGHTS_FILES if (folder / name).is_symlink()]
+        raise ModelNotFound(f"the weights {', '.join(names)} in {folder} are links to files that are not there (a Hugging "
+                            "Face cache whose blobs were removed?): download or copy the weights again")
     raise ModelNotFound(f"no weights in {folder}: expected {' or '.join(WEIGHTS_FILES[1::2])} (or shards with "
                        f"their index); copy the weights saved with {folder / 'config.json'} into the folder")
 
@@ -299,8 +310,13 @@ def meta_model(auto, config):
     """The model of ``config`` on the meta device (no memory, no weights read)."""
     import torch
 
-    with quiet_transformers(), torch.device("meta"):
-        return auto.from_config(config)
+    try:
+        with quiet_transformers(), torch.device("meta"):
+            return auto.from_config(config)
+    except Exception as error:  # noqa: BLE001 -- whatever a model's __init__ raises on values it cannot build
+        first = one_line(error)
+        raise ModelRefused(f"config.json describes a {config.model_type!r} model that cannot be built ({type(error).__name__}: "
+                           f"{first}): restore the config.json saved with these weights") from None
 
 
 def fits_exactly(model, shapes: dict) -> bool:
@@ -346,7 +362,7 @@ def check_weights(folder: Path, auto, config) -> int:
                 model, info = auto.from_pretrained(str(folder), device_map="meta", output_loading_info=True,
                                                    ignore_mismatched_sizes=True, local_files_only=True)
         except (OSError, ValueError, RuntimeError) as error:
-            first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            first = one_line(error)
             raise ModelRefused(f"the weights in {folder} do not load ({first}): copy or download them again") from None
         problem = loading_problem(info, config, where)
         if problem:
@@ -386,7 +402,7 @@ def load_tokenizer(source: str, folder: Optional[Path], *, local_files_only: boo
     except Exception as error:  # noqa: BLE001 -- tokenizers raises its own Exception for a broken tokenizer.json
         if isinstance(error, OSError) and folder is None:
             raise  # a Hub name whose files are not there: ModelNotFound's business
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        first = one_line(error)
         raise ModelRefused(f"the tokenizer in {where} does not load ({type(error).__name__}: {first}): "
                            f"{TOKENIZER_FIX.replace('FOLDER', str(where))}") from None
 

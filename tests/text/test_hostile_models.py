@@ -45,7 +45,7 @@ def edit_config(path, **changes):
 
 
 def tree(root):
-    return sorted((str(p.relative_to(root)), p.stat().st_size) for p in root.rglob("*"))
+    return sorted((str(p.relative_to(root)), p.lstat().st_size) for p in root.rglob("*"))
 
 
 def no_weights_loaded(monkeypatch):
@@ -155,6 +155,21 @@ def no_weights(t, o):
     return path
 
 
+def weights_a_dangling_link(t, o):
+    path = folder(t, o)
+    (path / "model.safetensors").unlink()
+    (path / "model.safetensors").symlink_to(t / "blobs" / "gone")
+    return path
+
+
+def config_field_of_the_wrong_type(t, o):
+    return edit_config(folder(t, o), num_attention_heads="four")
+
+
+def config_of_a_negative_size(t, o):
+    return edit_config(folder(t, o), hidden_size=-32)
+
+
 def broken_config(t, o):
     path = folder(t, o)
     (path / "config.json").write_text('{"model_type": "llama", ')
@@ -235,6 +250,12 @@ HOSTILE = [
     ("a missing shard", shard_missing, ValueError,
      ["model.safetensors.index.json lists 1 weights file(s)", "model-00002-of-00002.safetensors"]),
     ("no weights", no_weights, OSError, ["no weights in", "expected model.safetensors"]),
+    ("weights that are a dangling link", weights_a_dangling_link, OSError,
+     ["the weights model.safetensors in", "are links to files that are not there", "download or copy the weights"]),
+    ("a config field of the wrong type", config_field_of_the_wrong_type, ValueError,
+     ["config.json does not load", "num_attention_heads", "restore the config.json"]),
+    ("a config of a negative size", config_of_a_negative_size, ValueError,
+     ["describes a 'llama' model that cannot be built", "negative dimension", "restore the config.json"]),
     ("a broken config.json", broken_config, ValueError,
      ["config.json is not valid JSON (line 1, column 25", "restore the config.json"]),
     ("config.json without model_type", config_without_model_type, ValueError, ["config.json names no model_type"]),
