@@ -424,6 +424,12 @@ def check_tokenizer_fits(tokenizer, rows: int, where, seq2seq: bool) -> None:
 
 
 # ----------------------------------------------------------------------------- the check
+def complete(folder: Path) -> bool:
+    """Whether ``folder`` holds weights and tokenizer files (a Hub snapshot may hold the config alone)."""
+    weights = any((folder / name).is_file() for name in WEIGHTS_FILES) or any(folder.glob("*.safetensors"))
+    return weights and any(all((folder / name).is_file() for name in group) for group in TOKENIZER_FILES)
+
+
 def check_language_model(name_or_path: str, *, dtype: str = "float32",
                          local_files_only: Optional[bool] = None) -> CheckedModel:
     """Check everything about a language model that does not need its weights in memory
@@ -438,6 +444,8 @@ def check_language_model(name_or_path: str, *, dtype: str = "float32",
         folder = Path(name_or_path).expanduser()
     else:
         folder = cached_folder(name_or_path)
+        if folder is not None and not offline(local_files_only) and not complete(folder):
+            folder = None  # partly cached, online: from_pretrained fetches the rest (checked once loaded)
         if folder is None:  # offline: ModelNotFound; online: transformers fetches the config
             config = load_config(name_or_path, local_files_only=local_files_only)
             seq2seq, _ = model_class(config, Path(name_or_path) / "config.json")

@@ -403,3 +403,23 @@ def test_an_adapter_loaded_into_its_own_architecture_does_not_warn(adapter):
         warnings.filterwarnings("error", message=".*missing adapter keys.*")
         loaded = PeftModel.from_pretrained(llama(2), adapter)
     assert loaded.base_model.model.model.layers[1].self_attn.k_proj.moram_bank["default"].num_atoms == 8
+
+
+def test_a_hub_name_in_the_cache_is_checked_like_a_folder(origin, tmp_path, monkeypatch):
+    """``--model org/name`` found in the Hugging Face cache: its snapshot folder gets every check."""
+    import huggingface_hub.constants
+
+    from moram_avalanche.text.check import ModelNotFound, check_language_model
+
+    snapshot = tmp_path / "hub" / "models--moram-test--tiny" / "snapshots" / "abc123"
+    shutil.copytree(origin / "llama", snapshot)
+    (tmp_path / "hub" / "models--moram-test--tiny" / "refs").mkdir()
+    (tmp_path / "hub" / "models--moram-test--tiny" / "refs" / "main").write_text("abc123")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert check_language_model("moram-test/tiny").folder == snapshot
+    (snapshot / "tokenizer.json").unlink()
+    with pytest.raises(ModelNotFound, match=r"no tokenizer files in .*models--moram-test--tiny/snapshots/abc123"):
+        check_language_model("moram-test/tiny")
+    with pytest.raises(ModelNotFound, match=r"'moram-test/other'.*Hugging Face cache.*huggingface-cli download"):
+        check_language_model("moram-test/other")
