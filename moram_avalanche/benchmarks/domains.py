@@ -25,7 +25,7 @@ import numpy as np
 
 from . import classnames as names
 from .images import BadImages, ImageArrays, ImageFiles
-from .readers import (COOP_DATASETS_MD, find_dir, load_mat, malformed, read_coop_split,
+from .readers import (COOP_DATASETS_MD, UnreadableJSON, find_dir, load_mat, malformed, read_coop_split, read_json,
                       read_idx, read_lines, require, zscl_random_split)
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
@@ -320,8 +320,6 @@ def _mtil_flowers(root: Path, bad_images: BadImages) -> DomainData:
 def _mtil_food(root: Path, bad_images: BadImages) -> DomainData:
     """Food-101 official split from ``meta/{train,test}.json``, classes sorted, ``_`` -> space
     [torchvision Food101; ZSCL Food]."""
-    import json
-
     folders = ("food-101",)
     where = _tv("Food", folders, "{images/<class>/<id>.jpg, meta/{train,test}.json}",
                 "download food-101.tar.gz from https://data.vision.ee.ethz.ch/cvl/datasets_extra/"
@@ -331,9 +329,9 @@ def _mtil_food(root: Path, bad_images: BadImages) -> DomainData:
     def meta(kind):
         path = require(folder / "meta" / f"{kind}.json", **where)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            raise malformed(where, f"cannot read {path}: {error}") from None
+            data = read_json(path)
+        except UnreadableJSON as error:
+            raise malformed(where, str(error)) from None
         if not isinstance(data, dict) or not all(isinstance(v, list) for v in data.values()):
             raise malformed(where, f"{path} is not {{class: ['class/id', ...]}}")
         return data

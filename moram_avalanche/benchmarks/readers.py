@@ -36,6 +36,30 @@ def malformed(where: dict, problem: str, **details) -> DataError:
                      fix=where["fix"], **details)
 
 
+class UnreadableJSON(ValueError):
+    """A JSON file that cannot be read or parsed; the message names the file (and the line and
+    column of a syntax error)."""
+
+
+def read_json(path: Path):
+    """The JSON value held by ``path`` (a UTF-8 byte order mark is allowed, as Windows editors
+    write it); an :class:`UnreadableJSON` naming the file otherwise: an unreadable file, a
+    syntax error (with its line and column), nesting deeper than Python's reader allows, an
+    integer longer than Python converts. The one JSON reader of the dataset readers."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as error:
+        raise UnreadableJSON(f"cannot read {path}: {error}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UnreadableJSON(f"bad JSON in {path} at line {error.lineno}, column {error.colno}: {error.msg}") from None
+    except RecursionError:
+        raise UnreadableJSON(f"bad JSON in {path}: nested deeper than Python's JSON reader allows") from None
+    except ValueError as error:  # e.g. an integer of more than 4300 digits
+        raise UnreadableJSON(f"bad JSON in {path}: {error}") from None
+
+
 def find_dir(root: Path, candidates: Sequence[str], *, domain: str, layout: str, fix: str) -> Path:
     """The first of ``root/candidate`` that is a folder (the spellings the reference code and
     READMEs use for the same dataset); a "missing" :class:`DataError` listing all of them."""
@@ -71,8 +95,8 @@ def read_coop_split(path: Path, *, domain: str, layout: str, fix: str
                          layout=layout, fix=fix)
 
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raw = read_json(path)
+    except UnreadableJSON as error:
         raise bad(f"not readable JSON ({error})") from None
     if not isinstance(raw, dict) or not {"train", "test"} <= set(raw):
         raise bad(f"needs the keys 'train' and 'test', found {sorted(raw) if isinstance(raw, dict) else type(raw).__name__}")

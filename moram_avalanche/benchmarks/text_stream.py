@@ -32,7 +32,7 @@ from typing import Mapping, Optional, Sequence, Tuple
 from torch.utils.data import Dataset
 
 from .text_metrics import TEXT_METRICS
-from .text_tasks import read_tasks
+from .text_tasks import pair_problem, read_tasks
 
 
 #: which end of a prompt longer than its limit is kept
@@ -86,6 +86,12 @@ class TextStreamTask:
         if self.metric not in TEXT_METRICS:
             raise ValueError(f"task {self.name!r}: unknown metric {self.metric!r}; known: "
                              f"{', '.join(TEXT_METRICS)}")
+        for split in ("train", "test"):
+            for index, (prompt, answer) in enumerate(getattr(self, split)):
+                problem = pair_problem(prompt, answer, self.metric)
+                if problem:
+                    raise ValueError(f"task {self.name!r}: item {index} of its {split} split cannot be used: "
+                                     f"{problem}; drop or fix that item")
         if self.keep not in KEEP:
             raise ValueError(f"task {self.name!r}: keep must be one of {KEEP} (which end of a long prompt "
                              f"is kept), got {self.keep!r}")

@@ -32,12 +32,12 @@ file (and the line and column of bad JSON, or the item of a bad label) and the f
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .readers import DataError
+from .readers import DataError, UnreadableJSON, read_json
+from .text_metrics import normalize_answer
 
 LAYOUTS = ("olora", "moram")
 LAYOUT_TEXT = {
@@ -157,6 +157,26 @@ def order_tasks(order) -> Tuple[str, ...]:
     return names
 
 
+def pair_problem(prompt: str, answer: str, metric: str = "exact_match") -> Optional[str]:
+    """What makes a ``(prompt, answer)`` pair unusable, or None: a prompt with no visible text
+    (it tokenizes to nothing, or to the EOS token alone: generation has nothing to continue),
+    or a gold answer with none (no prediction can be scored against it: the task's column would
+    stay 0); for ``exact_match`` also an answer that O-LoRA's normalisation (lower case, no
+    punctuation, :func:`~.text_metrics.normalize_answer`) makes empty. The one rule every reader
+    and :class:`TextStreamTask` apply."""
+    if not prompt.strip():
+        return (f"its prompt is {'empty' if not prompt else 'whitespace only'} ({prompt[:20]!r}): the model gets "
+                "nothing to answer")
+    if not answer.strip():
+        return (f"its answer is {'empty' if not answer else 'whitespace only'} ({answer[:20]!r}): no prediction "
+                "can be scored against it")
+    if metric == "exact_match":
+        if not normalize_answer(answer):
+            return (f"its answer {answer[:40]!r} is empty once exact match normalises it (lower case, punctuation "
+                    "dropped): no prediction can be scored against it")
+    return None
+
+
 # --------------------------------------------------------------------------- reading
 @dataclass(frozen=True)
 class TaskData:
@@ -184,9 +204,16 @@ def find_task_dir(root: Path, task: TextTask, layout: str) -> Path:
         candidates = [root / task.olora_dir]
         found = candidates[0] if candidates[0].is_dir() else None
     else:
-        by_name = {p.name.lower(): p for p in root.iterdir() if p.is_dir()} if root.is_dir() else {}
+        spellings = {name.lower() for name in task.folders}
         candidates = [root / name for name in task.folders]
-        found = next((by_name[n.lower()] for n in task.folders if n.lower() in by_name), None)
+        matches = sorted(p for p in (root.iterdir() if root.is_dir() else ()) if p.is_dir() and p.name.lower() in spellings)
+        if len(matches) > 1:
+            raise DataError(task.name, f"{len(matches)} folders under {root} match task {task.name!r}: "
+                                       f"{', '.join(p.name for p in matches)} (task folders match in any letter "
+                                       "case and spelling); which one to read is ambiguous",
+                            status="malformed", layout=LAYOUT_TEXT[layout],
+                            fix="keep one of them (move or rename the others out of the data root)")
+        found = matches[0] if matches else None
     if found is None:
         raise DataError(task.name, f"no folder for task {task.name!r} under {root}", status="missing",
                         expected=" or ".join(str(c) for c in candidates)
@@ -201,12 +228,9 @@ def read_json_list(path: Path, task: str, layout: str) -> list:
     if not path.is_file():
         raise DataError(task, f"missing file {path}", expected=str(path), **where)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise DataError(task, f"bad JSON in {path} at line {error.lineno}, column {error.colno}: "
-                              f"{error.msg}", **where) from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise DataError(task, f"cannot read {path}: {error}", **where) from None
+        data = read_json(path)
+    except UnreadableJSON as error:
+        raise DataError(task, str(error), **where) from None
     if not isinstance(data, list):
         raise DataError(task, f"{path} holds a JSON {type(data).__name__}, expected a list", **where)
     return data
@@ -226,9 +250,17 @@ def read_task(root, task: TextTask, layout: str, *, instructions: Optional[Mappi
     where = dict(status="malformed", layout=LAYOUT_TEXT[layout], fix=FIX[layout])
     labels_path = folder / "labels.json"
     labels = read_json_list(labels_path, task.name, layout)
-    if not labels or not all(isinstance(label, str) and label for label in labels):
-        raise DataError(task.name, f"{labels_path} must be a non-empty JSON list of label words, "
-                                   f"got {labels[:5]!r}", **where)
+    if not labels or not all(isinstance(label, str) and normalize_answer(label) for label in labels):
+        raise DataError(task.name, f"{labels_path} must be a non-empty JSON list of label words, each with "
+                                   f"a letter or digit (exact match scores them lower-cased, without "
+                                   f"punctuation), got {labels[:5]!r}", **where)
+    same = {}
+    for label in labels:
+        same.setdefault(normalize_answer(label), []).append(label)
+    clashes = [words for words in same.values() if len(words) > 1]
+    if clashes:
+        raise DataError(task.name, f"{labels_path} holds label words that exact match cannot tell apart "
+                                   f"(lower-cased, without punctuation): {clashes[0]!r}", **where)
     instruction = {**INSTRUCTIONS, **(instructions or {})}.get(task.category)
     fields = ("sentence", "label") if layout == "olora" else ("prompt", "answer")
     splits = {}
@@ -240,6 +272,9 @@ def read_task(root, task: TextTask, layout: str, *, instructions: Optional[Mappi
                 raise DataError(task.name, f"item {index} of {path} must be an object with string "
                                            f"fields {list(fields)}, got {str(item)[:80]!r}", **where)
             text, answer = item[fields[0]], item[fields[1]]
+            problem = pair_problem(text, answer, task.metric)
+            if problem:
+                raise DataError(task.name, f"item {index} of {path} cannot be used: {problem}", **where)
             if answer not in labels:
                 raise DataError(task.name, f"item {index} of {path} has the label {answer!r}, which "
                                            f"is not in {labels_path} ({', '.join(labels)})", **where)
@@ -331,4 +366,4 @@ def read_tasks(root, order=1, layout: str = "auto", **options) -> Tuple[str, Dic
 
 __all__ = ["format_text_report", "report_line", "FIX", "INSTRUCTIONS", "LAYOUTS", "LAYOUT_TEXT", "ORDERS", "TASKS", "TaskData", "TextTask",
            "TextTaskReport", "check_text_data", "detect_layout", "find_task_dir", "olora_prompt",
-           "order_tasks", "read_task", "read_tasks"]
+           "order_tasks", "pair_problem", "read_task", "read_tasks"]

@@ -32,7 +32,7 @@ from typing import Mapping, Optional, Sequence, Tuple
 
 from .readers import DataError
 from .text_stream import ICLFormat, TextStreamTask, text_benchmark
-from .text_tasks import FIX, LAYOUT_TEXT, TextTask, find_task_dir, read_json_list, report_line
+from .text_tasks import FIX, LAYOUT_TEXT, TextTask, find_task_dir, pair_problem, read_json_list, report_line
 
 #: TRACE's task order
 TRACE_ORDER: Tuple[str, ...] = ("C-STANCE", "FOMC", "MeetingBank", "Py150", "ScienceQA", "NumGLUE-cm",
@@ -88,6 +88,10 @@ def read_trace_task(root, name: str, limit: Optional[int] = None) -> TextStreamT
             if not isinstance(item, dict) or not all(isinstance(item.get(f), str) for f in ("prompt", "answer")):
                 raise DataError(name, f"item {index} of {path} must be an object with string fields "
                                       f"['prompt', 'answer'], got {str(item)[:80]!r}", status="malformed",
+                                layout=LAYOUT_TEXT["trace"], fix=FIX["trace"])
+            problem = pair_problem(item["prompt"], item["answer"], task.metric)
+            if problem:
+                raise DataError(name, f"item {index} of {path} cannot be used: {problem}", status="malformed",
                                 layout=LAYOUT_TEXT["trace"], fix=FIX["trace"])
             pairs.append((item["prompt"], item["answer"]))
         if not pairs:

@@ -19,14 +19,15 @@ from .inject import (PAPER_LLM_OPTIONS, RELEASE_NEW_VALUE_SCALE, add_task, freez
                      target_names)
 from .layer import PAPER_DROPOUT, DropoutMoRAMLinear
 from .lora_layers import OLORA_LORA, DropoutLoRALinear, DropoutTaskLoRALinear
+from .check import ModelRefused, check_dtype, check_language_model
 from .load import DTYPES, ModelNotFound, load_language_model, prepare_tokenizer
 from .peft_method import MERGE_REFUSED, MoRAMConfig, MoRAMModel, MoRAMPeftType, MoRAMTunerLayer, register_moram
 from .targets import MORAM_TARGET_MODULES, RELEASE_TARGET_MODULES, SELF_ATTENTION_PATTERNS, target_modules
 from .trainer import MoRAMTaskCallback, start_task
 
 __all__ = ["DTYPES", "DropoutLoRALinear", "DropoutMoRAMLinear", "DropoutTaskLoRALinear", "OLORA_LORA",
-           "RELEASE_NEW_VALUE_SCALE", "RELEASE_TARGET_MODULES", "MERGE_REFUSED", "MORAM_TARGET_MODULES", "ModelNotFound",
+           "RELEASE_NEW_VALUE_SCALE", "RELEASE_TARGET_MODULES", "MERGE_REFUSED", "MORAM_TARGET_MODULES", "ModelNotFound", "ModelRefused",
            "MoRAMConfig", "MoRAMModel", "MoRAMPeftType", "MoRAMTaskCallback", "MoRAMTunerLayer", "PAPER_DROPOUT",
-           "PAPER_LLM_OPTIONS", "SELF_ATTENTION_PATTERNS", "add_task", "freeze_task", "inject_moram",
+           "PAPER_LLM_OPTIONS", "SELF_ATTENTION_PATTERNS", "add_task", "check_dtype", "check_language_model", "freeze_task", "inject_moram",
            "load_language_model", "moram_layers", "prepare_tokenizer", "register_moram", "start_task",
            "target_modules", "target_names", "transformer_blocks"]

@@ -5,7 +5,9 @@
 ``AutoModelForCausalLM`` (LLaMA, Gemma, Mistral, Qwen2). Weights come from a local folder or
 the Hugging Face cache; nothing is downloaded when ``HF_HUB_OFFLINE=1`` (or
 ``local_files_only=True``), and a model that cannot be found is a :class:`ModelNotFound`
-naming what was looked for and how to get it.
+naming what was looked for and how to get it. Before any weight loads, the folder is checked to
+be the model it claims to be (:mod:`~moram_avalanche.text.check`): a :class:`ModelRefused`
+names the file and the fix otherwise.
 
 A causal model's tokenizer gets a pad token (its EOS when it has none: LLaMA's tokenizer ships
 without one, and batching needs one) and pads on the **left**: a decoder-only model generates
@@ -17,51 +19,10 @@ the decoder starts from its own start token).
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Optional, Tuple
 
-from ..utils.errors import UserError
-
-#: ``dtype`` names accepted by :func:`load_language_model` (the paper's TRACE runs use bf16)
-DTYPES = ("float32", "bfloat16", "float16")
-
-
-class ModelNotFound(UserError, OSError):
-    """A model's files are neither in the given folder nor in the Hugging Face cache."""
-
-
-def _fix(name: str) -> str:
-    return (f"download it once where there is a network (e.g. `huggingface-cli download {name}` or "
-            f"`AutoModel.from_pretrained({name!r})`, which fills the Hugging Face cache, "
-            f"HF_HOME={os.environ.get('HF_HOME', '~/.cache/huggingface')}), or pass the local folder "
-            "that holds config.json, the weights (*.safetensors) and the tokenizer files; with "
-            "HF_HUB_OFFLINE=1 nothing is fetched from the Hub")
-
-
-def load_config(name_or_path: str, *, local_files_only: Optional[bool] = None):
-    """The model's ``AutoConfig``; :class:`ModelNotFound` with the fix when it cannot be read."""
-    from transformers import AutoConfig
-
-    path = Path(name_or_path).expanduser()
-    looks_local = path.is_absolute() or name_or_path.startswith((".", "~")) or path.exists()
-    if looks_local and not (path / "config.json").is_file():
-        raise ModelNotFound(f"no model folder at {path}: expected {path / 'config.json'} (and the "
-                            f"weights and tokenizer files beside it); "
-                            + ("the folder exists but holds no config.json" if path.is_dir()
-                               else "the folder does not exist"))
-    try:
-        return AutoConfig.from_pretrained(str(path) if looks_local else name_or_path,
-                                          local_files_only=_offline(local_files_only))
-    except OSError as error:
-        raise ModelNotFound(f"cannot find model {name_or_path!r} locally or in the Hugging Face "
-                            f"cache ({error.__class__.__name__}); {_fix(name_or_path)}") from None
-
-
-def _offline(local_files_only: Optional[bool]) -> bool:
-    if local_files_only is not None:
-        return bool(local_files_only)
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+from .check import (DTYPES, ModelNotFound, ModelRefused, check_language_model, fetch_fix, load_config,
+                    load_tokenizer, loading_problem, offline, quiet_transformers)
 
 
 def load_language_model(name_or_path: str, *, dtype: str = "float32",
@@ -72,34 +33,41 @@ def load_language_model(name_or_path: str, *, dtype: str = "float32",
     Args:
         name_or_path: a Hub name ("t5-large", "meta-llama/Llama-2-7b-chat-hf") resolved in the
             local cache, or a folder written by ``save_pretrained``.
-        dtype: "float32", "bfloat16" (the paper's TRACE runs train in bf16) or "float16".
+        dtype: "float32" or "bfloat16" (the paper's TRACE runs train in bf16); "float16" is
+            refused with the reason (:func:`~moram_avalanche.text.check.check_dtype`).
         gradient_checkpointing: recompute activations in the backward pass (less memory,
             about a third more time); the input embeddings then require grad so that the
             frozen model still passes gradients to the adapters.
         local_files_only: never touch the network (default: True when ``HF_HUB_OFFLINE`` is set).
 
-    The model is in eval mode with every parameter trainable as loaded; inject adapters next
-    (they freeze the base).
+    Everything that can be checked without the weights in memory is checked first
+    (:func:`~moram_avalanche.text.check.check_language_model`: config, weights files and their
+    fit, tokenizer); transformers' own loading report is then held to the same rule. The model is
+    in eval mode with every parameter trainable as loaded; inject adapters next (they freeze
+    the base).
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-    offline = _offline(local_files_only)
-    config = load_config(name_or_path, local_files_only=offline)
-    seq2seq = bool(getattr(config, "is_encoder_decoder", False))
-    auto = AutoModelForSeq2SeqLM if seq2seq else AutoModelForCausalLM
-    source = str(Path(name_or_path).expanduser()) if Path(name_or_path).expanduser().exists() else name_or_path
+    checked = check_language_model(name_or_path, dtype=dtype, local_files_only=local_files_only)
+    local_only = offline(local_files_only)
     try:
-        model = auto.from_pretrained(source, dtype=getattr(torch, dtype), local_files_only=offline)
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=offline)
+        with quiet_transformers():
+            model, info = checked.auto_class.from_pretrained(checked.source, dtype=getattr(torch, dtype),
+                                                             local_files_only=local_only, output_loading_info=True)
+        tokenizer = checked.tokenizer or load_tokenizer(checked.source, None, local_files_only=local_only)
     except OSError as error:
         raise ModelNotFound(f"model {name_or_path!r}: its config was found but its weights or tokenizer "
-                            f"files are missing ({error}); {_fix(name_or_path)}") from None
+                            f"files are missing ({error}); {fetch_fix(name_or_path)}") from None
+    problem = loading_problem(info, checked.config, f"the weights of {name_or_path}")
+    if problem:
+        raise ModelRefused(problem)
+    if checked.folder is None:  # fetched from the Hub just now: the checks that needed the files
+        from .check import check_tokenizer_fits
+
+        check_tokenizer_fits(tokenizer, model.get_input_embeddings().num_embeddings, name_or_path, checked.seq2seq)
     if gradient_checkpointing:
         enable_gradient_checkpointing(model)
-    prepare_tokenizer(tokenizer, seq2seq)
+    prepare_tokenizer(tokenizer, checked.seq2seq)
     model.eval()
     return model, tokenizer
 
@@ -129,4 +97,5 @@ def prepare_tokenizer(tokenizer, seq2seq: bool):
     return tokenizer
 
 
-__all__ = ["DTYPES", "ModelNotFound", "enable_gradient_checkpointing", "load_config", "load_language_model", "prepare_tokenizer"]
+__all__ = ["DTYPES", "ModelNotFound", "ModelRefused", "enable_gradient_checkpointing", "load_config", "load_language_model",
+           "prepare_tokenizer"]

@@ -281,22 +281,52 @@ class MoRAMModel(BaseTuner):
         adapter's ``<layer>.atom_keys`` (and ``atom_values``, ``num_frozen``, ``atom_task``) goes
         to ``<layer>.moram_bank.<adapter>.atom_keys``, which the bank reads as its old format.
         Other keys (modules to save) are peft's."""
-        layers = set()
-        for name in find_layers(model, MoRAMTunerLayer):
+        layers, hosts = set(), {}
+        for name, layer in find_layers(model, MoRAMTunerLayer).items():
             name = name.removeprefix("_fsdp_wrapped_module.").replace("._fsdp_wrapped_module", "")
-            layers.update({name, name.removeprefix("base_model.model."), "base_model.model." + name})
+            short = name.removeprefix("base_model.model.")
+            layers.update({name, short, "base_model.model." + short})
+            if adapter_name in layer.moram_bank:
+                hosts[short] = name
         bank = re.compile(r"^(?P<layer>.*)\.moram_bank\.(?P<key>[^.]+)$")
         legacy = re.compile(r"^(?P<layer>.*)\.(?P<key>" + "|".join(LEGACY_KEYS) + r")$")
-        out, rest = {}, {}
+        out, rest, loaded, strays = {}, {}, set(), set()
         for key, value in state_dict.items():
             match = bank.match(key) or legacy.match(key)
             if match and match["layer"] in layers:
                 out[f"{match['layer']}.moram_bank.{adapter_name}.{match['key']}"] = value
+                loaded.add(match["layer"].removeprefix("base_model.model."))
             else:
+                if match:  # a MoRAM layer the model does not have (passed on: peft ignores it)
+                    strays.add(match["layer"].removeprefix("base_model.model."))
                 rest[key] = value
+        warn_layer_mismatch(adapter_name, sorted(set(hosts) - loaded), sorted(strays), len(hosts))
         if rest:
             out.update(super()._remap_adapter_state_dict_for_load(model, config, adapter_name, rest))
         return out
+
+
+def warn_layer_mismatch(adapter_name: str, fresh: List[str], strays: List[str], layers: int) -> None:
+    """One UserWarning when an adapter checkpoint and the model it loads into do not hold the
+    same MoRAM layers: ``fresh`` layers of the model the checkpoint has no atoms for (a deeper
+    model: they keep freshly initialised atoms), ``strays`` layers of the checkpoint the model
+    does not have (a shallower or other model: their trained atoms are dropped). peft warns
+    about missing keys in ``PeftModel.from_pretrained`` only; this warns in ``load_adapter``
+    too, and for the atoms dropped."""
+    if not fresh and not strays:
+        return
+    import warnings
+
+    parts = []
+    if fresh:
+        parts.append(f"{len(fresh)} of the model's {layers} MoRAM layers have no atoms in the checkpoint and keep "
+                     f"fresh, untrained ones (e.g. {fresh[0]})")
+    if strays:
+        parts.append(f"{len(strays)} layers of the checkpoint are not in the model and their atoms are dropped "
+                     f"(e.g. {strays[0]})")
+    warnings.warn(f"MoRAM adapter {adapter_name!r} does not fit this model: {'; '.join(parts)}; load it into the "
+                  "base model it was trained on (adapter_config.json's base_model_name_or_path, same depth and "
+                  "target modules)", UserWarning, stacklevel=3)
 
 
 def register_moram() -> None:
@@ -316,4 +346,4 @@ def register_moram() -> None:
 register_moram()
 
 __all__ = ["LEGACY_KEYS", "MERGE_REFUSED", "MoRAMConfig", "MoRAMModel", "MoRAMPeftType", "MoRAMTunerLayer",
-           "register_moram"]
+           "register_moram", "warn_layer_mismatch"]
