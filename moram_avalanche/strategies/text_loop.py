@@ -65,6 +65,7 @@ from ..models.language_model import (MAX_SOURCE_LENGTH, MAX_TARGET_LENGTH, Decod
                                      check_compile_generation, prompt_cuts)
 from ..utils.checks import check_positive_int
 from ..utils.devices import resolve_device
+from .moram_setting import MORAM_TEXT_LOOP as LOOP
 from .needs import StrategyNeeds
 from .options import check_shared_options, check_strategy_options
 from .plugins.validate import check_plugins
@@ -73,11 +74,10 @@ from .plugins.budget import FixedBatches
 from .plugins.text_avalanche import text_plugins
 
 #: the paper's classification setting for language models (paper Sec. 4, LLM settings):
-#: lr 1e-3 (fixed), batch 64, one epoch per task
-PAPER_TEXT_LOOP = {"lr": 1e-3, "train_mb_size": 64, "epochs": 1}
+#: lr 1e-3 (fixed), batch 64, one epoch per task (:data:`~.moram_setting.MORAM_TEXT_LOOP`)
+PAPER_TEXT_LOOP = {"lr": LOOP.lr, "train_mb_size": LOOP.train_mb_size, "epochs": LOOP.epochs}
 #: AdamW betas: torch's / transformers' Trainer defaults, which O-LoRA's T5 runs use
-#: (``scripts/order_1.sh`` sets none)
-TEXT_BETAS = (0.9, 0.999)
+TEXT_BETAS = LOOP.betas
 
 
 def check_text_loop_options(options) -> None:
@@ -204,10 +204,11 @@ class TextStrategy(SupervisedTemplate):
         self.given_options = dict(kwargs)
         return self
 
-    def __init__(self, *, model, tokenizer=None, epochs: Union[int, Sequence[int], Mapping[str, int]] = 1, iterations: Optional[int] = None,
-                 lr: float = 1e-3, weight_decay: float = 0.0, betas=TEXT_BETAS,
-                 max_source_length: int = MAX_SOURCE_LENGTH, max_target_length: int = MAX_TARGET_LENGTH,
-                 max_new_tokens: int = MAX_TARGET_LENGTH, progress: bool = True, train_mb_size: int = 64,
+    def __init__(self, *, model, tokenizer=None, epochs: Union[int, Sequence[int], Mapping[str, int]] = LOOP.epochs,
+                 iterations: Optional[int] = None, lr: float = LOOP.lr, weight_decay: float = LOOP.weight_decay,
+                 betas=LOOP.betas, max_source_length: int = MAX_SOURCE_LENGTH,
+                 max_target_length: int = MAX_TARGET_LENGTH, max_new_tokens: int = MAX_TARGET_LENGTH,
+                 progress: bool = True, train_mb_size: int = LOOP.train_mb_size,
                  eval_mb_size: Optional[int] = None, device="cpu", plugins=None, evaluator=default_text_evaluator,
                  eval_every: int = -1, accumulation_steps: int = 1, repetition_penalty: float = 1.0,
                  no_repeat_ngram_size: int = 0, compile_generation: Union[bool, Literal["auto"]] = "auto",
