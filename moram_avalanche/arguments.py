@@ -11,8 +11,8 @@ what is allowed and how to fix it, and the command exits with 2 (:func:`report_e
   strategies that declare it), each strategy's options with its
   ``--set`` values (:func:`~moram_avalanche.strategies.options.check_strategy_options`:
   names, types and ranges, nothing built), reference data the strategies take, the device
-  (``auto`` resolved), the data root, the output and cache folders (they must be writable),
-  and the settings an existing output folder was made with.
+  (``auto`` resolved), the data root and the cache folder (the output folder, and the
+  settings it was made with, are the run path's: checked once there, before anything is written).
 
 Nothing here branches on strategy names: what a strategy takes, it declares
 (:class:`~moram_avalanche.strategies.needs.StrategyNeeds`).
@@ -25,7 +25,6 @@ import errno
 import inspect
 import math
 import re
-from pathlib import Path
 from typing import Dict, List, Mapping
 
 from .utils.errors import UserError, user_message
@@ -161,11 +160,6 @@ def check_sharding_strategy(args, name: str, needs) -> None:
                          f"for {name}")
 
 
-def data_roots(args) -> list:
-    """The folders a run reads data from, which no output folder may be, hold or lie inside."""
-    return [value for value in (args.data_root, args.ref_images) if value not in (None, "synthetic", "none")]
-
-
 def _needs_data_root(builder) -> bool:
     """Whether a benchmark builder reads from disk: its first parameter has no default."""
     first = next(iter(inspect.signature(builder).parameters.values()), None)
@@ -231,31 +225,19 @@ def check_references_taken(args, names: List[str]) -> None:
 
 
 def check_run_arguments(args, name: str, overrides: Mapping[str, object]) -> None:
-    """Everything ``run`` takes, before anything is loaded or written: the shared options, the
-    strategy with its ``--set`` values, and ``--log-dir`` (writable)."""
-    from .utils.paths import check_run_path
-
+    """Everything ``run`` takes, before anything is loaded or written: the shared options and the
+    strategy with its ``--set`` values (``--log-dir`` is the run path's:
+    :class:`~moram_avalanche.experiments.run_folder.RunFolder`)."""
     check_shared_arguments(args)
     check_references_taken(args, [name])
     check_strategy_arguments(args, name, overrides)
-    check_run_path(args.log_dir, "--log-dir", data_roots=data_roots(args))
-
-
-def check_run_folder_arguments(args, run_settings: Mapping[str, object]) -> None:
-    """``--log-dir``: when it holds a run, one made with the same ``run_settings`` (the record's
-    ``run`` part) unless ``--no-resume``."""
-    from .experiments.runner import check_run_folder
-
-    if not args.no_resume:
-        log_dir = Path(args.log_dir)
-        check_run_folder(log_dir, {"run": run_settings}, keys=("run",), what=f"--log-dir {log_dir}")
 
 
 def check_compare_arguments(args, names: List[str], overrides: Mapping[str, Mapping[str, object]]) -> None:
-    """Everything ``compare`` takes, before anything is loaded or written: the shared options,
-    every strategy with its own ``--set`` values, and ``--out`` (writable)."""
+    """Everything ``compare`` takes, before anything is loaded or written: the shared options and
+    every strategy with its own ``--set`` values (``--out`` is the comparison's:
+    :func:`~moram_avalanche.experiments.compare.run_comparison`)."""
     from .strategies.registry import get_strategy
-    from .utils.paths import check_compare_path
 
     check_shared_arguments(args)
     if not names:
@@ -272,21 +254,9 @@ def check_compare_arguments(args, names: List[str], overrides: Mapping[str, Mapp
     check_references_taken(args, names)
     for name in names:
         check_strategy_arguments(args, name, overrides.get(name, {}), set_prefix=f"{name}.")
-    check_compare_path(args.out, names, "--out", data_roots=data_roots(args))
 
 
-def check_comparison_folder_arguments(args, setup) -> None:
-    """``--out``: when it holds runs, ones made with the same shared settings unless ``--no-resume``."""
-    from .experiments.compare import check_comparison
-
-    if not args.no_resume:
-        out = Path(args.out)
-        check_comparison(out, setup, what=f"the comparison in --out {out}",
-                         fix="give the settings it was made with, another --out, or --no-resume to "
-                             "start the listed strategies over")
-
-
-__all__ = ["OneLineParser", "check_comparison_folder_arguments", "check_compare_arguments", "check_fsdp_arguments",
-           "check_references_taken", "check_sharding_strategy", "check_run_arguments", "check_run_folder_arguments",
+__all__ = ["OneLineParser", "check_compare_arguments", "check_fsdp_arguments",
+           "check_references_taken", "check_sharding_strategy", "check_run_arguments",
            "check_shared_arguments", "check_strategy_arguments", "is_user_error", "nonnegative_int",
            "positive_float", "positive_int", "report_error", "share", "shots"]

@@ -17,8 +17,7 @@ import warnings
 from pathlib import Path
 from typing import List, Optional
 
-from .arguments import (OneLineParser, check_comparison_folder_arguments, check_compare_arguments,
-                        check_run_arguments, check_run_folder_arguments, is_user_error, nonnegative_int,
+from .arguments import (OneLineParser, check_compare_arguments, check_run_arguments, is_user_error, nonnegative_int,
                         positive_float, positive_int, report_error, share, shots)
 
 
@@ -71,7 +70,6 @@ def cmd_run(args) -> int:
 
     check_run_arguments(args, name, overrides[name])  # resolves --device
     setup = setup_from_arguments(args, overrides)
-    check_run_folder_arguments(args, setup.run_settings(name))
     from .experiments.distributed import start_processes
     from .experiments.run import run_single
     from .strategies.registry import get_strategy
@@ -79,7 +77,8 @@ def cmd_run(args) -> int:
     processes = start_processes(args.seed, args.device)  # one of several under torchrun
     processes.check(name, get_strategy(name, benchmark_family(args.benchmark)).needs)
     args.device = setup.device = processes.device  # the record keeps the one asked for
-    report = run_single(setup, name, args.log_dir, resume=not args.no_resume, progress=not args.no_progress)
+    report = run_single(setup, name, args.log_dir, resume=not args.no_resume, progress=not args.no_progress,
+                        what="--log-dir")
     if processes.main:
         bwt = f"  BWT {report['bwt']:.1f}" if report.get("bwt") is not None else ""
         if report.get("release_bwt") is not None and report.get("bwt") is not None:  # the release's figure beside it
@@ -164,7 +163,6 @@ def cmd_compare(args) -> int:
 
     check_compare_arguments(args, names, overrides)  # resolves --device
     setup = setup_from_arguments(args, overrides)
-    check_comparison_folder_arguments(args, setup)
     from .experiments.distributed import start_processes
     from .strategies.registry import get_strategy
 
@@ -174,7 +172,7 @@ def cmd_compare(args) -> int:
     args.device = setup.device = processes.device  # the record keeps the one asked for
     from .experiments.compare import run_comparison
 
-    run_comparison(setup, names, args.out, resume=not args.no_resume, progress=not args.no_progress)
+    run_comparison(setup, names, args.out, resume=not args.no_resume, progress=not args.no_progress, what="--out")
     if processes.main:
         print(f"\ntable.md, table.csv, summary.md, accuracy_matrices.png: {args.out}/"
               f"\n  tensorboard --logdir {Path(args.out) / 'tensorboard'}")

@@ -23,6 +23,11 @@ def default_num_workers(args) -> int:
     return max(1, min(8, (os.cpu_count() or 1) // 2)) if args.data_root else 0
 
 
+def data_roots(args) -> list:
+    """The folders a run reads data from, which no output folder may be, hold or lie inside."""
+    return [value for value in (args.data_root, args.ref_images) if value not in (None, "synthetic", "none")]
+
+
 def stream_options(args) -> dict:
     """The benchmark options given on the command line (only those given)."""
     options = {}
@@ -223,10 +228,10 @@ def setup_from_arguments(args, overrides: Mapping[str, Mapping[str, object]]) ->
         strategy_settings=lambda name: {k: repr(v) for k, v in overrides.get(name, {}).items()},
         family=benchmark_family(args.benchmark),
         seed=args.seed, device=args.device, num_workers=default_num_workers(args),
-        environment={"cache_dir": args.cache_dir, "device": args.device})
+        environment={"cache_dir": args.cache_dir, "device": args.device}, data_roots=tuple(data_roots(args)))
 
 
-__all__ = ["BENCHMARK_BUILDERS", "DEFAULT_BATCH_SIZE", "base_options", "batch_size_of", "dtype_of", "MODEL_LOADERS", "benchmark_builder", "clip_benchmark_builder", "clip_model_loader",
+__all__ = ["BENCHMARK_BUILDERS", "data_roots", "DEFAULT_BATCH_SIZE", "base_options", "batch_size_of", "dtype_of", "MODEL_LOADERS", "benchmark_builder", "clip_benchmark_builder", "clip_model_loader",
            "default_num_workers", "model_loader", "text_benchmark_builder", "text_model_loader",
            "setup_from_arguments", "shared_settings",
            "strategy_options", "stream_options"]

@@ -61,6 +61,7 @@ from ..utils.checks import check_number
 from ..utils.names import check_names
 from .base import CLIPStrategy
 from .moram_setting import MORAM
+from .needs import StrategyNeeds
 from .plugins.load_balance import SWITCH_ALPHA, LoadBalancePlugin
 from .plugins.moram import MoRAMPlugin
 
@@ -116,6 +117,8 @@ class MoRAM(CLIPStrategy):
     options, and refused otherwise (a silently different variant would be run).
     """
 
+    #: its banks grow by ``atoms_per_task`` atoms per task (a run checks they fit first)
+    needs = StrategyNeeds(atoms="atoms_per_task")
     check_values = staticmethod(lambda options: check_moram_strategy_options(options))
 
     def __init__(

@@ -147,7 +147,8 @@ class TextMoRAM(TextStrategy):
       them (:class:`~moram_avalanche.strategies.plugins.moram.MoRAMPlugin`).
     """
 
-    needs = StrategyNeeds(fsdp=True)  # only adapters train: the weights can be sharded (--fsdp)
+    #: only adapters train: the weights can be sharded (--fsdp); its banks grow by atoms_per_task per task
+    needs = StrategyNeeds(fsdp=True, atoms="atoms_per_task")
     #: the value checks of its own options (run once, by check_strategy_options)
     check_values = staticmethod(lambda options: check_text_moram_options(options))
 
