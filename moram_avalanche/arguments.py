@@ -25,7 +25,7 @@ import errno
 import inspect
 import math
 import re
-from typing import Dict, List, Mapping
+from typing import List, Mapping
 
 from .utils.errors import UserError, user_message
 
@@ -173,27 +173,26 @@ def _family(args) -> str:
     return benchmark_family(args.benchmark)
 
 
-def check_strategy_arguments(args, name: str, overrides: Mapping[str, object], *, set_prefix: str = "") -> dict:
-    """Check strategy ``name`` with the command line's budget and its ``--set`` values
-    (``set_prefix``: ``"moram."`` for ``compare``); returns the options checked."""
-    from .experiments.from_arguments import base_options
+def check_strategy_arguments(args, name: str, options: Mapping[str, object], overrides: Mapping[str, object], *,
+                             set_prefix: str = "") -> None:
+    """Check strategy ``name``'s ``options`` as the command line built them
+    (:func:`~moram_avalanche.experiments.from_arguments.command_options`; ``overrides``: its
+    ``--set`` values, ``set_prefix``: ``"moram."`` for ``compare``), the reference data it takes
+    described by their paths: the one check of a command line's strategy options, each mistake
+    named as it was given (``--set moram.topk=0``, else ``--strategy moram``)."""
     from .strategies.options import check_strategy_options
     from .strategies.registry import get_strategy
 
     cls = get_strategy(name, _family(args))
     needs = cls.needs
     check_sharding_strategy(args, name, needs)
-    options: Dict[str, object] = base_options(args, name, needs)
     references = needs.reference_arguments(images=args.ref_images, sentences=args.ref_sentences)
-    options.update(references)
-    options.update(overrides)
     try:
-        check_strategy_options(cls, options, unbuilt=tuple(references))
+        check_strategy_options(cls, {**references, **options}, unbuilt=tuple(references))
     except (TypeError, ValueError) as err:
         named = [key for key in overrides if _names(str(err), key)]
         where = f"--set {set_prefix}{named[0]}={overrides[named[0]]!r}" if named else f"--strategy {name}"
         raise _option_error(where, err) from None
-    return options
 
 
 def _names(message: str, option: str) -> bool:
@@ -224,22 +223,20 @@ def check_references_taken(args, names: List[str]) -> None:
                              f"{', '.join(strategies_taking(kind))}")
 
 
-def check_run_arguments(args, name: str, overrides: Mapping[str, object]) -> None:
-    """Everything ``run`` takes, before anything is loaded or written: the shared options and the
-    strategy with its ``--set`` values (``--log-dir`` is the run path's:
+def check_run_arguments(args, name: str, options: Mapping[str, object], overrides: Mapping[str, object]) -> None:
+    """Everything ``run`` takes, before anything is loaded or written (the shared options:
+    :func:`check_shared_arguments`, first): the strategy's options with its ``--set`` values, and
+    the reference data it takes (``--log-dir`` is the run path's:
     :class:`~moram_avalanche.experiments.run_folder.RunFolder`)."""
-    check_shared_arguments(args)
     check_references_taken(args, [name])
-    check_strategy_arguments(args, name, overrides)
+    check_strategy_arguments(args, name, options, overrides)
 
 
-def check_compare_arguments(args, names: List[str], overrides: Mapping[str, Mapping[str, object]]) -> None:
-    """Everything ``compare`` takes, before anything is loaded or written: the shared options and
-    every strategy with its own ``--set`` values (``--out`` is the comparison's:
-    :func:`~moram_avalanche.experiments.compare.run_comparison`)."""
+def check_compare_names(args, names: List[str], overrides: Mapping[str, Mapping[str, object]]) -> None:
+    """``compare``'s ``--strategies`` and ``--set`` names (after the shared options,
+    :func:`check_shared_arguments`): each strategy once and known, each ``--set`` one of theirs."""
     from .strategies.registry import get_strategy
 
-    check_shared_arguments(args)
     if not names:
         raise ValueError("--strategies is empty: give comma-separated names, e.g. zeroshot,finetune,moram")
     repeated = sorted({n for n in names if names.count(n) > 1})
@@ -251,12 +248,20 @@ def check_compare_arguments(args, names: List[str], overrides: Mapping[str, Mapp
     if unknown:
         raise ValueError(f"--set names strategies that are not compared: {unknown} (compared: {names}); "
                          "write --set STRATEGY.KEY=VALUE with STRATEGY one of --strategies")
-    check_references_taken(args, names)
-    for name in names:
-        check_strategy_arguments(args, name, overrides.get(name, {}), set_prefix=f"{name}.")
 
 
-__all__ = ["OneLineParser", "check_compare_arguments", "check_fsdp_arguments",
+def check_compare_arguments(args, options: Mapping[str, Mapping[str, object]],
+                            overrides: Mapping[str, Mapping[str, object]]) -> None:
+    """Everything ``compare`` takes, before anything is loaded or written (after
+    :func:`check_compare_names`): every strategy's options with its own ``--set`` values, and the
+    reference data they take (``--out`` is the comparison's:
+    :func:`~moram_avalanche.experiments.compare.run_comparison`)."""
+    check_references_taken(args, list(options))
+    for name, given in options.items():
+        check_strategy_arguments(args, name, given, overrides.get(name, {}), set_prefix=f"{name}.")
+
+
+__all__ = ["OneLineParser", "check_compare_arguments", "check_compare_names", "check_fsdp_arguments",
            "check_references_taken", "check_sharding_strategy", "check_run_arguments",
            "check_shared_arguments", "check_strategy_arguments", "is_user_error", "nonnegative_int",
            "positive_float", "positive_int", "report_error", "share", "shots"]

@@ -17,8 +17,9 @@ import warnings
 from pathlib import Path
 from typing import List, Optional
 
-from .arguments import (OneLineParser, check_compare_arguments, check_run_arguments, is_user_error, nonnegative_int,
-                        positive_float, positive_int, report_error, share, shots)
+from .arguments import (OneLineParser, check_compare_arguments, check_compare_names, check_run_arguments,
+                        check_shared_arguments, is_user_error, nonnegative_int, positive_float, positive_int,
+                        report_error, share, shots)
 
 
 def _quiet_imports() -> None:
@@ -66,10 +67,12 @@ def cmd_run(args) -> int:
     name = args.strategy.lower()
     overrides = {name: _parse_sets(args.set, prefixed=False).get("", {})}
     _quiet_imports()
-    from .experiments.from_arguments import setup_from_arguments
+    from .experiments.from_arguments import command_options, setup_from_arguments
 
-    check_run_arguments(args, name, overrides[name])  # resolves --device
-    setup = setup_from_arguments(args, overrides)
+    check_shared_arguments(args)  # resolves --device
+    options = {name: command_options(args, name, overrides[name])}
+    check_run_arguments(args, name, options[name], overrides[name])
+    setup = setup_from_arguments(args, options, overrides)
     from .experiments.distributed import start_processes
     from .experiments.run import run_single
     from .strategies.registry import get_strategy
@@ -159,10 +162,13 @@ def cmd_compare(args) -> int:
     names = [n.strip().lower() for n in args.strategies.split(",") if n.strip()]
     overrides = _parse_sets(args.set, prefixed=True)
     _quiet_imports()
-    from .experiments.from_arguments import setup_from_arguments
+    from .experiments.from_arguments import command_options, setup_from_arguments
 
-    check_compare_arguments(args, names, overrides)  # resolves --device
-    setup = setup_from_arguments(args, overrides)
+    check_shared_arguments(args)  # resolves --device
+    check_compare_names(args, names, overrides)
+    options = {name: command_options(args, name, overrides.get(name, {})) for name in names}
+    check_compare_arguments(args, options, overrides)
+    setup = setup_from_arguments(args, options, overrides)
     from .experiments.distributed import start_processes
     from .strategies.registry import get_strategy
 

@@ -196,42 +196,65 @@ def clip_benchmark_builder(args):
 BENCHMARK_BUILDERS = {"clip": clip_benchmark_builder, "text": text_benchmark_builder}
 
 
-def strategy_options(args, name: str, eval_tf, overrides: Mapping[str, object]) -> dict:
-    """Keyword arguments of strategy ``name``: the shared budget, the reference data it
-    declares (``needs``), ``--set`` values."""
-    from ..benchmarks import benchmark_family
+def command_options(args, name: str, overrides: Mapping[str, object]) -> dict:
+    """Keyword arguments of strategy ``name`` from the command line, built once (checked by
+    :func:`moram_avalanche.arguments.check_strategy_arguments`, then run): the stream's and the
+    preset's settings, the batch, ``--iterations``, ``--lr``, ``--eval-batch-size``, then its
+    ``--set`` values (``overrides``). The reference data it takes join them when they are read
+    (:func:`with_references`)."""
     from ..strategies.registry import get_strategy
 
-    needs = get_strategy(name, benchmark_family(args.benchmark)).needs
-    options = base_options(args, name, needs)
+    options = base_options(args, name, get_strategy(name, family_of(args)).needs)
     if args.eval_batch_size is not None:
         options["eval_mb_size"] = args.eval_batch_size
-    wanted = needs.taken(images=args.ref_images, sentences=args.ref_sentences)
-    if wanted:  # read only the reference data this strategy takes
-        from ..benchmarks.reference_sets import reference_data
-
-        options.update(needs.reference_arguments(**reference_data(eval_tf, **wanted)))
     options.update(overrides)
     return options
 
 
-def setup_from_arguments(args, overrides: Mapping[str, Mapping[str, object]]) -> Setup:
-    """The setup of ``run`` / ``compare``; ``overrides`` are the ``--set`` values per strategy
-    name. The model is loaded on ``args.device`` as it is when a run starts (a data-parallel
-    process sets its own ``cuda:<rank>``, and the setup's ``device``, after joining its group)."""
+def strategy_options(args, name: str, eval_tf, overrides: Mapping[str, object]) -> dict:
+    """Every keyword argument of strategy ``name`` from the command line: :func:`command_options`
+    with the reference data it takes, read with ``eval_tf`` (:func:`with_references`)."""
+    return with_references(args, name, command_options(args, name, overrides), eval_tf)
+
+
+def with_references(args, name: str, options: Mapping[str, object], eval_tf) -> dict:
+    """``options`` with the reference data strategy ``name`` takes (``--ref-images``,
+    ``--ref-sentences``; :class:`~moram_avalanche.strategies.needs.StrategyNeeds`), read with the
+    model's evaluation transform; a ``--set`` value of the same option wins."""
+    from ..strategies.registry import get_strategy
+
+    needs = get_strategy(name, family_of(args)).needs
+    wanted = needs.taken(images=args.ref_images, sentences=args.ref_sentences)
+    if not wanted:  # read only the reference data this strategy takes
+        return dict(options)
+    from ..benchmarks.reference_sets import reference_data
+
+    return {**needs.reference_arguments(**reference_data(eval_tf, **wanted)), **options}
+
+
+def family_of(args) -> str:
+    """The model family of ``--benchmark`` (:data:`~moram_avalanche.benchmarks.BENCHMARK_FAMILIES`)."""
     from ..benchmarks import benchmark_family
 
+    return benchmark_family(args.benchmark)
+
+
+def setup_from_arguments(args, options: Mapping[str, Mapping[str, object]],
+                         overrides: Mapping[str, Mapping[str, object]]) -> Setup:
+    """The setup of ``run`` / ``compare`` from checked arguments: ``options`` are each strategy's
+    (:func:`command_options`, checked), ``overrides`` its ``--set`` values (recorded as given).
+    The model is loaded on ``args.device`` as it is when a run starts (a data-parallel process
+    sets its own ``cuda:<rank>``, and the setup's ``device``, after joining its group)."""
     return Setup(
         make_model=model_loader(args), make_benchmark=benchmark_builder(args),
-        options=lambda name, eval_tf: strategy_options(args, name, eval_tf, overrides.get(name, {})),
-        settings=shared_settings(args),
+        options=lambda name, eval_tf: with_references(args, name, options[name], eval_tf),
+        options_checked=True, settings=shared_settings(args),
         strategy_settings=lambda name: {k: repr(v) for k, v in overrides.get(name, {}).items()},
-        family=benchmark_family(args.benchmark),
-        seed=args.seed, device=args.device, num_workers=default_num_workers(args),
+        family=family_of(args), seed=args.seed, device=args.device, num_workers=default_num_workers(args),
         environment={"cache_dir": args.cache_dir, "device": args.device}, data_roots=tuple(data_roots(args)))
 
 
-__all__ = ["BENCHMARK_BUILDERS", "data_roots", "DEFAULT_BATCH_SIZE", "base_options", "batch_size_of", "dtype_of", "MODEL_LOADERS", "benchmark_builder", "clip_benchmark_builder", "clip_model_loader",
+__all__ = ["BENCHMARK_BUILDERS", "command_options", "data_roots", "DEFAULT_BATCH_SIZE", "base_options", "batch_size_of", "dtype_of", "MODEL_LOADERS", "benchmark_builder", "clip_benchmark_builder", "clip_model_loader",
            "default_num_workers", "model_loader", "text_benchmark_builder", "text_model_loader",
-           "setup_from_arguments", "shared_settings",
-           "strategy_options", "stream_options"]
+           "family_of", "setup_from_arguments", "shared_settings", "strategy_options", "stream_options",
+           "with_references"]

@@ -66,6 +66,9 @@ class Setup:
             ``make_model`` returns ``(LanguageModel, None, None, tokenizer)``.
         data_roots: the folders the runs read data from, which no output folder may be, hold or
             lie inside (``--data-root``, ``--ref-images``).
+        options_checked: whether :attr:`options` were checked where they were given (the command
+            line checks them once, naming each ``--set`` value); the run path checks any other
+            setup's once (:func:`prepare_runs`).
     """
 
     make_model: Callable[[], tuple]
@@ -79,6 +82,7 @@ class Setup:
     environment: dict = field(default_factory=dict)
     family: str = "clip"
     data_roots: tuple = ()
+    options_checked: bool = False
 
     def run_settings(self, name: str) -> dict:
         """The ``run`` part of strategy ``name``'s record: the shared settings, the seed, the
@@ -109,7 +113,8 @@ def prepare_runs(setup: Setup, names: Sequence[str]) -> Dict[str, Prepared]:
     for name in names:
         cls = get_strategy(name, setup.family)
         options = dict(setup.options(name, eval_tf))
-        check_strategy_options(cls, options)
+        if not setup.options_checked:
+            check_strategy_options(cls, options)
         per_task = options.get(cls.needs.atoms) if cls.needs.atoms else None
         if per_task is not None:  # banks that grow with every task: will they fit?
             check_atom_banks_fit(shapes, int(per_task), len(built.train_stream), setup.device)
