@@ -47,6 +47,8 @@ BLOCK_METRICS = {"CLIP": "diagonal", "Transfer": "transfer", "Average": "average
 SUMMARY_METRICS = {"Transfer": "transfer", "Average": "average", "Last": "last"}
 #: the mean column of a per-domain table (the paper's "Average")
 MEAN_COLUMN = "Average"
+#: a stream kind -> its domain orders
+STREAM_ORDERS = {"xtail": XTAIL_ORDERS, "mtil": MTIL_ORDERS}
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ class Protocol:
 
     @property
     def domains(self) -> Tuple[str, ...]:
-        return tuple((XTAIL_ORDERS if self.benchmark == "xtail" else MTIL_ORDERS)[self.order])
+        return tuple(STREAM_ORDERS[self.benchmark][self.order])
 
     def stream_options(self) -> Dict[str, Any]:
         """The builder's keyword arguments (the seed is the run's)."""
