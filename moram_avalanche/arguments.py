@@ -107,15 +107,16 @@ def is_user_error(error: BaseException) -> bool:
 
 
 # ---------------------------------------------------------------- checks of run / compare
-def check_shared_arguments(args) -> None:
-    """The options ``run`` and ``compare`` share; resolves ``args.device`` in place."""
+def check_shared_arguments(args) -> str:
+    """The options ``run`` and ``compare`` share; returns ``--device`` resolved (``auto``: CUDA when
+    there is one)."""
     from .benchmarks import get_benchmark
     from .utils.devices import resolve_device
     from .utils.files import check_output_folder
     from .utils.paths import check_input_path
 
     builder = get_benchmark(args.benchmark)
-    args.device = resolve_device(args.device, "--device")
+    device = resolve_device(args.device, "--device")
     if args.data_root is not None:
         check_input_path(args.data_root, "--data-root", kind="dir",
                          fix="give the folder that holds the datasets (moram-avalanche check-data --root DIR "
@@ -131,6 +132,7 @@ def check_shared_arguments(args) -> None:
         if value is not None and value not in ("synthetic", "none"):
             check_input_path(value, option, kind=kind, fix="give an existing "
                              f"{'folder' if kind == 'dir' else 'file'}, or 'synthetic' for a small generated set")
+    return device
 
 
 def check_fsdp_arguments(args) -> None:
@@ -261,7 +263,146 @@ def check_compare_arguments(args, options: Mapping[str, Mapping[str, object]],
         check_strategy_arguments(args, name, given, overrides.get(name, {}), set_prefix=f"{name}.")
 
 
-__all__ = ["OneLineParser", "check_compare_arguments", "check_compare_names", "check_fsdp_arguments",
+# ---------------------------------------------------------------- each sub-command's checks
+def checked(args, **values) -> argparse.Namespace:
+    """A copy of the parsed ``args`` with checked ``values`` (resolved, built): what a sub-command
+    hands to :mod:`moram_avalanche.experiments.commands`. The parsed arguments are not changed."""
+    return argparse.Namespace(**{**vars(args), **values})
+
+
+def parse_sets(items, *, prefixed: bool) -> dict:
+    """``--set [STRATEGY.]KEY=VALUE`` items -> ``{strategy or "": {key: value}}``.
+
+    Values are Python literals (numbers, strings, tuples, True/None); anything else is kept as
+    a string.
+    """
+    import ast
+
+    parsed = {}
+    for item in items or ():
+        target, sep, text = item.partition("=")
+        name, dot, key = target.rpartition(".") if prefixed else ("", "", target)
+        if not sep or not key.isidentifier() or (prefixed and not (dot and name)):
+            form = "STRATEGY.KEY=VALUE (e.g. moram.lr=1e-3)" if prefixed else "KEY=VALUE (e.g. topk=8)"
+            raise ValueError(f"--set {item!r}: expected {form}")
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = text
+        parsed.setdefault(name.lower(), {})[key] = value
+    return parsed
+
+
+def strategy_names(text: str) -> List[str]:
+    """Comma-separated strategy names, lower-cased."""
+    return [name.strip().lower() for name in text.split(",") if name.strip()]
+
+
+def check_demo(args) -> argparse.Namespace:
+    """``demo``: the family's demo (``--text``: the language models'), ``--full`` where it has one,
+    ``--out`` and ``--cache-dir`` writable, the device."""
+    from .experiments.families import family
+    from .utils.devices import resolve_device
+    from .utils.files import check_output_folder
+    from .utils.paths import check_compare_path
+
+    name = "text" if args.text else "clip"
+    demo = family(name).demo
+    if args.full and not demo.full_strategies:
+        raise ValueError(f"--full is no setting of {demo.title}, which runs {' and '.join(demo.strategies)}: "
+                         "leave --full out")
+    device = resolve_device(args.device, "--device")
+    strategies = demo.full_strategies if args.full else demo.strategies
+    out = args.out or demo.out
+    check_compare_path(out, strategies, "--out")
+    if args.cache_dir is not None:
+        check_output_folder(args.cache_dir, "--cache-dir")
+    return checked(args, family=name, device=device, out=out, strategies=strategies)
+
+
+def check_run(args) -> argparse.Namespace:
+    """``run``: the shared options, then the strategy's options (built once,
+    :func:`~moram_avalanche.experiments.from_arguments.command_options`) with its ``--set`` values."""
+    from .benchmarks import get_benchmark
+    from .experiments.from_arguments import command_options
+
+    get_benchmark(args.benchmark)  # an unknown name fails first
+    name = args.strategy.lower()
+    overrides = {name: parse_sets(args.set, prefixed=False).get("", {})}
+    device = check_shared_arguments(args)
+    options = {name: command_options(args, name, overrides[name])}
+    check_run_arguments(args, name, options[name], overrides[name])
+    return checked(args, device=device, options=options, overrides=overrides)
+
+
+def check_compare(args) -> argparse.Namespace:
+    """``compare``: the shared options, the strategies' names, then each one's options (built once)
+    with its own ``--set`` values."""
+    from .benchmarks import get_benchmark
+    from .experiments.from_arguments import command_options
+
+    get_benchmark(args.benchmark)  # an unknown name fails first
+    names = strategy_names(args.strategies)
+    overrides = parse_sets(args.set, prefixed=True)
+    device = check_shared_arguments(args)
+    check_compare_names(args, names, overrides)
+    options = {name: command_options(args, name, overrides.get(name, {})) for name in names}
+    check_compare_arguments(args, options, overrides)
+    return checked(args, device=device, options=options, overrides=overrides)
+
+
+def check_device(args) -> argparse.Namespace:
+    """``analyze``: ``--device`` resolved."""
+    from .utils.devices import resolve_device
+
+    return checked(args, device=resolve_device(args.device, "--device"))
+
+
+#: ``cost --tasks``: the most tasks a bank is grown to (the paper's streams have 10 or 11)
+MAX_COST_TASKS = 1000
+
+
+def task_numbers(text: str) -> List[int]:
+    """``cost --tasks``: task numbers >= 1 (at most :data:`MAX_COST_TASKS`), sorted, each once."""
+    from .utils.checks import check_int_range
+
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items or not all(t.isdigit() and int(t) >= 1 for t in items):
+        raise ValueError(f"--tasks must list task numbers >= 1, e.g. 1,5,10; got {text!r}")
+    for item in items:
+        check_int_range("--tasks", int(item), high=MAX_COST_TASKS,
+                        hint="each task grows every adapter and is timed; the paper's streams have 10 or 11")
+    return sorted({int(t) for t in items})
+
+
+def check_cost(args) -> argparse.Namespace:
+    """``cost``: the device, ``--out`` writable, ``--tasks``, the strategies and their ``--set`` values."""
+    from .utils.devices import resolve_device
+    from .utils.files import check_output_folder
+
+    device = resolve_device(args.device, "--device")
+    if args.out:
+        check_output_folder(args.out, "--out")
+    return checked(args, device=device, strategies=strategy_names(args.strategies), tasks=task_numbers(args.tasks),
+                   overrides=parse_sets(args.set, prefixed=True))
+
+
+def check_nothing(args) -> argparse.Namespace:
+    """``check-data``: its arguments are argparse's (a folder to read, one of the layouts)."""
+    return checked(args)
+
+
+def check_reproduce(args) -> argparse.Namespace:
+    """``reproduce TABLE``: a table of a family (:mod:`~moram_avalanche.experiments.families`) and
+    that family's settings from the command line (another family's flags refused)."""
+    from .experiments.reproduce import reproduction_of
+
+    return checked(args, settings=reproduction_of(args.table).settings(args))
+
+
+__all__ = ["MAX_COST_TASKS", "OneLineParser", "check_compare", "check_compare_arguments", "check_compare_names",
+           "check_cost", "check_demo", "check_device", "check_nothing", "check_reproduce", "check_run", "checked",
+           "parse_sets", "strategy_names", "task_numbers", "check_fsdp_arguments",
            "check_references_taken", "check_sharding_strategy", "check_run_arguments",
            "check_shared_arguments", "check_strategy_arguments", "is_user_error", "nonnegative_int",
            "positive_float", "positive_int", "report_error", "share", "shots"]

@@ -79,9 +79,8 @@ def run_comparison(setup: Setup, strategies: Sequence[str], out_dir, *, resume: 
     """Run ``strategies`` (registry names) under ``setup``; returns ``{name: report}``.
 
     A report is ``results.json``'s content plus ``memory`` and ``time``. ``tables``: what
-    :func:`write_comparison` writes (default: the setup family's,
-    :data:`~moram_avalanche.experiments.tables.FAMILY_TABLES`: the paper-style CLIP tables, or
-    OP / BWT per strategy for language models). ``what``: how the user named ``out_dir``
+    :func:`write_comparison` writes (default: the setup's, :attr:`~.run.Setup.tables`: the
+    paper-style CLIP tables, or OP / BWT per strategy for language models). ``what``: how the user named ``out_dir``
     (``--out``), for messages.
     """
     from ..strategies.registry import get_strategy
@@ -133,9 +132,7 @@ def _run_comparison(setup: Setup, folders: Dict[str, RunFolder], out_dir: Path, 
         results[name] = run_one(setup, name, prepared[name], folder, tb_dir=out_dir / "tensorboard" / name,
                                 resume=resume, progress=progress)
     if main:
-        from .tables import FAMILY_TABLES
-
-        write_comparison(results, out_dir, tables or FAMILY_TABLES.get(setup.family))
+        write_comparison(results, out_dir, tables or setup.tables)
     return results
 
 

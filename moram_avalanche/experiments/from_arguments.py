@@ -1,9 +1,11 @@
-"""The :class:`~moram_avalanche.experiments.run.Setup` of ``run`` and ``compare``, from their
-checked command-line arguments.
+"""What ``run`` and ``compare`` read from their command-line arguments: each strategy's options
+(built once), the stream's options, the batch, the recorded settings, the data roots.
 
 The two commands differ only in how many strategies they run and where (``run``: one, into
-``--log-dir``; ``compare``: several, into ``--out/<name>``): the model, the benchmark, the
-budget, the reference data and the recorded settings are built here, once, for both.
+``--log-dir``; ``compare``: several, into ``--out/<name>``): their setup
+(:func:`~moram_avalanche.experiments.commands.setup_from_arguments`) reads the budget, the
+reference data and the recorded settings from here, for both, and the model and the benchmark
+from the family record of ``--benchmark`` (:mod:`~moram_avalanche.experiments.families`).
 """
 
 from __future__ import annotations
@@ -11,8 +13,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Mapping
-
-from .run import Setup
 
 
 def default_num_workers(args) -> int:
@@ -96,106 +96,6 @@ def base_options(args, name: str, needs) -> dict:
     return options
 
 
-def model_loader(args):
-    """A zero-argument loader of the model named on the command line (seeded by the caller), by
-    the family of ``--benchmark`` (:data:`MODEL_LOADERS`)."""
-    from ..benchmarks import benchmark_family
-
-    return MODEL_LOADERS[benchmark_family(args.benchmark)](args)
-
-
-def clip_model_loader(args):
-    """``() -> (CLIP, train transform, eval transform, tokenizer)`` of ``--model`` / ``--pretrained``."""
-    from ..clip.load import load_clip
-    from .demo import TINY_NAME, DemoConfig, default_cache_dir, pretrained_tiny_clip, register_tiny_clip
-
-    for flag, value in (("--dtype", getattr(args, "dtype", None)),
-                        ("--gradient-checkpointing", getattr(args, "gradient_checkpointing", False)),
-                        ("--fsdp", getattr(args, "fsdp", False)),
-                        ("--preset", getattr(args, "preset", None))):
-        if value:
-            raise ValueError(f"{flag} is for the text benchmarks (lm-cl, trace, synthetic-text); "
-                             f"leave it out for --benchmark {args.benchmark}")
-
-    cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
-    register_tiny_clip(cache_dir)
-    pretrained = None if args.pretrained.lower() == "none" else args.pretrained
-    if args.model == TINY_NAME and pretrained == "synthetic":
-        pretrained = str(pretrained_tiny_clip(cache_dir, DemoConfig()))
-    return lambda: load_clip(args.model, pretrained=pretrained or None, device=args.device,  # as it is then
-                             weights_origin=args.weights_origin)
-
-
-def text_model_loader(args):
-    """``() -> (LanguageModel, None, None, tokenizer)`` of ``--model``: a Hugging Face name found
-    in the local cache or a folder written by ``save_pretrained``
-    (:func:`~moram_avalanche.text.load.load_language_model`); a text stream has no transforms.
-
-    With ``--fsdp`` the model is loaded on the CPU and its transformer blocks' and own weights are
-    sharded onto ``args.device`` (:func:`~moram_avalanche.algorithms.fsdp.shard_frozen_weights`,
-    :func:`~moram_avalanche.text.blocks.transformer_blocks`), before the strategy injects its
-    adapters: the whole model never sits on one device."""
-    from ..models.language_model import LanguageModel
-    from ..text.load import load_language_model
-
-    def load():
-        model, tokenizer = load_language_model(args.model, dtype=dtype_of(args) or "float32",
-                                               gradient_checkpointing=getattr(args, "gradient_checkpointing", False))
-        if getattr(args, "fsdp", False):
-            from ..algorithms.fsdp import shard_frozen_weights
-            from ..text.blocks import FORWARD_METHODS, transformer_blocks
-
-            model = shard_frozen_weights(model, transformer_blocks(model), args.device, FORWARD_METHODS)
-        else:
-            model = model.to(args.device)
-        return LanguageModel(model, tokenizer), None, None, tokenizer
-
-    return load
-
-
-#: model family (of the benchmark, :data:`~moram_avalanche.benchmarks.BENCHMARK_FAMILIES`) ->
-#: ``args -> zero-argument model loader``
-MODEL_LOADERS = {"clip": clip_model_loader, "text": text_model_loader}
-
-
-def text_benchmark_builder(args):
-    """``(None, None) -> benchmark`` of a text ``--benchmark`` (builders take no transforms)."""
-    from ..benchmarks import get_benchmark
-
-    import inspect
-
-    builder, options = get_benchmark(args.benchmark), stream_options(args)
-    taken = inspect.signature(builder).parameters
-    unsupported = sorted(k for k in options if k not in taken)
-    if unsupported:
-        flags = {"seed": "--data-seed", "on_bad_image": "--on-bad-image"}
-        raise ValueError(f"--benchmark {args.benchmark} takes no "
-                         f"{', '.join(flags.get(k, '--' + k) for k in unsupported)}: leave it out")
-    return lambda train_tf, eval_tf: builder(args.data_root, **options)
-
-
-def benchmark_builder(args):
-    """``(train_transform, eval_transform) -> benchmark`` of ``--benchmark`` and its options, by
-    the benchmark's family (:data:`BENCHMARK_BUILDERS`)."""
-    from ..benchmarks import benchmark_family
-
-    return BENCHMARK_BUILDERS[benchmark_family(args.benchmark)](args)
-
-
-def clip_benchmark_builder(args):
-    """``(train_transform, eval_transform) -> benchmark`` of an image ``--benchmark``."""
-    from ..benchmarks import get_benchmark
-
-    builder, options = get_benchmark(args.benchmark), stream_options(args)
-    return lambda train_tf, eval_tf: builder(
-        args.data_root, train_transform=eval_tf if args.no_augment else train_tf, eval_transform=eval_tf,
-        **options)
-
-
-#: model family -> ``args -> (train_transform, eval_transform) -> benchmark``
-BENCHMARK_BUILDERS = {"clip": clip_benchmark_builder, "text": text_benchmark_builder}
-
-
 def command_options(args, name: str, overrides: Mapping[str, object]) -> dict:
     """Keyword arguments of strategy ``name`` from the command line, built once (checked by
     :func:`moram_avalanche.arguments.check_strategy_arguments`, then run): the stream's and the
@@ -239,22 +139,6 @@ def family_of(args) -> str:
     return benchmark_family(args.benchmark)
 
 
-def setup_from_arguments(args, options: Mapping[str, Mapping[str, object]],
-                         overrides: Mapping[str, Mapping[str, object]]) -> Setup:
-    """The setup of ``run`` / ``compare`` from checked arguments: ``options`` are each strategy's
-    (:func:`command_options`, checked), ``overrides`` its ``--set`` values (recorded as given).
-    The model is loaded on ``args.device`` as it is when a run starts (a data-parallel process
-    sets its own ``cuda:<rank>``, and the setup's ``device``, after joining its group)."""
-    return Setup(
-        make_model=model_loader(args), make_benchmark=benchmark_builder(args),
-        options=lambda name, eval_tf: with_references(args, name, options[name], eval_tf),
-        options_checked=True, settings=shared_settings(args),
-        strategy_settings=lambda name: {k: repr(v) for k, v in overrides.get(name, {}).items()},
-        family=family_of(args), seed=args.seed, device=args.device, num_workers=default_num_workers(args),
-        environment={"cache_dir": args.cache_dir, "device": args.device}, data_roots=tuple(data_roots(args)))
-
-
-__all__ = ["BENCHMARK_BUILDERS", "command_options", "data_roots", "DEFAULT_BATCH_SIZE", "base_options", "batch_size_of", "dtype_of", "MODEL_LOADERS", "benchmark_builder", "clip_benchmark_builder", "clip_model_loader",
-           "default_num_workers", "model_loader", "text_benchmark_builder", "text_model_loader",
-           "family_of", "setup_from_arguments", "shared_settings", "strategy_options", "stream_options",
-           "with_references"]
+__all__ = ["DEFAULT_BATCH_SIZE", "base_options", "batch_size_of", "command_options", "data_roots",
+           "default_num_workers", "dtype_of", "family_of", "shared_settings",
+           "strategy_options", "stream_options", "with_references"]

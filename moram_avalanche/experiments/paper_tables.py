@@ -305,6 +305,8 @@ TABLES: Dict[str, TableSpec] = {spec.name: spec for spec in (
 
 #: every table, in the order ``reproduce all`` runs them
 TABLE_NAMES = tuple(TABLES)
+#: the values ``reproduce``'s TABLE takes for the CLIP tables
+TABLE_CHOICES = (*TABLE_NAMES, "all")
 
 
 def get_table(name: str) -> TableSpec:
@@ -322,4 +324,4 @@ def resolve_tables(name: str) -> Tuple[TableSpec, ...]:
 
 __all__ = ["BLOCK_METRICS", "MEAN_COLUMN", "find_method", "MTIL_5SHOT", "Method", "NOT_IN_LIBRARY",
            "ORDER2_NAMES_OVER_ORDER1_VALUES", "Protocol", "SUMMARY_METRICS", "SWEEP_GRID", "TABLES",
-           "TABLE_NAMES", "TableSpec", "XTAIL_ORDER1", "XTAIL_ORDER2", "get_table", "resolve_tables"]
+           "TABLE_CHOICES", "TABLE_NAMES", "TableSpec", "XTAIL_ORDER1", "XTAIL_ORDER2", "get_table", "resolve_tables"]

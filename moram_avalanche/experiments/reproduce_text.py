@@ -45,21 +45,17 @@ minutes, offline, before a GPU-day.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..utils.files import atomic_write_text
 from ..utils.names import lookup
 from .paper_numbers import PaperNumbers, load_paper_numbers
 from .paper_tables import NOT_IN_LIBRARY, Method, find_method
 from .reproduce_plan import REHEARSAL_ITERATIONS, Reproduction
 from .seeding import RELEASE_SEED
-
-logger = logging.getLogger(__name__)
 
 #: rehearsals: examples per task (training, test); the steps per task are the CLIP tables'
 #: (:data:`~.reproduce_plan.REHEARSAL_ITERATIONS`)
@@ -549,10 +545,11 @@ def _benchmark(run: TextRun, settings: TextReproduceSettings):
     return text_stream(run.benchmark).build(run, settings)
 
 
-def _setup(run: TextRun, spec: TextTableSpec, settings: TextReproduceSettings):
+def run_setup(run: TextRun, spec: TextTableSpec, settings: TextReproduceSettings):
     """The :class:`~moram_avalanche.experiments.run.Setup` of one run (family "text")."""
     from ..models.language_model import LanguageModel
     from .run import Setup
+    from .tables import TEXT_TABLES as LM_TABLES
 
     def make_model():
         if settings.rehearse:
@@ -573,7 +570,7 @@ def _setup(run: TextRun, spec: TextTableSpec, settings: TextReproduceSettings):
     options = run_options(settings, run)
     return Setup(make_model=make_model, make_benchmark=lambda train_tf, eval_tf: _benchmark(run, settings),
                  options=lambda name, eval_tf: dict(options), settings=run_settings(run, spec, settings),
-                 seed=run.seed, device=settings.device, family="text")
+                 seed=run.seed, device=settings.device, family="text", tables=LM_TABLES)
 
 
 def check_needs(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> None:
@@ -687,7 +684,7 @@ def cell_of(report: dict) -> Optional[float]:
 
 def table_result(spec: TextTableSpec, settings: TextReproduceSettings):
     """The table's rows from the finished runs, paired with the paper's numbers."""
-    from .reproduce_report import Cell, Row, TableResult, read_report
+    from .reproduce_report import Row, TableResult, read_report
 
     runs_root = settings.root / "runs"
     rows = []
@@ -707,34 +704,6 @@ def table_result(spec: TextTableSpec, settings: TextReproduceSettings):
     return TableResult(spec, rows, table_seeds(spec, settings), settings.rehearse, settings.budget)
 
 
-def reproduce_text(table: str, settings: TextReproduceSettings) -> Dict[str, Any]:
-    """Run every run of the language-model ``table`` not finished yet and write the table
-    under ``settings.root / <table>``; returns ``{table: TableResult}``. Resumable."""
-    from .compare import run_comparison
-    from .reproduce_report import write_table
-
-    spec = get_text_table(table)
-    check_needs([spec], settings)
-    planned = plan([spec], settings)
-    for index, (run, _) in enumerate(planned, start=1):
-        logger.info("run %d of %d: %s, %s, seed %d", index, len(planned), run.strategy, run.protocol_key, run.seed)
-        run_comparison(_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"),
-                       resume=True, progress=settings.progress)
-    result = table_result(spec, settings)
-    write_table(result, settings.root / spec.name)
-    write_index(settings.root)
-    return {spec.name: result}
-
-
-def write_index(root) -> Path:
-    """``<root>/index_language_models.md``: every language-model table written under ``root``."""
-    root = Path(root)
-    parts = [(root / name / "table.md").read_text() for name in TEXT_TABLE_NAMES
-             if (root / name / "table.md").exists()]
-    text = "# The MoRAM paper's language-model tables, reproduced\n\n" + "\n".join(parts)
-    return atomic_write_text(root / "index_language_models.md", text)
-
-
 __all__ = ["REHEARSAL_ITERATIONS", "REHEARSAL_TEST", "REHEARSAL_TRAIN", "TEXT_TABLES", "TEXT_TABLE_NAMES",
            "TextReproduceSettings", "TextRun", "TextTableSpec", "check_needs", "get_text_table", "method_runs",
-           "paper_text", "plan", "plan_text", "reproduce_text", "run_options", "table_result", "write_index"]
+           "paper_text", "plan", "plan_text", "run_options", "run_setup", "table_result"]

@@ -36,6 +36,7 @@ from ..utils.memory import check_atom_banks_fit
 from .record import CHECKED_BEFORE_BUILDING, describe_benchmark, make_record, weights_checksum
 from .run_folder import RunFolder, run_folder
 from .seeding import RELEASE_SEED, seed_everything
+from .tables import PAPER_TABLES, Tables
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,8 @@ class Setup:
         options_checked: whether :attr:`options` were checked where they were given (the command
             line checks them once, naming each ``--set`` value); the run path checks any other
             setup's once (:func:`prepare_runs`).
+        tables: what a comparison of these runs writes (:class:`~.tables.Tables`; the family's:
+            the paper-style CLIP tables by default, OP / BWT per strategy for language models).
     """
 
     make_model: Callable[[], tuple]
@@ -83,6 +86,7 @@ class Setup:
     family: str = "clip"
     data_roots: tuple = ()
     options_checked: bool = False
+    tables: Tables = PAPER_TABLES
 
     def run_settings(self, name: str) -> dict:
         """The ``run`` part of strategy ``name``'s record: the shared settings, the seed, the

@@ -215,12 +215,9 @@ class CLIPStrategy(ContinualLoop):
         return super().make_train_dataloader(**kwargs)
 
     # ------------------------------------------------------------------ optimisation
-    # override: an experience's optimizer with nothing to train is a mistake when it trains
-    def make_optimizer(self, **kwargs):
-        """The loop's fresh AdamW (:meth:`~.loop.ContinualLoop.make_optimizer`); a clear error when
-        no parameter requires grad and the experience trains."""
-        super().make_optimizer(**kwargs)
-        if self.optimizer is None and self.trains_by_iterations and self.iterations:
+    def nothing_to_train(self) -> None:
+        """No parameter requires grad: a clear error when the experience trains."""
+        if self.trains_by_iterations and self.iterations:
             raise RuntimeError(
                 f"{type(self).__name__} has nothing to train: no parameter of the model "
                 "requires grad (use ZeroShot for an untrained baseline)")

@@ -118,17 +118,27 @@ class ContinualLoop(SupervisedTemplate):
     # ------------------------------------------------------------------ optimisation
     # override: a fresh AdamW per experience (Avalanche's make_optimizer keeps one)
     def make_optimizer(self, **kwargs):
-        """A fresh AdamW over the parameters that require grad now (None when there are none)."""
+        """A fresh optimizer over the parameters that require grad now (:meth:`fresh_optimizer`);
+        None when there are none (:meth:`nothing_to_train` says whether that is a mistake)."""
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimized_param_id = {}  # tells Avalanche the optimizer is initialised
-        self.optimizer = (torch.optim.AdamW(params, lr=self.experience_lr(), betas=self.betas,
-                                            weight_decay=self.weight_decay, foreach=True)
-                          if params else None)
+        self.optimizer = self.fresh_optimizer(params) if params else None
+        if self.optimizer is None:
+            self.nothing_to_train()
+
+    def fresh_optimizer(self, params):
+        """AdamW over ``params`` at :meth:`experience_lr` (a family may wrap it)."""
+        return torch.optim.AdamW(params, lr=self.experience_lr(), betas=self.betas, weight_decay=self.weight_decay,
+                                 foreach=True)
 
     def experience_lr(self) -> float:
         """The learning rate of the current experience's optimizer (:attr:`lr`; a family may read
         it per experience)."""
         return self.lr
+
+    def nothing_to_train(self) -> None:
+        """Called when no parameter requires grad as an experience starts: a family whose
+        experience would train raises here (the default trains nothing then, silently)."""
 
     # ------------------------------------------------------------------ experience boundaries
     # override: in a process group without DataParallel, refuse before anything changes

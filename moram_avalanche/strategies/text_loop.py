@@ -243,12 +243,11 @@ class TextStrategy(ContinualLoop):
             self.train_epochs = epochs_of(self.epochs, self.experience)
         super()._before_training_exp(**kwargs)
 
-    def make_optimizer(self, **kwargs):
-        """The loop's fresh AdamW (:meth:`~.loop.ContinualLoop.make_optimizer`; a constant learning
-        rate), stepping once per ``accumulation_steps`` minibatches."""
-        super().make_optimizer(**kwargs)
-        if self.optimizer is not None and self.accumulation_steps > 1:  # one step per accumulation_steps batches
-            self.optimizer = AccumulatedSteps(self.optimizer, self.accumulation_steps)
+    def fresh_optimizer(self, params):
+        """The loop's AdamW (a constant learning rate), stepping once per ``accumulation_steps``
+        minibatches (:class:`~moram_avalanche.strategies.plugins.accumulation.AccumulatedSteps`)."""
+        optimizer = super().fresh_optimizer(params)
+        return AccumulatedSteps(optimizer, self.accumulation_steps) if self.accumulation_steps > 1 else optimizer
 
     def training_epoch(self, **kwargs):
         if self.iterations == 0:

@@ -212,7 +212,8 @@ def _build(name: str, model, tokenizer, plugins: list, options: CostOptions, ima
 
 def _measure_one(name: str, options: CostOptions, bar) -> dict:
     from ...clip.load import load_clip
-    from ..demo import default_cache_dir, register_tiny_clip
+    from ..demo import register_tiny_clip
+    from ..demos import default_cache_dir
     from ..runner import prepare_plugins
 
     register_tiny_clip(options.cache_dir or default_cache_dir())  # its name, for --model
