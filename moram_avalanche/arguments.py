@@ -114,6 +114,7 @@ def check_shared_arguments(args) -> str:
     from .utils.devices import resolve_device
     from .utils.files import check_output_folder
     from .utils.paths import check_input_path
+    from .experiments.stream_arguments import NOT_PATHS
 
     builder = get_benchmark(args.benchmark)
     device = resolve_device(args.device, "--device")
@@ -129,7 +130,7 @@ def check_shared_arguments(args) -> str:
     check_fsdp_arguments(args)
     for option, value, kind in (("--ref-images", args.ref_images, "dir"),
                                 ("--ref-sentences", args.ref_sentences, "file")):
-        if value is not None and value not in ("synthetic", "none"):
+        if value is not None and value not in NOT_PATHS:
             check_input_path(value, option, kind=kind, fix="give an existing "
                              f"{'folder' if kind == 'dir' else 'file'}, or 'synthetic' for a small generated set")
     return device

@@ -26,7 +26,7 @@ def reproduce_settings(args) -> ReproduceSettings:
     """:class:`~.reproduce_plan.ReproduceSettings` from ``reproduce``'s command line (the paper's
     model, ViT-B-16 with OpenAI's weights, unless given)."""
     from ..utils.devices import resolve_device
-    from .from_arguments import default_num_workers
+    from .stream_arguments import default_num_workers
     from .reproduce_plan import parse_seeds
 
     for flag, name in TEXT_TABLE_FLAGS:
@@ -42,7 +42,8 @@ def reproduce_settings(args) -> ReproduceSettings:
 
 FAMILY = Family(
     name="clip", model_loader=clip_model_loader, benchmark_builder=clip_benchmark_builder,
-    tables=PAPER_TABLES, demo=DEMO,
+    stream_options=lambda benchmark, name=None, preset=None: {},  # the strategies' own settings
+    dtype=lambda args: None, tables=PAPER_TABLES, demo=DEMO,
     reproduction=Reproduction(
         tables=TABLE_CHOICES, specs=resolve_tables, settings=reproduce_settings,
         paper_text=lambda specs: "\n".join(paper_markdown(spec) for spec in specs),

@@ -49,8 +49,9 @@ def setup_from_arguments(args, options: Mapping[str, Mapping[str, object]],
     keeps the one asked for). The model and the benchmark are the family's of ``--benchmark``
     (:class:`~moram_avalanche.experiments.family.Family`)."""
     from .families import family_of_benchmark
-    from .from_arguments import data_roots, default_num_workers, shared_settings, with_references
+    from .from_arguments import shared_settings, with_references
     from .run import Setup
+    from .stream_arguments import data_roots, default_num_workers
 
     record = family_of_benchmark(args.benchmark)
     return Setup(
@@ -127,42 +128,14 @@ def cost(args) -> int:
     return 0
 
 
-def _image_data(kind: str):
-    def check(args):
-        from ..benchmarks.check import check_data, format_report
-
-        reports = check_data(args.root, kind, verify_images=args.verify_images, progress=not args.no_progress)
-        return reports, format_report(reports, kind, args.root)
-    return check
-
-
-def _text_data(args):
-    from ..benchmarks.text_tasks import check_text_data, format_text_report
-
-    reports = check_text_data(args.root)
-    return reports, format_text_report(reports, args.root)
-
-
-def _trace_data(args):
-    from ..benchmarks.text_trace import check_trace_data, format_trace_report
-
-    reports = check_trace_data(args.root)
-    return reports, format_trace_report(reports, args.root)
-
-
-#: ``check-data --benchmark`` -> its layouts' checks, each ``args -> (reports, text)``: X-TAIL's
-#: split files, torchvision's MTIL (what mtil-5shot reads too), the language models' 15
-#: classification tasks (either layout), TRACE's 8 tasks; "all": the CLIP layouts
-DATA_CHECKS = {"xtail": (_image_data("xtail"),), "mtil": (_image_data("mtil"),),
-               "all": (_image_data("xtail"), _image_data("mtil")), "lm-cl": (_text_data,), "trace": (_trace_data,)}
-
-
 def check_data(args) -> int:
     """``check-data``: what a data root holds, per domain or task; exit status 1 when a benchmark
     cannot be built from it."""
+    from ..benchmarks.data_checks import DATA_CHECKS
+
     usable = True
     for index, check in enumerate(DATA_CHECKS[args.benchmark]):
-        reports, text = check(args)
+        reports, text = check(args.root, verify_images=args.verify_images, progress=not args.no_progress)
         print(("\n" if index else "") + text)
         usable &= all(report.usable for report in reports)
     return 0 if usable else 1
@@ -187,4 +160,4 @@ def reproduce(args) -> int:
     return 0
 
 
-__all__ = ["DATA_CHECKS", "setup_from_arguments", "analyze", "check_data", "compare", "cost", "demo", "reproduce", "run"]
+__all__ = ["setup_from_arguments", "analyze", "check_data", "compare", "cost", "demo", "reproduce", "run"]

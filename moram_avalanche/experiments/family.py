@@ -4,7 +4,7 @@ its :class:`Reproduction` (registered in :mod:`.families`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence, Tuple
+from typing import Any, Callable, Dict, Sequence, Tuple
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,9 @@ class Family:
             of ``--model`` and its options, loaded on ``device``.
         benchmark_builder: ``(args) -> (train_transform, eval_transform) -> benchmark`` of
             ``--benchmark`` and its stream options.
+        stream_options: ``(benchmark, strategy name=None, preset=None) -> options`` a stream sets
+            for a strategy (its name None: for every strategy), beyond the strategy's defaults.
+        dtype: ``(args) -> the weights' dtype or None``: ``--dtype``, else the stream's.
         tables: what a comparison of this family writes (:class:`~.tables.Tables`).
         demo: its offline demo. reproduction: its paper tables.
     """
@@ -83,6 +86,8 @@ class Family:
     name: str
     model_loader: Callable[[Any, str], Callable[[], tuple]]
     benchmark_builder: Callable[[Any], Callable[[Any, Any], Any]]
+    stream_options: Callable[..., Dict[str, Any]]
+    dtype: Callable[[Any], Any]
     tables: Any
     demo: Demo
     reproduction: Reproduction

@@ -10,38 +10,11 @@ from the family record of ``--benchmark`` (:mod:`~moram_avalanche.experiments.fa
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Mapping
 
-
-def default_num_workers(args) -> int:
-    """``--num-workers`` when not given: worker processes when images are decoded from disk (a
-    ``--data-root`` is given; half the CPU cores, at most 8), else 0 (in memory)."""
-    if args.num_workers is not None:
-        return args.num_workers
-    return max(1, min(8, (os.cpu_count() or 1) // 2)) if args.data_root else 0
-
-
-def data_roots(args) -> list:
-    """The folders a run reads data from, which no output folder may be, hold or lie inside."""
-    return [value for value in (args.data_root, args.ref_images) if value not in (None, "synthetic", "none")]
-
-
-def stream_options(args) -> dict:
-    """The benchmark options given on the command line (only those given)."""
-    options = {}
-    if args.order is not None:
-        options["order"] = args.order.split(",") if "," in args.order else args.order
-    if args.shots is not None:
-        options["shots"] = None if args.shots == "full" else args.shots
-    if args.data_seed is not None:
-        options["seed"] = args.data_seed
-    if args.prompts is not None:
-        options["prompts"] = args.prompts
-    if args.on_bad_image is not None:
-        options["on_bad_image"] = args.on_bad_image
-    return options
+from .families import family_of_benchmark
+from .stream_arguments import stream_options
 
 
 def shared_settings(args) -> dict:
@@ -65,28 +38,25 @@ DEFAULT_BATCH_SIZE = 64
 
 
 def batch_size_of(args) -> int:
-    """``--batch-size``, else the stream's (TRACE: 4, :mod:`~.text_recipes`), else 64."""
-    from .text_recipes import shared_stream_options
-
+    """``--batch-size``, else the stream's (TRACE: 4; the family's
+    :attr:`~.family.Family.stream_options`), else 64."""
     if getattr(args, "batch_size", None) is not None:
         return args.batch_size
-    return shared_stream_options(args.benchmark).get("train_mb_size", DEFAULT_BATCH_SIZE)
+    return family_of_benchmark(args.benchmark).stream_options(args.benchmark).get("train_mb_size", DEFAULT_BATCH_SIZE)
 
 
 def dtype_of(args):
-    """``--dtype``, else the stream's (TRACE: bfloat16, :data:`~.text_recipes.STREAM_DTYPES`), else None
-    (the model's float32)."""
-    from .text_recipes import STREAM_DTYPES
-
-    return getattr(args, "dtype", None) or STREAM_DTYPES.get(getattr(args, "benchmark", None))
+    """``--dtype``, else the stream's (TRACE: bfloat16; the family's :attr:`~.family.Family.dtype`),
+    else None (the model's own)."""
+    return family_of_benchmark(args.benchmark).dtype(args)
 
 
 def base_options(args, name: str, needs) -> dict:
-    """Strategy ``name``'s options from the command line before ``--set``: the stream's defaults
-    (and ``--preset``'s, :func:`~.text_recipes.stream_options`), the batch, ``--iterations``, ``--lr``."""
-    from .text_recipes import stream_options as stream_defaults
-
-    options = dict(stream_defaults(args.benchmark, name, getattr(args, "preset", None)))
+    """Strategy ``name``'s options from the command line before ``--set``: the stream's settings
+    (and ``--preset``'s; the family's :attr:`~.family.Family.stream_options`), the batch,
+    ``--iterations``, ``--lr``."""
+    options = dict(family_of_benchmark(args.benchmark).stream_options(args.benchmark, name,
+                                                                      getattr(args, "preset", None)))
     if getattr(args, "batch_size", None) is not None or "train_mb_size" not in options:
         options["train_mb_size"] = batch_size_of(args)  # --batch-size wins over the stream and preset
     if args.iterations is not None and needs.trains:
@@ -139,6 +109,5 @@ def family_of(args) -> str:
     return benchmark_family(args.benchmark)
 
 
-__all__ = ["DEFAULT_BATCH_SIZE", "base_options", "batch_size_of", "command_options", "data_roots",
-           "default_num_workers", "dtype_of", "family_of", "shared_settings",
-           "strategy_options", "stream_options", "with_references"]
+__all__ = ["DEFAULT_BATCH_SIZE", "base_options", "batch_size_of", "command_options", "dtype_of", "family_of",
+           "shared_settings", "strategy_options", "with_references"]

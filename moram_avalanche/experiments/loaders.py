@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-from .from_arguments import dtype_of, stream_options
+from .stream_arguments import stream_options
 
 #: the flags of the language-model family, which no CLIP run takes
 TEXT_FLAGS = (("--dtype", "dtype"), ("--gradient-checkpointing", "gradient_checkpointing"), ("--fsdp", "fsdp"),
@@ -51,6 +51,14 @@ def clip_benchmark_builder(args):
         **options)
 
 
+def text_dtype(args):
+    """The language model's weights: ``--dtype``, else the stream's (TRACE: bfloat16,
+    :data:`~.text_recipes.STREAM_DTYPES`), else None (the model's float32)."""
+    from .text_recipes import STREAM_DTYPES
+
+    return getattr(args, "dtype", None) or STREAM_DTYPES.get(getattr(args, "benchmark", None))
+
+
 def text_model_loader(args, device: str):
     """``() -> (LanguageModel, None, None, tokenizer)`` of ``--model`` on ``device``: a Hugging Face
     name found in the local cache or a folder written by ``save_pretrained``
@@ -65,7 +73,7 @@ def text_model_loader(args, device: str):
         from ..models.language_model import LanguageModel
         from ..text.load import load_language_model
 
-        model, tokenizer = load_language_model(args.model, dtype=dtype_of(args) or "float32",
+        model, tokenizer = load_language_model(args.model, dtype=text_dtype(args) or "float32",
                                                gradient_checkpointing=getattr(args, "gradient_checkpointing", False))
         if getattr(args, "fsdp", False):
             from ..algorithms.fsdp import shard_frozen_weights
@@ -94,4 +102,4 @@ def text_benchmark_builder(args):
     return lambda train_tf, eval_tf: builder(args.data_root, **options)
 
 
-__all__ = ["clip_benchmark_builder", "clip_model_loader", "text_benchmark_builder", "text_model_loader"]
+__all__ = ["clip_benchmark_builder", "clip_model_loader", "text_benchmark_builder", "text_dtype", "text_model_loader"]

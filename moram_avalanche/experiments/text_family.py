@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from .demo_text import TEXT_DEMO
 from .family import Family, Reproduction
-from .loaders import text_benchmark_builder, text_model_loader
+from .loaders import text_benchmark_builder, text_dtype, text_model_loader
 from .reproduce_text import (TEXT_TABLE_NAMES, TextReproduceSettings, check_needs, get_text_table,
                              paper_text, plan, plan_text, run_setup, table_result)
 from .tables import TEXT_TABLES
+from .text_recipes import shared_stream_options
+from .text_recipes import stream_options as text_stream_options
 
 #: the flags of the CLIP tables, which no language-model table takes
 CLIP_TABLE_FLAGS = (("--pretrained", "pretrained"), ("--weights-origin", "weights_origin"),
@@ -41,9 +43,15 @@ def reproduce_settings(args) -> TextReproduceSettings:
         iterations=args.iterations, rehearse=args.rehearse, progress=not args.no_progress)
 
 
+def stream_options(benchmark: str, name=None, preset=None) -> dict:
+    """What ``benchmark`` sets for strategy ``name`` (with ``preset`` on top; None: for every
+    strategy), with its source in :mod:`~.text_recipes` (TRACE's setting; none on ``lm-cl``)."""
+    return shared_stream_options(benchmark) if name is None else text_stream_options(benchmark, name, preset)
+
+
 FAMILY = Family(
     name="text", model_loader=text_model_loader, benchmark_builder=text_benchmark_builder,
-    tables=TEXT_TABLES, demo=TEXT_DEMO,
+    stream_options=stream_options, dtype=text_dtype, tables=TEXT_TABLES, demo=TEXT_DEMO,
     reproduction=Reproduction(
         tables=TEXT_TABLE_NAMES, specs=lambda table: [get_text_table(table)], settings=reproduce_settings,
         paper_text=paper_text, plan_text=plan_text, plan=plan,
