@@ -2,7 +2,7 @@
 
 A table belongs to a model family, whose record says how its runs are planned, what they need,
 how each is set up and how its table is read back
-(:class:`~moram_avalanche.experiments.families.Reproduction`: the CLIP tables of
+(:class:`~moram_avalanche.experiments.family.Reproduction`: the CLIP tables of
 :mod:`.paper_tables` / :mod:`.reproduce_plan`, the language-model tables of
 :mod:`.reproduce_text`). :func:`reproduce` does the same for every table: every run the table
 needs is run with the paper's settings through

@@ -74,7 +74,7 @@ def parse_seeds(text: str) -> Tuple[int, ...]:
     return tuple(int(part) for part in parts)
 
 
-class Reproduction:
+class ReproductionSettings:
     """What every reproduction's settings share (the CLIP tables' and the language models'):
     ``out``, ``seeds``, ``iterations`` and ``rehearse`` checked and read the same way."""
 
@@ -93,7 +93,7 @@ class Reproduction:
 
 
 @dataclass
-class ReproduceSettings(Reproduction):
+class ReproduceSettings(ReproductionSettings):
     """What ``reproduce`` was asked (the command line's options).
 
     Attributes:
@@ -395,6 +395,6 @@ def run_setup(run: Run, settings: ReproduceSettings):
         device=settings.device, num_workers=settings.num_workers)
 
 
-__all__ = ["parse_seeds", "PlannedRun", "REHEARSAL_ITERATIONS", "Reproduction", "checked_budget_and_seeds", "REHEARSAL_TEST_SHOTS", "ReproduceSettings", "Run",
+__all__ = ["parse_seeds", "PlannedRun", "REHEARSAL_ITERATIONS", "ReproductionSettings", "checked_budget_and_seeds", "REHEARSAL_TEST_SHOTS", "ReproduceSettings", "Run",
            "check_needs", "files_needed", "run_setup", "format_plan", "format_run", "method_runs", "plan", "reference_sources",
            "run_options", "run_settings", "table_seeds"]

@@ -54,7 +54,7 @@ import numpy as np
 from ..utils.names import lookup
 from .paper_numbers import PaperNumbers, load_paper_numbers
 from .paper_tables import NOT_IN_LIBRARY, Method, find_method
-from .reproduce_plan import REHEARSAL_ITERATIONS, Reproduction
+from .reproduce_plan import REHEARSAL_ITERATIONS, ReproductionSettings
 from .seeding import RELEASE_SEED
 
 #: rehearsals: examples per task (training, test); the steps per task are the CLIP tables'
@@ -421,7 +421,7 @@ def get_text_table(name: str) -> TextTableSpec:
 
 
 @dataclass
-class TextReproduceSettings(Reproduction):
+class TextReproduceSettings(ReproductionSettings):
     """What ``reproduce`` was asked for a language-model table.
 
     Attributes:
