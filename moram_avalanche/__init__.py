@@ -131,7 +131,6 @@ _PUBLIC = {
     "code_similarity": "benchmarks.text_metrics",
     "trace": "benchmarks.text_trace",
     "TextReproduceSettings": "experiments.reproduce_text",
-    "reproduce_text": "experiments.reproduce_text",
     # experiments
     "AccuracyMatrix": "experiments.metrics",
     "run_stream": "experiments.runner",

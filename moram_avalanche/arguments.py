@@ -11,8 +11,8 @@ what is allowed and how to fix it, and the command exits with 2 (:func:`report_e
   strategies that declare it), each strategy's options with its
   ``--set`` values (:func:`~moram_avalanche.strategies.options.check_strategy_options`:
   names, types and ranges, nothing built), reference data the strategies take, the device
-  (``auto`` resolved), the data root, the output and cache folders (they must be writable),
-  and the settings an existing output folder was made with.
+  (``auto`` resolved), the data root and the cache folder (the output folder, and the
+  settings it was made with, are the run path's: checked once there, before anything is written).
 
 Nothing here branches on strategy names: what a strategy takes, it declares
 (:class:`~moram_avalanche.strategies.needs.StrategyNeeds`).
@@ -25,8 +25,7 @@ import errno
 import inspect
 import math
 import re
-from pathlib import Path
-from typing import Dict, List, Mapping
+from typing import List, Mapping
 
 from .utils.errors import UserError, user_message
 
@@ -108,15 +107,17 @@ def is_user_error(error: BaseException) -> bool:
 
 
 # ---------------------------------------------------------------- checks of run / compare
-def check_shared_arguments(args) -> None:
-    """The options ``run`` and ``compare`` share; resolves ``args.device`` in place."""
+def check_shared_arguments(args) -> str:
+    """The options ``run`` and ``compare`` share; returns ``--device`` resolved (``auto``: CUDA when
+    there is one)."""
     from .benchmarks import get_benchmark
     from .utils.devices import resolve_device
     from .utils.files import check_output_folder
     from .utils.paths import check_input_path
+    from .experiments.stream_arguments import NOT_PATHS
 
     builder = get_benchmark(args.benchmark)
-    args.device = resolve_device(args.device, "--device")
+    device = resolve_device(args.device, "--device")
     if args.data_root is not None:
         check_input_path(args.data_root, "--data-root", kind="dir",
                          fix="give the folder that holds the datasets (moram-avalanche check-data --root DIR "
@@ -129,9 +130,10 @@ def check_shared_arguments(args) -> None:
     check_fsdp_arguments(args)
     for option, value, kind in (("--ref-images", args.ref_images, "dir"),
                                 ("--ref-sentences", args.ref_sentences, "file")):
-        if value is not None and value not in ("synthetic", "none"):
+        if value is not None and value not in NOT_PATHS:
             check_input_path(value, option, kind=kind, fix="give an existing "
                              f"{'folder' if kind == 'dir' else 'file'}, or 'synthetic' for a small generated set")
+    return device
 
 
 def check_fsdp_arguments(args) -> None:
@@ -161,11 +163,6 @@ def check_sharding_strategy(args, name: str, needs) -> None:
                          f"for {name}")
 
 
-def data_roots(args) -> list:
-    """The folders a run reads data from, which no output folder may be, hold or lie inside."""
-    return [value for value in (args.data_root, args.ref_images) if value not in (None, "synthetic", "none")]
-
-
 def _needs_data_root(builder) -> bool:
     """Whether a benchmark builder reads from disk: its first parameter has no default."""
     first = next(iter(inspect.signature(builder).parameters.values()), None)
@@ -179,27 +176,26 @@ def _family(args) -> str:
     return benchmark_family(args.benchmark)
 
 
-def check_strategy_arguments(args, name: str, overrides: Mapping[str, object], *, set_prefix: str = "") -> dict:
-    """Check strategy ``name`` with the command line's budget and its ``--set`` values
-    (``set_prefix``: ``"moram."`` for ``compare``); returns the options checked."""
-    from .experiments.from_arguments import base_options
+def check_strategy_arguments(args, name: str, options: Mapping[str, object], overrides: Mapping[str, object], *,
+                             set_prefix: str = "") -> None:
+    """Check strategy ``name``'s ``options`` as the command line built them
+    (:func:`~moram_avalanche.experiments.from_arguments.command_options`; ``overrides``: its
+    ``--set`` values, ``set_prefix``: ``"moram."`` for ``compare``), the reference data it takes
+    described by their paths: the one check of a command line's strategy options, each mistake
+    named as it was given (``--set moram.topk=0``, else ``--strategy moram``)."""
     from .strategies.options import check_strategy_options
     from .strategies.registry import get_strategy
 
     cls = get_strategy(name, _family(args))
     needs = cls.needs
     check_sharding_strategy(args, name, needs)
-    options: Dict[str, object] = base_options(args, name, needs)
     references = needs.reference_arguments(images=args.ref_images, sentences=args.ref_sentences)
-    options.update(references)
-    options.update(overrides)
     try:
-        check_strategy_options(cls, options, unbuilt=tuple(references))
+        check_strategy_options(cls, {**references, **options}, unbuilt=tuple(references))
     except (TypeError, ValueError) as err:
         named = [key for key in overrides if _names(str(err), key)]
         where = f"--set {set_prefix}{named[0]}={overrides[named[0]]!r}" if named else f"--strategy {name}"
         raise _option_error(where, err) from None
-    return options
 
 
 def _names(message: str, option: str) -> bool:
@@ -230,34 +226,20 @@ def check_references_taken(args, names: List[str]) -> None:
                              f"{', '.join(strategies_taking(kind))}")
 
 
-def check_run_arguments(args, name: str, overrides: Mapping[str, object]) -> None:
-    """Everything ``run`` takes, before anything is loaded or written: the shared options, the
-    strategy with its ``--set`` values, and ``--log-dir`` (writable)."""
-    from .utils.paths import check_run_path
-
-    check_shared_arguments(args)
+def check_run_arguments(args, name: str, options: Mapping[str, object], overrides: Mapping[str, object]) -> None:
+    """Everything ``run`` takes, before anything is loaded or written (the shared options:
+    :func:`check_shared_arguments`, first): the strategy's options with its ``--set`` values, and
+    the reference data it takes (``--log-dir`` is the run path's:
+    :class:`~moram_avalanche.experiments.run_folder.RunFolder`)."""
     check_references_taken(args, [name])
-    check_strategy_arguments(args, name, overrides)
-    check_run_path(args.log_dir, "--log-dir", data_roots=data_roots(args))
+    check_strategy_arguments(args, name, options, overrides)
 
 
-def check_run_folder_arguments(args, run_settings: Mapping[str, object]) -> None:
-    """``--log-dir``: when it holds a run, one made with the same ``run_settings`` (the record's
-    ``run`` part) unless ``--no-resume``."""
-    from .experiments.runner import check_run_folder
-
-    if not args.no_resume:
-        log_dir = Path(args.log_dir)
-        check_run_folder(log_dir, {"run": run_settings}, keys=("run",), what=f"--log-dir {log_dir}")
-
-
-def check_compare_arguments(args, names: List[str], overrides: Mapping[str, Mapping[str, object]]) -> None:
-    """Everything ``compare`` takes, before anything is loaded or written: the shared options,
-    every strategy with its own ``--set`` values, and ``--out`` (writable)."""
+def check_compare_names(args, names: List[str], overrides: Mapping[str, Mapping[str, object]]) -> None:
+    """``compare``'s ``--strategies`` and ``--set`` names (after the shared options,
+    :func:`check_shared_arguments`): each strategy once and known, each ``--set`` one of theirs."""
     from .strategies.registry import get_strategy
-    from .utils.paths import check_compare_path
 
-    check_shared_arguments(args)
     if not names:
         raise ValueError("--strategies is empty: give comma-separated names, e.g. zeroshot,finetune,moram")
     repeated = sorted({n for n in names if names.count(n) > 1})
@@ -269,24 +251,159 @@ def check_compare_arguments(args, names: List[str], overrides: Mapping[str, Mapp
     if unknown:
         raise ValueError(f"--set names strategies that are not compared: {unknown} (compared: {names}); "
                          "write --set STRATEGY.KEY=VALUE with STRATEGY one of --strategies")
-    check_references_taken(args, names)
-    for name in names:
-        check_strategy_arguments(args, name, overrides.get(name, {}), set_prefix=f"{name}.")
-    check_compare_path(args.out, names, "--out", data_roots=data_roots(args))
 
 
-def check_comparison_folder_arguments(args, setup) -> None:
-    """``--out``: when it holds runs, ones made with the same shared settings unless ``--no-resume``."""
-    from .experiments.compare import check_comparison
+def check_compare_arguments(args, options: Mapping[str, Mapping[str, object]],
+                            overrides: Mapping[str, Mapping[str, object]]) -> None:
+    """Everything ``compare`` takes, before anything is loaded or written (after
+    :func:`check_compare_names`): every strategy's options with its own ``--set`` values, and the
+    reference data they take (``--out`` is the comparison's:
+    :func:`~moram_avalanche.experiments.compare.run_comparison`)."""
+    check_references_taken(args, list(options))
+    for name, given in options.items():
+        check_strategy_arguments(args, name, given, overrides.get(name, {}), set_prefix=f"{name}.")
 
-    if not args.no_resume:
-        out = Path(args.out)
-        check_comparison(out, setup, what=f"the comparison in --out {out}",
-                         fix="give the settings it was made with, another --out, or --no-resume to "
-                             "start the listed strategies over")
+
+# ---------------------------------------------------------------- each sub-command's checks
+def checked(args, **values) -> argparse.Namespace:
+    """A copy of the parsed ``args`` with checked ``values`` (resolved, built): what a sub-command
+    hands to :mod:`moram_avalanche.experiments.commands`. The parsed arguments are not changed."""
+    return argparse.Namespace(**{**vars(args), **values})
 
 
-__all__ = ["OneLineParser", "check_comparison_folder_arguments", "check_compare_arguments", "check_fsdp_arguments",
-           "check_references_taken", "check_sharding_strategy", "check_run_arguments", "check_run_folder_arguments",
+def parse_sets(items, *, prefixed: bool) -> dict:
+    """``--set [STRATEGY.]KEY=VALUE`` items -> ``{strategy or "": {key: value}}``.
+
+    Values are Python literals (numbers, strings, tuples, True/None); anything else is kept as
+    a string.
+    """
+    import ast
+
+    parsed = {}
+    for item in items or ():
+        target, sep, text = item.partition("=")
+        name, dot, key = target.rpartition(".") if prefixed else ("", "", target)
+        if not sep or not key.isidentifier() or (prefixed and not (dot and name)):
+            form = "STRATEGY.KEY=VALUE (e.g. moram.lr=1e-3)" if prefixed else "KEY=VALUE (e.g. topk=8)"
+            raise ValueError(f"--set {item!r}: expected {form}")
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = text
+        parsed.setdefault(name.lower(), {})[key] = value
+    return parsed
+
+
+def strategy_names(text: str) -> List[str]:
+    """Comma-separated strategy names, lower-cased."""
+    return [name.strip().lower() for name in text.split(",") if name.strip()]
+
+
+def check_demo(args) -> argparse.Namespace:
+    """``demo``: the family's demo (``--text``: the language models'), ``--full`` where it has one,
+    ``--out`` and ``--cache-dir`` writable, the device."""
+    from .experiments.families import family
+    from .utils.devices import resolve_device
+    from .utils.files import check_output_folder
+    from .utils.paths import check_compare_path
+
+    name = "text" if args.text else "clip"
+    demo = family(name).demo
+    if args.full and not demo.full_strategies:
+        raise ValueError(f"--full is no setting of {demo.title}, which runs {' and '.join(demo.strategies)}: "
+                         "leave --full out")
+    device = resolve_device(args.device, "--device")
+    strategies = demo.full_strategies if args.full else demo.strategies
+    out = args.out or demo.out
+    check_compare_path(out, strategies, "--out")
+    if args.cache_dir is not None:
+        check_output_folder(args.cache_dir, "--cache-dir")
+    return checked(args, family=name, device=device, out=out, strategies=strategies)
+
+
+def check_run(args) -> argparse.Namespace:
+    """``run``: the shared options, then the strategy's options (built once,
+    :func:`~moram_avalanche.experiments.from_arguments.command_options`) with its ``--set`` values."""
+    from .benchmarks import get_benchmark
+    from .experiments.from_arguments import command_options
+
+    get_benchmark(args.benchmark)  # an unknown name fails first
+    name = args.strategy.lower()
+    overrides = {name: parse_sets(args.set, prefixed=False).get("", {})}
+    device = check_shared_arguments(args)
+    options = {name: command_options(args, name, overrides[name])}
+    check_run_arguments(args, name, options[name], overrides[name])
+    return checked(args, device=device, options=options, overrides=overrides)
+
+
+def check_compare(args) -> argparse.Namespace:
+    """``compare``: the shared options, the strategies' names, then each one's options (built once)
+    with its own ``--set`` values."""
+    from .benchmarks import get_benchmark
+    from .experiments.from_arguments import command_options
+
+    get_benchmark(args.benchmark)  # an unknown name fails first
+    names = strategy_names(args.strategies)
+    overrides = parse_sets(args.set, prefixed=True)
+    device = check_shared_arguments(args)
+    check_compare_names(args, names, overrides)
+    options = {name: command_options(args, name, overrides.get(name, {})) for name in names}
+    check_compare_arguments(args, options, overrides)
+    return checked(args, device=device, options=options, overrides=overrides)
+
+
+def check_device(args) -> argparse.Namespace:
+    """``analyze``: ``--device`` resolved."""
+    from .utils.devices import resolve_device
+
+    return checked(args, device=resolve_device(args.device, "--device"))
+
+
+#: ``cost --tasks``: the most tasks a bank is grown to (the paper's streams have 10 or 11)
+MAX_COST_TASKS = 1000
+
+
+def task_numbers(text: str) -> List[int]:
+    """``cost --tasks``: task numbers >= 1 (at most :data:`MAX_COST_TASKS`), sorted, each once."""
+    from .utils.checks import check_int_range
+
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items or not all(t.isdigit() and int(t) >= 1 for t in items):
+        raise ValueError(f"--tasks must list task numbers >= 1, e.g. 1,5,10; got {text!r}")
+    for item in items:
+        check_int_range("--tasks", int(item), high=MAX_COST_TASKS,
+                        hint="each task grows every adapter and is timed; the paper's streams have 10 or 11")
+    return sorted({int(t) for t in items})
+
+
+def check_cost(args) -> argparse.Namespace:
+    """``cost``: the device, ``--out`` writable, ``--tasks``, the strategies and their ``--set`` values."""
+    from .utils.devices import resolve_device
+    from .utils.files import check_output_folder
+
+    device = resolve_device(args.device, "--device")
+    if args.out:
+        check_output_folder(args.out, "--out")
+    return checked(args, device=device, strategies=strategy_names(args.strategies), tasks=task_numbers(args.tasks),
+                   overrides=parse_sets(args.set, prefixed=True))
+
+
+def check_nothing(args) -> argparse.Namespace:
+    """``check-data``: its arguments are argparse's (a folder to read, one of the layouts)."""
+    return checked(args)
+
+
+def check_reproduce(args) -> argparse.Namespace:
+    """``reproduce TABLE``: a table of a family (:mod:`~moram_avalanche.experiments.families`) and
+    that family's settings from the command line (another family's flags refused)."""
+    from .experiments.reproduce import reproduction_of
+
+    return checked(args, settings=reproduction_of(args.table).settings(args))
+
+
+__all__ = ["MAX_COST_TASKS", "OneLineParser", "check_compare", "check_compare_arguments", "check_compare_names",
+           "check_cost", "check_demo", "check_device", "check_nothing", "check_reproduce", "check_run", "checked",
+           "parse_sets", "strategy_names", "task_numbers", "check_fsdp_arguments",
+           "check_references_taken", "check_sharding_strategy", "check_run_arguments",
            "check_shared_arguments", "check_strategy_arguments", "is_user_error", "nonnegative_int",
            "positive_float", "positive_int", "report_error", "share", "shots"]

@@ -6,7 +6,7 @@ built benchmark (the same seed before each), and writes, under ``out_dir``:
 
 * ``<strategy>/``: the run folder of :mod:`~moram_avalanche.experiments.run` (its record
   ``run.json``, ``results.json``, ``accuracy_matrix.csv`` / ``.png``, ``checkpoint.pt``,
-  ``memory.json``, ``time.json``, ``atom_usage.png``);
+  ``memory.json``, ``time.json``, and its plugins' pictures: MoRAM's ``atom_usage.png``);
 * ``tensorboard/<strategy>/``: each run's Avalanche TensorBoard log, and
   ``tensorboard/comparison/``: the table (text) and the side-by-side matrices (image), so
   ``tensorboard --logdir <out_dir>/tensorboard`` overlays every strategy's curves
@@ -45,8 +45,9 @@ from ..algorithms.data_parallel import barrier, is_main_process
 from ..utils.files import atomic_write_text, remove_temporaries
 from ..utils.lock import RunFolderLock
 from ..utils.paths import check_compare_path
-from .record import LEGACY_COMPARE_NAME, as_stored, differences
-from .run import Setup, check_folder, prepare_runs, recorded_runs, run_one
+from .record import CHECKED_BEFORE_BUILDING, LEGACY_COMPARE_NAME, as_stored, differences
+from .run import Setup, prepare_runs, recorded_runs, run_one
+from .run_folder import RunFolder
 
 logger = logging.getLogger(__name__)
 
@@ -74,43 +75,44 @@ def check_comparison(out_dir, setup: Setup, *, what: Optional[str] = None, fix: 
 
 
 def run_comparison(setup: Setup, strategies: Sequence[str], out_dir, *, resume: bool = True,
-                   progress: bool = True, tables=None) -> Dict[str, dict]:
+                   progress: bool = True, tables=None, what: str = "out_dir") -> Dict[str, dict]:
     """Run ``strategies`` (registry names) under ``setup``; returns ``{name: report}``.
 
     A report is ``results.json``'s content plus ``memory`` and ``time``. ``tables``: what
-    :func:`write_comparison` writes (default: the setup family's,
-    :data:`~moram_avalanche.experiments.tables.FAMILY_TABLES`: the paper-style CLIP tables, or
-    OP / BWT per strategy for language models).
+    :func:`write_comparison` writes (default: the setup's, :attr:`~.run.Setup.tables`: the
+    paper-style CLIP tables, or OP / BWT per strategy for language models). ``what``: how the user named ``out_dir``
+    (``--out``), for messages.
     """
     from ..strategies.registry import get_strategy
 
     names = _strategy_names(strategies, lambda name: get_strategy(name, setup.family))
-    out_dir = check_compare_path(out_dir, names, "out_dir")
-    prepared = _checked(setup, names, out_dir, resume)  # before anything is written, the folder included
+    out_dir = check_compare_path(out_dir, names, what, data_roots=setup.data_roots)
+    folders = {name: RunFolder(out_dir / name) for name in names}
+    prepared = _checked(setup, folders, out_dir, resume)  # before anything is written, the folder included
     lock = RunFolderLock(out_dir, "the comparison folder").acquire() if is_main_process() else None
     try:
-        _checked(setup, names, out_dir, resume, prepared)  # again, now that no other process writes here
-        return _run_comparison(setup, names, out_dir, resume, progress, prepared, tables)
+        _checked(setup, folders, out_dir, resume, prepared)  # again, now that no other process writes here
+        return _run_comparison(setup, folders, out_dir, resume, progress, prepared, tables)
     finally:
         if lock is not None:
             lock.release()
 
 
-def _checked(setup: Setup, names: list, out_dir: Path, resume: bool, prepared=None) -> dict:
+def _checked(setup: Setup, folders: Dict[str, RunFolder], out_dir: Path, resume: bool, prepared=None) -> dict:
     """Every strategy prepared (:func:`~moram_avalanche.experiments.run.prepare_runs`) and, when
     resuming, the folder's runs checked against the setup."""
     if resume:
         check_comparison(out_dir, setup)
-    prepared = prepared or prepare_runs(setup, names)
+    prepared = prepared or prepare_runs(setup, list(folders))
     if resume:
-        for name in names:
-            check_folder(out_dir / name, prepared[name], what=f"{name} in {out_dir}",
-                         fix=f"delete {out_dir / name} to run it again with these, or start the "
-                             "comparison over (--no-resume, resume=False)")
+        for name, folder in folders.items():
+            folder.compare(prepared[name].record, CHECKED_BEFORE_BUILDING, what=f"{name} in {out_dir}",
+                           fix=f"delete {folder.path} to run it again with these, or start the "
+                               "comparison over (--no-resume, resume=False)")
     return prepared
 
 
-def _run_comparison(setup: Setup, names: list, out_dir: Path, resume: bool, progress: bool,
+def _run_comparison(setup: Setup, folders: Dict[str, RunFolder], out_dir: Path, resume: bool, progress: bool,
                     prepared: dict, tables=None) -> Dict[str, dict]:
     main = is_main_process()  # rank 0 of a data-parallel run writes; the others only train
     barrier()  # every process has checked the stored records before rank 0 writes
@@ -118,22 +120,19 @@ def _run_comparison(setup: Setup, names: list, out_dir: Path, resume: bool, prog
         remove_temporaries(out_dir)
         (out_dir / LEGACY_COMPARE_NAME).unlink(missing_ok=True)
     results = {}
-    for name in names:
-        run_dir = out_dir / name
+    for name, folder in folders.items():
         if not resume and main:
-            shutil.rmtree(run_dir, ignore_errors=True)
+            shutil.rmtree(folder.path, ignore_errors=True)
         barrier()
-        done = _complete_report(run_dir) if resume else None
+        done = _complete_report(folder.path) if resume else None
         if done is not None:
-            logger.info("%s: complete in %s, not run again", name, run_dir)
+            logger.info("%s: complete in %s, not run again", name, folder.path)
             results[name] = done
             continue
-        results[name] = run_one(setup, name, prepared[name], run_dir, tb_dir=out_dir / "tensorboard" / name,
+        results[name] = run_one(setup, name, prepared[name], folder, tb_dir=out_dir / "tensorboard" / name,
                                 resume=resume, progress=progress)
     if main:
-        from .tables import FAMILY_TABLES
-
-        write_comparison(results, out_dir, tables or FAMILY_TABLES.get(setup.family))
+        write_comparison(results, out_dir, tables or setup.tables)
     return results
 
 

@@ -37,7 +37,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -50,6 +49,8 @@ from tqdm.auto import tqdm
 
 from ..strategies.moram_setting import MORAM
 from ..utils.files import atomic_write, atomic_write_text, remove_temporaries
+from .demos import run_family_demo
+from .family import Demo
 
 logger = logging.getLogger(__name__)
 
@@ -96,10 +97,6 @@ class DemoConfig:
                    batch_size=16, train_size=14, test_size=14, atoms_per_task=4, topk=4,
                    baseline_warmup=2, zscl_average_every=2, distill_batch_size=8, reference_images=16,
                    reference_sentences=20, ae_iterations=4, ae_reference_iterations=4)
-
-
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("MORAM_AVALANCHE_CACHE", Path.home() / ".cache" / "moram-avalanche"))
 
 
 def register_tiny_clip(cache_dir) -> str:
@@ -186,24 +183,28 @@ FULL_DEMO_STRATEGIES = ("zeroshot", "finetune", "wiseft", "lwf", "zscl", "moe-ad
 def run_demo(out_dir, *, cache_dir=None, config: Optional[DemoConfig] = None,
              strategies=DEMO_STRATEGIES, progress: bool = True, device: str = "cpu") -> Dict[str, dict]:
     """Run the demo (a :func:`~moram_avalanche.experiments.compare.run_comparison` on the synthetic
-    stream); returns ``{strategy: results.json content + {"memory": ..., "time": ...}}``.
+    stream, :func:`~moram_avalanche.experiments.demos.run_family_demo`); returns ``{strategy:
+    results.json content + {"memory": ..., "time": ...}}``.
 
     ``strategies``: :data:`DEMO_STRATEGIES` (default) or :data:`FULL_DEMO_STRATEGIES` (any
     registered names). Run again in the same ``out_dir``, finished strategies are not run again
     and others join the table; a folder holding a demo made with other settings (another
     version's :class:`DemoConfig`) is started over, with a warning.
     """
+    return run_family_demo(DEMO, out_dir, cache_dir=cache_dir, config=config, strategies=strategies,
+                           progress=progress, device=device)
+
+
+def demo_setup(config: DemoConfig, cache_dir, device: str, progress: bool = True):
+    """The :class:`~.run.Setup` of the demo's runs: the tiny CLIP pre-trained once (cached in
+    ``cache_dir``), the synthetic stream at the demo's sizes, each strategy's demo options
+    (:func:`demo_options`)."""
     from ..benchmarks.synthetic import synthetic
     from ..clip.load import load_clip
-    from ..utils.devices import resolve_device
-    from .compare import check_comparison, run_comparison
     from .run import Setup
 
-    config = config or DemoConfig()
-    device = resolve_device(device)
-    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     weights = pretrained_tiny_clip(cache_dir, config, progress=progress)
-    setup = Setup(
+    return Setup(
         make_model=lambda: load_clip(TINY_NAME, pretrained=str(weights)),
         make_benchmark=lambda train_tf, eval_tf: synthetic(
             train_size=config.train_size, test_size=config.test_size, seed=config.seed,
@@ -212,14 +213,11 @@ def run_demo(out_dir, *, cache_dir=None, config: Optional[DemoConfig] = None,
         settings={"demo": asdict(config), "model": TINY_NAME, "weights": Path(weights).name},
         seed=config.seed, device=device, environment={"cache_dir": str(cache_dir), "device": device},
     )
-    try:
-        check_comparison(out_dir, setup)
-        resume = True
-    except ValueError:
-        resume = False
-        logger.warning("%s holds a demo made with other settings: starting it over", out_dir)
-    results = run_comparison(setup, strategies, out_dir, progress=progress, resume=resume)
-    return results
+
+
+#: the CLIP family's demo (:func:`~moram_avalanche.experiments.demos.run_family_demo`)
+DEMO = Demo(title="the demo", strategies=DEMO_STRATEGIES, full_strategies=FULL_DEMO_STRATEGIES, out="runs/demo",
+            config=DemoConfig, key="demo", prepare=demo_setup, context=lambda config: contextlib.nullcontext())
 
 
 def demo_options(name: str, config: DemoConfig, eval_transform) -> dict:
@@ -246,5 +244,5 @@ def demo_options(name: str, config: DemoConfig, eval_transform) -> dict:
     return kwargs
 
 
-__all__ = ["DEMO_STRATEGIES", "FULL_DEMO_STRATEGIES", "TINY_CONFIG", "TINY_NAME", "DemoConfig", "default_cache_dir",
-           "demo_options", "pretrained_tiny_clip", "register_tiny_clip", "run_demo"]
+__all__ = ["DEMO", "DEMO_STRATEGIES", "FULL_DEMO_STRATEGIES", "TINY_CONFIG", "TINY_NAME", "DemoConfig",
+           "demo_options", "demo_setup", "pretrained_tiny_clip", "register_tiny_clip", "run_demo"]

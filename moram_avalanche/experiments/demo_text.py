@@ -11,11 +11,11 @@
    ``cache_dir/moram-text-tiny-t5-<hash of the settings>/`` (written to a temporary folder, then
    renamed; a manifest with each file's SHA-256 tells a complete folder from a damaged one,
    which is pre-trained again with a warning), the cache folder of the CLIP demo
-   (:func:`~moram_avalanche.experiments.demo.default_cache_dir`).
+   (:func:`~moram_avalanche.experiments.demos.default_cache_dir`).
 2. SeqLoRA (``seq-lora``) and MoRAM (``moram``, the paper's LLM options) learn the five tasks
    of ``synthetic-text`` in turn through the one run path
    (:func:`~moram_avalanche.experiments.compare.run_comparison` with a text :class:`Setup`, the
-   model loaded as ``--model`` folders are: :func:`~.from_arguments.text_model_loader`):
+   model loaded as ``--model`` folders are: :func:`~.text_family.model_loader`):
    resumable per strategy, each writing ``results.json``, ``accuracy_matrix.csv`` / ``.png``,
    ``memory.json`` and ``time.json`` under ``out_dir/<strategy>/`` and its TensorBoard log
    under ``out_dir/tensorboard/<strategy>/``. Their options at the demo's budget are the app's
@@ -64,7 +64,9 @@ from tqdm.auto import tqdm
 from ..benchmarks.synthetic_text import FILLER, SYNTHETIC_TASKS, synthetic_text_tasks
 from ..benchmarks.text_tasks import olora_prompt
 from ..utils.files import atomic_write_text
-from .demo import default_cache_dir
+from .demos import run_family_demo
+from .family import Demo
+from .loaders import text_model_loader
 
 logger = logging.getLogger(__name__)
 
@@ -338,22 +340,21 @@ def _pretrain(config: TextDemoConfig, staging: Path, cache_dir: Path, progress: 
 # ---------------------------------------------------------------- the run
 def text_demo_setup(config: TextDemoConfig, model_folder: Path, device: str, cache_dir: Path):
     """The :class:`~.run.Setup` of the demo's runs: the cached model loaded as a ``--model``
-    folder is (:func:`~.from_arguments.text_model_loader`), the ``synthetic-text`` benchmark
+    folder is (:func:`~.loaders.text_model_loader`), the ``synthetic-text`` benchmark
     at the demo's sizes, the recipes of :data:`~.recipes.TEXT_DEMO_OPTIONS`."""
     from ..benchmarks import get_benchmark
-    from .from_arguments import text_model_loader
     from .run import Setup
 
     build = get_benchmark("synthetic-text")
     return Setup(
-        make_model=text_model_loader(SimpleNamespace(model=str(model_folder), device=device)),
+        make_model=text_model_loader(SimpleNamespace(model=str(model_folder)), device),
         make_benchmark=lambda train_tf, eval_tf: build(
             None, seed=config.seed, train_per_label=config.train_per_label,
             test_per_label=config.test_per_label, words=config.words),
         options=lambda name, eval_tf: text_demo_options(name, config),
         settings={"benchmark": "synthetic-text", "text_demo": asdict(config), "model": model_folder.name},
         seed=config.seed, device=device, environment={"cache_dir": str(cache_dir), "device": device},
-        family="text")
+        family="text", tables=text_demo_tables(config, model_folder))
 
 
 def text_demo_options(name: str, config: TextDemoConfig) -> dict:
@@ -385,49 +386,36 @@ def text_demo_tables(config: TextDemoConfig, model_folder: Path):
     return Tables(TEXT_TABLES.markdown, TEXT_TABLES.csv, lambda results: TEXT_TABLES.summary(results) + "\n" + notes)
 
 
-def check_text_demo_folder(out_dir, setup) -> bool:
-    """Whether to resume in ``out_dir``: True when it is new or holds this text demo's runs;
-    False (start over, with a warning) when it holds a text demo made with other settings; a
-    ValueError when it holds other runs (the CLIP demo's, a comparison's), which starting over
-    would delete."""
-    from .compare import check_comparison
-    from .run import recorded_runs
-
-    others = sorted(name for name, record in recorded_runs(out_dir).items()
-                    if "text_demo" not in dict(record.get("run") or {}))
-    if others:
-        raise ValueError(f"{out_dir} holds runs that are not the text demo's ({', '.join(others)}): give "
-                         "the text demo another --out (default: runs/demo-text)")
-    try:
-        check_comparison(out_dir, setup)
-        return True
-    except ValueError:
-        logger.warning("%s holds a text demo made with other settings: starting it over", out_dir)
-        return False
-
-
 def run_demo_text(out_dir, *, cache_dir=None, config: Optional[TextDemoConfig] = None,
                   strategies: Sequence[str] = TEXT_DEMO_STRATEGIES, progress: bool = True,
                   device: str = "cpu") -> Dict[str, dict]:
-    """Run the text demo (module docstring); returns ``{strategy: results.json content +
-    {"memory": ..., "time": ...}}``.
+    """Run the text demo (module docstring; :func:`~moram_avalanche.experiments.demos.run_family_demo`);
+    returns ``{strategy: results.json content + {"memory": ..., "time": ...}}``.
 
     Run again in the same ``out_dir``, finished strategies are not run again and an interrupted
     one continues from its checkpoint; a folder holding a text demo made with other settings
     (another :class:`TextDemoConfig`) is started over, with a warning.
     """
-    from ..utils.devices import resolve_device
-    from .compare import run_comparison
+    return run_family_demo(TEXT_DEMO, out_dir, cache_dir=cache_dir, config=config, strategies=strategies,
+                           progress=progress, device=device)
 
-    config = config or TextDemoConfig()
-    device = resolve_device(device)
-    cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+
+def prepare_text_demo(config: TextDemoConfig, cache_dir: Path, device: str, progress: bool = True):
+    """The text demo's :class:`~.run.Setup`: the tiny T5 pre-trained once (cached) and its runs'
+    setup (:func:`text_demo_setup`, whose tables add the chance levels: :func:`text_demo_tables`)."""
+    return text_demo_setup(config, pretrained_tiny_t5(cache_dir, config, progress=progress), device, cache_dir)
+
+
+@contextlib.contextmanager
+def text_demo_context(config: TextDemoConfig):
+    """The demo's surroundings: ``config.threads`` CPU threads, no ``transformers`` progress bars."""
     with _quiet_transformers(), _threads(config.threads):
-        folder = pretrained_tiny_t5(cache_dir, config, progress=progress)
-        setup = text_demo_setup(config, folder, device, cache_dir)
-        resume = check_text_demo_folder(out_dir, setup)
-        return run_comparison(setup, strategies, out_dir, progress=progress, resume=resume,
-                              tables=text_demo_tables(config, folder))
+        yield
+
+
+#: the language-model family's demo (:func:`~moram_avalanche.experiments.demos.run_family_demo`)
+TEXT_DEMO = Demo(title="the text demo", strategies=TEXT_DEMO_STRATEGIES, full_strategies=(), out="runs/demo-text",
+                 config=TextDemoConfig, key="text_demo", prepare=prepare_text_demo, context=text_demo_context)
 
 
 @contextlib.contextmanager
@@ -455,7 +443,8 @@ def _quiet_transformers():
             hf_logging.enable_progress_bar()
 
 
-__all__ = ["MANIFEST", "PRETRAIN_TASKS", "TEXT_DEMO_STRATEGIES", "TINY_T5_NAME", "TextDemoConfig", "chance",
-           "check_text_demo_folder", "damage", "label_pool", "pretrained_tiny_t5", "pretraining_pairs",
-           "pretraining_settings", "run_demo_text", "stream_tasks", "text_demo_options", "text_demo_setup",
+__all__ = ["MANIFEST", "PRETRAIN_TASKS", "TEXT_DEMO", "TEXT_DEMO_STRATEGIES", "TINY_T5_NAME", "TextDemoConfig", "chance",
+           "damage", "label_pool", "prepare_text_demo", "pretrained_tiny_t5", "pretraining_pairs",
+           "pretraining_settings", "run_demo_text", "stream_tasks", "text_demo_context", "text_demo_options",
+           "text_demo_setup",
            "text_demo_tables", "tiny_t5_config", "vocabulary", "word_tokenizer"]

@@ -47,6 +47,8 @@ BLOCK_METRICS = {"CLIP": "diagonal", "Transfer": "transfer", "Average": "average
 SUMMARY_METRICS = {"Transfer": "transfer", "Average": "average", "Last": "last"}
 #: the mean column of a per-domain table (the paper's "Average")
 MEAN_COLUMN = "Average"
+#: a stream kind -> its domain orders
+STREAM_ORDERS = {"xtail": XTAIL_ORDERS, "mtil": MTIL_ORDERS}
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ class Protocol:
 
     @property
     def domains(self) -> Tuple[str, ...]:
-        return tuple((XTAIL_ORDERS if self.benchmark == "xtail" else MTIL_ORDERS)[self.order])
+        return tuple(STREAM_ORDERS[self.benchmark][self.order])
 
     def stream_options(self) -> Dict[str, Any]:
         """The builder's keyword arguments (the seed is the run's)."""
@@ -303,6 +305,8 @@ TABLES: Dict[str, TableSpec] = {spec.name: spec for spec in (
 
 #: every table, in the order ``reproduce all`` runs them
 TABLE_NAMES = tuple(TABLES)
+#: the values ``reproduce``'s TABLE takes for the CLIP tables
+TABLE_CHOICES = (*TABLE_NAMES, "all")
 
 
 def get_table(name: str) -> TableSpec:
@@ -320,4 +324,4 @@ def resolve_tables(name: str) -> Tuple[TableSpec, ...]:
 
 __all__ = ["BLOCK_METRICS", "MEAN_COLUMN", "find_method", "MTIL_5SHOT", "Method", "NOT_IN_LIBRARY",
            "ORDER2_NAMES_OVER_ORDER1_VALUES", "Protocol", "SUMMARY_METRICS", "SWEEP_GRID", "TABLES",
-           "TABLE_NAMES", "TableSpec", "XTAIL_ORDER1", "XTAIL_ORDER2", "get_table", "resolve_tables"]
+           "TABLE_CHOICES", "TABLE_NAMES", "TableSpec", "XTAIL_ORDER1", "XTAIL_ORDER2", "get_table", "resolve_tables"]

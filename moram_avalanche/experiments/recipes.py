@@ -253,7 +253,7 @@ def cost_options(name: str) -> Dict[str, Any]:
 def check_recipes(paper: Mapping[str, Mapping[str, Any]] = PAPER_OPTIONS,
                   reference_paths: Mapping[str, Mapping[str, str]] = REFERENCE_PATHS) -> None:
     """Every recipe names a registered strategy, and reference paths only kinds it takes
-    (ValueError). Run on import."""
+    (ValueError). Run by the tests (nothing runs on import)."""
     from ..strategies.registry import all_strategies
 
     known = all_strategies()
@@ -270,8 +270,6 @@ def check_recipes(paper: Mapping[str, Mapping[str, Any]] = PAPER_OPTIONS,
             raise ValueError(f"reference_paths names kinds the strategy does not take: {stray} "
                              f"({name} references: {takes})")
 
-
-check_recipes()
 
 # ------------------------------------------------------------------ text streams' own settings
 # (the language-model family's streams, tables and presets, with their sources: .text_recipes)

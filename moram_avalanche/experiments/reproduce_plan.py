@@ -17,9 +17,9 @@ release's single ``--seed`` does.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from ..strategies.registry import get_strategy
 from .paper_tables import Protocol, TableSpec
@@ -66,7 +66,15 @@ def checked_budget_and_seeds(iterations: Optional[int], seeds) -> Optional[Tuple
     return seeds
 
 
-class Reproduction:
+def parse_seeds(text: str) -> Tuple[int, ...]:
+    """``"42,43,44"`` -> ``(42, 43, 44)``; a clear error for anything else."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts or not all(part.isdigit() for part in parts):
+        raise ValueError(f"--seeds must be comma-separated non-negative integers, e.g. 42,43,44; got {text!r}")
+    return tuple(int(part) for part in parts)
+
+
+class ReproductionSettings:
     """What every reproduction's settings share (the CLIP tables' and the language models'):
     ``out``, ``seeds``, ``iterations`` and ``rehearse`` checked and read the same way."""
 
@@ -85,7 +93,7 @@ class Reproduction:
 
 
 @dataclass
-class ReproduceSettings(Reproduction):
+class ReproduceSettings(ReproductionSettings):
     """What ``reproduce`` was asked (the command line's options).
 
     Attributes:
@@ -125,12 +133,11 @@ class ReproduceSettings(Reproduction):
         return REHEARSAL_TEST_SHOTS if self.rehearse else None
 
 
-@dataclass
-class PlannedRun:
+class PlannedRun(NamedTuple):
     """A run and the table rows it serves."""
 
     run: Run
-    used_by: List[str] = field(default_factory=list)
+    used_by: List[str]
 
 
 def table_seeds(spec: TableSpec, settings: ReproduceSettings) -> Tuple[int, ...]:
@@ -154,7 +161,7 @@ def plan(specs: Sequence[TableSpec], settings: ReproduceSettings) -> List[Planne
     for spec in specs:
         for label in dict.fromkeys(label for _, label in spec.table_rows()):
             for run in method_runs(spec, label, settings):
-                entry = planned.setdefault(run, PlannedRun(run))
+                entry = planned.setdefault(run, PlannedRun(run, []))
                 entry.used_by.append(f"{spec.name}: {label}")
     return list(planned.values())
 
@@ -312,6 +319,82 @@ def format_plan(specs: Sequence[TableSpec], settings: ReproduceSettings, planned
     return "\n".join(lines)
 
 
-__all__ = ["PlannedRun", "REHEARSAL_ITERATIONS", "Reproduction", "checked_budget_and_seeds", "REHEARSAL_TEST_SHOTS", "ReproduceSettings", "Run",
-           "files_needed", "format_plan", "format_run", "method_runs", "plan", "reference_sources",
+def check_needs(specs: Sequence[TableSpec], settings: ReproduceSettings, planned: Sequence[PlannedRun]) -> None:
+    """Raise one ValueError naming everything the plan needs that is not on disk."""
+    from ..benchmarks.check import check_data
+
+    if settings.data_root is None:
+        raise ValueError("reproduce needs the datasets: give --data-root DIR (or --paper for the "
+                         "paper's numbers alone, --dry-run for the plan)")
+    root = Path(settings.data_root).expanduser()
+    if not root.is_dir():
+        raise ValueError(f"--data-root {root} is not a folder")
+    problems: List[str] = _model_problems(settings)
+    for kind in dict.fromkeys(entry.run.protocol.benchmark for entry in planned):
+        reports = check_data(root, kind, progress=settings.progress)
+        problems += [f"{kind} domain {r.name}: {r.status} -- {r.message.splitlines()[0] if r.message else ''}"
+                     for r in reports if not r.usable]
+    for entry in planned:
+        for what, path in files_needed(entry.run, settings).items():
+            if not Path(path).expanduser().exists():
+                problems.append(f"{what}: {path} does not exist")
+    problems = list(dict.fromkeys(problems))
+    if problems:
+        raise ValueError(
+            f"cannot reproduce {', '.join(s.name for s in specs)}: {len(problems)} thing(s) missing; "
+            "nothing was run.\n  " + "\n  ".join(problems) +
+            f"\n`moram-avalanche check-data --root {root}` details the datasets; `reproduce --dry-run` "
+            "lists everything each run reads (--ref-images / --ref-sentences give the reference "
+            "data elsewhere).")
+
+
+def _model_problems(settings: ReproduceSettings) -> List[str]:
+    """The model name and its weights: a known name; a known tag or an existing file."""
+    import open_clip
+
+    if settings.model not in open_clip.list_models():
+        return [f"model {settings.model!r} is not an open_clip model name (the paper: ViT-B-16)"]
+    pretrained = settings.pretrained
+    if not pretrained or pretrained.lower() == "none" or open_clip.get_pretrained_cfg(settings.model, pretrained):
+        return []
+    if not Path(pretrained).expanduser().is_file():
+        return [f"--pretrained {pretrained}: neither a tag of {settings.model} "
+                f"({', '.join(open_clip.list_pretrained_tags_by_model(settings.model)) or 'none'}) "
+                "nor an existing file"]
+    return []
+
+
+def run_setup(run: Run, settings: ReproduceSettings):
+    """The :class:`~moram_avalanche.experiments.compare.Setup` of one run."""
+    from ..benchmarks.reference_sets import reference_data
+    from ..clip.load import load_clip
+    from .run import Setup
+
+    from ..benchmarks import get_benchmark
+
+    needs = get_strategy(run.strategy).needs
+    builder = get_benchmark(run.protocol.builder)
+    stream = {**run.protocol.stream_options(), "seed": run.seed}
+    if settings.test_shots is not None:
+        stream["test_shots"] = settings.test_shots
+    options, sources = run_options(run, settings), reference_sources(run, settings)
+    pretrained = None if not settings.pretrained or settings.pretrained.lower() == "none" else settings.pretrained
+
+    def make_options(name, eval_transform):
+        kwargs = dict(options)
+        if sources:
+            kwargs.update(needs.reference_arguments(**reference_data(eval_transform, **sources)))
+        return kwargs
+
+    return Setup(
+        make_model=lambda: load_clip(settings.model, pretrained=pretrained, device=settings.device,
+                                     weights_origin=settings.weights_origin),
+        make_benchmark=lambda train_tf, eval_tf: builder(settings.data_root, train_transform=train_tf,
+                                                         eval_transform=eval_tf, **stream),
+        options=make_options, settings=run_settings(run, settings), seed=run.seed,
+        device=settings.device, num_workers=settings.num_workers)
+
+
+__all__ = ["parse_seeds", "PlannedRun", "REHEARSAL_ITERATIONS", "ReproductionSettings", "checked_budget_and_seeds", "REHEARSAL_TEST_SHOTS", "ReproduceSettings", "Run",
+           "check_needs", "files_needed", "run_setup", "format_plan", "format_run", "method_runs", "plan", "reference_sources",
            "run_options", "run_settings", "table_seeds"]

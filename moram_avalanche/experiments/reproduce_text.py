@@ -45,20 +45,17 @@ minutes, offline, before a GPU-day.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ..utils.files import atomic_write_text
+from ..utils.names import lookup
 from .paper_numbers import PaperNumbers, load_paper_numbers
 from .paper_tables import NOT_IN_LIBRARY, Method, find_method
-from .reproduce_plan import REHEARSAL_ITERATIONS, Reproduction
+from .reproduce_plan import REHEARSAL_ITERATIONS, ReproductionSettings
 from .seeding import RELEASE_SEED
-
-logger = logging.getLogger(__name__)
 
 #: rehearsals: examples per task (training, test); the steps per task are the CLIP tables'
 #: (:data:`~.reproduce_plan.REHEARSAL_ITERATIONS`)
@@ -92,6 +89,197 @@ class TextProtocol:
 
     key: str
     description: str
+
+
+def _paper_cell(paper_row, column: str):
+    """A :class:`~.reproduce_report.Cell` holding the paper's number of ``column`` (if any)."""
+    from .reproduce_report import Cell
+
+    cell, paper = Cell(), paper_row.cell(column)
+    if paper is not None:
+        cell.paper, cell.paper_std = paper.mean, paper.std
+    return cell
+
+
+def _mean_over_seeds(cell, values) -> None:
+    """``cell`` holds the mean (and sample std) of ``values``, one per seed, when every one is there."""
+    if values and all(v is not None for v in values):
+        cell.ours, cell.seeds = float(np.mean(values)), len(values)
+        cell.ours_std = float(np.std(values, ddof=1)) if len(values) > 1 else None
+
+
+class TextStream:
+    """How a language-model table's runs read their stream: a protocol of the text family, by
+    ``--benchmark`` name (:data:`TEXT_STREAMS`). The table, its plan and its report ask it, so no
+    code branches on the stream's name."""
+
+    #: the ``--benchmark`` name of the stream
+    benchmark = ""
+    #: whether the data has a layout to choose (``--layout``)
+    has_layout = False
+
+    def columns(self, spec) -> Tuple[str, ...]:
+        raise NotImplementedError
+
+    def protocol(self, spec) -> TextProtocol:
+        raise NotImplementedError
+
+    def orders(self, spec) -> Tuple[Optional[int], ...]:
+        """The orders a method runs on, one run each (None: the stream's one order)."""
+        return (None,)
+
+    def run_key(self, run) -> str:
+        """The folder name of a run's protocol."""
+        raise NotImplementedError
+
+    def where(self, run) -> str:
+        """A run's order, in words."""
+        raise NotImplementedError
+
+    def record(self, run, settings) -> Dict[str, Any]:
+        """The stream part of a run's record."""
+        raise NotImplementedError
+
+    def build(self, run, settings):
+        """The run's benchmark (capped in a rehearsal)."""
+        raise NotImplementedError
+
+    def plan_lines(self, spec) -> List[str]:
+        """What ``--dry-run`` says of the stream of ``spec``."""
+        return []
+
+    def task_reports(self, specs, settings) -> list:
+        """``check-data``'s reports of every task ``specs`` read."""
+        raise NotImplementedError
+
+    def cells(self, spec, paper_row, runs, reports) -> Dict[str, Any]:
+        """``{column: Cell}`` of a row: the paper's numbers, and ours from ``reports`` (``{run:
+        results.json}``; None when the row did not run)."""
+        raise NotImplementedError
+
+
+class LmClStream(TextStream):
+    """``lm-cl``: the standard CL benchmark of language models, one run per order; a cell is the
+    average accuracy after the last task (:func:`cell_of`), the last column their mean."""
+
+    benchmark = "lm-cl"
+    has_layout = True
+
+    def columns(self, spec) -> Tuple[str, ...]:
+        return (*(f"Order {order}" for order in spec.orders), "Average")
+
+    def protocol(self, spec) -> TextProtocol:
+        from ..benchmarks.text_tasks import ORDERS
+
+        orders = "; ".join(f"order {o}: {', '.join(ORDERS[o])}" for o in spec.orders)
+        return TextProtocol(f"lm-cl-{_slug(spec.model)}",
+                            f"the standard CL benchmark of language models (O-LoRA's CL_Benchmark or the "
+                            f"release's LLM-CL-Benchmark; --benchmark lm-cl), {orders}; one epoch per task; "
+                            f"cell: average exact-match accuracy over every task after the last (%)")
+
+    def orders(self, spec) -> Tuple[Optional[int], ...]:
+        return spec.orders
+
+    def run_key(self, run) -> str:
+        return f"lm-cl-order{run.order}-{_slug(run.model)}"
+
+    def where(self, run) -> str:
+        return f"order {run.order}"
+
+    def record(self, run, settings) -> Dict[str, Any]:
+        return {"order": run.order, "layout": settings.layout, "task_prefix": True}
+
+    def build(self, run, settings):
+        from ..benchmarks.text_stream import lm_cl
+
+        limits = dict(train_limit=REHEARSAL_TRAIN, test_limit=REHEARSAL_TEST) if settings.rehearse else {}
+        return lm_cl(settings.data_root, run.order, layout=settings.layout, seed=run.seed, **limits)
+
+    def plan_lines(self, spec) -> List[str]:
+        from ..benchmarks.text_tasks import ORDERS
+
+        return [f"  order {order}: {', '.join(ORDERS[order])}" for order in spec.orders]
+
+    def task_reports(self, specs, settings) -> list:
+        from ..benchmarks.text_tasks import ORDERS, check_text_data
+
+        wanted = list(dict.fromkeys(task for spec in specs for order in spec.orders for task in ORDERS[order]))
+        return check_text_data(settings.data_root, settings.layout, wanted) if wanted else []
+
+    def cells(self, spec, paper_row, runs, reports) -> Dict[str, Any]:
+        cells, order_means = {}, []
+        for column, order in zip(spec.columns, (*spec.orders, None)):
+            cell = _paper_cell(paper_row, column)
+            if reports is not None:
+                if order is None:  # the mean over the orders (of the per-order means)
+                    values = order_means if len(order_means) == len(spec.orders) else []
+                    cell.ours = float(np.mean(values)) if values else None
+                    cell.seeds = min((c.seeds for c in cells.values()), default=0)
+                else:
+                    _mean_over_seeds(cell, [cell_of(reports[run]) for run in runs if run.order == order])
+                    if cell.ours is not None:
+                        order_means.append(cell.ours)
+            cells[column] = cell
+        return cells
+
+
+class TraceStream(TextStream):
+    """``trace``: TRACE's eight tasks in TRACE's order, one run; its columns are the paper's OP
+    and BWT and the release's BWT (:data:`TRACE_COLUMNS`), each a mean over seeds."""
+
+    benchmark = "trace"
+
+    def columns(self, spec) -> Tuple[str, ...]:
+        return tuple(TRACE_COLUMNS)
+
+    def protocol(self, spec) -> TextProtocol:
+        from ..benchmarks.text_trace import TRACE_METRICS, TRACE_ORDER
+
+        return TextProtocol("trace", "TRACE (8 tasks in TRACE's order: " + ", ".join(
+            f"{t} ({TRACE_METRICS[t]})" for t in TRACE_ORDER) + "; --benchmark trace); the paper's TRACE "
+            "setting (lr 5e-4, batch 4, context 1024, bf16; MoRAM r 16, k 16, tau 0.03, delta 0.2) with the "
+            "release's decoding and q, k, v, o targets; "
+            "OP: mean of the last row, BWT: mean forgetting of the earlier tasks (lower is better)")
+
+    def run_key(self, run) -> str:
+        return f"trace-{_slug(run.model)}"
+
+    def where(self, run) -> str:
+        return "TRACE"
+
+    def record(self, run, settings) -> Dict[str, Any]:
+        return {"order": "TRACE"}
+
+    def build(self, run, settings):
+        from ..benchmarks.text_trace import trace
+
+        return trace(settings.data_root, limit=REHEARSAL_TRAIN if settings.rehearse else None)
+
+    def plan_lines(self, spec) -> List[str]:
+        return [f"  stream: {spec.protocol.description}"]
+
+    def task_reports(self, specs, settings) -> list:
+        from ..benchmarks.text_trace import check_trace_data
+
+        return check_trace_data(settings.data_root)
+
+    def cells(self, spec, paper_row, runs, reports) -> Dict[str, Any]:
+        cells = {}
+        for column in spec.columns:
+            cell = _paper_cell(paper_row, column)
+            if reports is not None:
+                _mean_over_seeds(cell, [reports[run].get(TRACE_COLUMNS[column]) for run in runs])
+            cells[column] = cell
+        return cells
+
+
+#: ``--benchmark`` name -> how a table's runs read that stream (the text family's protocols)
+TEXT_STREAMS: Dict[str, TextStream] = {stream.benchmark: stream for stream in (LmClStream(), TraceStream())}
+
+
+def text_stream(benchmark: str) -> TextStream:
+    """The protocol record of text stream ``benchmark`` (:data:`TEXT_STREAMS`)."""
+    return lookup(TEXT_STREAMS, benchmark, "text stream")
 
 
 @dataclass(frozen=True)
@@ -129,28 +317,17 @@ class TextTableSpec:
     blocks: Tuple[Tuple[str, str, str], ...] = ()
 
     @property
+    def stream(self) -> "TextStream":
+        """How the table's runs read their stream (:data:`TEXT_STREAMS`, by :attr:`benchmark`)."""
+        return text_stream(self.benchmark)
+
+    @property
     def columns(self) -> Tuple[str, ...]:
-        if self.benchmark == "trace":
-            return tuple(TRACE_COLUMNS)
-        return (*(f"Order {order}" for order in self.orders), "Average")
+        return self.stream.columns(self)
 
     @property
     def protocol(self) -> TextProtocol:
-        if self.benchmark == "trace":
-            from ..benchmarks.text_trace import TRACE_METRICS, TRACE_ORDER
-
-            return TextProtocol("trace", "TRACE (8 tasks in TRACE's order: " + ", ".join(
-                f"{t} ({TRACE_METRICS[t]})" for t in TRACE_ORDER) + "; --benchmark trace); the paper's TRACE "
-                "setting (lr 5e-4, batch 4, context 1024, bf16; MoRAM r 16, k 16, tau 0.03, delta 0.2) with the "
-                "release's decoding and q, k, v, o targets; "
-                "OP: mean of the last row, BWT: mean forgetting of the earlier tasks (lower is better)")
-        from ..benchmarks.text_tasks import ORDERS
-
-        orders = "; ".join(f"order {o}: {', '.join(ORDERS[o])}" for o in self.orders)
-        return TextProtocol(f"lm-cl-{_slug(self.model)}",
-                            f"the standard CL benchmark of language models (O-LoRA's CL_Benchmark or the "
-                            f"release's LLM-CL-Benchmark; --benchmark lm-cl), {orders}; one epoch per task; "
-                            f"cell: average exact-match accuracy over every task after the last (%)")
+        return self.stream.protocol(self)
 
     def block_model(self, block: str) -> Tuple[str, str]:
         """``(model, architecture)`` of a block (the table's one model outside TRACE)."""
@@ -244,7 +421,7 @@ def get_text_table(name: str) -> TextTableSpec:
 
 
 @dataclass
-class TextReproduceSettings(Reproduction):
+class TextReproduceSettings(ReproductionSettings):
     """What ``reproduce`` was asked for a language-model table.
 
     Attributes:
@@ -292,9 +469,7 @@ class TextRun:
 
     @property
     def protocol_key(self) -> str:
-        if self.benchmark == "trace":
-            return f"trace-{_slug(self.model)}"
-        return f"lm-cl-order{self.order}-{_slug(self.model)}"
+        return text_stream(self.benchmark).run_key(self)
 
     def folder(self, runs_root) -> Path:
         return Path(runs_root) / self.protocol_key / f"seed{self.seed}" / self.strategy
@@ -312,7 +487,7 @@ def method_runs(spec: TextTableSpec, label: str, settings: TextReproduceSettings
     if method.strategy is None:
         return []
     architecture = spec.block_model(block)[1] if block else spec.architecture
-    orders = spec.orders if spec.benchmark == "lm-cl" else (None,)
+    orders = spec.stream.orders(spec)
     return [TextRun(spec.name, settings.model_of(spec, block), order, method.strategy, seed, spec.benchmark,
                     architecture)
             for order in orders for seed in table_seeds(spec, settings)]
@@ -353,8 +528,7 @@ def run_options(settings: TextReproduceSettings, run: Optional[TextRun] = None) 
 
 def run_settings(run: TextRun, spec: TextTableSpec, settings: TextReproduceSettings) -> Dict[str, Any]:
     """What made the run, stored in its folder and checked when it resumes."""
-    stream = ({"order": run.order, "layout": settings.layout, "task_prefix": True} if run.benchmark == "lm-cl"
-              else {"order": "TRACE"})
+    stream = text_stream(run.benchmark).record(run, settings)
     if settings.rehearse:
         stream.update(train_limit=REHEARSAL_TRAIN, test_limit=REHEARSAL_TEST)
     return {
@@ -368,20 +542,14 @@ def run_settings(run: TextRun, spec: TextTableSpec, settings: TextReproduceSetti
 
 
 def _benchmark(run: TextRun, settings: TextReproduceSettings):
-    if run.benchmark == "trace":
-        from ..benchmarks.text_trace import trace
-
-        return trace(settings.data_root, limit=REHEARSAL_TRAIN if settings.rehearse else None)
-    from ..benchmarks.text_stream import lm_cl
-
-    limits = dict(train_limit=REHEARSAL_TRAIN, test_limit=REHEARSAL_TEST) if settings.rehearse else {}
-    return lm_cl(settings.data_root, run.order, layout=settings.layout, seed=run.seed, **limits)
+    return text_stream(run.benchmark).build(run, settings)
 
 
-def _setup(run: TextRun, spec: TextTableSpec, settings: TextReproduceSettings):
+def run_setup(run: TextRun, spec: TextTableSpec, settings: TextReproduceSettings):
     """The :class:`~moram_avalanche.experiments.run.Setup` of one run (family "text")."""
     from ..models.language_model import LanguageModel
     from .run import Setup
+    from .tables import TEXT_TABLES as LM_TABLES
 
     def make_model():
         if settings.rehearse:
@@ -402,7 +570,7 @@ def _setup(run: TextRun, spec: TextTableSpec, settings: TextReproduceSettings):
     options = run_options(settings, run)
     return Setup(make_model=make_model, make_benchmark=lambda train_tf, eval_tf: _benchmark(run, settings),
                  options=lambda name, eval_tf: dict(options), settings=run_settings(run, spec, settings),
-                 seed=run.seed, device=settings.device, family="text")
+                 seed=run.seed, device=settings.device, family="text", tables=LM_TABLES)
 
 
 def check_needs(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> None:
@@ -448,7 +616,6 @@ def paper_text(specs: Sequence[TextTableSpec]) -> str:
 
 def plan_text(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> str:
     """The plan: the model, the data and what it holds, each table's rows, every run."""
-    from ..benchmarks.text_tasks import ORDERS
     from .text_recipes import plan_lines
 
     lines = [f"moram-avalanche reproduce: {', '.join(s.name for s in specs)}"
@@ -458,7 +625,7 @@ def plan_text(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -
              f"  device: {settings.device}; output: {settings.root}",
              f"  data: {', '.join(dict.fromkeys(spec.benchmark for spec in specs))} under "
              f"{settings.data_root or '<data-root>'}" + (f" (layout {settings.layout})" if any(
-                 spec.benchmark == "lm-cl" for spec in specs) else "") + ": "
+                 spec.stream.has_layout for spec in specs) else "") + ": "
              f"{_data_status(specs, settings)}"]
     if settings.budget is not None:
         lines.append(f"  NOT the paper's budget: {settings.budget} steps per task "
@@ -472,10 +639,7 @@ def plan_text(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -
         lines.append(f"\n{spec.name} ({spec.label}): {spec.title}\n  model: {models} ({settings.dtype_of(spec)}"
                      f"{', gradient checkpointing' if settings.gradient_checkpointing else ''}); seeds "
                      f"{', '.join(map(str, seeds))}")
-        for order in spec.orders:
-            lines.append(f"  order {order}: {', '.join(ORDERS[order])}")
-        if spec.benchmark == "trace":
-            lines.append(f"  stream: {spec.protocol.description}")
+        lines += spec.stream.plan_lines(spec)
         labels = list(dict.fromkeys(label for _, label in spec.table_rows()))
         for label in labels:
             method = spec.method(label)
@@ -485,24 +649,22 @@ def plan_text(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -
     planned = plan(specs, settings)
     lines.append(f"\nruns ({len(planned)}; each resumes from its folder):")
     for run, used_by in planned:
-        where = "TRACE" if run.order is None else f"order {run.order}"
+        where = text_stream(run.benchmark).where(run)
         lines.append(f"  {run.strategy}, {where}, seed {run.seed} -> {run.folder(settings.root / 'runs')}"
                      f"  (used by {'; '.join(used_by)})")
     return "\n".join(lines)
 
 
 def _task_reports(specs: Sequence[TextTableSpec], settings: TextReproduceSettings):
-    """``check-data``'s reports of every task the tables read."""
-    from ..benchmarks.text_tasks import ORDERS, check_text_data
-    from ..benchmarks.text_trace import check_trace_data
+    """``check-data``'s reports of every task the tables read (each stream's, :class:`TextStream`)."""
+    return [report for stream, tables in _by_stream(specs).items() for report in stream.task_reports(tables, settings)]
 
-    reports = []
-    if any(spec.benchmark == "trace" for spec in specs):
-        reports += check_trace_data(settings.data_root)
-    wanted = list(dict.fromkeys(task for spec in specs for order in spec.orders for task in ORDERS[order]))
-    if wanted:
-        reports += check_text_data(settings.data_root, settings.layout, wanted)
-    return reports
+
+def _by_stream(specs: Sequence[TextTableSpec]) -> Dict["TextStream", List[TextTableSpec]]:
+    grouped: Dict[TextStream, List[TextTableSpec]] = {}
+    for spec in specs:
+        grouped.setdefault(spec.stream, []).append(spec)
+    return grouped
 
 
 def _data_status(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> str:
@@ -522,7 +684,7 @@ def cell_of(report: dict) -> Optional[float]:
 
 def table_result(spec: TextTableSpec, settings: TextReproduceSettings):
     """The table's rows from the finished runs, paired with the paper's numbers."""
-    from .reproduce_report import Cell, Row, TableResult, read_report
+    from .reproduce_report import Row, TableResult, read_report
 
     runs_root = settings.root / "runs"
     rows = []
@@ -537,69 +699,11 @@ def table_result(spec: TextTableSpec, settings: TextReproduceSettings):
         elif any(report is None for report in reports.values()):
             row.status = "incomplete"
             row.reason = f"{sum(r is None for r in reports.values())} of {len(reports)} runs not finished"
-        if spec.benchmark == "trace":
-            for column in spec.columns:
-                cell = Cell()
-                paper = paper_row.cell(column)
-                if paper is not None:
-                    cell.paper, cell.paper_std = paper.mean, paper.std
-                values = [reports[run].get(TRACE_COLUMNS[column]) for run in runs] if row.status == "run" else []
-                if values and all(v is not None for v in values):
-                    cell.ours, cell.seeds = float(np.mean(values)), len(values)
-                    cell.ours_std = float(np.std(values, ddof=1)) if len(values) > 1 else None
-                row.cells[column] = cell
-            rows.append(row)
-            continue
-        order_means = []
-        for column, order in zip(spec.columns, (*spec.orders, None)):
-            cell = Cell()
-            paper = paper_row.cell(column)
-            if paper is not None:
-                cell.paper, cell.paper_std = paper.mean, paper.std
-            if row.status == "run":
-                if order is None:  # the mean over the orders (of the per-order means)
-                    values = order_means if len(order_means) == len(spec.orders) else []
-                    cell.ours = float(np.mean(values)) if values else None
-                    cell.seeds = min((c.seeds for c in row.cells.values()), default=0)
-                else:
-                    values = [cell_of(reports[run]) for run in runs if run.order == order]
-                    if values and all(v is not None for v in values):
-                        cell.ours, cell.seeds = float(np.mean(values)), len(values)
-                        cell.ours_std = float(np.std(values, ddof=1)) if len(values) > 1 else None
-                        order_means.append(cell.ours)
-            row.cells[column] = cell
+        row.cells = spec.stream.cells(spec, paper_row, runs, reports if row.status == "run" else None)
         rows.append(row)
     return TableResult(spec, rows, table_seeds(spec, settings), settings.rehearse, settings.budget)
 
 
-def reproduce_text(table: str, settings: TextReproduceSettings) -> Dict[str, Any]:
-    """Run every run of the language-model ``table`` not finished yet and write the table
-    under ``settings.root / <table>``; returns ``{table: TableResult}``. Resumable."""
-    from .compare import run_comparison
-    from .reproduce_report import write_table
-
-    spec = get_text_table(table)
-    check_needs([spec], settings)
-    planned = plan([spec], settings)
-    for index, (run, _) in enumerate(planned, start=1):
-        logger.info("run %d of %d: %s, %s, seed %d", index, len(planned), run.strategy, run.protocol_key, run.seed)
-        run_comparison(_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"),
-                       resume=True, progress=settings.progress)
-    result = table_result(spec, settings)
-    write_table(result, settings.root / spec.name)
-    write_index(settings.root)
-    return {spec.name: result}
-
-
-def write_index(root) -> Path:
-    """``<root>/index_language_models.md``: every language-model table written under ``root``."""
-    root = Path(root)
-    parts = [(root / name / "table.md").read_text() for name in TEXT_TABLE_NAMES
-             if (root / name / "table.md").exists()]
-    text = "# The MoRAM paper's language-model tables, reproduced\n\n" + "\n".join(parts)
-    return atomic_write_text(root / "index_language_models.md", text)
-
-
 __all__ = ["REHEARSAL_ITERATIONS", "REHEARSAL_TEST", "REHEARSAL_TRAIN", "TEXT_TABLES", "TEXT_TABLE_NAMES",
            "TextReproduceSettings", "TextRun", "TextTableSpec", "check_needs", "get_text_table", "method_runs",
-           "paper_text", "plan", "plan_text", "reproduce_text", "run_options", "table_result", "write_index"]
+           "paper_text", "plan", "plan_text", "run_options", "run_setup", "table_result"]

@@ -10,8 +10,9 @@ table row). A run folder gets, from here alone:
 * ``checkpoint.pt`` after every experience, ``results.json`` and the accuracy matrix
   (:func:`~moram_avalanche.experiments.runner.run_stream`, :class:`~.metrics.AccuracyMatrix`);
 * ``memory.json`` (:class:`~moram_avalanche.strategies.plugins.memory.PeakMemory`) and
-  ``time.json`` (:class:`~moram_avalanche.strategies.plugins.timing.RunTime`), and
-  ``atom_usage.png`` for strategies with a MoRAM plugin;
+  ``time.json`` (:class:`~moram_avalanche.strategies.plugins.timing.RunTime`), and what the
+  strategy's plugins add (each plugin's ``run_pictures()``, drawn as heatmaps: MoRAM's
+  ``atom_usage.png``); the run path knows no method;
 * the Avalanche TensorBoard log in ``tb_dir``.
 
 :func:`prepare_runs` checks every strategy's options and builds the part of each record that
@@ -33,8 +34,9 @@ from ..algorithms.data_parallel import barrier, is_main_process, world_size
 from ..utils.files import atomic_write_text
 from ..utils.memory import check_atom_banks_fit
 from .record import CHECKED_BEFORE_BUILDING, describe_benchmark, make_record, weights_checksum
-from .runner import check_run_folder
+from .run_folder import RunFolder, run_folder
 from .seeding import RELEASE_SEED, seed_everything
+from .tables import PAPER_TABLES, Tables
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +65,13 @@ class Setup:
         family: the model family of the benchmark ("clip", "text"): whose strategies the names
             are (:data:`~moram_avalanche.strategies.registry.FAMILIES`). A text family's
             ``make_model`` returns ``(LanguageModel, None, None, tokenizer)``.
+        data_roots: the folders the runs read data from, which no output folder may be, hold or
+            lie inside (``--data-root``, ``--ref-images``).
+        options_checked: whether :attr:`options` were checked where they were given (the command
+            line checks them once, naming each ``--set`` value); the run path checks any other
+            setup's once (:func:`prepare_runs`).
+        tables: what a comparison of these runs writes (:class:`~.tables.Tables`; the family's:
+            the paper-style CLIP tables by default, OP / BWT per strategy for language models).
     """
 
     make_model: Callable[[], tuple]
@@ -75,6 +84,9 @@ class Setup:
     num_workers: int = 0
     environment: dict = field(default_factory=dict)
     family: str = "clip"
+    data_roots: tuple = ()
+    options_checked: bool = False
+    tables: Tables = PAPER_TABLES
 
     def run_settings(self, name: str) -> dict:
         """The ``run`` part of strategy ``name``'s record: the shared settings, the seed, the
@@ -105,9 +117,11 @@ def prepare_runs(setup: Setup, names: Sequence[str]) -> Dict[str, Prepared]:
     for name in names:
         cls = get_strategy(name, setup.family)
         options = dict(setup.options(name, eval_tf))
-        check_strategy_options(cls, options)
-        if "atoms_per_task" in options:  # a bank that grows with every task: will it fit?
-            check_atom_banks_fit(shapes, int(options["atoms_per_task"]), len(built.train_stream), setup.device)
+        if not setup.options_checked:
+            check_strategy_options(cls, options)
+        per_task = options.get(cls.needs.atoms) if cls.needs.atoms else None
+        if per_task is not None:  # banks that grow with every task: will they fit?
+            check_atom_banks_fit(shapes, int(per_task), len(built.train_stream), setup.device)
         record = make_record(setup.run_settings(name), strategy=cls.__name__, options=options)
         record["benchmark"] = benchmark
         prepared[name] = Prepared(options, record)
@@ -129,29 +143,20 @@ def linear_shapes(model) -> list:
     return shapes
 
 
-def check_folder(folder: Path, prepared: Prepared, what: str, fix: Optional[str] = None) -> None:
-    """Refuse ``folder`` when it holds a run made with other settings than ``prepared``'s."""
-    check_run_folder(folder, prepared.record, keys=CHECKED_BEFORE_BUILDING, what=what, fix=fix)
-
-
 def run_one(setup: Setup, name: str, prepared: Prepared, folder, *, tb_dir, resume: bool = True,
             progress: bool = True) -> dict:
     """Run strategy ``name`` (registry name, ``prepared`` by :func:`prepare_runs`) on the setup's
-    benchmark into ``folder``; returns ``results.json``'s content plus ``memory`` and ``time``."""
-    from ..utils.lock import RunFolderLock
-
-    folder, tb_dir = Path(folder), Path(tb_dir)
+    benchmark into ``folder`` (a path, or the caller's checked
+    :class:`~moram_avalanche.experiments.run_folder.RunFolder`); returns ``results.json``'s
+    content plus ``memory`` and ``time``."""
+    folder, tb_dir = run_folder(folder), Path(tb_dir)
     main = is_main_process()
     # one process owns the folder from before its TensorBoard log is touched to the last file
-    lock = RunFolderLock(folder, "the run folder").acquire() if main else None
-    try:
+    with folder.owned(main):
         return _run_one(setup, name, prepared, folder, tb_dir, resume, progress, main)
-    finally:
-        if lock is not None:
-            lock.release()
 
 
-def _run_one(setup: Setup, name: str, prepared: Prepared, folder: Path, tb_dir: Path, resume: bool,
+def _run_one(setup: Setup, name: str, prepared: Prepared, folder: RunFolder, tb_dir: Path, resume: bool,
              progress: bool, main: bool) -> dict:
     from avalanche.logging import TensorboardLogger
     from avalanche.training.plugins import EvaluationPlugin
@@ -159,7 +164,6 @@ def _run_one(setup: Setup, name: str, prepared: Prepared, folder: Path, tb_dir: 
     from ..strategies.plugins.data_parallel import DataParallel
     from ..strategies.plugins.divergence import StopOnDivergence
     from ..strategies.plugins.memory import PeakMemory
-    from ..strategies.plugins.moram import MoRAMPlugin
     from ..strategies.plugins.timing import RunTime
     from ..strategies.registry import get_strategy
     from .metrics import AccuracyMatrix, accuracy_matrix_of
@@ -171,7 +175,7 @@ def _run_one(setup: Setup, name: str, prepared: Prepared, folder: Path, tb_dir: 
     model, train_tf, eval_tf, tokenizer = setup.make_model()
     environment = {**setup.environment, "weights_checksum": weights_checksum(model)}
     benchmark = setup.make_benchmark(train_tf, eval_tf)
-    matrix = AccuracyMatrix(out_dir=folder)
+    matrix = AccuracyMatrix(out_dir=folder.path)
     options = dict(prepared.options)
     parallel = [DataParallel()] if world_size() > 1 else []
     plugins = [PeakMemory(), RunTime(), StopOnDivergence(), *parallel, *options.pop("plugins", [])]
@@ -181,32 +185,38 @@ def _run_one(setup: Setup, name: str, prepared: Prepared, folder: Path, tb_dir: 
     strategy = get_strategy(name, setup.family)(model=model, tokenizer=tokenizer, evaluator=evaluator, device=setup.device,
                                   progress=progress and main, plugins=plugins, **options)
     run_stream(strategy, benchmark, folder, resume=resume, progress=progress and main,
-               num_workers=setup.num_workers, settings=prepared.record["run"], environment=environment, lock=False)
+               num_workers=setup.num_workers, settings=prepared.record["run"], environment=environment)
     # a whole-strategy resume (Avalanche's strategies) replaced the metric and plugins
     peak, clock = (next(p for p in strategy.plugins if isinstance(p, kind)) for kind in (PeakMemory, RunTime))
     report = {**accuracy_matrix_of(strategy).report(), "memory": peak.report(), "time": clock.report()}
-    history = [entry for plugin in strategy.plugins if isinstance(plugin, MoRAMPlugin)
-               for entry in plugin.history]
     if main:
         atomic_write_text(folder / "memory.json", json.dumps(report["memory"], indent=2) + "\n")
         atomic_write_text(folder / "time.json", json.dumps(report["time"], indent=2) + "\n")
-        if history:
-            from .viz import atom_usage_heatmap, save_png
-
-            save_png(atom_usage_heatmap(history[-1]), folder / "atom_usage.png")
+        write_plugin_pictures(strategy, folder.path)
     barrier()
     return report
 
 
-def run_single(setup: Setup, name: str, folder, *, resume: bool = True, progress: bool = True) -> dict:
-    """``run``: strategy ``name`` into ``folder`` (TensorBoard in ``folder/tb``), after the same
-    checks a comparison makes (options, and the folder's record when it holds a run)."""
-    from ..utils.files import check_output_folder
+def write_plugin_pictures(strategy, folder: Path) -> None:
+    """Draw what the strategy's plugins add to a run folder: each plugin's ``run_pictures()``,
+    ``{file name: keyword arguments of} :func:`~moram_avalanche.experiments.viz.heatmap``."""
+    from .viz import heatmap, save_png
 
-    folder = check_output_folder(folder, "log_dir")
+    for plugin in strategy.plugins:
+        pictures = getattr(plugin, "run_pictures", None)
+        for file_name, picture in (pictures() if callable(pictures) else {}).items():
+            save_png(heatmap(**picture), folder / file_name)
+
+
+def run_single(setup: Setup, name: str, folder, *, resume: bool = True, progress: bool = True,
+               what: str = "log_dir") -> dict:
+    """``run``: strategy ``name`` into ``folder`` (TensorBoard in ``folder/tb``), after the same
+    checks a comparison makes (the folder, named ``what`` in messages; the options; the folder's
+    record when it holds a run)."""
+    folder = RunFolder(folder, what, data_roots=setup.data_roots)
     prepared = prepare_runs(setup, [name])[name]
     if resume:
-        check_folder(folder, prepared, what=f"the run in {folder}")
+        folder.compare(prepared.record, CHECKED_BEFORE_BUILDING)
     return run_one(setup, name, prepared, folder, tb_dir=folder / "tb", resume=resume, progress=progress)
 
 
@@ -227,4 +237,5 @@ def recorded_runs(out_dir, names: Optional[Sequence[str]] = None) -> Dict[str, M
     return found
 
 
-__all__ = ["Prepared", "Setup", "check_folder", "linear_shapes", "prepare_runs", "recorded_runs", "run_one", "run_single"]
+__all__ = ["Prepared", "Setup", "linear_shapes", "prepare_runs", "recorded_runs", "run_one", "run_single",
+           "write_plugin_pictures"]

@@ -5,8 +5,10 @@ written to ``<out_dir>/checkpoint.pt``; started again with the same output folde
 continues after the last completed experience and ends with the same accuracy matrix as an
 uninterrupted run.
 
-The folder records what made it (its one record ``run.json``, :mod:`~moram_avalanche.experiments.record`,
-written here once the checks passed) and a run with other settings is refused there; what a killed process leaves behind is
+The folder (:class:`~moram_avalanche.experiments.run_folder.RunFolder`: checked, owned by one
+process, its record compared once) records what made it (its one record ``run.json``,
+:mod:`~moram_avalanche.experiments.record`, written here once the checks passed) and a run with
+other settings is refused there; what a killed process leaves behind is
 cleared or survived: temporaries of interrupted writes are removed, a damaged checkpoint
 falls back to the previous one (:func:`~moram_avalanche.experiments.checkpoint.load_latest_run_state`),
 a torn last line of ``bad_images.jsonl`` is ignored, TensorBoard hides the points logged after
@@ -30,47 +32,46 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-import torch
 from tqdm.auto import tqdm
 
-from ..layers import MoRAMLinear, find_layers, routing_kernel
 from ..utils.checks import check_nonnegative_int, check_positive_int
-from ..utils.files import remove_temporaries
-from ..utils.lock import RunFolderLock
-from ..utils.paths import check_run_path
-from ..algorithms.data_parallel import barrier, is_main_process, world_size
-from ..strategies.plugins.data_parallel import DataParallel
+from ..algorithms.data_parallel import barrier, is_main_process
 from .checkpoint import (load_latest_run_state, previous_path, read_latest_run_state, save_checkpoint,
                          save_run_state)
-from .record import CHECKED, LEGACY_SETTINGS_NAME, RECORD_NAME, check_record, make_record, write_record
+from .record import CHECKED, RECORD_NAME, make_record
+from .run_folder import BAD_IMAGES_NAME, CHECKPOINT_NAME, RUN_FILES, RunFolder, run_folder
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_NAME = "checkpoint.pt"
-BAD_IMAGES_NAME = "bad_images.jsonl"
-#: what a run writes in its folder (removed when it starts over)
-RUN_FILES = (CHECKPOINT_NAME, "checkpoint.prev.pt", BAD_IMAGES_NAME, RECORD_NAME, LEGACY_SETTINGS_NAME, "results.json",
-             "accuracy_matrix.csv", "accuracy_matrix.png", "memory.json", "time.json", "atom_usage.png")
+
+def prepare_plugins(strategy) -> None:
+    """Let the strategy's plugins prepare what a run needs, once, before its first experience and
+    outside every timed step: each plugin's ``prepare_run(strategy)`` where it has one
+    (:class:`~moram_avalanche.strategies.plugins.moram.MoRAMPlugin` builds the CPU routing kernel
+    there, so that no experience's time -- ``Train s / exp.`` of the tables -- includes the build)."""
+    for plugin in strategy.plugins:
+        prepare = getattr(plugin, "prepare_run", None)
+        if callable(prepare):
+            prepare(strategy)
 
 
-def build_kernels(strategy) -> None:
-    """Compile MoRAM's CPU routing kernel now (first use on this machine: about a minute), so that
-    no experience's time -- ``Train s / exp.`` of the tables -- includes the build. MoRAM layers
-    never build it inside a forward; until it is built they take the PyTorch path."""
-    if torch.device(strategy.device).type == "cpu" and find_layers(strategy.model, MoRAMLinear):
-        routing_kernel.load()
+def plugin_files(strategy) -> tuple:
+    """The files the strategy's plugins add to a run folder (each plugin's ``run_files``)."""
+    return tuple(name for plugin in strategy.plugins for name in getattr(plugin, "run_files", ()))
 
 
 def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
                max_experiences: Optional[int] = None, progress: bool = True,
                num_workers: int = 0, settings: Optional[Mapping[str, Any]] = None,
-               environment: Optional[Mapping[str, Any]] = None, lock: bool = True) -> int:
+               environment: Optional[Mapping[str, Any]] = None) -> int:
     """Train on each experience of ``benchmark.train_stream`` and evaluate ``test_stream`` after each.
 
     Args:
-        strategy: a CLIP strategy (its evaluator holds the metrics and loggers).
+        strategy: a strategy of the package or Avalanche's (its evaluator holds the metrics and loggers).
         benchmark: a benchmark of :mod:`moram_avalanche.benchmarks`.
-        out_dir: where the checkpoint goes (and, typically, the strategy's results).
+        out_dir: where the checkpoint goes (and, typically, the strategy's results): a folder, or
+            a :class:`~moram_avalanche.experiments.run_folder.RunFolder` the caller checked (and
+            may own) already.
         resume: continue from ``out_dir/checkpoint.pt`` when it exists; False starts over
             (the run's files in ``out_dir`` are removed first).
         max_experiences: stop after this many experiences in total (None: the whole stream).
@@ -83,9 +84,8 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
             domains in the folder's record ``out_dir/run.json`` and checked when it resumes.
         environment: facts recorded beside them but never checked (cache folder, device,
             the base weights' checksum).
-        lock: own ``out_dir`` while running (:class:`~moram_avalanche.utils.lock.RunFolderLock`:
-            a second process is refused, naming this one); False when the caller holds it.
 
+    The folder is owned while the run goes on (a second process is refused, naming this one).
     Resuming in a folder whose recorded settings differ is a ValueError that lists the
     differences (nothing is run or written). Images skipped as unreadable are recorded in
     ``out_dir/bad_images.jsonl`` (kept across resumes) and counted in ``results.json``.
@@ -96,40 +96,27 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
 
     Returns the number of experiences completed.
     """
-    if world_size() > 1 and not any(isinstance(p, DataParallel) for p in strategy.plugins):
-        raise ValueError(f"run_stream runs in a process group of {world_size()} processes but the "
-                         "strategy has no DataParallel plugin: every process would train its own "
-                         "model. Add plugins=[DataParallel()]")
     if max_experiences is not None:
         check_positive_int("max_experiences", max_experiences)
     check_nonnegative_int("num_workers", num_workers)
     check_run_arguments(strategy, benchmark)
-    out_dir = check_run_path(out_dir, "out_dir")
+    folder = run_folder(out_dir)
     record = run_record(strategy, benchmark, settings, environment)
-    held = RunFolderLock(out_dir, "out_dir").acquire() if lock and is_main_process() else None
-    try:
-        return _run(strategy, benchmark, out_dir, record, resume=resume, max_experiences=max_experiences,
+    with folder.owned(is_main_process()):
+        return _run(strategy, benchmark, folder, record, resume=resume, max_experiences=max_experiences,
                     progress=progress, num_workers=num_workers)
-    finally:
-        if held is not None:
-            held.release()
 
 
-def _run(strategy, benchmark, out_dir: Path, record: dict, *, resume: bool, max_experiences: Optional[int],
+def _run(strategy, benchmark, folder: RunFolder, record: dict, *, resume: bool, max_experiences: Optional[int],
          progress: bool, num_workers: int) -> int:
     identity = {key: record[key] for key in CHECKED}
+    out_dir = folder.path
     if resume:
-        check_run_folder(out_dir, record)
+        folder.compare(record)
         check_unrecorded_checkpoint(strategy, out_dir)
     main = is_main_process()  # rank 0 of a data-parallel run writes; every process reads
     if main:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        removed = remove_temporaries(out_dir)
-        if removed:
-            logger.info("removed %d temporary file(s) of interrupted writes in %s", len(removed), out_dir)
-        if not resume:
-            for name in RUN_FILES:
-                (out_dir / name).unlink(missing_ok=True)
+        folder.start(resume, plugin_files(strategy))
     barrier()
     path = out_dir / CHECKPOINT_NAME
     done, used = _load(strategy, path, identity) if resume else (0, None)
@@ -137,7 +124,7 @@ def _run(strategy, benchmark, out_dir: Path, record: dict, *, resume: bool, max_
         logger.info("resuming %s after %d experience(s) from %s", type(strategy).__name__, done, used)
     barrier()  # every process has read the checkpoint before rank 0 writes again
     if main:
-        write_record(out_dir, record)
+        folder.write_record(record)
     bad_images = getattr(benchmark, "bad_images", None)
     if bad_images is not None:
         bad_images.redirect(out_dir / BAD_IMAGES_NAME)
@@ -149,7 +136,7 @@ def _run(strategy, benchmark, out_dir: Path, record: dict, *, resume: bool, max_
     stop = len(stream) if max_experiences is None else min(len(stream), max_experiences)
     name = type(strategy).__name__
     interactive = progress and sys.stderr.isatty()
-    build_kernels(strategy)
+    prepare_plugins(strategy)
     bar = tqdm(total=len(stream), initial=done, desc=name, disable=not interactive)
     start = done
     try:
@@ -266,24 +253,6 @@ def run_record(strategy, benchmark, settings: Optional[Mapping[str, Any]] = None
                        model=getattr(strategy, "model", None), benchmark=benchmark, environment=environment)
 
 
-def holds_results(out_dir) -> bool:
-    """Whether ``out_dir`` holds a run's results (a checkpoint or ``results.json``)."""
-    out_dir = Path(out_dir)
-    return any((out_dir / name).exists() for name in
-               (CHECKPOINT_NAME, previous_path(out_dir / CHECKPOINT_NAME).name, "results.json"))
-
-
-def check_run_folder(out_dir, record: Mapping[str, Any], *, keys=CHECKED, what: Optional[str] = None,
-                     fix: Optional[str] = None) -> None:
-    """Refuse to resume in ``out_dir`` when it holds a run whose record differs from ``record``
-    in ``keys`` (:func:`run_record` gives the whole record): a ValueError listing the
-    differences and the ways out. A folder without results (nothing to lose) is never refused."""
-    if holds_results(out_dir):
-        check_record(out_dir, record, keys=keys, what=what or f"the run in {out_dir}",
-                     fix=fix or "resume it with the settings it was made with, give another folder, "
-                                "or start it over (--no-resume, resume=False)")
-
-
 def hide_later_points(strategy, step: int) -> None:
     """Tell TensorBoard to drop what the strategy's TensorBoard loggers logged at ``step`` and
     after in earlier sessions: the points of an experience a killed run evaluated but did not
@@ -313,5 +282,6 @@ def rewrite_results(strategy, bad_images=None) -> None:
             metric.write(metric.out_dir, image)
 
 
-__all__ = ["BAD_IMAGES_NAME", "CHECKPOINT_NAME", "RUN_FILES", "check_run_folder", "hide_later_points",
-           "check_unrecorded_checkpoint", "holds_results", "lean_checkpoints", "results_held", "rewrite_results", "run_record", "run_stream"]
+__all__ = ["BAD_IMAGES_NAME", "CHECKPOINT_NAME", "RUN_FILES", "check_unrecorded_checkpoint", "hide_later_points",
+           "lean_checkpoints", "plugin_files", "prepare_plugins", "results_held", "rewrite_results", "run_record",
+           "run_stream"]

@@ -212,9 +212,7 @@ class Tables(NamedTuple):
 PAPER_TABLES = Tables(paper_table_markdown, paper_table_csv, summary_table)
 #: the language-model tables: OP, BWT and the last row per task, and the summary
 TEXT_TABLES = Tables(text_table_markdown, text_table_csv, text_summary_table)
-#: model family -> the tables a comparison of that family writes
-FAMILY_TABLES = {"clip": PAPER_TABLES, "text": TEXT_TABLES}
 
 
-__all__ = ["FAMILY_TABLES", "PAPER_TABLES", "TEXT_TABLES", "Tables", "paper_table_csv", "paper_table_markdown", "summary_table",
+__all__ = ["PAPER_TABLES", "TEXT_TABLES", "Tables", "paper_table_csv", "paper_table_markdown", "summary_table",
            "table_rows", "text_rows", "text_summary_table", "text_table_csv", "text_table_markdown"]

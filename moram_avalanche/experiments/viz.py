@@ -1,4 +1,5 @@
-"""Pictures for TensorBoard and PNG files: accuracy matrices and atom usage."""
+"""Pictures for TensorBoard and PNG files: accuracy matrices, and the heatmaps a strategy's plugins
+describe (MoRAM's atom usage: :meth:`~moram_avalanche.strategies.plugins.moram.MoRAMPlugin.run_pictures`)."""
 
 from __future__ import annotations
 
@@ -63,23 +64,6 @@ def accuracy_heatmap(matrix: np.ndarray, domains: Sequence[str], title: str = "a
     return heatmap(matrix, rows, domains, title=title, vmin=0, vmax=100)
 
 
-def atom_usage_heatmap(history_entry: dict, title: str = "share of activation mass by task"):
-    """Per layer (rows), the share of the recorded activation mass taken by each task's atoms."""
-    layers = history_entry["layers"]
-    names = list(layers)
-    tasks = int(max(int(v["atom_task"].max()) for v in layers.values())) + 1
-    shares = np.zeros((len(names), tasks))
-    for row, name in enumerate(names):
-        mass = layers[name]["mass"].double().numpy()
-        owner = layers[name]["atom_task"].numpy()
-        total = mass.sum()
-        for task in range(tasks):
-            shares[row, task] = mass[owner == task].sum() / total if total > 0 else np.nan
-    short = [n.replace("transformer.resblocks.", "").replace("visual.", "v.") for n in names]
-    return heatmap(shares, short, [f"task {t}" for t in range(tasks)], title=title, fmt="{:.2f}",
-                   vmin=0, vmax=1)
-
-
 def accuracy_heatmaps(matrices, domains: Sequence[str], *, per_row: int = 4,
                       title: str = "accuracy (%) after training on each domain"):
     """The accuracy matrices of several strategies side by side, on one colour scale (0-100).
@@ -119,5 +103,5 @@ def accuracy_heatmaps(matrices, domains: Sequence[str], *, per_row: int = 4,
     return figure_to_image(fig)
 
 
-__all__ = ["accuracy_heatmap", "accuracy_heatmaps", "atom_usage_heatmap", "figure_to_image", "heatmap",
+__all__ = ["accuracy_heatmap", "accuracy_heatmaps", "figure_to_image", "heatmap",
            "save_png"]

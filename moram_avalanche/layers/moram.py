@@ -47,29 +47,22 @@ from typing import Dict, Optional
 import torch
 from torch import nn
 
-from ..utils.checks import check_number, check_positive_int
 from .moram_bank import AtomBank, MoRAMBank
+from .moram_config import PAPER_CLIP, MoRAMLayerConfig
 from .moram_fused import compute_dtype, route
 from .moram_paths import mixture_for
 
 
-def routing_options(atoms_per_task: int = 16, topk: Optional[int] = 16,
-                    temperature: Optional[float] = 0.01, threshold: float = 0.2) -> Dict[str, object]:
-    """The layer's options, checked and normalised (``temperature=None`` -> 1.0).
+def routing_options(atoms_per_task: int = PAPER_CLIP.atoms_per_task, topk: Optional[int] = PAPER_CLIP.topk,
+                    temperature: Optional[float] = PAPER_CLIP.temperature,
+                    threshold: float = PAPER_CLIP.threshold) -> Dict[str, object]:
+    """The layer's options, checked and normalised (``temperature=None`` -> 1.0):
+    :meth:`MoRAMLayerConfig(...).options() <moram_avalanche.layers.moram_config.MoRAMLayerConfig.options>`.
 
     What :attr:`MoRAMLinear.options` reports for a layer built with these arguments, so code
     that meets existing layers can compare them with what it would build.
     """
-    check_positive_int("atoms_per_task", atoms_per_task)
-    if topk is not None:
-        check_positive_int("topk", topk)
-    temperature = 1.0 if temperature is None else temperature
-    check_number("temperature", temperature, low=0, low_open=True,
-                 hint="paper: 0.01 for CLIP; None means 1")
-    check_number("threshold", threshold, low=0, high=1,
-                 hint="it gates a cosine-like relevance in [-1, 1]; paper: 0.2, 0 disables the gate")
-    return {"atoms_per_task": int(atoms_per_task), "topk": None if topk is None else int(topk),
-            "temperature": float(temperature), "threshold": float(threshold)}
+    return MoRAMLayerConfig(atoms_per_task, topk, temperature, threshold).options()
 
 
 class MoRAMRouting:
@@ -164,8 +157,9 @@ class MoRAMLinear(MoRAMRouting, MoRAMBank):
         threshold: eval-only relevance gate ``delta`` (CLIP: 0.2); ``0`` disables it.
     """
 
-    def __init__(self, base: nn.Linear, atoms_per_task: int = 16, topk: Optional[int] = 16,
-                 temperature: Optional[float] = 0.01, threshold: float = 0.2) -> None:
+    def __init__(self, base: nn.Linear, atoms_per_task: int = PAPER_CLIP.atoms_per_task,
+                 topk: Optional[int] = PAPER_CLIP.topk, temperature: Optional[float] = PAPER_CLIP.temperature,
+                 threshold: float = PAPER_CLIP.threshold) -> None:
         options = routing_options(atoms_per_task, topk, temperature, threshold)
         super().__init__(base, options["atoms_per_task"])
         self.init_routing(options)
@@ -206,8 +200,10 @@ class MoRAMAtoms(MoRAMRouting, AtomBank):
     dict: :class:`~moram_avalanche.layers.moram_bank.AtomBank`'s.
     """
 
-    def __init__(self, in_features: int, out_features: int, like: torch.Tensor, atoms_per_task: int = 16,
-                 topk: Optional[int] = 16, temperature: Optional[float] = 0.01, threshold: float = 0.2) -> None:
+    def __init__(self, in_features: int, out_features: int, like: torch.Tensor,
+                 atoms_per_task: int = PAPER_CLIP.atoms_per_task, topk: Optional[int] = PAPER_CLIP.topk,
+                 temperature: Optional[float] = PAPER_CLIP.temperature,
+                 threshold: float = PAPER_CLIP.threshold) -> None:
         options = routing_options(atoms_per_task, topk, temperature, threshold)
         super().__init__(in_features, out_features, options["atoms_per_task"], like)
         self.init_routing(options)

@@ -33,6 +33,7 @@ from torch import nn
 
 from .moram import MoRAMLinear, routing_options
 from .moram_bank import check_finite, joined, new_rows
+from .moram_config import PAPER_CLIP
 from .moram_fused import RELEVANCE_EPS, route_dtype
 
 #: the state-dict key of the external router's rows ``[R, d_in]`` (``router=True`` only)
@@ -151,8 +152,9 @@ class MoRAMAblationLinear(MoRAMLinear):
             ``"switch"``, or ``False``; settable later.
     """
 
-    def __init__(self, base: nn.Linear, atoms_per_task: int = 16, topk: Optional[int] = 16,
-                 temperature: Optional[float] = 0.01, threshold: float = 0.2, *,
+    def __init__(self, base: nn.Linear, atoms_per_task: int = PAPER_CLIP.atoms_per_task,
+                 topk: Optional[int] = PAPER_CLIP.topk, temperature: Optional[float] = PAPER_CLIP.temperature,
+                 threshold: float = PAPER_CLIP.threshold, *,
                  router: bool = False, load_balance: bool | str = False) -> None:
         self.router = bool(router)
         super().__init__(base, atoms_per_task, topk, temperature, threshold)

@@ -10,7 +10,6 @@ import torch
 import torch.nn.functional as F
 from avalanche.training.plugins.evaluation import default_evaluator
 from avalanche.training.templates import SupervisedTemplate
-from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 
 from ..algorithms.losses import clip_continual_loss, image_to_text_loss, text_to_image_loss
@@ -19,26 +18,25 @@ from ..benchmarks.clip_benchmark import Domain, domain_of
 from ..benchmarks.label_space import LabelSpace
 from ..clip.head import TextHead
 from ..clip.towers import text_parameters
-from ..layers.base import load_trained_state_dict, trained_state_dict
 from ..models.scoring import MASK_VALUE, class_embeddings, evaluation_classifier, own_domain_logits, scores
 from ..utils.devices import resolve_device
-from ..algorithms.data_parallel import ShardedBatches, all_reduce_sum, gather, gather_with_grad, world_size
+from ..algorithms.data_parallel import all_reduce_sum, gather, gather_with_grad, world_size
 from .image_cache import ImageFeatureCache
-from .needs import StrategyNeeds
+from .loop import ContinualLoop
 from .moram_setting import MORAM
-from .options import check_strategy_options
 from .plugins.budget import IterationBudget
 from .plugins.validate import check_plugins
-from .plugins.data_parallel import DataParallel
 from .plugins.progress import TrainingProgress
 from .plugins.schedule import IterationSchedule
 
 
-class CLIPStrategy(SupervisedTemplate):
+class CLIPStrategy(ContinualLoop):
     """Continual learning of an open_clip model, one domain (experience) at a time.
 
-    The loop of the MoRAM release (and of the ZSCL / MoE-Adapters lineage), as an Avalanche
-    ``SupervisedTemplate``:
+    The loop of the MoRAM release (and of the ZSCL / MoE-Adapters lineage): the package's loop
+    harness (:class:`~moram_avalanche.strategies.loop.ContinualLoop`: the one option check, the
+    adapters-only checkpoint state, a fresh AdamW per experience, sharded training batches, the
+    data-parallel guard) with CLIP's problem:
 
     * Avalanche's own training loop with the plugins its strategies get too (:mod:`.builtins`):
       exactly ``iterations`` optimizer steps per experience, cycling (and reshuffling) the
@@ -47,8 +45,7 @@ class CLIPStrategy(SupervisedTemplate):
       cosine schedule with optional linear warm-up restarted every experience (:attr:`schedule`,
       :class:`~moram_avalanche.strategies.plugins.schedule.IterationSchedule`; a subclass may
       set :attr:`lr_factor` to another per-step factor);
-    * a fresh AdamW for every experience (betas (0.9, 0.9999), weight decay 0 by default; MoRAM
-      release) over the parameters that require grad (:meth:`make_optimizer`);
+    * AdamW's betas (0.9, 0.9999) and weight decay 0 by default (MoRAM release);
     * CLIP's scoring of :mod:`~moram_avalanche.models.scoring` (as
       :class:`~moram_avalanche.models.classifier.CLIPClassifier`): logits
       ``exp(logit_scale) * f_img @ E^T`` against the embeddings of ``template.format(classname)``;
@@ -93,14 +90,10 @@ class CLIPStrategy(SupervisedTemplate):
 
     Growing adapters grow right before Avalanche's model adaptation and the experience's
     optimizer (:mod:`~moram_avalanche.strategies.plugins.growth`), as in any Avalanche strategy.
-    A run checkpoint holds the declared state of the model's adapter layers when it has any
-    (:func:`~moram_avalanche.layers.base.adapter_state_dict`), else the whole model.
 
-    Options are checked before anything is built (:meth:`__new__`,
-    :func:`~moram_avalanche.strategies.options.check_strategy_options`): an unknown or
-    misspelled keyword or a value of the wrong type is a ``TypeError``, a value out of range a
-    ``ValueError``, before the model is touched. The keyword arguments a strategy was built
-    with stay in :attr:`given_options` (a run folder records them).
+    Options are checked before anything is built (:meth:`~.loop.ContinualLoop.__new__`): an
+    unknown or misspelled keyword or a value of the wrong type is a ``TypeError``, a value out
+    of range a ``ValueError``, before the model is touched.
 
     Args (keyword-only; the rest go to ``SupervisedTemplate``):
         model: an open_clip CLIP model. tokenizer: its tokenizer.
@@ -124,12 +117,6 @@ class CLIPStrategy(SupervisedTemplate):
             machine lacks is a ValueError.
     """
 
-    #: what the strategy takes from the app (:mod:`~moram_avalanche.strategies.needs`)
-    needs = StrategyNeeds()
-    #: the ranges of a class's own options, on the given options alone (ValueError naming the
-    #: option); None: none beyond the types. Run with its bases' by
-    #: :func:`~moram_avalanche.strategies.options.check_strategy_options`, before anything is built
-    check_values = None
     #: whether the evaluation logits depend on the images only through
     #: :meth:`eval_image_features` (so cached features can stand in for the images)
     replays_image_features = True
@@ -137,18 +124,6 @@ class CLIPStrategy(SupervisedTemplate):
     #: and progress plugins are attached); a strategy with a loop of its own (RAIL's analytic
     #: pass) sets it False
     trains_by_iterations = True
-
-    def __new__(cls, *args, **kwargs):
-        """Check the keyword options (names, types, ranges; nothing built yet) and keep them.
-
-        The one check of a strategy's options (:func:`~moram_avalanche.strategies.options.check_strategy_options`):
-        constructors trust them afterwards."""
-        check_strategy_options(cls, kwargs)
-        check_plugins(kwargs.get("plugins"))  # as given, before a subclass adds its own to the list
-        self = super().__new__(cls)
-        #: the keyword arguments this strategy was built with, as given
-        self.given_options = dict(kwargs)
-        return self
 
     def __init__(
         self,
@@ -182,18 +157,14 @@ class CLIPStrategy(SupervisedTemplate):
         self.schedule = IterationSchedule(iterations, warmup=warmup, factor=cosine_lr_factor)
         loop = [self.budget, self.schedule, TrainingProgress()] if self.trains_by_iterations else []
         super().__init__(
-            model=model, optimizer=None, train_mb_size=train_mb_size, train_epochs=1,
-            eval_mb_size=eval_mb_size or EVAL_BATCH_FACTOR * train_mb_size, device=device,
-            plugins=[*loop, *check_plugins(plugins)],  # instances of Avalanche's plugins, checked
+            model=model, lr=lr, betas=betas, weight_decay=weight_decay, progress=progress,
+            train_mb_size=train_mb_size, eval_mb_size=eval_mb_size or EVAL_BATCH_FACTOR * train_mb_size,
+            device=device, plugins=[*loop, *check_plugins(plugins)],  # instances of Avalanche's plugins, checked
             evaluator=evaluator, eval_every=eval_every, **base_kwargs,
         )
         self.tokenizer = tokenizer
-        self.lr = lr
-        self.weight_decay = weight_decay
         self.label_smoothing = label_smoothing
-        self.betas = tuple(betas)
         self.text_to_image_loss = text_to_image_loss
-        self.progress = progress
         self.amp = amp and torch.device(device).type == "cuda"
         if amp and not self.amp:
             warnings.warn("amp=True needs a CUDA device; training in full precision")
@@ -232,62 +203,29 @@ class CLIPStrategy(SupervisedTemplate):
             raise RuntimeError(f"{type(self).__name__} has not started a training experience yet")
         return self._space
 
-    # ------------------------------------------------------------------ checkpoints
-    def checkpoint_model_state(self) -> dict:
-        """What of the model a run checkpoint holds: its adapters' declared state, or all of it.
-
-        With adapter layers (MoRAM, LoRA, MoE-LoRA, MoE-Adapters) only what they declare
-        (:func:`~moram_avalanche.layers.base.adapter_state_dict`): CLIP's own weights never
-        change. Without (full fine-tuning and its relatives) the whole state dict.
-        """
-        return trained_state_dict(self.model)
-
-    def load_checkpoint_model_state(self, state: dict) -> None:
-        load_trained_state_dict(self.model, state)
-
     # ------------------------------------------------------------------ data
-    # override: the text->image term needs each process's share of a global batch contiguous
-    def make_train_dataloader(self, num_workers=0, shuffle=True, pin_memory=None,
-                              persistent_workers=False, drop_last=False, **kwargs):
-        """The experience's batches (Avalanche's order), this process's share of each.
-
-        One process draws exactly the batches of Avalanche's training loader for one task;
-        data-parallel processes split each of those batches
-        (:class:`~moram_avalanche.algorithms.data_parallel.ShardedBatches`). Training data of
-        several task labels keeps Avalanche's task-balanced loader.
-        """
-        data = self.adapted_dataset
-        tasks = getattr(data, "targets_task_labels", None)
+    # override: training data of several task labels keeps Avalanche's task-balanced loader
+    def make_train_dataloader(self, **kwargs):
+        """The loop's sharded batches (:meth:`~.loop.ContinualLoop.make_train_dataloader`: the
+        text->image term needs each process's share of a global batch contiguous); training data
+        of several task labels keeps Avalanche's task-balanced loader."""
+        tasks = getattr(self.adapted_dataset, "targets_task_labels", None)
         if tasks is not None and len(tasks.uniques) > 1:
-            return super().make_train_dataloader(num_workers=num_workers, shuffle=shuffle,
-                                                 pin_memory=pin_memory, persistent_workers=persistent_workers,
-                                                 drop_last=drop_last, **kwargs)
-        sampler = ShardedBatches(len(data), self.train_mb_size, shuffle=shuffle, drop_last=drop_last)
-        self.dataloader = DataLoader(
-            data, batch_sampler=sampler, num_workers=num_workers,
-            collate_fn=getattr(data, "collate_fn", None),
-            pin_memory=self.device.type == "cuda" if pin_memory is None else pin_memory,
-            persistent_workers=bool(persistent_workers) and num_workers > 0)
+            return SupervisedTemplate.make_train_dataloader(self, **kwargs)
+        return super().make_train_dataloader(**kwargs)
 
     # ------------------------------------------------------------------ optimisation
-    # override: the release's fresh AdamW per experience (Avalanche's make_optimizer keeps one)
-    def make_optimizer(self, **kwargs):
-        """A fresh AdamW over the parameters that require grad now (None when there are none)."""
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimized_param_id = {}  # tells Avalanche the optimizer is initialised
-        if not params:
-            self.optimizer = None
-            if self.trains_by_iterations and self.iterations:
-                raise RuntimeError(
-                    f"{type(self).__name__} has nothing to train: no parameter of the model "
-                    "requires grad (use ZeroShot for an untrained baseline)")
-            return
-        lr = self.lr(self.experience.domain) if isinstance(self.lr, DomainLR) else self.lr
-        # foreach: CUDA's default implementation, also on CPU (bit-identical results there to
-        # the per-tensor loop torch picks by default, and faster)
-        self.optimizer = torch.optim.AdamW(
-            params, lr=lr, betas=self.betas, weight_decay=self.weight_decay, foreach=True
-        )
+    def nothing_to_train(self) -> None:
+        """No parameter requires grad: a clear error when the experience trains."""
+        if self.trains_by_iterations and self.iterations:
+            raise RuntimeError(
+                f"{type(self).__name__} has nothing to train: no parameter of the model "
+                "requires grad (use ZeroShot for an untrained baseline)")
+
+    def experience_lr(self) -> float:
+        """:attr:`lr`, or a :class:`~moram_avalanche.algorithms.schedules.DomainLR`'s rate for the
+        experience's domain."""
+        return self.lr(self.experience.domain) if isinstance(self.lr, DomainLR) else self.lr
 
     # override (with optimizer_step): mixed precision scales the loss's gradients (amp on CUDA)
     def backward(self):
@@ -432,15 +370,6 @@ class CLIPStrategy(SupervisedTemplate):
                                      experience.current_experience)
 
     # ------------------------------------------------------------------ experience boundaries
-    # override: in a process group without DataParallel, refuse before anything changes
-    def _before_training(self, **kwargs):
-        if world_size() > 1 and not any(isinstance(p, DataParallel) for p in self.plugins):
-            raise RuntimeError(
-                f"{type(self).__name__} runs in a process group of {world_size()} but has no "
-                "DataParallel plugin: without it every process would train its own model. Pass "
-                "plugins=[DataParallel()] (moram-avalanche run adds it under torchrun)")
-        super()._before_training(**kwargs)
-
     # override: the loss's label space, trained towers and seen-class text (after growth)
     def _before_training_exp(self, **kwargs):
         _check_clip_experience(self.experience)

@@ -51,15 +51,17 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from ..clip.inject import TARGET_PATHS, inject_moram
+from ..clip.inject import TARGET_PATHS, inject_adapters
 from ..clip.towers import ENCODERS
 from ..layers.base import find_layers
-from ..layers.moram import MoRAMLinear, routing_options
-from ..layers.moram_variants import BALANCE_FORMS, moram_layer_type
+from ..layers.moram import MoRAMLinear
+from ..layers.moram_config import MoRAMLayerConfig
+from ..layers.moram_variants import BALANCE_FORMS, moram_layer, moram_layer_type
 from ..utils.checks import check_number
 from ..utils.names import check_names
 from .base import CLIPStrategy
 from .moram_setting import MORAM
+from .needs import StrategyNeeds
 from .plugins.load_balance import SWITCH_ALPHA, LoadBalancePlugin
 from .plugins.moram import MoRAMPlugin
 
@@ -115,6 +117,8 @@ class MoRAM(CLIPStrategy):
     options, and refused otherwise (a silently different variant would be run).
     """
 
+    #: its banks grow by ``atoms_per_task`` atoms per task (a run checks they fit first)
+    needs = StrategyNeeds(atoms="atoms_per_task")
     check_values = staticmethod(lambda options: check_moram_strategy_options(options))
 
     def __init__(
@@ -136,16 +140,16 @@ class MoRAM(CLIPStrategy):
         plugins=None,
         **kwargs,
     ):
-        options = routing_options(atoms_per_task, topk, temperature, threshold)
+        #: the layers' options, checked once (:class:`~moram_avalanche.layers.moram_config.MoRAMLayerConfig`)
+        self.config = MoRAMLayerConfig(atoms_per_task, topk, temperature, threshold)
         load_balance = balance_form if balance_coef > 0 else False
         kind = moram_layer_type(router=router, load_balance=load_balance)
-        options["router"] = bool(router)
         if find_layers(model, MoRAMLinear):
-            _check_existing_layers(model, kind, options)
+            _check_existing_layers(model, kind, {**self.config.options(), "router": bool(router)})
         else:
-            inject_moram(model, encoders=encoders, targets=targets, atoms_per_task=atoms_per_task,
-                         topk=topk, temperature=temperature, threshold=threshold, router=router,
-                         load_balance=load_balance)
+            inject_adapters(model, lambda linear: moram_layer(linear, **vars(self.config), router=router,
+                                                              load_balance=load_balance),
+                            MoRAMLinear, encoders, targets)
         self.moram_plugin = MoRAMPlugin(prune_mass=prune_mass, record=record_activations)
         own = [self.moram_plugin]
         self.balance_plugin = None
@@ -158,8 +162,7 @@ class MoRAM(CLIPStrategy):
 def check_moram_strategy_options(options) -> None:
     """The value checks of :class:`MoRAM`'s own options that are given in ``options``
     (``MoRAM.check_values``: nothing is built)."""
-    routing_options(**{k: options[k] for k in ("atoms_per_task", "topk", "temperature", "threshold")
-                       if k in options})
+    MoRAMLayerConfig(**{k: options[k] for k in ("atoms_per_task", "topk", "temperature", "threshold") if k in options})
     if "balance_coef" in options:
         check_number("balance_coef", options["balance_coef"], low=0, hint="0: no load balancing")
     if "balance_form" in options and options["balance_form"] not in BALANCE_FORMS:

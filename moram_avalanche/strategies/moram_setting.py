@@ -1,25 +1,32 @@
-"""The MoRAM paper's CLIP setting, written once.
+"""The MoRAM paper's loop settings, written once (its layer settings: :mod:`moram_avalanche.layers.moram_config`).
 
-Every default of the package that *is* MoRAM's setting reads it from :data:`MORAM`: the
-MoRAM strategy's routing options (:class:`~moram_avalanche.strategies.moram.MoRAM`), the
-shared CLIP loop's budget and optimiser (:class:`~moram_avalanche.strategies.base.CLIPStrategy`,
-Avalanche's strategies by name), the LoRA-style rows that match MoRAM's rank
-(:mod:`~moram_avalanche.strategies.lora_baselines`), the routing table's rows
-(:data:`~moram_avalanche.strategies.moram.ROUTING_ABLATIONS`), and the app's recipes
-(:mod:`moram_avalanche.experiments.recipes`: what ``reproduce`` runs). Change a value here and
-every one of them changes with it.
+Every default of the package that *is* one of the paper's settings reads it from here or from
+the layer's settings: the MoRAM strategy's routing options
+(:class:`~moram_avalanche.strategies.moram.MoRAM`), the shared CLIP loop's budget and optimiser
+(:class:`~moram_avalanche.strategies.base.CLIPStrategy`, Avalanche's strategies by name), the
+LoRA-style rows that match MoRAM's rank (:mod:`~moram_avalanche.strategies.lora_baselines`),
+the routing table's rows (:data:`~moram_avalanche.strategies.moram.ROUTING_ABLATIONS`), the
+language-model loop (:class:`~moram_avalanche.strategies.text_loop.TextStrategy`), and the
+app's recipes (:mod:`moram_avalanche.experiments.recipes`: what ``reproduce`` runs). Change a
+value here and every one of them changes with it.
 
-Source: the MoRAM paper's CLIP hyper-parameters (method reference, "Hyper-parameters (CLIP)")
+Sources: the MoRAM paper's CLIP hyper-parameters (method reference, "Hyper-parameters (CLIP)")
 and its release [Artificer-AI-Lab/MoRAM XTAIL/runner_moram.sh, main.py]: r = 16 new atoms per
-task, top-k budget k = 16, temperature tau = 0.01, eval threshold delta = 0.2, AdamW lr 5e-4
-with betas (0.9, 0.9999) and no weight decay, no warm-up, a cosine schedule, 500 iterations
-per task of batch 64 -- the same on X-TAIL (16 shots) and 5-shot MTIL.
+task, top-k budget k = 16, temperature tau = 0.01, eval threshold delta = 0.2
+(:data:`~moram_avalanche.layers.moram_config.PAPER_CLIP`), AdamW lr 5e-4 with betas (0.9,
+0.9999) and no weight decay, no warm-up, a cosine schedule, 500 iterations per task of batch 64
+-- the same on X-TAIL (16 shots) and 5-shot MTIL. The language models' classification setting
+(paper Sec. 4, LLM settings): AdamW at a constant lr 1e-3, batch 64, one epoch per task, with
+torch's / transformers' Trainer betas (0.9, 0.999), which O-LoRA's T5 runs use
+(``scripts/order_1.sh`` sets none).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Tuple
+
+from ..layers.moram_config import PAPER_CLIP
 
 
 @dataclass(frozen=True)
@@ -35,10 +42,10 @@ class MoRAMSetting:
         iterations: optimizer steps per task. train_mb_size: the training batch.
     """
 
-    atoms_per_task: int = 16
-    topk: int = 16
-    temperature: float = 0.01
-    threshold: float = 0.2
+    atoms_per_task: int = PAPER_CLIP.atoms_per_task
+    topk: int = PAPER_CLIP.topk
+    temperature: float = PAPER_CLIP.temperature
+    threshold: float = PAPER_CLIP.threshold
     lr: float = 5e-4
     betas: Tuple[float, float] = (0.9, 0.9999)
     weight_decay: float = 0.0
@@ -51,7 +58,25 @@ class MoRAMSetting:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class TextLoopSetting:
+    """The MoRAM paper's loop setting for language models (see the module docstring for the source).
+
+    Attributes:
+        lr: AdamW's constant learning rate. train_mb_size: the training batch.
+        epochs: passes over each task's training data. betas, weight_decay: AdamW's.
+    """
+
+    lr: float = 1e-3
+    train_mb_size: int = 64
+    epochs: int = 1
+    betas: Tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = 0.0
+
+
 #: the MoRAM paper's CLIP setting (the one place its values are written)
 MORAM = MoRAMSetting()
+#: the MoRAM paper's language-model loop (the one place its values are written)
+MORAM_TEXT_LOOP = TextLoopSetting()
 
-__all__ = ["MORAM", "MoRAMSetting"]
+__all__ = ["MORAM", "MORAM_TEXT_LOOP", "MoRAMSetting", "TextLoopSetting"]

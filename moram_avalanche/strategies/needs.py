@@ -38,6 +38,9 @@ class StrategyNeeds:
             (``--fsdp``, :mod:`~moram_avalanche.algorithms.fsdp`): only adapters train, added
             after the weights were sharded, and nothing copies the model. Opt-in: the command
             line refuses the others there.
+        atoms: the option that sets how many rank-1 atoms each task adds to every adapted linear
+            map (MoRAM's ``atoms_per_task``): banks that grow with every task, which a run checks
+            fit the device for the whole stream before it starts; None: none.
     """
 
     trains: bool = True
@@ -45,6 +48,7 @@ class StrategyNeeds:
     files: Optional[Callable[[Dict[str, Any]], Dict[str, str]]] = None
     data_parallel: bool = True
     fsdp: bool = False
+    atoms: Optional[str] = None
 
     def __post_init__(self):
         unknown = sorted(set(self.references) - set(REFERENCE_ARGUMENTS))

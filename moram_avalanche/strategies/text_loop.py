@@ -1,8 +1,11 @@
 """TextStrategy: the generative continual-learning loop of language models, as an Avalanche strategy.
 
 One loop for every language-model strategy of the package (MoRAM, SeqFT, SeqLoRA, IncLoRA,
-O-LoRA: :mod:`.text_strategies`), a thin ``SupervisedTemplate`` whose scoring comes from
-:class:`~moram_avalanche.models.language_model.LanguageModel`:
+O-LoRA: :mod:`.text_strategies`): the package's loop harness
+(:class:`~moram_avalanche.strategies.loop.ContinualLoop`: the one option check, the adapters-only
+checkpoint state, a fresh AdamW per experience, sharded training batches, the data-parallel
+guard) whose problem -- model, loss, evaluation -- is a
+:class:`~moram_avalanche.models.language_model.LanguageModel`'s:
 
 * a minibatch is ``[prompts, answers, task labels]`` (the items of the text streams,
   :mod:`moram_avalanche.benchmarks.text_stream`); :attr:`mb_x` are the prompts, :attr:`mb_y`
@@ -42,8 +45,6 @@ built (:mod:`~moram_avalanche.strategies.plugins.text_avalanche`): they score te
 the token loss, so they compose with every language-model strategy; Avalanche's strategies by
 name (``avalanche.ewc``, ...) are this loop too (:mod:`.text_builtins`).
 
-Options are checked before anything is built (:meth:`__new__`), as for the CLIP loop.
-
 Avalanche has no text loop of its own; its ``examples/nlp.py`` shows the intended way
 (override ``_unpack_minibatch``, ``forward`` and ``criterion`` for batches of strings).
 """
@@ -54,30 +55,25 @@ from typing import List, Literal, Mapping, Optional, Sequence, Union
 
 import torch
 from avalanche.training.plugins import EvaluationPlugin
-from avalanche.training.templates import SupervisedTemplate
 from torch.utils.data import DataLoader
 
-from ..algorithms.data_parallel import ShardedBatches
 from ..benchmarks.text_metrics import TEXT_METRICS
 from ..benchmarks.text_stream import collate_text
-from ..layers.base import load_trained_state_dict, trained_state_dict
 from ..models.language_model import (MAX_SOURCE_LENGTH, MAX_TARGET_LENGTH, Decoding, LanguageModel,
                                      check_compile_generation, prompt_cuts)
 from ..utils.checks import check_positive_int
-from ..utils.devices import resolve_device
+from .loop import ContinualLoop
+from .moram_setting import MORAM_TEXT_LOOP as LOOP
 from .needs import StrategyNeeds
-from .options import check_shared_options, check_strategy_options
-from .plugins.validate import check_plugins
 from .plugins.accumulation import AccumulatedSteps
 from .plugins.budget import FixedBatches
 from .plugins.text_avalanche import text_plugins
 
 #: the paper's classification setting for language models (paper Sec. 4, LLM settings):
-#: lr 1e-3 (fixed), batch 64, one epoch per task
-PAPER_TEXT_LOOP = {"lr": 1e-3, "train_mb_size": 64, "epochs": 1}
+#: lr 1e-3 (fixed), batch 64, one epoch per task (:data:`~.moram_setting.MORAM_TEXT_LOOP`)
+PAPER_TEXT_LOOP = {"lr": LOOP.lr, "train_mb_size": LOOP.train_mb_size, "epochs": LOOP.epochs}
 #: AdamW betas: torch's / transformers' Trainer defaults, which O-LoRA's T5 runs use
-#: (``scripts/order_1.sh`` sets none)
-TEXT_BETAS = (0.9, 0.999)
+TEXT_BETAS = LOOP.betas
 
 
 def check_text_loop_options(options) -> None:
@@ -155,7 +151,7 @@ def default_text_evaluator():
     return EvaluationPlugin(loss_metrics(epoch=True), loggers=[])
 
 
-class TextStrategy(SupervisedTemplate):
+class TextStrategy(ContinualLoop):
     """Continual learning of a language model, one task (experience) at a time (module docstring).
 
     Args (keyword-only; the rest go to ``SupervisedTemplate``):
@@ -196,82 +192,44 @@ class TextStrategy(SupervisedTemplate):
     #: what :attr:`mb_output` holds in evaluation: each sample's hit (read by AccuracyMatrix)
     eval_output = "scores"
 
-    def __new__(cls, *args, **kwargs):
-        """Check the keyword options (names, types, ranges; nothing built yet) and keep them."""
-        check_strategy_options(cls, kwargs)
-        check_plugins(kwargs.get("plugins"))  # as given, before a subclass adds its own
-        self = super().__new__(cls)
-        self.given_options = dict(kwargs)
-        return self
-
-    def __init__(self, *, model, tokenizer=None, epochs: Union[int, Sequence[int], Mapping[str, int]] = 1, iterations: Optional[int] = None,
-                 lr: float = 1e-3, weight_decay: float = 0.0, betas=TEXT_BETAS,
-                 max_source_length: int = MAX_SOURCE_LENGTH, max_target_length: int = MAX_TARGET_LENGTH,
-                 max_new_tokens: int = MAX_TARGET_LENGTH, progress: bool = True, train_mb_size: int = 64,
+    def __init__(self, *, model, tokenizer=None, epochs: Union[int, Sequence[int], Mapping[str, int]] = LOOP.epochs,
+                 iterations: Optional[int] = None, lr: float = LOOP.lr, weight_decay: float = LOOP.weight_decay,
+                 betas=LOOP.betas, max_source_length: int = MAX_SOURCE_LENGTH,
+                 max_target_length: int = MAX_TARGET_LENGTH, max_new_tokens: int = MAX_TARGET_LENGTH,
+                 progress: bool = True, train_mb_size: int = LOOP.train_mb_size,
                  eval_mb_size: Optional[int] = None, device="cpu", plugins=None, evaluator=default_text_evaluator,
                  eval_every: int = -1, accumulation_steps: int = 1, repetition_penalty: float = 1.0,
                  no_repeat_ngram_size: int = 0, compile_generation: Union[bool, Literal["auto"]] = "auto",
                  **base_kwargs):
-        check_shared_options(dict(iterations=iterations, lr=lr, weight_decay=weight_decay, betas=betas,
-                                  train_mb_size=train_mb_size, eval_mb_size=eval_mb_size))
-        check_text_loop_options(dict(epochs=epochs, max_source_length=max_source_length,
-                                     max_target_length=max_target_length, max_new_tokens=max_new_tokens,
-                                     accumulation_steps=accumulation_steps, repetition_penalty=repetition_penalty,
-                                     no_repeat_ngram_size=no_repeat_ngram_size,
-                                     compile_generation=compile_generation))
+        # the options were checked once, by __new__ (check_strategy_options), before this runs
         if not isinstance(model, LanguageModel):
             model = LanguageModel(model, tokenizer, max_source_length=max_source_length,
                                   max_target_length=max_target_length)
         model.max_source_length, model.max_target_length = max_source_length, max_target_length
         model.compile_generation = compile_generation
-        device = resolve_device(device)
-        super().__init__(model=model, optimizer=None, train_mb_size=train_mb_size,
+        super().__init__(model=model, lr=lr, betas=betas, weight_decay=weight_decay, progress=progress,
+                         train_mb_size=train_mb_size, eval_mb_size=eval_mb_size or train_mb_size,
                          train_epochs=epochs if iterations is None and isinstance(epochs, int) else 1,
-                         eval_mb_size=eval_mb_size or train_mb_size, device=device, plugins=plugins,
-                         evaluator=evaluator, eval_every=eval_every, **base_kwargs)
+                         device=device, plugins=plugins, evaluator=evaluator, eval_every=eval_every, **base_kwargs)
         text_plugins(self.plugins)  # Avalanche's plugins that run their own forward, on text batches
         self.tokenizer = model.tokenizer
         self.iterations = iterations
         self.epochs = (tuple(epochs) if isinstance(epochs, (list, tuple))
                        else dict(epochs) if isinstance(epochs, Mapping) else epochs)
         self.accumulation_steps = accumulation_steps
-        self.lr, self.weight_decay, self.betas = lr, weight_decay, tuple(betas)
         self.max_new_tokens = max_new_tokens
         #: greedy decoding's extras (the release's TRACE inference: repetition penalty 1.2, no repeated 3-grams)
         self.decoding = Decoding(repetition_penalty, no_repeat_ngram_size)
-        self.progress = progress
         #: the answers generated for the current evaluation minibatch
         self.mb_predictions: List[str] = []
 
-    # ------------------------------------------------------------------ checkpoints
-    def checkpoint_model_state(self) -> dict:
-        """The adapters' declared state when the model has adapters, else the whole model."""
-        return trained_state_dict(self.model)
-
-    def load_checkpoint_model_state(self, state: dict) -> None:
-        load_trained_state_dict(self.model, state)
-
     # ------------------------------------------------------------------ data
-    def _loader(self, data, batch_size, shuffle, num_workers=0, pin_memory=None, persistent_workers=False,
-                **kwargs):
-        return DataLoader(data, batch_size=batch_size, shuffle=shuffle, collate_fn=collate_text,
-                          num_workers=num_workers, persistent_workers=bool(persistent_workers) and num_workers > 0,
-                          pin_memory=self.device.type == "cuda" if pin_memory is None else pin_memory)
-
-    def make_train_dataloader(self, num_workers=0, shuffle=True, pin_memory=None, persistent_workers=False,
-                              **kwargs):
-        """Batches of ``train_mb_size`` in ``DataLoader(shuffle=True)``'s order; data-parallel
-        processes split each of them (:class:`~moram_avalanche.algorithms.data_parallel.ShardedBatches`)."""
-        data = self.adapted_dataset
-        self.dataloader = DataLoader(
-            data, batch_sampler=ShardedBatches(len(data), self.train_mb_size, shuffle=shuffle),
-            collate_fn=collate_text, num_workers=num_workers,
-            persistent_workers=bool(persistent_workers) and num_workers > 0,
-            pin_memory=self.device.type == "cuda" if pin_memory is None else pin_memory)
-
     def make_eval_dataloader(self, num_workers=0, pin_memory=None, persistent_workers=False, **kwargs):
-        self.dataloader = self._loader(self.adapted_dataset, self.eval_mb_size, False, num_workers,
-                                       pin_memory, persistent_workers)
+        """Batches of ``eval_mb_size`` in the experience's order, collated as text (:attr:`batch_collate`)."""
+        self.dataloader = DataLoader(
+            self.adapted_dataset, batch_size=self.eval_mb_size, shuffle=False, collate_fn=self.batch_collate,
+            num_workers=num_workers, persistent_workers=bool(persistent_workers) and num_workers > 0,
+            pin_memory=self.device.type == "cuda" if pin_memory is None else pin_memory)
 
     def _unpack_minibatch(self):
         """Prompts and answers stay strings; the task labels go to the device."""
@@ -285,14 +243,11 @@ class TextStrategy(SupervisedTemplate):
             self.train_epochs = epochs_of(self.epochs, self.experience)
         super()._before_training_exp(**kwargs)
 
-    def make_optimizer(self, **kwargs):
-        """A fresh AdamW (constant learning rate) over the parameters that require grad now."""
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        self.optimized_param_id = {}  # tells Avalanche the optimizer is initialised
-        self.optimizer = (torch.optim.AdamW(params, lr=self.lr, betas=self.betas, weight_decay=self.weight_decay)
-                          if params else None)
-        if self.optimizer is not None and self.accumulation_steps > 1:  # one step per accumulation_steps batches
-            self.optimizer = AccumulatedSteps(self.optimizer, self.accumulation_steps)
+    def fresh_optimizer(self, params):
+        """The loop's AdamW (a constant learning rate), stepping once per ``accumulation_steps``
+        minibatches (:class:`~moram_avalanche.strategies.plugins.accumulation.AccumulatedSteps`)."""
+        optimizer = super().fresh_optimizer(params)
+        return AccumulatedSteps(optimizer, self.accumulation_steps) if self.accumulation_steps > 1 else optimizer
 
     def training_epoch(self, **kwargs):
         if self.iterations == 0:

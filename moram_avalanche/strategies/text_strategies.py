@@ -36,7 +36,9 @@ from ..layers.moram import MoRAMLinear
 from ..layers.replace import replace_linears
 from ..layers.task_lora import TaskLoRALinear
 from ..models.language_model import LanguageModel
-from ..text.inject import PAPER_LLM_OPTIONS as LLM
+from ..layers.moram_config import PAPER_LLM as LLM
+from ..layers.moram_config import MoRAMLayerConfig
+from ..text.layer import PAPER_DROPOUT
 from ..text.lora_layers import OLORA_LORA, DropoutLoRALinear, DropoutTaskLoRALinear, check_lora_dropout
 from ..utils.checks import check_number, check_positive_int
 from .needs import StrategyNeeds
@@ -100,6 +102,13 @@ def check_text_adapter_options(options) -> None:
         raise ValueError(f"power must be 1 (O-LoRA's code) or 2 (its paper), got {options['power']!r}")
 
 
+def check_text_moram_options(options) -> None:
+    """Value checks of :class:`TextMoRAM`'s own options given in ``options``: the layers'
+    (:class:`~moram_avalanche.layers.moram_config.MoRAMLayerConfig`) and the adapters' others."""
+    MoRAMLayerConfig(**{k: options[k] for k in ("atoms_per_task", "topk", "temperature", "threshold") if k in options})
+    check_text_adapter_options(options)
+
+
 def check_lambda(name: str, value) -> None:
     """An O-LoRA lambda: a number >= 0, or a mapping of task names to such numbers."""
     hint = "O-LoRA: 0.5 (orthogonality), 0 (L2); or one per task, e.g. {'mnli': 0.5, 'cb': 0.5}"
@@ -138,24 +147,26 @@ class TextMoRAM(TextStrategy):
       them (:class:`~moram_avalanche.strategies.plugins.moram.MoRAMPlugin`).
     """
 
-    needs = StrategyNeeds(fsdp=True)  # only adapters train: the weights can be sharded (--fsdp)
+    #: only adapters train: the weights can be sharded (--fsdp); its banks grow by atoms_per_task per task
+    needs = StrategyNeeds(fsdp=True, atoms="atoms_per_task")
     #: the value checks of its own options (run once, by check_strategy_options)
-    check_values = staticmethod(lambda options: check_text_adapter_options(options))
+    check_values = staticmethod(lambda options: check_text_moram_options(options))
 
-    # defaults: the paper's LLM setting, written once (moram_avalanche.text.inject.PAPER_LLM_OPTIONS)
-    def __init__(self, *, model, tokenizer=None, atoms_per_task: int = LLM["atoms_per_task"],
-                 topk: Optional[int] = LLM["topk"], temperature: Optional[float] = LLM["temperature"],
-                 threshold: float = LLM["threshold"], dropout: float = LLM["dropout"],
+    # defaults: the paper's LLM setting, written once (moram_avalanche.layers.moram_config.PAPER_LLM)
+    def __init__(self, *, model, tokenizer=None, atoms_per_task: int = LLM.atoms_per_task,
+                 topk: Optional[int] = LLM.topk, temperature: Optional[float] = LLM.temperature,
+                 threshold: float = LLM.threshold, dropout: float = PAPER_DROPOUT,
                  target_modules: Targets = None, self_attention_only: bool = False,
                  prune_mass: Optional[float] = None, new_value_scale: float = 1.0,
                  fresh_atoms_at_eval: bool = False, plugins=None, **kwargs):
         from ..text.inject import inject_moram
 
+        #: the layers' options, checked once (:class:`~moram_avalanche.layers.moram_config.MoRAMLayerConfig`)
+        self.config = MoRAMLayerConfig(atoms_per_task, topk, temperature, threshold)
         model = wrap(model, tokenizer)
         if not find_layers(model, MoRAMLinear):
-            inject_moram(model.model, target_modules, self_attention_only=self_attention_only,
-                         atoms_per_task=atoms_per_task, topk=topk, temperature=temperature,
-                         threshold=threshold, dropout=dropout, new_value_scale=new_value_scale)
+            inject_moram(model.model, target_modules, self_attention_only=self_attention_only, **vars(self.config),
+                         dropout=dropout, new_value_scale=new_value_scale)
         for layer in find_layers(model, MoRAMLinear).values():
             layer.new_value_scale = float(new_value_scale)
         self.moram_plugin = MoRAMPlugin(prune_mass=prune_mass, fresh_atoms_at_eval=fresh_atoms_at_eval)
@@ -246,7 +257,7 @@ TEXT_STRATEGIES = {"moram": TextMoRAM, "finetune": TextFineTune, "seq-lora": Tex
 
 
 __all__ = ["LORA_TARGET_MODULES", "OLORA_DROPOUT", "OLORA_RANK", "OLORA_SCALE", "TEXT_STRATEGIES", "check_lambda", "TextFineTune", "TextIncLoRA", "TextMoRAM",
-           "TextOLoRA", "TextSeqLoRA", "check_text_adapter_options", "lora_targets", "wrap"]
+           "TextOLoRA", "TextSeqLoRA", "check_text_adapter_options", "check_text_moram_options", "lora_targets", "wrap"]
 
 
 class TextMTL(TextFineTune):

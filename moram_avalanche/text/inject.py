@@ -31,21 +31,22 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 from torch import nn
 
 from ..layers.base import find_layers
-from ..layers.moram import MoRAMLinear, routing_options
+from ..layers.moram import MoRAMLinear
+from ..layers.moram_config import PAPER_LLM, PAPER_TRACE, RELEASE_TRACE, MoRAMLayerConfig
 from ..layers.replace import replace_linears
 from ..utils.checks import check_number
 from .layer import PAPER_DROPOUT, DropoutMoRAMLinear, check_dropout
 from .targets import matches, resolve_targets, target_modules
 
-#: the paper's classification setting for language models (paper Sec. 4, LLM settings)
-PAPER_LLM_OPTIONS = {"atoms_per_task": 8, "topk": 4, "temperature": 0.1, "threshold": 0.2,
-                     "dropout": PAPER_DROPOUT}
-#: the paper's TRACE setting for MoRAM (paper Sec. 4, TRACE paragraph): r 16 per task, k 16,
-#: tau 0.03, delta 0.2 (the loop's lr, batch and context: ``experiments.recipes.TRACE_LOOP``)
-PAPER_TRACE_OPTIONS = {"atoms_per_task": 16, "topk": 16, "temperature": 0.03, "threshold": 0.2}
-#: the release's shipped TRACE run for MoRAM (``TRACE/runner_moram.sh``): r 8, top-k 8, tau 0.03,
-#: delta 0.2 -- not the paper's paragraph; a named preset (``--preset trace-release``)
-RELEASE_TRACE_OPTIONS = {"atoms_per_task": 8, "topk": 8, "temperature": 0.03, "threshold": 0.2}
+#: the paper's classification setting for language models, as keyword arguments (the layer's
+#: options: :data:`~moram_avalanche.layers.moram_config.PAPER_LLM`; its dropout: :data:`~.layer.PAPER_DROPOUT`)
+PAPER_LLM_OPTIONS = {**PAPER_LLM.options(), "dropout": PAPER_DROPOUT}
+#: the paper's TRACE setting for MoRAM (:data:`~moram_avalanche.layers.moram_config.PAPER_TRACE`; the
+#: loop's lr, batch and context: ``experiments.text_recipes.TRACE_LOOP``)
+PAPER_TRACE_OPTIONS = PAPER_TRACE.options()
+#: the release's shipped TRACE run for MoRAM (:data:`~moram_avalanche.layers.moram_config.RELEASE_TRACE`):
+#: not the paper's paragraph; a named preset (``--preset trace-release``)
+RELEASE_TRACE_OPTIONS = RELEASE_TRACE.options()
 #: the release's factor on the trainable atoms' values: ``lora_alpha / r`` with ``lora_alpha = 2 r``
 #: (``TRACE/training/main.py``), whatever ``r`` is
 RELEASE_NEW_VALUE_SCALE = 2.0
@@ -99,8 +100,9 @@ def target_names(model: nn.Module, targets: Union[str, Sequence[str], Mapping[st
 
 def inject_moram(model: nn.Module, targets: Union[str, Sequence[str], None] = None, *,
                  self_attention_only: bool = False, freeze_model: bool = True,
-                 atoms_per_task: int = 8, topk: Optional[int] = 4, temperature: Optional[float] = 0.1,
-                 threshold: float = 0.2, dropout: float = PAPER_DROPOUT,
+                 atoms_per_task: int = PAPER_LLM.atoms_per_task, topk: Optional[int] = PAPER_LLM.topk,
+                 temperature: Optional[float] = PAPER_LLM.temperature, threshold: float = PAPER_LLM.threshold,
+                 dropout: float = PAPER_DROPOUT,
                  new_value_scale: float = 1.0) -> Dict[str, DropoutMoRAMLinear]:
     """Wrap the target linears of ``model`` in :class:`~.layer.DropoutMoRAMLinear`.
 
@@ -110,7 +112,7 @@ def inject_moram(model: nn.Module, targets: Union[str, Sequence[str], None] = No
     the paper). The layers start empty (the model computes exactly what it did): call
     :func:`add_task` before training the first task. Returns ``{dotted name: layer}``.
     """
-    routing_options(atoms_per_task, topk, temperature, threshold)
+    MoRAMLayerConfig(atoms_per_task, topk, temperature, threshold)
     check_dropout(dropout)
     new_value_scale = check_new_value_scale(new_value_scale)
     if find_layers(model, MoRAMLinear):
@@ -129,7 +131,7 @@ def inject_moram(model: nn.Module, targets: Union[str, Sequence[str], None] = No
 def moram_layers(model: nn.Module) -> Dict[str, MoRAMLinear]:
     """Every MoRAM layer :func:`inject_moram` put on ``model``, by dotted name; a ValueError if none.
 
-    A peft model (``get_peft_model`` with a ``MoRAMConfig``) keeps one bank per adapter in its
+    A peft model (``get_peft_model`` with a ``MoRAMLayerConfig``) keeps one bank per adapter in its
     tuner layers instead: it grows with ``peft_model.add_task()``.
     """
     layers = find_layers(model, MoRAMLinear)

@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from ..layers.moram import MoRAMLinear
+from ..layers.moram_config import PAPER_LLM
 from ..utils.checks import check_number
 
 #: dropout on the atoms' input in the paper's classification setting (paper Sec. 4)
@@ -55,9 +56,9 @@ class DropoutMoRAMLinear(MoRAMLinear):
     State-dict keys are ``MoRAMLinear``'s (the dropout holds no state).
     """
 
-    def __init__(self, base: nn.Linear, atoms_per_task: int = 8, topk: Optional[int] = 4,
-                 temperature: Optional[float] = 0.1, threshold: float = 0.2,
-                 dropout: float = PAPER_DROPOUT) -> None:
+    def __init__(self, base: nn.Linear, atoms_per_task: int = PAPER_LLM.atoms_per_task,
+                 topk: Optional[int] = PAPER_LLM.topk, temperature: Optional[float] = PAPER_LLM.temperature,
+                 threshold: float = PAPER_LLM.threshold, dropout: float = PAPER_DROPOUT) -> None:
         super().__init__(base, atoms_per_task=atoms_per_task, topk=topk, temperature=temperature,
                          threshold=threshold)
         self.atom_dropout = nn.Dropout(check_dropout(dropout))

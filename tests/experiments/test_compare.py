@@ -221,7 +221,7 @@ def test_cli_compare(tmp_path, capsys):
 
 
 def test_set_values_are_python_literals_or_strings():
-    from moram_avalanche.cli import _parse_sets
+    from moram_avalanche.arguments import parse_sets as _parse_sets
 
     parsed = _parse_sets(["topk=8", "encoders=('visual',)", "routing=batch", "threshold=0"], prefixed=False)
     assert parsed == {"": {"topk": 8, "encoders": ("visual",), "routing": "batch", "threshold": 0}}

@@ -117,7 +117,7 @@ def test_the_sweep_grid_surrounds_the_papers_values():
 
 def test_table_names():
     from moram_avalanche.cli import REPRODUCE_TABLES
-    from moram_avalanche.experiments.reproduce import TABLE_CHOICES
+    from moram_avalanche.experiments.paper_tables import TABLE_CHOICES
 
     assert TABLE_NAMES == ("xtail", "xtail-order2", "mtil", "routing", "robustness", "pruning", "load-balance",
                            "sweeps", "additional-baselines")

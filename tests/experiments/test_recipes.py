@@ -169,3 +169,7 @@ def test_changing_the_one_declaration_changes_what_the_cli_demo_and_reproduce_se
     assert (MORAM.lr, MORAM.iterations, MORAM.train_mb_size) == (5e-4, 500, 64)
     defaults = {k: p.default for k, p in __import__("inspect").signature(MoRAM.__init__).parameters.items()}
     assert all(defaults[k] == getattr(MORAM, k) for k in ROUTING)
+
+
+def test_every_recipe_names_a_registered_strategy_and_kinds_it_takes():
+    check_recipes()  # the package's own tables (checked here: nothing runs on import)

@@ -50,7 +50,7 @@ def offline_parts(tiny_clip_name, tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(moe, "alexnet_features", lambda path=None: random_conv_features(0))
         patch.setattr(moe, "alexnet_weights_path", lambda: weights)
-        for name in ("accuracy_heatmap", "accuracy_heatmaps", "atom_usage_heatmap"):
+        for name in ("accuracy_heatmap", "accuracy_heatmaps", "heatmap"):
             patch.setattr(viz, name, blank)
         patch.setitem(TABLES, "sweeps", small_sweeps())
         patch.setitem(recipes.PAPER_OPTIONS["rail-primal"], "hidden_dim", 64)

@@ -169,10 +169,10 @@ def test_a_trace_rehearsal_writes_op_and_bwt_over_three_seeds(tmp_path):
                                      seeds=(1, 2), progress=False)
     runs = method_runs(spec, "MoRAM", settings, "LLaMA-3-1B-Instruct")
     from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.reproduce_text import _setup, table_result
+    from moram_avalanche.experiments.reproduce_text import run_setup, table_result
 
     for run in runs:
-        run_comparison(_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
+        run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
     result = table_result(spec, settings)
     row = next(r for r in result.rows if (r.block, r.method) == ("LLaMA-3-1B-Instruct", "MoRAM"))
     assert row.status == "run"

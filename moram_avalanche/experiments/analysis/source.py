@@ -113,7 +113,8 @@ def load_run_model(settings: RunSettings, device="cpu"):
     import torch
 
     from ...clip.load import load_clip
-    from ..demo import TINY_NAME, DemoConfig, default_cache_dir, pretrained_tiny_clip, register_tiny_clip
+    from ..demo import TINY_NAME, DemoConfig, pretrained_tiny_clip, register_tiny_clip
+    from ..demos import default_cache_dir
 
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
     register_tiny_clip(cache_dir)

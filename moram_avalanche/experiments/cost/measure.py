@@ -212,8 +212,9 @@ def _build(name: str, model, tokenizer, plugins: list, options: CostOptions, ima
 
 def _measure_one(name: str, options: CostOptions, bar) -> dict:
     from ...clip.load import load_clip
-    from ..demo import default_cache_dir, register_tiny_clip
-    from ..runner import build_kernels
+    from ..demo import register_tiny_clip
+    from ..demos import default_cache_dir
+    from ..runner import prepare_plugins
 
     register_tiny_clip(options.cache_dir or default_cache_dir())  # its name, for --model
     device = torch.device(options.device)
@@ -234,7 +235,7 @@ def _measure_one(name: str, options: CostOptions, bar) -> dict:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # no loggers; warm-up longer than the timed steps; ...
         strategy, trains = _build(name, model, tokenizer, [timer, probe], options, image_size)
-        build_kernels(strategy)  # MoRAM's CPU routing kernel: built here, outside every timed step
+        prepare_plugins(strategy)  # e.g. MoRAM's CPU routing kernel: built here, outside every timed step
         row = {"strategy": name, "class": type(strategy).__name__, "trains": trains, "tasks": []}
         for task in range(1, last + 1):
             measured = task in options.tasks

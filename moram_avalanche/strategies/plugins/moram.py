@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+import numpy as np
 import torch
 
 from ...algorithms.data_parallel import all_reduce_sum, world_size
+from ...layers import routing_kernel
+from ...layers.base import find_layers
 from ...layers.moram import MoRAMLinear
 from .growth import GrowthPlugin
 
@@ -33,6 +36,24 @@ def reduce_recorded_stats(layers) -> None:
     for layer in layers:
         layer.atom_mass = all_reduce_sum(layer.atom_mass)
         layer.atom_hits = all_reduce_sum(layer.atom_hits)
+
+
+def atom_usage(history_entry: dict, title: str = "share of activation mass by task") -> dict:
+    """Per layer (rows), the share of the recorded activation mass taken by each task's atoms
+    (columns), as the keyword arguments of :func:`~moram_avalanche.experiments.viz.heatmap`."""
+    layers = history_entry["layers"]
+    names = list(layers)
+    tasks = int(max(int(v["atom_task"].max()) for v in layers.values())) + 1
+    shares = np.zeros((len(names), tasks))
+    for row, name in enumerate(names):
+        mass = layers[name]["mass"].double().numpy()
+        owner = layers[name]["atom_task"].numpy()
+        total = mass.sum()
+        for task in range(tasks):
+            shares[row, task] = mass[owner == task].sum() / total if total > 0 else np.nan
+    short = [n.replace("transformer.resblocks.", "").replace("visual.", "v.") for n in names]
+    return {"values": shares, "row_labels": short, "col_labels": [f"task {t}" for t in range(tasks)],
+            "title": title, "fmt": "{:.2f}", "vmin": 0, "vmax": 1}
 
 
 class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
@@ -70,6 +91,8 @@ class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
     """
 
     layer_type = MoRAMLinear
+    #: the files it adds to a run folder (drawn by the run path from :meth:`run_pictures`)
+    run_files = ("atom_usage.png",)
 
     def __init__(self, prune_mass: Optional[float] = None, record: bool = True,
                  fresh_atoms_at_eval: bool = False) -> None:
@@ -120,6 +143,21 @@ class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
             for layer in layers.values():
                 layer.expand()
 
+    def prepare_run(self, strategy) -> None:
+        """Before a run's first experience, outside every timed step: on the CPU, build MoRAM's
+        routing kernel (first use on this machine: about a minute; MoRAM layers never build it
+        inside a forward and take the PyTorch path until it is built)."""
+        if torch.device(strategy.device).type == "cpu" and find_layers(strategy.model, self.layer_type):
+            routing_kernel.load()
+
+    def run_pictures(self) -> Dict[str, dict]:
+        """``{"atom_usage.png": heatmap}`` after a task ({} before): per layer (rows), the share of
+        the activation mass recorded on the last task taken by each task's atoms (columns), as the
+        keyword arguments of a heatmap (values, row and column labels, title, scale)."""
+        if not self.history:
+            return {}
+        return {"atom_usage.png": atom_usage(self.history[-1])}
+
     def state_dict(self) -> dict:
         return {"history": self.history, "pruned": self.pruned, "layer_options": self.layer_options,
                 "prune_mass": self.prune_mass}
@@ -129,4 +167,4 @@ class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
         self.layer_options = dict(state.get("layer_options", {}))  # absent in older checkpoints
 
 
-__all__ = ["MoRAMPlugin", "bank_checksum", "reduce_recorded_stats"]
+__all__ = ["MoRAMPlugin", "atom_usage", "bank_checksum", "reduce_recorded_stats"]

@@ -1,0 +1,42 @@
+"""What ``moram-avalanche check-data --benchmark NAME`` checks, per name: the layouts a data root
+must hold for that benchmark, each check ``(root, verify_images, progress) -> (reports, text)``.
+
+X-TAIL's split files (:mod:`.check`), torchvision's MTIL (what ``mtil-5shot`` reads too), the
+language models' 15 classification tasks in either layout (:mod:`.text_tasks`) and TRACE's 8
+tasks (:mod:`.text_trace`); ``all`` is both CLIP layouts.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, Tuple
+
+
+def _images(kind: str) -> Callable:
+    def check(root, verify_images: bool = False, progress: bool = True):
+        from .check import check_data, format_report
+
+        reports = check_data(root, kind, verify_images=verify_images, progress=progress)
+        return reports, format_report(reports, kind, root)
+    return check
+
+
+def _text_tasks(root, verify_images: bool = False, progress: bool = True):
+    from .text_tasks import check_text_data, format_text_report
+
+    reports = check_text_data(root)
+    return reports, format_text_report(reports, root)
+
+
+def _trace_tasks(root, verify_images: bool = False, progress: bool = True):
+    from .text_trace import check_trace_data, format_trace_report
+
+    reports = check_trace_data(root)
+    return reports, format_trace_report(reports, root)
+
+
+#: ``check-data --benchmark`` -> its layouts' checks, in the order they are reported
+DATA_CHECKS: Dict[str, Tuple[Callable, ...]] = {
+    "xtail": (_images("xtail"),), "mtil": (_images("mtil"),), "all": (_images("xtail"), _images("mtil")),
+    "lm-cl": (_text_tasks,), "trace": (_trace_tasks,)}
+
+__all__ = ["DATA_CHECKS"]

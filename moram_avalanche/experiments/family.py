@@ -1,0 +1,96 @@
+"""The record of a model family, as the app reads it: :class:`Family`, with its :class:`Demo` and
+its :class:`Reproduction` (registered in :mod:`.families`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Sequence, Tuple
+
+
+@dataclass(frozen=True)
+class Demo:
+    """A family's offline demo: a tiny pre-trained model compared with its strategies on a
+    synthetic stream (:func:`~moram_avalanche.experiments.demos.run_family_demo`).
+
+    Attributes:
+        title: what messages call it ("the demo", "the text demo").
+        strategies, full_strategies: what ``demo`` runs, and with ``--full`` (empty: no ``--full``).
+        out: the default output folder.
+        config: the demo's settings, a dataclass recorded in every run; ``config.quick()`` is a
+            seconds-long version (``--quick``).
+        key: the key of the demo's settings in its runs' records (``run.<key>``): a folder holding
+            runs without it is another command's, which a demo never starts over.
+        prepare: ``(config, cache_dir, device, progress) -> Setup``: the cached pre-trained model,
+            the stream, the strategies' recipes and the tables to write.
+        context: ``(config) -> context manager`` around the whole demo (threads, quiet libraries).
+    """
+
+    title: str
+    strategies: Tuple[str, ...]
+    full_strategies: Tuple[str, ...]
+    out: str
+    config: type
+    key: str
+    prepare: Callable[..., tuple]
+    context: Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """A family's paper tables and how ``reproduce`` runs them
+    (:func:`~moram_avalanche.experiments.reproduce.reproduce`).
+
+    Attributes:
+        tables: the table names ``reproduce`` takes for this family.
+        specs: ``table -> [spec]`` (``"all"`` may stand for several).
+        settings: ``(command-line args) -> settings`` (flags of another family refused).
+        paper_text: ``[spec] -> Markdown`` of the paper's numbers alone.
+        plan_text: ``([spec], settings) -> the plan`` (``--dry-run``).
+        plan: ``([spec], settings) -> [(run, [rows it serves])]``, every distinct run once.
+        check_needs: ``([spec], settings, plan) -> None``: one ValueError naming all that is missing.
+        setup: ``(run, settings) -> Setup`` of one run's comparison folder.
+        table_result: ``(spec, settings) -> TableResult`` from the finished runs.
+        index: ``(file name, title)`` of the index of the tables written under one root.
+    """
+
+    tables: Tuple[str, ...]
+    specs: Callable[[str], Sequence[Any]]
+    settings: Callable[[Any], Any]
+    paper_text: Callable[[Sequence[Any]], str]
+    plan_text: Callable[[Sequence[Any], Any], str]
+    plan: Callable[[Sequence[Any], Any], list]
+    check_needs: Callable[[Sequence[Any], Any, list], None]
+    setup: Callable[[Any, Any], Any]
+    table_result: Callable[[Any, Any], Any]
+    index: Tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Family:
+    """A model family (module docstring).
+
+    Attributes:
+        name: its name (``"clip"``, ``"text"``): whose strategies a run's names are
+            (:data:`~moram_avalanche.strategies.registry.FAMILIES`).
+        model_loader: ``(args, device) -> () -> (model, train_transform, eval_transform, tokenizer)``
+            of ``--model`` and its options, loaded on ``device``.
+        benchmark_builder: ``(args) -> (train_transform, eval_transform) -> benchmark`` of
+            ``--benchmark`` and its stream options.
+        stream_options: ``(benchmark, strategy name=None, preset=None) -> options`` a stream sets
+            for a strategy (its name None: for every strategy), beyond the strategy's defaults.
+        dtype: ``(args) -> the weights' dtype or None``: ``--dtype``, else the stream's.
+        tables: what a comparison of this family writes (:class:`~.tables.Tables`).
+        demo: its offline demo. reproduction: its paper tables.
+    """
+
+    name: str
+    model_loader: Callable[[Any, str], Callable[[], tuple]]
+    benchmark_builder: Callable[[Any], Callable[[Any, Any], Any]]
+    stream_options: Callable[..., Dict[str, Any]]
+    dtype: Callable[[Any], Any]
+    tables: Any
+    demo: Demo
+    reproduction: Reproduction
+
+
+__all__ = ["Demo", "Family", "Reproduction"]
