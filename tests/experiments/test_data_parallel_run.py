@@ -69,6 +69,16 @@ def experiences_done(path):
         return 0
 
 
+def rows_written(log_dir, rows: int) -> bool:
+    """Whether the run in ``log_dir`` has checkpointed ``rows`` experiences and written their
+    results (rank 0 writes ``results.json`` just after the checkpoint that backs it)."""
+    try:
+        written = len(json.loads((log_dir / "results.json").read_text())["matrix"])
+    except (OSError, ValueError, KeyError):
+        return False
+    return experiences_done(log_dir / "checkpoint.pt") >= rows and written >= rows
+
+
 def test_two_processes_match_one_and_a_killed_run_resumes(tmp_path, one_thread):
     cache = ["--cache-dir", str(tmp_path / "cache")]
     assert main([*RUN, *cache, "--log-dir", str(tmp_path / "one")]) == 0
@@ -78,8 +88,8 @@ def test_two_processes_match_one_and_a_killed_run_resumes(tmp_path, one_thread):
     two = tmp_path / "two"
     run = torchrun([*RUN, *cache, "--log-dir", str(two)], tmp_path / "killed.log")
     deadline = time.time() + 300
-    while experiences_done(two / "checkpoint.pt") < 1 and run.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
+    while not rows_written(two, 1) and run.poll() is None and time.time() < deadline:
+        time.sleep(0.05)  # results.json follows the checkpoint that backs it: wait for both
     kill_tree(run.pid)  # torchrun and both workers, mid-way through the second experience
     run.wait()
     assert experiences_done(two / "checkpoint.pt") == 1, (tmp_path / "killed.log").read_text()[-3000:]
