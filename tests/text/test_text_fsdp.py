@@ -77,14 +77,14 @@ from moram_avalanche.algorithms.data_parallel import is_sharded, rank
 from moram_avalanche.algorithms.fsdp import weight_bytes
 from moram_avalanche.cli import build_parser
 from moram_avalanche.experiments.distributed import start_processes
-from moram_avalanche.experiments.from_arguments import text_model_loader
+from moram_avalanche.experiments.loaders import text_model_loader
 from moram_avalanche.text.inject import add_task, inject_moram
 
 model_folder, out = sys.argv[1], sys.argv[2]
 args = build_parser().parse_args(["run", "--benchmark", "synthetic-text", "--strategy", "moram", "--model", model_folder,
                                   "--dtype", "bfloat16", "--fsdp", "--device", "cpu", "--log-dir", out])
 start_processes(args.seed, args.device)
-language_model = text_model_loader(args)()[0]
+language_model = text_model_loader(args, args.device)()[0]
 local, total = weight_bytes(language_model)
 sharded = [name for name, p in language_model.named_parameters() if is_sharded(p)]
 weights = len(list(language_model.parameters()))
