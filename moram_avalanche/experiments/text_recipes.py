@@ -159,6 +159,9 @@ TABLES: Dict[str, Callable[[], List[Tuple[str, Setting]]]] = {"t5-long": _t5_lon
 #: where a text strategy's defaults come from (printed by ``reproduce --dry-run``)
 DEFAULT_SOURCES: Dict[str, str] = {
     "moram": "paper Sec. 4, LLM settings: r 8, top-k 4, tau 0.1, delta 0.2, dropout 0.1, query and key projections",
+    "moram-load-balance": "as moram, plus 0.01 x the mean over layers of the release's load-balancing term "
+                          "R * sum_i Pbar_i^2 (Artificer-AI-Lab/MoRAM XTAIL/loralib/moram.py forward_backup; 0.01 is "
+                          "Switch Transformer's alpha, the paper gives none)",
     "seq-lora": "O-LoRA src/run_uie_lora.py LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1): rank 8, scale 4, "
                 "dropout 0.1; query and value projections (peft's default)",
     "inc-lora": "as seq-lora, one LoRA per task (O-LoRA's IncLoRA)",
