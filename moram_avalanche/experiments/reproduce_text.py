@@ -15,9 +15,9 @@ table (``TABLE``)        paper                      model       stream
 Each cell is the average accuracy (exact match) over every task after the last one (the
 paper's metric for these tables; OP in TRACE's words) of one run: one strategy on one order.
 The "Average" column is the mean over the three orders (``t5-order-robustness``: "Mean ± std",
-their mean and sample std; ``t5-load-balance``: none, :data:`ORDER_SUMMARIES`). Every runnable row runs through the
-same path as any comparison (:func:`~moram_avalanche.experiments.compare.run_comparison`, one
-resumable folder per run, ``<out>/runs/lm-cl-order<k>-<model>/seed<s>/<strategy>``) with the
+their mean and sample std; ``t5-load-balance``: none, :data:`ORDER_SUMMARIES`). Every runnable
+row runs through the same path as any comparison
+(:func:`~moram_avalanche.experiments.compare.run_comparison`, one resumable folder per run, ``<out>/runs/lm-cl-order<k>-<model>/seed<s>/<strategy>``) with the
 strategy's own defaults, which are the paper's LLM setting (lr 1e-3, batch 64, one epoch per
 task: :data:`~moram_avalanche.strategies.text_loop.PAPER_TEXT_LOOP`; MoRAM r 8, k 4, tau 0.1,
 delta 0.2, dropout 0.1 on the query and key projections: :data:`moram_avalanche.text.PAPER_LLM_OPTIONS`).
@@ -38,9 +38,10 @@ row: they read t5-standard's and t5-long's run folders (:attr:`TextTableSpec.run
 GPU-run serves two tables.
 
 The paper's numbers ship as package data (``paper/t5_standard.csv``, ``t5_long.csv``,
-``llama_standard.csv``, ``trace.csv``, ``t5_order_robustness.csv``, ``t5_load_balance.csv``). This package transcribes the rows its reference gives (MoRAM, O-LoRA,
-SeqLoRA, IncLoRA, MTL; see each file's notes); the other baselines of the paper's tables are
-listed with an empty paper cell and a note, never with a number from elsewhere.
+``llama_standard.csv``, ``trace.csv``, ``t5_order_robustness.csv``, ``t5_load_balance.csv``).
+This package transcribes the rows its reference gives (MoRAM, O-LoRA, SeqLoRA, IncLoRA, MTL;
+see each file's notes); the other baselines of the paper's tables are listed with an empty
+paper cell and a note, never with a number from elsewhere.
 
 ``--paper`` prints the paper's numbers, ``--dry-run`` the plan, and ``--rehearse`` runs the
 whole plan on the real data, capped (:data:`REHEARSAL_TRAIN` training and
