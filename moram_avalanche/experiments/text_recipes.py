@@ -182,8 +182,14 @@ def _gem_note() -> str:
             "[avalanche training/plugins/gem.py; utils/memory.py gem_memory_bytes]")
 
 
+def _load_balance_note() -> str:
+    return ("speed: a training forward runs the plain-autograd path of the routing ablations (the bank joined "
+            "per call, dense [tokens, atoms] routing), not the method's fused path; evaluation is the method's "
+            "[layers/moram_variants.py plain_mixture]")
+
+
 #: strategy -> a note of what running it costs (``reproduce --dry-run``)
-STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note}
+STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note, "moram-load-balance": _load_balance_note}
 
 #: what the streams do the same way for every strategy, with its source (``reproduce --dry-run``)
 STREAM_NOTES: Dict[str, Tuple[str, ...]] = {

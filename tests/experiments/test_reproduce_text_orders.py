@@ -122,6 +122,7 @@ def test_paper_and_dry_run_name_the_numbers_runs_and_settings():
     assert "| T5-large: 15-task | MoRAM |" not in done.stdout  # the plan, not the numbers
     assert "runs: t5-long's" in done.stdout and "runs (6;" in done.stdout
     assert "moram-load-balance: defaults [as moram, plus 0.01 x" in done.stdout
+    assert "speed: a training forward runs the plain-autograd path" in done.stdout
     assert "lm-cl-order6-t5-large/seed42/moram-load-balance" in done.stdout
     text = plan_text("t5-order-robustness", TextReproduceSettings())
     assert "runs (9;" in text and "L2P: not run" in text and "LFPT5: not run" in text
