@@ -99,6 +99,7 @@ _PUBLIC = {
     "LanguageModel": "models.language_model",
     "TextStrategy": "strategies.text_loop",
     "TextMoRAM": "strategies.text_strategies",
+    "TextMoRAMLoadBalance": "strategies.text_strategies",
     "TextFineTune": "strategies.text_strategies",
     "TextSeqLoRA": "strategies.text_strategies",
     "TextIncLoRA": "strategies.text_strategies",

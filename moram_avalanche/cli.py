@@ -29,7 +29,8 @@ from .arguments import (OneLineParser, check_compare, check_cost, check_demo, ch
 REPRODUCE_TABLES = ("xtail", "xtail-order2", "mtil", "routing", "robustness", "pruning", "load-balance",
                     "sweeps", "additional-baselines", "all")
 #: the language-model tables (``experiments.reproduce_text.TEXT_TABLE_NAMES``; a test checks both agree)
-REPRODUCE_TEXT_TABLES = ("t5-standard", "t5-long", "llama-standard", "trace")
+REPRODUCE_TEXT_TABLES = ("t5-standard", "t5-long", "llama-standard", "trace", "t5-order-robustness",
+                         "t5-load-balance")
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:

@@ -11,7 +11,8 @@ erratum of the paper is carried and flagged, never silently copied).
 Files: ``xtail`` (``tab:few_xtail``), ``xtail_order2`` (``tab:few_xtail_order_2``), ``mtil``
 (``tab:few_mtil_full``), ``routing`` (``tab:mix_strategy``), ``additional_baselines``
 (``tab:additional_baselines``), ``robustness`` (``tab:supp_robustness``), ``pruning``
-(``tab:prune``), ``load_balance`` (``tab:load_balance``, X-TAIL column only). The robustness
+(``tab:prune``), ``load_balance`` (``tab:load_balance``, X-TAIL column only; its T5 columns are
+the language models' ``t5_load_balance``). The robustness
 and pruning files hold their values under the **order-1** domain names: the paper prints
 order-2 names over order-1 values (see :mod:`~moram_avalanche.experiments.paper_tables`).
 """

@@ -282,8 +282,8 @@ TABLES: Dict[str, TableSpec] = {spec.name: spec for spec in (
         "load_balance", XTAIL_ORDER1, "summary", _methods(
             Method("MoRAM", "moram"), Method("MoRAM w/ load-bal.", "moram-load-balance")),
         columns=("Transfer", "Average", "Last"),
-        notes=("The paper gives X-TAIL's Last only; its T5 columns (language models) are out of "
-               "this library's scope.",
+        notes=("The paper gives X-TAIL's Last only; its T5 columns (language models) are "
+               "`reproduce t5-load-balance`.",
                "The paper does not give the balancing term or its weight: ours is 0.01 x the "
                "release's commented-out term (see moram_avalanche.strategies.moram).")),
     TableSpec(

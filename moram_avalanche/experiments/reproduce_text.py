@@ -1,20 +1,23 @@
-"""``moram-avalanche reproduce t5-standard | t5-long | llama-standard``: the paper's
-language-model classification tables, from one command.
+"""``moram-avalanche reproduce t5-standard | t5-long | llama-standard | trace | t5-order-robustness |
+t5-load-balance``: the paper's language-model continual-learning tables, from one command.
 
-=====================  ==========================  ===========  ====================================
-table (``TABLE``)      paper                       model        stream
-=====================  ==========================  ===========  ====================================
-``t5-standard``        ``tab:llm_cl_main``         T5-large     ``lm-cl`` orders 1-3 (four tasks)
-``t5-long``            ``tab:supp_llm_cl_long``    T5-large     ``lm-cl`` orders 4-6 (fifteen tasks)
-``llama-standard``     ``tab:llama``               LLaMA2-7B    ``lm-cl`` orders 1-3
-``trace``              ``tab:llm_cl``              3 chat LMs   ``trace`` (8 tasks), 3 seeds, OP/BWT
-=====================  ==========================  ===========  ====================================
+=======================  =========================  ==========  ==============================================
+table (``TABLE``)        paper                      model       stream
+=======================  =========================  ==========  ==============================================
+``t5-standard``          ``tab:llm_cl_main``        T5-large    ``lm-cl`` orders 1-3 (four tasks)
+``t5-long``              ``tab:supp_llm_cl_long``   T5-large    ``lm-cl`` orders 4-6 (fifteen tasks)
+``llama-standard``       ``tab:llama``              LLaMA2-7B   ``lm-cl`` orders 1-3
+``trace``                ``tab:llm_cl``             3 chat LMs  ``trace`` (8 tasks), 3 seeds, OP/BWT
+``t5-order-robustness``  ``tab:order_robustness``   T5-large    t5-standard's runs; per order, mean ± std
+``t5-load-balance``      ``tab:load_balance`` (T5)  T5-large    t5-long's runs; MoRAM without / with load bal.
+=======================  =========================  ==========  ==============================================
 
 Each cell is the average accuracy (exact match) over every task after the last one (the
 paper's metric for these tables; OP in TRACE's words) of one run: one strategy on one order.
-The "Average" column is the mean over the three orders. Every runnable row runs through the
-same path as any comparison (:func:`~moram_avalanche.experiments.compare.run_comparison`, one
-resumable folder per run, ``<out>/runs/lm-cl-order<k>-<model>/seed<s>/<strategy>``) with the
+The "Average" column is the mean over the three orders (``t5-order-robustness``: "Mean ± std",
+their mean and sample std; ``t5-load-balance``: none, :data:`ORDER_SUMMARIES`). Every runnable
+row runs through the same path as any comparison
+(:func:`~moram_avalanche.experiments.compare.run_comparison`, one resumable folder per run, ``<out>/runs/lm-cl-order<k>-<model>/seed<s>/<strategy>``) with the
 strategy's own defaults, which are the paper's LLM setting (lr 1e-3, batch 64, one epoch per
 task: :data:`~moram_avalanche.strategies.text_loop.PAPER_TEXT_LOOP`; MoRAM r 8, k 4, tau 0.1,
 delta 0.2, dropout 0.1 on the query and key projections: :data:`moram_avalanche.text.PAPER_LLM_OPTIONS`).
@@ -30,10 +33,15 @@ the full fine-tuning rows take TRACE's own recipe (lr 1e-5 and its epochs per ta
 ``scripts/train_seq_cl.sh``). Every setting a stream or table changes, with its source, is data
 in :mod:`~.text_recipes` and printed by ``--dry-run``.
 
+The order-robustness and load-balancing tables run nothing of their own but the load-balancing
+row: they read t5-standard's and t5-long's run folders (:attr:`TextTableSpec.runs_of`), so one
+GPU-run serves two tables.
+
 The paper's numbers ship as package data (``paper/t5_standard.csv``, ``t5_long.csv``,
-``llama_standard.csv``). This package transcribes the rows its reference gives (MoRAM, O-LoRA,
-SeqLoRA, IncLoRA, MTL; see each file's notes); the other baselines of the paper's tables are
-listed with an empty paper cell and a note, never with a number from elsewhere.
+``llama_standard.csv``, ``trace.csv``, ``t5_order_robustness.csv``, ``t5_load_balance.csv``).
+This package transcribes the rows its reference gives (MoRAM, O-LoRA, SeqLoRA, IncLoRA, MTL;
+see each file's notes); the other baselines of the paper's tables are listed with an empty
+paper cell and a note, never with a number from elsewhere.
 
 ``--paper`` prints the paper's numbers, ``--dry-run`` the plan, and ``--rehearse`` runs the
 whole plan on the real data, capped (:data:`REHEARSAL_TRAIN` training and
@@ -65,6 +73,10 @@ REHEARSAL_TEST = 4
 REHEARSAL_NEW_TOKENS = 4
 
 _PROMPT_BASED = f"{NOT_IN_LIBRARY} (prompt-based)"
+#: the summary column of an ``lm-cl`` table (:attr:`TextTableSpec.summary`) -> whether it holds the
+#: sample std (n - 1) over the orders beside their mean: "Average" (``tab:llm_cl_main``, the mean of
+#: the orders' cells), "Mean ± std" (``tab:order_robustness``), "" (no summary: ``tab:load_balance``)
+ORDER_SUMMARIES = {"Average": False, "Mean ± std": True, "": False}
 #: the TRACE table's columns -> the key of each run's ``results.json``: the paper's OP and BWT, and
 #: beside them the BWT the release prints (``TRACE/inference/collect_results.py``; no paper number)
 TRACE_COLUMNS = {"OP": "op", "BWT": "bwt", "BWT (release)": "release_bwt"}
@@ -166,7 +178,7 @@ class LmClStream(TextStream):
     has_layout = True
 
     def columns(self, spec) -> Tuple[str, ...]:
-        return (*(f"Order {order}" for order in spec.orders), "Average")
+        return (*(f"Order {order}" for order in spec.orders), *((spec.summary,) if spec.summary else ()))
 
     def protocol(self, spec) -> TextProtocol:
         from ..benchmarks.text_tasks import ORDERS
@@ -207,19 +219,23 @@ class LmClStream(TextStream):
         return check_text_data(settings.data_root, settings.layout, wanted) if wanted else []
 
     def cells(self, spec, paper_row, runs, reports) -> Dict[str, Any]:
-        cells, order_means = {}, []
-        for column, order in zip(spec.columns, (*spec.orders, None)):
-            cell = _paper_cell(paper_row, column)
+        """One cell per order (the mean over seeds of :func:`cell_of`), then the table's summary
+        column (:data:`ORDER_SUMMARIES`): the mean of the orders' cells, with their sample std
+        (n - 1) for ``"Mean ± std"``; filled only when every order's cell is."""
+        cells = {}
+        for order in spec.orders:
+            cell = cells[f"Order {order}"] = _paper_cell(paper_row, f"Order {order}")
             if reports is not None:
-                if order is None:  # the mean over the orders (of the per-order means)
-                    values = order_means if len(order_means) == len(spec.orders) else []
-                    cell.ours = float(np.mean(values)) if values else None
-                    cell.seeds = min((c.seeds for c in cells.values()), default=0)
-                else:
-                    _mean_over_seeds(cell, [cell_of(reports[run]) for run in runs if run.order == order])
-                    if cell.ours is not None:
-                        order_means.append(cell.ours)
-            cells[column] = cell
+                _mean_over_seeds(cell, [cell_of(reports[run]) for run in runs if run.order == order])
+        if spec.summary:
+            cell, per_order = _paper_cell(paper_row, spec.summary), [c.ours for c in cells.values()]
+            if reports is not None:
+                if per_order and all(v is not None for v in per_order):
+                    cell.ours = float(np.mean(per_order))
+                    if ORDER_SUMMARIES[spec.summary] and len(per_order) > 1:
+                        cell.ours_std = float(np.std(per_order, ddof=1))
+                cell.seeds = min((c.seeds for c in cells.values()), default=0)
+            cells[spec.summary] = cell
         return cells
 
 
@@ -296,6 +312,10 @@ class TextTableSpec:
         orders: the ``lm-cl`` orders, one column each.
         methods: how each method label is run.
         seeds: the default seeds (the paper does not give its own; 42, the release's).
+        summary: the last column of an ``lm-cl`` table, after its orders (:data:`ORDER_SUMMARIES`).
+        runs_of: the table whose runs this one reads ("": its own). Its rows are then that
+            table's run folders, run with that table's settings (:attr:`run_table`): one run
+            serves both tables and either command fills it.
     """
 
     name: str
@@ -315,6 +335,18 @@ class TextTableSpec:
     benchmark: str = "lm-cl"
     #: TRACE: ``(block, model, architecture)`` per block of the paper's table (one model each)
     blocks: Tuple[Tuple[str, str, str], ...] = ()
+    summary: str = "Average"
+    runs_of: str = ""
+
+    def __post_init__(self) -> None:
+        if self.summary not in ORDER_SUMMARIES:
+            raise ValueError(f"table {self.name}: summary {self.summary!r} is not one of "
+                             f"{', '.join(map(repr, ORDER_SUMMARIES))}")
+
+    @property
+    def run_table(self) -> str:
+        """The table whose runs (folders and settings) this one's rows are (:attr:`runs_of`)."""
+        return self.runs_of or self.name
 
     @property
     def stream(self) -> "TextStream":
@@ -408,6 +440,38 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                          "divided by N, negative = forgetting); the paper's BWT is the mean forgetting of the "
                          "earlier tasks (positive = forgetting).",
                          "Rehearsals use a tiny random-init LLaMA for every block (Gemma is LLaMA-shaped).")),
+    TextTableSpec("t5-order-robustness", "tab:order_robustness",
+                  "Robustness to the task order, T5-large, orders 1-3: average accuracy after the last task per "
+                  "order, and their mean ± std (%)",
+                  "t5_order_robustness", "t5-large", "t5", "float32", (1, 2, 3),
+                  (Method("SeqFT", "finetune"), Method("L2P", None, reason=_PROMPT_BASED),
+                   Method("LFPT5", None, reason=_PROMPT_BASED), Method("O-LoRA", "o-lora"), Method("MoRAM", "moram")),
+                  decimals=2, summary="Mean ± std", runs_of="t5-standard",
+                  notes=("Its runs are t5-standard's (tab:llm_cl_main): the same folders, read again; either "
+                         "command fills them.",
+                         "Mean ± std: the mean of the three orders' cells and their sample standard deviation "
+                         "(n - 1); the paper's MoRAM 77.6 ± 0.26 is exactly that of its orders 77.4 / 77.5 / 77.9. "
+                         "With several --seeds each order's cell is their mean; the std stays over the orders.",
+                         "The paper does not give its seeds; ours is 42 (the release's).",
+                         "Rows marked \"no number transcribed\": the sources this package was transcribed from "
+                         "give this table's numbers for MoRAM only (and O-LoRA's orders in tab:llm_cl_main); read "
+                         "the paper's table for the others.")),
+    TextTableSpec("t5-load-balance", "tab:load_balance",
+                  "Effect of load-balancing regularisation, T5-large, 15 tasks, orders 4-6: average accuracy "
+                  "after the last task (%)",
+                  "t5_load_balance", "t5-large", "t5", "float32", (4, 5, 6),
+                  (Method("MoRAM", "moram"), Method("MoRAM w/ load-bal.", "moram-load-balance")),
+                  decimals=2, summary="", runs_of="t5-long",
+                  notes=("The T5 columns of the paper's tab:load_balance (its X-TAIL column: `reproduce "
+                         "load-balance`, CLIP). The paper gives no average for them.",
+                         "Its runs are t5-long's (tab:supp_llm_cl_long): MoRAM's are the same folders (the "
+                         "paper's MoRAM cells equal that table's), and the load-balancing row runs beside them "
+                         "with t5-long's settings.",
+                         "MoRAM w/ load-bal. adds alpha times the mean over layers of the release's load-balancing "
+                         "term R * sum_i Pbar_i^2 (Artificer-AI-Lab/MoRAM XTAIL/loralib/moram.py, forward_backup) "
+                         "to the loss, as the CLIP row does; alpha 0.01 is Switch Transformer's (the paper gives "
+                         "none).",
+                         "The paper does not give its seeds; ours is 42 (the release's).")),
 )}
 
 #: the values ``reproduce`` takes for the language-model tables
@@ -488,14 +552,15 @@ def method_runs(spec: TextTableSpec, label: str, settings: TextReproduceSettings
         return []
     architecture = spec.block_model(block)[1] if block else spec.architecture
     orders = spec.stream.orders(spec)
-    return [TextRun(spec.name, settings.model_of(spec, block), order, method.strategy, seed, spec.benchmark,
+    return [TextRun(spec.run_table, settings.model_of(spec, block), order, method.strategy, seed, spec.benchmark,
                     architecture)
             for order in orders for seed in table_seeds(spec, settings)]
 
 
 def plan(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> List[Tuple[TextRun, List[str]]]:
-    """Every distinct run of ``specs`` with the rows it serves (the two T5 tables share none;
-    t5-standard and llama-standard share none: their models differ)."""
+    """Every distinct run of ``specs`` with the rows it serves (t5-standard and t5-long share none;
+    t5-standard and llama-standard share none: their models differ; a table with ``runs_of`` shares
+    that table's)."""
     planned: Dict[TextRun, List[str]] = {}
     for spec in specs:
         for block, label in spec.table_rows():
@@ -640,11 +705,14 @@ def plan_text(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -
                      f"{', gradient checkpointing' if settings.gradient_checkpointing else ''}); seeds "
                      f"{', '.join(map(str, seeds))}")
         lines += spec.stream.plan_lines(spec)
+        if spec.runs_of:
+            lines.append(f"  runs: {spec.runs_of}'s (the same folders and settings; `reproduce {spec.runs_of}` "
+                         "fills them too)")
         labels = list(dict.fromkeys(label for _, label in spec.table_rows()))
         for label in labels:
             method = spec.method(label)
             lines.append(f"  {label}: " + (method.strategy if method.strategy else f"not run: {method.reason}"))
-        lines += plan_lines(spec.benchmark, spec.name, [spec.method(label).strategy for label in labels
+        lines += plan_lines(spec.benchmark, spec.run_table, [spec.method(label).strategy for label in labels
                                                         if spec.method(label).strategy])
     planned = plan(specs, settings)
     lines.append(f"\nruns ({len(planned)}; each resumes from its folder):")
@@ -704,6 +772,6 @@ def table_result(spec: TextTableSpec, settings: TextReproduceSettings):
     return TableResult(spec, rows, table_seeds(spec, settings), settings.rehearse, settings.budget)
 
 
-__all__ = ["REHEARSAL_ITERATIONS", "REHEARSAL_TEST", "REHEARSAL_TRAIN", "TEXT_TABLES", "TEXT_TABLE_NAMES",
+__all__ = ["ORDER_SUMMARIES", "REHEARSAL_ITERATIONS", "REHEARSAL_TEST", "REHEARSAL_TRAIN", "TEXT_TABLES", "TEXT_TABLE_NAMES",
            "TextReproduceSettings", "TextRun", "TextTableSpec", "check_needs", "get_text_table", "method_runs",
            "paper_text", "plan", "plan_text", "run_options", "run_setup", "table_result"]

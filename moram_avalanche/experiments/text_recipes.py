@@ -159,6 +159,9 @@ TABLES: Dict[str, Callable[[], List[Tuple[str, Setting]]]] = {"t5-long": _t5_lon
 #: where a text strategy's defaults come from (printed by ``reproduce --dry-run``)
 DEFAULT_SOURCES: Dict[str, str] = {
     "moram": "paper Sec. 4, LLM settings: r 8, top-k 4, tau 0.1, delta 0.2, dropout 0.1, query and key projections",
+    "moram-load-balance": "as moram, plus 0.01 x the mean over layers of the release's load-balancing term "
+                          "R * sum_i Pbar_i^2 (Artificer-AI-Lab/MoRAM XTAIL/loralib/moram.py forward_backup; 0.01 is "
+                          "Switch Transformer's alpha, the paper gives none)",
     "seq-lora": "O-LoRA src/run_uie_lora.py LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1): rank 8, scale 4, "
                 "dropout 0.1; query and value projections (peft's default)",
     "inc-lora": "as seq-lora, one LoRA per task (O-LoRA's IncLoRA)",
@@ -179,8 +182,14 @@ def _gem_note() -> str:
             "[avalanche training/plugins/gem.py; utils/memory.py gem_memory_bytes]")
 
 
+def _load_balance_note() -> str:
+    return ("speed: a training forward runs the plain-autograd path of the routing ablations (the bank joined "
+            "per call, dense [tokens, atoms] routing), not the method's fused path; evaluation is the method's "
+            "[layers/moram_variants.py plain_mixture]")
+
+
 #: strategy -> a note of what running it costs (``reproduce --dry-run``)
-STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note}
+STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note, "moram-load-balance": _load_balance_note}
 
 #: what the streams do the same way for every strategy, with its source (``reproduce --dry-run``)
 STREAM_NOTES: Dict[str, Tuple[str, ...]] = {

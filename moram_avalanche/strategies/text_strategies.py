@@ -7,6 +7,8 @@ name            class                 what trains
 ==============  ====================  ==========================================================
 ``moram``       :class:`TextMoRAM`    MoRAM atoms on the query and key projections, r new atoms
                                       per task, old ones frozen (the paper's method)
+``moram-load-   :class:`TextMoRAM     MoRAM plus the load-balancing term of the paper's ablation
+balance``       LoadBalance`          (``tab:load_balance``, T5 columns)
 ``finetune``    :class:`TextFineTune` every weight of the model (SeqFT)
 ``seq-lora``    :class:`TextSeqLoRA`  one LoRA trained through the whole stream (SeqLoRA)
 ``inc-lora``    :class:`TextIncLoRA`  a new LoRA per task, the earlier ones frozen (IncLoRA)
@@ -38,11 +40,13 @@ from ..layers.task_lora import TaskLoRALinear
 from ..models.language_model import LanguageModel
 from ..layers.moram_config import PAPER_LLM as LLM
 from ..layers.moram_config import MoRAMLayerConfig
+from ..layers.moram_variants import BALANCE_FORMS, MoRAMAblationLinear
 from ..text.layer import PAPER_DROPOUT
 from ..text.lora_layers import OLORA_LORA, DropoutLoRALinear, DropoutTaskLoRALinear, check_lora_dropout
 from ..utils.checks import check_number, check_positive_int
 from .needs import StrategyNeeds
 from .plugins.growth import GrowthPlugin
+from .plugins.load_balance import SWITCH_ALPHA, LoadBalancePlugin
 from .plugins.moram import MoRAMPlugin
 from .plugins.olora import OLoRAPlugin
 from .text_loop import TextStrategy
@@ -104,8 +108,14 @@ def check_text_adapter_options(options) -> None:
 
 def check_text_moram_options(options) -> None:
     """Value checks of :class:`TextMoRAM`'s own options given in ``options``: the layers'
-    (:class:`~moram_avalanche.layers.moram_config.MoRAMLayerConfig`) and the adapters' others."""
+    (:class:`~moram_avalanche.layers.moram_config.MoRAMLayerConfig`), the load balancing's and the
+    adapters' others."""
     MoRAMLayerConfig(**{k: options[k] for k in ("atoms_per_task", "topk", "temperature", "threshold") if k in options})
+    if "balance_coef" in options:
+        check_number("balance_coef", options["balance_coef"], low=0,
+                     hint=f"0: no load balancing (the method); the ablation's: {SWITCH_ALPHA:g}")
+    if "balance_form" in options and options["balance_form"] not in BALANCE_FORMS:
+        raise ValueError(f"balance_form must be one of {BALANCE_FORMS}, got {options['balance_form']!r}")
     check_text_adapter_options(options)
 
 
@@ -145,6 +155,14 @@ class TextMoRAM(TextStrategy):
     * ``fresh_atoms_at_eval`` -- after each task the next task's r atoms (Kaiming keys, zero
       values) are appended before the evaluation and join its routing; the next task trains
       them (:class:`~moram_avalanche.strategies.plugins.moram.MoRAMPlugin`).
+
+    The paper's load-balancing ablation (``tab:load_balance``): ``balance_coef`` > 0 (0, the
+    method, by default) builds :class:`~moram_avalanche.text.layer.DropoutBalancedMoRAMLinear`
+    layers and adds ``balance_coef`` times their mean load-balancing term of form
+    ``balance_form`` (``"release"``: the release's ``R * sum_i Pbar_i^2``; ``"switch"``: Switch
+    Transformer's) to the loss, through the CLIP row's
+    :class:`~moram_avalanche.strategies.plugins.load_balance.LoadBalancePlugin`;
+    :class:`TextMoRAMLoadBalance` is that row (``moram-load-balance``).
     """
 
     #: only adapters train: the weights can be sharded (--fsdp); its banks grow by atoms_per_task per task
@@ -158,19 +176,50 @@ class TextMoRAM(TextStrategy):
                  threshold: float = LLM.threshold, dropout: float = PAPER_DROPOUT,
                  target_modules: Targets = None, self_attention_only: bool = False,
                  prune_mass: Optional[float] = None, new_value_scale: float = 1.0,
-                 fresh_atoms_at_eval: bool = False, plugins=None, **kwargs):
+                 fresh_atoms_at_eval: bool = False, balance_coef: float = 0.0,
+                 balance_form: str = BALANCE_FORMS[0], plugins=None, **kwargs):
         from ..text.inject import inject_moram
 
         #: the layers' options, checked once (:class:`~moram_avalanche.layers.moram_config.MoRAMLayerConfig`)
         self.config = MoRAMLayerConfig(atoms_per_task, topk, temperature, threshold)
+        check_text_moram_options({"balance_coef": balance_coef, "balance_form": balance_form})
+        load_balance = balance_form if balance_coef > 0 else False
         model = wrap(model, tokenizer)
         if not find_layers(model, MoRAMLinear):
             inject_moram(model.model, target_modules, self_attention_only=self_attention_only, **vars(self.config),
-                         dropout=dropout, new_value_scale=new_value_scale)
+                         dropout=dropout, new_value_scale=new_value_scale, load_balance=load_balance)
+        else:
+            _check_balance(model, load_balance)
         for layer in find_layers(model, MoRAMLinear).values():
             layer.new_value_scale = float(new_value_scale)
         self.moram_plugin = MoRAMPlugin(prune_mass=prune_mass, fresh_atoms_at_eval=fresh_atoms_at_eval)
-        super().__init__(model=model, tokenizer=tokenizer, plugins=[self.moram_plugin, *(plugins or [])], **kwargs)
+        own = [self.moram_plugin]
+        self.balance_plugin = LoadBalancePlugin(balance_coef, balance_form) if load_balance else None
+        if self.balance_plugin is not None:
+            own.append(self.balance_plugin)
+        super().__init__(model=model, tokenizer=tokenizer, plugins=[*own, *(plugins or [])], **kwargs)
+
+
+class TextMoRAMLoadBalance(TextMoRAM):
+    """The paper's load-balancing row on a language model (``tab:load_balance``, T5 columns):
+    :class:`TextMoRAM` with ``balance_coef`` = Switch Transformer's alpha, 0.01
+    (:data:`~moram_avalanche.strategies.plugins.load_balance.SWITCH_ALPHA`; the paper gives none,
+    the CLIP row uses the same), and the release's term ``R * sum_i Pbar_i^2``; every other
+    setting is MoRAM's (overridable)."""
+
+    def __init__(self, *, model, tokenizer=None, balance_coef: float = SWITCH_ALPHA, **kwargs):
+        super().__init__(model=model, tokenizer=tokenizer, balance_coef=balance_coef, **kwargs)
+
+
+def _check_balance(model, load_balance) -> None:
+    """Refuse a model whose MoRAM layers balance the load otherwise than asked (a silently
+    different row would run)."""
+    for name, layer in find_layers(model, MoRAMLinear).items():
+        have = layer.load_balance if isinstance(layer, MoRAMAblationLinear) else None
+        if have != (load_balance or None):
+            raise ValueError(f"the model already carries MoRAM layers with load_balance={have!r} ({name}), this "
+                             f"strategy asks for {load_balance or None!r}: pass a model without MoRAM layers (the "
+                             "strategy injects them) or the balance_coef / balance_form they were built with")
 
 
 class TextFineTune(TextStrategy):
@@ -253,11 +302,11 @@ class TextOLoRA(TextIncLoRA):
 
 #: ``--strategy`` name -> language-model strategy class (the ``"text"`` family)
 TEXT_STRATEGIES = {"moram": TextMoRAM, "finetune": TextFineTune, "seq-lora": TextSeqLoRA,
-                   "inc-lora": TextIncLoRA, "o-lora": TextOLoRA}
+                   "inc-lora": TextIncLoRA, "o-lora": TextOLoRA, "moram-load-balance": TextMoRAMLoadBalance}
 
 
 __all__ = ["LORA_TARGET_MODULES", "OLORA_DROPOUT", "OLORA_RANK", "OLORA_SCALE", "TEXT_STRATEGIES", "check_lambda", "TextFineTune", "TextIncLoRA", "TextMoRAM",
-           "TextOLoRA", "TextSeqLoRA", "check_text_adapter_options", "check_text_moram_options", "lora_targets", "wrap"]
+           "TextMoRAMLoadBalance", "TextOLoRA", "TextSeqLoRA", "check_text_adapter_options", "check_text_moram_options", "lora_targets", "wrap"]
 
 
 class TextMTL(TextFineTune):

@@ -17,7 +17,7 @@ The method's math stays in :mod:`moram_avalanche.layers`; no Avalanche, no open_
 from .blocks import transformer_blocks
 from .inject import (PAPER_LLM_OPTIONS, RELEASE_NEW_VALUE_SCALE, add_task, freeze_task, inject_moram, moram_layers,
                      target_names)
-from .layer import PAPER_DROPOUT, DropoutMoRAMLinear
+from .layer import PAPER_DROPOUT, DropoutBalancedMoRAMLinear, DropoutMoRAMLinear
 from .lora_layers import OLORA_LORA, DropoutLoRALinear, DropoutTaskLoRALinear
 from .check import ModelRefused, check_dtype, check_language_model
 from .load import DTYPES, ModelNotFound, load_language_model, prepare_tokenizer
@@ -25,7 +25,7 @@ from .peft_method import MERGE_REFUSED, MoRAMConfig, MoRAMModel, MoRAMPeftType, 
 from .targets import MORAM_TARGET_MODULES, RELEASE_TARGET_MODULES, SELF_ATTENTION_PATTERNS, target_modules
 from .trainer import MoRAMTaskCallback, start_task
 
-__all__ = ["DTYPES", "DropoutLoRALinear", "DropoutMoRAMLinear", "DropoutTaskLoRALinear", "OLORA_LORA",
+__all__ = ["DTYPES", "DropoutBalancedMoRAMLinear", "DropoutLoRALinear", "DropoutMoRAMLinear", "DropoutTaskLoRALinear", "OLORA_LORA",
            "RELEASE_NEW_VALUE_SCALE", "RELEASE_TARGET_MODULES", "MERGE_REFUSED", "MORAM_TARGET_MODULES", "ModelNotFound", "ModelRefused",
            "MoRAMConfig", "MoRAMModel", "MoRAMPeftType", "MoRAMTaskCallback", "MoRAMTunerLayer", "PAPER_DROPOUT",
            "PAPER_LLM_OPTIONS", "SELF_ATTENTION_PATTERNS", "add_task", "check_dtype", "check_language_model", "freeze_task", "inject_moram",

@@ -33,9 +33,10 @@ from torch import nn
 from ..layers.base import find_layers
 from ..layers.moram import MoRAMLinear
 from ..layers.moram_config import PAPER_LLM, PAPER_TRACE, RELEASE_TRACE, MoRAMLayerConfig
+from ..layers.moram_variants import balance_form
 from ..layers.replace import replace_linears
 from ..utils.checks import check_number
-from .layer import PAPER_DROPOUT, DropoutMoRAMLinear, check_dropout
+from .layer import PAPER_DROPOUT, DropoutBalancedMoRAMLinear, DropoutMoRAMLinear, check_dropout
 from .targets import matches, resolve_targets, target_modules
 
 #: the paper's classification setting for language models, as keyword arguments (the layer's
@@ -103,26 +104,37 @@ def inject_moram(model: nn.Module, targets: Union[str, Sequence[str], None] = No
                  atoms_per_task: int = PAPER_LLM.atoms_per_task, topk: Optional[int] = PAPER_LLM.topk,
                  temperature: Optional[float] = PAPER_LLM.temperature, threshold: float = PAPER_LLM.threshold,
                  dropout: float = PAPER_DROPOUT,
-                 new_value_scale: float = 1.0) -> Dict[str, DropoutMoRAMLinear]:
+                 new_value_scale: float = 1.0,
+                 load_balance: Union[bool, str] = False) -> Dict[str, DropoutMoRAMLinear]:
     """Wrap the target linears of ``model`` in :class:`~.layer.DropoutMoRAMLinear`.
 
     Options are checked before the model changes; a model that already holds MoRAM layers is
     refused. With ``freeze_model`` every existing parameter is frozen first, so only atoms
     train. ``new_value_scale``: the factor on the trainable atoms' values (module docstring; 1:
-    the paper). The layers start empty (the model computes exactly what it did): call
-    :func:`add_task` before training the first task. Returns ``{dotted name: layer}``.
+    the paper). ``load_balance`` (a form of
+    :data:`~moram_avalanche.layers.moram_variants.BALANCE_FORMS`, or True for the release's):
+    :class:`~.layer.DropoutBalancedMoRAMLinear` layers, which record the load-balancing term of the
+    paper's ablation for a ``LoadBalancePlugin`` (with ``new_value_scale`` 1 only). The layers
+    start empty (the model computes exactly what it did): call :func:`add_task` before training
+    the first task. Returns ``{dotted name: layer}``.
     """
     MoRAMLayerConfig(atoms_per_task, topk, temperature, threshold)
     check_dropout(dropout)
     new_value_scale = check_new_value_scale(new_value_scale)
+    load_balance = balance_form(load_balance)
+    if load_balance and new_value_scale != 1:
+        raise ValueError(f"load_balance={load_balance!r} needs new_value_scale 1, got {new_value_scale:g}: the "
+                         "release's atom scaling and the load-balancing ablation are not combined")
     if find_layers(model, MoRAMLinear):
         raise ValueError(f"{type(model).__name__} already holds MoRAM layers: inject them once per model")
     names = target_names(model, targets, self_attention_only)
     if freeze_model:
         model.requires_grad_(False)
-    layers = replace_linears(model, names, lambda linear: DropoutMoRAMLinear(
-        linear, atoms_per_task=atoms_per_task, topk=topk, temperature=temperature,
-        threshold=threshold, dropout=dropout))
+    options = dict(atoms_per_task=atoms_per_task, topk=topk, temperature=temperature, threshold=threshold,
+                   dropout=dropout)
+    layers = replace_linears(model, names, (lambda linear: DropoutBalancedMoRAMLinear(
+        linear, **options, load_balance=load_balance)) if load_balance else (
+        lambda linear: DropoutMoRAMLinear(linear, **options)))
     for layer in layers.values():
         layer.new_value_scale = new_value_scale
     return layers

@@ -33,6 +33,7 @@ from torch import nn
 
 from ..layers.moram import MoRAMLinear
 from ..layers.moram_config import PAPER_LLM
+from ..layers.moram_variants import BALANCE_FORMS, MoRAMAblationLinear
 from ..utils.checks import check_number
 
 #: dropout on the atoms' input in the paper's classification setting (paper Sec. 4)
@@ -79,4 +80,39 @@ class DropoutMoRAMLinear(MoRAMLinear):
         return f"{super().extra_repr()}, dropout={self.dropout}"
 
 
-__all__ = ["DropoutMoRAMLinear", "PAPER_DROPOUT", "check_dropout"]
+class DropoutBalancedMoRAMLinear(DropoutMoRAMLinear, MoRAMAblationLinear):
+    """:class:`DropoutMoRAMLinear` that records a load-balancing term on every training forward
+    (the paper's load-balancing ablation, ``tab:load_balance``, on a language model).
+
+    The dropout and forward are :class:`DropoutMoRAMLinear`'s; the routing of a training forward
+    with grad is :class:`~moram_avalanche.layers.moram_variants.MoRAMAblationLinear`'s plain-autograd
+    path, which appends the term to ``balance_terms`` for a
+    :class:`~moram_avalanche.strategies.plugins.load_balance.LoadBalancePlugin` to add to the loss.
+    Evaluation runs the method's path (no term). No external router; the release's atom scaling
+    (``new_value_scale`` != 1) is refused: the plain path reads every atom at scale 1.
+
+    Args: as :class:`DropoutMoRAMLinear`, and ``load_balance``: the term's form, one of
+    :data:`~moram_avalanche.layers.moram_variants.BALANCE_FORMS` (default ``"release"``:
+    ``R * sum_i Pbar_i^2``, Artificer-AI-Lab/MoRAM ``XTAIL/loralib/moram.py`` ``forward_backup``).
+    """
+
+    def __init__(self, base: nn.Linear, atoms_per_task: int = PAPER_LLM.atoms_per_task,
+                 topk: Optional[int] = PAPER_LLM.topk, temperature: Optional[float] = PAPER_LLM.temperature,
+                 threshold: float = PAPER_LLM.threshold, dropout: float = PAPER_DROPOUT,
+                 load_balance: str = BALANCE_FORMS[0]) -> None:
+        super().__init__(base, atoms_per_task=atoms_per_task, topk=topk, temperature=temperature,
+                         threshold=threshold, dropout=dropout)
+        if not load_balance:
+            raise ValueError(f"{type(self).__name__} records a load-balancing term: load_balance must be one of "
+                             f"{BALANCE_FORMS}, got {load_balance!r} (DropoutMoRAMLinear is the layer without)")
+        self.load_balance = load_balance
+
+    def mixture(self, tokens, weight, bias, k, threshold):
+        if self.new_value_scale != 1:
+            raise ValueError(f"{type(self).__name__} reads every atom at scale 1 while it balances the load: "
+                             f"new_value_scale must be 1, got {self.new_value_scale:g} (the release's atom scaling "
+                             "and load balancing are not combined)")
+        return super().mixture(tokens, weight, bias, k, threshold)
+
+
+__all__ = ["DropoutBalancedMoRAMLinear", "DropoutMoRAMLinear", "PAPER_DROPOUT", "check_dropout"]

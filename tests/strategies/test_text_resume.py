@@ -7,14 +7,15 @@ import torch
 from test_text_strategies import benchmark, build
 
 
-@pytest.mark.parametrize("name,family", [("moram", "t5"), ("inc-lora", "llama"), ("finetune", "t5")])
+@pytest.mark.parametrize("name,family", [("moram", "t5"), ("inc-lora", "llama"), ("finetune", "t5"),
+                                         ("moram-load-balance", "t5")])
 def test_killed_run_resumes_to_the_same_matrix(tmp_path, name, family):
     from moram_avalanche.experiments.checkpoint import read_run_state
     from moram_avalanche.experiments.runner import CHECKPOINT_NAME, run_stream
 
     def fresh():
         torch.manual_seed(0)
-        return build(name, family, dropout=0.1) if name == "moram" else build(name, family)
+        return build(name, family, dropout=0.1) if name.startswith("moram") else build(name, family)
 
     strategy, whole = fresh()
     run_stream(strategy, benchmark(), tmp_path / "whole", progress=False)
