@@ -196,7 +196,7 @@ def add_shared_arguments(parser: argparse.ArgumentParser) -> None:
     """Model, data, budget and run options common to ``run`` and ``compare``."""
     parser.add_argument("--data-root", default=None, help="dataset root folder (real benchmarks)")
     parser.add_argument("--model", default="ViT-B-16", help="open_clip model name (default: ViT-B-16); for "
-                        "the text benchmarks (lm-cl, trace, synthetic-text) a Hugging Face name in the local "
+                        "the text benchmarks (lm-cl, trace, superni, synthetic-text) a Hugging Face name in the local "
                         "cache or a folder written by save_pretrained")
     parser.add_argument("--pretrained", default="openai",
                         help="open_clip tag, local weights file or 'none' (random init; default: "

@@ -127,3 +127,25 @@ def test_ap_and_ft_by_hand_and_against_sapts_definition():
         ap_ft([[1, 2]])
     with pytest.raises(ValueError, match="missing"):
         ap_ft([[1, float("nan")], [1, 2]])
+
+
+def test_run_reads_superni_by_name_with_sapts_loop(tmp_path):
+    """``run --benchmark superni`` (the registry's builder) trains moram-replay with SAPT's settings."""
+    from tiny_text import tiny_t5, word_tokenizer
+
+    tasks = SUPERNI_ORDERS[2][:2]
+    superni_tree(tmp_path / "CL_Benchmark", tasks)
+    folder = tmp_path / "tiny-t5"
+    tiny_t5().save_pretrained(folder)
+    word_tokenizer().save_pretrained(folder)
+    log_dir = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "moram_avalanche", "run", "--benchmark", "superni",
+                           "--data-root", str(tmp_path / "CL_Benchmark"), "--order", ",".join(tasks),
+                           "--strategy", "moram-replay", "--model", str(folder), "--log-dir", str(log_dir),
+                           "--iterations", "1", "--set", "max_new_tokens=2", "--set", "mem_size=3", "--no-progress"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((log_dir / "results.json").read_text())
+    assert results["domains"] == list(tasks) and np.array(results["matrix"]).shape == (2, 2)
+    options = json.loads((log_dir / "run.json").read_text())["options"]
+    assert options["lr"] == 3e-4 and options["accumulation_steps"] == 4 and options["max_source_length"] == 512
