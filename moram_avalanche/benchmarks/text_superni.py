@@ -13,6 +13,8 @@ Facts from SAPT's repository (circle-hit/SAPT, ACL 2024), read, not copied:
 * prompt (``src/cl_dataset.py``, ``load_SuperNI_dataset``, zero-shot mode): ``"Definition: " +
   Definition[0].strip() + "\\n\\n" + "Now complete the following example -\\nInput: " + input +
   "\\nOutput: "``; no "Task:/Dataset:" prefix (``--add_task_name False --add_dataset_name False``).
+* an instance none of whose outputs has text is left out (SAPT trains on it with an empty
+  target; its own ``task511`` training split holds 6 such of 1,000), counted by ``check-data``.
 * answer: an instance with several outputs keeps one drawn at random (``random.randint`` over the
   list, ``cl_dataset.py``), for training and as the test reference alike; here the draw is seeded
   by the stream's seed and the task's name (SAPT's Python ``random`` is seeded by the Trainer's
@@ -26,6 +28,7 @@ Facts from SAPT's repository (circle-hit/SAPT, ACL 2024), read, not copied:
 
 from __future__ import annotations
 
+import logging
 import random
 import zlib
 from pathlib import Path
@@ -34,6 +37,8 @@ from typing import List, Mapping, Optional, Sequence, Tuple, Union
 from .readers import DataError, UnreadableJSON, read_json
 from .text_stream import TextStreamTask, capped, text_benchmark
 from .text_tasks import TextTaskReport, pair_problem, report_line
+
+logger = logging.getLogger(__name__)
 
 #: SAPT's two orders of the fifteen tasks (``gen_script_superni_t5.py``: ``order_idx`` 1, the default, and 2)
 SUPERNI_ORDERS: Mapping[int, Tuple[str, ...]] = {
@@ -80,8 +85,9 @@ def superni_root(data_root) -> Path:
     return root / "SuperNI" if (root / "SuperNI").is_dir() else root
 
 
-def _read_split(root: Path, name: str, split: str, seed: int) -> List[Tuple[str, str]]:
-    """``(prompt, answer)`` pairs of one split, one reference drawn per instance (module docstring)."""
+def _read_split(root: Path, name: str, split: str, seed: int) -> Tuple[List[Tuple[str, str]], int]:
+    """``(prompt, answer)`` pairs of one split, one reference drawn per instance (module docstring),
+    and how many instances were dropped because none of their outputs has text."""
     path = root / name / f"{split}.json"
     if not (root / name).is_dir():
         raise DataError(name, f"no folder for task {name!r} under {root}", status="missing",
@@ -97,7 +103,7 @@ def _read_split(root: Path, name: str, split: str, seed: int) -> List[Tuple[str,
     if not isinstance(instances, list) or not instances:
         raise DataError(name, f"{path} holds no \"Instances\" list", **where)
     draw = random.Random(seed * 1_000_003 + zlib.crc32(f"{name}/{split}".encode()))
-    pairs = []
+    pairs, dropped = [], 0
     for index, item in enumerate(instances):
         outputs = item.get("output") if isinstance(item, dict) else None
         outputs = [outputs] if isinstance(outputs, str) else outputs
@@ -105,13 +111,25 @@ def _read_split(root: Path, name: str, split: str, seed: int) -> List[Tuple[str,
                 or not outputs or not all(isinstance(o, str) for o in outputs)):
             raise DataError(name, f"instance {index} of {path} must be an object with a string \"input\" and an "
                                   f"\"output\" string or non-empty list of strings, got {str(item)[:80]!r}", **where)
-        answer = outputs[draw.randrange(len(outputs))]
+        usable = [o for o in outputs if o.strip()]
+        if not usable:  # SAPT's own files hold a few (task511's train split: 6 of 1,000): no score, no target
+            dropped += 1
+            continue
+        answer = usable[draw.randrange(len(usable))]
         prompt = superni_prompt(definition, item["input"])
         problem = pair_problem(prompt, answer, SUPERNI_METRIC)
         if problem:
             raise DataError(name, f"instance {index} of {path} cannot be used: {problem}", **where)
         pairs.append((prompt, answer))
-    return pairs
+    if not pairs:
+        raise DataError(name, f"{path} holds no instance with an output text", **where)
+    return pairs, dropped
+
+
+def _read_task(root: Path, name: str, seed: int):
+    """``(train pairs, test pairs, instances dropped)`` of one task (:data:`SUPERNI_SPLITS`)."""
+    (train, dropped_train), (test, dropped_test) = (_read_split(root, name, split, seed) for split in SUPERNI_SPLITS)
+    return train, test, dropped_train + dropped_test
 
 
 def _read_task_file(path: Path, name: str) -> dict:
@@ -134,7 +152,10 @@ def read_superni_task(data_root, name: str, *, seed: int = 0, train_limit: Optio
     if name not in SUPERNI_TASKS:
         raise ValueError(f"unknown SuperNI task {name!r}; SAPT's tasks: {', '.join(SUPERNI_TASKS)}")
     root = superni_root(data_root)
-    train, test = (_read_split(root, name, split, seed) for split in SUPERNI_SPLITS)
+    train, test, dropped = _read_task(root, name, seed)
+    if dropped:
+        logger.warning("SuperNI task %s: %d instance(s) without any output text left out (no target to learn, "
+                       "no reference to score against)", name, dropped)
     return TextStreamTask(name, capped(train, train_limit, seed, name), capped(test, test_limit, seed, name),
                           (), SUPERNI_METRIC)
 
@@ -179,11 +200,12 @@ def check_superni_data(root, order: Union[int, Sequence[str]] = 1) -> List[TextT
     reports = []
     for name in superni_order(order):
         try:
-            task = read_superni_task(base, name)
+            train, test, dropped = _read_task(base, name, 0)
         except DataError as error:
             reports.append(TextTaskReport(name, error.status, message=str(error)))
             continue
-        reports.append(TextTaskReport(name, "found", 0, len(task.train), len(task.test), str(base / name)))
+        note = f"{dropped} instance(s) without an output text left out" if dropped else ""
+        reports.append(TextTaskReport(name, "found", 0, len(train), len(test), str(base / name), note))
     return reports
 
 
@@ -191,7 +213,8 @@ def format_superni_report(reports: Sequence[TextTaskReport], root) -> str:
     """``check-data --benchmark superni``'s report: one line per task, then whether the stream can be built."""
     width = max(len(name) for name in SUPERNI_TASKS)
     lines = [f"superni in {root} (SAPT's 15 SuperNI tasks, order 1; metric ROUGE-L):"]
-    lines += [report_line(r, width, f"{r.train} train, {r.test} test") for r in reports]
+    lines += [report_line(r, width, f"{r.train} train, {r.test} test" + (f"; {r.message}" if r.message else ""))
+              for r in reports]
     broken = sum(not r.usable for r in reports)
     lines.append("the SuperNI stream can be built" if not broken else
                  f"the SuperNI stream cannot be built: {broken} task(s) missing or broken")

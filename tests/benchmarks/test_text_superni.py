@@ -76,6 +76,21 @@ def test_bad_files_name_the_file_and_the_fix(tmp_path):
         superni(tmp_path, 3)
 
 
+def test_instances_without_output_text_are_left_out_and_counted(tmp_path):
+    name = SUPERNI_TASKS[0]
+    # SAPT's own task511 training split has such instances (an empty output string)
+    superni_tree(tmp_path, [name], train=5, outputs={name: lambda i: "" if i in (1, 3) else ["", f"kept {i}"]})
+    task = read_superni_task(tmp_path, name)
+    assert [answer for _, answer in task.train] == ["kept 0", "kept 2", "kept 4"]  # an empty reference is never drawn
+    (report,) = [r for r in check_superni_data(tmp_path, [name])]
+    # two of the five training and two of the four test instances
+    assert report.usable and (report.train, report.test) == (3, 2)
+    assert "4 instance(s) without an output text" in report.message
+    superni_tree(tmp_path / "none", [name], outputs={name: lambda i: " "})
+    with pytest.raises(DataError, match="no instance with an output text"):
+        read_superni_task(tmp_path / "none", name)
+
+
 def test_check_data_reports_every_task(tmp_path):
     superni_tree(tmp_path, SUPERNI_TASKS[:14])
     (tmp_path / "SuperNI" / SUPERNI_TASKS[1] / "train.json").write_text("{broken")
