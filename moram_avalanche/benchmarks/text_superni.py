@@ -19,7 +19,8 @@ Facts from SAPT's repository (circle-hit/SAPT, ACL 2024), read, not copied:
   list, ``cl_dataset.py``), for training and as the test reference alike; here the draw is seeded
   by the stream's seed and the task's name (SAPT's Python ``random`` is seeded by the Trainer's
   ``set_seed``, so which one it picks cannot be reproduced here).
-* lengths (``gen_script_superni_t5.py``): source 512, target 50, generation 50 tokens.
+* lengths (``gen_script_superni_t5.py``): source 512, target 50, generation 50 tokens; a longer
+  prompt keeps its first 512 tokens (``src/cl_collator.py``, :data:`SUPERNI_KEEP`).
 * score: ROUGE-L (``src/compute_metrics.py`` ``rougeL_score``: Google's ``rouge_score``
   ``RougeScorer(['rougeL'], use_stemmer=True)``, F-measure, in percent), metric
   ``"rouge_l_stemmed"`` (:func:`~.text_metrics.rouge_l_stemmed`); AP and FT of the matrix in
@@ -63,6 +64,9 @@ SUPERNI_METRIC = "rouge_l_stemmed"
 #: SAPT's lengths in tokens (``gen_script_superni_t5.py``: ``--max_source_length 512 --max_target_length 50
 #: --generation_max_length 50``)
 SUPERNI_LENGTHS = {"max_source_length": 512, "max_target_length": 50, "max_new_tokens": 50}
+#: which end of a prompt longer than ``max_source_length`` is kept: its beginning (the definition and
+#: the input's start; SAPT's ``src/cl_collator.py`` ``seq2seq_call`` keeps the first 512 tokens)
+SUPERNI_KEEP = "head"
 #: the splits read: (training, test); ``dev`` is SAPT's checkpoint selection, not read here
 SUPERNI_SPLITS = ("train", "test")
 LAYOUT = ("SAPT CL_Benchmark/SuperNI/<task>/{train,dev,test}.json, each a SuperNI task file: "
@@ -157,7 +161,7 @@ def read_superni_task(data_root, name: str, *, seed: int = 0, train_limit: Optio
         logger.warning("SuperNI task %s: %d instance(s) without any output text left out (no target to learn, "
                        "no reference to score against)", name, dropped)
     return TextStreamTask(name, capped(train, train_limit, seed, name), capped(test, test_limit, seed, name),
-                          (), SUPERNI_METRIC)
+                          (), SUPERNI_METRIC, keep=SUPERNI_KEEP)
 
 
 def superni_order(order: Union[int, str, Sequence[str]]) -> Tuple[str, ...]:
@@ -221,6 +225,6 @@ def format_superni_report(reports: Sequence[TextTaskReport], root) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["SUPERNI_LENGTHS", "SUPERNI_METRIC", "SUPERNI_ORDERS", "SUPERNI_SPLITS", "SUPERNI_TASKS",
+__all__ = ["SUPERNI_KEEP", "SUPERNI_LENGTHS", "SUPERNI_METRIC", "SUPERNI_ORDERS", "SUPERNI_SPLITS", "SUPERNI_TASKS",
            "check_superni_data", "format_superni_report", "read_superni_task", "superni", "superni_order",
            "superni_prompt", "superni_root"]

@@ -228,6 +228,7 @@ STREAM_NOTES: Dict[str, Tuple[str, ...]] = {
         "[SAPT src/cl_dataset.py random.randint]; seeded here by the run's seed",
         "score: ROUGE-L F of Google's rouge_score with the Porter stemmer [SAPT src/compute_metrics.py rougeL_score]",
         "AP: mean of the last row; FT: mean over the earlier tasks of best-before-last minus final [SAPT score.py]",
+        "a prompt over 512 tokens keeps its beginning [SAPT src/cl_collator.py seq2seq_call]",
         "the dev split is not read (SAPT picks its checkpoint on dev ROUGE-L; one epoch here, no selection)",
     ),
     "lm-cl": (

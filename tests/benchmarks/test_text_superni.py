@@ -42,6 +42,16 @@ def test_a_stream_reads_either_root_in_order_with_its_metric(tmp_path):
     assert benchmark.tasks[0].name == SUPERNI_ORDERS[2][0] and benchmark.tasks[0].test[2][1] == "plain 2"
 
 
+def test_a_long_prompt_keeps_its_beginning_as_sapts_collator(tmp_path):
+    from moram_avalanche.models.language_model import PromptCut, prompt_cuts
+
+    name = SUPERNI_TASKS[0]
+    superni_tree(tmp_path, [name])
+    task = read_superni_task(tmp_path, name)
+    # every prompt of the task is cut at the model's limit keeping its head (the definition first)
+    assert prompt_cuts([task], [0, 0]) == [PromptCut(None, "head")] * 2
+
+
 def test_one_reference_is_drawn_per_instance_and_the_draw_is_seeded(tmp_path):
     name = SUPERNI_TASKS[0]
     superni_tree(tmp_path, [name], train=40, test=40, outputs={name: lambda i: ["x", "y", "z"]})
