@@ -131,6 +131,9 @@ _PUBLIC = {
     "math_accuracy": "benchmarks.text_metrics",
     "code_similarity": "benchmarks.text_metrics",
     "trace": "benchmarks.text_trace",
+    "superni": "benchmarks.text_superni",
+    "ap_ft": "benchmarks.text_metrics",
+    "rouge_l_stemmed": "benchmarks.text_metrics",
     "TextReproduceSettings": "experiments.reproduce_text",
     # experiments
     "AccuracyMatrix": "experiments.metrics",

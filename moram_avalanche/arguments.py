@@ -146,7 +146,7 @@ def check_fsdp_arguments(args) -> None:
     if not sharding_strategies(_family(args)):
         raise ValueError(f"--fsdp shards a language model's frozen weights; no strategy of --benchmark "
                          f"{args.benchmark} trains that way: leave --fsdp out (it is for the text benchmarks: "
-                         "lm-cl, trace, synthetic-text)")
+                         "lm-cl, trace, superni, synthetic-text)")
     if not under_torchrun():
         raise ValueError("--fsdp shards the frozen weights over the processes of a torchrun run: start it "
                          "with `torchrun --nproc_per_node N -m moram_avalanche ...`, or leave --fsdp out")

@@ -30,7 +30,7 @@ REPRODUCE_TABLES = ("xtail", "xtail-order2", "mtil", "routing", "robustness", "p
                     "sweeps", "additional-baselines", "all")
 #: the language-model tables (``experiments.reproduce_text.TEXT_TABLE_NAMES``; a test checks both agree)
 REPRODUCE_TEXT_TABLES = ("t5-standard", "t5-long", "llama-standard", "trace", "t5-order-robustness",
-                         "t5-load-balance")
+                         "t5-load-balance", "superni")
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -139,11 +139,12 @@ def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_check_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", required=True, help="the data root (--data-root of run)")
-    parser.add_argument("--benchmark", default="all", choices=("xtail", "mtil", "all", "lm-cl", "trace"),
+    parser.add_argument("--benchmark", default="all", choices=("xtail", "mtil", "all", "lm-cl", "trace", "superni"),
                         help="which layout to check: xtail (X-TAIL's split files) or mtil "
                              "(torchvision's; also what mtil-5shot reads) (default: all: both); "
                              "lm-cl: the 15 text classification tasks (O-LoRA's CL_Benchmark or "
-                             "the MoRAM release's LLM-CL-Benchmark); trace: TRACE's 8 tasks")
+                             "the MoRAM release's LLM-CL-Benchmark); trace: TRACE's 8 tasks; "
+                             "superni: SAPT's 15 SuperNI tasks (CL_Benchmark or CL_Benchmark/SuperNI)")
     parser.add_argument("--verify-images", action="store_true",
                         help="also decode every image (slow) and count unreadable ones")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -196,7 +197,7 @@ def add_shared_arguments(parser: argparse.ArgumentParser) -> None:
     """Model, data, budget and run options common to ``run`` and ``compare``."""
     parser.add_argument("--data-root", default=None, help="dataset root folder (real benchmarks)")
     parser.add_argument("--model", default="ViT-B-16", help="open_clip model name (default: ViT-B-16); for "
-                        "the text benchmarks (lm-cl, trace, synthetic-text) a Hugging Face name in the local "
+                        "the text benchmarks (lm-cl, trace, superni, synthetic-text) a Hugging Face name in the local "
                         "cache or a folder written by save_pretrained")
     parser.add_argument("--pretrained", default="openai",
                         help="open_clip tag, local weights file or 'none' (random init; default: "

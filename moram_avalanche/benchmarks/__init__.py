@@ -5,7 +5,8 @@
 each name is: :data:`BENCHMARK_PROTOCOLS`. Text streams for language models (one experience
 per task, ``(prompt, answer, task)`` items): :data:`TEXT_BENCHMARKS` (``lm-cl``, the paper's
 orders 1-6 from O-LoRA's or the MoRAM release's files, :mod:`.text_stream`, :mod:`.text_tasks`;
-``trace``, TRACE's eight tasks, :mod:`.text_trace`; ``synthetic-text``, :mod:`.synthetic_text`), their metrics in :mod:`.text_metrics`.
+``trace``, TRACE's eight tasks, :mod:`.text_trace`; ``superni``, SAPT's fifteen SuperNI tasks,
+:mod:`.text_superni`; ``synthetic-text``, :mod:`.synthetic_text`), their metrics in :mod:`.text_metrics`.
 """
 
 from ..utils.names import lookup
@@ -17,6 +18,7 @@ from .text_metrics import TEXT_METRICS, exact_match, normalize_answer, op_bwt
 from .synthetic_text import synthetic_text
 from .text_stream import TextStreamTask, lm_cl, text_benchmark
 from .text_trace import TRACE_ORDER, trace
+from .text_superni import SUPERNI_ORDERS, superni
 from .text_tasks import ORDERS as LM_CL_ORDERS
 from .text_tasks import check_text_data
 
@@ -64,7 +66,7 @@ def _lm_cl(data_root, order=1, *, layout: str = "auto", instructions=None, task_
 
 #: text benchmark name -> builder(data_root, **options): the language-model streams
 #: (``(prompt, answer, task)`` items; :mod:`.text_stream`)
-TEXT_BENCHMARKS = {"lm-cl": _lm_cl, "trace": trace, "synthetic-text": _synthetic_text}
+TEXT_BENCHMARKS = {"lm-cl": _lm_cl, "trace": trace, "superni": superni, "synthetic-text": _synthetic_text}
 
 #: ``--benchmark`` name -> the model family it is for ("clip": :data:`BENCHMARKS`, builders
 #: ``(data_root, train_transform=..., eval_transform=..., ...)``; "text": :data:`TEXT_BENCHMARKS`,
@@ -76,6 +78,8 @@ BENCHMARK_PROTOCOLS.update({
     "lm-cl": "the standard CL benchmark of language models (O-LoRA's; the MoRAM paper's T5 and LLaMA "
              "tables): --order 1-6 (4 or 15 tasks) from --data-root (CL_Benchmark or the release's files)",
     "trace": "TRACE's eight tasks from --data-root",
+    "superni": "SAPT's fifteen SuperNI tasks (the MoRAM paper's tab:sapt; ROUGE-L, AP / FT): --order 1-2 from "
+               "--data-root (SAPT's CL_Benchmark)",
     "synthetic-text": "an offline drawn text stream of toy classification tasks (language-model tests)",
 })
 
@@ -98,7 +102,7 @@ def get_benchmark(name: str):
 __all__ = ["BENCHMARKS", "BENCHMARK_FAMILIES",
            "BENCHMARK_PROTOCOLS", "BadImageError", "BadImages", "DataError", "Domain",
            "LABEL_SPACES", "LM_CL_ORDERS", "MTIL_ORDERS", "MTIL_PAPER_SHOTS", "STREAM_OPTIONS", "SYNTHETIC_OPTIONS",
-           "TEXT_BENCHMARKS", "TEXT_METRICS", "TRACE_ORDER", "TextStreamTask", "XTAIL_ORDERS",
+           "SUPERNI_ORDERS", "TEXT_BENCHMARKS", "TEXT_METRICS", "TRACE_ORDER", "TextStreamTask", "XTAIL_ORDERS",
            "benchmark_family", "check_text_data", "clip_benchmark",
            "describe_benchmarks", "exact_match", "get_benchmark", "label_offsets", "lm_cl", "mtil",
-           "mtil_5shot", "normalize_answer", "op_bwt", "synthetic_text", "text_benchmark", "trace", "xtail"]
+           "mtil_5shot", "normalize_answer", "op_bwt", "superni", "synthetic_text", "text_benchmark", "trace", "xtail"]

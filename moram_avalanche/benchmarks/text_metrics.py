@@ -25,6 +25,9 @@
                                              ROUGE-L F (sentences split on ".", summary-level
                                              union LCS), a newline added to a prediction
                                              without one, as the release does
+  ``rouge_l_stemmed``   SuperNI (SAPT)       :func:`rouge_l_stemmed`: Google's ``rouge_score``
+                                             with the Porter stemmer, ROUGE-L F (SAPT's
+                                             ``src/compute_metrics.py``)
   ``code_similarity``   Py150                :func:`code_similarity`: the literal placeholders
                                              resolved, then :func:`edit_similarity`
   ``edit_similarity``   (generic)            ``fuzzywuzzy``'s ``fuzz.ratio``
@@ -47,6 +50,8 @@
   ``release_bwt``, the figure the release's ``inference/collect_results.py`` prints:
   ``1/N * sum_j min(A[N, j] - A[j, j], 0)`` (clipped at 0, divided by N, negative when tasks
   are forgotten), so a reproduced run reads the same number as the release's logs.
+
+:func:`ap_ft` -- SAPT's AP and FT (``score.py``) for the SuperNI table.
 
 Every score is in percent (0-100), like the paper's tables.
 """
@@ -161,6 +166,25 @@ def rouge_l(predictions: Sequence[str], references: Sequence[str]) -> float:
     return _mean(scores)
 
 
+def _stemmed_rouge_l_scorer():
+    from rouge_score.rouge_scorer import RougeScorer
+
+    return RougeScorer(["rougeL"], use_stemmer=True)
+
+
+def rouge_l_stemmed(predictions: Sequence[str], references: Sequence[str]) -> float:
+    """Mean ROUGE-L F in percent as SAPT scores SuperNI (``src/compute_metrics.py``, ``rougeL_score``):
+    Google's ``rouge_score`` (``RougeScorer(["rougeL"], use_stemmer=True)``): lower-cased, every
+    character outside ``[a-z0-9]`` a separator, tokens longer than three characters Porter-stemmed
+    (nltk), the longest common subsequence of the two token lists, its F-measure; an empty text
+    scores 0. Unlike :func:`rouge_l` (pltrdy's, no stemming, sentences split on ".", summary-level
+    union LCS), which TRACE's MeetingBank uses.
+    """
+    scorer = _stemmed_rouge_l_scorer()
+    return _mean([scorer.score(target=reference, prediction=prediction)["rougeL"].fmeasure
+                  for prediction, reference in _paired(predictions, references)])
+
+
 def _fuzz():
     with warnings.catch_warnings():  # fuzzywuzzy warns that it uses difflib: TRACE's pinned behaviour
         warnings.simplefilter("ignore", UserWarning)
@@ -250,6 +274,7 @@ TEXT_METRICS: Dict[str, Callable] = {
     "answer_letter": _plain(answer_letter_accuracy),
     "math_accuracy": _plain(math_accuracy),
     "rouge_l": _plain(rouge_l),
+    "rouge_l_stemmed": _plain(rouge_l_stemmed),
     "edit_similarity": _plain(edit_similarity),
     "code_similarity": _plain(code_similarity),
     "sari": sari,
@@ -283,6 +308,32 @@ def op_bwt(matrix) -> Dict[str, float]:
     return {"op": float(last.mean()), "bwt": bwt, "release_bwt": release_bwt(matrix)}
 
 
-__all__ = ["TEXT_METRICS", "answer_letter_accuracy", "code_similarity", "edit_similarity",
+def ap_ft(matrix) -> Dict[str, float]:
+    """SAPT's AP and FT (``score.py``, ``cal_continue_learning_metrics``; the MoRAM paper's
+    ``tab:sapt``) of a complete square matrix ``A[i, j]`` (score on task ``j`` after training
+    task ``i``, N tasks), in percent:
+
+    * AP = mean_j A[N-1, j], the average performance after the last task;
+    * FT = 1/(N-1) * sum_{j<N-1} (max_{j<=i<N-1} A[i, j] - A[N-1, j]): for each earlier task its
+      best score before the last task minus its final one (positive = forgetting, lower is
+      better); SAPT's "F.Ra" takes the max over rows 0..N-2 with zeros above the diagonal, the
+      same number for scores >= 0. Not BWT (:func:`op_bwt`), which compares with ``A[j, j]``.
+
+    With one task FT is NaN (nothing to forget).
+    """
+    matrix = np.asarray(matrix, dtype=float)
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or matrix.size == 0:
+        raise ValueError(f"AP and FT need a square N x N score matrix (row i: after task i, column j: task j), "
+                         f"got shape {matrix.shape}")
+    if not np.isfinite(matrix).all():
+        raise ValueError("the score matrix has missing (NaN) or infinite cells: evaluate every task after every "
+                         "training task first")
+    n = matrix.shape[0]
+    best = [matrix[j:n - 1, j].max() for j in range(n - 1)]
+    ft = float(np.mean([best[j] - matrix[n - 1, j] for j in range(n - 1)])) if n > 1 else float("nan")
+    return {"ap": float(matrix[-1].mean()), "ft": ft}
+
+
+__all__ = ["TEXT_METRICS", "ap_ft", "answer_letter_accuracy", "code_similarity", "edit_similarity",
            "exact_match", "math_accuracy", "normalize_answer", "op_bwt", "option_letter_accuracy", "prefix_accuracy",
-           "release_bwt", "rouge_l", "sari", "tokenize_13a"]
+           "release_bwt", "rouge_l", "rouge_l_stemmed", "sari", "tokenize_13a"]

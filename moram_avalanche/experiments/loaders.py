@@ -21,7 +21,7 @@ def clip_model_loader(args, device: str):
     open_clip, and with ``--pretrained synthetic`` pre-trained (cached), when the model is loaded."""
     for flag, name in TEXT_FLAGS:
         if getattr(args, name, None):
-            raise ValueError(f"{flag} is for the text benchmarks (lm-cl, trace, synthetic-text); "
+            raise ValueError(f"{flag} is for the text benchmarks (lm-cl, trace, superni, synthetic-text); "
                              f"leave it out for --benchmark {args.benchmark}")
 
     def load():

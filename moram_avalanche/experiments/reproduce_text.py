@@ -1,5 +1,5 @@
 """``moram-avalanche reproduce t5-standard | t5-long | llama-standard | trace | t5-order-robustness |
-t5-load-balance``: the paper's language-model continual-learning tables, from one command.
+t5-load-balance | superni``: the paper's language-model continual-learning tables, from one command.
 
 =======================  =========================  ==========  ==============================================
 table (``TABLE``)        paper                      model       stream
@@ -10,6 +10,7 @@ table (``TABLE``)        paper                      model       stream
 ``trace``                ``tab:llm_cl``             3 chat LMs  ``trace`` (8 tasks), 3 seeds, OP/BWT
 ``t5-order-robustness``  ``tab:order_robustness``   T5-large    t5-standard's runs; per order, mean ± std
 ``t5-load-balance``      ``tab:load_balance`` (T5)  T5-large    t5-long's runs; MoRAM without / with load bal.
+``superni``              ``tab:sapt``               T5-large    ``superni`` (SAPT's 15 tasks), AP / FT
 =======================  =========================  ==========  ==============================================
 
 Each cell is the average accuracy (exact match) over every task after the last one (the
@@ -80,6 +81,8 @@ ORDER_SUMMARIES = {"Average": False, "Mean ± std": True, "": False}
 #: the TRACE table's columns -> the key of each run's ``results.json``: the paper's OP and BWT, and
 #: beside them the BWT the release prints (``TRACE/inference/collect_results.py``; no paper number)
 TRACE_COLUMNS = {"OP": "op", "BWT": "bwt", "BWT (release)": "release_bwt"}
+#: the SuperNI table's columns -> the key of :func:`~moram_avalanche.benchmarks.text_metrics.ap_ft`
+SUPERNI_COLUMNS = {"AP": "ap", "FT": "ft"}
 
 
 def _methods(*extra: Method, long: bool = False) -> Tuple[Method, ...]:
@@ -289,8 +292,75 @@ class TraceStream(TextStream):
         return cells
 
 
+class SuperNIStream(TextStream):
+    """``superni``: SAPT's fifteen SuperNI tasks in one of its orders (the table's, order 1), one
+    run per seed; the columns are SAPT's AP and FT (:data:`SUPERNI_COLUMNS`) of the run's ROUGE-L
+    matrix (``results.json``'s ``matrix``, :func:`~moram_avalanche.benchmarks.text_metrics.ap_ft`),
+    each a mean over seeds."""
+
+    benchmark = "superni"
+
+    def columns(self, spec) -> Tuple[str, ...]:
+        return tuple(SUPERNI_COLUMNS)
+
+    def protocol(self, spec) -> TextProtocol:
+        return TextProtocol(f"superni-{_slug(spec.model)}",
+                            "SAPT's SuperNI stream (15 generation tasks, SAPT's CL_Benchmark/SuperNI; --benchmark "
+                            f"superni), order {', '.join(map(str, spec.orders))}; SAPT's prompts, lengths and loop "
+                            "(lr 3e-4, 32 prompts per step), one epoch per task; score: ROUGE-L (rouge_score, "
+                            "stemmed); AP: mean of the last row, FT: mean forgetting from each task's best (SAPT "
+                            "score.py; lower is better)")
+
+    def orders(self, spec) -> Tuple[Optional[int], ...]:
+        return spec.orders
+
+    def run_key(self, run) -> str:
+        return f"superni-order{run.order}-{_slug(run.model)}"
+
+    def where(self, run) -> str:
+        return f"SuperNI order {run.order}"
+
+    def record(self, run, settings) -> Dict[str, Any]:
+        return {"order": run.order}
+
+    def build(self, run, settings):
+        from ..benchmarks.text_superni import superni
+
+        limits = dict(train_limit=REHEARSAL_TRAIN, test_limit=REHEARSAL_TEST) if settings.rehearse else {}
+        return superni(settings.data_root, run.order, seed=run.seed, **limits)
+
+    def plan_lines(self, spec) -> List[str]:
+        from ..benchmarks.text_superni import SUPERNI_ORDERS
+
+        return [f"  order {order} (SAPT's): {', '.join(SUPERNI_ORDERS[order])}" for order in spec.orders]
+
+    def task_reports(self, specs, settings) -> list:
+        from ..benchmarks.text_superni import check_superni_data
+
+        orders = list(dict.fromkeys(order for spec in specs for order in spec.orders))
+        seen, reports = set(), []
+        for order in orders:
+            for report in check_superni_data(settings.data_root, order):
+                if report.name not in seen:
+                    seen.add(report.name)
+                    reports.append(report)
+        return reports
+
+    def cells(self, spec, paper_row, runs, reports) -> Dict[str, Any]:
+        from ..benchmarks.text_metrics import ap_ft
+
+        cells = {}
+        for column in spec.columns:
+            cell = _paper_cell(paper_row, column)
+            if reports is not None:
+                _mean_over_seeds(cell, [ap_ft(reports[run]["matrix"])[SUPERNI_COLUMNS[column]] for run in runs])
+            cells[column] = cell
+        return cells
+
+
 #: ``--benchmark`` name -> how a table's runs read that stream (the text family's protocols)
-TEXT_STREAMS: Dict[str, TextStream] = {stream.benchmark: stream for stream in (LmClStream(), TraceStream())}
+TEXT_STREAMS: Dict[str, TextStream] = {stream.benchmark: stream for stream in (LmClStream(), TraceStream(),
+                                                                               SuperNIStream())}
 
 
 def text_stream(benchmark: str) -> TextStream:
@@ -400,6 +470,14 @@ _TRACE_METHODS = (
     Method("HiDeLoRA", None, reason=NOT_IN_LIBRARY), Method("O-LoRA", "o-lora"),
     Method("TreeLoRA", None, reason=NOT_IN_LIBRARY), Method("MoRAM", "moram"))
 
+_SUPERNI_METHODS = (
+    Method("Replay", "avalanche.replay"),
+    Method("SAPT", None, reason=f"{NOT_IN_LIBRARY} (SAPT's shared attentive learning and selection modules, "
+                                "trained on pseudo-samples from its own generator)"),
+    Method("MoRAM (with replay)", "moram-replay"),
+    Method("L2P", None, reason=_PROMPT_BASED), Method("IncLoRA", "inc-lora"),
+    Method("C-LoRA", None, reason=NOT_IN_LIBRARY), Method("O-LoRA", "o-lora"), Method("MoRAM", "moram"))
+
 TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
     TextTableSpec("t5-standard", "tab:llm_cl_main",
                   "Standard CL benchmark, T5-large, orders 1-3: average accuracy after the last task (%)",
@@ -471,6 +549,27 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                          "term R * sum_i Pbar_i^2 (Artificer-AI-Lab/MoRAM XTAIL/loralib/moram.py, forward_backup) "
                          "to the loss, as the CLIP row does; alpha 0.01 is Switch Transformer's (the paper gives "
                          "none).",
+                         "The paper does not give its seeds; ours is 42 (the release's).")),
+    TextTableSpec("superni", "tab:sapt",
+                  "SuperNI (SAPT's 15 tasks), T5-large: AP and FT of ROUGE-L after the last task (%)",
+                  "superni", "t5-large", "t5", "float32", (1,), _SUPERNI_METHODS, decimals=2, benchmark="superni",
+                  notes=("The stream, prompts, lengths, ROUGE-L and AP / FT are SAPT's (circle-hit/SAPT: "
+                         "CL_Benchmark/SuperNI, src/cl_dataset.py, src/compute_metrics.py, score.py), order 1 (its "
+                         "script's default; the paper does not say which order). FT is SAPT's forgetting: for "
+                         "each earlier task, its best score before the last task minus its final score (lower is "
+                         "better), not the TRACE table's BWT.",
+                         "The loop is SAPT's script's where the MoRAM paper gives no SuperNI setting: lr 3e-4 "
+                         "constant, 8 prompts x 4 accumulation steps, source 512 / target 50 / generation 50 "
+                         "tokens, for every row; one epoch per task (SAPT trains up to 100 epochs and keeps the "
+                         "best checkpoint on dev ROUGE-L, a selection this library does not make).",
+                         "MoRAM (with replay) is MoRAM plus a buffer of real stored samples (Avalanche's "
+                         "ReplayPlugin, 200 samples, the Replay row's buffer): the paper names no generator for "
+                         "MoRAM, SAPT's pseudo-samples come from SAPT's own generation step; replaying SAPT's "
+                         "shipped pseudo-samples is not built.",
+                         "SAPT, L2P and C-LoRA are not run: not in this library (SAPT needs its attentive modules "
+                         "and generated pseudo-data, L2P is prompt-based, C-LoRA is not implemented). The paper's "
+                         "L2P, IncLoRA, C-LoRA and O-LoRA numbers are not transcribed in this package: n/a, read "
+                         "the paper's table.",
                          "The paper does not give its seeds; ours is 42 (the release's).")),
 )}
 
@@ -643,7 +742,8 @@ def check_needs(specs: Sequence[TextTableSpec], settings: TextReproduceSettings)
     the model's files); nothing runs before."""
     if settings.data_root is None:
         raise ValueError("reproduce needs the text data: give --data-root DIR (O-LoRA's CL_Benchmark or the "
-                         "release's LLM-CL-Benchmark_500; or --paper for the paper's numbers alone, "
+                         "release's LLM-CL-Benchmark_500; TRACE's data for trace; SAPT's CL_Benchmark for superni; "
+                         "or --paper for the paper's numbers alone, "
                          "--dry-run for the plan)")
     root = Path(settings.data_root).expanduser()
     if not root.is_dir():
@@ -656,7 +756,7 @@ def check_needs(specs: Sequence[TextTableSpec], settings: TextReproduceSettings)
         raise ValueError(
             f"cannot reproduce {', '.join(s.name for s in specs)}: {len(problems)} thing(s) missing; nothing "
             "was run.\n  " + "\n  ".join(dict.fromkeys(problems)) +
-            f"\n`moram-avalanche check-data --benchmark lm-cl --root {root}` details the data; "
+            f"\n`moram-avalanche check-data --benchmark {specs[0].benchmark} --root {root}` details the data; "
             "`reproduce --rehearse` runs the plan with a tiny model and no weights.")
 
 
@@ -772,6 +872,6 @@ def table_result(spec: TextTableSpec, settings: TextReproduceSettings):
     return TableResult(spec, rows, table_seeds(spec, settings), settings.rehearse, settings.budget)
 
 
-__all__ = ["ORDER_SUMMARIES", "REHEARSAL_ITERATIONS", "REHEARSAL_TEST", "REHEARSAL_TRAIN", "TEXT_TABLES", "TEXT_TABLE_NAMES",
+__all__ = ["ORDER_SUMMARIES", "REHEARSAL_ITERATIONS", "REHEARSAL_TEST", "REHEARSAL_TRAIN", "SUPERNI_COLUMNS", "TEXT_TABLES", "TEXT_TABLE_NAMES",
            "TextReproduceSettings", "TextRun", "TextTableSpec", "check_needs", "get_text_table", "method_runs",
            "paper_text", "plan", "plan_text", "run_options", "run_setup", "table_result"]

@@ -13,6 +13,8 @@ their own papers' (O-LoRA's ``LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1)``
   full fine-tuning rows and FIX (ICL) (:data:`TRACE_STREAM`);
 * ``--preset trace-release`` (:data:`PRESETS`): the release's shipped MoRAM run, its atom scaling
   included;
+* ``--benchmark superni``: SAPT's loop (lr 3e-4, 8 x 4 prompts per step, lengths 512 / 50 / 50),
+  where the MoRAM paper gives no SuperNI setting;
 * a ``reproduce`` table (:func:`table_settings`): O-LoRA's long-sequence lambdas and epochs on
   ``t5-long``.
 
@@ -101,6 +103,26 @@ def _trace_stream() -> List[Tuple[str, Setting]]:
     ]
 
 
+_SAPT = "circle-hit/SAPT gen_script_superni_t5.py"
+
+
+def _superni_stream() -> List[Tuple[str, Setting]]:
+    """SAPT's loop on SuperNI where the MoRAM paper is silent (its T5 setting, lr 1e-3 / batch 64,
+    is stated for the classification streams): SAPT's script, for every row alike. One epoch per
+    task stays (the paper's): SAPT's ``--num_train_epochs 100`` with ``--load_best_model_at_end``
+    picks a checkpoint by dev ROUGE-L, a selection this library does not make."""
+    from ..benchmarks.text_superni import SUPERNI_LENGTHS
+
+    lengths = {"max_source_length": "--max_source_length 512", "max_target_length": "--max_target_length 50",
+               "max_new_tokens": "--generation_max_length 50"}
+    return [
+        ("*", Setting("lr", 3e-4, f"{_SAPT} learning_rate = 3e-4 (constant, --lr_scheduler_type constant)")),
+        ("*", Setting("train_mb_size", 8, f"{_SAPT} --per_device_train_batch_size 8")),
+        ("*", Setting("accumulation_steps", 4, f"{_SAPT} --gradient_accumulation_steps 4 (32 per step)")),
+        *[("*", Setting(option, value, f"{_SAPT} {lengths[option]}")) for option, value in SUPERNI_LENGTHS.items()],
+    ]
+
+
 def _trace_release() -> List[Tuple[str, Setting]]:
     """The release's shipped TRACE run for MoRAM (``TRACE/runner_moram.sh``) and its atom scaling.
 
@@ -147,7 +169,7 @@ def _t5_long() -> List[Tuple[str, Setting]]:
 #: ``--benchmark`` -> ``() -> [(group, Setting)]`` (groups: "*" every text strategy, "lora" the
 #: LoRA rows, "full" the full fine-tuning rows, or one strategy's name; later settings win)
 TRACE_STREAM = _trace_stream
-STREAMS: Dict[str, Callable[[], List[Tuple[str, Setting]]]] = {"trace": _trace_stream}
+STREAMS: Dict[str, Callable[[], List[Tuple[str, Setting]]]] = {"trace": _trace_stream, "superni": _superni_stream}
 #: ``--benchmark`` -> the weights' dtype by default (the paper's TRACE runs: bf16)
 STREAM_DTYPES = {"trace": "bfloat16"}
 #: named presets: name -> (the streams it belongs to, its settings)
@@ -162,6 +184,8 @@ DEFAULT_SOURCES: Dict[str, str] = {
     "moram-load-balance": "as moram, plus 0.01 x the mean over layers of the release's load-balancing term "
                           "R * sum_i Pbar_i^2 (Artificer-AI-Lab/MoRAM XTAIL/loralib/moram.py forward_backup; 0.01 is "
                           "Switch Transformer's alpha, the paper gives none)",
+    "moram-replay": "as moram, plus Avalanche's ReplayPlugin of real samples, mem_size 200 (Avalanche's Replay "
+                    "default, the avalanche.replay row's; the paper gives none)",
     "seq-lora": "O-LoRA src/run_uie_lora.py LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1): rank 8, scale 4, "
                 "dropout 0.1; query and value projections (peft's default)",
     "inc-lora": "as seq-lora, one LoRA per task (O-LoRA's IncLoRA)",
@@ -204,6 +228,17 @@ STREAM_NOTES: Dict[str, Tuple[str, ...]] = {
         "MeetingBank ROUGE-L [TRACE/metrics.py, pltrdy rouge], Py150 fuzz.ratio after its literals "
         "[TRACE/evaluations/eval_Py150.py], 20Minuten SARI [TRACE/metrics.py]",
         "BWT: the paper's (positive = forgetting) and, beside it, the release's [TRACE/inference/collect_results.py]",
+    ),
+    "superni": (
+        "prompts: \"Definition: <definition>\\n\\nNow complete the following example -\\nInput: <input>\\n"
+        "Output: \", no task prefix [SAPT src/cl_dataset.py load_SuperNI_dataset; gen_script_superni_t5.py "
+        "--add_task_name False --add_dataset_name False]",
+        "answers: one output drawn per instance when it lists several, for training and as the test reference "
+        "[SAPT src/cl_dataset.py random.randint]; seeded here by the run's seed",
+        "score: ROUGE-L F of Google's rouge_score with the Porter stemmer [SAPT src/compute_metrics.py rougeL_score]",
+        "AP: mean of the last row; FT: mean over the earlier tasks of best-before-last minus final [SAPT score.py]",
+        "a prompt over 512 tokens keeps its beginning [SAPT src/cl_collator.py seq2seq_call]",
+        "the dev split is not read (SAPT picks its checkpoint on dev ROUGE-L; one epoch here, no selection)",
     ),
     "lm-cl": (
         "prompts: \"Task:<category>\\nDataset:<dataset>\\n\" before each [O-LoRA scripts/*.sh --add_task_name True "

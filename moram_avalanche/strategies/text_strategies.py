@@ -2,19 +2,20 @@
 (:class:`~moram_avalanche.strategies.text_loop.TextStrategy`), registered for the ``"text"``
 family (:data:`TEXT_STRATEGIES`; ``get_strategy(name, family="text")``):
 
-==============  ====================  ==========================================================
-name            class                 what trains
-==============  ====================  ==========================================================
-``moram``       :class:`TextMoRAM`    MoRAM atoms on the query and key projections, r new atoms
-                                      per task, old ones frozen (the paper's method)
-``moram-load-   :class:`TextMoRAM     MoRAM plus the load-balancing term of the paper's ablation
-balance``       LoadBalance`          (``tab:load_balance``, T5 columns)
-``finetune``    :class:`TextFineTune` every weight of the model (SeqFT)
-``seq-lora``    :class:`TextSeqLoRA`  one LoRA trained through the whole stream (SeqLoRA)
-``inc-lora``    :class:`TextIncLoRA`  a new LoRA per task, the earlier ones frozen (IncLoRA)
-``o-lora``      :class:`TextOLoRA`    IncLoRA + O-LoRA's orthogonality and L2 terms
-``mtl``         :class:`TextMTL`      every weight, jointly on every task so far (upper bound)
-==============  ====================  ==========================================================
+================  ========================  ======================================================
+name              class                     what trains
+================  ========================  ======================================================
+``moram``         :class:`TextMoRAM`        MoRAM atoms on the query and key projections, r new
+                                            atoms per task, old ones frozen (the paper's method)
+``moram-load-     :class:`TextMoRAMLoad     MoRAM plus the load-balancing term of the paper's
+balance``         Balance`                  ablation (``tab:load_balance``, T5 columns)
+``moram-replay``  :class:`TextMoRAMReplay`  MoRAM + a replay buffer of real samples (``tab:sapt``)
+``finetune``      :class:`TextFineTune`     every weight of the model (SeqFT)
+``seq-lora``      :class:`TextSeqLoRA`      one LoRA trained through the whole stream (SeqLoRA)
+``inc-lora``      :class:`TextIncLoRA`      a new LoRA per task, the earlier ones frozen (IncLoRA)
+``o-lora``        :class:`TextOLoRA`        IncLoRA + O-LoRA's orthogonality and L2 terms
+``mtl``           :class:`TextMTL`          every weight, jointly on every task so far (upper bound)
+================  ========================  ======================================================
 
 Defaults: the loop's are the paper's classification setting (lr 1e-3 fixed, batch 64, one epoch
 per task; paper Sec. 4, LLM settings); MoRAM's layer options are the paper's (r 8, top-k 4,
@@ -222,6 +223,44 @@ def _check_balance(model, load_balance) -> None:
                              "strategy injects them) or the balance_coef / balance_form they were built with")
 
 
+#: the replay buffer of ``moram-replay``: Avalanche's ``Replay`` / ``ReplayPlugin`` default (200
+#: samples, balanced over the tasks seen), the ``avalanche.replay`` row's; the MoRAM paper gives none
+REPLAY_MEM_SIZE = 200
+
+
+class TextMoRAMReplay(TextMoRAM):
+    """MoRAM with replay (the MoRAM paper's ``tab:sapt`` row "MoRAM with replay"): :class:`TextMoRAM`
+    plus Avalanche's ``ReplayPlugin`` -- real training samples of the earlier tasks, stored in a
+    buffer of ``mem_size`` samples balanced over the tasks and mixed into every training batch.
+
+    Which replay: the paper's table puts this row beside SAPT (which replays pseudo-samples its
+    own generator writes, ``generated_data/`` of circle-hit/SAPT) and the "Replay" baseline (real
+    stored samples). MoRAM has no generator, and the paper names none; stored real samples are
+    what the library's replay is (``avalanche.replay``), so both replay rows here use the same
+    buffer. Replaying SAPT's shipped pseudo-samples instead is not built.
+
+    Args (besides TextMoRAM's): mem_size (:data:`REPLAY_MEM_SIZE`).
+    """
+
+    #: run checkpoints are Avalanche's whole strategy: the replay buffer must survive a resume
+    lean_checkpoints = False
+    #: the value checks of its own options (run once, by check_strategy_options)
+    check_values = staticmethod(lambda options: check_moram_replay_options(options))
+
+    def __init__(self, *, model, tokenizer=None, mem_size: int = REPLAY_MEM_SIZE, plugins=None, **kwargs):
+        from avalanche.training.plugins import ReplayPlugin
+
+        check_positive_int("mem_size", mem_size)
+        self.replay_plugin = ReplayPlugin(mem_size=mem_size)
+        super().__init__(model=model, tokenizer=tokenizer, plugins=[self.replay_plugin, *(plugins or [])], **kwargs)
+
+
+def check_moram_replay_options(options) -> None:
+    check_text_moram_options(options)
+    if "mem_size" in options:
+        check_positive_int("mem_size", options["mem_size"])
+
+
 class TextFineTune(TextStrategy):
     """SeqFT: every weight of the model trains on each task in turn (no adapters)."""
 
@@ -301,12 +340,14 @@ class TextOLoRA(TextIncLoRA):
 
 
 #: ``--strategy`` name -> language-model strategy class (the ``"text"`` family)
-TEXT_STRATEGIES = {"moram": TextMoRAM, "finetune": TextFineTune, "seq-lora": TextSeqLoRA,
-                   "inc-lora": TextIncLoRA, "o-lora": TextOLoRA, "moram-load-balance": TextMoRAMLoadBalance}
+TEXT_STRATEGIES = {"moram": TextMoRAM, "moram-replay": TextMoRAMReplay, "moram-load-balance": TextMoRAMLoadBalance,
+                   "finetune": TextFineTune, "seq-lora": TextSeqLoRA, "inc-lora": TextIncLoRA, "o-lora": TextOLoRA}
 
 
-__all__ = ["LORA_TARGET_MODULES", "OLORA_DROPOUT", "OLORA_RANK", "OLORA_SCALE", "TEXT_STRATEGIES", "check_lambda", "TextFineTune", "TextIncLoRA", "TextMoRAM",
-           "TextMoRAMLoadBalance", "TextOLoRA", "TextSeqLoRA", "check_text_adapter_options", "check_text_moram_options", "lora_targets", "wrap"]
+__all__ = ["LORA_TARGET_MODULES", "OLORA_DROPOUT", "OLORA_RANK", "OLORA_SCALE", "REPLAY_MEM_SIZE", "TEXT_STRATEGIES",
+           "TextMoRAMLoadBalance", "TextMoRAMReplay", "check_moram_replay_options", "check_lambda", "TextFineTune",
+           "TextIncLoRA", "TextMoRAM", "TextOLoRA", "TextSeqLoRA", "check_text_adapter_options",
+           "check_text_moram_options", "lora_targets", "wrap"]
 
 
 class TextMTL(TextFineTune):
