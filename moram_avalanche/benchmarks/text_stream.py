@@ -59,8 +59,10 @@ class TextStreamTask:
     """One task of a text stream: name, (prompt, answer) pairs, label words and metric.
 
     ``prompt_limit`` (tokens) and ``keep`` say how a long prompt of this task is cut when it is
-    not the model's (``None``: the model's ``max_source_length``; ``keep="tail"``: its end, where
-    a causal model reads the cue, ``"head"``: its beginning, MeetingBank's in the release).
+    not the model's (``prompt_limit=None``: the model's ``max_source_length``; ``keep=None``: the
+    model's end -- a causal model's tail, where it reads the cue, T5's head, O-LoRA's right
+    truncation; ``"tail"`` / ``"head"``: that end whatever the model, MeetingBank's head in the
+    release, SuperNI's in SAPT).
     ``instruction`` is the text every prompt of the task starts with; ``icl`` the layout of
     in-context examples (None: examples then the prompt, as they are).
     """
@@ -71,7 +73,7 @@ class TextStreamTask:
     label_words: Tuple[str, ...] = field(default=())
     metric: str = "exact_match"
     prompt_limit: Optional[int] = None
-    keep: str = "tail"
+    keep: Optional[str] = None
     instruction: str = ""
     icl: Optional[ICLFormat] = None
 
@@ -92,9 +94,9 @@ class TextStreamTask:
                 if problem:
                     raise ValueError(f"task {self.name!r}: item {index} of its {split} split cannot be used: "
                                      f"{problem}; drop or fix that item")
-        if self.keep not in KEEP:
-            raise ValueError(f"task {self.name!r}: keep must be one of {KEEP} (which end of a long prompt "
-                             f"is kept), got {self.keep!r}")
+        if self.keep is not None and self.keep not in KEEP:
+            raise ValueError(f"task {self.name!r}: keep must be one of {KEEP} or None (which end of a long prompt "
+                             f"is kept; None: the model's), got {self.keep!r}")
         limit = self.prompt_limit
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
             raise ValueError(f"task {self.name!r}: prompt_limit must be a positive number of tokens or None "

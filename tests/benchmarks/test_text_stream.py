@@ -177,10 +177,11 @@ def test_trace_stream_with_each_tasks_metric(tmp_path):
     assert list(first.dataset[0]) == ["C-STANCE 0", "A", 0] and list(first.dataset.targets) == [0, 0, 0]
     py150 = benchmark.train_stream[3]
     assert py150.label_words == () and list(py150.dataset.targets) == [-1, -1, -1]  # open generation
-    # MeetingBank keeps the head of its transcripts, up to its own 4,096 tokens; the others their end
+    # MeetingBank keeps the head of its transcripts, up to its own 4,096 tokens; the others the
+    # model's end (the causal models TRACE runs: their end, the release's left truncation)
     tasks = {task.name: task for task in benchmark.tasks}
     assert (tasks["MeetingBank"].keep, tasks["MeetingBank"].prompt_limit) == ("head", 4096)
-    assert all((task.keep, task.prompt_limit) == ("tail", None) for name, task in tasks.items() if name != "MeetingBank")
+    assert all((task.keep, task.prompt_limit) == (None, None) for name, task in tasks.items() if name != "MeetingBank")
     write(tmp_path / "FOMC" / "test.json", [{"prompt": "p"}])
     with pytest.raises(DataError, match=r"FOMC: item 0 of .*FOMC/test.json must be an object"):
         trace(tmp_path, ["FOMC"])

@@ -113,6 +113,29 @@ def test_a_seq2seq_prompt_keeps_what_its_tokenizer_keeps():
     assert lm._prompt_ids([" ".join(words)], None) == [ids(tokenizer, words[:3])]
 
 
+def test_a_stream_task_that_declares_no_cut_leaves_each_model_its_own_end():
+    """A task of a stream (lm-cl's, TRACE's but MeetingBank) declares no cut: T5 keeps its prompt's
+    head (O-LoRA's right truncation), a causal model its end; a declared end wins on either."""
+    from tiny_stream import FAMILIES, stream_tokenizer
+
+    from moram_avalanche.benchmarks.text_stream import TextStreamTask
+    from moram_avalanche.models.language_model import LanguageModel, prompt_cuts
+
+    tokenizer = stream_tokenizer()
+    words = "what is the colour".split()
+    prompt = " ".join(words)
+    plain = TextStreamTask("plain", ((prompt, "red"),), ((prompt, "red"),))
+    tail = TextStreamTask("tail", ((prompt, "red"),), ((prompt, "red"),), keep="tail")
+    assert plain.keep is None and prompt_cuts([plain], [0]) is None
+    t5 = LanguageModel(FAMILIES["t5"](tokenizer), tokenizer, max_source_length=3)
+    assert t5._prompt_ids([prompt], prompt_cuts([plain], [0])) == [ids(tokenizer, words[:3])]
+    assert t5._prompt_ids([prompt], prompt_cuts([tail], [0])) == [ids(tokenizer, words[-3:])]
+    lm = causal(max_source_length=8)
+    spy = GenerateSpy(lm)
+    lm.generate([PROMPT], 3, cuts=prompt_cuts([TextStreamTask("p", ((PROMPT, "w1"),), ((PROMPT, "w1"),))], [0]))
+    assert spy.calls[0]["input_ids"][0].tolist() == [3] + ids(lm.tokenizer, LONG[-7:])
+
+
 def test_the_release_decoding_reaches_generate():
     from moram_avalanche.models.language_model import Decoding
 
