@@ -29,7 +29,7 @@ from .arguments import (OneLineParser, check_compare, check_cost, check_demo, ch
 REPRODUCE_TABLES = ("xtail", "xtail-order2", "mtil", "routing", "robustness", "pruning", "load-balance",
                     "sweeps", "additional-baselines", "all")
 #: the language-model tables (``experiments.reproduce_text.TEXT_TABLE_NAMES``; a test checks both agree)
-REPRODUCE_TEXT_TABLES = ("t5-standard", "t5-long", "llama-standard", "trace")
+REPRODUCE_TEXT_TABLES = ("t5-standard", "t5-long", "llama-standard", "trace", "codealpaca")
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -138,11 +138,12 @@ def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_check_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", required=True, help="the data root (--data-root of run)")
-    parser.add_argument("--benchmark", default="all", choices=("xtail", "mtil", "all", "lm-cl", "trace"),
+    parser.add_argument("--benchmark", default="all", choices=("xtail", "mtil", "all", "lm-cl", "trace", "codealpaca"),
                         help="which layout to check: xtail (X-TAIL's split files) or mtil "
                              "(torchvision's; also what mtil-5shot reads) (default: all: both); "
                              "lm-cl: the 15 text classification tasks (O-LoRA's CL_Benchmark or "
-                             "the MoRAM release's LLM-CL-Benchmark); trace: TRACE's 8 tasks")
+                             "the MoRAM release's LLM-CL-Benchmark); trace: TRACE's 8 tasks; codealpaca: "
+                             "code_alpaca_20k.json and the HumanEval problems")
     parser.add_argument("--verify-images", action="store_true",
                         help="also decode every image (slow) and count unreadable ones")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -5,10 +5,12 @@
 each name is: :data:`BENCHMARK_PROTOCOLS`. Text streams for language models (one experience
 per task, ``(prompt, answer, task)`` items): :data:`TEXT_BENCHMARKS` (``lm-cl``, the paper's
 orders 1-6 from O-LoRA's or the MoRAM release's files, :mod:`.text_stream`, :mod:`.text_tasks`;
-``trace``, TRACE's eight tasks, :mod:`.text_trace`; ``synthetic-text``, :mod:`.synthetic_text`), their metrics in :mod:`.text_metrics`.
+``trace``, TRACE's eight tasks, :mod:`.text_trace`; ``codealpaca``, CodeAlpaca-20k tested on
+HumanEval, :mod:`.codealpaca`; ``synthetic-text``, :mod:`.synthetic_text`), their metrics in :mod:`.text_metrics`.
 """
 
 from ..utils.names import lookup
+from .codealpaca import codealpaca
 from .clip_benchmark import LABEL_SPACES, Domain, clip_benchmark, label_offsets
 from .images import BadImageError, BadImages
 from .readers import DataError
@@ -64,7 +66,7 @@ def _lm_cl(data_root, order=1, *, layout: str = "auto", instructions=None, task_
 
 #: text benchmark name -> builder(data_root, **options): the language-model streams
 #: (``(prompt, answer, task)`` items; :mod:`.text_stream`)
-TEXT_BENCHMARKS = {"lm-cl": _lm_cl, "trace": trace, "synthetic-text": _synthetic_text}
+TEXT_BENCHMARKS = {"lm-cl": _lm_cl, "trace": trace, "codealpaca": codealpaca, "synthetic-text": _synthetic_text}
 
 #: ``--benchmark`` name -> the model family it is for ("clip": :data:`BENCHMARKS`, builders
 #: ``(data_root, train_transform=..., eval_transform=..., ...)``; "text": :data:`TEXT_BENCHMARKS`,
@@ -76,6 +78,8 @@ BENCHMARK_PROTOCOLS.update({
     "lm-cl": "the standard CL benchmark of language models (O-LoRA's; the MoRAM paper's T5 and LLaMA "
              "tables): --order 1-6 (4 or 15 tasks) from --data-root (CL_Benchmark or the release's files)",
     "trace": "TRACE's eight tasks from --data-root",
+    "codealpaca": "one task: CodeAlpaca-20k (code_alpaca_20k.json under --data-root) to train, HumanEval "
+                  "(greedy pass@1, generated code run sandboxed) to test",
     "synthetic-text": "an offline drawn text stream of toy classification tasks (language-model tests)",
 })
 

@@ -2,8 +2,8 @@
 must hold for that benchmark, each check ``(root, verify_images, progress) -> (reports, text)``.
 
 X-TAIL's split files (:mod:`.check`), torchvision's MTIL (what ``mtil-5shot`` reads too), the
-language models' 15 classification tasks in either layout (:mod:`.text_tasks`) and TRACE's 8
-tasks (:mod:`.text_trace`); ``all`` is both CLIP layouts.
+language models' 15 classification tasks in either layout (:mod:`.text_tasks`), TRACE's 8
+tasks (:mod:`.text_trace`) and CodeAlpaca with HumanEval (:mod:`.codealpaca`); ``all`` is both CLIP layouts.
 """
 
 from __future__ import annotations
@@ -34,9 +34,20 @@ def _trace_tasks(root, verify_images: bool = False, progress: bool = True):
     return reports, format_trace_report(reports, root)
 
 
+def _codealpaca(root, verify_images: bool = False, progress: bool = True):
+    from .codealpaca import check_codealpaca_data
+
+    reports = check_codealpaca_data(root)
+    report = reports[0]
+    text = (f"codealpaca in {root}: {report.train} CodeAlpaca examples, {report.test} HumanEval problems "
+            f"({report.folder})\nthe codealpaca stream can be built" if report.usable else
+            f"codealpaca in {root}: {report.status}\n{report.message}\nthe codealpaca stream cannot be built")
+    return reports, text
+
+
 #: ``check-data --benchmark`` -> its layouts' checks, in the order they are reported
 DATA_CHECKS: Dict[str, Tuple[Callable, ...]] = {
     "xtail": (_images("xtail"),), "mtil": (_images("mtil"),), "all": (_images("xtail"), _images("mtil")),
-    "lm-cl": (_text_tasks,), "trace": (_trace_tasks,)}
+    "lm-cl": (_text_tasks,), "trace": (_trace_tasks,), "codealpaca": (_codealpaca,)}
 
 __all__ = ["DATA_CHECKS"]

@@ -152,9 +152,9 @@ class TextStream:
         """``check-data``'s reports of every task ``specs`` read."""
         raise NotImplementedError
 
-    def cells(self, spec, paper_row, runs, reports) -> Dict[str, Any]:
+    def cells(self, spec, paper_row, runs, reports, settings=None) -> Dict[str, Any]:
         """``{column: Cell}`` of a row: the paper's numbers, and ours from ``reports`` (``{run:
-        results.json}``; None when the row did not run)."""
+        results.json}``; None when the row did not run); ``settings``: the reproduction's."""
         raise NotImplementedError
 
 
@@ -206,7 +206,7 @@ class LmClStream(TextStream):
         wanted = list(dict.fromkeys(task for spec in specs for order in spec.orders for task in ORDERS[order]))
         return check_text_data(settings.data_root, settings.layout, wanted) if wanted else []
 
-    def cells(self, spec, paper_row, runs, reports) -> Dict[str, Any]:
+    def cells(self, spec, paper_row, runs, reports, settings=None) -> Dict[str, Any]:
         cells, order_means = {}, []
         for column, order in zip(spec.columns, (*spec.orders, None)):
             cell = _paper_cell(paper_row, column)
@@ -263,7 +263,7 @@ class TraceStream(TextStream):
 
         return check_trace_data(settings.data_root)
 
-    def cells(self, spec, paper_row, runs, reports) -> Dict[str, Any]:
+    def cells(self, spec, paper_row, runs, reports, settings=None) -> Dict[str, Any]:
         cells = {}
         for column in spec.columns:
             cell = _paper_cell(paper_row, column)
@@ -273,8 +273,104 @@ class TraceStream(TextStream):
         return cells
 
 
+#: the CodeAlpaca table's columns -> what fills each: ``results.json``'s key, a parameter count, or nothing
+#: yet (the reason is in the table's notes)
+CODEALPACA_COLUMNS = ("HumanEval pass@1", "HumanEval pass@5", "HumanEval pass@10", "MMLU", "Params added (M)",
+                      "Params activated (M)")
+
+
+class CodeAlpacaStream(TextStream):
+    """``codealpaca``: one fine-tuning task (CodeAlpaca-20k) tested on HumanEval
+    (:mod:`~moram_avalanche.benchmarks.codealpaca`). Its columns (:data:`CODEALPACA_COLUMNS`):
+    greedy HumanEval pass@1 from each run's ``results.json`` (the last row of its one-task matrix),
+    the adapter's added and per-token activated parameters from the model's configuration
+    (:mod:`~moram_avalanche.text.adapter_params`), and the columns not run yet (sampled pass@5 /
+    pass@10, MMLU) with the paper's cell only."""
+
+    benchmark = "codealpaca"
+
+    def columns(self, spec) -> Tuple[str, ...]:
+        return CODEALPACA_COLUMNS
+
+    def protocol(self, spec) -> TextProtocol:
+        return TextProtocol(f"codealpaca-{_slug(spec.model)}",
+                            "fine-tuning on CodeAlpaca-20k (code_alpaca_20k.json, Alpaca prompts; --benchmark "
+                            "codealpaca), then HumanEval's 164 problems, greedy, each completion run in a sandboxed "
+                            "process (pass@1, %); parameters of the adapter in millions (added; activated per token)")
+
+    def run_key(self, run) -> str:
+        return f"codealpaca-{_slug(run.model)}"
+
+    def where(self, run) -> str:
+        return "CodeAlpaca"
+
+    def record(self, run, settings) -> Dict[str, Any]:
+        return {"order": "CodeAlpaca"}
+
+    def build(self, run, settings):
+        from ..benchmarks.codealpaca import codealpaca
+
+        limits = dict(train_limit=REHEARSAL_TRAIN, test_limit=REHEARSAL_TEST) if settings.rehearse else {}
+        return codealpaca(settings.data_root, seed=run.seed, **limits)
+
+    def plan_lines(self, spec) -> List[str]:
+        return [f"  stream: {spec.protocol.description}"]
+
+    def task_reports(self, specs, settings) -> list:
+        from ..benchmarks.codealpaca import check_codealpaca_data
+
+        return check_codealpaca_data(settings.data_root)
+
+    def cells(self, spec, paper_row, runs, reports, settings=None) -> Dict[str, Any]:
+        cells = {column: _paper_cell(paper_row, column) for column in spec.columns}
+        if reports is None:
+            return cells
+        _mean_over_seeds(cells["HumanEval pass@1"], [cell_of(reports[run]) for run in runs])
+        counts = parameter_counts(runs[0], spec, settings) if runs and settings is not None else None
+        if counts is not None:
+            cells["Params added (M)"].ours = counts["added"] / 1e6
+            cells["Params activated (M)"].ours = counts["activated"] / 1e6
+            for column in ("Params added (M)", "Params activated (M)"):
+                cells[column].seeds = len(runs)
+        return cells
+
+
+def parameter_counts(run: "TextRun", spec: "TextTableSpec", settings) -> Optional[Dict[str, int]]:
+    """The adapter's added and per-token activated parameters of ``run``
+    (:mod:`~moram_avalanche.text.adapter_params`) from its model's configuration (the tiny model's in
+    a rehearsal) and its options (:func:`run_options`: MoRAM's ``atoms_per_task`` and ``topk``, or a
+    LoRA row's ``rank``); None when the configuration cannot be read or the row sets neither."""
+    from ..text.adapter_params import linear_shapes, lora_parameters, moram_parameters
+    from ..text.targets import resolve_targets
+
+    options = run_options(settings, run)
+    if settings.rehearse:
+        from transformers import LlamaConfig
+
+        from ..text.tiny import TINY_LLAMA
+
+        config = LlamaConfig(**TINY_LLAMA)
+    else:
+        from ..text.load import load_config
+
+        try:
+            config = load_config(run.model)
+        except (OSError, ValueError):
+            return None
+    try:
+        shapes = linear_shapes(config, resolve_targets(options["target_modules"], config.model_type))
+    except (KeyError, ValueError):
+        return None
+    if "atoms_per_task" in options and "topk" in options:  # a bank of atoms routed top-k (MoRAM)
+        return moram_parameters(shapes, options["atoms_per_task"], options["topk"])
+    if "rank" in options:  # a LoRA row
+        return lora_parameters(shapes, options["rank"])
+    return None  # the base model: no adapter trained
+
+
 #: ``--benchmark`` name -> how a table's runs read that stream (the text family's protocols)
-TEXT_STREAMS: Dict[str, TextStream] = {stream.benchmark: stream for stream in (LmClStream(), TraceStream())}
+TEXT_STREAMS: Dict[str, TextStream] = {stream.benchmark: stream for stream in (LmClStream(), TraceStream(),
+                                                                               CodeAlpacaStream())}
 
 
 def text_stream(benchmark: str) -> TextStream:
@@ -368,6 +464,14 @@ _TRACE_METHODS = (
     Method("HiDeLoRA", None, reason=NOT_IN_LIBRARY), Method("O-LoRA", "o-lora"),
     Method("TreeLoRA", None, reason=NOT_IN_LIBRARY), Method("MoRAM", "moram"))
 
+_NO_CODE_NUMBERS = "no number transcribed: the paper's CodeAlpaca tables are not in this package's sources"
+_CODEALPACA_METHODS = (
+    Method("Base model", "seq-lora", options=(("iterations", 0),)),
+    *(Method(f"LoRA r = {rank}", "seq-lora", options=(("rank", rank),)) for rank in (4, 8, 16, 32)),
+    Method("LoRI-D", None, reason=f"{NOT_IN_LIBRARY} (juzhengz/LoRI: frozen random A, sparse B)"),
+    Method("LoRI-S", None, reason=f"{NOT_IN_LIBRARY} (juzhengz/LoRI: frozen random A, sparse B)"),
+    Method("MoRAM", "moram"))
+
 TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
     TextTableSpec("t5-standard", "tab:llm_cl_main",
                   "Standard CL benchmark, T5-large, orders 1-3: average accuracy after the last task (%)",
@@ -408,6 +512,33 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                          "divided by N, negative = forgetting); the paper's BWT is the mean forgetting of the "
                          "earlier tasks (positive = forgetting).",
                          "Rehearsals use a tiny random-init LLaMA for every block (Gemma is LLaMA-shaped).")),
+    TextTableSpec("codealpaca", "tab:llm_ood_main",
+                  "Llama-3.1-8B fine-tuned on CodeAlpaca: HumanEval pass@k (%), MMLU (%), adapter parameters "
+                  "(millions; tab:llm_ood_main and tab:supp_humaneval)",
+                  "codealpaca", "meta-llama/Llama-3.1-8B", "llama", "bfloat16", (), _CODEALPACA_METHODS,
+                  decimals=2, benchmark="codealpaca",
+                  notes=("Paper cells: " + _NO_CODE_NUMBERS + " (reference language_models.md gives the setting, "
+                         "not the numbers); read the paper's tables for them.",
+                         "HumanEval pass@1 is ours with greedy decoding (one completion per problem, cut at the Codex "
+                         "paper's stop sequences, run against the problem's tests in a sandboxed process with a 3 s "
+                         "limit: moram_avalanche/benchmarks/code_sandbox.py). HumanEval pass@5 / pass@10 need sampled "
+                         "completions (LoRI's bigcode runs: 20 samples at temperature 0.2; the unbiased estimator is "
+                         "in benchmarks/humaneval.py): not run by this table yet, n/a.",
+                         "MMLU (the paper's eight subjects and the whole of MMLU, lm-evaluation-harness): not run by "
+                         "this table yet, n/a; lm-eval 0.4.13 installs beside this package's pins (pip's dry run "
+                         "changes no pinned version) but is not wired in. The eight subjects are not named in this "
+                         "package's sources.",
+                         "Params: added = every adapter parameter; activated = what one token uses. LoRA r: r (d_in + "
+                         "d_out) per adapted linear, all used by every token. MoRAM with n atoms per linear (16, one "
+                         "task) and top-k k (4): added n (d_in + d_out), activated k (d_in + d_out); summed over the "
+                         "adapted linears (all seven projections of every block; moram_avalanche/text/adapter_params.py).",
+                         "The paper's cosine decay from 5e-4 is not applied: the text loop trains at a constant rate "
+                         "(5e-4).",
+                         "Base model: the adapter of the LoRA rows, zero-initialised and trained for no step, so the "
+                         "model answers as the base does.",
+                         "The LoRA rows adapt the same layers as MoRAM (the paper does not name theirs) with this "
+                         "package's LoRA scale (4) and dropout (0.1): O-LoRA's LoraConfig.",
+                         "The paper does not give its seed; ours is 42 (the release's).")),
 )}
 
 #: the values ``reproduce`` takes for the language-model tables
@@ -466,13 +597,20 @@ class TextRun:
     seed: int
     benchmark: str = "lm-cl"
     architecture: str = "t5"
+    #: the row's options on top of the stream's and table's settings (:attr:`Method.options`)
+    options: Tuple[Tuple[str, Any], ...] = ()
 
     @property
     def protocol_key(self) -> str:
         return text_stream(self.benchmark).run_key(self)
 
+    @property
+    def name(self) -> str:
+        """The run's folder name: the strategy, then its row's options (``seq-lora-rank4``)."""
+        return "-".join([self.strategy, *(f"{key.replace('_', '-')}{value}" for key, value in self.options)])
+
     def folder(self, runs_root) -> Path:
-        return Path(runs_root) / self.protocol_key / f"seed{self.seed}" / self.strategy
+        return Path(runs_root) / self.protocol_key / f"seed{self.seed}" / self.name
 
 
 def table_seeds(spec: TextTableSpec, settings: TextReproduceSettings) -> Tuple[int, ...]:
@@ -489,7 +627,7 @@ def method_runs(spec: TextTableSpec, label: str, settings: TextReproduceSettings
     architecture = spec.block_model(block)[1] if block else spec.architecture
     orders = spec.stream.orders(spec)
     return [TextRun(spec.name, settings.model_of(spec, block), order, method.strategy, seed, spec.benchmark,
-                    architecture)
+                    architecture, tuple(method.options))
             for order in orders for seed in table_seeds(spec, settings)]
 
 
@@ -523,6 +661,8 @@ def run_options(settings: TextReproduceSettings, run: Optional[TextRun] = None) 
         options["iterations"] = settings.budget
     if settings.rehearse:
         options.update(train_mb_size=4, eval_mb_size=4, max_new_tokens=REHEARSAL_NEW_TOKENS, max_target_length=16)
+    if run is not None:  # the row's own options win (CodeAlpaca's LoRA ranks; its base model: no step)
+        options.update(dict(run.options))
     return options
 
 
@@ -643,14 +783,15 @@ def plan_text(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -
         labels = list(dict.fromkeys(label for _, label in spec.table_rows()))
         for label in labels:
             method = spec.method(label)
-            lines.append(f"  {label}: " + (method.strategy if method.strategy else f"not run: {method.reason}"))
+            lines.append(f"  {label}: " + (method.strategy + "".join(f", {k} {v!r}" for k, v in method.options)
+                                           if method.strategy else f"not run: {method.reason}"))
         lines += plan_lines(spec.benchmark, spec.name, [spec.method(label).strategy for label in labels
                                                         if spec.method(label).strategy])
     planned = plan(specs, settings)
     lines.append(f"\nruns ({len(planned)}; each resumes from its folder):")
     for run, used_by in planned:
         where = text_stream(run.benchmark).where(run)
-        lines.append(f"  {run.strategy}, {where}, seed {run.seed} -> {run.folder(settings.root / 'runs')}"
+        lines.append(f"  {run.name}, {where}, seed {run.seed} -> {run.folder(settings.root / 'runs')}"
                      f"  (used by {'; '.join(used_by)})")
     return "\n".join(lines)
 
@@ -699,7 +840,7 @@ def table_result(spec: TextTableSpec, settings: TextReproduceSettings):
         elif any(report is None for report in reports.values()):
             row.status = "incomplete"
             row.reason = f"{sum(r is None for r in reports.values())} of {len(reports)} runs not finished"
-        row.cells = spec.stream.cells(spec, paper_row, runs, reports if row.status == "run" else None)
+        row.cells = spec.stream.cells(spec, paper_row, runs, reports if row.status == "run" else None, settings)
         rows.append(row)
     return TableResult(spec, rows, table_seeds(spec, settings), settings.rehearse, settings.budget)
 

@@ -144,12 +144,42 @@ def _t5_long() -> List[Tuple[str, Setting]]:
     ]
 
 
+_CODEALPACA = "paper, appendix, CodeAlpaca fine-tuning (reference language_models.md)"
+
+
+def _codealpaca_stream() -> List[Tuple[str, Setting]]:
+    """The paper's CodeAlpaca setting (Llama-3.1-8B): MoRAM on all linear layers, r 16, k 4, tau 0.5,
+    delta 0.2, batch 32, 3 epochs, from lr 5e-4; the LoRA rows on the same layers (the paper does
+    not name theirs). Its cosine decay is not applied: the text loop's rate is constant
+    (:data:`STREAM_NOTES`)."""
+    from ..layers.moram_config import PAPER_CODEALPACA
+    from ..text.targets import ALL_LINEAR_TARGET_MODULES
+
+    targets = {k: list(v) for k, v in ALL_LINEAR_TARGET_MODULES.items()}
+    return [
+        ("*", Setting("lr", 5e-4, f"{_CODEALPACA}: cosine from 5e-4 (the decay is not applied, see the notes)")),
+        ("*", Setting("train_mb_size", 32, _CODEALPACA)),
+        ("*", Setting("epochs", 3, _CODEALPACA)),
+        ("*", Setting("max_source_length", 1024, "ours: Alpaca prompts and HumanEval prompts fit (the paper gives "
+                                                 "no length)")),
+        ("*", Setting("max_target_length", 512, "ours: CodeAlpaca outputs cut at 512 tokens (the paper gives no "
+                                                "length)")),
+        ("*", Setting("max_new_tokens", 512, "ours: a HumanEval completion of up to 512 tokens, cut at the Codex "
+                                             "paper's stop sequences (benchmarks/humaneval.py)")),
+        *[("moram", Setting(option, value, _CODEALPACA)) for option, value in PAPER_CODEALPACA.options().items()],
+        ("moram", Setting("target_modules", targets, f"{_CODEALPACA}: all linear layers")),
+        ("lora", Setting("target_modules", targets, "ours: the paper does not name its LoRA rows' layers; "
+                                                    "MoRAM's (all linear layers)")),
+    ]
+
+
 #: ``--benchmark`` -> ``() -> [(group, Setting)]`` (groups: "*" every text strategy, "lora" the
 #: LoRA rows, "full" the full fine-tuning rows, or one strategy's name; later settings win)
 TRACE_STREAM = _trace_stream
-STREAMS: Dict[str, Callable[[], List[Tuple[str, Setting]]]] = {"trace": _trace_stream}
-#: ``--benchmark`` -> the weights' dtype by default (the paper's TRACE runs: bf16)
-STREAM_DTYPES = {"trace": "bfloat16"}
+STREAMS: Dict[str, Callable[[], List[Tuple[str, Setting]]]] = {"trace": _trace_stream,
+                                                               "codealpaca": _codealpaca_stream}
+#: ``--benchmark`` -> the weights' dtype by default (the paper's TRACE runs: bf16; CodeAlpaca's 8B: bf16)
+STREAM_DTYPES = {"trace": "bfloat16", "codealpaca": "bfloat16"}
 #: named presets: name -> (the streams it belongs to, its settings)
 PRESETS: Dict[str, Tuple[Tuple[str, ...], Callable[[], List[Tuple[str, Setting]]]]] = {
     "trace-release": (("trace",), _trace_release)}
@@ -195,6 +225,16 @@ STREAM_NOTES: Dict[str, Tuple[str, ...]] = {
         "MeetingBank ROUGE-L [TRACE/metrics.py, pltrdy rouge], Py150 fuzz.ratio after its literals "
         "[TRACE/evaluations/eval_Py150.py], 20Minuten SARI [TRACE/metrics.py]",
         "BWT: the paper's (positive = forgetting) and, beside it, the release's [TRACE/inference/collect_results.py]",
+    ),
+    "codealpaca": (
+        "training prompts: the Stanford Alpaca template, with the input block when an example has one "
+        "[juzhengz/LoRI src/get_datasets.py get_codealpaca; tatsu-lab/stanford_alpaca]; answer: the example's output",
+        "test: HumanEval's 164 problems, each prompt the problem's own (signature and docstring), greedy decoding, "
+        "the completion cut at the Codex paper's stop sequences and run against the problem's tests in a sandboxed "
+        "process, 3 s each [openai/human-eval execution.py; Codex paper Sec. 2.3]: the column is greedy pass@1",
+        "NOT the paper's: the learning rate stays at 5e-4 (the text loop has no cosine decay yet); pass@5 / pass@10 "
+        "(sampled completions, LoRI's bigcode harness: 20 samples at temperature 0.2) and MMLU are not run by this "
+        "table yet (library code: benchmarks/humaneval.py evaluate_completions)",
     ),
     "lm-cl": (
         "prompts: \"Task:<category>\\nDataset:<dataset>\\n\" before each [O-LoRA scripts/*.sh --add_task_name True "
