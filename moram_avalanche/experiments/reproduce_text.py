@@ -532,8 +532,8 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                          "d_out) per adapted linear, all used by every token. MoRAM with n atoms per linear (16, one "
                          "task) and top-k k (4): added n (d_in + d_out), activated k (d_in + d_out); summed over the "
                          "adapted linears (all seven projections of every block; moram_avalanche/text/adapter_params.py).",
-                         "The paper's cosine decay from 5e-4 is not applied: the text loop trains at a constant rate "
-                         "(5e-4).",
+                         "The learning rate decays from 5e-4 to 0 along a half cosine over the 3 epochs, no warm-up "
+                         "(the paper names none).",
                          "Base model: the adapter of the LoRA rows, zero-initialised and trained for no step, so the "
                          "model answers as the base does.",
                          "The LoRA rows adapt the same layers as MoRAM (the paper does not name theirs) with this "

@@ -150,14 +150,16 @@ _CODEALPACA = "paper, appendix, CodeAlpaca fine-tuning (reference language_model
 def _codealpaca_stream() -> List[Tuple[str, Setting]]:
     """The paper's CodeAlpaca setting (Llama-3.1-8B): MoRAM on all linear layers, r 16, k 4, tau 0.5,
     delta 0.2, batch 32, 3 epochs, from lr 5e-4; the LoRA rows on the same layers (the paper does
-    not name theirs). Its cosine decay is not applied: the text loop's rate is constant
-    (:data:`STREAM_NOTES`)."""
+    not name theirs); the cosine decays over each task's steps
+    (:class:`~moram_avalanche.strategies.plugins.text_schedule.TaskCosine`)."""
     from ..layers.moram_config import PAPER_CODEALPACA
     from ..text.targets import ALL_LINEAR_TARGET_MODULES
 
     targets = {k: list(v) for k, v in ALL_LINEAR_TARGET_MODULES.items()}
     return [
-        ("*", Setting("lr", 5e-4, f"{_CODEALPACA}: cosine from 5e-4 (the decay is not applied, see the notes)")),
+        ("*", Setting("lr", 5e-4, f"{_CODEALPACA}: cosine from 5e-4")),
+        ("*", Setting("lr_schedule", "cosine", f"{_CODEALPACA}: cosine from 5e-4 (to 0 over the 3 epochs, no "
+                                               "warm-up: the paper names none)")),
         ("*", Setting("train_mb_size", 32, _CODEALPACA)),
         ("*", Setting("epochs", 3, _CODEALPACA)),
         ("*", Setting("max_source_length", 1024, "ours: Alpaca prompts and HumanEval prompts fit (the paper gives "
@@ -232,7 +234,7 @@ STREAM_NOTES: Dict[str, Tuple[str, ...]] = {
         "test: HumanEval's 164 problems, each prompt the problem's own (signature and docstring), greedy decoding, "
         "the completion cut at the Codex paper's stop sequences and run against the problem's tests in a sandboxed "
         "process, 3 s each [openai/human-eval execution.py; Codex paper Sec. 2.3]: the column is greedy pass@1",
-        "NOT the paper's: the learning rate stays at 5e-4 (the text loop has no cosine decay yet); pass@5 / pass@10 "
+        "NOT run by this table yet: pass@5 / pass@10 "
         "(sampled completions, LoRI's bigcode harness: 20 samples at temperature 0.2) and MMLU are not run by this "
         "table yet (library code: benchmarks/humaneval.py evaluate_completions)",
     ),

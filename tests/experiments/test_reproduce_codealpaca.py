@@ -64,7 +64,7 @@ def test_paper_and_dry_run_name_every_row_and_setting():
     assert plan.returncode == 0, plan.stderr[-2000:]
     for text in ("runs (6;", "seq-lora-rank4", "seq-lora-iterations0", "atoms_per_task 16", "topk 4",
                  "temperature 0.5", "threshold 0.2", "train_mb_size 32", "epochs 3", "lr 0.0005",
-                 "gate_proj", "LoRI-D: not run", "cosine"):
+                 "gate_proj", "LoRI-D: not run", "lr_schedule cosine"):
         assert text in plan.stdout, text
 
 
@@ -111,3 +111,6 @@ def test_a_rehearsal_runs_every_row_and_its_cells_are_the_runs_results(tmp_path)
     assert rows["LoRI-S"]["status"] == "not run"
     record = json.loads((runs / "seq-lora-rank16" / "seq-lora" / "run.json").read_text())
     assert eval(record["run"]["options"]["rank"]) == 16
+    assert eval(record["run"]["options"]["lr_schedule"]) == "cosine" and eval(record["run"]["options"]["lr"]) == 5e-4
+    moram = json.loads((runs / "moram" / "moram" / "run.json").read_text())["run"]["options"]
+    assert (eval(moram["atoms_per_task"]), eval(moram["topk"]), eval(moram["temperature"])) == (16, 4, 0.5)
