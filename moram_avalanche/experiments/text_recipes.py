@@ -231,12 +231,12 @@ STREAM_NOTES: Dict[str, Tuple[str, ...]] = {
     "codealpaca": (
         "training prompts: the Stanford Alpaca template, with the input block when an example has one "
         "[juzhengz/LoRI src/get_datasets.py get_codealpaca; tatsu-lab/stanford_alpaca]; answer: the example's output",
-        "test: HumanEval's 164 problems, each prompt the problem's own (signature and docstring), greedy decoding, "
-        "the completion cut at the Codex paper's stop sequences and run against the problem's tests in a sandboxed "
-        "process, 3 s each [openai/human-eval execution.py; Codex paper Sec. 2.3]: the column is greedy pass@1",
-        "NOT run by this table yet: pass@5 / pass@10 "
-        "(sampled completions, LoRI's bigcode harness: 20 samples at temperature 0.2) and MMLU are not run by this "
-        "table yet (library code: benchmarks/humaneval.py evaluate_completions)",
+        "test: HumanEval's 164 problems, each prompt the problem's own (signature and docstring); greedy decoding "
+        "(pass@1 (greedy), the loop's metric) and 20 samples per problem at temperature 0.2, top-p 0.95 (pass@1/5/10, "
+        "human-eval's unbiased estimator) [juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh: --temperature 0.2 "
+        "--n_samples 20]; each completion cut at the Codex paper's stop sequences and run against the problem's "
+        "tests in a sandboxed process, 3 s each [openai/human-eval execution.py; Codex paper Sec. 2.3]",
+        "NOT run by this table yet: MMLU (lm-evaluation-harness)",
     ),
     "lm-cl": (
         "prompts: \"Task:<category>\\nDataset:<dataset>\\n\" before each [O-LoRA scripts/*.sh --add_task_name True "

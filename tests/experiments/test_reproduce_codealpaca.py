@@ -96,16 +96,21 @@ def test_a_rehearsal_runs_every_row_and_its_cells_are_the_runs_results(tmp_path)
         strategy = "moram" if folder == "moram" else "seq-lora"
         report = json.loads((runs / folder / strategy / "results.json").read_text())
         assert report["domains"] == ["codealpaca"] and np.array(report["matrix"]).shape == (1, 1)
-        assert row["cells"]["HumanEval pass@1"]["ours"] == pytest.approx(report["last"])
+        assert row["cells"]["HumanEval pass@1 (greedy)"]["ours"] == pytest.approx(report["last"])
         # the fake problems pass or fail whatever the model writes: 3 of 4
         assert report["last"] == pytest.approx(75.0)
+        sampled = json.loads((runs / folder / strategy / "humaneval.json").read_text())
+        assert sampled["sampling"]["n"] == 10 and sampled["samples"]["Fake/3"] == [10, 0]
+        assert all(sampled["samples"][f"Fake/{i}"] == [10, 10] for i in range(3))
+        for k in (1, 5, 10):
+            assert sampled[f"pass@{k}"] == pytest.approx(75.0)
+            assert row["cells"][f"HumanEval pass@{k}"]["ours"] == pytest.approx(sampled[f"pass@{k}"])
         ours_added = row["cells"]["Params added (M)"]["ours"]
         if added is None:
             assert ours_added is None
         else:
             assert ours_added == pytest.approx(added / 1e6)
-        for column in ("HumanEval pass@5", "HumanEval pass@10", "MMLU"):
-            assert row["cells"][column]["ours"] is None and row["cells"][column]["paper"] is None
+        assert row["cells"]["MMLU"]["ours"] is None and row["cells"]["MMLU"]["paper"] is None
     assert rows["MoRAM"]["cells"]["Params activated (M)"]["ours"] == pytest.approx(4 * width / 1e6)
     assert rows["LoRA r = 8"]["cells"]["Params activated (M)"]["ours"] == pytest.approx(8 * width / 1e6)
     assert rows["LoRI-S"]["status"] == "not run"
