@@ -166,8 +166,9 @@ def _codealpaca_stream() -> List[Tuple[str, Setting]]:
                                                  "no length)")),
         ("*", Setting("max_target_length", 512, "ours: CodeAlpaca outputs cut at 512 tokens (the paper gives no "
                                                 "length)")),
-        ("*", Setting("max_new_tokens", 512, "ours: a HumanEval completion of up to 512 tokens, cut at the Codex "
-                                             "paper's stop sequences (benchmarks/humaneval.py)")),
+        ("*", Setting("max_new_tokens", 512, "ours: a HumanEval completion of up to 512 new tokens, cut at the Codex "
+                                             "paper's stop sequences (LoRI's bigcode main.py --max_length_generation "
+                                             "512 counts prompt and completion together)")),
         *[("moram", Setting(option, value, _CODEALPACA)) for option, value in PAPER_CODEALPACA.options().items()],
         ("moram", Setting("target_modules", targets, f"{_CODEALPACA}: all linear layers")),
         ("lora", Setting("target_modules", targets, "ours: the paper does not name its LoRA rows' layers; "

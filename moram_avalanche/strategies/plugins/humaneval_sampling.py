@@ -11,7 +11,8 @@ from ...benchmarks.code_sandbox import TIMEOUT
 from ...benchmarks.humaneval import completion_of, evaluate_completions
 
 #: LoRI's HumanEval runs (juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh, bigcode harness):
-#: 20 samples per problem at temperature 0.2; top-p 0.95 (the bigcode harness's default)
+#: 20 samples per problem at temperature 0.2; top-p 0.95 (not set there: the bigcode harness's default,
+#: bigcode-project/bigcode-evaluation-harness bigcode_eval/arguments.py EvalArguments.top_p)
 LORI_SAMPLING = {"n": 20, "temperature": 0.2, "top_p": 0.95}
 
 
