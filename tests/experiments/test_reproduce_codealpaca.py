@@ -31,6 +31,19 @@ def codealpaca_tree(root, examples=10):
     return root
 
 
+def mmlu_tree(root, subjects=("astronomy", "college_biology"), questions=6):
+    """hendrycks/test's layout: data/{test,dev}/<subject>_<split>.csv, no header, answer letters."""
+    import csv
+
+    for split, n in (("test", questions), ("dev", 2)):
+        (root / "data" / split).mkdir(parents=True, exist_ok=True)
+        for subject in subjects:
+            with open(root / "data" / split / f"{subject}_{split}.csv", "w", newline="") as handle:
+                csv.writer(handle).writerows([f"Which colour is {subject} item {i}?", "red", "green", "blue", "black",
+                                              "ABCD"[i % 4]] for i in range(n))
+    return root
+
+
 def test_the_codealpaca_stream_reads_the_files_and_scores_by_execution(tmp_path):
     from moram_avalanche.benchmarks.codealpaca import ALPACA_PROMPT_INPUT, codealpaca
     from moram_avalanche.benchmarks.text_metrics import TEXT_METRICS
@@ -68,12 +81,15 @@ def test_paper_and_dry_run_name_every_row_and_setting():
         assert text in plan.stdout, text
 
 
-def test_a_rehearsal_runs_every_row_and_its_cells_are_the_runs_results(tmp_path):
+def test_a_rehearsal_runs_every_row_and_its_cells_are_the_runs_results(tmp_path, monkeypatch):
+    pytest.importorskip("lm_eval")
     from transformers import LlamaConfig
 
+    from moram_avalanche.experiments.reproduce_text import REHEARSAL_TEST
     from moram_avalanche.text.tiny import TINY_LLAMA
 
-    root = codealpaca_tree(tmp_path / "data")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-datasets"))  # lm-eval's csv reads cache there
+    root = mmlu_tree(codealpaca_tree(tmp_path / "data"))
     out = tmp_path / "out"
     done = cli("reproduce", "codealpaca", "--rehearse", "--data-root", str(root), "--out", str(out),
                "--device", "cpu", "--no-progress")
@@ -110,7 +126,14 @@ def test_a_rehearsal_runs_every_row_and_its_cells_are_the_runs_results(tmp_path)
             assert ours_added is None
         else:
             assert ours_added == pytest.approx(added / 1e6)
-        assert row["cells"]["MMLU"]["ours"] is None and row["cells"]["MMLU"]["paper"] is None
+        mmlu = json.loads((runs / folder / strategy / "mmlu.json").read_text())
+        assert set(mmlu["subjects"]) == {"astronomy", "college_biology"}
+        assert all(v["questions"] == REHEARSAL_TEST for v in mmlu["subjects"].values())
+        # capped subjects of REHEARSAL_TEST questions: every accuracy is a multiple of 100 / REHEARSAL_TEST
+        for value in [v["acc"] for v in mmlu["subjects"].values()]:
+            assert value * REHEARSAL_TEST / 100 == pytest.approx(round(value * REHEARSAL_TEST / 100))
+        assert mmlu["mmlu"] == pytest.approx(np.mean([v["acc"] for v in mmlu["subjects"].values()]))
+        assert row["cells"]["MMLU"]["ours"] == pytest.approx(mmlu["mmlu"]) and row["cells"]["MMLU"]["paper"] is None
     assert rows["MoRAM"]["cells"]["Params activated (M)"]["ours"] == pytest.approx(4 * width / 1e6)
     assert rows["LoRA r = 8"]["cells"]["Params activated (M)"]["ours"] == pytest.approx(8 * width / 1e6)
     assert rows["LoRI-S"]["status"] == "not run"
