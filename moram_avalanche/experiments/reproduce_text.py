@@ -792,7 +792,7 @@ def check_needs(specs: Sequence[TextTableSpec], settings: TextReproduceSettings)
         raise ValueError(
             f"cannot reproduce {', '.join(s.name for s in specs)}: {len(problems)} thing(s) missing; nothing "
             "was run.\n  " + "\n  ".join(dict.fromkeys(problems)) +
-            f"\n`moram-avalanche check-data --benchmark lm-cl --root {root}` details the data; "
+            f"\n`moram-avalanche check-data --benchmark {specs[0].benchmark} --root {root}` details the data; "
             "`reproduce --rehearse` runs the plan with a tiny model and no weights.")
 
 

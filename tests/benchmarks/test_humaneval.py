@@ -53,6 +53,14 @@ def test_an_endless_loop_is_stopped_by_the_time_limit_and_the_run_goes_on():
     assert check_program(ADD, RIGHT).passed
 
 
+def test_runaway_memory_and_forks_fail_inside_the_sandbox():
+    hog = check_program(ADD, "    block = bytearray(8 * 2 ** 30)\n    return a + b\n", memory_limit=2 ** 30)
+    assert not hog.passed and hog.result.startswith("failed")  # a MemoryError under the address-space limit
+    fork = check_program(ADD, "    import os\n    os.fork()\n    return a + b\n")
+    assert not fork.passed
+    assert check_program(ADD, RIGHT).passed
+
+
 def test_generated_code_writes_only_inside_its_own_temporary_folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     writer = "    open('left_behind.txt', 'w').write('x')\n    return a + b\n"
