@@ -30,7 +30,7 @@ REPRODUCE_TABLES = ("xtail", "xtail-order2", "mtil", "routing", "robustness", "p
                     "sweeps", "additional-baselines", "all")
 #: the language-model tables (``experiments.reproduce_text.TEXT_TABLE_NAMES``; a test checks both agree)
 REPRODUCE_TEXT_TABLES = ("t5-standard", "t5-long", "llama-standard", "trace", "t5-order-robustness",
-                         "t5-load-balance", "superni")
+                         "t5-load-balance", "superni", "codealpaca")
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -139,12 +139,14 @@ def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_check_data_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", required=True, help="the data root (--data-root of run)")
-    parser.add_argument("--benchmark", default="all", choices=("xtail", "mtil", "all", "lm-cl", "trace", "superni"),
+    parser.add_argument("--benchmark", default="all",
+                        choices=("xtail", "mtil", "all", "lm-cl", "trace", "superni", "codealpaca"),
                         help="which layout to check: xtail (X-TAIL's split files) or mtil "
                              "(torchvision's; also what mtil-5shot reads) (default: all: both); "
                              "lm-cl: the 15 text classification tasks (O-LoRA's CL_Benchmark or "
                              "the MoRAM release's LLM-CL-Benchmark); trace: TRACE's 8 tasks; "
-                             "superni: SAPT's 15 SuperNI tasks (CL_Benchmark or CL_Benchmark/SuperNI)")
+                             "superni: SAPT's 15 SuperNI tasks (CL_Benchmark or CL_Benchmark/SuperNI); "
+                             "codealpaca: code_alpaca_20k.json and the HumanEval problems")
     parser.add_argument("--verify-images", action="store_true",
                         help="also decode every image (slow) and count unreadable ones")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")

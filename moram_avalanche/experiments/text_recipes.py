@@ -166,12 +166,45 @@ def _t5_long() -> List[Tuple[str, Setting]]:
     ]
 
 
+_CODEALPACA = "paper, appendix, CodeAlpaca fine-tuning (reference language_models.md)"
+
+
+def _codealpaca_stream() -> List[Tuple[str, Setting]]:
+    """The paper's CodeAlpaca setting (Llama-3.1-8B): MoRAM on all linear layers, r 16, k 4, tau 0.5,
+    delta 0.2, batch 32, 3 epochs, from lr 5e-4; the LoRA rows on the same layers (the paper does
+    not name theirs); the cosine decays over each task's steps
+    (:class:`~moram_avalanche.strategies.plugins.text_schedule.TaskCosine`)."""
+    from ..layers.moram_config import PAPER_CODEALPACA
+    from ..text.targets import ALL_LINEAR_TARGET_MODULES
+
+    targets = {k: list(v) for k, v in ALL_LINEAR_TARGET_MODULES.items()}
+    return [
+        ("*", Setting("lr", 5e-4, f"{_CODEALPACA}: cosine from 5e-4")),
+        ("*", Setting("lr_schedule", "cosine", f"{_CODEALPACA}: cosine from 5e-4 (to 0 over the 3 epochs, no "
+                                               "warm-up: the paper names none)")),
+        ("*", Setting("train_mb_size", 32, _CODEALPACA)),
+        ("*", Setting("epochs", 3, _CODEALPACA)),
+        ("*", Setting("max_source_length", 1024, "ours: Alpaca prompts and HumanEval prompts fit (the paper gives "
+                                                 "no length)")),
+        ("*", Setting("max_target_length", 512, "ours: CodeAlpaca outputs cut at 512 tokens (the paper gives no "
+                                                "length)")),
+        ("*", Setting("max_new_tokens", 512, "ours: a HumanEval completion of up to 512 new tokens, cut at the Codex "
+                                             "paper's stop sequences (LoRI's bigcode main.py --max_length_generation "
+                                             "512 counts prompt and completion together)")),
+        *[("moram", Setting(option, value, _CODEALPACA)) for option, value in PAPER_CODEALPACA.options().items()],
+        ("moram", Setting("target_modules", targets, f"{_CODEALPACA}: all linear layers")),
+        ("lora", Setting("target_modules", targets, "ours: the paper does not name its LoRA rows' layers; "
+                                                    "MoRAM's (all linear layers)")),
+    ]
+
+
 #: ``--benchmark`` -> ``() -> [(group, Setting)]`` (groups: "*" every text strategy, "lora" the
 #: LoRA rows, "full" the full fine-tuning rows, or one strategy's name; later settings win)
 TRACE_STREAM = _trace_stream
-STREAMS: Dict[str, Callable[[], List[Tuple[str, Setting]]]] = {"trace": _trace_stream, "superni": _superni_stream}
-#: ``--benchmark`` -> the weights' dtype by default (the paper's TRACE runs: bf16)
-STREAM_DTYPES = {"trace": "bfloat16"}
+STREAMS: Dict[str, Callable[[], List[Tuple[str, Setting]]]] = {"trace": _trace_stream, "superni": _superni_stream,
+                                                                "codealpaca": _codealpaca_stream}
+#: ``--benchmark`` -> the weights' dtype by default (the paper's TRACE runs: bf16; CodeAlpaca's 8B: bf16)
+STREAM_DTYPES = {"trace": "bfloat16", "codealpaca": "bfloat16"}
 #: named presets: name -> (the streams it belongs to, its settings)
 PRESETS: Dict[str, Tuple[Tuple[str, ...], Callable[[], List[Tuple[str, Setting]]]]] = {
     "trace-release": (("trace",), _trace_release)}
@@ -239,6 +272,18 @@ STREAM_NOTES: Dict[str, Tuple[str, ...]] = {
         "AP: mean of the last row; FT: mean over the earlier tasks of best-before-last minus final [SAPT score.py]",
         "a prompt over 512 tokens keeps its beginning [SAPT src/cl_collator.py seq2seq_call]",
         "the dev split is not read (SAPT picks its checkpoint on dev ROUGE-L; one epoch here, no selection)",
+    ),
+    "codealpaca": (
+        "training prompts: the Stanford Alpaca template, with the input block when an example has one "
+        "[juzhengz/LoRI src/get_datasets.py get_codealpaca; tatsu-lab/stanford_alpaca]; answer: the example's output",
+        "test: HumanEval's 164 problems, each prompt the problem's own (signature and docstring); greedy decoding "
+        "(pass@1 (greedy), the loop's metric) and 20 samples per problem at temperature 0.2, top-p 0.95 (pass@1/5/10, "
+        "human-eval's unbiased estimator) [juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh: --temperature 0.2 "
+        "--n_samples 20]; each completion cut at the Codex paper's stop sequences and run against the problem's "
+        "tests in a sandboxed process, 3 s each [openai/human-eval execution.py; Codex paper Sec. 2.3]",
+        "out of domain: MMLU through lm-evaluation-harness on the adapted model (lm-eval 0.4.13, HFLM, "
+        "simple_evaluate; its MMLU prompt and multiple-choice accuracy, 0-shot: its default), the mean over "
+        "questions; a local copy under --data-root (data/test/<subject>_test.csv) or lm-eval's cais/mmlu",
     ),
     "lm-cl": (
         "prompts: \"Task:<category>\\nDataset:<dataset>\\n\" before each [O-LoRA scripts/*.sh --add_task_name True "

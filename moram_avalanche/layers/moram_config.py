@@ -19,7 +19,9 @@ package reads them):
   tau = 0.03, delta = 0.2;
 * :data:`RELEASE_TRACE` -- the release's shipped TRACE run (``TRACE/runner_moram.sh``:
   ``moram_rank=8``, ``moram_topk=$moram_rank``, ``moram_router_temp=0.03``,
-  ``moram_infer_lora_a_thresh=0.2``), not the paper's paragraph (``--preset trace-release``).
+  ``moram_infer_lora_a_thresh=0.2``), not the paper's paragraph (``--preset trace-release``);
+* :data:`PAPER_CODEALPACA` -- the paper's CodeAlpaca setting (appendix, CodeAlpaca fine-tuning;
+  reference ``language_models.md``): r = 16, k = 4, tau = 0.5, delta = 0.2, on all linear layers.
 
 Pure Python: nothing here imports torch.
 """
@@ -79,5 +81,7 @@ PAPER_LLM = MoRAMLayerConfig(atoms_per_task=8, topk=4, temperature=0.1, threshol
 PAPER_TRACE = MoRAMLayerConfig(atoms_per_task=16, topk=16, temperature=0.03, threshold=0.2)
 #: the release's shipped TRACE run (module docstring)
 RELEASE_TRACE = MoRAMLayerConfig(atoms_per_task=8, topk=8, temperature=0.03, threshold=0.2)
+#: the paper's CodeAlpaca setting (module docstring)
+PAPER_CODEALPACA = MoRAMLayerConfig(atoms_per_task=16, topk=4, temperature=0.5, threshold=0.2)
 
-__all__ = ["MoRAMLayerConfig", "PAPER_CLIP", "PAPER_LLM", "PAPER_TRACE", "RELEASE_TRACE"]
+__all__ = ["MoRAMLayerConfig", "PAPER_CLIP", "PAPER_CODEALPACA", "PAPER_LLM", "PAPER_TRACE", "RELEASE_TRACE"]

@@ -360,6 +360,36 @@ class LanguageModel(nn.Module):
             answers.append(self.tokenizer.decode(row, skip_special_tokens=True).strip())
         return answers
 
+    @torch.no_grad()
+    def sample(self, prompts: Sequence[str], n: int, max_new_tokens: int = MAX_TARGET_LENGTH, *,
+               temperature: float = 1.0, top_p: float = 1.0,
+               cuts: Optional[Sequence[PromptCut]] = None) -> List[List[str]]:
+        """``n`` sampled continuations of each prompt (nucleus sampling at ``temperature`` and
+        ``top_p``; HumanEval's pass@k needs them), decoded with special tokens removed and
+        **not stripped** (a code completion's first indentation is kept). Sampling draws from
+        torch's generator: seed it for repeatable samples."""
+        prompts = _strings(prompts)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"n (samples per prompt) must be a positive integer, got {n!r}")
+        if not (temperature > 0 and 0 < top_p <= 1):
+            raise ValueError(f"sampling needs temperature > 0 and 0 < top_p <= 1, got {temperature!r} and {top_p!r}")
+        if not prompts:
+            return []
+        sources = self._prompt_ids(prompts, cuts)
+        left = not self.seq2seq
+        input_ids = self._pad(sources, self.pad_id, left=left, width=None)
+        out = self.model.generate(input_ids=input_ids, attention_mask=self._mask(sources, left=left, width=None),
+                                  max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature,
+                                  top_p=top_p, num_return_sequences=n, pad_token_id=self.pad_id,
+                                  eos_token_id=self.eos_id, synced_gpus=self.synced_generation)
+        new = out[:, 1:] if self.seq2seq else out[:, input_ids.shape[1]:]
+        texts = []
+        for row in new.tolist():
+            if self.eos_id is not None and self.eos_id in row:
+                row = row[: row.index(self.eos_id)]
+            texts.append(self.tokenizer.decode([t for t in row if t != self.pad_id], skip_special_tokens=True))
+        return [texts[i * n:(i + 1) * n] for i in range(len(prompts))]
+
 
 def causal_answer_logits(model: nn.Module, inputs: dict, labels: torch.Tensor):
     """``([N, V] logits, [N] targets)`` of the ``N`` positions of a causal model's input that

@@ -13,7 +13,8 @@ guard) whose problem -- model, loss, evaluation -- is a
 * training: the teacher-forced token cross-entropy of the answers (``LanguageModel.loss``)
   with AdamW, a fresh optimizer over the parameters that require grad for every experience
   (growth plugins add atoms or adapters before it is built,
-  :mod:`~moram_avalanche.strategies.plugins.growth`), a constant learning rate (O-LoRA's
+  :mod:`~moram_avalanche.strategies.plugins.growth`), a constant learning rate by default
+  (``lr_schedule="cosine"``: a half cosine over each task's steps, the paper's CodeAlpaca run) (O-LoRA's
   ``scripts/order_1.sh``: ``lr_scheduler_type constant``, warm-up 0; the MoRAM release's TRACE
   run too, see :func:`epochs_of`); the budget is ``epochs`` passes over each task (the paper: one
   epoch per task, Sec. 4 LLM settings), or one count per task (the release's TRACE run:
@@ -68,6 +69,7 @@ from .needs import StrategyNeeds
 from .plugins.accumulation import AccumulatedSteps
 from .plugins.budget import FixedBatches
 from .plugins.text_avalanche import text_plugins
+from .plugins.text_schedule import LR_SCHEDULES, schedule_plugins
 
 #: the paper's classification setting for language models (paper Sec. 4, LLM settings):
 #: lr 1e-3 (fixed), batch 64, one epoch per task (:data:`~.moram_setting.MORAM_TEXT_LOOP`)
@@ -87,6 +89,8 @@ def check_text_loop_options(options) -> None:
         Decoding(options.get("repetition_penalty", 1.0), options.get("no_repeat_ngram_size", 0))
     if "compile_generation" in options:
         check_compile_generation(options["compile_generation"])
+    if "lr_schedule" in options and options["lr_schedule"] not in LR_SCHEDULES:
+        schedule_plugins(options["lr_schedule"])  # the one-line error
 
 
 def check_epochs(epochs) -> None:
@@ -166,7 +170,11 @@ class TextStrategy(ContinualLoop):
         accumulation_steps: minibatches per optimizer step (gradient accumulation,
             :class:`~moram_avalanche.strategies.plugins.accumulation.AccumulatedSteps`; 1: none;
             the release's TRACE run: 8).
-        lr: AdamW's learning rate, constant (paper: 1e-3).
+        lr: AdamW's learning rate (paper: 1e-3), constant unless ``lr_schedule`` says otherwise.
+        lr_schedule: ``"constant"`` (the paper's classification streams, O-LoRA's scripts, the
+            release's TRACE runs) or ``"cosine"``: a half cosine from ``lr`` to 0 over each task's
+            steps (:class:`~moram_avalanche.strategies.plugins.text_schedule.TaskCosine`; the
+            paper's CodeAlpaca fine-tuning, "cosine from 5e-4").
         weight_decay, betas: AdamW's (0; (0.9, 0.999), module constants).
         max_source_length, max_target_length, max_new_tokens: prompt tokens kept, answer
             tokens trained, tokens generated (O-LoRA: 512, 50, 50).
@@ -200,13 +208,14 @@ class TextStrategy(ContinualLoop):
                  eval_mb_size: Optional[int] = None, device="cpu", plugins=None, evaluator=default_text_evaluator,
                  eval_every: int = -1, accumulation_steps: int = 1, repetition_penalty: float = 1.0,
                  no_repeat_ngram_size: int = 0, compile_generation: Union[bool, Literal["auto"]] = "auto",
-                 **base_kwargs):
+                 lr_schedule: str = "constant", **base_kwargs):
         # the options were checked once, by __new__ (check_strategy_options), before this runs
         if not isinstance(model, LanguageModel):
             model = LanguageModel(model, tokenizer, max_source_length=max_source_length,
                                   max_target_length=max_target_length)
         model.max_source_length, model.max_target_length = max_source_length, max_target_length
         model.compile_generation = compile_generation
+        plugins = [*(plugins or []), *schedule_plugins(lr_schedule)]  # a new list: the caller's is not changed
         super().__init__(model=model, lr=lr, betas=betas, weight_decay=weight_decay, progress=progress,
                          train_mb_size=train_mb_size, eval_mb_size=eval_mb_size or train_mb_size,
                          train_epochs=epochs if iterations is None and isinstance(epochs, int) else 1,

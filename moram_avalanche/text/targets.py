@@ -55,6 +55,13 @@ RELEASE_TARGET_MODULES: Mapping[str, Tuple[str, ...]] = {
     "qwen3": ("q_proj", "k_proj", "v_proj", "o_proj"),
 }
 
+#: ``config.model_type`` -> every linear layer of a block (attention and MLP): the CodeAlpaca
+#: setting, "MoRAM on all linear layers" (paper, appendix, CodeAlpaca; reference ``language_models.md``)
+ALL_LINEAR_TARGET_MODULES: Mapping[str, Tuple[str, ...]] = {
+    model_type: ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    for model_type in ("llama", "gemma", "gemma2", "mistral", "qwen2", "qwen3")
+}
+
 #: ``config.model_type`` -> the regular expression of the self-attention-only reading (T5
 #: family: ``SelfAttention.q|k``, leaving ``EncDecAttention`` out)
 SELF_ATTENTION_PATTERNS: Mapping[str, str] = {
@@ -112,5 +119,5 @@ def as_table() -> Dict[str, List[str]]:
     return {model_type: list(names) for model_type, names in MORAM_TARGET_MODULES.items()}
 
 
-__all__ = ["MORAM_TARGET_MODULES", "RELEASE_TARGET_MODULES", "SELF_ATTENTION_PATTERNS", "as_table", "matches",
+__all__ = ["ALL_LINEAR_TARGET_MODULES", "MORAM_TARGET_MODULES", "RELEASE_TARGET_MODULES", "SELF_ATTENTION_PATTERNS", "as_table", "matches",
            "resolve_targets", "target_modules"]

@@ -28,7 +28,7 @@ def test_every_shipped_file_is_read_and_named_by_a_table():
     assert set(paper_files()) == {"xtail", "xtail_order2", "mtil", "routing", "additional_baselines",
                                   "robustness", "pruning", "load_balance",
                                   "t5_standard", "t5_long", "llama_standard", "trace",
-                                  "t5_order_robustness", "t5_load_balance", "superni"}  # + the language models'
+                                  "t5_order_robustness", "t5_load_balance", "superni", "codealpaca"}  # + the language models'
     assert ({spec.paper for spec in TABLES.values() if spec.paper} | {spec.paper for spec in TEXT_TABLES.values()}
             == set(paper_files()))
     for name in paper_files():

@@ -92,5 +92,5 @@ def test_unknown_names_are_reported():
     assert str(error.value).startswith("unknown strategy 'lora'; available: avalanche.agem, avalanche.cumulative, ")
     assert ", avalanche.replay, codyra, finetune, finetune-alone, icarl, inflora, lwf, lwf-vr, " in str(error.value)
     assert str(error.value).endswith(", wiseft, zeroshot, zscl")
-    with pytest.raises(ValueError, match="available: lm-cl, mtil, mtil-5shot, superni, synthetic, synthetic-text, trace, xtail"):
+    with pytest.raises(ValueError, match="available: codealpaca, lm-cl, mtil, mtil-5shot, superni, synthetic, synthetic-text, trace, xtail"):
         get_benchmark("imagenet")
