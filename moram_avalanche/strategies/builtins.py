@@ -41,6 +41,7 @@ from avalanche.training.plugins.evaluation import default_evaluator
 from ..models.classifier import CLIPClassifier
 from ..utils.devices import resolve_device
 from ..algorithms.data_parallel import world_size
+from .avalanche_ranges import check_avalanche_values
 from .base import EVAL_BATCH_FACTOR
 from .moram_setting import MORAM
 from .needs import StrategyNeeds
@@ -98,6 +99,12 @@ class BuiltinStrategy:
             raise ValueError(f"{self.name} has no argument(s) {unknown}; its own arguments: "
                              f"{sorted(self.arguments())} (the budget and optimisation: iterations, lr, "
                              "betas, weight_decay, warmup, train_mb_size)")
+
+    def check_values(self, options) -> None:
+        """The ranges of the strategy's own arguments in ``options`` (declared once, by Avalanche
+        class, in :data:`~moram_avalanche.strategies.avalanche_ranges.RANGES`), the defaults this
+        entry sets included."""
+        check_avalanche_values(self.strategy_class.__name__, {**self.defaults, **options})
 
     def arguments(self) -> Dict[str, inspect.Parameter]:
         """The strategy's own keyword arguments (not the harness's)."""
