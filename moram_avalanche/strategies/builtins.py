@@ -45,6 +45,7 @@ from .avalanche_ranges import check_avalanche_values
 from .base import EVAL_BATCH_FACTOR
 from .moram_setting import MORAM
 from .needs import StrategyNeeds
+from .plugins.agem import checkpointable_agem
 from .plugins.budget import IterationBudget
 from .plugins.schedule import IterationSchedule
 from .plugins.validate import check_plugins
@@ -134,12 +135,15 @@ class BuiltinStrategy:
         optimizer = torch.optim.AdamW(classifier.parameters(), lr=lr, betas=tuple(betas),
                                       weight_decay=weight_decay)
         own = [IterationBudget(iterations), IterationSchedule(iterations, warmup=warmup)]
-        return self.strategy_class(
+        strategy = self.strategy_class(
             model=classifier, optimizer=optimizer, criterion=criterion or torch.nn.CrossEntropyLoss(),
             train_mb_size=train_mb_size // world, train_epochs=1,
             eval_mb_size=eval_mb_size or EVAL_BATCH_FACTOR * train_mb_size // world,
             device=device, plugins=[*own, *check_plugins(plugins)], evaluator=evaluator,
             **{**self.defaults, **options})
+        # A-GEM's memory sampler as one that pickles: its run checkpoints (whole-strategy) are written
+        checkpointable_agem(strategy.plugins)
+        return strategy
 
 
 def _entry(name: str, cls: str, defaults=None, source: str = "") -> BuiltinStrategy:
