@@ -89,8 +89,8 @@ def check_avalanche_values(strategy: str, options: Mapping[str, Any]) -> None:
         if name in ranges:
             ranges[name].check(name, value)
     if strategy == "EWC" and options.get("mode") == "online" and options.get("decay_factor") is None:
-        raise ValueError("decay_factor must be a number in [0, 1] with mode='online' (EWC's online mode decays "
-                         "older importances by it), got None: give it, e.g. decay_factor=0.9, or mode='separate'")
+        raise ValueError("mode 'online' needs decay_factor, a number in [0, 1] (EWC's online mode decays older "
+                         "importances by it), got None: give it, e.g. decay_factor=0.9, or mode='separate'")
 
 
 __all__ = ["RANGES", "Range", "check_avalanche_values"]
