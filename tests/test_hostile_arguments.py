@@ -210,6 +210,7 @@ AVALANCHE_CASES = [
     ("avalanche.lwf", "alpha=-1", "alpha must be a finite number >= 0"),
     ("avalanche.lwf", "alpha=[1,-1]", "each of alpha must be a finite number >= 0"),
     ("avalanche.lwf", "temperature=0", "temperature must be a finite number > 0"),
+    ("avalanche.lwf", "alpha=()", "alpha must be a number or one per experience, got an empty tuple"),
     ("avalanche.agem", "patterns_per_exp=-1", "patterns_per_exp must be an int >= 1"),
     ("avalanche.agem", "sample_size=0", "sample_size must be an int >= 1"),
     ("avalanche.replay", "mem_size=0", "mem_size must be an int >= 1"),
@@ -243,3 +244,14 @@ def test_an_out_of_range_value_in_a_comparison_names_its_strategy(tmp_path, caps
             "moram-synthetic-tiny", "--pretrained", "none", "--cache-dir", str(tmp_path / "cache"), "--out",
             str(tmp_path / "cmp"), "--set", "avalanche.ewc.ewc_lambda=-0.4"]
     refused(capsys, argv, tmp_path / "cmp", "--set avalanche.ewc.ewc_lambda=-0.4", ">= 0")
+
+
+def test_an_alpha_per_experience_shorter_than_the_text_stream_is_refused_before_the_model_loads(model, tmp_path,
+                                                                                               capsys, no_loading):
+    refused(capsys, text_run(model, tmp_path / "run", "--set", "alpha=(1, 2)", strategy="avalanche.lwf"),
+            tmp_path / "run", "alpha holds 2 value(s), one per experience", "give 5 values, or one number")
+
+
+def test_an_alpha_per_experience_shorter_than_the_clip_stream_is_refused_before_the_folder_exists(tmp_path, capsys):
+    refused(capsys, clip_run(tmp_path, tmp_path / "run", "avalanche.lwf", "--set", "alpha=[1]", "--order",
+                             "shapes,digits"), tmp_path / "run", "alpha holds 1 value(s)", "give 2 values")

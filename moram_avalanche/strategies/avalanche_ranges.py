@@ -46,6 +46,8 @@ class Range:
                 raise ValueError(f"{name} must be one of {', '.join(map(repr, self.choices))}, got {value!r}")
             return
         if self.per_experience and isinstance(value, (list, tuple)):
+            if not value:
+                raise ValueError(f"{name} must be a number or one per experience, got an empty {type(value).__name__}")
             for item in value:
                 self.check(f"each of {name}", item)
             return
@@ -81,6 +83,18 @@ RANGES: Dict[str, Dict[str, Range]] = {
 }
 
 
+def check_avalanche_benchmark(strategy: str, options: Mapping[str, Any], benchmark) -> None:
+    """An argument given per experience (LwF's ``alpha``) holds one value for every experience of
+    the stream it will train on (Avalanche indexes it by experience: a shorter list failed with an
+    IndexError at the first experience past its end)."""
+    experiences = len(benchmark.train_stream)
+    for name, declared in RANGES.get(strategy, {}).items():
+        value = options.get(name)
+        if declared.per_experience and isinstance(value, (list, tuple)) and len(value) < experiences:
+            raise ValueError(f"{name} holds {len(value)} value(s), one per experience, and the stream has "
+                             f"{experiences} experiences: give {experiences} values, or one number for all")
+
+
 def check_avalanche_values(strategy: str, options: Mapping[str, Any]) -> None:
     """The ranges of Avalanche class ``strategy``'s own arguments given in ``options``
     (:data:`RANGES`); EWC's online mode needs its ``decay_factor``. A ValueError naming the argument."""
@@ -93,4 +107,4 @@ def check_avalanche_values(strategy: str, options: Mapping[str, Any]) -> None:
                          "importances by it), got None: give it, e.g. decay_factor=0.9, or mode='separate'")
 
 
-__all__ = ["RANGES", "Range", "check_avalanche_values"]
+__all__ = ["RANGES", "Range", "check_avalanche_benchmark", "check_avalanche_values"]

@@ -41,7 +41,7 @@ from avalanche.training.plugins.evaluation import default_evaluator
 from ..models.classifier import CLIPClassifier
 from ..utils.devices import resolve_device
 from ..algorithms.data_parallel import world_size
-from .avalanche_ranges import check_avalanche_values
+from .avalanche_ranges import check_avalanche_benchmark, check_avalanche_values
 from .base import EVAL_BATCH_FACTOR
 from .moram_setting import MORAM
 from .needs import StrategyNeeds
@@ -106,6 +106,10 @@ class BuiltinStrategy:
         class, in :data:`~moram_avalanche.strategies.avalanche_ranges.RANGES`), the defaults this
         entry sets included."""
         check_avalanche_values(self.strategy_class.__name__, {**self.defaults, **options})
+
+    def check_benchmark(self, options, benchmark) -> None:
+        """The options against the stream they will train on (an ``alpha`` per experience)."""
+        check_avalanche_benchmark(self.strategy_class.__name__, {**self.defaults, **options}, benchmark)
 
     def arguments(self) -> Dict[str, inspect.Parameter]:
         """The strategy's own keyword arguments (not the harness's)."""
