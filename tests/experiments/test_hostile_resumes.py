@@ -223,3 +223,18 @@ def test_analyze_on_a_text_run_says_what_it_supports(text_run, capsys):
     assert len(err) == 1 and "analyze draws the figures of CLIP runs" in err[0] and "results.json" in err[0], err
     assert "inconsistent" not in err[0]
     assert snapshot(log_dir) == before and not (log_dir / "analysis").exists()
+
+
+def test_an_image_renamed_in_a_data_root_changes_a_split_hash(fresh_root):
+    """MTIL reads EuroSAT by its class folders: an image renamed (the same number of images) is
+    another (path, label) list."""
+    from moram_avalanche.benchmarks import get_benchmark
+    from moram_avalanche.benchmarks.fingerprint import split_hashes
+
+    build = get_benchmark("mtil")
+    before = split_hashes(build(fresh_root))
+    images = sorted((fresh_root / "eurosat").rglob("*.jpg"))
+    images[0].rename(images[0].with_name("renamed-" + images[0].name))  # the same number of images
+    after = split_hashes(build(fresh_root))
+    assert sum(before[split] != after[split] for split in ("train", "test")) >= 1
+    assert all(value and len(value) == 16 for value in after.values())
