@@ -415,7 +415,8 @@ def check_reproduce(args) -> argparse.Namespace:
 
 
 __all__ = ["MAX_COST_TASKS", "OneLineParser", "check_compare", "check_compare_arguments", "check_compare_names",
-           "check_cost", "check_demo", "check_device", "check_family_arguments", "check_nothing", "check_reproduce", "check_run", "checked",
+           "check_cost", "check_demo", "check_device", "check_family_arguments", "check_nothing", "check_reproduce",
+           "check_run", "checked",
            "parse_sets", "strategy_names", "task_numbers", "check_fsdp_arguments",
            "check_references_taken", "check_sharding_strategy", "check_run_arguments",
            "check_shared_arguments", "check_strategy_arguments", "is_user_error", "nonnegative_int",

@@ -299,5 +299,6 @@ def restore_run_state(strategy, state: dict, path, identity: Optional[dict] = No
 
 
 __all__ = ["FORMAT_VERSION", "OPTIMIZER_MODULES", "STATE_KEYS", "DamagedCheckpointError",
-           "check_identity", "load_latest_run_state", "match_stateful", "load_run_state", "read_latest_run_state", "optimizer_names_for_dill", "previous_path",
+           "check_identity", "load_latest_run_state", "load_run_state", "match_stateful", "optimizer_names_for_dill",
+           "previous_path", "read_latest_run_state",
            "read_run_state", "restore_run_state", "save_checkpoint", "save_run_state"]
