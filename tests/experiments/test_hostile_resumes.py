@@ -9,7 +9,6 @@ plugins, resumes to the uninterrupted run's matrix.
 """
 
 import json
-import shutil
 
 import pytest
 import torch
