@@ -136,6 +136,17 @@ def check_shared_arguments(args) -> str:
     return device
 
 
+def check_family_arguments(args, options: Mapping[str, Mapping[str, object]]) -> None:
+    """What the family of ``--benchmark`` checks of the command line without loading the model's
+    weights (its record's :attr:`~moram_avalanche.experiments.family.Family.check_arguments`: for
+    the language models the CLIP flags they do not use, the dtype, the model's files and the
+    stream's data). Run last, after the cheaper checks, and before any model loads or the output
+    folder (or its lock) exists."""
+    from .experiments.families import family_of_benchmark
+
+    family_of_benchmark(args.benchmark).check_arguments(args, options)
+
+
 def check_fsdp_arguments(args) -> None:
     """``--fsdp``: a benchmark with strategies that train with sharded weights, under torchrun."""
     from .experiments.distributed import under_torchrun
@@ -333,6 +344,7 @@ def check_run(args) -> argparse.Namespace:
     device = check_shared_arguments(args)
     options = {name: command_options(args, name, overrides[name])}
     check_run_arguments(args, name, options[name], overrides[name])
+    check_family_arguments(args, options)
     return checked(args, device=device, options=options, overrides=overrides)
 
 
@@ -349,6 +361,7 @@ def check_compare(args) -> argparse.Namespace:
     check_compare_names(args, names, overrides)
     options = {name: command_options(args, name, overrides.get(name, {})) for name in names}
     check_compare_arguments(args, options, overrides)
+    check_family_arguments(args, options)
     return checked(args, device=device, options=options, overrides=overrides)
 
 
@@ -402,7 +415,8 @@ def check_reproduce(args) -> argparse.Namespace:
 
 
 __all__ = ["MAX_COST_TASKS", "OneLineParser", "check_compare", "check_compare_arguments", "check_compare_names",
-           "check_cost", "check_demo", "check_device", "check_nothing", "check_reproduce", "check_run", "checked",
+           "check_cost", "check_demo", "check_device", "check_family_arguments", "check_nothing", "check_reproduce",
+           "check_run", "checked",
            "parse_sets", "strategy_names", "task_numbers", "check_fsdp_arguments",
            "check_references_taken", "check_sharding_strategy", "check_run_arguments",
            "check_shared_arguments", "check_strategy_arguments", "is_user_error", "nonnegative_int",

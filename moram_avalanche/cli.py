@@ -201,10 +201,10 @@ def add_shared_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="ViT-B-16", help="open_clip model name (default: ViT-B-16); for "
                         "the text benchmarks (lm-cl, trace, superni, synthetic-text) a Hugging Face name in the local "
                         "cache or a folder written by save_pretrained")
-    parser.add_argument("--pretrained", default="openai",
+    parser.add_argument("--pretrained", default=None,
                         help="open_clip tag, local weights file or 'none' (random init; default: "
                              "openai); 'synthetic' with --model moram-synthetic-tiny uses the demo's "
-                             "pre-trained tiny CLIP")
+                             "pre-trained tiny CLIP; not for the text benchmarks (--model names their weights)")
     parser.add_argument("--weights-origin", default=None, metavar="TAG",
                         help="the open_clip tag a local --pretrained file was published under "
                              "(openai: OpenAI's weights, run with QuickGELU as they were trained)")

@@ -105,6 +105,8 @@ def clip_benchmark(domains, train_sets, test_sets, *, label_space: str, train_tr
     from avalanche.benchmarks.utils.flat_data import ConstantSequence
     from avalanche.benchmarks.utils.transform_groups import TransformGroups
 
+    from .fingerprint import digest, fingerprint
+
     domains = list(domains)
     if label_space not in LABEL_SPACES:
         raise ValueError(f"label_space must be one of {LABEL_SPACES}, got {label_space!r}")
@@ -141,7 +143,7 @@ def clip_benchmark(domains, train_sets, test_sets, *, label_space: str, train_tr
         train=[wrap(d, t, dom) for t, (d, dom) in enumerate(zip(train_sets, domains))],
         test=[wrap(d, t, dom) for t, (d, dom) in enumerate(zip(test_sets, domains))],
     ))
-    for stream in (benchmark.train_stream, benchmark.test_stream):
+    for stream, raws in ((benchmark.train_stream, train_sets), (benchmark.test_stream, test_sets)):
         for experience in stream:
             index = experience.current_experience
             domain = domains[index]
@@ -152,6 +154,8 @@ def clip_benchmark(domains, train_sets, test_sets, *, label_space: str, train_tr
             experience.label_space = label_space
             experience.label_offset = offsets[index]
             experience.domains = tuple(domains)
+            own = fingerprint(raws[index])  # what a resumed run compares (None: a dataset of unknown kind)
+            experience.fingerprint = None if own is None else digest([domain.name, label_space, own])
     benchmark.domains = tuple(domains)
     benchmark.label_space = label_space
     return benchmark

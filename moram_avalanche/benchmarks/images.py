@@ -245,6 +245,12 @@ class ImageFiles(_LabelledImages):
     def _load(self, index: int) -> Image.Image:
         return read_rgb(self.paths[index])
 
+    def fingerprint(self) -> str:
+        """The (path, label) pairs, not the image bytes (:mod:`~.fingerprint`)."""
+        from .fingerprint import digest
+
+        return digest([self.name, *zip(self.paths, self.targets)])
+
     def _describe(self, index: int) -> str:
         return self.paths[index]
 
@@ -270,6 +276,12 @@ class ImageArrays(_LabelledImages):
 
     def _load(self, index: int) -> Image.Image:
         return to_rgb(Image.fromarray(np.asarray(self.array[self.index[index]])))
+
+    def fingerprint(self) -> str:
+        """The indices, labels, the array's shape and source (:mod:`~.fingerprint`)."""
+        from .fingerprint import digest
+
+        return digest([self.name, self.source, list(np.shape(self.array)), self.index.tolist(), self.targets])
 
     def _describe(self, index: int) -> str:
         return f"{self.source}[{int(self.index[index])}]"

@@ -167,6 +167,12 @@ class SyntheticDomain:
     def __getitem__(self, index: int):
         return self.images[index], self.targets[index]
 
+    def fingerprint(self) -> str:
+        """The generated images' pixels and labels (:mod:`~.fingerprint`)."""
+        from .fingerprint import digest
+
+        return digest([self.domain, self.targets, *(image.tobytes() for image in self.images)])
+
 
 def _digit_images(split: str, labels: Sequence[int], seed: int) -> List[Image.Image]:
     """scikit-learn's bundled 8x8 digits (1,797 images; even indices train, odd test), scaled to 32 x 32."""

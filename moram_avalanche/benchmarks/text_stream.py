@@ -117,6 +117,12 @@ class PromptAnswers(Dataset):
     def __getitem__(self, i):
         return self.pairs[i]
 
+    def fingerprint(self) -> str:
+        """Every (prompt, answer) pair, in order (:mod:`~.fingerprint`)."""
+        from .fingerprint import digest
+
+        return digest(self.pairs)
+
 
 def collate_text(items):
     """``[prompts, answers, task labels]`` of a list of ``(prompt, answer, task)`` items (the
@@ -150,6 +156,8 @@ def text_benchmark(tasks: Sequence[TextStreamTask]):
     from avalanche.benchmarks.utils.data_attribute import DataAttribute, TaskLabels
     from avalanche.benchmarks.utils.flat_data import ConstantSequence
 
+    from .fingerprint import digest
+
     tasks = tuple(tasks)
     if not tasks or not all(isinstance(task, TextStreamTask) for task in tasks):
         raise ValueError("text_benchmark needs a non-empty sequence of TextStreamTask")
@@ -168,9 +176,11 @@ def text_benchmark(tasks: Sequence[TextStreamTask]):
     benchmark = with_task_labels(benchmark_from_datasets(
         train=[wrap(task.train, i, task) for i, task in enumerate(tasks)],
         test=[wrap(task.test, i, task) for i, task in enumerate(tasks)]))
-    for stream in (benchmark.train_stream, benchmark.test_stream):
+    for stream, split in ((benchmark.train_stream, "train"), (benchmark.test_stream, "test")):
         for experience in stream:
             task = tasks[experience.current_experience]
+            pairs = getattr(task, split)
+            experience.fingerprint = digest([task.name, PromptAnswers(pairs).fingerprint()])
             experience.task_name = task.name
             experience.label_words = task.label_words
             experience.metric = task.metric

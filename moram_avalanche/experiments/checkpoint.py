@@ -29,7 +29,7 @@ import os
 import pickle
 import random
 from pathlib import Path
-from typing import Iterator, Optional, Tuple
+from typing import Dict, Iterator, Optional, Tuple
 
 import numpy as np
 import torch
@@ -112,6 +112,44 @@ def _stateful(strategy):
         if hasattr(metric, "state_dict") and hasattr(metric, "load_state_dict"):
             items[f"metric{index}:{type(metric).__name__}"] = metric
     return items
+
+
+def _kind_and_class(key: str) -> Tuple[str, str]:
+    """``"plugin3:MoRAMPlugin"`` -> ``("plugin", "MoRAMPlugin")``."""
+    place, _, name = key.partition(":")
+    return place.rstrip("0123456789"), name
+
+
+def _place(key: str) -> int:
+    digits = key.partition(":")[0].lstrip("abcdefghijklmnopqrstuvwxyz")
+    return int(digits) if digits.isdigit() else 0
+
+
+def match_stateful(saved, items: dict, path) -> dict:
+    """``{saved key: the strategy's item}``: each saved plugin or metric state matched to the
+    strategy's item of the same kind and class, the n-th saved of a class to its n-th item.
+
+    The saved keys number every plugin (``plugin3:MoRAMPlugin``), and that number moves whenever
+    a version puts other plugins before a method's own: 0.2.0 wrote MoRAM's plugin as
+    ``plugin0:MoRAMPlugin`` (the run path's PeakMemory and RunTime after it), 0.3.0 puts the
+    loop's budget, schedule and progress and the run path's plugins first. Matching by class and
+    order among that class, not by the number, resumes both. A saved state whose class the
+    strategy has fewer of is a ValueError naming the file and the fix."""
+    groups: Dict[Tuple[str, str], list] = {}
+    for key in sorted(items, key=_place):
+        groups.setdefault(_kind_and_class(key), []).append(items[key])
+    matched, taken = {}, {}
+    for key in sorted(saved, key=_place):
+        group = _kind_and_class(key)
+        position = taken.get(group, 0)
+        candidates = groups.get(group, [])
+        if position >= len(candidates):
+            raise ValueError(f"{path} holds state for {key}, which this strategy does not have (its "
+                             f"{group[0]}s: {', '.join(items) or 'none'}): resume it with the strategy and plugins "
+                             "it was made with, use another output folder, or start over (--no-resume, resume=False)")
+        matched[key] = candidates[position]
+        taken[group] = position + 1
+    return matched
 
 
 class DamagedCheckpointError(ValueError):
@@ -223,13 +261,14 @@ def check_identity(path, stored: Optional[dict], identity: Optional[dict]) -> No
     was checked instead)."""
     if stored is None or identity is None:
         return
-    from .record import CHECKED, as_stored, differences
+    from .record import CHECKED, as_stored, check_contents, differences
 
     changed = differences(stored, as_stored(identity), [key for key in CHECKED if key in stored])
     if changed:
         raise ValueError(f"{path} was written by another run ({'; '.join(changed[:6])}"
                          f"{'; ...' if len(changed) > 6 else ''}): resume it with the settings it was made "
                          "with, use another output folder, or start over (--no-resume, resume=False)")
+    check_contents(stored, as_stored(identity), f"the run that wrote {path}")
 
 
 def restore_run_state(strategy, state: dict, path, identity: Optional[dict] = None) -> int:
@@ -242,6 +281,7 @@ def restore_run_state(strategy, state: dict, path, identity: Optional[dict] = No
             "use another output folder or the same strategy"
         )
     check_identity(path, state.get("identity"), identity)
+    matched = match_stateful(state["stateful"], _stateful(strategy), path)  # before anything is restored
     strategy.load_checkpoint_model_state(state["model"])
     for field in _CLOCK_FIELDS:
         setattr(strategy.clock, field, state["clock"][field])
@@ -250,11 +290,8 @@ def restore_run_state(strategy, state: dict, path, identity: Optional[dict] = No
             Domain(d["name"], tuple(d["classnames"]), d["template"], tuple(d["eval_templates"]))
             for d in state["seen_domains"]
         ]
-    items = _stateful(strategy)
-    for key, item_state in state["stateful"].items():
-        if key not in items:
-            raise ValueError(f"{path} holds state for {key}, which this strategy does not have")
-        items[key].load_state_dict(item_state)
+    for key, item in matched.items():
+        item.load_state_dict(state["stateful"][key])
     if getattr(strategy, "text_head", None) is not None:  # the CLIP loop's cached class embeddings
         strategy.text_head.clear()
     _set_rng_state(state["rng"])
@@ -262,5 +299,6 @@ def restore_run_state(strategy, state: dict, path, identity: Optional[dict] = No
 
 
 __all__ = ["FORMAT_VERSION", "OPTIMIZER_MODULES", "STATE_KEYS", "DamagedCheckpointError",
-           "check_identity", "load_latest_run_state", "load_run_state", "read_latest_run_state", "optimizer_names_for_dill", "previous_path",
+           "check_identity", "load_latest_run_state", "load_run_state", "match_stateful", "optimizer_names_for_dill",
+           "previous_path", "read_latest_run_state",
            "read_run_state", "restore_run_state", "save_checkpoint", "save_run_state"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .demo import DEMO
 from .family import Family, Reproduction
-from .loaders import clip_benchmark_builder, clip_model_loader
+from .loaders import check_clip_arguments, clip_benchmark_builder, clip_model_loader
 from .paper_tables import TABLE_CHOICES, resolve_tables
 from .reproduce_plan import ReproduceSettings, check_needs, format_plan, plan, run_setup
 from .reproduce_report import paper_markdown, table_result
@@ -43,7 +43,7 @@ def reproduce_settings(args) -> ReproduceSettings:
 FAMILY = Family(
     name="clip", model_loader=clip_model_loader, benchmark_builder=clip_benchmark_builder,
     stream_options=lambda benchmark, name=None, preset=None: {},  # the strategies' own settings
-    dtype=lambda args: None, tables=PAPER_TABLES, demo=DEMO,
+    dtype=lambda args: None, tables=PAPER_TABLES, demo=DEMO, check_arguments=check_clip_arguments,
     reproduction=Reproduction(
         tables=TABLE_CHOICES, specs=resolve_tables, settings=reproduce_settings,
         paper_text=lambda specs: "\n".join(paper_markdown(spec) for spec in specs),

@@ -59,7 +59,8 @@ def setup_from_arguments(args, options: Mapping[str, Mapping[str, object]],
         options=lambda name, eval_tf: with_references(args, name, options[name], eval_tf),
         options_checked=True, settings=shared_settings(args),
         strategy_settings=lambda name: {k: repr(v) for k, v in overrides.get(name, {}).items()},
-        family=record.name, tables=record.tables, seed=args.seed, device=device, num_workers=default_num_workers(args),
+        family=record.name, tables=record.tables, seed=args.seed, device=device,
+        num_workers=default_num_workers(args) if record.data_workers else 0,  # text: strings in memory
         environment={"cache_dir": args.cache_dir, "device": args.device}, data_roots=tuple(data_roots(args)))
 
 

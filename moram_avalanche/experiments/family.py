@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Sequence, Tuple
 
 
+def _nothing_to_check(args, options=None) -> None:
+    """A family whose command-line arguments need no check beyond the shared ones."""
+
+
 @dataclass(frozen=True)
 class Demo:
     """A family's offline demo: a tiny pre-trained model compared with its strategies on a
@@ -81,6 +85,12 @@ class Family:
         dtype: ``(args) -> the weights' dtype or None``: ``--dtype``, else the stream's.
         tables: what a comparison of this family writes (:class:`~.tables.Tables`).
         demo: its offline demo. reproduction: its paper tables.
+        check_arguments: ``(args, {strategy: options}) -> None``: everything of ``run`` / ``compare``'s command line
+            this family can check without loading the model's weights (options it does not use,
+            the model's files, the stream's data), run by :mod:`moram_avalanche.arguments` after
+            the strategies' options and before any model loads or the output folder exists.
+        data_workers: whether its data is decoded by DataLoader worker processes (images: yes;
+            the text streams' examples are strings in memory, read with none).
     """
 
     name: str
@@ -91,6 +101,8 @@ class Family:
     tables: Any
     demo: Demo
     reproduction: Reproduction
+    check_arguments: Callable[..., None] = _nothing_to_check
+    data_workers: bool = True
 
 
 __all__ = ["Demo", "Family", "Reproduction"]

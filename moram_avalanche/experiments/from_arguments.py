@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Mapping
 
 from .families import family_of_benchmark
-from .stream_arguments import stream_options
+from .stream_arguments import pretrained_of, stream_options
 
 
 def shared_settings(args) -> dict:
     """What every run of the command records of the shared options (checked when resuming)."""
     return {
         "benchmark": args.benchmark, "data_root": str(Path(args.data_root).resolve()) if args.data_root else None,
-        "model": args.model, "pretrained": args.pretrained, "weights_origin": args.weights_origin,
+        "model": args.model, "pretrained": pretrained_of(args), "weights_origin": args.weights_origin,
         "stream": stream_options(args),
         "iterations": args.iterations, "batch_size": batch_size_of(args), "seed": args.seed,
         "ref_images": args.ref_images, "ref_sentences": args.ref_sentences,

@@ -8,28 +8,74 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-from .stream_arguments import stream_options
+from .stream_arguments import pretrained_of, stream_options
 
 #: the flags of the language-model family, which no CLIP run takes
 TEXT_FLAGS = (("--dtype", "dtype"), ("--gradient-checkpointing", "gradient_checkpointing"), ("--fsdp", "fsdp"),
               ("--preset", "preset"))
 
 
-def clip_model_loader(args, device: str):
-    """``() -> (CLIP, train transform, eval transform, tokenizer)`` of ``--model`` / ``--pretrained``
-    on ``device``. The demo's tiny CLIP (``--model moram-synthetic-tiny``) is registered with
-    open_clip, and with ``--pretrained synthetic`` pre-trained (cached), when the model is loaded."""
+def check_clip_arguments(args, options=None) -> None:
+    """A CLIP run's command line: the language-model flags (:data:`TEXT_FLAGS`) refused."""
     for flag, name in TEXT_FLAGS:
         if getattr(args, name, None):
             raise ValueError(f"{flag} is for the text benchmarks (lm-cl, trace, superni, synthetic-text); "
                              f"leave it out for --benchmark {args.benchmark}")
+
+
+#: the flags of the CLIP family that do nothing for a language model, and what to do instead
+CLIP_FLAGS = (
+    ("--pretrained", "pretrained", "a language model's weights are --model's (a Hugging Face name or a folder "
+                                   "written by save_pretrained): leave --pretrained out"),
+    ("--weights-origin", "weights_origin", "it names the open_clip tag of a CLIP weights file: leave it out"),
+    ("--num-workers", "num_workers", "text examples are strings in memory, read without worker processes: "
+                                     "leave it out"),
+    ("--no-augment", "no_augment", "text is never augmented (it is the CLIP image crops): leave it out"),
+)
+
+
+def check_text_arguments(args, options=None) -> None:
+    """What a text run's command line says that can be checked before any weight loads, in the
+    order it costs: the CLIP flags it does not use (:data:`CLIP_FLAGS`, refused rather than
+    recorded as used), the dtype (float16 refused with the reason,
+    :func:`~moram_avalanche.text.check.check_dtype`), the model's files (config, weights'
+    headers, tokenizer: :func:`~moram_avalanche.text.check.check_language_model`), then the
+    stream itself (task order, data files, unscorable data: built once, without the model) and
+    each strategy's ``options`` (``{name: options}``) against it (their ``check_benchmark``)."""
+    from ..text.check import check_dtype, check_language_model
+
+    for flag, name, fix in CLIP_FLAGS:
+        if getattr(args, name, None):
+            raise ValueError(f"{flag} does nothing for a language model (--benchmark {args.benchmark}): {fix}")
+    dtype = check_dtype(text_dtype(args) or "float32")
+    check_language_model(args.model, dtype=dtype)
+    benchmark = text_benchmark_builder(args)(None, None)
+    check_against_benchmark(options or {}, benchmark, "text")
+
+
+def check_against_benchmark(options, benchmark, family: str) -> None:
+    """Each strategy's options (``{name: options}``) against the benchmark it will run on: the
+    strategy's ``check_benchmark(options, benchmark)`` where it declares one."""
+    from ..strategies.registry import get_strategy
+
+    for name, given in options.items():
+        check = getattr(get_strategy(name, family), "check_benchmark", None)
+        if callable(check):
+            check(given, benchmark)
+
+
+def clip_model_loader(args, device: str):
+    """``() -> (CLIP, train transform, eval transform, tokenizer)`` of ``--model`` / ``--pretrained``
+    on ``device``. The demo's tiny CLIP (``--model moram-synthetic-tiny``) is registered with
+    open_clip, and with ``--pretrained synthetic`` pre-trained (cached), when the model is loaded."""
+    check_clip_arguments(args)
 
     def load():
         from ..clip.load import load_clip  # looked up when the model is loaded
         from .demo import TINY_NAME, DemoConfig, pretrained_tiny_clip, register_tiny_clip
         from .demos import default_cache_dir
 
-        pretrained = None if args.pretrained.lower() == "none" else args.pretrained
+        pretrained = None if pretrained_of(args).lower() == "none" else pretrained_of(args)
         if args.model == TINY_NAME:  # the demo's model: known to open_clip once registered
             cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
             register_tiny_clip(cache_dir)
@@ -102,4 +148,6 @@ def text_benchmark_builder(args):
     return lambda train_tf, eval_tf: builder(args.data_root, **options)
 
 
-__all__ = ["clip_benchmark_builder", "clip_model_loader", "text_benchmark_builder", "text_dtype", "text_model_loader"]
+__all__ = ["CLIP_FLAGS", "TEXT_FLAGS", "check_against_benchmark", "check_clip_arguments", "check_text_arguments",
+           "clip_benchmark_builder", "clip_model_loader", "pretrained_of", "text_benchmark_builder", "text_dtype",
+           "text_model_loader"]

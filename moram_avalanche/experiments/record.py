@@ -12,7 +12,17 @@ A run folder (``run --log-dir``, ``OUT/<strategy>`` of a ``compare`` or the demo
   (:func:`describe_options`); ``model``: the model's class and size; ``benchmark``: its
   domains, class counts, label space and sizes (:func:`describe_benchmark`);
 * ``environment``: facts that help rebuild the run but do not change its numbers, never
-  checked on resume: the cache folder, the device asked for, the base weights' checksum.
+  checked on resume: the cache folder, the device asked for, the base weights' checksum;
+* ``contents``: what the run read, as short hashes: ``train`` and ``test``, one per split of the
+  benchmark's data (:func:`~moram_avalanche.benchmarks.fingerprint.split_hashes`: the text
+  streams' (prompt, answer) pairs, the image streams' (path, label) pairs), and
+  ``weights_checksum``, the base model's (:func:`weights_checksum`).
+
+Resuming compares ``contents`` too (:func:`content_differences`): a data file edited since the
+run began (the same number of items, so ``benchmark`` looks the same) or other base weights
+under the same name are refused, naming the recorded and the current value and the way out
+(restore the files, or start the run in another folder). A record made before 0.6.0 has no
+``contents``: its data are not compared (its ``environment.weights_checksum`` is), with a note.
 
 Resuming in the folder with a record that differs in :data:`CHECKED` is refused with the keys
 that differ, their values there and now, and the way out (another folder, or starting over);
@@ -32,11 +42,14 @@ parameter count; a function: its qualified name).
 from __future__ import annotations
 
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Any, Dict, Iterable, Mapping, Optional
 
 from ..utils.files import atomic_write_text
+
+logger = logging.getLogger(__name__)
 
 #: a run folder's one record
 RECORD_NAME = "run.json"
@@ -125,12 +138,59 @@ def make_record(run: Mapping[str, Any], *, strategy: Optional[str] = None,
                 environment: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
     """A record (see the module docstring) as it reads back from ``run.json``."""
     return as_stored({
+        "contents": contents_of(benchmark, environment),
         "format": RECORD_FORMAT, "run": dict(run), "strategy": strategy,
         "options": describe_options(options or {}),
         "model": describe(model) if model is not None else None,
         "benchmark": describe_benchmark(benchmark) if benchmark is not None else None,
         "environment": dict(environment or {}),
     })
+
+
+def contents_of(benchmark: Any = None, environment: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """The record's ``contents``: one hash per split of ``benchmark``'s data (None: not known) and
+    the base weights' checksum of ``environment`` (module docstring)."""
+    from ..benchmarks.fingerprint import split_hashes
+
+    hashes = split_hashes(benchmark) if benchmark is not None else {"train": None, "test": None}
+    return {**hashes, "weights_checksum": dict(environment or {}).get("weights_checksum")}
+
+
+#: the relative difference of two weights checksums that still counts as the same weights (the
+#: sum's order on another device differs by ~1e-12; a changed weight moves it far more)
+CHECKSUM_TOLERANCE = 1e-7
+#: what a resume refused for its data or weights advises
+CONTENTS_FIX = ("restore the data files and the weights the run was made with, or start a new run in another "
+                "folder (another --log-dir / --out; --no-resume starts this one over and removes its results)")
+
+
+def content_differences(stored: Mapping[str, Any], now: Mapping[str, Any]) -> list:
+    """``["the train data's hash 1f.. in run.json, 9c.. now", ...]``: where the data and weights a
+    stored record read differ from ``now``'s (module docstring); a value either side lacks is
+    not compared (a record made before 0.6.0 has no data hashes)."""
+    there, here = dict(stored.get("contents") or {}), dict(now.get("contents") or {})
+    there.setdefault("weights_checksum", dict(stored.get("environment") or {}).get("weights_checksum"))
+    found = []
+    for split in ("train", "test"):
+        if there.get(split) and here.get(split) and there[split] != here[split]:
+            found.append(f"the {split} data's hash {there[split]} in {RECORD_NAME}, {here[split]} now")
+    old, new = there.get("weights_checksum"), here.get("weights_checksum")
+    if (isinstance(old, (int, float)) and isinstance(new, (int, float))
+            and not math.isclose(old, new, rel_tol=CHECKSUM_TOLERANCE)):
+        found.append(f"the model's weights checksum {old!r} in {RECORD_NAME}, {new!r} now")
+    return found
+
+
+def check_contents(stored: Mapping[str, Any], now: Mapping[str, Any], what: str) -> None:
+    """Refuse, in one line, a resume whose data or base weights are not the ones ``stored`` read
+    (:func:`content_differences`, :data:`CONTENTS_FIX`)."""
+    changed = content_differences(stored, now)
+    if changed:
+        raise ValueError(f"{what} read other data or weights than it finds now ({'; '.join(changed)}): the files "
+                         f"changed since it began; {CONTENTS_FIX}")
+    if not (stored.get("contents") or {}).get("train") and (now.get("contents") or {}).get("train"):
+        logger.info("%s records no hash of its data (made before 0.6.0, or of a dataset without one): its data "
+                    "files are not compared", what)
 
 
 def _read_json(path: Path, what: str, fix: str) -> Optional[Dict[str, Any]]:
@@ -249,6 +309,7 @@ def check_record(folder, record: Mapping[str, Any], *, what: str, fix: str,
     changed = differences(stored, as_stored(record), keys)
     if changed:
         raise ValueError(f"{what} was made with other settings ({'; '.join(changed)}): {fix}")
+    check_contents(stored, as_stored(record), what)
 
 
 def write_record(folder, record: Mapping[str, Any]) -> Path:
@@ -260,7 +321,8 @@ def write_record(folder, record: Mapping[str, Any]) -> Path:
     return path
 
 
-__all__ = ["BENCHMARK_ATTRIBUTES", "CHECKED", "CHECKED_BEFORE_BUILDING", "DAMAGED_FIX", "LEGACY_COMPARE_NAME",
+__all__ = ["BENCHMARK_ATTRIBUTES", "CHECKED", "CHECKED_BEFORE_BUILDING", "CHECKSUM_TOLERANCE", "CONTENTS_FIX",
+           "DAMAGED_FIX", "check_contents", "content_differences", "contents_of", "LEGACY_COMPARE_NAME",
            "LEGACY_SETTINGS_NAME", "RECORD_FORMAT", "RECORD_NAME", "UNRECORDED_OPTIONS", "as_stored",
            "check_record", "describe", "describe_benchmark", "describe_options", "differences", "make_record",
            "migrate", "read_record", "weights_checksum", "write_record"]

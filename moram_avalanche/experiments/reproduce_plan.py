@@ -273,8 +273,13 @@ def _activation(settings: ReproduceSettings) -> str:
 
 def _domains_status(protocol: Protocol, settings: ReproduceSettings) -> str:
     """Which of the protocol's domains the data root holds (``check-data``'s verdict)."""
-    if settings.data_root is None or not Path(settings.data_root).expanduser().is_dir():
-        return "domains: not checked (no --data-root folder)"
+    from ..utils.paths import folder_status
+
+    problem = folder_status(settings.data_root)
+    if problem:
+        return f"domains: MISSING, {problem}"
+    if settings.data_root is None:
+        return "domains: not checked (no --data-root given)"
     from ..benchmarks.check import check_data
 
     reports = check_data(settings.data_root, protocol.benchmark, progress=False)

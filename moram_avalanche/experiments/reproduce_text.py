@@ -960,16 +960,20 @@ def check_needs(specs: Sequence[TextTableSpec], settings: TextReproduceSettings)
 
 
 def _model_problems(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> List[str]:
-    from ..text.load import load_config
+    """Every model the tables load, checked as a run checks it before its weights load
+    (:func:`~moram_avalanche.text.check.check_language_model`: config, weights' headers and fit,
+    tokenizer; a Hub name not in the cache as far as its config)."""
+    from ..text.check import check_language_model
 
     problems = []
-    models = [settings.model_of(spec, block) for spec in specs for block, _ in spec.table_rows()]
-    for model in dict.fromkeys(models):
+    models = {(settings.model_of(spec, block), settings.dtype_of(spec)): None
+              for spec in specs for block, _ in spec.table_rows()}
+    for model, dtype in models:
         try:
-            load_config(model)
+            check_language_model(model, dtype=dtype)
         except (OSError, ValueError) as error:
             problems.append(f"model {model}: {str(error).splitlines()[0]}")
-    return problems
+    return list(dict.fromkeys(problems))
 
 
 def paper_text(specs: Sequence[TextTableSpec]) -> str:
@@ -1036,8 +1040,13 @@ def _by_stream(specs: Sequence[TextTableSpec]) -> Dict["TextStream", List[TextTa
 
 
 def _data_status(specs: Sequence[TextTableSpec], settings: TextReproduceSettings) -> str:
-    if settings.data_root is None or not Path(settings.data_root).expanduser().is_dir():
-        return "not checked (no --data-root folder)"
+    from ..utils.paths import folder_status
+
+    problem = folder_status(settings.data_root)
+    if problem:
+        return f"MISSING, {problem}"
+    if settings.data_root is None:
+        return "not checked (no --data-root given)"
     reports = _task_reports(specs, settings)
     missing = [f"{r.name} ({r.status})" for r in reports if not r.usable]
     return (f"{len(reports) - len(missing)} of {len(reports)} tasks found"

@@ -33,7 +33,7 @@ from typing import Callable, Dict, Mapping, NamedTuple, Optional, Sequence
 from ..algorithms.data_parallel import barrier, is_main_process, world_size
 from ..utils.files import atomic_write_text
 from ..utils.memory import check_atom_banks_fit
-from .record import CHECKED_BEFORE_BUILDING, describe_benchmark, make_record, weights_checksum
+from .record import CHECKED_BEFORE_BUILDING, contents_of, describe_benchmark, make_record, weights_checksum
 from .run_folder import RunFolder, run_folder
 from .seeding import RELEASE_SEED, seed_everything
 from .tables import PAPER_TABLES, Tables
@@ -112,6 +112,7 @@ def prepare_runs(setup: Setup, names: Sequence[str]) -> Dict[str, Prepared]:
     built = setup.make_benchmark(train_tf, eval_tf)
     benchmark = describe_benchmark(built)
     shapes = linear_shapes(model)
+    environment = {**setup.environment, "weights_checksum": weights_checksum(model)}
     del model
     prepared = {}
     for name in names:
@@ -119,11 +120,16 @@ def prepare_runs(setup: Setup, names: Sequence[str]) -> Dict[str, Prepared]:
         options = dict(setup.options(name, eval_tf))
         if not setup.options_checked:
             check_strategy_options(cls, options)
+        check = getattr(cls, "check_benchmark", None)
+        if callable(check):  # the options against the stream they will train on
+            check(options, built)
         per_task = options.get(cls.needs.atoms) if cls.needs.atoms else None
         if per_task is not None:  # banks that grow with every task: will they fit?
             check_atom_banks_fit(shapes, int(per_task), len(built.train_stream), setup.device)
-        record = make_record(setup.run_settings(name), strategy=cls.__name__, options=options)
+        record = make_record(setup.run_settings(name), strategy=cls.__name__, options=options,
+                             environment=environment)
         record["benchmark"] = benchmark
+        record["contents"] = contents_of(built, environment)
         prepared[name] = Prepared(options, record)
     return prepared
 

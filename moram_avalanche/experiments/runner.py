@@ -109,7 +109,7 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
 
 def _run(strategy, benchmark, folder: RunFolder, record: dict, *, resume: bool, max_experiences: Optional[int],
          progress: bool, num_workers: int) -> int:
-    identity = {key: record[key] for key in CHECKED}
+    identity = {**{key: record[key] for key in CHECKED}, "contents": record.get("contents")}
     out_dir = folder.path
     if resume:
         folder.compare(record)

@@ -17,6 +17,17 @@ def default_num_workers(args) -> int:
     return max(1, min(8, (os.cpu_count() or 1) // 2)) if args.data_root else 0
 
 
+#: ``--pretrained`` when not given: OpenAI's weights (what a CLIP run records, and what a text run's
+#: record has always held, so that earlier folders resume)
+DEFAULT_PRETRAINED = "openai"
+
+
+def pretrained_of(args) -> str:
+    """``--pretrained``, else :data:`DEFAULT_PRETRAINED` (the flag is parsed without a default so
+    that a text run can tell it was given, and refuse it)."""
+    return getattr(args, "pretrained", None) or DEFAULT_PRETRAINED
+
+
 #: the values of ``--ref-images`` / ``--ref-sentences`` that name no path: a small generated set, none
 NOT_PATHS = ("synthetic", "none")
 
@@ -42,4 +53,4 @@ def stream_options(args) -> dict:
     return options
 
 
-__all__ = ["NOT_PATHS", "data_roots", "default_num_workers", "stream_options"]
+__all__ = ["DEFAULT_PRETRAINED", "NOT_PATHS", "pretrained_of", "data_roots", "default_num_workers", "stream_options"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from .demo_text import TEXT_DEMO
 from .family import Family, Reproduction
-from .loaders import text_benchmark_builder, text_dtype, text_model_loader
+from .loaders import check_text_arguments, text_benchmark_builder, text_dtype, text_model_loader
 from .reproduce_text import (TEXT_TABLE_NAMES, TextReproduceSettings, check_needs, get_text_table,
                              paper_text, plan, plan_text, run_setup, table_result)
 from .tables import TEXT_TABLES
@@ -52,6 +52,7 @@ def stream_options(benchmark: str, name=None, preset=None) -> dict:
 FAMILY = Family(
     name="text", model_loader=text_model_loader, benchmark_builder=text_benchmark_builder,
     stream_options=stream_options, dtype=text_dtype, tables=TEXT_TABLES, demo=TEXT_DEMO,
+    check_arguments=check_text_arguments, data_workers=False,
     reproduction=Reproduction(
         tables=TEXT_TABLE_NAMES, specs=lambda table: [get_text_table(table)], settings=reproduce_settings,
         paper_text=paper_text, plan_text=plan_text, plan=plan,

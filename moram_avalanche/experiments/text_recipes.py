@@ -323,7 +323,12 @@ def stream_settings(benchmark: str, name: str, preset: Optional[str] = None) -> 
     _check_preset(benchmark, preset)
     rows = STREAMS[benchmark]() if benchmark in STREAMS else []
     if preset is not None:
-        rows = rows + PRESETS[preset][1]()
+        preset_rows = PRESETS[preset][1]()
+        if not _select(preset_rows, name):  # it would be recorded as used while it changes nothing
+            takers = sorted(group for group, _ in preset_rows if group in text_strategy_classes())
+            raise ValueError(f"--preset {preset} sets {', '.join(dict.fromkeys(takers))}'s run only and changes "
+                             f"nothing of strategy {name}: leave --preset out for {name}")
+        rows = rows + preset_rows
     return _select(rows, name)
 
 

@@ -41,9 +41,11 @@ from avalanche.training.plugins.evaluation import default_evaluator
 from ..models.classifier import CLIPClassifier
 from ..utils.devices import resolve_device
 from ..algorithms.data_parallel import world_size
+from .avalanche_ranges import check_avalanche_benchmark, check_avalanche_values
 from .base import EVAL_BATCH_FACTOR
 from .moram_setting import MORAM
 from .needs import StrategyNeeds
+from .plugins.agem import checkpointable_agem
 from .plugins.budget import IterationBudget
 from .plugins.schedule import IterationSchedule
 from .plugins.validate import check_plugins
@@ -99,6 +101,16 @@ class BuiltinStrategy:
                              f"{sorted(self.arguments())} (the budget and optimisation: iterations, lr, "
                              "betas, weight_decay, warmup, train_mb_size)")
 
+    def check_values(self, options) -> None:
+        """The ranges of the strategy's own arguments in ``options`` (declared once, by Avalanche
+        class, in :data:`~moram_avalanche.strategies.avalanche_ranges.RANGES`), the defaults this
+        entry sets included."""
+        check_avalanche_values(self.strategy_class.__name__, {**self.defaults, **options})
+
+    def check_benchmark(self, options, benchmark) -> None:
+        """The options against the stream they will train on (an ``alpha`` per experience)."""
+        check_avalanche_benchmark(self.strategy_class.__name__, {**self.defaults, **options}, benchmark)
+
     def arguments(self) -> Dict[str, inspect.Parameter]:
         """The strategy's own keyword arguments (not the harness's)."""
         params = inspect.signature(self.strategy_class.__init__).parameters
@@ -127,12 +139,15 @@ class BuiltinStrategy:
         optimizer = torch.optim.AdamW(classifier.parameters(), lr=lr, betas=tuple(betas),
                                       weight_decay=weight_decay)
         own = [IterationBudget(iterations), IterationSchedule(iterations, warmup=warmup)]
-        return self.strategy_class(
+        strategy = self.strategy_class(
             model=classifier, optimizer=optimizer, criterion=criterion or torch.nn.CrossEntropyLoss(),
             train_mb_size=train_mb_size // world, train_epochs=1,
             eval_mb_size=eval_mb_size or EVAL_BATCH_FACTOR * train_mb_size // world,
             device=device, plugins=[*own, *check_plugins(plugins)], evaluator=evaluator,
             **{**self.defaults, **options})
+        # A-GEM's memory sampler as one that pickles: its run checkpoints (whole-strategy) are written
+        checkpointable_agem(strategy.plugins)
+        return strategy
 
 
 def _entry(name: str, cls: str, defaults=None, source: str = "") -> BuiltinStrategy:

@@ -197,7 +197,10 @@ def check_option_values(cls, options: Mapping[str, Any]) -> None:
     """The ranges of the shared loop's options and the strategy's own checks (``check_values``
     of ``cls`` and the classes it derives from) on ``options``; ValueError naming the option."""
     check_shared_options(options)
-    if by_name_only(cls):
+    if by_name_only(cls):  # Avalanche's strategies by name: the ranges their entry declares
+        check = getattr(cls, "check_values", None)
+        if callable(check):
+            check(options)
         return
     for check in strategy_checks(cls):
         check(options)

@@ -59,6 +59,7 @@ from typing import Any, Dict
 from avalanche.training import AGEM, EWC, GEM, LwF, Naive, Replay
 
 from ..layers.base import find_layers
+from .avalanche_ranges import check_avalanche_benchmark, check_avalanche_values
 from .needs import StrategyNeeds
 from .text_loop import TextStrategy
 from .text_strategies import wrap
@@ -112,9 +113,20 @@ class TextBuiltinLoop(TextStrategy):
 
 
 def text_builtin(cls, defaults=None, source: str = ""):
-    """``Text<cls>``: Avalanche's strategy ``cls`` on the text loop."""
+    """``Text<cls>``: Avalanche's strategy ``cls`` on the text loop; its own arguments' ranges are
+    Avalanche's class's (:data:`~moram_avalanche.strategies.avalanche_ranges.RANGES`)."""
+    defaults = dict(defaults or {})
+
+    def check_values(options) -> None:
+        check_avalanche_values(cls.__name__, {**defaults, **options})
+
+    def check_benchmark(klass, options, benchmark) -> None:
+        TextBuiltinLoop.check_benchmark.__func__(klass, options, benchmark)  # the text loop's (accumulation)
+        check_avalanche_benchmark(cls.__name__, {**defaults, **options}, benchmark)
+
     return type(f"Text{cls.__name__}", (TextBuiltinLoop, cls), {
-        "avalanche_defaults": dict(defaults or {}), "source": source, "__module__": __name__,
+        "check_values": staticmethod(check_values), "check_benchmark": classmethod(check_benchmark),
+        "avalanche_defaults": defaults, "source": source, "__module__": __name__,
         "__init__": unwrap(TextBuiltinLoop.__init__),  # checked once, against every base (__init__ above)
         "__doc__": f"Avalanche's ``{cls.__name__}`` on the language-model loop ({__name__}; {source or 'its defaults'})."})
 

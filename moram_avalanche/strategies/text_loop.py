@@ -62,7 +62,7 @@ from ..benchmarks.text_metrics import TEXT_METRICS
 from ..benchmarks.text_stream import collate_text
 from ..models.language_model import (MAX_SOURCE_LENGTH, MAX_TARGET_LENGTH, Decoding, LanguageModel,
                                      check_compile_generation, prompt_cuts)
-from ..utils.checks import check_positive_int
+from ..utils.checks import check_int_range, check_positive_int
 from .loop import ContinualLoop
 from .moram_setting import MORAM_TEXT_LOOP as LOOP
 from .needs import StrategyNeeds
@@ -78,11 +78,19 @@ PAPER_TEXT_LOOP = {"lr": LOOP.lr, "train_mb_size": LOOP.train_mb_size, "epochs":
 TEXT_BETAS = LOOP.betas
 
 
+#: the most minibatches one optimizer step may accumulate (the release's TRACE run: 32; beyond
+#: this a step is a pass over a whole task, and a mistyped 1e6 would run for days without a word)
+MAX_ACCUMULATION_STEPS = 1024
+
+
 def check_text_loop_options(options) -> None:
     """Value checks of the text loop's own options given in ``options``."""
-    for name in ("max_source_length", "max_target_length", "max_new_tokens", "accumulation_steps"):
+    for name in ("max_source_length", "max_target_length", "max_new_tokens"):
         if name in options:
             check_positive_int(name, options[name])
+    if "accumulation_steps" in options:
+        check_int_range("accumulation_steps", options["accumulation_steps"], high=MAX_ACCUMULATION_STEPS,
+                        hint="minibatches per optimizer step; the release's TRACE run: 32")
     if "epochs" in options:
         check_epochs(options["epochs"])
     if "repetition_penalty" in options or "no_repeat_ngram_size" in options:
@@ -200,6 +208,31 @@ class TextStrategy(ContinualLoop):
     #: what :attr:`mb_output` holds in evaluation: each sample's hit (read by AccuracyMatrix)
     eval_output = "scores"
 
+    @classmethod
+    def check_benchmark(cls, options: Mapping, benchmark) -> None:
+        """What the options say against the stream they will train on, before anything is built:
+        with an ``iterations`` budget, one optimizer step may not accumulate more minibatches
+        than a task holds (each step would read the task's examples more than once, and the run
+        would take ``accumulation_steps`` times the passes asked for). With the ``epochs`` budget a
+        task's shorter last cycle is stepped at the epoch's end (:class:`AccumulatedSteps`)."""
+        from .options import strategy_parameters
+
+        defaults = {name: p.default for name, p in strategy_parameters(cls).items()}
+        given = {**defaults, **{k: v for k, v in options.items() if v is not None}}
+        steps, batch = given.get("accumulation_steps", 1), given.get("train_mb_size", LOOP.train_mb_size)
+        if given.get("iterations") is None or not isinstance(steps, int) or steps <= 1:
+            return
+        for index, experience in enumerate(benchmark.train_stream):
+            size = len(experience.dataset)
+            batches = -(-size // batch)
+            if steps > batches:
+                name = getattr(experience, "task_name", None) or f"task {index + 1}"
+                raise ValueError(
+                    f"accumulation_steps {steps} is more minibatches than {name!r} holds ({size} examples, "
+                    f"{batches} minibatch(es) of train_mb_size {batch}): with iterations={given['iterations']} "
+                    f"each optimizer step would read its examples more than once; give accumulation_steps "
+                    f"<= {batches}, or leave iterations out (one epoch per task)")
+
     def __init__(self, *, model, tokenizer=None, epochs: Union[int, Sequence[int], Mapping[str, int]] = LOOP.epochs,
                  iterations: Optional[int] = None, lr: float = LOOP.lr, weight_decay: float = LOOP.weight_decay,
                  betas=LOOP.betas, max_source_length: int = MAX_SOURCE_LENGTH,
@@ -316,5 +349,5 @@ def sample_scores(predictions: Sequence[str], references: Sequence[str], metric:
     return torch.tensor([s / 100.0 for s in scores], dtype=torch.float64, device=device)
 
 
-__all__ = ["PAPER_TEXT_LOOP", "TEXT_BETAS", "TextStrategy", "check_epochs", "check_text_loop_options",
+__all__ = ["MAX_ACCUMULATION_STEPS", "PAPER_TEXT_LOOP", "TEXT_BETAS", "TextStrategy", "check_epochs", "check_text_loop_options",
            "collate_text", "default_text_evaluator", "epochs_of", "sample_scores"]

@@ -225,6 +225,20 @@ def is_new_folder(path) -> bool:
     return all(entry.name == LOCK_NAME or TEMPORARY.match(entry.name) for entry in path.iterdir())
 
 
+def folder_status(path, option: str = "--data-root") -> Optional[str]:
+    """Why ``path`` (given as ``option``) is not a folder to read, in a few words, or None when it
+    is one (or was not given): what a dry run prints instead of "not checked", so that a
+    mistyped data root is flagged before the real run is started."""
+    if path is None:
+        return None
+    folder = Path(path).expanduser()
+    if folder.is_dir():
+        return None
+    if folder.exists():
+        return f"{option} {folder} is a file, not a folder"
+    return f"{option} {folder} does not exist: give the folder that holds the datasets"
+
+
 __all__ = ["COMPARE_FOLDER_DIRS", "COMPARE_FOLDER_FILES", "INPUT_KINDS", "LOCK_NAME", "PathError",
            "RUN_FOLDER_DIRS", "RUN_FOLDER_FILES", "check_compare_path", "check_input_path",
-           "check_run_path", "is_new_folder"]
+           "check_run_path", "folder_status", "is_new_folder"]

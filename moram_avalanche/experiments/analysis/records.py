@@ -104,9 +104,28 @@ def find_moram_state(stateful: dict) -> Optional[dict]:
     return found[0] if found else None
 
 
+def check_clip_run(log_dir: Path) -> None:
+    """The analysis draws CLIP's figures (activation maps on image tokens, atoms per layer of the
+    two towers): a run of another family, as its record names it (``run.benchmark``), is refused
+    in one line saying what the analysis supports, before its checkpoint is read (a language
+    model's run has no image domains, and read as CLIP's it looked inconsistent)."""
+    from ...benchmarks import BENCHMARK_FAMILIES
+    from ..record import read_record
+
+    record = read_record(log_dir) or {}
+    benchmark = (record.get("run") or {}).get("benchmark")
+    family = BENCHMARK_FAMILIES.get(benchmark) if isinstance(benchmark, str) else None
+    if family not in (None, "clip"):
+        raise ValueError(f"{log_dir} holds a {record.get('strategy') or 'strategy'} run on --benchmark {benchmark} "
+                         f"(a language model): analyze draws the figures of CLIP runs (activation maps on image "
+                         f"tokens, atoms per layer of the two towers) and supports no other family; read this "
+                         f"run's {log_dir / 'results.json'} (OP, BWT), or compare runs with `moram-avalanche compare`")
+
+
 def load_run(log_dir) -> RunRecord:
     """Read the MoRAM run in ``log_dir``; a clear ValueError when it holds none."""
     log_dir = Path(log_dir)
+    check_clip_run(log_dir)
     path = log_dir / CHECKPOINT_NAME
     if not path.is_file():
         runs = sorted(p.parent.name for p in log_dir.glob(f"*/{CHECKPOINT_NAME}")) if log_dir.is_dir() else []

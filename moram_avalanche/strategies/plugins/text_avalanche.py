@@ -53,6 +53,8 @@ from avalanche.training.plugins import AGEMPlugin, EWCPlugin, GEMPlugin, LwFPlug
 from avalanche.training.utils import zerolike_params_dict
 from torch.utils.data import DataLoader
 
+from .agem import CheckpointableAGEMPlugin
+
 
 def batch_cuts(tasks, task_ids):
     """How each prompt of a batch is cut, from the stream's ``tasks`` and the batch's task labels
@@ -169,45 +171,14 @@ class TextGEMPlugin(GEMPlugin):
         self.memory_x[t], self.memory_y[t], self.memory_tid[t] = prompts, answers, torch.cat(tasks)
 
 
-class TextAGEMPlugin(AGEMPlugin):
-    """A-GEM whose reference gradient is the token loss's on a memory sample.
-
-    The memory sample is drawn as Avalanche's ``GroupBalancedInfiniteDataLoader`` draws it --
-    ``sample_size // len(buffers)`` items from each experience's buffer, each buffer read in a
-    fresh random order once it is used up -- but from state that pickles: Avalanche keeps the
-    loader's running iterator (a generator), so a whole-strategy checkpoint of ``AGEM`` failed
-    with ``cannot pickle 'generator' object`` at the end of the first experience. Here each
-    buffer's order, the position in it and the plugin's own ``torch.Generator`` are plain
-    state, so a run resumed from a checkpoint draws the memory samples the uninterrupted run
-    draws.
+class TextAGEMPlugin(CheckpointableAGEMPlugin):
+    """A-GEM whose reference gradient is the token loss's on a memory sample, drawn from state
+    that pickles (:class:`~moram_avalanche.strategies.plugins.agem.CheckpointableAGEMPlugin`:
+    Avalanche's running loader iterator broke every whole-strategy checkpoint) and collated as
+    text; a run resumed from a checkpoint draws the memory samples the uninterrupted run draws.
     """
 
-    @torch.no_grad()
-    def update_memory(self, dataset, num_workers=0, **kwargs):
-        """Keep ``patterns_per_experience`` random items of the experience (Avalanche's
-        ``update_memory``: Python's ``random.shuffle``) as a new buffer."""
-        import random
-
-        if len(dataset) > self.patterns_per_experience:
-            indices = list(range(len(dataset)))
-            random.shuffle(indices)
-            dataset = dataset.subset(indices[: self.patterns_per_experience])
-        self.buffers.append(dataset)
-        if getattr(self, "sampler", None) is None:  # seeded from the run's torch RNG: reproducible
-            self.sampler = torch.Generator().manual_seed(int(torch.randint(2 ** 62, (1,))))
-        self.orders = getattr(self, "orders", []) + [[]]
-        self.buffer_dataloader, self.buffer_dliter = None, iter(())  # nothing unpicklable is kept
-
-    def sample_from_memory(self):
-        """``[prompts, answers, task labels]``: ``max(1, sample_size // len(buffers))`` items of
-        every buffer, each buffer read in random orders drawn by :attr:`sampler`."""
-        per_buffer = max(1, self.sample_size // len(self.buffers))
-        items = []
-        for index, buffer in enumerate(self.buffers):
-            for _ in range(min(per_buffer, len(buffer))):
-                if not self.orders[index]:
-                    self.orders[index] = torch.randperm(len(buffer), generator=self.sampler).tolist()
-                items.append(buffer[self.orders[index].pop()])
+    def collate(self, items):
         return collate_pairs(items)
 
     def before_training_iteration(self, strategy, **kwargs):
