@@ -293,6 +293,19 @@ def release_bwt(matrix) -> float:
     return float(np.minimum(matrix[-1] - np.diag(matrix), 0.0).sum() / matrix.shape[0])
 
 
+def square_matrix(matrix, what: str, cells: str) -> np.ndarray:
+    """``matrix`` as a float array, refused unless it is a complete square N x N matrix (row i:
+    after task i, column j: task j) of ``cells`` ("accuracy", "score") that ``what`` needs."""
+    matrix = np.asarray(matrix, dtype=float)
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or matrix.size == 0:
+        raise ValueError(f"{what} need a square N x N {cells} matrix (row i: after task i, column j: task j), "
+                         f"got shape {matrix.shape}")
+    if not np.isfinite(matrix).all():
+        raise ValueError(f"the {cells} matrix has missing (NaN) or infinite cells: evaluate every task after every "
+                         "training task first")
+    return matrix
+
+
 def op_bwt(matrix) -> Dict[str, float]:
     """OP, BWT and the release's BWT (see the module docstring) of a complete square accuracy
     matrix, in percent.
@@ -300,13 +313,7 @@ def op_bwt(matrix) -> Dict[str, float]:
     ``matrix[i][j]``: accuracy (%) on task ``j`` after training task ``i``. With one task BWT
     is NaN (no earlier task to forget) and the release's BWT 0.
     """
-    matrix = np.asarray(matrix, dtype=float)
-    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or matrix.size == 0:
-        raise ValueError(f"OP and BWT need a square N x N accuracy matrix (row i: after task i, "
-                         f"column j: task j), got shape {matrix.shape}")
-    if not np.isfinite(matrix).all():
-        raise ValueError("the accuracy matrix has missing (NaN) or infinite cells: evaluate every "
-                         "task after every training task first")
+    matrix = square_matrix(matrix, "OP and BWT", "accuracy")
     last = matrix[-1]
     n = matrix.shape[0]
     bwt = float(np.mean(np.diag(matrix)[:-1] - last[:-1])) if n > 1 else float("nan")
@@ -326,19 +333,13 @@ def ap_ft(matrix) -> Dict[str, float]:
 
     With one task FT is NaN (nothing to forget).
     """
-    matrix = np.asarray(matrix, dtype=float)
-    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1] or matrix.size == 0:
-        raise ValueError(f"AP and FT need a square N x N score matrix (row i: after task i, column j: task j), "
-                         f"got shape {matrix.shape}")
-    if not np.isfinite(matrix).all():
-        raise ValueError("the score matrix has missing (NaN) or infinite cells: evaluate every task after every "
-                         "training task first")
+    matrix = square_matrix(matrix, "AP and FT", "score")
     n = matrix.shape[0]
     best = [matrix[j:n - 1, j].max() for j in range(n - 1)]
     ft = float(np.mean([best[j] - matrix[n - 1, j] for j in range(n - 1)])) if n > 1 else float("nan")
     return {"ap": float(matrix[-1].mean()), "ft": ft}
 
 
-__all__ = ["TEXT_METRICS", "ap_ft", "answer_letter_accuracy", "code_similarity", "edit_similarity",
+__all__ = ["TEXT_METRICS", "ap_ft", "square_matrix", "answer_letter_accuracy", "code_similarity", "edit_similarity",
            "exact_match", "math_accuracy", "normalize_answer", "op_bwt", "option_letter_accuracy", "prefix_accuracy",
            "release_bwt", "rouge_l", "rouge_l_stemmed", "sari", "tokenize_13a"]

@@ -37,7 +37,7 @@ from typing import List, Mapping, Optional, Sequence, Tuple, Union
 
 from .readers import DataError, UnreadableJSON, read_json
 from .text_stream import TextStreamTask, capped, text_benchmark
-from .text_tasks import TextTaskReport, pair_problem, report_line
+from .text_tasks import TextTaskReport, named_order, pair_problem, report_line
 
 logger = logging.getLogger(__name__)
 
@@ -166,18 +166,7 @@ def read_superni_task(data_root, name: str, *, seed: int = 0, train_limit: Optio
 
 def superni_order(order: Union[int, str, Sequence[str]]) -> Tuple[str, ...]:
     """The task names of ``order``: 1 or 2 (SAPT's, :data:`SUPERNI_ORDERS`) or a list of task names."""
-    if isinstance(order, str) and order.isdigit():  # the command line's --order 1
-        order = int(order)
-    if isinstance(order, int) and not isinstance(order, bool):
-        if order not in SUPERNI_ORDERS:
-            raise ValueError(f"SuperNI order must be one of {sorted(SUPERNI_ORDERS)} (SAPT's) or a list of task "
-                             f"names, got {order}")
-        return SUPERNI_ORDERS[order]
-    names = (order,) if isinstance(order, str) else tuple(order)
-    unknown = [name for name in names if name not in SUPERNI_TASKS]
-    if unknown or not names:
-        raise ValueError(f"unknown SuperNI task(s) {unknown or list(names)}; tasks: {', '.join(SUPERNI_TASKS)}")
-    return names
+    return named_order(order, SUPERNI_ORDERS, SUPERNI_TASKS, "SAPT's", stream="SuperNI ")
 
 
 def superni(data_root, order: Union[int, str, Sequence[str]] = 1, *, seed: int = 0,

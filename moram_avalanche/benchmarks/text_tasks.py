@@ -142,15 +142,24 @@ def olora_prompt(instruction: Optional[str], labels: Sequence[str], sentence: st
 
 def order_tasks(order) -> Tuple[str, ...]:
     """Task names of ``order``: 1-6 (the paper's) or a sequence of task names."""
+    return named_order(order, ORDERS, TASKS, "the paper's orders")
+
+
+def named_order(order, orders: Mapping[int, Tuple[str, ...]], tasks, source: str, stream: str = "") -> Tuple[str, ...]:
+    """Task names of ``order`` of a text stream: a number of ``orders`` (``source`` says whose;
+    the command line's ``--order 1`` too) or a sequence of distinct names among ``tasks``;
+    ``stream`` names the stream in the messages ("SuperNI ")."""
+    if isinstance(order, str) and order.isdigit():  # the command line's --order 1
+        order = int(order)
     if isinstance(order, int) and not isinstance(order, bool):
-        if order not in ORDERS:
-            raise ValueError(f"order must be one of {sorted(ORDERS)} (the paper's orders) or a list "
+        if order not in orders:
+            raise ValueError(f"{stream}order must be one of {sorted(orders)} ({source}) or a list "
                              f"of task names, got {order}")
-        return ORDERS[order]
+        return orders[order]
     names = (order,) if isinstance(order, str) else tuple(order)
-    unknown = [name for name in names if name not in TASKS]
+    unknown = [name for name in names if name not in tasks]
     if unknown or not names:
-        raise ValueError(f"unknown task(s) {unknown or list(names)}; tasks: {', '.join(TASKS)}")
+        raise ValueError(f"unknown {stream}task(s) {unknown or list(names)}; tasks: {', '.join(tasks)}")
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise ValueError(f"task names must be distinct in an order, got {repeated} more than once")
@@ -366,4 +375,4 @@ def read_tasks(root, order=1, layout: str = "auto", **options) -> Tuple[str, Dic
 
 __all__ = ["format_text_report", "report_line", "FIX", "INSTRUCTIONS", "LAYOUTS", "LAYOUT_TEXT", "ORDERS", "TASKS", "TaskData", "TextTask",
            "TextTaskReport", "check_text_data", "detect_layout", "find_task_dir", "olora_prompt",
-           "order_tasks", "pair_problem", "read_task", "read_tasks"]
+           "named_order", "order_tasks", "pair_problem", "read_task", "read_tasks"]

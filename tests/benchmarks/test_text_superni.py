@@ -84,6 +84,8 @@ def test_bad_files_name_the_file_and_the_fix(tmp_path):
         read_superni_task(tmp_path, SUPERNI_TASKS[1])
     with pytest.raises(ValueError, match="order must be one of"):
         superni(tmp_path, 3)
+    with pytest.raises(ValueError, match=r"distinct in an order, got \['" + SUPERNI_TASKS[0] + r"'\]"):
+        superni(tmp_path, [SUPERNI_TASKS[0], SUPERNI_TASKS[1], SUPERNI_TASKS[0]])  # trained twice, scored once
 
 
 def test_instances_without_output_text_are_left_out_and_counted(tmp_path):
@@ -167,7 +169,8 @@ def test_run_reads_superni_by_name_with_sapts_loop(tmp_path):
     done = subprocess.run([sys.executable, "-m", "moram_avalanche", "run", "--benchmark", "superni",
                            "--data-root", str(tmp_path / "CL_Benchmark"), "--order", ",".join(tasks),
                            "--strategy", "moram-replay", "--model", str(folder), "--log-dir", str(log_dir),
-                           "--iterations", "1", "--set", "max_new_tokens=2", "--set", "mem_size=3", "--no-progress"],
+                           "--iterations", "1", "--batch-size", "1",  # SAPT's 4 accumulation steps fit 6 examples
+                           "--set", "max_new_tokens=2", "--set", "mem_size=3", "--no-progress"],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     results = json.loads((log_dir / "results.json").read_text())
