@@ -21,7 +21,7 @@ table):
 
 from importlib import import_module
 
-__version__ = "0.5.0"
+__version__ = "0.6.0"
 
 #: public name -> the module that defines it
 _PUBLIC = {

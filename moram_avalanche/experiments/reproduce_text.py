@@ -875,8 +875,10 @@ def run_options(settings: TextReproduceSettings, run: Optional[TextRun] = None) 
     options: Dict[str, Any] = as_options(run_settings_of(run)) if run is not None else {}
     if settings.budget is not None:
         options["iterations"] = settings.budget
-    if settings.rehearse:
-        options.update(train_mb_size=4, eval_mb_size=4, max_new_tokens=REHEARSAL_NEW_TOKENS, max_target_length=16)
+    if settings.rehearse:  # minibatches of at most 4, small enough that the stream's accumulation steps
+        # (SuperNI: SAPT's 4) fit a task capped at REHEARSAL_TRAIN examples (the loop refuses more)
+        batch = max(1, min(4, REHEARSAL_TRAIN // int(options.get("accumulation_steps", 1))))
+        options.update(train_mb_size=batch, eval_mb_size=4, max_new_tokens=REHEARSAL_NEW_TOKENS, max_target_length=16)
     if run is not None:  # the row's own options win (CodeAlpaca's LoRA ranks; its base model: no step)
         options.update(dict(run.options))
     return options

@@ -244,6 +244,9 @@ class TextMoRAMReplay(TextMoRAM):
 
     #: run checkpoints are Avalanche's whole strategy: the replay buffer must survive a resume
     lean_checkpoints = False
+    #: not with --fsdp: the whole-strategy checkpoint pickles the model, and each process would
+    #: keep a buffer of its own (as the ``avalanche.*`` rows, refused there too)
+    needs = StrategyNeeds(fsdp=False, atoms="atoms_per_task")
     #: the value checks of its own options (run once, by check_strategy_options)
     check_values = staticmethod(lambda options: check_moram_replay_options(options))
 
