@@ -23,7 +23,7 @@ at the end of every epoch (so later epochs of a task are projected against the t
 earlier gradients, too); for a 7B model each vector is 25 GiB in float32, which no device
 holds thousands of. Here, as in the paper's Algorithm 1, the directions are stored once per
 task, after it trains, at its final weights: the gradients of ``gradients_per_task``
-minibatches of the task's training data (``train_mb_size`` examples each, drawn in a
+minibatches of the task's training data (all its minibatches when it holds fewer) (``train_mb_size`` examples each, drawn in a
 shuffled order seeded by the task's index, the model in eval mode so dropout does not
 change them). ``gradients_per_task`` has no source for language models (TRACE stores them all);
 its default of 1 is this library's choice, the smallest basis.
@@ -116,7 +116,8 @@ class OGDPlugin(SupervisedPlugin):
     """Projects every gradient orthogonally to the stored directions of earlier tasks (module docstring).
 
     Args:
-        gradients_per_task: minibatch loss gradients stored after each task (default 1).
+        gradients_per_task: minibatch loss gradients stored after each task (default 1; fewer
+            when the task's training data holds fewer minibatches).
     """
 
     def __init__(self, gradients_per_task: int = OGD_GRADIENTS_PER_TASK) -> None:
