@@ -250,10 +250,12 @@ def _ogd_note() -> str:
     from ..utils.memory import format_bytes
 
     llama = format_bytes(basis_bytes(6_738_415_616, 7))  # LLaMA-2-7B, TRACE's 8 tasks, one gradient per task
+    gemma = format_bytes(basis_bytes(2_506_172_416, 7))  # Gemma-2B
     small = format_bytes(basis_bytes(1_235_814_400, 7))  # LLaMA-3.2-1B
-    return (f"memory: a float32 basis of 7 past tasks x gradients_per_task vectors of every weight on the device "
-            f"(gradients_per_task 1: {llama} for LLaMA-2-7B, {small} for LLaMA-3.2-1B, beside the model and AdamW's "
-            "state); refused before the first task when it does not fit [strategies/plugins/ogd.py check_basis_fits]")
+    return (f"memory: a float32 basis of 7 past tasks x gradients_per_task vectors of every weight on the device, "
+            f"with three vectors to project (gradients_per_task 1: {llama} for LLaMA-2-7B, {gemma} for Gemma-2B, "
+            f"{small} for LLaMA-3.2-1B, beside the model and AdamW's state); refused before the first task when it "
+            "does not fit [strategies/plugins/ogd.py check_basis_fits]")
 
 
 def _load_balance_note() -> str:

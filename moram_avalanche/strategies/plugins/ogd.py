@@ -23,17 +23,17 @@ at the end of every epoch (so later epochs of a task are projected against the t
 earlier gradients, too); for a 7B model each vector is 25 GiB in float32, which no device
 holds thousands of. Here, as in the paper's Algorithm 1, the directions are stored once per
 task, after it trains, at its final weights: the gradients of ``gradients_per_task``
-minibatches of the task's training data (all its minibatches when it holds fewer) (``train_mb_size`` examples each, drawn in a
-shuffled order seeded by the task's index, the model in eval mode so dropout does not
-change them). ``gradients_per_task`` has no source for language models (TRACE stores them all);
+minibatches of the task's training data (all of them when it holds fewer), ``train_mb_size``
+examples each, drawn in a shuffled order seeded by the task's index, the model in eval mode
+so dropout does not change them. ``gradients_per_task`` has no source for language models (TRACE stores them all);
 its default of 1 is this library's choice, the smallest basis.
 
-The basis lives on the training device in float32, ``(vectors, parameters)``. Before the first
-task trains, the plugin works out what the basis will hold before the stream's last task
-(``(tasks - 1) x gradients_per_task`` vectors) and refuses, with the figures, a basis that
-will not fit. The basis is plain tensors on the plugin: whole-strategy checkpoints (the
-strategy's ``lean_checkpoints = False``) carry it, so a resumed run projects against the basis
-the uninterrupted run had.
+The basis lives on the training device in float32, ``(vectors, parameters)``, allocated once
+before the first task trains for what it will hold before the stream's last task (``(tasks -
+1) x gradients_per_task`` vectors: the last task stores none, as no task after it projects),
+and filled in place; a basis that will not fit is refused then, with the figures. It is plain
+tensors on the plugin: whole-strategy checkpoints (the strategy's ``lean_checkpoints = False``)
+carry it, so a resumed run projects against the basis the uninterrupted run had.
 """
 
 from __future__ import annotations
@@ -71,31 +71,46 @@ def project_out(g: torch.Tensor, basis: Optional[torch.Tensor]) -> torch.Tensor:
     return g - basis.t().mv(basis.mv(g))
 
 
+def add_direction(store: torch.Tensor, count: int, vector: torch.Tensor) -> int:
+    """Gram-Schmidt in place: ``vector`` orthogonalised twice against the orthonormal rows
+    ``store[:count]``, normalised and written to ``store[count]``; the new count (unchanged when
+    the vector is zero or already in their span)."""
+    norm = float(vector.norm())
+    if norm == 0.0:
+        return count
+    rows = store[:count]
+    rest = project_out(project_out(vector, rows), rows)
+    left = float(rest.norm())
+    if left <= SPAN_TOLERANCE * norm:
+        return count
+    if count == store.shape[0]:
+        raise ValueError(f"OGD's basis holds {count} directions, all it was sized for: the stream has more "
+                         "tasks than it had when its first task started")
+    store[count] = rest / left
+    return count + 1
+
+
 def extend_basis(basis: Optional[torch.Tensor], vectors: List[torch.Tensor]) -> torch.Tensor:
-    """``basis`` (orthonormal rows) with ``vectors`` added by Gram-Schmidt, each orthogonalised
-    twice against the rows so far; a vector already in their span is left out."""
-    rows = [] if basis is None else list(basis)
-    current = None if basis is None else basis
+    """``basis`` (orthonormal rows) with ``vectors`` added by Gram-Schmidt (:func:`add_direction`),
+    as a new tensor; a vector already in their span is left out."""
+    if basis is None and not vectors:
+        raise ValueError("extend_basis: no basis and no vectors to start one from")
+    old = 0 if basis is None else basis.shape[0]
+    width = (basis if basis is not None else vectors[0]).shape[-1]
+    store = torch.empty(old + len(vectors), width, dtype=torch.float32,
+                        device=(basis if basis is not None else vectors[0]).device)
+    if old:
+        store[:old] = basis
+    count = old
     for vector in vectors:
-        norm = float(vector.norm())
-        if norm == 0.0:
-            continue
-        rest = project_out(project_out(vector, current), current)
-        left = float(rest.norm())
-        if left <= SPAN_TOLERANCE * norm:
-            continue
-        rows.append(rest / left)
-        current = torch.stack(rows)
-    if current is None:
-        raise ValueError("OGD stored no gradient direction: every gradient of the task was zero "
-                         "(nothing trainable, or a zero loss); check the model's trainable parameters")
-    return current
+        count = add_direction(store, count, vector)
+    return store[:count].clone()
 
 
 def basis_bytes(num_params: int, vectors: int) -> int:
     """Bytes of a float32 basis of ``vectors`` directions over ``num_params`` parameters, plus the
-    flattened gradient being projected and its projection (two more vectors)."""
-    return (vectors + 2) * num_params * 4
+    flattened gradient being projected, its projection and their difference (three more vectors)."""
+    return (vectors + 3) * num_params * 4
 
 
 def check_basis_fits(num_params: int, past_tasks: int, per_task: int, device, available=None) -> None:
@@ -123,12 +138,25 @@ class OGDPlugin(SupervisedPlugin):
     def __init__(self, gradients_per_task: int = OGD_GRADIENTS_PER_TASK) -> None:
         super().__init__()
         self.gradients_per_task = check_positive_int("gradients_per_task", gradients_per_task)
-        #: the orthonormal directions, one per row (float32, on the training device); None before any
-        self.basis: Optional[torch.Tensor] = None
+        #: room for every direction the stream will store, allocated once before the first task
+        #: (float32, on the training device; rows past :attr:`count` unused); None before
+        self.store: Optional[torch.Tensor] = None
+        #: how many rows of :attr:`store` hold directions
+        self.count = 0
         #: names of the parameters the basis spans, in order (a change between tasks is refused)
         self.names: Optional[List[str]] = None
         #: how many directions each finished task added (its index's entry)
         self.added: List[int] = []
+
+    @property
+    def basis(self) -> Optional[torch.Tensor]:
+        """The orthonormal directions so far, one per row (a view of :attr:`store`); None when none."""
+        return None if self.store is None or self.count == 0 else self.store[:self.count]
+
+    @basis.setter
+    def basis(self, rows: Optional[torch.Tensor]) -> None:
+        self.store = None if rows is None else rows.detach().to(torch.float32).clone()
+        self.count = 0 if rows is None else rows.shape[0]
 
     def _params(self, model) -> list:
         named = trainable(model)
@@ -140,12 +168,17 @@ class OGDPlugin(SupervisedPlugin):
         return [p for _, p in named]
 
     def before_training_exp(self, strategy, **kwargs):
-        if strategy.clock.train_exp_counter == 0:
-            tasks = getattr(strategy.experience, "tasks", None) or getattr(strategy.experience, "origin_stream", ())
+        """Before the first task: refuse a basis that will not fit before the stream's last task,
+        else allocate it (the last task stores nothing: no task after it projects)."""
+        if self.store is None:
+            past = len(_stream_of(strategy)) - 1
             count = sum(p.numel() for _, p in trainable(strategy.model))
-            check_basis_fits(count, len(tasks) - 1, self.gradients_per_task, strategy.device)
-        if self.basis is not None:
-            self.basis = self.basis.to(strategy.device)
+            check_basis_fits(count, past, self.gradients_per_task, strategy.device)
+            if past > 0:
+                self.store = torch.empty(past * self.gradients_per_task, count, dtype=torch.float32,
+                                         device=strategy.device)
+        elif self.store.device != torch.device(strategy.device):
+            self.store = self.store.to(strategy.device)
 
     def after_backward(self, strategy, **kwargs):
         """The gradient minus its projection on the basis, written back before the optimizer steps."""
@@ -165,7 +198,7 @@ class OGDPlugin(SupervisedPlugin):
         from .text_avalanche import collate_pairs, text_batch_loss
 
         model, params = strategy.model, self._params(strategy.model)
-        device = strategy.device if self.basis is None else self.basis.device
+        device = self.store.device
         generator = torch.Generator().manual_seed(strategy.clock.train_exp_counter)
         loader = DataLoader(strategy.experience.dataset, batch_size=strategy.train_mb_size, shuffle=True,
                             collate_fn=collate_pairs, generator=generator)
@@ -187,14 +220,26 @@ class OGDPlugin(SupervisedPlugin):
         return vectors
 
     def after_training_exp(self, strategy, **kwargs):
-        """Store the finished task's directions (Gram-Schmidt against the basis so far)."""
-        before = 0 if self.basis is None else self.basis.shape[0]
+        """Store the finished task's directions (Gram-Schmidt against the basis so far); the
+        stream's last task stores none (no task after it would project against them)."""
+        if strategy.experience.current_experience >= len(_stream_of(strategy)) - 1:
+            return
+        before = self.count
         names = [name for name, _ in trainable(strategy.model)]
-        vectors = self.task_gradients(strategy)
-        self.basis = extend_basis(self.basis, vectors)
+        for vector in self.task_gradients(strategy):
+            self.count = add_direction(self.store, self.count, vector)
+        if self.count == 0:
+            raise ValueError("OGD stored no gradient direction: every gradient of the task was zero "
+                             "(nothing trainable, or a zero loss); check the model's trainable parameters")
         self.names = names
-        self.added.append(self.basis.shape[0] - before)
+        self.added.append(self.count - before)
 
 
-__all__ = ["OGDPlugin", "OGD_GRADIENTS_PER_TASK", "basis_bytes", "check_basis_fits", "extend_basis",
+def _stream_of(strategy):
+    """The tasks of the stream the current experience belongs to."""
+    experience = strategy.experience
+    return getattr(experience, "tasks", None) or getattr(experience, "origin_stream", ())
+
+
+__all__ = ["OGDPlugin", "OGD_GRADIENTS_PER_TASK", "add_direction", "basis_bytes", "check_basis_fits", "extend_basis",
            "flat_grad", "project_out"]
