@@ -193,31 +193,30 @@ class OGDPlugin(SupervisedPlugin):
                 p.grad.copy_(g[offset:offset + n].view_as(p.grad).to(p.grad.dtype))
             offset += n
 
-    def task_gradients(self, strategy) -> List[torch.Tensor]:
-        """The loss gradients of ``gradients_per_task`` minibatches of the task's training data."""
+    def task_gradients(self, strategy):
+        """The loss gradients of ``gradients_per_task`` minibatches of the task's training data,
+        one at a time (a generator: only the one being added is held besides the basis)."""
         from .text_avalanche import collate_pairs, text_batch_loss
 
         model, params = strategy.model, self._params(strategy.model)
-        device = self.store.device
         generator = torch.Generator().manual_seed(strategy.clock.train_exp_counter)
         loader = DataLoader(strategy.experience.dataset, batch_size=strategy.train_mb_size, shuffle=True,
                             collate_fn=collate_pairs, generator=generator)
         tasks = getattr(strategy.experience, "tasks", None)
-        was_training, vectors = model.training, []
+        was_training = model.training
         model.eval()
         try:
-            for batch in loader:
-                if len(vectors) == self.gradients_per_task:
+            for done, batch in enumerate(loader):
+                if done == self.gradients_per_task:
                     break
                 model.zero_grad(set_to_none=True)
                 loss = text_batch_loss(model, batch, tasks)
                 if loss.requires_grad:
                     loss.backward()
-                vectors.append(flat_grad(params, device))
+                yield flat_grad(params, self.store.device)
         finally:
             model.zero_grad(set_to_none=True)
             model.train(was_training)
-        return vectors
 
     def after_training_exp(self, strategy, **kwargs):
         """Store the finished task's directions (Gram-Schmidt against the basis so far); the
