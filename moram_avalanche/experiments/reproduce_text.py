@@ -611,7 +611,7 @@ _T5_NOTES = ("MTL is joint training on every task seen (the upper bound); its la
 
 _TRACE_METHODS = (
     Method("FIX (ICL)", "icl"),
-    Method("SeqLoRA", "seq-lora"), Method("OGD", None, reason=NOT_IN_LIBRARY),
+    Method("SeqLoRA", "seq-lora"), Method("OGD", "ogd"),
     Method("GEM", "avalanche.gem"), Method("EWC", "avalanche.ewc"),
     Method("L2P", None, reason=_PROMPT_BASED), Method("DualPrompt", None, reason=_PROMPT_BASED),
     Method("HiDeLoRA", None, reason=NOT_IN_LIBRARY), Method("O-LoRA", "o-lora"),

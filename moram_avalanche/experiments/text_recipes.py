@@ -100,6 +100,9 @@ def _trace_stream() -> List[Tuple[str, Setting]]:
         ("full", Setting("lr", 1e-5, f"{_TRACE_FULL}: --learning_rate 1e-5")),
         ("full", Setting("epochs", dict(TRACE_FULL_EPOCHS), f"{_TRACE_FULL}: --num_train_epochs 5,3,7,5,3,5,5,7")),
         ("icl", Setting("max_source_length", 3584, "BeyonderXX/TRACE scripts/ICL.sh --max_prompt_len 3584")),
+        ("ogd", Setting("gradients_per_task", 1,
+                        "ours: TRACE (model/Regular/OGD.py) stores the loss gradient of every training minibatch, "
+                        "25 GiB each for a 7B model in float32; one per task, after it trains (OGD's Algorithm 1)")),
     ]
 
 
@@ -226,6 +229,9 @@ DEFAULT_SOURCES: Dict[str, str] = {
     "icl": "TRACE scripts/ICL.sh: 6 random, label-balanced examples (inference/ICL.py)",
     "finetune": "every weight trains (SeqFT), the loop's defaults",
     "mtl": "every weight, jointly on every task so far (the upper bound), the loop's defaults",
+    "ogd": "every weight; each gradient minus its projection on the Gram-Schmidt basis of earlier tasks' token-loss "
+           "gradients (BeyonderXX/TRACE model/Regular/OGD.py; Farajtabar et al. 2020, Eq. 5), gradients_per_task 1 "
+           "(ours)",
     "*": "paper Sec. 4, LLM settings: AdamW, lr 1e-3 constant, batch 64, one epoch per task",
 }
 
@@ -239,6 +245,19 @@ def _gem_note() -> str:
             "[avalanche training/plugins/gem.py; utils/memory.py gem_memory_bytes]")
 
 
+def _ogd_note() -> str:
+    from ..strategies.plugins.ogd import basis_bytes
+    from ..utils.memory import format_bytes
+
+    llama = format_bytes(basis_bytes(6_738_415_616, 7))  # LLaMA-2-7B, TRACE's 8 tasks, one gradient per task
+    gemma = format_bytes(basis_bytes(2_506_172_416, 7))  # Gemma-2B
+    small = format_bytes(basis_bytes(1_235_814_400, 7))  # LLaMA-3.2-1B
+    return (f"memory: a float32 basis of 7 past tasks x gradients_per_task vectors of every weight on the device, "
+            f"with three vectors to project (gradients_per_task 1: {llama} for LLaMA-2-7B, {gemma} for Gemma-2B, "
+            f"{small} for LLaMA-3.2-1B, beside the model and AdamW's state); refused before the first task when it "
+            "does not fit [strategies/plugins/ogd.py check_basis_fits]")
+
+
 def _load_balance_note() -> str:
     return ("speed: a training forward runs the plain-autograd path of the routing ablations (the bank joined "
             "per call, dense [tokens, atoms] routing), not the method's fused path; evaluation is the method's "
@@ -246,7 +265,8 @@ def _load_balance_note() -> str:
 
 
 #: strategy -> a note of what running it costs (``reproduce --dry-run``)
-STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note, "moram-load-balance": _load_balance_note}
+STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note, "moram-load-balance": _load_balance_note,
+                                                "ogd": _ogd_note}
 
 #: what the streams do the same way for every strategy, with its source (``reproduce --dry-run``)
 STREAM_NOTES: Dict[str, Tuple[str, ...]] = {

@@ -15,6 +15,8 @@ balance``         Balance`                  ablation (``tab:load_balance``, T5 c
 ``inc-lora``      :class:`TextIncLoRA`      a new LoRA per task, the earlier ones frozen (IncLoRA)
 ``o-lora``        :class:`TextOLoRA`        IncLoRA + O-LoRA's orthogonality and L2 terms
 ``mtl``           :class:`TextMTL`          every weight, jointly on every task so far (upper bound)
+``ogd``           :class:`TextOGD`          every weight, its gradients projected orthogonally to
+                                            earlier tasks' loss gradients (OGD, TRACE's row)
 ================  ========================  ======================================================
 
 Defaults: the loop's are the paper's classification setting (lr 1e-3 fixed, batch 64, one epoch
@@ -49,6 +51,7 @@ from .needs import StrategyNeeds
 from .plugins.growth import GrowthPlugin
 from .plugins.load_balance import SWITCH_ALPHA, LoadBalancePlugin
 from .plugins.moram import MoRAMPlugin
+from .plugins.ogd import OGD_GRADIENTS_PER_TASK, OGDPlugin
 from .plugins.olora import OLoRAPlugin
 from .text_loop import TextStrategy
 
@@ -342,14 +345,43 @@ class TextOLoRA(TextIncLoRA):
                          **kwargs)
 
 
+class TextOGD(TextFineTune):
+    """OGD (Farajtabar et al., 2020) as TRACE's baseline runs it: every weight trains, each
+    gradient projected orthogonally to the stored loss gradients of the earlier tasks
+    (:class:`~moram_avalanche.strategies.plugins.ogd.OGDPlugin`, whose docstring says what is
+    TRACE's and what differs).
+
+    Args (besides TextStrategy's): gradients_per_task (1: minibatch loss gradients stored after
+    each task; this library's choice).
+    """
+
+    #: run checkpoints are the whole strategy: the basis must survive a resume
+    lean_checkpoints = False
+    #: one process: the basis and its stored gradients are not synchronised across processes
+    needs = StrategyNeeds(data_parallel=False)
+    #: the value checks of its own options (run once, by check_strategy_options)
+    check_values = staticmethod(lambda options: check_ogd_options(options))
+
+    def __init__(self, *, model, tokenizer=None, gradients_per_task: int = OGD_GRADIENTS_PER_TASK, plugins=None,
+                 **kwargs):
+        self.ogd_plugin = OGDPlugin(gradients_per_task)
+        super().__init__(model=model, tokenizer=tokenizer, plugins=[self.ogd_plugin, *(plugins or [])], **kwargs)
+
+
+def check_ogd_options(options) -> None:
+    if "gradients_per_task" in options:
+        check_positive_int("gradients_per_task", options["gradients_per_task"])
+
+
 #: ``--strategy`` name -> language-model strategy class (the ``"text"`` family)
 TEXT_STRATEGIES = {"moram": TextMoRAM, "moram-replay": TextMoRAMReplay, "moram-load-balance": TextMoRAMLoadBalance,
-                   "finetune": TextFineTune, "seq-lora": TextSeqLoRA, "inc-lora": TextIncLoRA, "o-lora": TextOLoRA}
+                   "finetune": TextFineTune, "seq-lora": TextSeqLoRA, "inc-lora": TextIncLoRA, "o-lora": TextOLoRA,
+                   "ogd": TextOGD}
 
 
 __all__ = ["LORA_TARGET_MODULES", "OLORA_DROPOUT", "OLORA_RANK", "OLORA_SCALE", "REPLAY_MEM_SIZE", "TEXT_STRATEGIES",
            "TextMoRAMLoadBalance", "TextMoRAMReplay", "check_moram_replay_options", "check_lambda", "TextFineTune",
-           "TextIncLoRA", "TextMoRAM", "TextOLoRA", "TextSeqLoRA", "check_text_adapter_options",
+           "TextIncLoRA", "TextMoRAM", "TextOGD", "TextOLoRA", "check_ogd_options", "TextSeqLoRA", "check_text_adapter_options",
            "check_text_moram_options", "lora_targets", "wrap"]
 
 

@@ -155,8 +155,8 @@ def test_trace_paper_numbers_and_plan():
     assert load_paper_numbers("trace").row("LLaMA-3-1B-Instruct", "MoRAM").cell("BWT").std == 0.8
     done = cli("reproduce", "trace", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
-    # ICL, SeqLoRA, GEM, EWC, O-LoRA, MoRAM x 3 models x 3 seeds
-    assert "runs (54;" in done.stdout and "google/gemma-2b-it" in done.stdout and "TreeLoRA: not run" in done.stdout
+    # ICL, SeqLoRA, OGD, GEM, EWC, O-LoRA, MoRAM x 3 models x 3 seeds
+    assert "runs (63;" in done.stdout and "OGD: ogd" in done.stdout and "google/gemma-2b-it" in done.stdout and "TreeLoRA: not run" in done.stdout
 
 
 def test_a_trace_rehearsal_writes_op_and_bwt_over_three_seeds(tmp_path):
@@ -185,3 +185,30 @@ def test_a_trace_rehearsal_writes_op_and_bwt_over_three_seeds(tmp_path):
     assert row.cells["OP"].paper == 37.77 and row.cells["BWT"].paper_std == 0.8
     record = json.loads((run.folder(settings.root / "runs") / "moram" / "run.json").read_text())
     assert eval(record["run"]["options"]["temperature"]) == 0.03  # the paper's TRACE setting
+
+
+def test_a_trace_rehearsal_of_the_ogd_row_runs_it_with_traces_settings(tmp_path):
+    """OGD's row (TRACE's full fine-tuning recipe, its basis) on the real code path, capped."""
+    from moram_avalanche.experiments.compare import run_comparison
+    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
+                                                            run_setup, table_result)
+
+    root = trace_tree(tmp_path / "TRACE")
+    spec = TEXT_TABLES["trace"]
+    settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True,
+                                     seeds=(1, 2), progress=False)
+    runs = method_runs(spec, "OGD", settings, "LLaMA-3-1B-Instruct")
+    assert [run.strategy for run in runs] == ["ogd", "ogd"]
+    for run in runs:
+        run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
+    row = next(r for r in table_result(spec, settings).rows if (r.block, r.method) == ("LLaMA-3-1B-Instruct", "OGD"))
+    assert row.status == "run"
+    reports = [json.loads((run.folder(settings.root / "runs") / "ogd" / "results.json").read_text()) for run in runs]
+    for column in ("OP", "BWT"):
+        values = [r[column.lower()] for r in reports]
+        assert row.cells[column].ours == pytest.approx(np.mean(values))
+        assert row.cells[column].seeds == 2
+    assert row.cells["OP"].paper is None  # no OGD number in this package's transcription
+    record = json.loads((runs[0].folder(settings.root / "runs") / "ogd" / "run.json").read_text())
+    options = record["run"]["options"]
+    assert eval(options["gradients_per_task"]) == 1 and eval(options["lr"]) == 1e-5  # TRACE's train_seq_cl.sh
