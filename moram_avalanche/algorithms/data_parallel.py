@@ -48,6 +48,16 @@ def barrier() -> None:
         dist.barrier()
 
 
+def all_gather_objects(value) -> list:
+    """Every process's ``value`` (any picklable object), in rank order, on every process;
+    ``[value]`` without a group."""
+    if world_size() == 1:
+        return [value]
+    every = [None] * world_size()
+    dist.all_gather_object(every, value)
+    return every
+
+
 def shard_bounds(count: int, part: int, parts: int) -> slice:
     """The ``part``-th of ``parts`` contiguous, nearly equal shares of ``range(count)``."""
     return slice(count * part // parts, count * (part + 1) // parts)
@@ -178,8 +188,7 @@ def check_same_parameters(module: nn.Module) -> None:
         raise RuntimeError(f"sharded weights require grad ({sharded[:3]}): sharding (FSDP, --fsdp) is for frozen "
                            "weights only; train adapters on them, or train without --fsdp")
     mine = [(name, tuple(p.shape)) for name, p in module.named_parameters() if p.requires_grad]
-    every = [None] * world_size()
-    dist.all_gather_object(every, mine)
+    every = all_gather_objects(mine)
     differ = [r for r, theirs in enumerate(every) if theirs != mine]
     if differ:
         raise RuntimeError(
@@ -231,6 +240,6 @@ class ShardedBatches(Sampler[List[int]]):
         return full + (1 if tail and not self.drop_last and tail >= world_size() else 0)
 
 
-__all__ = ["ShardedBatches", "all_reduce_sum", "average_gradients", "barrier", "broadcast_int",
+__all__ = ["ShardedBatches", "all_gather_objects", "all_reduce_sum", "average_gradients", "barrier", "broadcast_int",
            "broadcast_module", "check_same_parameters", "gather", "gather_with_grad",
            "is_main_process", "is_sharded", "rank", "shard_bounds", "shard_indices", "world_size"]

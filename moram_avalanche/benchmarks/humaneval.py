@@ -161,13 +161,42 @@ def evaluate_completions(problems: Mapping[str, dict], completions: Mapping[str,
             execution = future.result()
             results[task][i] = execution.result
             passed[task] += execution.passed
-    tasks = list(completions)
-    n = [len(completions[t]) for t in tasks]
-    c = [passed[t] for t in tasks]
+    return report_of({t: [len(completions[t]), passed[t]] for t in completions}, results, ks)
+
+
+def report_of(samples: Mapping[str, Sequence[int]], results: Mapping[str, Sequence[str]],
+              ks: Sequence[int] = (1, 5, 10)) -> Dict[str, object]:
+    """:func:`evaluate_completions`' report from its parts: ``samples`` (task_id -> ``[n, c]``)
+    and ``results`` (task_id -> each completion's result); pass@k for each k every problem has
+    enough samples for."""
+    if not samples:
+        raise ValueError("no problem to report: pass@k needs at least one problem's samples")
+    tasks = list(samples)
+    n = [int(samples[t][0]) for t in tasks]
+    c = [int(samples[t][1]) for t in tasks]
     report: Dict[str, object] = {f"pass@{k}": pass_at_k(n, c, k) for k in ks if min(n) >= k}
-    report["samples"] = {t: [len(completions[t]), passed[t]] for t in tasks}
-    report["results"] = results
+    report["samples"] = {t: [n_t, c_t] for t, n_t, c_t in zip(tasks, n, c)}
+    report["results"] = {t: list(results[t]) for t in tasks}
     return report
+
+
+def merge_reports(parts: Sequence[Mapping[str, object]], ks: Sequence[int] = (1, 5, 10)) -> Dict[str, object]:
+    """One report from reports on disjoint sets of problems (e.g. each data-parallel process's
+    share, :class:`~moram_avalanche.strategies.plugins.humaneval_sampling.HumanEvalSampling`):
+    pass@k is recomputed over every problem -- the mean of per-problem estimates, so it is
+    exactly the report of all the problems evaluated at once -- never averaged from the parts'
+    pass@k. ``parts`` may include empty dicts (a process with no problem); a problem in two
+    parts is an error."""
+    samples: Dict[str, Sequence[int]] = {}
+    results: Dict[str, Sequence[str]] = {}
+    for part in parts:
+        for task, counts in dict(part.get("samples") or {}).items():
+            if task in samples:
+                raise ValueError(f"HumanEval problem {task} was evaluated twice (in two shares); every problem "
+                                 "must be in exactly one share")
+            samples[task] = counts
+            results[task] = part["results"][task]
+    return report_of(samples, results, ks)
 
 
 def humaneval_pass(predictions: Sequence[str], references: Sequence[str], sources=None) -> float:
@@ -183,4 +212,5 @@ def humaneval_pass(predictions: Sequence[str], references: Sequence[str], source
 
 
 __all__ = ["BODY_INDENT", "PROBLEM_KEYS", "STOP_SEQUENCES", "completion_of", "default_problems_file",
-           "evaluate_completions", "humaneval_pass", "pass_at_k", "problem_answer", "read_problems"]
+           "evaluate_completions", "humaneval_pass", "merge_reports", "pass_at_k", "problem_answer", "read_problems",
+           "report_of"]

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Dict, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from avalanche.core import SupervisedPlugin
 
+from ...algorithms.data_parallel import all_gather_objects, shard_indices, world_size
+from ...algorithms.fsdp import holds_sharded_weights
 from ...benchmarks.code_sandbox import TIMEOUT
-from ...benchmarks.humaneval import completion_of, evaluate_completions
+from ...benchmarks.humaneval import completion_of, evaluate_completions, merge_reports
+from .data_parallel import padded_eval_batches
 
 #: LoRI's HumanEval runs (juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh, bigcode harness):
 #: 20 samples per problem at temperature 0.2; top-p 0.95 (not set there: the bigcode harness's default,
@@ -24,6 +27,14 @@ class HumanEvalSampling(SupervisedPlugin):
     sandbox, then pass@k for ``ks`` (:func:`~moram_avalanche.benchmarks.humaneval.evaluate_completions`).
 
     The run path writes :attr:`report` to the run folder as ``humaneval.json`` (``run_reports``).
+
+    Data-parallel (``torchrun``): each process samples and runs its contiguous share of the
+    problems (:func:`~moram_avalanche.algorithms.data_parallel.shard_indices`), and the shares'
+    samples and results are gathered into one report on every process
+    (:func:`~moram_avalanche.benchmarks.humaneval.merge_reports`: pass@k recomputed over all
+    problems, the one-process report). With sharded weights (``--fsdp``) every ``sample`` call is a
+    collective, so a process with fewer batches samples padding batches (problem 0) whose
+    completions are thrown away (:func:`~.data_parallel.padded_eval_batches`, the evaluation's).
 
     Args:
         n, temperature, top_p: the sampling (:data:`LORI_SAMPLING`).
@@ -59,16 +70,30 @@ class HumanEvalSampling(SupervisedPlugin):
             problems[problem["task_id"]] = problem
         completions: Dict[str, list] = {}
         model = strategy.model
-        for start in range(0, len(pairs), self.batch):
-            chunk = pairs[start:start + self.batch]
+        batches, real = self.share_batches(len(pairs), model)
+        for number, indices in enumerate(batches):
+            chunk = [pairs[i] for i in indices]
             samples = model.sample([prompt for prompt, _ in chunk], self.n, self.max_new_tokens,
                                    temperature=self.temperature, top_p=self.top_p)
+            if number >= real:  # a padding batch (sharded weights): sampled with the others, thrown away
+                continue
             for (_, answer), texts in zip(chunk, samples):
                 completions[json.loads(answer)["task_id"]] = [completion_of(text) for text in texts]
-        report = evaluate_completions(problems, completions, self.ks, timeout=self.timeout, workers=self.workers)
+        mine = (evaluate_completions(problems, completions, self.ks, timeout=self.timeout, workers=self.workers)
+                if completions else {})
+        report = merge_reports(all_gather_objects(mine), self.ks)
         self.report = {"sampling": {"n": self.n, "temperature": self.temperature, "top_p": self.top_p,
                                     "max_new_tokens": self.max_new_tokens},
                        "after_task": strategy.clock.train_exp_counter, **report}
+
+    def share_batches(self, count: int, model) -> Tuple[List[List[int]], int]:
+        """``(batches, real)``: this process's problems (indices into the experience) in batches of
+        :attr:`batch`, the first ``real`` of them real; every problem when there is one process."""
+        if world_size() > 1 and holds_sharded_weights(model):
+            return padded_eval_batches(count, self.batch)
+        mine = shard_indices(count)
+        batches = [mine[i:i + self.batch] for i in range(0, len(mine), self.batch)]
+        return batches, len(batches)
 
     def run_reports(self) -> Dict[str, dict]:
         """``{"humaneval.json": report}`` after an evaluation ({} before)."""
