@@ -14,6 +14,8 @@ balance``         Balance`                  ablation (``tab:load_balance``, T5 c
 ``seq-lora``      :class:`TextSeqLoRA`      one LoRA trained through the whole stream (SeqLoRA)
 ``inc-lora``      :class:`TextIncLoRA`      a new LoRA per task, the earlier ones frozen (IncLoRA)
 ``o-lora``        :class:`TextOLoRA`        IncLoRA + O-LoRA's orthogonality and L2 terms
+``hidelora``      :class:`TextHiDeLoRA`     SeqLoRA + HiDeLoRA's row-contrastive term, as the
+                                            TRACE-style code runs it (TRACE's row)
 ``mtl``           :class:`TextMTL`          every weight, jointly on every task so far (upper bound)
 ``ogd``           :class:`TextOGD`          every weight, its gradients projected orthogonally to
                                             earlier tasks' loss gradients (OGD, TRACE's row)
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 from typing import Mapping, Optional, Sequence, Tuple, Union
 
+from ..algorithms.hidelora import HIDELORA_LAMBDA_CONTRAST, HIDELORA_LAMBDA_L2, HIDELORA_TEMPERATURE
 from ..algorithms.olora import OLORA_LAMBDA_L2, OLORA_LAMBDA_ORTH, OLORA_POWER
 from ..layers.base import find_layers
 from ..layers.lora import LoRALinear
@@ -49,6 +52,7 @@ from ..text.lora_layers import OLORA_LORA, DropoutLoRALinear, DropoutTaskLoRALin
 from ..utils.checks import check_number, check_positive_int
 from .needs import StrategyNeeds
 from .plugins.growth import GrowthPlugin
+from .plugins.hidelora import HiDeLoRAPlugin, check_hidelora_options
 from .plugins.load_balance import SWITCH_ALPHA, LoadBalancePlugin
 from .plugins.moram import MoRAMPlugin
 from .plugins.ogd import OGD_GRADIENTS_PER_TASK, OGDPlugin
@@ -345,6 +349,38 @@ class TextOLoRA(TextIncLoRA):
                          **kwargs)
 
 
+class TextHiDeLoRA(TextSeqLoRA):
+    """HiDeLoRA as the TRACE-style language-model code runs it (ZinYY/TreeLoRA and the MoRAM
+    release, ``model/Regular/HideLoRA.py``; TRACE's row of the paper's ``tab:llm_cl``):
+    :class:`TextSeqLoRA`'s one LoRA trained through the whole stream and used for every task,
+    plus ``lambda_contrast * sum_layers CE(D D^T / temperature, I) + lambda_l2 * sum ||theta||_2``
+    (:class:`~moram_avalanche.strategies.plugins.hidelora.HiDeLoRAPlugin`).
+
+    That code has no task-specific LoRAs, no task-shared one and no task-identity inference: the
+    HiDe-PET paper's hierarchical decomposition (ViTs) is not what produced the TRACE number;
+    :mod:`moram_avalanche.algorithms.hidelora` says what differs.
+
+    Args (besides TextSeqLoRA's: rank 8, scale 4, dropout 0.1, the code's
+    ``LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1)``): lambda_contrast (``lamda_1`` 0.5),
+    lambda_l2 (``lamda_2`` 0), temperature (0.8).
+    """
+
+    #: the value checks of its own options (run once, by check_strategy_options)
+    check_values = staticmethod(lambda options: check_hidelora_strategy_options(options))
+
+    def __init__(self, *, model, tokenizer=None, lambda_contrast: float = HIDELORA_LAMBDA_CONTRAST,
+                 lambda_l2: float = HIDELORA_LAMBDA_L2, temperature: float = HIDELORA_TEMPERATURE, plugins=None,
+                 **kwargs):
+        self.hidelora_plugin = HiDeLoRAPlugin(lambda_contrast, lambda_l2, temperature)
+        super().__init__(model=model, tokenizer=tokenizer, plugins=[self.hidelora_plugin, *(plugins or [])],
+                         **kwargs)
+
+
+def check_hidelora_strategy_options(options) -> None:
+    check_hidelora_options(options)
+    check_text_adapter_options({k: v for k, v in options.items() if k != "lambda_l2"})
+
+
 class TextOGD(TextFineTune):
     """OGD (Farajtabar et al., 2020) as TRACE's baseline runs it: every weight trains, each
     gradient projected orthogonally to the stored loss gradients of the earlier tasks
@@ -376,12 +412,12 @@ def check_ogd_options(options) -> None:
 #: ``--strategy`` name -> language-model strategy class (the ``"text"`` family)
 TEXT_STRATEGIES = {"moram": TextMoRAM, "moram-replay": TextMoRAMReplay, "moram-load-balance": TextMoRAMLoadBalance,
                    "finetune": TextFineTune, "seq-lora": TextSeqLoRA, "inc-lora": TextIncLoRA, "o-lora": TextOLoRA,
-                   "ogd": TextOGD}
+                   "hidelora": TextHiDeLoRA, "ogd": TextOGD}
 
 
 __all__ = ["LORA_TARGET_MODULES", "OLORA_DROPOUT", "OLORA_RANK", "OLORA_SCALE", "REPLAY_MEM_SIZE", "TEXT_STRATEGIES",
            "TextMoRAMLoadBalance", "TextMoRAMReplay", "check_moram_replay_options", "check_lambda", "TextFineTune",
-           "TextIncLoRA", "TextMoRAM", "TextOGD", "TextOLoRA", "check_ogd_options", "TextSeqLoRA", "check_text_adapter_options",
+           "TextHiDeLoRA", "TextIncLoRA", "TextMoRAM", "check_hidelora_strategy_options", "TextOGD", "TextOLoRA", "check_ogd_options", "TextSeqLoRA", "check_text_adapter_options",
            "check_text_moram_options", "lora_targets", "wrap"]
 
 

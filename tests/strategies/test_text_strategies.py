@@ -43,7 +43,7 @@ def run(strategy, bench, tasks=None):
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-@pytest.mark.parametrize("name", ["moram", "finetune", "seq-lora", "inc-lora", "o-lora", "mtl"])
+@pytest.mark.parametrize("name", ["moram", "finetune", "seq-lora", "inc-lora", "o-lora", "hidelora", "mtl"])
 def test_three_tasks_end_to_end(name, family):
     bench = benchmark()
     strategy, matrix = build(name, family)
