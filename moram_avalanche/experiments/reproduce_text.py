@@ -614,7 +614,7 @@ _TRACE_METHODS = (
     Method("SeqLoRA", "seq-lora"), Method("OGD", "ogd"),
     Method("GEM", "avalanche.gem"), Method("EWC", "avalanche.ewc"),
     Method("L2P", None, reason=_PROMPT_BASED), Method("DualPrompt", None, reason=_PROMPT_BASED),
-    Method("HiDeLoRA", None, reason=NOT_IN_LIBRARY), Method("O-LoRA", "o-lora"),
+    Method("HiDeLoRA", "hidelora"), Method("O-LoRA", "o-lora"),
     Method("TreeLoRA", None, reason=NOT_IN_LIBRARY), Method("MoRAM", "moram"))
 
 _SUPERNI_METHODS = (

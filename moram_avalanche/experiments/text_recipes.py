@@ -100,9 +100,29 @@ def _trace_stream() -> List[Tuple[str, Setting]]:
         ("full", Setting("lr", 1e-5, f"{_TRACE_FULL}: --learning_rate 1e-5")),
         ("full", Setting("epochs", dict(TRACE_FULL_EPOCHS), f"{_TRACE_FULL}: --num_train_epochs 5,3,7,5,3,5,5,7")),
         ("icl", Setting("max_source_length", 3584, "BeyonderXX/TRACE scripts/ICL.sh --max_prompt_len 3584")),
+        *_hidelora_trace(),
         ("ogd", Setting("gradients_per_task", 1,
                         "ours: TRACE (model/Regular/OGD.py) stores the loss gradient of every training minibatch, "
                         "25 GiB each for a 7B model in float32; one per task, after it trains (OGD's Algorithm 1)")),
+    ]
+
+
+_HIDELORA = "ZinYY/TreeLoRA scripts/lora_based_methods/hidelora.sh"
+_HIDELORA_MAIN = "ZinYY/TreeLoRA training/main.py"
+
+
+def _hidelora_trace() -> List[Tuple[str, Setting]]:
+    """HiDeLoRA's TRACE run as its language-model code ships it (TreeLoRA's script; the MoRAM release
+    ships the same ``model/Regular/HideLoRA.py`` and no script of its own). Kept from the stream:
+    the batch (the paper's 4, as the other TRACE rows; the script's 1 x 8 accumulation x 4 GPUs is
+    32 per step) and the release's targets (q, k, v, o: the MoRAM release's peft fork; TreeLoRA's
+    fork would give q and v)."""
+    return [
+        ("hidelora", Setting("lr", 1e-4, f"{_HIDELORA} lr=1e-4 (constant: {_HIDELORA_MAIN} builds "
+                                         "get_constant_schedule_with_warmup whatever --lr_scheduler_type asks)")),
+        ("hidelora", Setting("epochs", dict(TRACE_FULL_EPOCHS), f"{_HIDELORA} epochs=5,3,7,5,3,5,5,7")),
+        ("hidelora", Setting("betas", (0.9, 0.95), f"{_HIDELORA_MAIN} get_optimizer: Adam betas=(0.9, 0.95)")),
+        ("hidelora", Setting("weight_decay", 0.0, f"{_HIDELORA} --weight_decay 0.")),
     ]
 
 
@@ -226,6 +246,11 @@ DEFAULT_SOURCES: Dict[str, str] = {
                 "dropout 0.1; query and value projections (peft's default)",
     "inc-lora": "as seq-lora, one LoRA per task (O-LoRA's IncLoRA)",
     "o-lora": "as inc-lora; O-LoRA scripts/order_1.sh --lamda_1 0.5 --lamda_2 0; its code's |.| (p = 1)",
+    "hidelora": "as seq-lora (one LoRA through the stream, r 8, scale 4, dropout 0.1), plus 0.5 x the mean over each "
+                "layer's LoRA down-projection rows of CE(D D^T / 0.8, I) summed over layers, 0 x L2 (ZinYY/TreeLoRA "
+                "model/Regular/HideLoRA.py lamda_1 0.5, lamda_2 0; training/main.py LoraConfig(r=8, lora_alpha=32, "
+                "lora_dropout=0.1)); no task-specific LoRAs nor task-identity inference (the HiDe-PET paper's): the "
+                "language-model code has none",
     "icl": "TRACE scripts/ICL.sh: 6 random, label-balanced examples (inference/ICL.py)",
     "finetune": "every weight trains (SeqFT), the loop's defaults",
     "mtl": "every weight, jointly on every task so far (the upper bound), the loop's defaults",

@@ -155,8 +155,8 @@ def test_trace_paper_numbers_and_plan():
     assert load_paper_numbers("trace").row("LLaMA-3-1B-Instruct", "MoRAM").cell("BWT").std == 0.8
     done = cli("reproduce", "trace", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
-    # ICL, SeqLoRA, OGD, GEM, EWC, O-LoRA, MoRAM x 3 models x 3 seeds
-    assert "runs (63;" in done.stdout and "OGD: ogd" in done.stdout and "google/gemma-2b-it" in done.stdout and "TreeLoRA: not run" in done.stdout
+    # ICL, SeqLoRA, OGD, GEM, EWC, HiDeLoRA, O-LoRA, MoRAM x 3 models x 3 seeds
+    assert "runs (72;" in done.stdout and "OGD: ogd" in done.stdout and "HiDeLoRA: hidelora" in done.stdout and "google/gemma-2b-it" in done.stdout and "TreeLoRA: not run" in done.stdout
 
 
 def test_a_trace_rehearsal_writes_op_and_bwt_over_three_seeds(tmp_path):
@@ -212,3 +212,34 @@ def test_a_trace_rehearsal_of_the_ogd_row_runs_it_with_traces_settings(tmp_path)
     record = json.loads((runs[0].folder(settings.root / "runs") / "ogd" / "run.json").read_text())
     options = record["run"]["options"]
     assert eval(options["gradients_per_task"]) == 1 and eval(options["lr"]) == 1e-5  # TRACE's train_seq_cl.sh
+
+
+def test_a_trace_rehearsal_of_the_hidelora_row_runs_it_with_its_codes_settings(tmp_path):
+    """HiDeLoRA's row (TreeLoRA's hidelora.sh: lr 1e-4, epochs 5,3,7,...; its contrastive term) on the
+    real code path, capped: the table's cells are the mean of the runs' results.json."""
+    from moram_avalanche.experiments.compare import run_comparison
+    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
+                                                            run_setup, table_result)
+
+    root = trace_tree(tmp_path / "TRACE")
+    spec = TEXT_TABLES["trace"]
+    settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True,
+                                     seeds=(1, 2), progress=False)
+    runs = method_runs(spec, "HiDeLoRA", settings, "Gemma-2B-it")
+    assert [run.strategy for run in runs] == ["hidelora", "hidelora"]
+    for run in runs:
+        run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
+    row = next(r for r in table_result(spec, settings).rows if (r.block, r.method) == ("Gemma-2B-it", "HiDeLoRA"))
+    assert row.status == "run"
+    reports = [json.loads((run.folder(settings.root / "runs") / "hidelora" / "results.json").read_text())
+               for run in runs]
+    for column in ("OP", "BWT"):
+        values = [r[column.lower()] for r in reports]
+        assert row.cells[column].ours == pytest.approx(np.mean(values))
+        assert row.cells[column].ours_std == pytest.approx(np.std(values, ddof=1))
+        assert row.cells[column].seeds == 2
+    assert row.cells["OP"].paper is None  # no HiDeLoRA number in this package's transcription
+    record = json.loads((runs[0].folder(settings.root / "runs") / "hidelora" / "run.json").read_text())
+    options = record["run"]["options"]
+    assert eval(options["lr"]) == 1e-4 and "lambda_contrast" not in options  # hidelora.sh; HideLoRA.py default 0.5
+    assert eval(options["epochs"])["MeetingBank"] == 7 and eval(options["betas"]) == (0.9, 0.95)

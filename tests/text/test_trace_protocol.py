@@ -112,6 +112,10 @@ def test_traces_full_fine_tuning_rows_train_at_its_rate_and_epochs():
     for name in ("moram", "seq-lora", "o-lora"):  # the adapters keep the paper's TRACE rate
         assert stream_options("trace", name)["lr"] == 5e-4 and "epochs" not in stream_options("trace", name)
     assert stream_options("trace", "icl")["max_source_length"] == 3584  # TRACE scripts/ICL.sh
+    # ZinYY/TreeLoRA scripts/lora_based_methods/hidelora.sh: lr=1e-4, epochs=5,3,7,5,3,5,5,7; the paper's batch
+    hidelora = stream_options("trace", "hidelora")
+    assert hidelora["lr"] == 1e-4 and hidelora["epochs"] == epochs and hidelora["train_mb_size"] == 4
+    assert hidelora["target_modules"]["llama"] == ["q_proj", "k_proj", "v_proj", "o_proj"]  # the release's fork
 
 
 def test_gem_refuses_a_gradient_store_that_does_not_fit_with_the_figures(monkeypatch):
