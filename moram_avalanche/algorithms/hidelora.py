@@ -25,6 +25,9 @@ keeps task-specific LoRAs plus a task-shared one, infers the task at test time f
 pre-trained model's uninstructed representations with an auxiliary head, and recovers the
 output layer from stored class prototypes. None of that is in the language-model code that
 produced the TRACE numbers; this library follows the language-model code.
+
+What the library's loop does otherwise, as for every text row: a fresh AdamW (weight decay 0 on
+TRACE, so Adam) per task, where the code keeps one DeepSpeed Adam for the whole stream.
 """
 
 from __future__ import annotations

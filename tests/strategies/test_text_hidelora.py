@@ -144,3 +144,17 @@ def test_bad_options_are_refused_in_one_line(option, value):
     with pytest.raises((ValueError, TypeError)) as error:
         check_strategy_options(cls, {option: value})
     assert option in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_command_line_refuses_a_bad_option_in_one_line_before_anything_is_written(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "data").mkdir()
+    done = subprocess.run([sys.executable, "-m", "moram_avalanche", "run", "--benchmark", "trace", "--data-root",
+                           str(tmp_path / "data"), "--model", "x", "--strategy", "hidelora", "--set", "temperature=0",
+                           "--log-dir", str(tmp_path / "out")], capture_output=True, text=True)
+    assert done.returncode == 2
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("moram-avalanche run: --set temperature=0: temperature must be a finite number > 0")
+    assert not (tmp_path / "out").exists()
