@@ -20,11 +20,12 @@ Source: ZinYY/TreeLoRA ``model/Regular/HideLoRA.py`` (the same file ships in the
   without them; the MoRAM release reads ``--orth_lambda1`` 0.5 / ``--orth_lambda2`` 0).
 
 What differs from the HiDe-PET paper (Wang et al., "HiDe-PET: Continual Learning via
-Hierarchical Decomposition of Parameter-Efficient Tuning"; ivcylc/HiDe-PET, on ViTs): the paper
-keeps task-specific LoRAs plus a task-shared one, infers the task at test time from the
-pre-trained model's uninstructed representations with an auxiliary head, and recovers the
-output layer from stored class prototypes. None of that is in the language-model code that
-produced the TRACE numbers; this library follows the language-model code.
+Hierarchical Decomposition of Parameter-Efficient Tuning"; ivcylc/HiDe-PET, ViTs with a
+classification head, README's HiDe-LoRA commands): it keeps task-specific LoRAs and a task-shared
+one (``--lora_momentum``), infers the task at test time with a separately trained first-stage
+model (``--trained_original_model``) and re-aligns the output layer on stored class statistics
+(``--crct_epochs``). None of that is in the language-model code that produced the TRACE
+numbers; this library follows the language-model code.
 
 What the library's loop does otherwise, as for every text row: a fresh AdamW (weight decay 0 on
 TRACE, so Adam) per task, where the code keeps one DeepSpeed Adam for the whole stream.
