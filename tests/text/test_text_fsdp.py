@@ -138,7 +138,7 @@ def test_refusals(model, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("RANK", "0"), monkeypatch.setenv("LOCAL_RANK", "0"), monkeypatch.setenv("WORLD_SIZE", "1")
     for name in ("finetune", "mtl", "avalanche.naive", "moram-replay"):
         err = cli_error(capsys, "run", *text, "--strategy", name, "--log-dir", str(tmp_path / "c"))
-        assert f"strategy {name} does not train that way" in err and "inc-lora, moram, moram-load-balance, o-lora, seq-lora" in err
+        assert f"strategy {name} does not train that way" in err and "hidelora, inc-lora, moram, moram-load-balance, o-lora, seq-lora" in err
     err = cli_error(capsys, "compare", *text, "--strategies", "moram,finetune", "--out", str(tmp_path / "d"))
     assert "strategy finetune does not train that way" in err
     assert not any((tmp_path / folder).exists() for folder in "abcd")  # refused before anything was written
