@@ -15,7 +15,8 @@ def test_seq_inc_and_olora_default_to_olora_s_lora_config():
     from tiny_stream import FAMILIES, stream_tokenizer
 
     tokenizer = stream_tokenizer()
-    for name, layer_type in (("seq-lora", LoRALinear), ("inc-lora", TaskLoRALinear), ("o-lora", TaskLoRALinear)):
+    for name, layer_type in (("seq-lora", LoRALinear), ("inc-lora", TaskLoRALinear), ("o-lora", TaskLoRALinear),
+                            ("hidelora", LoRALinear)):  # TreeLoRA training/main.py: the same LoraConfig
         strategy = get_strategy(name, family="text")(model=FAMILIES["t5"](tokenizer), tokenizer=tokenizer)
         layers = find_layers(strategy.model, layer_type).values()
         # O-LoRA src/run_uie_lora.py: r = --lora_dim 8, lora_alpha 32 -> scaling 32 / 8, lora_dropout 0.1
