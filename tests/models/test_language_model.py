@@ -36,7 +36,7 @@ def test_causal_loss_projects_only_answer_positions_and_equals_the_models_own_lo
     """The LM head sees only the positions that predict answer tokens (logits_to_keep), and the
     loss and its gradients equal transformers' own labels= loss over the full logits; a forward
     without logits_to_keep takes the full-logits path to the same value."""
-    from moram_avalanche.models.language_model import causal_answer_logits
+    from moram_avalanche.models.language_model import _keeps_logits, causal_answer_logits
 
     lm = model("llama")
     for p in lm.model.parameters():
@@ -48,7 +48,8 @@ def test_causal_loss_projects_only_answer_positions_and_equals_the_models_own_lo
     ours = lm.loss(prompts, answers)
     handle.remove()
     answer_tokens = sum(len(row) for row in lm._answer_ids(answers))
-    assert rows == [torch.Size([answer_tokens])] and answer_tokens < labels.numel()
+    if _keeps_logits(lm.model) == "mask":  # an older transformers keeps a tail (the next test)
+        assert rows == [torch.Size([answer_tokens])] and answer_tokens < labels.numel()
     ours.backward()
     ours_grads = [p.grad.clone() for p in lm.model.parameters()]
     lm.model.zero_grad()
@@ -79,7 +80,7 @@ def test_an_older_transformers_whose_logits_to_keep_takes_only_an_int_keeps_the_
     from moram_avalanche.models.language_model import _keeps_logits, causal_answer_logits
 
     lm = model("llama")
-    assert _keeps_logits(lm.model) == "mask"  # the pinned transformers
+    assert _keeps_logits(lm.model) in ("mask", "last")  # "mask" from transformers 5.2x (the pinned 5.24)
     inner = lm.model
     asked = []
 
