@@ -153,9 +153,10 @@ def tree_search(scores: torch.Tensor, root: Optional[TreeNode], generator: Optio
 
 
 def l1_distances(current: Sequence[torch.Tensor], stored: Sequence[torch.Tensor], choice: torch.Tensor) -> torch.Tensor:
-    """``sum |current_d - stored_d[choice_d]|`` per depth ``d`` (float32, on the CPU)."""
-    return torch.stack([(c.reshape(-1) - s[int(j)].reshape(-1)).abs().sum().float().cpu()
-                        for c, s, j in zip(current, stored, choice)])
+    """``sum |current_d - stored_d[choice_d]|`` per depth ``d`` (float32, on the CPU: one copy from
+    the device per call, where the code reads each depth's with ``.item()``)."""
+    return torch.stack([(c.reshape(-1) - s[int(j)].reshape(-1)).abs().sum().float()
+                        for c, s, j in zip(current, stored, choice)]).cpu()
 
 
 def tree_loss(trainable: Sequence[torch.Tensor], stored: Sequence[torch.Tensor], choice: torch.Tensor,
