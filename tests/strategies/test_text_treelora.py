@@ -82,6 +82,17 @@ def test_the_scores_by_hand():
     assert int(scores[:, 0].argmax()) == 2  # an arm never drawn has the largest bonus
 
 
+def test_with_equal_counts_the_code_favours_the_more_distant_task():
+    """Read from the code (kept): the score is the mean L1 distance plus the bonus, so once every arm
+    was drawn equally often the farther earlier task is the likelier draw."""
+    from moram_avalanche.algorithms.treelora import lcb_scores, tree_search
+
+    counts = torch.full((2, 1), 50.0)
+    sums = torch.tensor([[-1.0], [-5.0]]) * counts  # mean distances 1 (task 0) and 5 (task 1)
+    choice, _, p = tree_search(lcb_scores(sums, counts, total=100, step=99), None, mode="greedy")
+    assert choice.tolist() == [1] and float(p[1, 0]) > float(p[0, 0])
+
+
 def hand_tree(left_median):
     from moram_avalanche.algorithms.treelora import TreeNode
 
