@@ -615,7 +615,7 @@ _TRACE_METHODS = (
     Method("GEM", "avalanche.gem"), Method("EWC", "avalanche.ewc"),
     Method("L2P", None, reason=_PROMPT_BASED), Method("DualPrompt", None, reason=_PROMPT_BASED),
     Method("HiDeLoRA", None, reason=NOT_IN_LIBRARY), Method("O-LoRA", "o-lora"),
-    Method("TreeLoRA", None, reason=NOT_IN_LIBRARY), Method("MoRAM", "moram"))
+    Method("TreeLoRA", "treelora"), Method("MoRAM", "moram"))
 
 _SUPERNI_METHODS = (
     Method("Replay", "avalanche.replay"),
@@ -671,6 +671,12 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                          "BWT (release) is the figure TRACE/inference/collect_results.py prints (clipped at 0, "
                          "divided by N, negative = forgetting); the paper's BWT is the mean forgetting of the "
                          "earlier tasks (positive = forgetting).",
+                         "TreeLoRA runs its code's algorithm (ZinYY/TreeLoRA, the same files as the release's "
+                         "TRACE/model/Regular/Tree_LoRA.py): one LoRA through the stream, its task tree, LCB search "
+                         "and regulariser; with the loop's minibatches (batch 4) as its steps instead of DeepSpeed's "
+                         "one-prompt micro-batches on 4 GPUs, and draws seeded per step (strategies/plugins/"
+                         "treelora.py); its script's lr 1e-4, epochs 2,1,3,2,1,2,2,3 and reg 0.5, the other LoRA "
+                         "rows' targets (q, k, v, o).",
                          "Rehearsals use a tiny random-init LLaMA for every block (Gemma is LLaMA-shaped).")),
     TextTableSpec("t5-order-robustness", "tab:order_robustness",
                   "Robustness to the task order, T5-large, orders 1-3: average accuracy after the last task per "

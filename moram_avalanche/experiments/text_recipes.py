@@ -103,6 +103,30 @@ def _trace_stream() -> List[Tuple[str, Setting]]:
         ("ogd", Setting("gradients_per_task", 1,
                         "ours: TRACE (model/Regular/OGD.py) stores the loss gradient of every training minibatch, "
                         "25 GiB each for a 7B model in float32; one per task, after it trains (OGD's Algorithm 1)")),
+        *_treelora_trace(),
+    ]
+
+
+_TREELORA = "ZinYY/TreeLoRA scripts/lora_based_methods/Tree_LoRA.sh"
+
+
+def _treelora_trace() -> List[Tuple[str, Setting]]:
+    """TreeLoRA's own TRACE run (its script and ``training/main.py``), over the stream's settings.
+    Its 32 prompts per optimizer step (batch 1 per GPU, 8 accumulation steps, 4 GPUs) are left at
+    the paper's batch 4 of every row of the table (``--set train_mb_size=1 --set
+    accumulation_steps=32`` gives the script's). Its targets are the other LoRA rows': the MoRAM
+    release's peft fork's defaults (q, k, v, o), which ships TreeLoRA's code too
+    (``TRACE/model/Regular/Tree_LoRA.py``); TreeLoRA's own fork defaults to q and v
+    (``--set "target_modules=['q_proj', 'v_proj']"`` gives them)."""
+    from ..algorithms.treelora import TREELORA_REG
+
+    return [
+        ("treelora", Setting("lr", 1e-4, f"{_TREELORA} --learning_rate 1e-4")),
+        ("treelora", Setting("epochs", dict(RELEASE_TRACE_EPOCHS), f"{_TREELORA} epochs=2,1,3,2,1,2,2,3")),
+        ("treelora", Setting("reg", TREELORA_REG, f"{_TREELORA} reg=0.5")),
+        ("treelora", Setting("betas", (0.9, 0.95), "ZinYY/TreeLoRA training/main.py get_optimizer: Adam "
+                                                   "betas=(0.9, 0.95)")),
+        ("treelora", Setting("weight_decay", 0.0, f"{_TREELORA} --weight_decay 0.")),
     ]
 
 
@@ -232,6 +256,10 @@ DEFAULT_SOURCES: Dict[str, str] = {
     "ogd": "every weight; each gradient minus its projection on the Gram-Schmidt basis of earlier tasks' token-loss "
            "gradients (BeyonderXX/TRACE model/Regular/OGD.py; Farajtabar et al. 2020, Eq. 5), gradients_per_task 1 "
            "(ours)",
+    "treelora": "as seq-lora (one LoRA through the stream: ZinYY/TreeLoRA training/main.py LoraConfig(r=8, "
+                "lora_alpha=32, lora_dropout=0.1), r_sum=0), plus TreeLoRA's regulariser on the LoRAs' down-projections "
+                "through its task tree and LCB search, reg 0.5 (utils/kd_lora_tree.py, model/Regular/Tree_LoRA.py); the "
+                "draws seeded per step (ours)",
     "*": "paper Sec. 4, LLM settings: AdamW, lr 1e-3 constant, batch 64, one epoch per task",
 }
 
@@ -258,6 +286,13 @@ def _ogd_note() -> str:
             "does not fit [strategies/plugins/ogd.py check_basis_fits]")
 
 
+def _treelora_note() -> str:
+    return ("differs from its code: the loop's minibatches (batch 4) are its steps, not DeepSpeed's micro-batches of "
+            "one prompt per GPU; draws from a generator seeded per (seed, task, epoch, step), not the GPU's RNG; a "
+            "more distant earlier task is the likelier draw, as its code's scores have it (its paper speaks of the "
+            "most similar) [strategies/plugins/treelora.py, algorithms/treelora.py]")
+
+
 def _load_balance_note() -> str:
     return ("speed: a training forward runs the plain-autograd path of the routing ablations (the bank joined "
             "per call, dense [tokens, atoms] routing), not the method's fused path; evaluation is the method's "
@@ -266,7 +301,7 @@ def _load_balance_note() -> str:
 
 #: strategy -> a note of what running it costs (``reproduce --dry-run``)
 STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note, "moram-load-balance": _load_balance_note,
-                                                "ogd": _ogd_note}
+                                                "ogd": _ogd_note, "treelora": _treelora_note}
 
 #: what the streams do the same way for every strategy, with its source (``reproduce --dry-run``)
 STREAM_NOTES: Dict[str, Tuple[str, ...]] = {
