@@ -135,3 +135,21 @@ def test_bad_use_is_refused():
     layer.selection.weights = torch.ones(2, 1)
     with pytest.raises(RuntimeError, match="do not fit a batch of 1"):
         layer(torch.zeros(1, 1, 2))
+
+
+def test_a_compiled_layer_reads_each_batchs_weights():
+    """Compiled generation (a static cache, the decode step under torch.compile) traces the layer in
+    one graph; the weights are read per call, not baked in."""
+    selection = SAPTSelection()
+    layer = SAPTLoRALinear(nn.Linear(8, 8), selection, rank=2)
+    layer.expand()
+    layer.expand()
+    with torch.no_grad():
+        for up in layer.ups:
+            up.normal_()
+    compiled = torch.compile(layer, backend="eager", fullgraph=True)
+    for batch in (3, 3, 5):
+        selection.weights = torch.softmax(torch.randn(batch, 2), dim=-1)
+        x = torch.randn(batch, 4, 8)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), layer(x))
