@@ -99,5 +99,19 @@ def check_pseudo_data(pseudo_data_root, tasks: Sequence[str]) -> List[TextTaskRe
     return reports
 
 
-__all__ = ["PSEUDO_FIX", "PSEUDO_LAYOUT", "PSEUDO_SPLIT", "SAPT_PSEUDO_FOLDER", "check_pseudo_data", "pseudo_root",
+def pseudo_data_line(data_root, tasks: Sequence[str]) -> str:
+    """``check-data --benchmark superni``'s line on SAPT's pseudo-samples beside ``data_root`` (only
+    the ``sapt`` strategy reads them; the stream does not need them)."""
+    what = "SAPT's pseudo-samples (read by the sapt row only)"
+    found = pseudo_root_beside(data_root)
+    if found is None:
+        return f"{what}: no {'/'.join(SAPT_PSEUDO_FOLDER)} beside {data_root}"
+    reports = check_pseudo_data(found, tasks)
+    broken = [r.name for r in reports if not r.usable]
+    if broken:
+        return f"{what}: {found}, {len(broken)} task(s) missing or broken: {', '.join(broken)}"
+    return f"{what}: {found}, {sum(r.train for r in reports)} for {len(reports)} tasks"
+
+
+__all__ = ["PSEUDO_FIX", "PSEUDO_LAYOUT", "PSEUDO_SPLIT", "SAPT_PSEUDO_FOLDER", "check_pseudo_data", "pseudo_data_line", "pseudo_root",
            "pseudo_root_beside", "read_pseudo_prompts"]

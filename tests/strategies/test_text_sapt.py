@@ -152,7 +152,7 @@ def test_bad_options_are_refused_in_one_line(tmp_path):
 
 
 def test_the_pseudo_sample_reader(tmp_path):
-    from moram_avalanche.benchmarks.superni_pseudo import (check_pseudo_data, pseudo_root_beside,
+    from moram_avalanche.benchmarks.superni_pseudo import (check_pseudo_data, pseudo_data_line, pseudo_root_beside,
                                                            read_pseudo_prompts)
     from moram_avalanche.benchmarks.text_superni import superni_prompt
 
@@ -170,3 +170,8 @@ def test_the_pseudo_sample_reader(tmp_path):
     assert reports["task1"].status == "found" and reports["task1"].train == 2
     assert reports["task2"].status == "malformed" and "non-empty string \"input\"" in reports["task2"].message
     assert reports["task3"].status == "missing"
+    # check-data's line
+    line = pseudo_data_line(repository / "CL_Benchmark", ["task1", "task3"])
+    assert line.endswith("1 task(s) missing or broken: task3") and str(root.resolve()) in line
+    assert pseudo_data_line(repository / "CL_Benchmark", ["task1"]).endswith(", 2 for 1 tasks")
+    assert "no generated_data/lora_gen_superni_t5 beside" in pseudo_data_line(tmp_path / "elsewhere", ["task1"])
