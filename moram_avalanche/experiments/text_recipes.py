@@ -250,6 +250,10 @@ DEFAULT_SOURCES: Dict[str, str] = {
                 "dropout 0.1; query and value projections (peft's default)",
     "inc-lora": "as seq-lora, one LoRA per task (O-LoRA's IncLoRA)",
     "o-lora": "as inc-lora; O-LoRA scripts/order_1.sh --lamda_1 0.5 --lamda_2 0; its code's |.| (p = 1)",
+    "sapt": "circle-hit/SAPT gen_script_superni_t5.py: LoRA rank 4, lora_alpha 32 (scale 8), dropout 0 on the query "
+            "and value projections; kl_ratio 0.5; attn_temperature 1 (sqrt(d_model)); src/t5_prompt.py: query "
+            "max-pooled input embeddings -> Linear(d, 100) -> Linear(100, d) -> SiLU -> LayerNorm, one U(-1, 1) key "
+            "per task",
     "icl": "TRACE scripts/ICL.sh: 6 random, label-balanced examples (inference/ICL.py)",
     "finetune": "every weight trains (SeqFT), the loop's defaults",
     "mtl": "every weight, jointly on every task so far (the upper bound), the loop's defaults",
@@ -299,9 +303,16 @@ def _load_balance_note() -> str:
             "[layers/moram_variants.py plain_mixture]")
 
 
+def _sapt_note() -> str:
+    return ("pseudo-samples: SAPT's shipped generated_data/lora_gen_superni_t5 (its generator's output, read, not "
+            "generated), found beside --data-root's CL_Benchmark; each earlier task's train.json, one batch per task "
+            "per minibatch [SAPT src/run_t5.py --gen_data_dir, src/cl_trainer.py training_step]; reflection targets: "
+            "the mean attention weights over each task's training prompts (SAPT: its dev split, not read here)")
+
+
 #: strategy -> a note of what running it costs (``reproduce --dry-run``)
 STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note, "moram-load-balance": _load_balance_note,
-                                                "ogd": _ogd_note, "treelora": _treelora_note}
+                                                "ogd": _ogd_note, "sapt": _sapt_note, "treelora": _treelora_note}
 
 #: what the streams do the same way for every strategy, with its source (``reproduce --dry-run``)
 STREAM_NOTES: Dict[str, Tuple[str, ...]] = {
