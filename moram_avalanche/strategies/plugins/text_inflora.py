@@ -25,7 +25,7 @@ state (:meth:`state_dict`); the branches are the model's.
 
 from __future__ import annotations
 
-from typing import Dict, Mapping, Optional
+from typing import Dict, Mapping, Optional, Tuple
 
 import torch
 from torch.utils.data import DataLoader
@@ -35,6 +35,13 @@ from ...layers.task_lora import TaskLoRALinear
 from ...models.language_model import prompt_cuts
 from ...models.token_covariance import token_input_covariances
 from .inflora import InfLoRAPlugin
+
+
+def memory_bytes(layers: int, dim: int) -> Tuple[int, int]:
+    """``(held, pass)``: the most bytes the DualGPM bases of ``layers`` linears of input size ``dim``
+    hold (float64, at most ``dim // 2`` columns each: a longer remove basis is stored as its
+    complement), and what their float64 covariances take during a covariance pass."""
+    return layers * dim * (dim // 2) * 8, layers * dim * dim * 8
 
 
 class TextInfLoRAPlugin(InfLoRAPlugin):
@@ -91,4 +98,4 @@ class TextInfLoRAPlugin(InfLoRAPlugin):
         return len(stream) if stream is not None else 0
 
 
-__all__ = ["TextInfLoRAPlugin"]
+__all__ = ["TextInfLoRAPlugin", "memory_bytes"]
