@@ -51,6 +51,11 @@ class InfLoRAPlugin(GrowthPlugin, supports_distributed=True):
     (its ``template``), every one of the ``context_length`` positions counting, padding
     included, as LibContinual's CLIP port [LibContinual core/model/InfLoRA_opt.py].
 
+    The steps are methods a model family overrides where it differs (:meth:`covariances`,
+    :meth:`install`, :meth:`finish`, :meth:`stream_tasks`, :meth:`experience_name`; the language
+    models' :class:`~moram_avalanche.strategies.plugins.text_inflora.TextInfLoRAPlugin`), while
+    :meth:`design` and :meth:`remember` hold the method's math, once.
+
     Attributes:
         memories: ``{group: DualGPM}``. tasks_done: experiences taken into the memories.
         history: per experience ``{"domain", "threshold", "old_space": {group: dims},
