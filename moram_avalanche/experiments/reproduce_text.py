@@ -92,8 +92,7 @@ def _methods(*extra: Method, long: bool = False) -> Tuple[Method, ...]:
             Method("EWC", "avalanche.ewc"), Method("LwF", "avalanche.lwf"),
             Method("L2P", None, reason=_PROMPT_BASED), Method("LFPT5", None, reason=_PROMPT_BASED)]
     if not long:
-        base.append(Method("InfLoRA", None, reason=f"{NOT_IN_LIBRARY} for language models (the CLIP "
-                           "family has it)"))
+        base.append(Method("InfLoRA", "inf-lora"))
     base += [Method("O-LoRA", "o-lora"), Method("LB-CL", None, reason=NOT_IN_LIBRARY), Method("MoRAM", "moram")]
     return tuple(base) + extra
 

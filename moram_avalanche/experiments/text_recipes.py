@@ -254,6 +254,11 @@ DEFAULT_SOURCES: Dict[str, str] = {
             "and value projections; kl_ratio 0.5; attn_temperature 1 (sqrt(d_model)); src/t5_prompt.py: query "
             "max-pooled input embeddings -> Linear(d, 100) -> Linear(100, d) -> SiLU -> LayerNorm, one U(-1, 1) key "
             "per task",
+    "inf-lora": "InfLoRA's own: rank 10 [liangyanshuo/InfLoRA configs/cifar100_inflora.json, mimg10_inflora.json], "
+                "branch unscaled and no dropout [models/vit_inflora.py], DualGPM threshold lambda_b 0.95 -> lambda_e 1.0 "
+                "over the stream's tasks [configs \"lamb\", \"lame\"; methods/inflora.py]; query and value projections "
+                "as the table's other LoRA rows (InfLoRA's ViT: key and value); the loop's lr, batch and epochs (the "
+                "MoRAM paper gives no InfLoRA setting)",
     "icl": "TRACE scripts/ICL.sh: 6 random, label-balanced examples (inference/ICL.py)",
     "finetune": "every weight trains (SeqFT), the loop's defaults",
     "mtl": "every weight, jointly on every task so far (the upper bound), the loop's defaults",
@@ -297,6 +302,17 @@ def _treelora_note() -> str:
             "most similar) [strategies/plugins/treelora.py, algorithms/treelora.py]")
 
 
+def _inflora_note() -> str:
+    from ..strategies.plugins.text_inflora import memory_bytes
+    from ..utils.memory import format_bytes
+
+    held, pass_ = memory_bytes(144, 1024)  # T5-large, q and v: 48 encoder + 96 decoder linears of input size 1024
+    return (f"memory: one DualGPM basis per adapted linear (at most half its input size in float64 columns: up to "
+            f"{format_bytes(held)} for T5-large's 144 q / v linears, kept in each checkpoint) and, during the two "
+            f"covariance passes per task, one float64 covariance per linear on the device ({format_bytes(pass_)}) "
+            "[strategies/plugins/text_inflora.py memory_bytes]")
+
+
 def _load_balance_note() -> str:
     return ("speed: a training forward runs the plain-autograd path of the routing ablations (the bank joined "
             "per call, dense [tokens, atoms] routing), not the method's fused path; evaluation is the method's "
@@ -312,7 +328,8 @@ def _sapt_note() -> str:
 
 #: strategy -> a note of what running it costs (``reproduce --dry-run``)
 STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note, "moram-load-balance": _load_balance_note,
-                                                "ogd": _ogd_note, "sapt": _sapt_note, "treelora": _treelora_note}
+                                                "inf-lora": _inflora_note, "ogd": _ogd_note, "sapt": _sapt_note,
+                                                "treelora": _treelora_note}
 
 #: what the streams do the same way for every strategy, with its source (``reproduce --dry-run``)
 STREAM_NOTES: Dict[str, Tuple[str, ...]] = {

@@ -295,6 +295,13 @@ class LanguageModel(nn.Module):
         return dict(input_ids=self._pad(rows, self.pad_id), attention_mask=self._mask(rows)), \
             self._pad(labels, IGNORE_INDEX)
 
+    def teacher_forced(self, prompts: Sequence[str], answers: Sequence[str],
+                       cuts: Optional[Sequence[PromptCut]] = None):
+        """``(inputs, labels)``: the model's keyword inputs for teacher forcing (``input_ids``,
+        ``attention_mask``) and the ``[B, T]`` labels, ``IGNORE_INDEX`` off the answers' tokens --
+        what :meth:`loss` feeds the model (a seq2seq model also takes ``labels=``)."""
+        return self._teacher_forced(prompts, answers, cuts)
+
     def loss(self, prompts: Sequence[str], answers: Sequence[str],
              cuts: Optional[Sequence[PromptCut]] = None) -> torch.Tensor:
         """Mean token cross-entropy of ``answers`` given ``prompts`` (teacher forcing, padding

@@ -78,7 +78,8 @@ def test_paper_and_dry_run_need_no_data():
     done = cli("reproduce", "t5-standard", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "model: t5-large (float32)" in done.stdout
-    assert "L2P: not run" in done.stdout and "runs (27;" in done.stdout  # 9 strategies x 3 orders
+    assert "L2P: not run" in done.stdout and "runs (30;" in done.stdout  # 10 strategies x 3 orders
+    assert "InfLoRA: inf-lora" in done.stdout and "lambda_b 0.95" in done.stdout
 
 
 def test_missing_data_is_named_before_anything_runs(tmp_path):
@@ -133,6 +134,44 @@ def test_a_rehearsal_runs_every_row_and_writes_the_table(tmp_path, architecture)
     assert again.returncode == 0, again.stderr[-3000:]
     assert {p: p.stat().st_mtime_ns for p in (out / "rehearsal" / "runs").rglob("checkpoint.pt")} == before
     assert json.loads((table / "reproduction.json").read_text())["rows"] == data["rows"]
+
+
+def test_a_t5_standard_rehearsal_runs_the_inflora_row(tmp_path, monkeypatch):
+    """The t5-standard table's InfLoRA row end to end on the tiny T5 (the other rows, run by the
+    other rehearsal tests' strategies, are set aside here to keep the test short)."""
+    from dataclasses import replace
+
+    from moram_avalanche.benchmarks.text_tasks import ORDERS
+    from moram_avalanche.cli import main
+    from moram_avalanche.experiments import reproduce_text
+    from moram_avalanche.experiments.paper_tables import Method
+    from moram_avalanche.experiments.reproduce_text import REHEARSAL_TEST, TEXT_TABLES
+
+    spec = TEXT_TABLES["t5-standard"]
+    assert spec.method("InfLoRA") == Method("InfLoRA", "inf-lora")
+    only = tuple(m if m.label == "InfLoRA" else Method(m.label, None, reason="set aside in this test")
+                 for m in spec.methods)
+    monkeypatch.setitem(reproduce_text.TEXT_TABLES, "t5-standard", replace(spec, methods=only))
+    root = release_tree(tmp_path / "data", ORDERS[1])
+    out = tmp_path / "out"
+    assert main(["reproduce", "t5-standard", "--rehearse", "--data-root", str(root), "--out", str(out),
+                 "--device", "cpu", "--no-progress"]) == 0
+    data = json.loads((out / "rehearsal" / "t5-standard" / "reproduction.json").read_text())
+    row = next(row for row in data["rows"] if row["method"] == "InfLoRA")
+    assert row["status"] == "run"
+    lasts = []
+    for order in (1, 2, 3):
+        folder = out / "rehearsal" / "runs" / f"lm-cl-order{order}-t5-large" / "seed42" / "inf-lora" / "inf-lora"
+        report = json.loads((folder / "results.json").read_text())
+        assert report["domains"] == list(ORDERS[order])
+        matrix = np.array(report["matrix"])
+        assert matrix.shape == (4, 4)
+        assert np.allclose(matrix * REHEARSAL_TEST / 100, np.round(matrix * REHEARSAL_TEST / 100))
+        assert json.loads((folder / "run.json").read_text())["strategy"] == "TextInfLoRA"
+        lasts.append(matrix[-1].mean())
+        assert row["cells"][f"Order {order}"]["ours"] == pytest.approx(lasts[-1])
+        assert row["cells"][f"Order {order}"]["paper"] is None  # no number transcribed for the row
+    assert row["cells"]["Average"]["ours"] == pytest.approx(np.mean(lasts))
 
 
 def trace_tree(root, train=10, test=10):
