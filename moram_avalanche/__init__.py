@@ -105,6 +105,8 @@ _PUBLIC = {
     "TextIncLoRA": "strategies.text_strategies",
     "TextOLoRA": "strategies.text_strategies",
     "TextMTL": "strategies.text_strategies",
+    "TextInfLoRA": "strategies.text_inflora",
+    "TextInfLoRAPlugin": "strategies.plugins.text_inflora",
     "OLoRAPlugin": "strategies.plugins.olora",
     "TaskLoRALinear": "layers.task_lora",
     # benchmarks

@@ -27,3 +27,19 @@ def superni_tree(root, tasks=None, train=6, test=4, outputs=None):
                                   for i in range(n)]}
             (folder / f"{split}.json").write_text(json.dumps(data))
     return root
+
+
+def pseudo_tree(root, tasks=None, count=3):
+    """``root/SuperNI/<task>/{train,dev,test}.json``: a fake copy of SAPT's shipped pseudo-samples
+    (``generated_data/lora_gen_superni_t5``): ``count`` inputs per task, empty outputs, a
+    generated-looking definition; the three splits the same file, as SAPT ships them."""
+    from moram_avalanche.benchmarks.text_superni import SUPERNI_TASKS
+
+    for name in tasks or SUPERNI_TASKS:
+        folder = root / "SuperNI" / name
+        folder.mkdir(parents=True)
+        data = {"Definition": [f"Generate an item of {name}."],
+                "Instances": [{"input": f"{name} pseudo item {i}", "output": ""} for i in range(count)]}
+        for split in ("train", "dev", "test"):
+            (folder / f"{split}.json").write_text(json.dumps(data))
+    return root

@@ -6,11 +6,15 @@ once; the last dimension is the feature dimension. Each batch's second moment is
 GEMM run with autocast disabled (inside an fp16 autocast region, CLIP's LN1 outliers squared
 and summed over thousands of tokens could overflow fp16); the running sums across batches
 are float64.
+
+A ``token_mask`` (the text family: padding positions left out) picks the tokens that count: a
+function of the module's key and its input ``x`` returning a boolean ``x.shape[:-1]`` mask, or None
+for every token.
 """
 
 from __future__ import annotations
 
-from typing import Dict, Iterable, Mapping
+from typing import Callable, Dict, Iterable, Mapping, Optional
 
 import torch
 from torch import nn
@@ -21,13 +25,17 @@ class InputCovariance:
 
     Args:
         modules: ``{key: module}``; the first positional input of each module is recorded.
+        token_mask: ``(key, x) -> bool mask of x.shape[:-1]`` (or None: every token) choosing the
+            tokens that count; None: every token of every input counts.
 
     After (or during) the pass, :meth:`covariances` gives ``{key: C}`` (float64, on the
     inputs' device); a key whose module saw no token raises.
     """
 
-    def __init__(self, modules: Mapping[str, nn.Module]) -> None:
+    def __init__(self, modules: Mapping[str, nn.Module],
+                 token_mask: Optional[Callable[[str, torch.Tensor], Optional[torch.Tensor]]] = None) -> None:
         self.modules = dict(modules)
+        self.token_mask = token_mask
         self.sums: Dict[str, torch.Tensor] = {}
         self.counts: Dict[str, int] = {key: 0 for key in self.modules}
         self._handles = []
@@ -45,7 +53,13 @@ class InputCovariance:
     def _hook(self, key):
         def record(module, args):
             x = args[0].detach()
-            tokens = x.reshape(-1, x.shape[-1]).float()
+            mask = self.token_mask(key, x) if self.token_mask is not None else None
+            if mask is not None and tuple(mask.shape) != tuple(x.shape[:-1]):
+                raise ValueError(f"the token mask of {key!r} has shape {tuple(mask.shape)}, its input "
+                                 f"{tuple(x.shape)}: a mask gives one entry per token (the input's shape "
+                                 "without its last dimension)")
+            kept = x[mask.to(device=x.device, dtype=torch.bool)] if mask is not None else x
+            tokens = kept.reshape(-1, x.shape[-1]).float()
             with torch.autocast(device_type=x.device.type, enabled=False):
                 moment = (tokens.t() @ tokens).double()
             self.sums[key] = moment if key not in self.sums else self.sums[key] + moment

@@ -92,8 +92,7 @@ def _methods(*extra: Method, long: bool = False) -> Tuple[Method, ...]:
             Method("EWC", "avalanche.ewc"), Method("LwF", "avalanche.lwf"),
             Method("L2P", None, reason=_PROMPT_BASED), Method("LFPT5", None, reason=_PROMPT_BASED)]
     if not long:
-        base.append(Method("InfLoRA", None, reason=f"{NOT_IN_LIBRARY} for language models (the CLIP "
-                           "family has it)"))
+        base.append(Method("InfLoRA", "inf-lora"))
     base += [Method("O-LoRA", "o-lora"), Method("LB-CL", None, reason=NOT_IN_LIBRARY), Method("MoRAM", "moram")]
     return tuple(base) + extra
 
@@ -170,6 +169,11 @@ class TextStream:
     def problems(self, settings) -> List[str]:
         """What the stream's runs need beyond its data (packages); [] by default."""
         return []
+
+    def strategy_options(self, run, settings) -> Dict[str, Any]:
+        """Options the stream gives a run's strategy from the reproduction's settings (a path found
+        beside the data); {} by default."""
+        return {}
 
     def task_reports(self, specs, settings) -> list:
         """``check-data``'s reports of every task ``specs`` read."""
@@ -341,6 +345,33 @@ class SuperNIStream(TextStream):
         from ..benchmarks.text_superni import SUPERNI_ORDERS
 
         return [f"  order {order} (SAPT's): {', '.join(SUPERNI_ORDERS[order])}" for order in spec.orders]
+
+    def strategy_options(self, run, settings) -> Dict[str, Any]:
+        """``pseudo_data_root`` for a strategy that reads SAPT's pseudo-samples (``sapt``): SAPT's
+        ``generated_data/lora_gen_superni_t5`` beside ``--data-root``'s ``CL_Benchmark``."""
+        from ..benchmarks.superni_pseudo import pseudo_root_beside
+
+        if not reads_pseudo_samples(run.strategy) or settings.data_root is None:
+            return {}
+        found = pseudo_root_beside(settings.data_root)
+        return {"pseudo_data_root": str(found)} if found is not None else {}
+
+    def problems(self, settings) -> List[str]:
+        """SAPT's pseudo-samples of the tasks before the last, when a row of the superni table reads them."""
+        from ..benchmarks.superni_pseudo import SAPT_PSEUDO_FOLDER, check_pseudo_data, pseudo_root_beside
+        from ..benchmarks.text_superni import superni_order
+
+        spec = TEXT_TABLES["superni"]
+        if settings.data_root is None or not any(reads_pseudo_samples(method.strategy) for method in spec.methods
+                                                 if method.strategy is not None):
+            return []
+        found = pseudo_root_beside(settings.data_root)
+        if found is None:
+            return [f"SAPT's pseudo-samples (the SAPT row): no {'/'.join(SAPT_PSEUDO_FOLDER)} beside "
+                    f"{settings.data_root}; put SAPT's repository's generated_data next to its CL_Benchmark"]
+        return [f"SAPT's pseudo-samples of {report.name}: {report.status} -- {' '.join(report.message.split())}"
+                for order in spec.orders for report in check_pseudo_data(found, superni_order(order)[:-1])
+                if not report.usable]
 
     def task_reports(self, specs, settings) -> list:
         from ..benchmarks.text_superni import check_superni_data
@@ -598,6 +629,16 @@ class TextTableSpec:
         return find_method(self.methods, label, self.name)
 
 
+def reads_pseudo_samples(strategy: Optional[str]) -> bool:
+    """Whether text strategy ``strategy`` takes SAPT's pseudo-samples (a ``pseudo_data_root`` option)."""
+    import inspect
+
+    from .text_recipes import text_strategy_classes
+
+    cls = text_strategy_classes().get(strategy) if strategy else None
+    return cls is not None and "pseudo_data_root" in inspect.signature(cls.__init__).parameters
+
+
 def _slug(model: str) -> str:
     return Path(model.rstrip("/")).name.lower().replace("_", "-")
 
@@ -615,12 +656,11 @@ _TRACE_METHODS = (
     Method("GEM", "avalanche.gem"), Method("EWC", "avalanche.ewc"),
     Method("L2P", None, reason=_PROMPT_BASED), Method("DualPrompt", None, reason=_PROMPT_BASED),
     Method("HiDeLoRA", "hidelora"), Method("O-LoRA", "o-lora"),
-    Method("TreeLoRA", None, reason=NOT_IN_LIBRARY), Method("MoRAM", "moram"))
+    Method("TreeLoRA", "treelora"), Method("MoRAM", "moram"))
 
 _SUPERNI_METHODS = (
     Method("Replay", "avalanche.replay"),
-    Method("SAPT", None, reason=f"{NOT_IN_LIBRARY} (SAPT's shared attentive learning and selection modules, "
-                                "trained on pseudo-samples from its own generator)"),
+    Method("SAPT", "sapt"),
     Method("MoRAM (with replay)", "moram-replay"),
     Method("L2P", None, reason=_PROMPT_BASED), Method("IncLoRA", "inc-lora"),
     Method("C-LoRA", None, reason=NOT_IN_LIBRARY), Method("O-LoRA", "o-lora"), Method("MoRAM", "moram"))
@@ -671,6 +711,12 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                          "BWT (release) is the figure TRACE/inference/collect_results.py prints (clipped at 0, "
                          "divided by N, negative = forgetting); the paper's BWT is the mean forgetting of the "
                          "earlier tasks (positive = forgetting).",
+                         "TreeLoRA runs its code's algorithm (ZinYY/TreeLoRA, the same files as the release's "
+                         "TRACE/model/Regular/Tree_LoRA.py): one LoRA through the stream, its task tree, LCB search "
+                         "and regulariser; with the loop's minibatches (batch 4) as its steps instead of DeepSpeed's "
+                         "one-prompt micro-batches on 4 GPUs, and draws seeded per step (strategies/plugins/"
+                         "treelora.py); its script's lr 1e-4, epochs 2,1,3,2,1,2,2,3 and reg 0.5, the other LoRA "
+                         "rows' targets (q, k, v, o).",
                          "Rehearsals use a tiny random-init LLaMA for every block (Gemma is LLaMA-shaped).")),
     TextTableSpec("t5-order-robustness", "tab:order_robustness",
                   "Robustness to the task order, T5-large, orders 1-3: average accuracy after the last task per "
@@ -720,8 +766,14 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                          "ReplayPlugin, 200 samples, the Replay row's buffer): the paper names no generator for "
                          "MoRAM, SAPT's pseudo-samples come from SAPT's own generation step; replaying SAPT's "
                          "shipped pseudo-samples is not built.",
-                         "SAPT, L2P and C-LoRA are not run: not in this library (SAPT needs its attentive modules "
-                         "and generated pseudo-data, L2P is prompt-based, C-LoRA is not implemented). The paper's "
+                         "SAPT is SAPT-LoRA (strategy sapt): per-task LoRA blocks on the query and value "
+                         "projections mixed by an attention over task keys, with attentive reflection on SAPT's "
+                         "shipped pseudo-samples (generated_data/lora_gen_superni_t5, found beside --data-root's "
+                         "CL_Benchmark; read, not generated), SAPT's LoRA rank 4 / alpha 32 / dropout 0, KL weight "
+                         "0.5, temperature sqrt(d). It differs from SAPT's runs in the reflection targets (the mean "
+                         "attention weights over each task's training prompts; SAPT: its dev split) and in the "
+                         "one epoch without checkpoint selection shared by every row.",
+                         "L2P and C-LoRA are not run: L2P is prompt-based, C-LoRA is not implemented. The paper's "
                          "L2P, IncLoRA, C-LoRA and O-LoRA numbers are not transcribed in this package: n/a, read "
                          "the paper's table.",
                          "The paper does not give its seeds; ours is 42 (the release's).")),
@@ -873,6 +925,8 @@ def run_options(settings: TextReproduceSettings, run: Optional[TextRun] = None) 
     from .text_recipes import as_options
 
     options: Dict[str, Any] = as_options(run_settings_of(run)) if run is not None else {}
+    if run is not None:  # what the stream finds beside the data (SAPT's pseudo-samples)
+        options.update(text_stream(run.benchmark).strategy_options(run, settings))
     if settings.budget is not None:
         options["iterations"] = settings.budget
     if settings.rehearse:  # minibatches of at most 4, small enough that the stream's accumulation steps

@@ -104,6 +104,30 @@ def _trace_stream() -> List[Tuple[str, Setting]]:
         ("ogd", Setting("gradients_per_task", 1,
                         "ours: TRACE (model/Regular/OGD.py) stores the loss gradient of every training minibatch, "
                         "25 GiB each for a 7B model in float32; one per task, after it trains (OGD's Algorithm 1)")),
+        *_treelora_trace(),
+    ]
+
+
+_TREELORA = "ZinYY/TreeLoRA scripts/lora_based_methods/Tree_LoRA.sh"
+
+
+def _treelora_trace() -> List[Tuple[str, Setting]]:
+    """TreeLoRA's own TRACE run (its script and ``training/main.py``), over the stream's settings.
+    Its 32 prompts per optimizer step (batch 1 per GPU, 8 accumulation steps, 4 GPUs) are left at
+    the paper's batch 4 of every row of the table (``--set train_mb_size=1 --set
+    accumulation_steps=32`` gives the script's). Its targets are the other LoRA rows': the MoRAM
+    release's peft fork's defaults (q, k, v, o), which ships TreeLoRA's code too
+    (``TRACE/model/Regular/Tree_LoRA.py``); TreeLoRA's own fork defaults to q and v
+    (``--set "target_modules=['q_proj', 'v_proj']"`` gives them)."""
+    from ..algorithms.treelora import TREELORA_REG
+
+    return [
+        ("treelora", Setting("lr", 1e-4, f"{_TREELORA} --learning_rate 1e-4")),
+        ("treelora", Setting("epochs", dict(RELEASE_TRACE_EPOCHS), f"{_TREELORA} epochs=2,1,3,2,1,2,2,3")),
+        ("treelora", Setting("reg", TREELORA_REG, f"{_TREELORA} reg=0.5")),
+        ("treelora", Setting("betas", (0.9, 0.95), "ZinYY/TreeLoRA training/main.py get_optimizer: Adam "
+                                                   "betas=(0.9, 0.95)")),
+        ("treelora", Setting("weight_decay", 0.0, f"{_TREELORA} --weight_decay 0.")),
     ]
 
 
@@ -251,12 +275,25 @@ DEFAULT_SOURCES: Dict[str, str] = {
                 "model/Regular/HideLoRA.py lamda_1 0.5, lamda_2 0; training/main.py LoraConfig(r=8, lora_alpha=32, "
                 "lora_dropout=0.1)); no task-specific LoRAs nor task-identity inference (the HiDe-PET paper's): the "
                 "language-model code has none",
+    "sapt": "circle-hit/SAPT gen_script_superni_t5.py: LoRA rank 4, lora_alpha 32 (scale 8), dropout 0 on the query "
+            "and value projections; kl_ratio 0.5; attn_temperature 1 (sqrt(d_model)); src/t5_prompt.py: query "
+            "max-pooled input embeddings -> Linear(d, 100) -> Linear(100, d) -> SiLU -> LayerNorm, one U(-1, 1) key "
+            "per task",
+    "inf-lora": "InfLoRA's own: rank 10 [liangyanshuo/InfLoRA configs/cifar100_inflora.json, mimg10_inflora.json], "
+                "branch unscaled and no dropout [models/vit_inflora.py], DualGPM threshold lambda_b 0.95 -> lambda_e 1.0 "
+                "over the stream's tasks [configs \"lamb\", \"lame\"; methods/inflora.py]; query and value projections "
+                "as the table's other LoRA rows (InfLoRA's ViT: key and value); the loop's lr, batch and epochs (the "
+                "MoRAM paper gives no InfLoRA setting)",
     "icl": "TRACE scripts/ICL.sh: 6 random, label-balanced examples (inference/ICL.py)",
     "finetune": "every weight trains (SeqFT), the loop's defaults",
     "mtl": "every weight, jointly on every task so far (the upper bound), the loop's defaults",
     "ogd": "every weight; each gradient minus its projection on the Gram-Schmidt basis of earlier tasks' token-loss "
            "gradients (BeyonderXX/TRACE model/Regular/OGD.py; Farajtabar et al. 2020, Eq. 5), gradients_per_task 1 "
            "(ours)",
+    "treelora": "as seq-lora (one LoRA through the stream: ZinYY/TreeLoRA training/main.py LoraConfig(r=8, "
+                "lora_alpha=32, lora_dropout=0.1), r_sum=0), plus TreeLoRA's regulariser on the LoRAs' down-projections "
+                "through its task tree and LCB search, reg 0.5 (utils/kd_lora_tree.py, model/Regular/Tree_LoRA.py); the "
+                "draws seeded per step (ours)",
     "*": "paper Sec. 4, LLM settings: AdamW, lr 1e-3 constant, batch 64, one epoch per task",
 }
 
@@ -283,15 +320,41 @@ def _ogd_note() -> str:
             "does not fit [strategies/plugins/ogd.py check_basis_fits]")
 
 
+def _treelora_note() -> str:
+    return ("differs from its code: the loop's minibatches (batch 4) are its steps, not DeepSpeed's micro-batches of "
+            "one prompt per GPU; draws from a generator seeded per (seed, task, epoch, step), not the GPU's RNG; a "
+            "more distant earlier task is the likelier draw, as its code's scores have it (its paper speaks of the "
+            "most similar) [strategies/plugins/treelora.py, algorithms/treelora.py]")
+
+
+def _inflora_note() -> str:
+    from ..strategies.plugins.text_inflora import memory_bytes
+    from ..utils.memory import format_bytes
+
+    held, pass_ = memory_bytes(144, 1024)  # T5-large, q and v: 48 encoder + 96 decoder linears of input size 1024
+    return (f"memory: one DualGPM basis per adapted linear (at most half its input size in float64 columns: up to "
+            f"{format_bytes(held)} for T5-large's 144 q / v linears, kept in each checkpoint) and, during the two "
+            f"covariance passes per task, one float64 covariance per linear on the device ({format_bytes(pass_)}) "
+            "[strategies/plugins/text_inflora.py memory_bytes]")
+
+
 def _load_balance_note() -> str:
     return ("speed: a training forward runs the plain-autograd path of the routing ablations (the bank joined "
             "per call, dense [tokens, atoms] routing), not the method's fused path; evaluation is the method's "
             "[layers/moram_variants.py plain_mixture]")
 
 
+def _sapt_note() -> str:
+    return ("pseudo-samples: SAPT's shipped generated_data/lora_gen_superni_t5 (its generator's output, read, not "
+            "generated), found beside --data-root's CL_Benchmark; each earlier task's train.json, one batch per task "
+            "per minibatch [SAPT src/run_t5.py --gen_data_dir, src/cl_trainer.py training_step]; reflection targets: "
+            "the mean attention weights over each task's training prompts (SAPT: its dev split, not read here)")
+
+
 #: strategy -> a note of what running it costs (``reproduce --dry-run``)
 STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note, "moram-load-balance": _load_balance_note,
-                                                "ogd": _ogd_note}
+                                                "inf-lora": _inflora_note, "ogd": _ogd_note, "sapt": _sapt_note,
+                                                "treelora": _treelora_note}
 
 #: what the streams do the same way for every strategy, with its source (``reproduce --dry-run``)
 STREAM_NOTES: Dict[str, Tuple[str, ...]] = {

@@ -68,6 +68,7 @@ from typing import Dict, List, NamedTuple, Optional, Sequence, Union
 
 import functools
 import inspect
+import sys
 import warnings
 
 import torch
@@ -294,6 +295,13 @@ class LanguageModel(nn.Module):
         return dict(input_ids=self._pad(rows, self.pad_id), attention_mask=self._mask(rows)), \
             self._pad(labels, IGNORE_INDEX)
 
+    def teacher_forced(self, prompts: Sequence[str], answers: Sequence[str],
+                       cuts: Optional[Sequence[PromptCut]] = None):
+        """``(inputs, labels)``: the model's keyword inputs for teacher forcing (``input_ids``,
+        ``attention_mask``) and the ``[B, T]`` labels, ``IGNORE_INDEX`` off the answers' tokens --
+        what :meth:`loss` feeds the model (a seq2seq model also takes ``labels=``)."""
+        return self._teacher_forced(prompts, answers, cuts)
+
     def loss(self, prompts: Sequence[str], answers: Sequence[str],
              cuts: Optional[Sequence[PromptCut]] = None) -> torch.Tensor:
         """Mean token cross-entropy of ``answers`` given ``prompts`` (teacher forcing, padding
@@ -405,9 +413,15 @@ def causal_answer_logits(model: nn.Module, inputs: dict, labels: torch.Tensor):
     """
     predicts = labels[:, 1:] != IGNORE_INDEX
     targets = labels[:, 1:][predicts]
-    if not _keeps_logits(model):
+    takes = _keeps_logits(model)
+    if takes is None:
         return model(**inputs).logits[:, :-1][predicts], targets
     keep = F.pad(predicts, (0, 1), value=False)  # the last position predicts nothing
+    if takes == "last":  # an older transformers: only the last positions, from the first that predicts
+        columns = keep.any(0).nonzero()
+        tail = keep.shape[1] - (int(columns[0]) if len(columns) else keep.shape[1] - 1)
+        logits = model(**inputs, logits_to_keep=tail).logits
+        return logits[keep[:, -tail:]], targets
     logits = model(**inputs, logits_to_keep=keep).logits
     if logits.shape[:-1] != targets.shape:
         raise RuntimeError(f"{type(model).__name__} took logits_to_keep but returned logits of shape "
@@ -422,19 +436,25 @@ def token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.float(), targets)
 
 
-def _keeps_logits(model: nn.Module) -> bool:
-    """Whether ``model``'s forward (a peft model's base model's) takes ``logits_to_keep``."""
+def _keeps_logits(model: nn.Module) -> Optional[str]:
+    """How ``model``'s forward (a peft model's base model's) takes ``logits_to_keep``: ``"mask"``
+    (a boolean ``[B, T]`` mask too: its module slices with ``transformers``'
+    ``slice_logits_to_keep``, transformers >= 5.2x), ``"last"`` (an int only: the last positions;
+    older transformers, e.g. 5.17), or None (not at all)."""
     base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
     return _forward_takes_logits_to_keep(type(base))
 
 
 @functools.lru_cache(maxsize=None)
-def _forward_takes_logits_to_keep(cls: type) -> bool:
+def _forward_takes_logits_to_keep(cls: type) -> Optional[str]:
     """Read once per class (not at every training step)."""
     try:
-        return "logits_to_keep" in inspect.signature(cls.forward).parameters
+        if "logits_to_keep" not in inspect.signature(cls.forward).parameters:
+            return None
     except (TypeError, ValueError):  # a forward without a readable signature
-        return False
+        return None
+    module = sys.modules.get(cls.__module__)
+    return "mask" if hasattr(module, "slice_logits_to_keep") else "last"
 
 
 def _first_id(*candidates) -> Optional[int]:

@@ -19,6 +19,8 @@ balance``         Balance`                  ablation (``tab:load_balance``, T5 c
 ``mtl``           :class:`TextMTL`          every weight, jointly on every task so far (upper bound)
 ``ogd``           :class:`TextOGD`          every weight, its gradients projected orthogonally to
                                             earlier tasks' loss gradients (OGD, TRACE's row)
+``treelora``      :class:`TextTreeLoRA`     one LoRA through the stream (as ``seq-lora``) + TreeLoRA's
+                                            tree-searched regulariser (TRACE's row)
 ================  ========================  ======================================================
 
 Defaults: the loop's are the paper's classification setting (lr 1e-3 fixed, batch 64, one epoch
@@ -38,6 +40,7 @@ from typing import Mapping, Optional, Sequence, Tuple, Union
 
 from ..algorithms.hidelora import HIDELORA_LAMBDA_CONTRAST, HIDELORA_LAMBDA_L2, HIDELORA_TEMPERATURE
 from ..algorithms.olora import OLORA_LAMBDA_L2, OLORA_LAMBDA_ORTH, OLORA_POWER
+from ..algorithms.treelora import TREELORA_REG
 from ..layers.base import find_layers
 from ..layers.lora import LoRALinear
 from ..layers.moram import MoRAMLinear
@@ -49,7 +52,7 @@ from ..layers.moram_config import MoRAMLayerConfig
 from ..layers.moram_variants import BALANCE_FORMS, MoRAMAblationLinear
 from ..text.layer import PAPER_DROPOUT
 from ..text.lora_layers import OLORA_LORA, DropoutLoRALinear, DropoutTaskLoRALinear, check_lora_dropout
-from ..utils.checks import check_number, check_positive_int
+from ..utils.checks import check_nonnegative_int, check_number, check_positive_int
 from .needs import StrategyNeeds
 from .plugins.growth import GrowthPlugin
 from .plugins.hidelora import HiDeLoRAPlugin, check_hidelora_options
@@ -57,6 +60,7 @@ from .plugins.load_balance import SWITCH_ALPHA, LoadBalancePlugin
 from .plugins.moram import MoRAMPlugin
 from .plugins.ogd import OGD_GRADIENTS_PER_TASK, OGDPlugin
 from .plugins.olora import OLoRAPlugin
+from .plugins.treelora import TreeLoRAPlugin, check_reg, check_search
 from .text_loop import TextStrategy
 
 #: ``config.model_type`` -> the LoRA rows' targets: query and value (peft's
@@ -409,15 +413,52 @@ def check_ogd_options(options) -> None:
         check_positive_int("gradients_per_task", options["gradients_per_task"])
 
 
+class TextTreeLoRA(TextSeqLoRA):
+    """TreeLoRA (Qian et al., ICML 2025) as its code runs on TRACE (ZinYY/TreeLoRA): one LoRA per
+    target linear trained through the whole stream, never frozen nor re-initialised (its
+    ``LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1)`` with ``r_sum=0``: only ``loranew_A/B``
+    exist and train, ``training/main.py``), plus the tree-searched regulariser on the LoRAs'
+    down-projections (:class:`~moram_avalanche.strategies.plugins.treelora.TreeLoRAPlugin`, whose
+    docstring and :mod:`moram_avalanche.algorithms.treelora` say what is the code's and what differs).
+
+    Args (besides TextSeqLoRA's: rank 8, scale 4, dropout 0.1, target_modules): reg (0.5, its
+    TRACE script; 0: SeqLoRA), search ("sample": the code's draws; "greedy": the most probable
+    task), seed (None: the run's, ``torch.initial_seed()``).
+    """
+
+    #: run checkpoints are the whole strategy: the stored matrices and the tree must survive a resume
+    lean_checkpoints = False
+    #: one process: the plugin's store is not synchronised across processes (and not with --fsdp)
+    needs = StrategyNeeds(data_parallel=False)
+    #: the value checks of its own options (run once, by check_strategy_options)
+    check_values = staticmethod(lambda options: check_treelora_options(options))
+
+    def __init__(self, *, model, tokenizer=None, reg: float = TREELORA_REG, search: str = "sample",
+                 seed: Optional[int] = None, plugins=None, **kwargs):
+        self.treelora_plugin = TreeLoRAPlugin(reg, search, seed)
+        super().__init__(model=model, tokenizer=tokenizer, plugins=[self.treelora_plugin, *(plugins or [])],
+                         **kwargs)
+
+
+def check_treelora_options(options) -> None:
+    check_text_adapter_options(options)
+    if "reg" in options:
+        check_reg(options["reg"])
+    if "search" in options:
+        check_search(options["search"])
+    if "seed" in options and options["seed"] is not None:
+        check_nonnegative_int("seed", options["seed"])
+
+
 #: ``--strategy`` name -> language-model strategy class (the ``"text"`` family)
 TEXT_STRATEGIES = {"moram": TextMoRAM, "moram-replay": TextMoRAMReplay, "moram-load-balance": TextMoRAMLoadBalance,
                    "finetune": TextFineTune, "seq-lora": TextSeqLoRA, "inc-lora": TextIncLoRA, "o-lora": TextOLoRA,
-                   "hidelora": TextHiDeLoRA, "ogd": TextOGD}
+                   "hidelora": TextHiDeLoRA, "ogd": TextOGD, "treelora": TextTreeLoRA}
 
 
 __all__ = ["LORA_TARGET_MODULES", "OLORA_DROPOUT", "OLORA_RANK", "OLORA_SCALE", "REPLAY_MEM_SIZE", "TEXT_STRATEGIES",
            "TextMoRAMLoadBalance", "TextMoRAMReplay", "check_moram_replay_options", "check_lambda", "TextFineTune",
-           "TextHiDeLoRA", "TextIncLoRA", "TextMoRAM", "check_hidelora_strategy_options", "TextOGD", "TextOLoRA", "check_ogd_options", "TextSeqLoRA", "check_text_adapter_options",
+           "TextHiDeLoRA", "TextIncLoRA", "TextMoRAM", "TextOGD", "TextOLoRA", "TextTreeLoRA", "check_hidelora_strategy_options", "check_ogd_options", "check_treelora_options", "TextSeqLoRA", "check_text_adapter_options",
            "check_text_moram_options", "lora_targets", "wrap"]
 
 

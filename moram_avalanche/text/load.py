@@ -76,7 +76,8 @@ def enable_gradient_checkpointing(model) -> None:
     """Recompute each block's activations in backward instead of keeping them (transformers'
     activation checkpointing), with the inputs' embeddings requiring grad so that the frozen first
     block still passes gradients to the adapters after it."""
-    model.activation_checkpointing_enable()  # transformers 5 name of gradient_checkpointing_enable
+    enable = getattr(model, "activation_checkpointing_enable", None)  # transformers >= 5.2x's name
+    (enable or model.gradient_checkpointing_enable)()  # the older name (e.g. 5.17, a GPU image's)
     model.enable_input_require_grads()
 
 

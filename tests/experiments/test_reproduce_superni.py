@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from fake_superni import superni_tree
+from fake_superni import pseudo_tree, superni_tree
 from moram_avalanche.experiments.paper_numbers import as_dict, load_paper_numbers
 
 
@@ -36,12 +36,14 @@ def test_paper_and_dry_run_need_no_data():
     done = cli("reproduce", "superni", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
-    # Replay, MoRAM (with replay), IncLoRA, O-LoRA, MoRAM on order 1, seed 42
-    assert "runs (5;" in out and "SAPT: not run" in out and "C-LoRA: not run" in out and "L2P: not run" in out
+    # Replay, SAPT, MoRAM (with replay), IncLoRA, O-LoRA, MoRAM on order 1, seed 42
+    assert "runs (6;" in out and "SAPT: sapt" in out and "C-LoRA: not run" in out and "L2P: not run" in out
     assert "task1572_samsum_summary, task363_sst2_polarity_classification" in out
     for line in ("lr 0.0003  [circle-hit/SAPT gen_script_superni_t5.py",
                  "accumulation_steps 4  [circle-hit/SAPT", "max_new_tokens 50  [circle-hit/SAPT",
-                 "moram-replay: defaults [as moram, plus Avalanche's ReplayPlugin", "[SAPT score.py]"):
+                 "moram-replay: defaults [as moram, plus Avalanche's ReplayPlugin", "[SAPT score.py]",
+                 "sapt: defaults [circle-hit/SAPT gen_script_superni_t5.py: LoRA rank 4, lora_alpha 32",
+                 "kl_ratio 0.5", "pseudo-samples: SAPT's shipped generated_data/lora_gen_superni_t5"):
         assert line in out, line
 
 
@@ -63,11 +65,13 @@ def test_a_rehearsal_writes_ap_and_ft_of_its_runs(tmp_path):
                                                             method_runs, run_setup, table_result)
 
     root = superni_tree(tmp_path / "CL_Benchmark", train=10, test=6)
+    pseudo = pseudo_tree(tmp_path / "generated_data" / "lora_gen_superni_t5")
     spec = TEXT_TABLES["superni"]
     settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True, progress=False)
-    # two rows keep the test short (full fine-tuning with replay, and MoRAM with replay); the others read "incomplete"
+    # three rows keep the test short (full fine-tuning with replay, SAPT, and MoRAM with replay); the others read
+    # "incomplete"
     folders = {}
-    for label in ("Replay", "MoRAM (with replay)"):
+    for label in ("Replay", "SAPT", "MoRAM (with replay)"):
         (run,) = method_runs(spec, label, settings)
         run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"),
                        progress=False)
@@ -88,7 +92,12 @@ def test_a_rehearsal_writes_ap_and_ft_of_its_runs(tmp_path):
         assert record["options"]["lr"] == "0.0003" and record["options"]["max_new_tokens"] == "4"  # SAPT's, capped
         assert record["stream"] == {"order": 1, "train_limit": 8, "test_limit": REHEARSAL_TEST}
     assert rows["MoRAM (with replay)"].cells["AP"].paper == 51.79
-    assert rows["MoRAM"].status == "incomplete" and rows["SAPT"].status == "not run"
+    assert rows["SAPT"].cells["AP"].paper == 51.54 and rows["SAPT"].cells["FT"].paper == 0.91
+    assert rows["MoRAM"].status == "incomplete"
+    # the SAPT row read SAPT's pseudo-samples found beside CL_Benchmark (recorded), and ran its reflection
+    record = json.loads((folders["SAPT"] / "run.json").read_text())["run"]
+    assert record["options"]["pseudo_data_root"] == repr(str(pseudo.resolve()))
+    assert record["options"]["accumulation_steps"] == "4" and record["strategy"] == "sapt"
     # the cells follow results.json: a matrix written by hand gives AP 185 / 15 and FT 5
     hand = [[10.0 + j if j <= i else 0.0 for j in range(15)] for i in range(15)]
     hand[14] = [5.0 + j for j in range(14)] + [24.0]

@@ -78,7 +78,8 @@ def test_paper_and_dry_run_need_no_data():
     done = cli("reproduce", "t5-standard", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "model: t5-large (float32)" in done.stdout
-    assert "L2P: not run" in done.stdout and "runs (27;" in done.stdout  # 9 strategies x 3 orders
+    assert "L2P: not run" in done.stdout and "runs (30;" in done.stdout  # 10 strategies x 3 orders
+    assert "InfLoRA: inf-lora" in done.stdout and "lambda_b 0.95" in done.stdout
 
 
 def test_missing_data_is_named_before_anything_runs(tmp_path):
@@ -135,6 +136,44 @@ def test_a_rehearsal_runs_every_row_and_writes_the_table(tmp_path, architecture)
     assert json.loads((table / "reproduction.json").read_text())["rows"] == data["rows"]
 
 
+def test_a_t5_standard_rehearsal_runs_the_inflora_row(tmp_path, monkeypatch):
+    """The t5-standard table's InfLoRA row end to end on the tiny T5 (the other rows, run by the
+    other rehearsal tests' strategies, are set aside here to keep the test short)."""
+    from dataclasses import replace
+
+    from moram_avalanche.benchmarks.text_tasks import ORDERS
+    from moram_avalanche.cli import main
+    from moram_avalanche.experiments import reproduce_text
+    from moram_avalanche.experiments.paper_tables import Method
+    from moram_avalanche.experiments.reproduce_text import REHEARSAL_TEST, TEXT_TABLES
+
+    spec = TEXT_TABLES["t5-standard"]
+    assert spec.method("InfLoRA") == Method("InfLoRA", "inf-lora")
+    only = tuple(m if m.label == "InfLoRA" else Method(m.label, None, reason="set aside in this test")
+                 for m in spec.methods)
+    monkeypatch.setitem(reproduce_text.TEXT_TABLES, "t5-standard", replace(spec, methods=only))
+    root = release_tree(tmp_path / "data", ORDERS[1])
+    out = tmp_path / "out"
+    assert main(["reproduce", "t5-standard", "--rehearse", "--data-root", str(root), "--out", str(out),
+                 "--device", "cpu", "--no-progress"]) == 0
+    data = json.loads((out / "rehearsal" / "t5-standard" / "reproduction.json").read_text())
+    row = next(row for row in data["rows"] if row["method"] == "InfLoRA")
+    assert row["status"] == "run"
+    lasts = []
+    for order in (1, 2, 3):
+        folder = out / "rehearsal" / "runs" / f"lm-cl-order{order}-t5-large" / "seed42" / "inf-lora" / "inf-lora"
+        report = json.loads((folder / "results.json").read_text())
+        assert report["domains"] == list(ORDERS[order])
+        matrix = np.array(report["matrix"])
+        assert matrix.shape == (4, 4)
+        assert np.allclose(matrix * REHEARSAL_TEST / 100, np.round(matrix * REHEARSAL_TEST / 100))
+        assert json.loads((folder / "run.json").read_text())["strategy"] == "TextInfLoRA"
+        lasts.append(matrix[-1].mean())
+        assert row["cells"][f"Order {order}"]["ours"] == pytest.approx(lasts[-1])
+        assert row["cells"][f"Order {order}"]["paper"] is None  # no number transcribed for the row
+    assert row["cells"]["Average"]["ours"] == pytest.approx(np.mean(lasts))
+
+
 def trace_tree(root, train=10, test=10):
     """TRACE's layout: <task>/{train,eval,test}.json of {prompt, answer}."""
     from moram_avalanche.benchmarks import TRACE_ORDER
@@ -155,8 +194,15 @@ def test_trace_paper_numbers_and_plan():
     assert load_paper_numbers("trace").row("LLaMA-3-1B-Instruct", "MoRAM").cell("BWT").std == 0.8
     done = cli("reproduce", "trace", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
-    # ICL, SeqLoRA, OGD, GEM, EWC, HiDeLoRA, O-LoRA, MoRAM x 3 models x 3 seeds
-    assert "runs (72;" in done.stdout and "OGD: ogd" in done.stdout and "HiDeLoRA: hidelora" in done.stdout and "google/gemma-2b-it" in done.stdout and "TreeLoRA: not run" in done.stdout
+    # ICL, SeqLoRA, OGD, GEM, EWC, HiDeLoRA, O-LoRA, TreeLoRA, MoRAM x 3 models x 3 seeds
+    assert "runs (81;" in done.stdout and "OGD: ogd" in done.stdout and "google/gemma-2b-it" in done.stdout
+    assert "TreeLoRA: treelora" in done.stdout and "HiDeLoRA: hidelora" in done.stdout
+    treelora = done.stdout[done.stdout.index("    treelora: defaults"):done.stdout.index("    moram: defaults")]
+    for line in ("lr 0.0001  [ZinYY/TreeLoRA scripts/lora_based_methods/Tree_LoRA.sh --learning_rate 1e-4]",
+                 "reg 0.5  [ZinYY/TreeLoRA scripts/lora_based_methods/Tree_LoRA.sh reg=0.5]",
+                 "epochs C-STANCE 2, FOMC 1, MeetingBank 3, Py150 2, ScienceQA 1, NumGLUE-cm 2, NumGLUE-ds 2, 20Minuten 3",
+                 "betas (0.9, 0.95)", "differs from its code"):
+        assert line in treelora, line
 
 
 def test_a_trace_rehearsal_writes_op_and_bwt_over_three_seeds(tmp_path):
@@ -212,6 +258,36 @@ def test_a_trace_rehearsal_of_the_ogd_row_runs_it_with_traces_settings(tmp_path)
     record = json.loads((runs[0].folder(settings.root / "runs") / "ogd" / "run.json").read_text())
     options = record["run"]["options"]
     assert eval(options["gradients_per_task"]) == 1 and eval(options["lr"]) == 1e-5  # TRACE's train_seq_cl.sh
+
+
+def test_a_trace_rehearsal_of_the_treelora_row_runs_it_with_its_scripts_settings(tmp_path):
+    """TreeLoRA's row (its TRACE script's lr, epochs and reg; the release's LoRA targets) on the real
+    code path, capped; its cells are the mean of the runs' results.json, beside the paper's."""
+    from moram_avalanche.experiments.compare import run_comparison
+    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
+                                                            run_setup, table_result)
+
+    root = trace_tree(tmp_path / "TRACE")
+    spec = TEXT_TABLES["trace"]
+    settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True,
+                                     seeds=(1, 2), progress=False)
+    runs = method_runs(spec, "TreeLoRA", settings, "LLaMA-3-1B-Instruct")
+    assert [run.strategy for run in runs] == ["treelora", "treelora"]
+    for run in runs:
+        run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
+    row = next(r for r in table_result(spec, settings).rows if (r.block, r.method) == ("LLaMA-3-1B-Instruct", "TreeLoRA"))
+    assert row.status == "run"
+    reports = [json.loads((run.folder(settings.root / "runs") / "treelora" / "results.json").read_text()) for run in runs]
+    for column in ("OP", "BWT"):
+        values = [r[column.lower()] for r in reports]
+        assert row.cells[column].ours == pytest.approx(np.mean(values))
+        assert row.cells[column].ours_std == pytest.approx(np.std(values, ddof=1))
+        assert row.cells[column].seeds == 2
+    assert row.cells["OP"].paper == 36.14 and row.cells["BWT"].paper == 7.36  # the paper's TreeLoRA means
+    record = json.loads((runs[0].folder(settings.root / "runs") / "treelora" / "run.json").read_text())
+    options = record["run"]["options"]
+    assert eval(options["lr"]) == 1e-4 and eval(options["reg"]) == 0.5 and eval(options["betas"]) == (0.9, 0.95)
+    assert eval(options["target_modules"])["llama"] == ["q_proj", "k_proj", "v_proj", "o_proj"]
 
 
 def test_a_trace_rehearsal_of_the_hidelora_row_runs_it_with_its_codes_settings(tmp_path):

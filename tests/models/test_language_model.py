@@ -36,7 +36,7 @@ def test_causal_loss_projects_only_answer_positions_and_equals_the_models_own_lo
     """The LM head sees only the positions that predict answer tokens (logits_to_keep), and the
     loss and its gradients equal transformers' own labels= loss over the full logits; a forward
     without logits_to_keep takes the full-logits path to the same value."""
-    from moram_avalanche.models.language_model import causal_answer_logits
+    from moram_avalanche.models.language_model import _keeps_logits, causal_answer_logits
 
     lm = model("llama")
     for p in lm.model.parameters():
@@ -48,7 +48,8 @@ def test_causal_loss_projects_only_answer_positions_and_equals_the_models_own_lo
     ours = lm.loss(prompts, answers)
     handle.remove()
     answer_tokens = sum(len(row) for row in lm._answer_ids(answers))
-    assert rows == [torch.Size([answer_tokens])] and answer_tokens < labels.numel()
+    if _keeps_logits(lm.model) == "mask":  # an older transformers keeps a tail (the next test)
+        assert rows == [torch.Size([answer_tokens])] and answer_tokens < labels.numel()
     ours.backward()
     ours_grads = [p.grad.clone() for p in lm.model.parameters()]
     lm.model.zero_grad()
@@ -69,6 +70,52 @@ def test_causal_loss_projects_only_answer_positions_and_equals_the_models_own_lo
     logits, targets = causal_answer_logits(NoKeep(lm.model), inputs, labels)
     assert logits.shape == (answer_tokens, lm.config.vocab_size)
     assert torch.nn.functional.cross_entropy(logits, targets).item() == pytest.approx(theirs.item(), rel=1e-6)
+
+
+def test_an_older_transformers_whose_logits_to_keep_takes_only_an_int_keeps_the_tail():
+    """transformers before ``slice_logits_to_keep`` (e.g. 5.17, a GPU image's) reads
+    ``logits_to_keep`` as "the last k positions" only: the loss asks for the tail from the first
+    position that predicts an answer token and picks the rows there -- the same value and
+    gradients as the model's own labels= loss (a 2-D mask there fails: "too many indices")."""
+    from moram_avalanche.models.language_model import _keeps_logits, causal_answer_logits
+
+    lm = model("llama")
+    assert _keeps_logits(lm.model) in ("mask", "last")  # "mask" from transformers 5.2x (the pinned 5.24)
+    inner = lm.model
+    asked = []
+
+    class IntOnly(torch.nn.Module):  # LLaMA's forward as transformers 5.17 slices: hidden[:, -k:]
+        def __init__(self):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, logits_to_keep=0):
+            asked.append(logits_to_keep)
+            if not isinstance(logits_to_keep, int):
+                raise IndexError("too many indices for tensor of dimension 3")
+            hidden = self.inner.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            return type("Out", (), {"logits": self.inner.lm_head(hidden[:, -logits_to_keep:] if logits_to_keep
+                                                                  else hidden)})()
+
+    IntOnly.__module__ = "an_older_transformers_model"  # a module without slice_logits_to_keep
+    for p in inner.parameters():
+        p.requires_grad_(True)
+    prompts, answers = PROMPTS, ["red", "a longer answer than the others"]  # long prompts: a tail to cut
+    inputs, labels = lm._teacher_forced(prompts, answers)
+    wrapped = IntOnly()
+    assert _keeps_logits(wrapped) == "last"
+    logits, targets = causal_answer_logits(wrapped, inputs, labels)
+    first = int((labels[:, 1:] != -100).any(0).nonzero()[0])  # the first column that predicts
+    assert asked == [labels.shape[1] - first] and 0 < asked[0] < labels.shape[1]
+    ours = torch.nn.functional.cross_entropy(logits, targets)
+    ours.backward()
+    ours_grads = [p.grad.clone() for p in inner.parameters()]
+    inner.zero_grad()
+    theirs = inner(**inputs, labels=labels).loss
+    theirs.backward()
+    assert ours.item() == pytest.approx(theirs.item(), rel=1e-6)
+    for mine, reference in zip(ours_grads, (p.grad for p in inner.parameters())):
+        torch.testing.assert_close(mine, reference, rtol=1e-5, atol=1e-7)
 
 
 def test_seq2seq_loss_is_the_decoders_over_the_answer():

@@ -54,3 +54,29 @@ def test_a_causal_tokenizer_without_pad_or_eos_is_refused():
 
     with pytest.raises(ValueError, match="neither a pad nor an EOS token"):
         prepare_tokenizer(word_tokenizer(eos=False), seq2seq=False)
+
+
+def test_gradient_checkpointing_takes_the_older_transformers_name_where_the_new_one_is_missing():
+    """transformers 5.2x calls it ``activation_checkpointing_enable``; older 5.x (a GPU image's 5.17)
+    only ``gradient_checkpointing_enable``: either is used, and the inputs' embeddings require grad."""
+    from moram_avalanche.text.load import enable_gradient_checkpointing
+
+    class Older:
+        def __init__(self):
+            self.calls = []
+
+        def gradient_checkpointing_enable(self):
+            self.calls.append("gradient_checkpointing_enable")
+
+        def enable_input_require_grads(self):
+            self.calls.append("enable_input_require_grads")
+
+    class Newer(Older):
+        def activation_checkpointing_enable(self):
+            self.calls.append("activation_checkpointing_enable")
+
+    older, newer = Older(), Newer()
+    enable_gradient_checkpointing(older)
+    enable_gradient_checkpointing(newer)
+    assert older.calls == ["gradient_checkpointing_enable", "enable_input_require_grads"]
+    assert newer.calls == ["activation_checkpointing_enable", "enable_input_require_grads"]

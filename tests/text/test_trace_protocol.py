@@ -200,15 +200,23 @@ def test_gemma_is_in_the_release_target_table():
     assert tuple(RELEASE_TARGET_MODULES["gemma"]) == ATTENTION == tuple(RELEASE_TARGET_MODULES["llama"])
 
 
-def test_a_row_the_package_cannot_run_shows_the_papers_number_and_why(tmp_path):
+def test_a_row_the_package_cannot_run_says_why_and_a_run_row_not_yet_run_shows_the_papers_number(tmp_path):
     from moram_avalanche.experiments.reproduce_report import table_markdown
     from moram_avalanche.experiments.reproduce_text import TEXT_TABLES, TextReproduceSettings, table_result
 
     result = table_result(TEXT_TABLES["trace"], TextReproduceSettings(out=str(tmp_path)))
-    row = next(r for r in result.rows if (r.block, r.method) == ("LLaMA-2-7B-Chat", "TreeLoRA"))
-    assert row.status == "not run" and "not implemented" in row.reason
-    assert (row.cells["OP"].paper, row.cells["BWT"].paper) == (43.52, 3.46)  # the paper's tab:llm_cl
+    rows = {r.method: r for r in result.rows if r.block == "LLaMA-2-7B-Chat"}
+    assert rows["DualPrompt"].status == "not run" and "not implemented" in rows["DualPrompt"].reason
+    assert rows["DualPrompt"].cells["OP"].paper is None  # no DualPrompt number transcribed: never invented
+    assert rows["HiDeLoRA"].status == "incomplete"  # the hidelora row runs now; nothing was run here
+    assert rows["HiDeLoRA"].cells["OP"].paper is None  # no HiDeLoRA number transcribed: never invented
+    assert rows["TreeLoRA"].status == "incomplete"  # the treelora row runs now; nothing was run here
+    assert (rows["TreeLoRA"].cells["OP"].paper, rows["TreeLoRA"].cells["BWT"].paper) == (43.52, 3.46)  # tab:llm_cl
     lines = table_markdown(result).splitlines()
-    at = lines.index("|  | TreeLoRA † | ours | not run |  |  |")
+    at = lines.index("|  | TreeLoRA † | ours | incomplete |  |  |")
     assert lines[at + 1] == "|  |  | paper | 43.52 | 3.46 | – |"  # OP, BWT; the release's BWT has no paper number
-    assert "- LLaMA-2-7B-Chat / TreeLoRA: not run -- not implemented in this library" in lines
+    at = lines.index("|  | HiDeLoRA † | ours | incomplete |  |  |")
+    assert lines[at + 1] == "|  |  | paper | – | – | – |"
+    at = lines.index("|  | DualPrompt † | ours | not run |  |  |")
+    assert lines[at + 1] == "|  |  | paper | – | – | – |"
+    assert "- LLaMA-2-7B-Chat / DualPrompt: not run -- not implemented in this library (prompt-based)" in lines

@@ -51,21 +51,29 @@ class InfLoRAPlugin(GrowthPlugin, supports_distributed=True):
     (its ``template``), every one of the ``context_length`` positions counting, padding
     included, as LibContinual's CLIP port [LibContinual core/model/InfLoRA_opt.py].
 
+    The steps are methods a model family overrides where it differs (:meth:`covariances`,
+    :meth:`install`, :meth:`finish`, :meth:`stream_tasks`, :meth:`experience_name`; the language
+    models' :class:`~moram_avalanche.strategies.plugins.text_inflora.TextInfLoRAPlugin`), while
+    :meth:`design` and :meth:`remember` hold the method's math, once.
+
     Attributes:
         memories: ``{group: DualGPM}``. tasks_done: experiences taken into the memories.
         history: per experience ``{"domain", "threshold", "old_space": {group: dims},
             "kind": {group: "remove"|"retain"}}``.
     """
 
+    #: the adapters it designs: CLIP's mergeable one-LoRA layers (the text family's subclass: one LoRA per task)
+    layer_type = LoRALinear
+
     def __init__(self, groups: Mapping[str, Mapping], *, rank: int, num_tasks: Optional[int] = None,
                  lambda_b: float = LAMBDA_B, lambda_e: float = LAMBDA_E, memory: str = "dual") -> None:
-        super().__init__(LoRALinear)
+        super().__init__()
         if num_tasks is not None and num_tasks < 1:
             raise ValueError(f"num_tasks must be a positive int or None, got {num_tasks}")
         if memory not in MEMORIES:
             raise ValueError(f"memory must be one of {MEMORIES} (DualGPM or plain GPM), got {memory!r}")
         threshold(0, 1, lambda_b, lambda_e)  # validates the lambdas
-        self.groups = {name: {"encoder": g["encoder"], "layers": list(g["layers"]), "dim": int(g["dim"])}
+        self.groups = {name: {"encoder": g.get("encoder"), "layers": list(g["layers"]), "dim": int(g["dim"])}
                        for name, g in groups.items()}
         self.rank = rank
         self.num_tasks = num_tasks
@@ -84,7 +92,24 @@ class InfLoRAPlugin(GrowthPlugin, supports_distributed=True):
         self._threshold(strategy.experience)  # fail before any work if the stream is too long
         covariances = self.covariances(strategy, num_workers=self.loader_options.get("num_workers", 0))
         layers = self.layers(strategy.model)
-        for name, group in self.groups.items():
+        for name, down in self.design(covariances).items():
+            for layer_name in self.groups[name]["layers"]:
+                self.install(layers[layer_name], down)
+
+    def settle(self, strategy) -> None:
+        eps = self._threshold(strategy.experience)
+        covariances = self.covariances(strategy, num_workers=self.loader_options.get("num_workers", 0))
+        self.remember(covariances, eps, self.experience_name(strategy.experience))
+        for layer in self.layers(strategy.model).values():
+            self.finish(layer)
+
+    # ------------------------------------------------------------------ the method's steps
+    def design(self, covariances: Mapping[str, torch.Tensor]) -> Dict[str, torch.Tensor]:
+        """``{group: down}``: each group's designed down-projection ``[rank, dim]`` from its input
+        covariance projected out of its memory's old input space (a warning when the free space
+        is narrower than the rank)."""
+        downs = {}
+        for name in self.groups:
             memory = self.memories[name]
             if memory.free_dim < self.rank:
                 warnings.warn(
@@ -93,28 +118,36 @@ class InfLoRAPlugin(GrowthPlugin, supports_distributed=True):
                     f"{self.rank - memory.free_dim} rows of the new down-projection lie in the old "
                     "tasks' input space and may interfere with them; use a smaller rank or lambda_b")
             projected = memory.project_away(covariances[name])
-            down = design_down_projection(projected, self.rank, free=memory.free_basis())
-            for layer_name in group["layers"]:
-                layer = layers[layer_name]
-                layer.set_down(down.to(layer.down.dtype))
-                with torch.no_grad():
-                    layer.up.zero_()
-                layer.down.requires_grad_(False)
-                layer.up.requires_grad_(True)
+            downs[name] = design_down_projection(projected, self.rank, free=memory.free_basis())
+        return downs
 
-    def settle(self, strategy) -> None:
-        eps = self._threshold(strategy.experience)
-        covariances = self.covariances(strategy, num_workers=self.loader_options.get("num_workers", 0))
-        for name, memory in self.memories.items():
-            memory.update(covariances[name], eps)
-        for layer in self.layers(strategy.model).values():
-            layer.merge()
+    def install(self, layer, down: torch.Tensor) -> None:
+        """Put the designed ``down`` in ``layer`` (frozen) and restart its up-projection at zero (trained)."""
+        layer.set_down(down.to(layer.down.dtype))
+        with torch.no_grad():
+            layer.up.zero_()
+        layer.down.requires_grad_(False)
+        layer.up.requires_grad_(True)
+
+    def remember(self, covariances: Mapping[str, torch.Tensor], eps: float, name: str = "") -> None:
+        """Every group's memory takes the post-training covariance with threshold ``eps``; the
+        experience (``name``) joins :attr:`history`."""
+        for group, memory in self.memories.items():
+            memory.update(covariances[group], eps)
         self.tasks_done += 1
         self.history.append({
-            "domain": str(getattr(strategy.experience, "domain", "")), "threshold": eps,
-            "old_space": {name: m.old_space_dim for name, m in self.memories.items()},
-            "kind": {name: m.kind for name, m in self.memories.items()},
+            "domain": name, "threshold": eps,
+            "old_space": {group: m.old_space_dim for group, m in self.memories.items()},
+            "kind": {group: m.kind for group, m in self.memories.items()},
         })
+
+    def finish(self, layer) -> None:
+        """After the experience: merge the update into the base weight (its up-projection back to zero)."""
+        layer.merge()
+
+    @staticmethod
+    def experience_name(experience) -> str:
+        return str(getattr(experience, "domain", ""))
 
     # ------------------------------------------------------------------ pieces
     def covariances(self, strategy, num_workers: int = 0) -> Dict[str, torch.Tensor]:
@@ -139,11 +172,16 @@ class InfLoRAPlugin(GrowthPlugin, supports_distributed=True):
         return input_covariances(strategy.model, recorded, images=images, tokens=tokens)
 
     def _threshold(self, experience) -> float:
-        total = self.num_tasks if self.num_tasks is not None else len(getattr(experience, "domains", ()))
+        total = self.num_tasks if self.num_tasks is not None else self.stream_tasks(experience)
         if total < 1:
             raise ValueError("InfLoRA needs the number of tasks T for its threshold schedule: the "
-                             "experience has no `domains`; pass num_tasks")
+                             "experience does not say how many its stream holds; pass num_tasks")
         return threshold(self.tasks_done, total, self.lambda_b, self.lambda_e)
+
+    @staticmethod
+    def stream_tasks(experience) -> int:
+        """``T`` when ``num_tasks`` is None: the number of domains of the CLIP benchmark (0: unknown)."""
+        return len(getattr(experience, "domains", ()))
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
