@@ -54,9 +54,10 @@ def text_strategies() -> dict:
     :data:`~moram_avalanche.strategies.text_builtins.TEXT_BUILTINS`)."""
     from .text_builtins import TEXT_BUILTINS
     from .text_icl import TextICL
+    from .text_l2p import TextL2P
     from .text_strategies import TEXT_STRATEGIES
 
-    return {**TEXT_STRATEGIES, "icl": TextICL, **TEXT_BUILTINS}
+    return {**TEXT_STRATEGIES, "icl": TextICL, "l2p": TextL2P, **TEXT_BUILTINS}
 
 
 def all_strategies() -> Dict[str, Union[Type[CLIPStrategy], BuiltinStrategy]]:
