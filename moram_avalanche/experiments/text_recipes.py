@@ -100,10 +100,25 @@ def _trace_stream() -> List[Tuple[str, Setting]]:
         ("full", Setting("lr", 1e-5, f"{_TRACE_FULL}: --learning_rate 1e-5")),
         ("full", Setting("epochs", dict(TRACE_FULL_EPOCHS), f"{_TRACE_FULL}: --num_train_epochs 5,3,7,5,3,5,5,7")),
         ("icl", Setting("max_source_length", 3584, "BeyonderXX/TRACE scripts/ICL.sh --max_prompt_len 3584")),
+        ("l2p", Setting("lr", 1e-5, f"{_TRACE_FULL}: --learning_rate 1e-5 (the script of every TRACE --CL_method, "
+                        "L2P's included)")),
+        ("l2p", Setting("epochs", dict(TRACE_FULL_EPOCHS), f"{_TRACE_FULL}: --num_train_epochs 5,3,7,5,3,5,5,7")),
+        *[("l2p", Setting(option, value, source)) for option, value, source in _trace_l2p()],
         ("ogd", Setting("gradients_per_task", 1,
                         "ours: TRACE (model/Regular/OGD.py) stores the loss gradient of every training minibatch, "
                         "25 GiB each for a 7B model in float32; one per task, after it trains (OGD's Algorithm 1)")),
     ]
+
+
+def _trace_l2p() -> List[Tuple[str, Any, str]]:
+    """L2P's own settings as TRACE runs it: (option, value, source)."""
+    from ..text.prompt_pool import TRACE_L2P
+
+    main, l2p = "BeyonderXX/TRACE training/main.py", "BeyonderXX/TRACE model/Dynamic_network/L2P.py"
+    return [("pool_size", TRACE_L2P["pool_size"], f"{main}: args.pool_size = 10"),
+            ("prompt_length", TRACE_L2P["prompt_length"], f"{main}: args.prompt_length = 5"),
+            ("top_k", TRACE_L2P["top_k"], f"{l2p}: top_k=3"),
+            ("pull_coef", TRACE_L2P["pull_coef"], f"{l2p}: pull_constraint_coeff=0.5")]
 
 
 _SAPT = "circle-hit/SAPT gen_script_superni_t5.py"
@@ -232,6 +247,10 @@ DEFAULT_SOURCES: Dict[str, str] = {
     "ogd": "every weight; each gradient minus its projection on the Gram-Schmidt basis of earlier tasks' token-loss "
            "gradients (BeyonderXX/TRACE model/Regular/OGD.py; Farajtabar et al. 2020, Eq. 5), gradients_per_task 1 "
            "(ours)",
+    "l2p": "the model frozen; a pool of 10 prompts of 5 vectors and their keys trains, the top 3 by cosine with the "
+           "mean input embedding put before the input, loss minus 0.5 x their cosines; prompts start as embedding "
+           "rows of random tokens / 100 (BeyonderXX/TRACE training/main.py, model/Dynamic_network/L2P.py); keys "
+           "trainable (the L2P paper, Wang et al. 2022; TRACE keeps them fixed)",
     "*": "paper Sec. 4, LLM settings: AdamW, lr 1e-3 constant, batch 64, one epoch per task",
 }
 
@@ -258,6 +277,14 @@ def _ogd_note() -> str:
             "does not fit [strategies/plugins/ogd.py check_basis_fits]")
 
 
+def _l2p_note() -> str:
+    return ("differs from TRACE's L2P: the keys train (TRACE computes them once from the initial prompts), and the "
+            "query averages the prompt's own tokens (TRACE's the padded batch, a causal row's answer included); on "
+            "T5 the prompts go before the encoder's input, and TRACE's pool settings serve there too: this package's "
+            "sources give no L2P setting for T5 (O-LoRA's code, which the T5 tables' loop follows, has no L2P) "
+            "[text/prompt_pool.py]")
+
+
 def _load_balance_note() -> str:
     return ("speed: a training forward runs the plain-autograd path of the routing ablations (the bank joined "
             "per call, dense [tokens, atoms] routing), not the method's fused path; evaluation is the method's "
@@ -265,7 +292,8 @@ def _load_balance_note() -> str:
 
 
 #: strategy -> a note of what running it costs (``reproduce --dry-run``)
-STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note, "moram-load-balance": _load_balance_note,
+STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note, "l2p": _l2p_note,
+                                                "moram-load-balance": _load_balance_note,
                                                 "ogd": _ogd_note}
 
 #: what the streams do the same way for every strategy, with its source (``reproduce --dry-run``)

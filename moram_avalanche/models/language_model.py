@@ -48,7 +48,10 @@ front; the model is then called with ``inputs_embeds`` (a seq2seq model's encode
 model's prefix reads the prompts alone: in training the answer follows each row's last prompt
 token and the padding is moved to the end (the labels with it, the prefix's positions
 ``IGNORE_INDEX``); in generation the padding is moved back to the left of the prefix, and only
-the new tokens come back (``transformers`` returns only those for ``inputs_embeds``).
+the new tokens come back (``transformers`` returns only those for ``inputs_embeds``). With a
+prefix, a causal model's ``repetition_penalty`` and ``no_repeat_ngram_size`` see the generated
+tokens only, not the prompt's (``transformers`` has no prompt ids to read with ``inputs_embeds``;
+TRACE's own L2P inference, ``model/Dynamic_network/L2P.py``, generates from ``inputs_embeds`` too).
 
 How a long prompt is cut (:class:`PromptCut`, one per prompt; :func:`prompt_cuts`):
 
@@ -384,7 +387,9 @@ class LanguageModel(nn.Module):
         inputs = self._prefixed(dict(input_ids=input_ids, attention_mask=self._mask(sources, left=left, width=width)),
                                 left=left)
         try:
-            out = self.model.generate(**inputs, **options)
+            with warnings.catch_warnings():  # said once, in the module docstring (soft prompts)
+                warnings.filterwarnings("ignore", message=r"Passing `\w+` with `inputs_embeds` and without `input_ids`")
+                out = self.model.generate(**inputs, **options)
         except Exception as error:
             if not compiled or self.compile_generation is True:
                 raise

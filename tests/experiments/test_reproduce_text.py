@@ -78,7 +78,7 @@ def test_paper_and_dry_run_need_no_data():
     done = cli("reproduce", "t5-standard", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "model: t5-large (float32)" in done.stdout
-    assert "L2P: not run" in done.stdout and "runs (27;" in done.stdout  # 9 strategies x 3 orders
+    assert "L2P: l2p" in done.stdout and "runs (30;" in done.stdout  # 10 strategies x 3 orders
 
 
 def test_missing_data_is_named_before_anything_runs(tmp_path):
@@ -155,8 +155,8 @@ def test_trace_paper_numbers_and_plan():
     assert load_paper_numbers("trace").row("LLaMA-3-1B-Instruct", "MoRAM").cell("BWT").std == 0.8
     done = cli("reproduce", "trace", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
-    # ICL, SeqLoRA, OGD, GEM, EWC, O-LoRA, MoRAM x 3 models x 3 seeds
-    assert "runs (63;" in done.stdout and "OGD: ogd" in done.stdout and "google/gemma-2b-it" in done.stdout and "TreeLoRA: not run" in done.stdout
+    # ICL, SeqLoRA, OGD, GEM, EWC, L2P, O-LoRA, MoRAM x 3 models x 3 seeds
+    assert "runs (72;" in done.stdout and "OGD: ogd" in done.stdout and "L2P: l2p" in done.stdout and "google/gemma-2b-it" in done.stdout and "TreeLoRA: not run" in done.stdout
 
 
 def test_a_trace_rehearsal_writes_op_and_bwt_over_three_seeds(tmp_path):
@@ -212,3 +212,30 @@ def test_a_trace_rehearsal_of_the_ogd_row_runs_it_with_traces_settings(tmp_path)
     record = json.loads((runs[0].folder(settings.root / "runs") / "ogd" / "run.json").read_text())
     options = record["run"]["options"]
     assert eval(options["gradients_per_task"]) == 1 and eval(options["lr"]) == 1e-5  # TRACE's train_seq_cl.sh
+
+
+def test_a_trace_rehearsal_of_the_l2p_row_runs_it_with_traces_settings(tmp_path):
+    """L2P's row (a prompt pool on a frozen causal model) on the real code path, capped: its cells
+    are the mean of its runs' results.json, and the runs recorded TRACE's L2P settings."""
+    from moram_avalanche.experiments.compare import run_comparison
+    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
+                                                            run_setup, table_result)
+
+    root = trace_tree(tmp_path / "TRACE")
+    spec = TEXT_TABLES["trace"]
+    settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True,
+                                     seeds=(1, 2), progress=False)
+    runs = method_runs(spec, "L2P", settings, "Gemma-2B-it")
+    assert [run.strategy for run in runs] == ["l2p", "l2p"]
+    for run in runs:
+        run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
+    row = next(r for r in table_result(spec, settings).rows if (r.block, r.method) == ("Gemma-2B-it", "L2P"))
+    assert row.status == "run"
+    reports = [json.loads((run.folder(settings.root / "runs") / "l2p" / "results.json").read_text()) for run in runs]
+    for column in ("OP", "BWT"):
+        values = [r[column.lower()] for r in reports]
+        assert row.cells[column].ours == pytest.approx(np.mean(values))
+        assert row.cells[column].seeds == 2
+    options = json.loads((runs[0].folder(settings.root / "runs") / "l2p" / "run.json").read_text())["run"]["options"]
+    assert eval(options["lr"]) == 1e-5 and eval(options["pool_size"]) == 10 and eval(options["top_k"]) == 3
+    assert eval(options["pull_coef"]) == 0.5 and eval(options["prompt_length"]) == 5

@@ -208,3 +208,16 @@ def test_a_row_the_package_cannot_run_shows_the_papers_number_and_why(tmp_path):
     at = lines.index("|  | TreeLoRA † | ours | not run |  |  |")
     assert lines[at + 1] == "|  |  | paper | 43.52 | 3.46 | – |"  # OP, BWT; the release's BWT has no paper number
     assert "- LLaMA-2-7B-Chat / TreeLoRA: not run -- not implemented in this library" in lines
+
+
+def test_l2p_runs_traces_l2p_settings_on_trace_and_the_tables_loop_elsewhere():
+    from moram_avalanche.experiments.text_recipes import stream_options, stream_settings
+
+    options = stream_options("trace", "l2p")
+    # BeyonderXX/TRACE training/main.py (pool 10, length 5), model/Dynamic_network/L2P.py (top 3, 0.5),
+    # scripts/train_seq_cl.sh (the script of every --CL_method: lr 1e-5, epochs 5,3,7,5,3,5,5,7)
+    assert (options["pool_size"], options["prompt_length"], options["top_k"], options["pull_coef"]) == (10, 5, 3, 0.5)
+    assert options["lr"] == 1e-5 and options["epochs"]["MeetingBank"] == 7 and options["train_mb_size"] == 4
+    assert all(s.source for s in stream_settings("trace", "l2p"))
+    superni = stream_options("superni", "l2p")  # SAPT's loop, L2P's own defaults (TRACE's)
+    assert superni["lr"] == 3e-4 and "pool_size" not in superni
