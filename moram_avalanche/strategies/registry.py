@@ -53,11 +53,12 @@ def text_strategies() -> dict:
     package's language-model strategies, then Avalanche's on the text loop (``avalanche.ewc``, ...,
     :data:`~moram_avalanche.strategies.text_builtins.TEXT_BUILTINS`)."""
     from .text_builtins import TEXT_BUILTINS
+    from .text_dualprompt import TextDualPrompt
     from .text_icl import TextICL
     from .text_l2p import TextL2P
     from .text_strategies import TEXT_STRATEGIES
 
-    return {**TEXT_STRATEGIES, "icl": TextICL, "l2p": TextL2P, **TEXT_BUILTINS}
+    return {**TEXT_STRATEGIES, "icl": TextICL, "l2p": TextL2P, "dualprompt": TextDualPrompt, **TEXT_BUILTINS}
 
 
 def all_strategies() -> Dict[str, Union[Type[CLIPStrategy], BuiltinStrategy]]:

@@ -29,7 +29,25 @@ def hidden_size(model) -> int:
     return int(model.model.get_input_embeddings().weight.shape[-1])
 
 
-class TextL2P(TextStrategy):
+class PromptStrategy(TextStrategy):
+    """A text strategy whose model is frozen and whose ``prefix`` (a
+    :class:`~moram_avalanche.text.soft_prompt.PromptPrefix`) trains: run checkpoints hold the
+    prefix's state only (``prefix.*``)."""
+
+    def checkpoint_model_state(self) -> dict:
+        """The prefix's state (its prompts, keys and buffers): nothing else trains."""
+        return {f"prefix.{key}": value for key, value in self.model.prefix.state_dict().items()}
+
+    def load_checkpoint_model_state(self, state: dict) -> None:
+        own = {key[len("prefix."):]: value for key, value in state.items() if key.startswith("prefix.")}
+        if len(own) != len(state):
+            raise ValueError(f"this checkpoint should hold only the prompts (prefix.*), got {sorted(state)[:3]}...: "
+                             "resume it with the strategy that wrote it")
+        with torch.no_grad():
+            self.model.prefix.load_state_dict(own)
+
+
+class TextL2P(PromptStrategy):
     """L2P: every weight of the language model frozen; ``pool_size`` prompts of ``prompt_length``
     vectors and their keys train; each input reads the ``top_k`` prompts whose keys best match
     the mean of its input embeddings, in front of its prompt; the loss is the token loss minus
@@ -70,18 +88,5 @@ class TextL2P(TextStrategy):
         self.l2p_plugin = L2PPlugin(pull_coef)
         super().__init__(model=model, tokenizer=tokenizer, plugins=[self.l2p_plugin, *(plugins or [])], **kwargs)
 
-    # ------------------------------------------------------------------ checkpoints
-    def checkpoint_model_state(self) -> dict:
-        """The pool and its keys (``prefix.weight``, ``prefix.keys``): nothing else trains."""
-        return {f"prefix.{key}": value for key, value in self.model.prefix.state_dict().items()}
 
-    def load_checkpoint_model_state(self, state: dict) -> None:
-        own = {key[len("prefix."):]: value for key, value in state.items() if key.startswith("prefix.")}
-        if len(own) != len(state):
-            raise ValueError(f"an l2p checkpoint holds only the prompt pool (prefix.*), got {sorted(state)[:3]}...: "
-                             "resume it with the strategy that wrote it")
-        with torch.no_grad():
-            self.model.prefix.load_state_dict(own)
-
-
-__all__ = ["TextL2P", "check_l2p_options", "hidden_size"]
+__all__ = ["PromptStrategy", "TextL2P", "check_l2p_options", "hidden_size"]

@@ -54,17 +54,24 @@ def check_pool(pool_size, length, dim, top_k) -> None:
 
 
 def embedding_rows_init(table: torch.Tensor, pool_size: int, length: int,
-                        generator: Optional[torch.Generator] = None) -> torch.Tensor:
+                        generator: Optional[torch.Generator] = None, divisor: float = INIT_DIVISOR) -> torch.Tensor:
     """``[pool_size, length, H]`` rows of the ``[V, H]`` embedding ``table`` at random token ids,
-    divided by :data:`INIT_DIVISOR` (TRACE ``convert_L2P_model``)."""
+    divided by ``divisor`` (TRACE ``convert_L2P_model``: :data:`INIT_DIVISOR`)."""
     ids = torch.randint(table.shape[0], (pool_size * length,), generator=generator)
-    return (table.detach().float().cpu()[ids] / INIT_DIVISOR).view(pool_size, length, table.shape[1])
+    return (table.detach().float().cpu()[ids] / divisor).view(pool_size, length, table.shape[1])
 
 
 def l2_normalize(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     """``x`` divided by its L2 norm over the last dimension, the squared norm floored at ``eps``
     (L2P's and TRACE's ``l2_normalize``)."""
     return x * torch.rsqrt(torch.clamp(x.pow(2).sum(-1, keepdim=True), min=eps))
+
+
+def mean_query(embeds: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``[B, H]``: the mean of each row's embeddings over its tokens (``mask`` 1), in float32,
+    without gradient (the input embeddings are the frozen model's)."""
+    weights = mask.to(torch.float32).unsqueeze(-1)
+    return (embeds.detach().float() * weights).sum(1) / weights.sum(1).clamp(min=1.0)
 
 
 class PromptPool(PromptPrefix):
@@ -96,10 +103,7 @@ class PromptPool(PromptPrefix):
         self._pulls: List[torch.Tensor] = []
 
     def query(self, embeds: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """``[B, H]``: the mean of each row's embeddings over its tokens (``mask`` 1), in float32,
-        without gradient (the input embeddings are the frozen model's)."""
-        weights = mask.to(torch.float32).unsqueeze(-1)
-        return ((embeds.detach().float() * weights).sum(1) / weights.sum(1).clamp(min=1.0))
+        return mean_query(embeds, mask)
 
     def select(self, query: torch.Tensor):
         """``(indices [B, top_k], cosines [B, top_k])``: the keys most similar to each query, most
@@ -125,4 +129,5 @@ class PromptPool(PromptPrefix):
         return f"pool_size={size}, length={length}, dim={dim}, top_k={self.top_k}"
 
 
-__all__ = ["INIT_DIVISOR", "PromptPool", "TRACE_L2P", "check_pool", "embedding_rows_init", "l2_normalize"]
+__all__ = ["INIT_DIVISOR", "PromptPool", "TRACE_L2P", "check_pool", "embedding_rows_init", "l2_normalize",
+           "mean_query"]
