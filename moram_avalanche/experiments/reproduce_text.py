@@ -616,7 +616,7 @@ _TRACE_METHODS = (
     Method("FIX (ICL)", "icl"),
     Method("SeqLoRA", "seq-lora"), Method("OGD", "ogd"),
     Method("GEM", "avalanche.gem"), Method("EWC", "avalanche.ewc"),
-    Method("L2P", "l2p"), Method("DualPrompt", None, reason=_PROMPT_BASED),
+    Method("L2P", "l2p"), Method("DualPrompt", "dualprompt"),
     Method("HiDeLoRA", None, reason=NOT_IN_LIBRARY), Method("O-LoRA", "o-lora"),
     Method("TreeLoRA", None, reason=NOT_IN_LIBRARY), Method("MoRAM", "moram"))
 
@@ -677,7 +677,12 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                          "Rehearsals use a tiny random-init LLaMA for every block (Gemma is LLaMA-shaped).",
                          "L2P runs TRACE's L2P (pool 10, length 5, top 3, pull 0.5, lr 1e-5 and epochs 5,3,7,5,3,5,5,7 "
                          "of scripts/train_seq_cl.sh) with trainable keys and a query over the prompt's own tokens "
-                         "(text/prompt_pool.py says why). DualPrompt is not run: not in this library.")),
+                         "(text/prompt_pool.py says why).",
+                         "DualPrompt is prompt tuning at the input (a shared G-prompt and one E-prompt per task "
+                         "before the prompt, as TreeLoRA's DualPrompt on TRACE, ZinYY/TreeLoRA "
+                         "model/Dynamic_network/DualPrompt.py), not the paper's prefix tuning inside attention; its "
+                         "E-prompt is chosen by key at test time (the paper's), where that code uses the task's own; "
+                         "lengths 2 / 3 and pool 10 are that code's, lr and epochs TRACE's train_seq_cl.sh.")),
     TextTableSpec("t5-order-robustness", "tab:order_robustness",
                   "Robustness to the task order, T5-large, orders 1-3: average accuracy after the last task per "
                   "order, and their mean ± std (%)",

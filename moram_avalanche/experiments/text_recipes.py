@@ -104,6 +104,10 @@ def _trace_stream() -> List[Tuple[str, Setting]]:
                         "L2P's included)")),
         ("l2p", Setting("epochs", dict(TRACE_FULL_EPOCHS), f"{_TRACE_FULL}: --num_train_epochs 5,3,7,5,3,5,5,7")),
         *[("l2p", Setting(option, value, source)) for option, value, source in _trace_l2p()],
+        ("dualprompt", Setting("lr", 1e-5, f"{_TRACE_FULL}: --learning_rate 1e-5 (the script of every TRACE "
+                               "--CL_method; ZinYY/TreeLoRA, whose DualPrompt this row follows, ships none for it)")),
+        ("dualprompt", Setting("epochs", dict(TRACE_FULL_EPOCHS),
+                               f"{_TRACE_FULL}: --num_train_epochs 5,3,7,5,3,5,5,7")),
         ("ogd", Setting("gradients_per_task", 1,
                         "ours: TRACE (model/Regular/OGD.py) stores the loss gradient of every training minibatch, "
                         "25 GiB each for a 7B model in float32; one per task, after it trains (OGD's Algorithm 1)")),
@@ -251,6 +255,11 @@ DEFAULT_SOURCES: Dict[str, str] = {
            "mean input embedding put before the input, loss minus 0.5 x their cosines; prompts start as embedding "
            "rows of random tokens / 100 (BeyonderXX/TRACE training/main.py, model/Dynamic_network/L2P.py); keys "
            "trainable (the L2P paper, Wang et al. 2022; TRACE keeps them fixed)",
+    "dualprompt": "the model frozen; a G-prompt of 2 vectors shared by the tasks and an E-prompt of 3 vectors with a "
+                  "key per task (pool 10) before the input, prompts from embedding rows of random tokens, keys N(0, 1) "
+                  "(ZinYY/TreeLoRA training/main.py, model/Dynamic_network/DualPrompt.py); the task's E-prompt in "
+                  "training, key-matching loss weight 1 and the best key at test time (the DualPrompt paper, Wang et "
+                  "al. 2022)",
     "*": "paper Sec. 4, LLM settings: AdamW, lr 1e-3 constant, batch 64, one epoch per task",
 }
 
@@ -285,6 +294,12 @@ def _l2p_note() -> str:
             "[text/prompt_pool.py]")
 
 
+def _dualprompt_note() -> str:
+    return ("prompt tuning at the input, not the paper's prefix tuning in the attention of the first blocks; TreeLoRA's "
+            "code uses the sample's own task's E-prompt at test time and no key, this row the paper's key matching "
+            "(no task identity at test time) [text/dual_prompt.py]")
+
+
 def _load_balance_note() -> str:
     return ("speed: a training forward runs the plain-autograd path of the routing ablations (the bank joined "
             "per call, dense [tokens, atoms] routing), not the method's fused path; evaluation is the method's "
@@ -292,7 +307,7 @@ def _load_balance_note() -> str:
 
 
 #: strategy -> a note of what running it costs (``reproduce --dry-run``)
-STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note, "l2p": _l2p_note,
+STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note, "l2p": _l2p_note, "dualprompt": _dualprompt_note,
                                                 "moram-load-balance": _load_balance_note,
                                                 "ogd": _ogd_note}
 

@@ -3,9 +3,10 @@ Learning", ECCV 2022) as a :class:`~moram_avalanche.text.soft_prompt.PromptPrefi
 model: **prompt tuning at the input**, not the paper's prefix tuning inside attention layers.
 
 The paper attaches a shared G-prompt to the first blocks' attention and a task's E-prompt to the
-next blocks' (prefix tuning). Here both are vectors put before the input embeddings, as the TRACE
-code base's DualPrompt does (ZinYY/TreeLoRA ``model/Dynamic_network/DualPrompt.py``: E-prompt,
-then G-prompt, then the input): every row reads ``[E-prompt; G-prompt; its prompt]``.
+next blocks' (prefix tuning). Here both are vectors put before the input embeddings, as
+TreeLoRA's DualPrompt on TRACE does (ZinYY/TreeLoRA, built on TRACE's code,
+``model/Dynamic_network/DualPrompt.py``: E-prompt, then G-prompt, then the input): every row reads
+``[E-prompt; G-prompt; its prompt]``.
 
 * G-prompt: ``g_length`` vectors shared by every task, trained on every task;
 * E-prompts: one of ``e_length`` vectors per task (a pool of ``pool_size``), each with a key.

@@ -155,8 +155,9 @@ def test_trace_paper_numbers_and_plan():
     assert load_paper_numbers("trace").row("LLaMA-3-1B-Instruct", "MoRAM").cell("BWT").std == 0.8
     done = cli("reproduce", "trace", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
-    # ICL, SeqLoRA, OGD, GEM, EWC, L2P, O-LoRA, MoRAM x 3 models x 3 seeds
-    assert "runs (72;" in done.stdout and "OGD: ogd" in done.stdout and "L2P: l2p" in done.stdout and "google/gemma-2b-it" in done.stdout and "TreeLoRA: not run" in done.stdout
+    # ICL, SeqLoRA, OGD, GEM, EWC, L2P, DualPrompt, O-LoRA, MoRAM x 3 models x 3 seeds
+    assert "runs (81;" in done.stdout and "OGD: ogd" in done.stdout and "L2P: l2p" in done.stdout
+    assert "DualPrompt: dualprompt" in done.stdout and "prompt tuning at the input, not the paper's prefix" in done.stdout and "google/gemma-2b-it" in done.stdout and "TreeLoRA: not run" in done.stdout
 
 
 def test_a_trace_rehearsal_writes_op_and_bwt_over_three_seeds(tmp_path):
@@ -239,3 +240,25 @@ def test_a_trace_rehearsal_of_the_l2p_row_runs_it_with_traces_settings(tmp_path)
     options = json.loads((runs[0].folder(settings.root / "runs") / "l2p" / "run.json").read_text())["run"]["options"]
     assert eval(options["lr"]) == 1e-5 and eval(options["pool_size"]) == 10 and eval(options["top_k"]) == 3
     assert eval(options["pull_coef"]) == 0.5 and eval(options["prompt_length"]) == 5
+
+
+def test_a_trace_rehearsal_of_the_dualprompt_row_matches_its_results(tmp_path):
+    """DualPrompt's row (G- and E-prompts before a frozen causal model's input) on the real code
+    path, capped, one seed: its cells are its run's results.json."""
+    from moram_avalanche.experiments.compare import run_comparison
+    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
+                                                            run_setup, table_result)
+
+    root = trace_tree(tmp_path / "TRACE")
+    spec = TEXT_TABLES["trace"]
+    settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True, seeds=(1,),
+                                     progress=False)
+    (run,) = method_runs(spec, "DualPrompt", settings, "LLaMA-3-1B-Instruct")
+    assert run.strategy == "dualprompt"
+    run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
+    row = next(r for r in table_result(spec, settings).rows if (r.block, r.method) == ("LLaMA-3-1B-Instruct", "DualPrompt"))
+    report = json.loads((run.folder(settings.root / "runs") / "dualprompt" / "results.json").read_text())
+    assert row.status == "run" and row.cells["OP"].ours == pytest.approx(report["op"])
+    assert row.cells["BWT"].ours == pytest.approx(report["bwt"]) and row.cells["OP"].paper is None
+    options = json.loads((run.folder(settings.root / "runs") / "dualprompt" / "run.json").read_text())["run"]["options"]
+    assert eval(options["lr"]) == 1e-5  # TRACE's train_seq_cl.sh
