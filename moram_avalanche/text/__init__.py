@@ -10,6 +10,7 @@
 * :mod:`.peft_layer` -- the peft tuner layer: ``base_layer`` and one bank per named adapter;
 * :mod:`.peft_method` -- MoRAM as a peft method (:class:`MoRAMConfig`, registered on import);
 * :mod:`.soft_prompt` -- prompt vectors in front of the input embeddings (:class:`PromptPrefix`, :class:`SoftPrompt`);
+  :mod:`.prompt_pool` (L2P's pool) and :mod:`.dual_prompt` (DualPrompt's prompts) build on it;
 * :mod:`.trainer` -- ``transformers.Trainer`` across tasks (:func:`start_task`, :class:`MoRAMTaskCallback`).
 
 The method's math stays in :mod:`moram_avalanche.layers`; no Avalanche, no open_clip here.

@@ -85,11 +85,11 @@ class DualPromptPrefix(PromptPrefix):
             indices = torch.full((rows,), self.task, dtype=torch.long, device=similarity.device)
             if torch.is_grad_enabled():
                 self._matches.append((1.0 - similarity[:, self.task]).mean())
-        else:
-            seen = int(self.seen)
-            if seen < 1:
+        else:  # among the trained tasks' keys (and the one in training, for an evaluation during it)
+            candidates = max(int(self.seen), self.task + 1 if self.task is not None else 0)
+            if candidates < 1:
                 raise RuntimeError("DualPrompt selects among the E-prompts of trained tasks, and none is trained yet")
-            indices = similarity[:, :seen].argmax(1)
+            indices = similarity[:, :candidates].argmax(1)
         self.last_selection = indices.detach()
         g = self.g_prompt.unsqueeze(0).expand(rows, -1, -1)
         return torch.cat([self.e_prompts[indices], g], dim=1)

@@ -17,6 +17,9 @@ answer tokens (a prefix sees the prompt only, never the answer it is trained on)
   embeddings' dtype.
 * :class:`SoftPrompt` -- one ``[P, H]`` parameter shared by every row (prompt tuning; what LFPT5
   trains per task).
+
+Built on it: L2P's pool (:class:`~moram_avalanche.text.prompt_pool.PromptPool`) and DualPrompt's
+G- and E-prompts (:class:`~moram_avalanche.text.dual_prompt.DualPromptPrefix`).
 """
 
 from __future__ import annotations

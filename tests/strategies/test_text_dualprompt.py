@@ -52,6 +52,11 @@ def test_evaluation_takes_the_best_key_among_the_trained_tasks():
     with torch.no_grad():
         prefix(embeds, mask)
     assert prefix.last_selection.tolist() == [1, 0, 2] and prefix.pop_matches() == []
+    prefix.seen.fill_(0)
+    prefix.task = 0  # an evaluation while the first task trains: its own E-prompt is the only candidate
+    with torch.no_grad():
+        prefix(embeds, mask)
+    assert prefix.last_selection.tolist() == [0, 0, 0]
 
 
 def test_the_plugin_points_each_experience_at_its_e_prompt_and_adds_the_term():
