@@ -51,7 +51,8 @@ class TextL2P(PromptStrategy):
     """L2P: every weight of the language model frozen; ``pool_size`` prompts of ``prompt_length``
     vectors and their keys train; each input reads the ``top_k`` prompts whose keys best match
     the mean of its input embeddings, in front of its prompt; the loss is the token loss minus
-    ``pull_coef`` times the chosen keys' mean cosine with their queries.
+    ``pull_coef`` times the pull term (each row's chosen keys' cosines with its query, summed,
+    averaged over the rows: TRACE's ``reduce_sim``).
 
     Args (besides TextStrategy's; defaults TRACE's, :data:`~moram_avalanche.text.prompt_pool.TRACE_L2P`):
         pool_size (10), prompt_length (5), top_k (3), pull_coef (0.5).
