@@ -90,10 +90,12 @@ def _methods(*extra: Method, long: bool = False) -> Tuple[Method, ...]:
     base = [Method("MTL", "mtl"), Method("SeqFT", "finetune"), Method("SeqLoRA", "seq-lora"),
             Method("IncLoRA", "inc-lora"), Method("Replay", "avalanche.replay"),
             Method("EWC", "avalanche.ewc"), Method("LwF", "avalanche.lwf"),
-            Method("L2P", None, reason=_PROMPT_BASED), Method("LFPT5", None, reason=_PROMPT_BASED)]
+            Method("L2P", "l2p"), Method("LFPT5", None, reason=_PROMPT_BASED)]
     if not long:
         base.append(Method("InfLoRA", "inf-lora"))
-    base += [Method("O-LoRA", "o-lora"), Method("LB-CL", None, reason=NOT_IN_LIBRARY), Method("MoRAM", "moram")]
+    base += [Method("O-LoRA", "o-lora"),
+             Method("LB-CL", None, reason=f"{NOT_IN_LIBRARY}: no published code (Qiao & Mahdavi, NeurIPS 2024)"),
+             Method("MoRAM", "moram")]
     return tuple(base) + extra
 
 
@@ -643,9 +645,12 @@ def _slug(model: str) -> str:
     return Path(model.rstrip("/")).name.lower().replace("_", "-")
 
 
+_L2P_T5_NOTE = ("L2P prepends its chosen prompts to T5's encoder input with TRACE's L2P settings (pool 10, "
+                "length 5, top 3, pull 0.5; BeyonderXX/TRACE training/main.py, model/Dynamic_network/L2P.py) and "
+                "the table's loop: this package's sources give no L2P setting for T5 (O-LoRA's code has no L2P).")
 _T5_NOTES = ("MTL is joint training on every task seen (the upper bound); its last row is joint "
              "training on all four / fifteen tasks, so the paper gives one number for the three orders.",
-             "The paper does not give its seeds; ours is 42 (the release's).",
+             "The paper does not give its seeds; ours is 42 (the release's).", _L2P_T5_NOTE,
              "Rows marked \"no number transcribed\": this package ships the rows its reference gives "
              "(MoRAM, O-LoRA and MTL; on orders 1-3 also SeqLoRA and IncLoRA), never a number from "
              "elsewhere; read the paper's table for the others.")
@@ -654,7 +659,7 @@ _TRACE_METHODS = (
     Method("FIX (ICL)", "icl"),
     Method("SeqLoRA", "seq-lora"), Method("OGD", "ogd"),
     Method("GEM", "avalanche.gem"), Method("EWC", "avalanche.ewc"),
-    Method("L2P", None, reason=_PROMPT_BASED), Method("DualPrompt", None, reason=_PROMPT_BASED),
+    Method("L2P", "l2p"), Method("DualPrompt", "dualprompt"),
     Method("HiDeLoRA", "hidelora"), Method("O-LoRA", "o-lora"),
     Method("TreeLoRA", "treelora"), Method("MoRAM", "moram"))
 
@@ -662,8 +667,9 @@ _SUPERNI_METHODS = (
     Method("Replay", "avalanche.replay"),
     Method("SAPT", "sapt"),
     Method("MoRAM (with replay)", "moram-replay"),
-    Method("L2P", None, reason=_PROMPT_BASED), Method("IncLoRA", "inc-lora"),
-    Method("C-LoRA", None, reason=NOT_IN_LIBRARY), Method("O-LoRA", "o-lora"), Method("MoRAM", "moram"))
+    Method("L2P", "l2p"), Method("IncLoRA", "inc-lora"),
+    Method("C-LoRA", None, reason=f"{NOT_IN_LIBRARY}: no published code (Smith et al., 2023)"),
+    Method("O-LoRA", "o-lora"), Method("MoRAM", "moram"))
 _NO_CODE_NUMBERS = "no number transcribed: the paper's CodeAlpaca tables are not in this package's sources"
 _CODEALPACA_METHODS = (
     Method("Base model", "seq-lora", options=(("iterations", 0),)),
@@ -717,12 +723,20 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                          "one-prompt micro-batches on 4 GPUs, and draws seeded per step (strategies/plugins/"
                          "treelora.py); its script's lr 1e-4, epochs 2,1,3,2,1,2,2,3 and reg 0.5, the other LoRA "
                          "rows' targets (q, k, v, o).",
-                         "Rehearsals use a tiny random-init LLaMA for every block (Gemma is LLaMA-shaped).")),
+                         "Rehearsals use a tiny random-init LLaMA for every block (Gemma is LLaMA-shaped).",
+                         "L2P runs TRACE's L2P (pool 10, length 5, top 3, pull 0.5, lr 1e-5 and epochs 5,3,7,5,3,5,5,7 "
+                         "of scripts/train_seq_cl.sh) with trainable keys and a query over the prompt's own tokens "
+                         "(text/prompt_pool.py says why).",
+                         "DualPrompt is prompt tuning at the input (a shared G-prompt and one E-prompt per task "
+                         "before the prompt, as TreeLoRA's DualPrompt on TRACE, ZinYY/TreeLoRA "
+                         "model/Dynamic_network/DualPrompt.py), not the paper's prefix tuning inside attention; its "
+                         "E-prompt is chosen by key at test time (the paper's), where that code uses the task's own; "
+                         "lengths 2 / 3 and pool 10 are that code's, lr and epochs TRACE's train_seq_cl.sh.")),
     TextTableSpec("t5-order-robustness", "tab:order_robustness",
                   "Robustness to the task order, T5-large, orders 1-3: average accuracy after the last task per "
                   "order, and their mean ± std (%)",
                   "t5_order_robustness", "t5-large", "t5", "float32", (1, 2, 3),
-                  (Method("SeqFT", "finetune"), Method("L2P", None, reason=_PROMPT_BASED),
+                  (Method("SeqFT", "finetune"), Method("L2P", "l2p"),
                    Method("LFPT5", None, reason=_PROMPT_BASED), Method("O-LoRA", "o-lora"), Method("MoRAM", "moram")),
                   decimals=2, summary="Mean ± std", runs_of="t5-standard",
                   notes=("Its runs are t5-standard's (tab:llm_cl_main): the same folders, read again; either "
@@ -730,6 +744,7 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                          "Mean ± std: the mean of the three orders' cells and their sample standard deviation "
                          "(n - 1); the paper's MoRAM 77.6 ± 0.26 is exactly that of its orders 77.4 / 77.5 / 77.9. "
                          "With several --seeds each order's cell is their mean; the std stays over the orders.",
+                         _L2P_T5_NOTE,
                          "The paper does not give its seeds; ours is 42 (the release's).",
                          "Rows marked \"no number transcribed\": the sources this package was transcribed from "
                          "give this table's numbers for MoRAM only (and O-LoRA's orders in tab:llm_cl_main); read "
@@ -773,9 +788,10 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                          "0.5, temperature sqrt(d). It differs from SAPT's runs in the reflection targets (the mean "
                          "attention weights over each task's training prompts; SAPT: its dev split) and in the "
                          "one epoch without checkpoint selection shared by every row.",
-                         "L2P and C-LoRA are not run: L2P is prompt-based, C-LoRA is not implemented. The paper's "
-                         "L2P, IncLoRA, C-LoRA and O-LoRA numbers are not transcribed in this package: n/a, read "
-                         "the paper's table.",
+                         "C-LoRA is not run: it has no published code (Smith et al., 2023 released none; SAPT's "
+                         "repository ships no baseline code). The paper's L2P, IncLoRA, C-LoRA and O-LoRA numbers "
+                         "are not transcribed in this package: n/a, read the paper's table.",
+                         _L2P_T5_NOTE,
                          "The paper does not give its seeds; ours is 42 (the release's).")),
     TextTableSpec("codealpaca", "tab:llm_ood_main",
                   "Llama-3.1-8B fine-tuned on CodeAlpaca: HumanEval pass@k (%), MMLU (%), adapter parameters "

@@ -101,6 +101,14 @@ def _trace_stream() -> List[Tuple[str, Setting]]:
         ("full", Setting("epochs", dict(TRACE_FULL_EPOCHS), f"{_TRACE_FULL}: --num_train_epochs 5,3,7,5,3,5,5,7")),
         ("icl", Setting("max_source_length", 3584, "BeyonderXX/TRACE scripts/ICL.sh --max_prompt_len 3584")),
         *_hidelora_trace(),
+        ("l2p", Setting("lr", 1e-5, f"{_TRACE_FULL}: --learning_rate 1e-5 (the script of every TRACE --CL_method, "
+                        "L2P's included)")),
+        ("l2p", Setting("epochs", dict(TRACE_FULL_EPOCHS), f"{_TRACE_FULL}: --num_train_epochs 5,3,7,5,3,5,5,7")),
+        *[("l2p", Setting(option, value, source)) for option, value, source in _trace_l2p()],
+        ("dualprompt", Setting("lr", 1e-5, f"{_TRACE_FULL}: --learning_rate 1e-5 (the script of every TRACE "
+                               "--CL_method; ZinYY/TreeLoRA, whose DualPrompt this row follows, ships none for it)")),
+        ("dualprompt", Setting("epochs", dict(TRACE_FULL_EPOCHS),
+                               f"{_TRACE_FULL}: --num_train_epochs 5,3,7,5,3,5,5,7")),
         ("ogd", Setting("gradients_per_task", 1,
                         "ours: TRACE (model/Regular/OGD.py) stores the loss gradient of every training minibatch, "
                         "25 GiB each for a 7B model in float32; one per task, after it trains (OGD's Algorithm 1)")),
@@ -148,6 +156,17 @@ def _hidelora_trace() -> List[Tuple[str, Setting]]:
         ("hidelora", Setting("betas", (0.9, 0.95), f"{_HIDELORA_MAIN} get_optimizer: Adam betas=(0.9, 0.95)")),
         ("hidelora", Setting("weight_decay", 0.0, f"{_HIDELORA} --weight_decay 0.")),
     ]
+
+
+def _trace_l2p() -> List[Tuple[str, Any, str]]:
+    """L2P's own settings as TRACE runs it: (option, value, source)."""
+    from ..text.prompt_pool import TRACE_L2P
+
+    main, l2p = "BeyonderXX/TRACE training/main.py", "BeyonderXX/TRACE model/Dynamic_network/L2P.py"
+    return [("pool_size", TRACE_L2P["pool_size"], f"{main}: args.pool_size = 10"),
+            ("prompt_length", TRACE_L2P["prompt_length"], f"{main}: args.prompt_length = 5"),
+            ("top_k", TRACE_L2P["top_k"], f"{l2p}: top_k=3"),
+            ("pull_coef", TRACE_L2P["pull_coef"], f"{l2p}: pull_constraint_coeff=0.5")]
 
 
 _SAPT = "circle-hit/SAPT gen_script_superni_t5.py"
@@ -294,6 +313,15 @@ DEFAULT_SOURCES: Dict[str, str] = {
                 "lora_alpha=32, lora_dropout=0.1), r_sum=0), plus TreeLoRA's regulariser on the LoRAs' down-projections "
                 "through its task tree and LCB search, reg 0.5 (utils/kd_lora_tree.py, model/Regular/Tree_LoRA.py); the "
                 "draws seeded per step (ours)",
+    "l2p": "the model frozen; a pool of 10 prompts of 5 vectors and their keys trains, the top 3 by cosine with the "
+           "mean input embedding put before the input, loss minus 0.5 x their cosines; prompts start as embedding "
+           "rows of random tokens / 100 (BeyonderXX/TRACE training/main.py, model/Dynamic_network/L2P.py); keys "
+           "trainable (the L2P paper, Wang et al. 2022; TRACE keeps them fixed)",
+    "dualprompt": "the model frozen; a G-prompt of 2 vectors shared by the tasks and an E-prompt of 3 vectors with a "
+                  "key per task (pool 10) before the input, prompts from embedding rows of random tokens, keys N(0, 1) "
+                  "(ZinYY/TreeLoRA training/main.py, model/Dynamic_network/DualPrompt.py); the task's E-prompt in "
+                  "training, key-matching loss weight 1 and the best key at test time (the DualPrompt paper, Wang et "
+                  "al. 2022)",
     "*": "paper Sec. 4, LLM settings: AdamW, lr 1e-3 constant, batch 64, one epoch per task",
 }
 
@@ -338,6 +366,20 @@ def _inflora_note() -> str:
             "[strategies/plugins/text_inflora.py memory_bytes]")
 
 
+def _l2p_note() -> str:
+    return ("differs from TRACE's L2P: the keys train (TRACE computes them once from the initial prompts), and the "
+            "query averages the prompt's own tokens (TRACE's the padded batch, a causal row's answer included); on "
+            "T5 the prompts go before the encoder's input, and TRACE's pool settings serve there too: this package's "
+            "sources give no L2P setting for T5 (O-LoRA's code, which the T5 tables' loop follows, has no L2P) "
+            "[text/prompt_pool.py]")
+
+
+def _dualprompt_note() -> str:
+    return ("prompt tuning at the input, not the paper's prefix tuning in the attention of the first blocks; TreeLoRA's "
+            "code uses the sample's own task's E-prompt at test time and no key, this row the paper's key matching "
+            "(no task identity at test time) [text/dual_prompt.py]")
+
+
 def _load_balance_note() -> str:
     return ("speed: a training forward runs the plain-autograd path of the routing ablations (the bank joined "
             "per call, dense [tokens, atoms] routing), not the method's fused path; evaluation is the method's "
@@ -352,9 +394,10 @@ def _sapt_note() -> str:
 
 
 #: strategy -> a note of what running it costs (``reproduce --dry-run``)
-STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note, "moram-load-balance": _load_balance_note,
-                                                "inf-lora": _inflora_note, "ogd": _ogd_note, "sapt": _sapt_note,
-                                                "treelora": _treelora_note}
+STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note, "dualprompt": _dualprompt_note,
+                                                "inf-lora": _inflora_note, "l2p": _l2p_note,
+                                                "moram-load-balance": _load_balance_note, "ogd": _ogd_note,
+                                                "sapt": _sapt_note, "treelora": _treelora_note}
 
 #: what the streams do the same way for every strategy, with its source (``reproduce --dry-run``)
 STREAM_NOTES: Dict[str, Tuple[str, ...]] = {

@@ -41,6 +41,18 @@ prompts). If compiling fails, ``"auto"`` warns once and generates without it fro
 ``True`` forces the static cache anywhere (``transformers`` compiles on GPUs, or wherever
 ``compile_config`` says) and lets errors through; ``False`` never.
 
+Soft prompts (:attr:`LanguageModel.prefix`, None by default: the model reads token ids, as
+without it): a :class:`~moram_avalanche.text.soft_prompt.PromptPrefix` (L2P's prompt pool, LFPT5's
+soft prompt) receives the embeddings and mask of the cut, padded prompts and puts its vectors in
+front; the model is then called with ``inputs_embeds`` (a seq2seq model's encoder input). A causal
+model's prefix reads the prompts alone: in training the answer follows each row's last prompt
+token and the padding is moved to the end (the labels with it, the prefix's positions
+``IGNORE_INDEX``); in generation the padding is moved back to the left of the prefix, and only
+the new tokens come back (``transformers`` returns only those for ``inputs_embeds``). With a
+prefix, a causal model's ``repetition_penalty`` and ``no_repeat_ngram_size`` see the generated
+tokens only, not the prompt's (``transformers`` has no prompt ids to read with ``inputs_embeds``;
+TRACE's own L2P inference, ``model/Dynamic_network/L2P.py``, generates from ``inputs_embeds`` too).
+
 How a long prompt is cut (:class:`PromptCut`, one per prompt; :func:`prompt_cuts`):
 
 * a **causal** model keeps the prompt's **end**, where its cue is ("Summary:",
@@ -186,6 +198,10 @@ class LanguageModel(nn.Module):
         self.compile_config = compile_config
         #: why compiled generation was turned off (``"auto"`` after a failure), or None
         self.compile_failure: Optional[str] = None
+        #: prompt vectors put in front of every prompt's embeddings (a
+        #: :class:`~moram_avalanche.text.soft_prompt.PromptPrefix`: L2P, LFPT5), or None (section
+        #: "Soft prompts" of the module docstring); a module, so its weights are in ``state_dict``
+        self.prefix: Optional[nn.Module] = None
 
     @property
     def config(self):
@@ -274,6 +290,32 @@ class LanguageModel(nn.Module):
     def _mask(self, rows: List[List[int]], left: bool = False, width: Optional[int] = None) -> torch.Tensor:
         return self._pad([[1] * len(row) for row in rows], 0, left, width)
 
+    # ------------------------------------------------------------------ soft prompts
+    def _embeds(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.model.get_input_embeddings()(input_ids)
+
+    def _prefixed(self, inputs: dict, left: bool = False) -> dict:
+        """``inputs`` (``input_ids``, ``attention_mask``) unchanged without a :attr:`prefix`; with
+        one, ``inputs_embeds`` with its vectors in front of every prompt and the mask extended;
+        ``left``: padding moved back to the left of the prompt vectors (a causal model's generation)."""
+        if self.prefix is None:
+            return inputs
+        embeds, mask = self.prefix(self._embeds(inputs["input_ids"]), inputs["attention_mask"])
+        if left:
+            embeds, mask = _pack(embeds, mask, padding_first=True)
+        return dict(inputs_embeds=embeds, attention_mask=mask)
+
+    def _prefixed_causal(self, sources: List[List[int]], targets: List[List[int]]):
+        """A causal model's teacher-forced inputs with the prefix: the prefix reads the prompts
+        alone (right-padded), the answers follow each row's last prompt token, padding at the end."""
+        prompt = self._prefixed(dict(input_ids=self._pad(sources, self.pad_id), attention_mask=self._mask(sources)))
+        answer_ids = self._pad(targets, self.pad_id)
+        embeds = torch.cat([prompt["inputs_embeds"], self._embeds(answer_ids).to(prompt["inputs_embeds"].dtype)], 1)
+        mask = torch.cat([prompt["attention_mask"], self._mask(targets)], 1)
+        labels = torch.cat([torch.full_like(prompt["attention_mask"], IGNORE_INDEX), self._pad(targets, IGNORE_INDEX)], 1)
+        embeds, mask, labels = _pack(embeds, mask, labels, padding_first=False)
+        return dict(inputs_embeds=embeds, attention_mask=mask), labels
+
     # ------------------------------------------------------------------ scoring
     def _teacher_forced(self, prompts: Sequence[str], answers: Sequence[str],
                         cuts: Optional[Sequence[PromptCut]] = None):
@@ -287,8 +329,10 @@ class LanguageModel(nn.Module):
         room = None if self.seq2seq else [self.max_target_length - len(target) for target in targets]
         sources = self._prompt_ids(prompts, cuts, room)
         if self.seq2seq:
-            return dict(input_ids=self._pad(sources, self.pad_id), attention_mask=self._mask(sources)), \
-                self._pad(targets, IGNORE_INDEX)
+            inputs = dict(input_ids=self._pad(sources, self.pad_id), attention_mask=self._mask(sources))
+            return self._prefixed(inputs), self._pad(targets, IGNORE_INDEX)
+        if self.prefix is not None:
+            return self._prefixed_causal(sources, targets)
         rows = [source + target for source, target in zip(sources, targets)]
         labels = [[IGNORE_INDEX] * len(source) + target for source, target in zip(sources, targets)]
         # right padding for the loss: every row's positions start at 0, the padded tail is masked
@@ -348,9 +392,12 @@ class LanguageModel(nn.Module):
             options["cache_implementation"] = "static"
             if self.compile_config is not None:
                 options["compile_config"] = self.compile_config
+        inputs = self._prefixed(dict(input_ids=input_ids, attention_mask=self._mask(sources, left=left, width=width)),
+                                left=left)
         try:
-            out = self.model.generate(input_ids=input_ids, attention_mask=self._mask(sources, left=left, width=width),
-                                      **options)
+            with warnings.catch_warnings():  # said once, in the module docstring (soft prompts)
+                warnings.filterwarnings("ignore", message=r"Passing `\w+` with `inputs_embeds` and without `input_ids`")
+                out = self.model.generate(**inputs, **options)
         except Exception as error:
             if not compiled or self.compile_generation is True:
                 raise
@@ -359,7 +406,7 @@ class LanguageModel(nn.Module):
                           "cache from now on (compile_generation=False skips the attempt)", RuntimeWarning,
                           stacklevel=2)
             return self.generate(prompts, max_new_tokens, cuts, decoding)
-        new = out[:, 1:] if self.seq2seq else out[:, input_ids.shape[1]:]  # seq2seq: drop the start token
+        new = self._new_tokens(out, inputs)
         answers = []
         for row in new.tolist():
             if self.eos_id is not None and self.eos_id in row:
@@ -386,17 +433,27 @@ class LanguageModel(nn.Module):
         sources = self._prompt_ids(prompts, cuts)
         left = not self.seq2seq
         input_ids = self._pad(sources, self.pad_id, left=left, width=None)
-        out = self.model.generate(input_ids=input_ids, attention_mask=self._mask(sources, left=left, width=None),
+        inputs = self._prefixed(dict(input_ids=input_ids, attention_mask=self._mask(sources, left=left, width=None)),
+                                left=left)
+        out = self.model.generate(**inputs,
                                   max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature,
                                   top_p=top_p, num_return_sequences=n, pad_token_id=self.pad_id,
                                   eos_token_id=self.eos_id, synced_gpus=self.synced_generation)
-        new = out[:, 1:] if self.seq2seq else out[:, input_ids.shape[1]:]
+        new = self._new_tokens(out, inputs)
         texts = []
         for row in new.tolist():
             if self.eos_id is not None and self.eos_id in row:
                 row = row[: row.index(self.eos_id)]
             texts.append(self.tokenizer.decode([t for t in row if t != self.pad_id], skip_special_tokens=True))
         return [texts[i * n:(i + 1) * n] for i in range(len(prompts))]
+
+    def _new_tokens(self, out: torch.Tensor, inputs: dict) -> torch.Tensor:
+        """The generated tokens of ``generate``'s output: a seq2seq model's after its start token; a
+        causal model's after the prompt's ids (``transformers`` returns only the new tokens when
+        it was given ``inputs_embeds``)."""
+        if self.seq2seq:
+            return out[:, 1:]
+        return out if "input_ids" not in inputs else out[:, inputs["input_ids"].shape[1]:]
 
 
 def causal_answer_logits(model: nn.Module, inputs: dict, labels: torch.Tensor):
@@ -455,6 +512,15 @@ def _forward_takes_logits_to_keep(cls: type) -> Optional[str]:
         return None
     module = sys.modules.get(cls.__module__)
     return "mask" if hasattr(module, "slice_logits_to_keep") else "last"
+
+
+def _pack(embeds: torch.Tensor, mask: torch.Tensor, *others: torch.Tensor, padding_first: bool):
+    """Each row's positions reordered so its padding (``mask`` 0) comes first (``padding_first``)
+    or last, the order of its other positions kept; ``others`` (``[B, T]``, e.g. labels) follow."""
+    key = mask.ne(0) if padding_first else mask.eq(0)
+    order = torch.sort(key.to(torch.uint8), dim=1, stable=True).indices
+    moved = [embeds.gather(1, order.unsqueeze(-1).expand_as(embeds)), mask.gather(1, order)]
+    return (*moved, *(other.gather(1, order) for other in others))
 
 
 def _first_id(*candidates) -> Optional[int]:

@@ -53,12 +53,15 @@ def text_strategies() -> dict:
     package's language-model strategies, then Avalanche's on the text loop (``avalanche.ewc``, ...,
     :data:`~moram_avalanche.strategies.text_builtins.TEXT_BUILTINS`)."""
     from .text_builtins import TEXT_BUILTINS
+    from .text_dualprompt import TextDualPrompt
     from .text_icl import TextICL
     from .text_inflora import TextInfLoRA
+    from .text_l2p import TextL2P
     from .text_sapt import TextSAPT
     from .text_strategies import TEXT_STRATEGIES
 
-    return {**TEXT_STRATEGIES, "inf-lora": TextInfLoRA, "icl": TextICL, "sapt": TextSAPT, **TEXT_BUILTINS}
+    return {**TEXT_STRATEGIES, "inf-lora": TextInfLoRA, "icl": TextICL, "l2p": TextL2P, "dualprompt": TextDualPrompt,
+            "sapt": TextSAPT, **TEXT_BUILTINS}
 
 
 def all_strategies() -> Dict[str, Union[Type[CLIPStrategy], BuiltinStrategy]]:

@@ -9,6 +9,8 @@
 * :mod:`.blocks` -- a model's transformer blocks (what FSDP gathers one at a time);
 * :mod:`.peft_layer` -- the peft tuner layer: ``base_layer`` and one bank per named adapter;
 * :mod:`.peft_method` -- MoRAM as a peft method (:class:`MoRAMConfig`, registered on import);
+* :mod:`.soft_prompt` -- prompt vectors in front of the input embeddings (:class:`PromptPrefix`, :class:`SoftPrompt`);
+  :mod:`.prompt_pool` (L2P's pool) and :mod:`.dual_prompt` (DualPrompt's prompts) build on it;
 * :mod:`.trainer` -- ``transformers.Trainer`` across tasks (:func:`start_task`, :class:`MoRAMTaskCallback`).
 
 The method's math stays in :mod:`moram_avalanche.layers`; no Avalanche, no open_clip here.
@@ -22,12 +24,13 @@ from .lora_layers import OLORA_LORA, DropoutLoRALinear, DropoutTaskLoRALinear
 from .check import ModelRefused, check_dtype, check_language_model
 from .load import DTYPES, ModelNotFound, load_language_model, prepare_tokenizer
 from .peft_method import MERGE_REFUSED, MoRAMConfig, MoRAMModel, MoRAMPeftType, MoRAMTunerLayer, register_moram
+from .soft_prompt import PromptPrefix, SoftPrompt
 from .targets import MORAM_TARGET_MODULES, RELEASE_TARGET_MODULES, SELF_ATTENTION_PATTERNS, target_modules
 from .trainer import MoRAMTaskCallback, start_task
 
 __all__ = ["DTYPES", "DropoutBalancedMoRAMLinear", "DropoutLoRALinear", "DropoutMoRAMLinear", "DropoutTaskLoRALinear", "OLORA_LORA",
            "RELEASE_NEW_VALUE_SCALE", "RELEASE_TARGET_MODULES", "MERGE_REFUSED", "MORAM_TARGET_MODULES", "ModelNotFound", "ModelRefused",
-           "MoRAMConfig", "MoRAMModel", "MoRAMPeftType", "MoRAMTaskCallback", "MoRAMTunerLayer", "PAPER_DROPOUT",
+           "MoRAMConfig", "MoRAMModel", "MoRAMPeftType", "PromptPrefix", "SoftPrompt", "MoRAMTaskCallback", "MoRAMTunerLayer", "PAPER_DROPOUT",
            "PAPER_LLM_OPTIONS", "SELF_ATTENTION_PATTERNS", "add_task", "check_dtype", "check_language_model", "freeze_task", "inject_moram",
            "load_language_model", "moram_layers", "prepare_tokenizer", "register_moram", "start_task",
            "target_modules", "target_names", "transformer_blocks"]

@@ -36,8 +36,8 @@ def test_paper_and_dry_run_need_no_data():
     done = cli("reproduce", "superni", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
-    # Replay, SAPT, MoRAM (with replay), IncLoRA, O-LoRA, MoRAM on order 1, seed 42
-    assert "runs (6;" in out and "SAPT: sapt" in out and "C-LoRA: not run" in out and "L2P: not run" in out
+    # Replay, SAPT, MoRAM (with replay), L2P, IncLoRA, O-LoRA, MoRAM on order 1, seed 42
+    assert "runs (7;" in out and "SAPT: sapt" in out and "C-LoRA: not run" in out and "L2P: l2p" in out
     assert "task1572_samsum_summary, task363_sst2_polarity_classification" in out
     for line in ("lr 0.0003  [circle-hit/SAPT gen_script_superni_t5.py",
                  "accumulation_steps 4  [circle-hit/SAPT", "max_new_tokens 50  [circle-hit/SAPT",
@@ -107,3 +107,27 @@ def test_a_rehearsal_writes_ap_and_ft_of_its_runs(tmp_path):
     path.write_text(json.dumps(report))
     row = next(r for r in table_result(spec, settings).rows if r.method == "MoRAM (with replay)")
     assert row.cells["AP"].ours == pytest.approx(185 / 15) and row.cells["FT"].ours == pytest.approx(5.0)
+
+
+def test_a_rehearsal_of_the_l2p_row_writes_its_runs_ap_and_ft(tmp_path):
+    """L2P's row (a prompt pool before T5's encoder input, the model frozen) on the real code path,
+    capped: its cells are its run's results.json; the run used SAPT's loop and TRACE's pool settings."""
+    from moram_avalanche.experiments.compare import run_comparison
+    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
+                                                            run_setup, table_result)
+
+    root = superni_tree(tmp_path / "CL_Benchmark", train=10, test=6)
+    spec = TEXT_TABLES["superni"]
+    settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True, progress=False)
+    (run,) = method_runs(spec, "L2P", settings)
+    assert run.strategy == "l2p"
+    run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
+    folder = run.folder(settings.root / "runs") / "l2p"
+    report = json.loads((folder / "results.json").read_text())
+    ap, ft = hand_ap_ft(report["matrix"])
+    row = next(r for r in table_result(spec, settings).rows if r.method == "L2P")
+    assert row.status == "run" and row.block == "Replay-free"
+    assert row.cells["AP"].ours == pytest.approx(ap) and row.cells["FT"].ours == pytest.approx(ft)
+    assert row.cells["AP"].paper is None  # not transcribed in this package
+    options = json.loads((folder / "run.json").read_text())["run"]["options"]
+    assert options["lr"] == "0.0003" and "pool_size" not in options  # SAPT's loop; L2P's defaults (TRACE's)

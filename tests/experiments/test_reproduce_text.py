@@ -78,7 +78,7 @@ def test_paper_and_dry_run_need_no_data():
     done = cli("reproduce", "t5-standard", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "model: t5-large (float32)" in done.stdout
-    assert "L2P: not run" in done.stdout and "runs (30;" in done.stdout  # 10 strategies x 3 orders
+    assert "L2P: l2p" in done.stdout and "runs (33;" in done.stdout  # 11 strategies x 3 orders
     assert "InfLoRA: inf-lora" in done.stdout and "lambda_b 0.95" in done.stdout
 
 
@@ -194,8 +194,10 @@ def test_trace_paper_numbers_and_plan():
     assert load_paper_numbers("trace").row("LLaMA-3-1B-Instruct", "MoRAM").cell("BWT").std == 0.8
     done = cli("reproduce", "trace", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
-    # ICL, SeqLoRA, OGD, GEM, EWC, HiDeLoRA, O-LoRA, TreeLoRA, MoRAM x 3 models x 3 seeds
-    assert "runs (81;" in done.stdout and "OGD: ogd" in done.stdout and "google/gemma-2b-it" in done.stdout
+    # ICL, SeqLoRA, OGD, GEM, EWC, L2P, DualPrompt, HiDeLoRA, O-LoRA, TreeLoRA, MoRAM x 3 models x 3 seeds
+    assert "runs (99;" in done.stdout and "OGD: ogd" in done.stdout and "google/gemma-2b-it" in done.stdout
+    assert "L2P: l2p" in done.stdout and "DualPrompt: dualprompt" in done.stdout
+    assert "prompt tuning at the input, not the paper's prefix" in done.stdout
     assert "TreeLoRA: treelora" in done.stdout and "HiDeLoRA: hidelora" in done.stdout
     treelora = done.stdout[done.stdout.index("    treelora: defaults"):done.stdout.index("    moram: defaults")]
     for line in ("lr 0.0001  [ZinYY/TreeLoRA scripts/lora_based_methods/Tree_LoRA.sh --learning_rate 1e-4]",
@@ -319,3 +321,52 @@ def test_a_trace_rehearsal_of_the_hidelora_row_runs_it_with_its_codes_settings(t
     options = record["run"]["options"]
     assert eval(options["lr"]) == 1e-4 and "lambda_contrast" not in options  # hidelora.sh; HideLoRA.py default 0.5
     assert eval(options["epochs"])["MeetingBank"] == 7 and eval(options["betas"]) == (0.9, 0.95)
+
+
+def test_a_trace_rehearsal_of_the_l2p_row_runs_it_with_traces_settings(tmp_path):
+    """L2P's row (a prompt pool on a frozen causal model) on the real code path, capped: its cells
+    are the mean of its runs' results.json, and the runs recorded TRACE's L2P settings."""
+    from moram_avalanche.experiments.compare import run_comparison
+    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
+                                                            run_setup, table_result)
+
+    root = trace_tree(tmp_path / "TRACE")
+    spec = TEXT_TABLES["trace"]
+    settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True,
+                                     seeds=(1, 2), progress=False)
+    runs = method_runs(spec, "L2P", settings, "Gemma-2B-it")
+    assert [run.strategy for run in runs] == ["l2p", "l2p"]
+    for run in runs:
+        run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
+    row = next(r for r in table_result(spec, settings).rows if (r.block, r.method) == ("Gemma-2B-it", "L2P"))
+    assert row.status == "run"
+    reports = [json.loads((run.folder(settings.root / "runs") / "l2p" / "results.json").read_text()) for run in runs]
+    for column in ("OP", "BWT"):
+        values = [r[column.lower()] for r in reports]
+        assert row.cells[column].ours == pytest.approx(np.mean(values))
+        assert row.cells[column].seeds == 2
+    options = json.loads((runs[0].folder(settings.root / "runs") / "l2p" / "run.json").read_text())["run"]["options"]
+    assert eval(options["lr"]) == 1e-5 and eval(options["pool_size"]) == 10 and eval(options["top_k"]) == 3
+    assert eval(options["pull_coef"]) == 0.5 and eval(options["prompt_length"]) == 5
+
+
+def test_a_trace_rehearsal_of_the_dualprompt_row_matches_its_results(tmp_path):
+    """DualPrompt's row (G- and E-prompts before a frozen causal model's input) on the real code
+    path, capped, one seed: its cells are its run's results.json."""
+    from moram_avalanche.experiments.compare import run_comparison
+    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
+                                                            run_setup, table_result)
+
+    root = trace_tree(tmp_path / "TRACE")
+    spec = TEXT_TABLES["trace"]
+    settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True, seeds=(1,),
+                                     progress=False)
+    (run,) = method_runs(spec, "DualPrompt", settings, "LLaMA-3-1B-Instruct")
+    assert run.strategy == "dualprompt"
+    run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
+    row = next(r for r in table_result(spec, settings).rows if (r.block, r.method) == ("LLaMA-3-1B-Instruct", "DualPrompt"))
+    report = json.loads((run.folder(settings.root / "runs") / "dualprompt" / "results.json").read_text())
+    assert row.status == "run" and row.cells["OP"].ours == pytest.approx(report["op"])
+    assert row.cells["BWT"].ours == pytest.approx(report["bwt"]) and row.cells["OP"].paper is None
+    options = json.loads((run.folder(settings.root / "runs") / "dualprompt" / "run.json").read_text())["run"]["options"]
+    assert eval(options["lr"]) == 1e-5  # TRACE's train_seq_cl.sh

@@ -125,7 +125,8 @@ def test_paper_and_dry_run_name_the_numbers_runs_and_settings():
     assert "speed: a training forward runs the plain-autograd path" in done.stdout
     assert "lm-cl-order6-t5-large/seed42/moram-load-balance" in done.stdout
     text = plan_text("t5-order-robustness", TextReproduceSettings())
-    assert "runs (9;" in text and "L2P: not run" in text and "LFPT5: not run" in text
+    assert "runs (12;" in text and "L2P: l2p" in text and "LFPT5: not run" in text
+    assert "l2p: defaults [the model frozen; a pool of 10 prompts" in text and "TRACE's pool settings serve" in text
     assert "o-lora: defaults [as inc-lora; O-LoRA scripts/order_1.sh" in text  # every setting with its source
 
 
@@ -147,7 +148,7 @@ def test_a_rehearsal_cell_is_its_runs_results(tmp_path):
     result = table_result(spec, settings)
     rows = {row.method: row for row in result.rows}
     assert rows["MoRAM"].status == "run" and rows["O-LoRA"].status == "incomplete"
-    assert rows["L2P"].status == "not run"
+    assert rows["L2P"].status == "incomplete"  # its runs exist in the plan, not on disk
     lasts = []
     for run in runs:
         folder = settings.root / "runs" / f"lm-cl-order{run.order}-t5-large" / "seed42" / "moram"

@@ -158,3 +158,40 @@ def test_icl_runs_and_resumes_from_the_command_line(model_folder, tmp_path):
     assert len(results["matrix"]) == 2 and results["bwt"] is not None
     again = cli(*args)
     assert again.returncode == 0 and json.loads((log_dir / "results.json").read_text())["matrix"] == results["matrix"]
+
+
+@pytest.mark.parametrize("strategy,options", [("l2p", ("--set", "pool_size=4", "--set", "top_k=2")),
+                                              ("dualprompt", ("--set", "pool_size=2"))])
+def test_prompt_strategies_run_in_bf16_with_gradient_checkpointing_and_resume(model_folder, tmp_path, strategy,
+                                                                              options):
+    """L2P and DualPrompt from the command line: the options reach the strategy, bf16 weights and
+    gradient checkpointing keep the prompts' gradients, and a finished run resumes to its results."""
+    log_dir = tmp_path / strategy
+    args = ("run", "--benchmark", "synthetic-text", "--order", ",".join(ORDER), "--strategy", strategy,
+            "--model", str(model_folder), "--log-dir", str(log_dir), "--iterations", "2", "--batch-size", "4",
+            "--set", "max_new_tokens=2", *options, "--dtype", "bfloat16", "--gradient-checkpointing", "--no-progress")
+    done = cli(*args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((log_dir / "run.json").read_text())
+    assert record["strategy"] == {"l2p": "TextL2P", "dualprompt": "TextDualPrompt"}[strategy]
+    assert record["options"]["pool_size"] == {"l2p": 4, "dualprompt": 2}[strategy]
+    results = json.loads((log_dir / "results.json").read_text())
+    assert len(results["matrix"]) == 2
+    again = cli(*args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert json.loads((log_dir / "results.json").read_text())["matrix"] == results["matrix"]
+    import torch
+
+    from transformers import AutoModelForSeq2SeqLM
+
+    state = torch.load(log_dir / "checkpoint.pt", map_location="cpu", weights_only=False)["model"]
+    assert all(key.startswith("prefix.") for key in state)  # the prompts only, not the model
+    # the prompts started as rows of the (bf16) embedding table (/ 100 for L2P): some trained away from them
+    table = AutoModelForSeq2SeqLM.from_pretrained(model_folder).get_input_embeddings().weight.detach()
+    table = table.to(torch.bfloat16).float() / (100.0 if strategy == "l2p" else 1.0)
+    vectors = torch.cat([v.reshape(-1, table.shape[1]) for k, v in state.items()
+                         if k in ("prefix.weight", "prefix.g_prompt", "prefix.e_prompts")])
+    moved = [not any(torch.allclose(v, row) for row in table) for v in vectors]
+    assert any(moved)  # the prompts trained in bf16 with gradient checkpointing
+    if strategy == "l2p":  # the pool's unchosen prompts kept their initial rows (seeded run: the same each time)
+        assert not all(moved)

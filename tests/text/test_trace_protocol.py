@@ -206,17 +206,33 @@ def test_a_row_the_package_cannot_run_says_why_and_a_run_row_not_yet_run_shows_t
 
     result = table_result(TEXT_TABLES["trace"], TextReproduceSettings(out=str(tmp_path)))
     rows = {r.method: r for r in result.rows if r.block == "LLaMA-2-7B-Chat"}
-    assert rows["DualPrompt"].status == "not run" and "not implemented" in rows["DualPrompt"].reason
-    assert rows["DualPrompt"].cells["OP"].paper is None  # no DualPrompt number transcribed: never invented
-    assert rows["HiDeLoRA"].status == "incomplete"  # the hidelora row runs now; nothing was run here
-    assert rows["HiDeLoRA"].cells["OP"].paper is None  # no HiDeLoRA number transcribed: never invented
-    assert rows["TreeLoRA"].status == "incomplete"  # the treelora row runs now; nothing was run here
+    assert all(row.status != "not run" for row in rows.values())  # every TRACE row runs now
+    for name in ("DualPrompt", "HiDeLoRA", "L2P"):
+        assert rows[name].status == "incomplete"  # it runs; nothing was run here
+        assert rows[name].cells["OP"].paper is None  # no number transcribed: never invented
+    assert rows["TreeLoRA"].status == "incomplete"
     assert (rows["TreeLoRA"].cells["OP"].paper, rows["TreeLoRA"].cells["BWT"].paper) == (43.52, 3.46)  # tab:llm_cl
     lines = table_markdown(result).splitlines()
     at = lines.index("|  | TreeLoRA † | ours | incomplete |  |  |")
     assert lines[at + 1] == "|  |  | paper | 43.52 | 3.46 | – |"  # OP, BWT; the release's BWT has no paper number
     at = lines.index("|  | HiDeLoRA † | ours | incomplete |  |  |")
     assert lines[at + 1] == "|  |  | paper | – | – | – |"
-    at = lines.index("|  | DualPrompt † | ours | not run |  |  |")
-    assert lines[at + 1] == "|  |  | paper | – | – | – |"
-    assert "- LLaMA-2-7B-Chat / DualPrompt: not run -- not implemented in this library (prompt-based)" in lines
+    # a row the package cannot run (SuperNI's C-LoRA: no published code) says why
+    superni = table_result(TEXT_TABLES["superni"], TextReproduceSettings(out=str(tmp_path)))
+    [clora] = [r for r in superni.rows if r.method == "C-LoRA"]
+    assert clora.status == "not run" and "no published code" in clora.reason
+    assert any(line.startswith("- ") and "C-LoRA: not run -- not implemented in this library: no published code"
+               in line for line in table_markdown(superni).splitlines())
+
+
+def test_l2p_runs_traces_l2p_settings_on_trace_and_the_tables_loop_elsewhere():
+    from moram_avalanche.experiments.text_recipes import stream_options, stream_settings
+
+    options = stream_options("trace", "l2p")
+    # BeyonderXX/TRACE training/main.py (pool 10, length 5), model/Dynamic_network/L2P.py (top 3, 0.5),
+    # scripts/train_seq_cl.sh (the script of every --CL_method: lr 1e-5, epochs 5,3,7,5,3,5,5,7)
+    assert (options["pool_size"], options["prompt_length"], options["top_k"], options["pull_coef"]) == (10, 5, 3, 0.5)
+    assert options["lr"] == 1e-5 and options["epochs"]["MeetingBank"] == 7 and options["train_mb_size"] == 4
+    assert all(s.source for s in stream_settings("trace", "l2p"))
+    superni = stream_options("superni", "l2p")  # SAPT's loop, L2P's own defaults (TRACE's)
+    assert superni["lr"] == 3e-4 and "pool_size" not in superni

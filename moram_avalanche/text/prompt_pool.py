@@ -1,0 +1,133 @@
+"""L2P's prompt pool (Wang et al., "Learning to Prompt for Continual Learning", CVPR 2022) as a
+:class:`~moram_avalanche.text.soft_prompt.PromptPrefix` of a language model.
+
+A pool of ``pool_size`` prompts, each ``length`` vectors of the model's hidden size, and one key
+per prompt. For every row the query is the mean of the frozen input embeddings of its prompt
+tokens; the ``top_k`` prompts whose keys are most similar to it (cosine) are put in front of the
+row, most similar first (L2P's instance-wise selection; no task identity, in training or in
+evaluation). The surrogate ("pull") term is the sum of the chosen keys' cosines with the row's
+query, averaged over the rows; the strategy subtracts ``coef`` times it from the token loss, so
+the chosen keys move towards their queries (L2P, Eq. 5; TRACE ``model/Dynamic_network/L2P.py``:
+``loss -= reduce_sim * pull_constraint_coeff``).
+
+Settings and where they come from (:data:`TRACE_L2P`):
+
+* pool size 10, prompt length 5: BeyonderXX/TRACE ``training/main.py`` (``args.pool_size = 10``,
+  ``args.prompt_length = 5``), also the L2P paper's M = 10, L_p = 5;
+* top-k 3, coefficient 0.5, the query the mean of the input embeddings (``embedding_key='mean'``):
+  TRACE ``model/Dynamic_network/L2P.py`` (``top_k=3``, ``pull_constraint_coeff=0.5``);
+* initial prompts: rows of the embedding table of random tokens, divided by 100 (TRACE
+  ``convert_L2P_model``, ``prompt_init='uniform'``): :func:`embedding_rows_init`.
+
+Where this differs from TRACE, and why:
+
+* the keys are trainable parameters, initialised as each prompt's mean vector (TRACE computes that
+  mean once at the start and keeps it as a constant tensor; the L2P paper's keys are learnable);
+* the query averages the prompt's tokens only, its padding left out (TRACE averages the padded
+  batch, so a row's selection depended on its batch mates' lengths; a causal model's training
+  row there also included the answer, which evaluation does not have).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import torch
+from torch import nn
+
+from .soft_prompt import PromptPrefix, check_shape
+
+#: TRACE's L2P settings (module docstring)
+TRACE_L2P = {"pool_size": 10, "prompt_length": 5, "top_k": 3, "pull_coef": 0.5}
+#: TRACE's scale of the initial prompts: embedding rows of random tokens / 100
+INIT_DIVISOR = 100.0
+
+
+def check_pool(pool_size, length, dim, top_k) -> None:
+    """One-line errors for a pool's sizes (each a positive int, ``top_k <= pool_size``)."""
+    check_shape(length, dim)
+    for name, value in (("pool_size", pool_size), ("top_k", top_k)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int (TRACE's L2P: {TRACE_L2P[name]}), got {value!r}")
+    if top_k > pool_size:
+        raise ValueError(f"top_k ({top_k}) chooses from the pool, so it must be at most pool_size ({pool_size})")
+
+
+def embedding_rows_init(table: torch.Tensor, pool_size: int, length: int,
+                        generator: Optional[torch.Generator] = None, divisor: float = INIT_DIVISOR) -> torch.Tensor:
+    """``[pool_size, length, H]`` rows of the ``[V, H]`` embedding ``table`` at random token ids,
+    divided by ``divisor`` (TRACE ``convert_L2P_model``: :data:`INIT_DIVISOR`)."""
+    ids = torch.randint(table.shape[0], (pool_size * length,), generator=generator)
+    return (table.detach().float().cpu()[ids] / divisor).view(pool_size, length, table.shape[1])
+
+
+def l2_normalize(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    """``x`` divided by its L2 norm over the last dimension, the squared norm floored at ``eps``
+    (L2P's and TRACE's ``l2_normalize``)."""
+    return x * torch.rsqrt(torch.clamp(x.pow(2).sum(-1, keepdim=True), min=eps))
+
+
+def mean_query(embeds: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``[B, H]``: the mean of each row's embeddings over its tokens (``mask`` 1), in float32,
+    without gradient (the input embeddings are the frozen model's)."""
+    weights = mask.to(torch.float32).unsqueeze(-1)
+    return (embeds.detach().float() * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+
+
+class PromptPool(PromptPrefix):
+    """L2P's pool: ``weight`` ``[pool_size, length, dim]`` prompts and ``keys`` ``[pool_size, dim]``.
+
+    Args:
+        pool_size, length, dim, top_k: the pool's size, a prompt's vectors, the hidden size, the
+            prompts chosen per row.
+        init: the initial prompts (default: N(0, 1) / :data:`INIT_DIVISOR`; the strategy passes
+            :func:`embedding_rows_init`); the keys start as each prompt's mean vector.
+
+    Attributes:
+        last_selection: the ``[B, top_k]`` prompt indices chosen for the last batch.
+    """
+
+    def __init__(self, pool_size: int, length: int, dim: int, top_k: int, *,
+                 init: Optional[torch.Tensor] = None) -> None:
+        super().__init__()
+        check_pool(pool_size, length, dim, top_k)
+        if init is None:
+            init = torch.randn(pool_size, length, dim) / INIT_DIVISOR
+        elif tuple(init.shape) != (pool_size, length, dim):
+            raise ValueError(f"the pool's init must be [pool_size, length, dim] = [{pool_size}, {length}, {dim}], "
+                             f"got {tuple(init.shape)}")
+        self.top_k = top_k
+        self.weight = nn.Parameter(init.detach().clone().float())
+        self.keys = nn.Parameter(self.weight.detach().mean(1).clone())
+        self.last_selection: Optional[torch.Tensor] = None
+        self._pulls: List[torch.Tensor] = []
+
+    def query(self, embeds: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return mean_query(embeds, mask)
+
+    def select(self, query: torch.Tensor):
+        """``(indices [B, top_k], cosines [B, top_k])``: the keys most similar to each query, most
+        similar first; the cosines carry the keys' gradient."""
+        similarity = l2_normalize(query) @ l2_normalize(self.keys).t()
+        cosines, indices = torch.topk(similarity, k=self.top_k, dim=1)
+        return indices, cosines
+
+    def prompts(self, embeds: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        indices, cosines = self.select(self.query(embeds, mask))
+        self.last_selection = indices.detach()
+        if torch.is_grad_enabled():
+            self._pulls.append(cosines.sum() / embeds.shape[0])
+        return self.weight[indices].reshape(embeds.shape[0], -1, self.weight.shape[-1])
+
+    def pop_pulls(self) -> List[torch.Tensor]:
+        """The pull terms recorded since the last call (one per forward with gradients), cleared."""
+        pulls, self._pulls = self._pulls, []
+        return pulls
+
+    def extra_repr(self) -> str:
+        size, length, dim = self.weight.shape
+        return f"pool_size={size}, length={length}, dim={dim}, top_k={self.top_k}"
+
+
+__all__ = ["INIT_DIVISOR", "PromptPool", "TRACE_L2P", "check_pool", "embedding_rows_init", "l2_normalize",
+           "mean_query"]
