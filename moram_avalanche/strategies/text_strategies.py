@@ -416,3 +416,9 @@ class TextMTL(TextFineTune):
 
 TEXT_STRATEGIES["mtl"] = TextMTL
 __all__.append("TextMTL")
+
+
+from .text_lfpt5 import TextLFPT5  # noqa: E402 (imports this module's loop only)
+
+TEXT_STRATEGIES["lfpt5"] = TextLFPT5
+__all__.append("TextLFPT5")

@@ -78,7 +78,8 @@ def test_paper_and_dry_run_need_no_data():
     done = cli("reproduce", "t5-standard", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "model: t5-large (float32)" in done.stdout
-    assert "L2P: not run" in done.stdout and "runs (27;" in done.stdout  # 9 strategies x 3 orders
+    assert "L2P: not run" in done.stdout and "runs (30;" in done.stdout  # 10 strategies x 3 orders
+    assert "LFPT5: lfpt5" in done.stdout and "lfpt5: defaults [LFPT5 (Qin & Joty 2022)" in done.stdout
 
 
 def test_missing_data_is_named_before_anything_runs(tmp_path):
