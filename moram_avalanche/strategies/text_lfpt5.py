@@ -7,7 +7,7 @@ are embeddings of frequent vocabulary tokens (:func:`~moram_avalanche.text.lfpt5
 :class:`~moram_avalanche.strategies.plugins.lfpt5.LFPT5Plugin` adds the pseudo-samples of the
 earlier tasks and the LM and distillation losses. Optimizer: LFPT5's Adafactor, lr 0.5, weight
 decay 1e-5, update clipping 1.0, no schedule (:func:`~moram_avalanche.text.lfpt5_prompt.adafactor`);
-``optimizer="adamw"`` uses the loop's AdamW instead.
+``prompt_optimizer="adamw"`` uses the loop's AdamW instead.
 
 The official code is few-shot: 16 examples per label, up to 420 epochs with the best epoch kept on
 a validation set, batch 2 x 4 accumulated. The T5 tables run every row with the paper's loop (the
@@ -43,9 +43,9 @@ def check_text_lfpt5_options(options) -> None:
     if "prompt_position" in options and options["prompt_position"] not in PROMPT_POSITIONS:
         raise ValueError(f"prompt_position must be one of {PROMPT_POSITIONS} (LFPT5's code: 'after'), got "
                          f"{options['prompt_position']!r}")
-    if "optimizer" in options and options["optimizer"] not in LFPT5_OPTIMIZERS:
-        raise ValueError(f"optimizer must be one of {LFPT5_OPTIMIZERS} (LFPT5's code: 'adafactor'), got "
-                         f"{options['optimizer']!r}")
+    if "prompt_optimizer" in options and options["prompt_optimizer"] not in LFPT5_OPTIMIZERS:
+        raise ValueError(f"prompt_optimizer must be one of {LFPT5_OPTIMIZERS} (LFPT5's code: 'adafactor'), got "
+                         f"{options['prompt_optimizer']!r}")
 
 
 class TextLFPT5(TextStrategy):
@@ -55,7 +55,7 @@ class TextLFPT5(TextStrategy):
     Args (besides TextStrategy's; lr 0.5 and weight_decay 1e-5 by default, LFPT5's):
         prompt_length: prompt vectors (300). prompt_position: ``"after"`` the prompt's tokens
             (LFPT5's code) or ``"before"``.
-        optimizer: ``"adafactor"`` (LFPT5's) or ``"adamw"`` (the loop's).
+        prompt_optimizer: ``"adafactor"`` (LFPT5's) or ``"adamw"`` (the loop's).
         lm_lambda (0.25), kd_lambda (0.01), pseudo_per_label (2), pseudo_draws (500),
         pseudo_top_k (64), pseudo_repetition_penalty (2.5), pseudo_max_tokens (128),
         lm_target_length (256), pseudo_seed (42):
@@ -72,13 +72,13 @@ class TextLFPT5(TextStrategy):
 
     def __init__(self, *, model, tokenizer=None, lr: float = LFPT5_LR, weight_decay: float = LFPT5_WEIGHT_DECAY,
                  prompt_length: int = LFPT5_PROMPT_LENGTH, prompt_position: str = "after",
-                 optimizer: str = "adafactor", lm_lambda: float = LM_LAMBDA, kd_lambda: float = KD_LAMBDA,
+                 prompt_optimizer: str = "adafactor", lm_lambda: float = LM_LAMBDA, kd_lambda: float = KD_LAMBDA,
                  pseudo_per_label: int = PSEUDO_PER_LABEL, pseudo_draws: int = PSEUDO_DRAWS,
                  pseudo_top_k: int = PSEUDO_TOP_K, pseudo_repetition_penalty: float = PSEUDO_REPETITION_PENALTY,
                  pseudo_max_tokens: int = PSEUDO_MAX_TOKENS, lm_target_length: int = LM_TARGET_LENGTH,
                  pseudo_seed: int = PSEUDO_SEED, plugins=None, **kwargs):
         check_text_lfpt5_options(dict(prompt_length=prompt_length, prompt_position=prompt_position,
-                                      optimizer=optimizer))
+                                      prompt_optimizer=prompt_optimizer))
         model = model if isinstance(model, LanguageModel) else LanguageModel(model, tokenizer)
         if model.prefix is not None and not isinstance(model.prefix, AppendedSoftPrompt):
             raise ValueError(f"the model already carries a prefix of another kind ({type(model.prefix).__name__}): "
@@ -92,7 +92,7 @@ class TextLFPT5(TextStrategy):
             model.prefix = AppendedSoftPrompt(prompt_length, embedding.weight.shape[1], init=init,
                                               position=prompt_position).to(embedding.weight.device)
         model.prefix.requires_grad_(True)
-        self.optimizer_name = optimizer
+        self.optimizer_name = prompt_optimizer
         self.lfpt5_plugin = LFPT5Plugin(lm_lambda=lm_lambda, kd_lambda=kd_lambda, pseudo_per_label=pseudo_per_label,
                                         pseudo_draws=pseudo_draws, pseudo_top_k=pseudo_top_k,
                                         pseudo_repetition_penalty=pseudo_repetition_penalty,
