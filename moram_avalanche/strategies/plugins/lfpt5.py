@@ -21,6 +21,11 @@ and now (zero on the first task, which has none). The pseudo-samples of the curr
 frozen prompt are the plugin's checkpoint state (:meth:`state_dict`), so a resumed run trains on
 the same data.
 
+Where this differs from the official code: the distillation sums over the answer tokens
+(``LanguageModel.answer_logits``), not over every decoder position of the padded batch (whose
+count depends on the batch's longest answer); a task without label words (a generation task)
+keeps any non-empty answer.
+
 How many draws: the official code samples ``numberreturnseq`` (3, 6 or 12) texts for every line of
 a copy of the task's few-shot test file, thousands per task; TRACE's re-implementation 100 rounds
 of 5 (``model/Replay/LFPT5.py``: ``times_of_generation=100``, ``num_return_sequences=5``), the
@@ -30,6 +35,8 @@ default here (:data:`PSEUDO_DRAWS`).
 from __future__ import annotations
 
 import contextlib
+import copy
+import logging
 import random
 import warnings
 from typing import Dict, List, Optional, Tuple
@@ -42,6 +49,8 @@ from ...algorithms.lfpt5 import (ANSWER_TOKEN, KD_LAMBDA, LM_LAMBDA, PSEUDO_PER_
                                  generation_token, kd_loss, lm_target, parse_pseudo, select_pseudo)
 from ...text.lfpt5_prompt import add_tokens
 from ...utils.checks import check_int_range, check_number, check_positive_int
+
+logger = logging.getLogger(__name__)
 
 #: sampled texts per earlier task (TRACE ``model/Replay/LFPT5.py``: 100 rounds x 5 sequences)
 PSEUDO_DRAWS = 500
@@ -159,19 +168,27 @@ class LFPT5Plugin(SupervisedPlugin):
     def generate(self, strategy, tasks, index: int) -> List[Tuple[str, str, int]]:
         """The pseudo-samples of tasks ``0..index-1``: ``draws`` texts sampled after each task's
         generation token, parsed, ``per_label`` kept per label."""
+        from tqdm.auto import tqdm
+
         model = strategy.model
         items: List[Tuple[str, str, int]] = []
         was_training = model.training
         model.eval()
+        bar = tqdm(range(index), desc=f"LFPT5 pseudo-samples before task {index + 1}", unit="task",
+                   disable=not getattr(strategy, "progress", False), leave=False)
         try:
-            for earlier in range(index):
+            for earlier in bar:
                 task = tasks[earlier]
                 texts = self.sample(model, generation_token(task.name), seed=self.seed + 1000 * index + earlier,
                                     batch=max(1, int(getattr(strategy, "eval_mb_size", None) or self.draws)))
                 parsed = [pair for pair in (parse_pseudo(text, task.label_words) for text in texts) if pair]
                 rng = random.Random(self.seed + 1000 * index + earlier)
-                items += [(prompt, answer, earlier) for prompt, answer in select_pseudo(parsed, self.per_label, rng)]
+                kept = select_pseudo(parsed, self.per_label, rng)
+                items += [(prompt, answer, earlier) for prompt, answer in kept]
+                logger.info("LFPT5: task %r: %d of %d sampled texts parsed, %d kept", task.name, len(parsed),
+                            len(texts), len(kept))
         finally:
+            bar.close()
             model.train(was_training)
         return items
 
@@ -214,7 +231,7 @@ class LFPT5Plugin(SupervisedPlugin):
         model = strategy.model
         prompts, answers = [strategy.mb_x[i] for i in rows], [strategy.mb_y[i] for i in rows]
         now = model.answer_logits(prompts, answers)
-        with torch.no_grad(), _prompt(model, self.previous):
+        with torch.no_grad(), _teacher_prompt(model, self.previous):
             before = model.answer_logits(prompts, answers)
         return kd_loss(now, before)
 
@@ -239,14 +256,17 @@ def _target_length(model, length: int):
 
 
 @contextlib.contextmanager
-def _prompt(model, weight: torch.Tensor):
-    """The prefix's weight replaced by ``weight`` inside the block (no gradient reaches either)."""
-    kept = model.prefix.weight.data
-    model.prefix.weight.data = weight.to(kept.device, kept.dtype)
+def _teacher_prompt(model, weight: torch.Tensor):
+    """``model.prefix`` replaced by a frozen copy holding ``weight`` inside the block (the trained
+    prompt and its graph are left alone)."""
+    student = model.prefix
+    teacher = copy.deepcopy(student).requires_grad_(False)
+    teacher.weight.data = weight.to(student.weight.device, student.weight.dtype)
+    model.prefix = teacher
     try:
         yield
     finally:
-        model.prefix.weight.data = kept
+        model.prefix = student
 
 
 __all__ = ["LFPT5Plugin", "LM_TARGET_LENGTH", "PSEUDO_DRAWS", "PSEUDO_MAX_TOKENS", "PSEUDO_REPETITION_PENALTY",
