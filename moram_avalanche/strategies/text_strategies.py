@@ -17,6 +17,8 @@ balance``         Balance`                  ablation (``tab:load_balance``, T5 c
 ``mtl``           :class:`TextMTL`          every weight, jointly on every task so far (upper bound)
 ``ogd``           :class:`TextOGD`          every weight, its gradients projected orthogonally to
                                             earlier tasks' loss gradients (OGD, TRACE's row)
+``lfpt5``         :class:`~.text_lfpt5.     one soft prompt of a frozen model, pseudo-samples of
+                  TextLFPT5`                earlier tasks written by the model (LFPT5, the T5 tables')
 ================  ========================  ======================================================
 
 Defaults: the loop's are the paper's classification setting (lr 1e-3 fixed, batch 64, one epoch
