@@ -227,7 +227,9 @@ DEFAULT_SOURCES: Dict[str, str] = {
     "inc-lora": "as seq-lora, one LoRA per task (O-LoRA's IncLoRA)",
     "o-lora": "as inc-lora; O-LoRA scripts/order_1.sh --lamda_1 0.5 --lamda_2 0; its code's |.| (p = 1)",
     "lfpt5": "LFPT5 (Qin & Joty 2022), qcwthu/Lifelong-Fewshot-Language-Learning Classification/: the model frozen, "
-             "one 300-vector soft prompt after the input trained through the stream (--prompt_number 300), Adafactor "
+             "one 300-vector soft prompt after the input trained through the stream (--prompt_number 300; its first "
+             "rows the words 'sentence classification', the first task's name and labels, then frequent tokens: "
+             "utils.py getpromptembedding), Adafactor "
              "lr 0.5, weight decay 1e-5, clipping 1.0 (Classification.sh, Classification.py); loss (task + 0.25 LM) "
              "x 0.99 + 0.01 KL on the pseudo-samples (--lm_lambda 0.25 --kd_lamda 0.01, model.py); 2 pseudo-samples "
              "per label of each earlier task (memnumforeveryclass), sampled top-k 64, repetition penalty 2.5, 128 "

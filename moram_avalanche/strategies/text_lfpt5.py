@@ -3,7 +3,8 @@
 The model is frozen; one soft prompt of :data:`~moram_avalanche.text.lfpt5_prompt.LFPT5_PROMPT_LENGTH`
 (300) vectors, put after every prompt's tokens, is the only thing that trains, carried from task
 to task (official code: each task starts from the previous task's best prompt). Its initial rows
-are embeddings of frequent vocabulary tokens (:func:`~moram_avalanche.text.lfpt5_prompt.vocabulary_init`).
+are LFPT5's: word rows, then embeddings of frequent vocabulary tokens
+(:mod:`~moram_avalanche.text.lfpt5_prompt`).
 :class:`~moram_avalanche.strategies.plugins.lfpt5.LFPT5Plugin` adds the pseudo-samples of the
 earlier tasks and the LM and distillation losses. Optimizer: LFPT5's Adafactor, lr 0.5, weight
 decay 1e-5, update clipping 1.0, no schedule (:func:`~moram_avalanche.text.lfpt5_prompt.adafactor`);
@@ -20,8 +21,8 @@ from __future__ import annotations
 from typing import Optional
 
 from ..models.language_model import LanguageModel
-from ..text.lfpt5_prompt import (LFPT5_LR, LFPT5_PROMPT_LENGTH, LFPT5_WEIGHT_DECAY, PROMPT_POSITIONS,
-                                 AppendedSoftPrompt, adafactor, vocabulary_init)
+from ..text.lfpt5_prompt import (LFPT5_LR, LFPT5_PROMPT_LENGTH, LFPT5_WEIGHT_DECAY, PROMPT_INITS,
+                                 PROMPT_POSITIONS, AppendedSoftPrompt, adafactor, vocabulary_init)
 from .needs import StrategyNeeds
 from .plugins.accumulation import AccumulatedSteps
 from .plugins.lfpt5 import (LM_TARGET_LENGTH, PSEUDO_DRAWS, PSEUDO_MAX_TOKENS, PSEUDO_REPETITION_PENALTY,
@@ -43,6 +44,9 @@ def check_text_lfpt5_options(options) -> None:
     if "prompt_position" in options and options["prompt_position"] not in PROMPT_POSITIONS:
         raise ValueError(f"prompt_position must be one of {PROMPT_POSITIONS} (LFPT5's code: 'after'), got "
                          f"{options['prompt_position']!r}")
+    if "prompt_init" in options and options["prompt_init"] not in PROMPT_INITS:
+        raise ValueError(f"prompt_init must be one of {PROMPT_INITS} (LFPT5's code: 'labels'), got "
+                         f"{options['prompt_init']!r}")
     if "prompt_optimizer" in options and options["prompt_optimizer"] not in LFPT5_OPTIMIZERS:
         raise ValueError(f"prompt_optimizer must be one of {LFPT5_OPTIMIZERS} (LFPT5's code: 'adafactor'), got "
                          f"{options['prompt_optimizer']!r}")
@@ -54,7 +58,9 @@ class TextLFPT5(TextStrategy):
 
     Args (besides TextStrategy's; lr 0.5 and weight_decay 1e-5 by default, LFPT5's):
         prompt_length: prompt vectors (300). prompt_position: ``"after"`` the prompt's tokens
-            (LFPT5's code) or ``"before"``.
+            (LFPT5's code) or ``"before"``. prompt_init: ``"labels"`` (LFPT5's: rows of "sentence
+            classification", the first task's name and labels, set as it starts, then frequent
+            tokens) or ``"vocabulary"`` (frequent tokens only).
         prompt_optimizer: ``"adafactor"`` (LFPT5's) or ``"adamw"`` (the loop's).
         lm_lambda (0.25), kd_lambda (0.01), pseudo_per_label (2), pseudo_draws (500),
         pseudo_top_k (64), pseudo_repetition_penalty (2.5), pseudo_max_tokens (128),
@@ -72,13 +78,14 @@ class TextLFPT5(TextStrategy):
 
     def __init__(self, *, model, tokenizer=None, lr: float = LFPT5_LR, weight_decay: float = LFPT5_WEIGHT_DECAY,
                  prompt_length: int = LFPT5_PROMPT_LENGTH, prompt_position: str = "after",
+                 prompt_init: str = "labels",
                  prompt_optimizer: str = "adafactor", lm_lambda: float = LM_LAMBDA, kd_lambda: float = KD_LAMBDA,
                  pseudo_per_label: int = PSEUDO_PER_LABEL, pseudo_draws: int = PSEUDO_DRAWS,
                  pseudo_top_k: int = PSEUDO_TOP_K, pseudo_repetition_penalty: float = PSEUDO_REPETITION_PENALTY,
                  pseudo_max_tokens: int = PSEUDO_MAX_TOKENS, lm_target_length: int = LM_TARGET_LENGTH,
                  pseudo_seed: int = PSEUDO_SEED, plugins=None, **kwargs):
         check_text_lfpt5_options(dict(prompt_length=prompt_length, prompt_position=prompt_position,
-                                      prompt_optimizer=prompt_optimizer))
+                                      prompt_init=prompt_init, prompt_optimizer=prompt_optimizer))
         model = model if isinstance(model, LanguageModel) else LanguageModel(model, tokenizer)
         if model.prefix is not None and not isinstance(model.prefix, AppendedSoftPrompt):
             raise ValueError(f"the model already carries a prefix of another kind ({type(model.prefix).__name__}): "
@@ -97,7 +104,7 @@ class TextLFPT5(TextStrategy):
                                         pseudo_draws=pseudo_draws, pseudo_top_k=pseudo_top_k,
                                         pseudo_repetition_penalty=pseudo_repetition_penalty,
                                         pseudo_max_tokens=pseudo_max_tokens, lm_target_length=lm_target_length,
-                                        pseudo_seed=pseudo_seed)
+                                        pseudo_seed=pseudo_seed, label_rows=prompt_init == "labels")
         super().__init__(model=model, tokenizer=tokenizer, lr=lr, weight_decay=weight_decay,
                          plugins=[self.lfpt5_plugin, *(plugins or [])], **kwargs)
 

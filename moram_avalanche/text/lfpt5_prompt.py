@@ -5,12 +5,13 @@ qcwthu/Lifelong-Fewshot-Language-Learning, ``Classification/``).
   vectors go **after** the prompt's tokens (official ``model.py`` ``_step``: ``torch.cat([input
   embeddings, prompt], 1)``, the mask extended by ones; padding stays between the tokens and the
   prompt, as there); ``position="before"`` is prompt tuning's place (Lester et al., 2021).
-* :func:`vocabulary_init` -- the prompt's initial rows: embeddings of tokens drawn at random
-  among the vocabulary's first :data:`FREQUENT_TOKENS` ids. The official ``utils.py``
-  ``getpromptembedding`` draws among T5's 5,000 most frequent tokens (counts shipped as
-  ``allnumber.pickle``) after a few rows from the words "sentence classification", the task's
-  name and its labels; without those counts, the first ids of a SentencePiece vocabulary (ordered
-  by piece score, close to frequency) stand in, and the label rows are not built.
+* :func:`vocabulary_init` and :func:`word_rows` -- the prompt's initial rows (official ``utils.py``
+  ``getpromptembedding``): first the mean embeddings of "sentence classification", of the first
+  task's name and of each of its labels (:data:`PROMPT_INIT_WORDS`; set when the first task
+  starts, ``prompt_init="labels"``), then embeddings of tokens drawn at random among T5's 5,000
+  most frequent ones (counts shipped as ``allnumber.pickle``). Without those counts, the
+  vocabulary's first :data:`FREQUENT_TOKENS` ids stand in (a SentencePiece vocabulary is ordered
+  by piece score, close to frequency).
 * :func:`add_tokens` -- the separator and generation tokens added to the tokenizer (official:
   ``tokenizer.add_tokens``; T5's embedding matrix has spare rows past its 32,100 pieces, so the
   frozen model reads their untrained rows). When the matrix has no room, it is grown and every
@@ -74,6 +75,26 @@ def vocabulary_init(embedding: nn.Embedding, length: int, special_ids: Sequence[
     return embedding.weight.detach()[picks.to(embedding.weight.device)].float().cpu().clone()
 
 
+#: the first initial row's words (official ``utils.py`` ``getpromptembedding``: ``alllabel = ["sentence
+#: classification"]``, then the first task's name and its labels)
+PROMPT_INIT_WORDS = "sentence classification"
+#: how the prompt starts: the official rows of words, then frequent tokens ("labels"), or frequent tokens only
+PROMPT_INITS = ("labels", "vocabulary")
+
+
+def word_rows(embedding: nn.Embedding, tokenizer, texts: Sequence[str]) -> torch.Tensor:
+    """``[len(texts), dim]``: each text's mean token embedding, without the special tokens the
+    tokenizer adds (official ``getpromptembedding``: the ids but the closing EOS, averaged)."""
+    rows = []
+    for text in texts:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        if not ids:
+            raise ValueError(f"LFPT5's prompt initialisation: {text!r} has no tokens; pass prompt_init='vocabulary'")
+        index = torch.tensor(ids, device=embedding.weight.device)
+        rows.append(embedding(index).detach().float().mean(0).cpu())
+    return torch.stack(rows) if rows else torch.zeros(0, embedding.weight.shape[1])
+
+
 def add_tokens(model: nn.Module, tokenizer, tokens: Sequence[str]) -> None:
     """Add ``tokens`` the tokenizer lacks; grow ``model``'s embeddings (frozen) when they do not fit,
     each new row drawn from N(0, std of the existing rows) seeded by its token's text."""
@@ -119,4 +140,5 @@ def adafactor(params, *, lr: float = LFPT5_LR, weight_decay: float = LFPT5_WEIGH
 
 
 __all__ = ["ADAFACTOR_OPTIONS", "AppendedSoftPrompt", "FREQUENT_TOKENS", "LFPT5_LR", "LFPT5_PROMPT_LENGTH",
-           "LFPT5_WEIGHT_DECAY", "PROMPT_POSITIONS", "adafactor", "add_tokens", "vocabulary_init"]
+           "LFPT5_WEIGHT_DECAY", "PROMPT_INITS", "PROMPT_INIT_WORDS", "PROMPT_POSITIONS", "adafactor", "add_tokens",
+           "vocabulary_init", "word_rows"]

@@ -237,6 +237,7 @@ def test_the_prompt_goes_after_the_tokens_or_before_them():
     ("pseudo_top_k", -1, "pseudo_top_k must be"), ("pseudo_repetition_penalty", 0, "pseudo_repetition_penalty"),
     ("prompt_length", 0, "prompt_length must be"), ("prompt_position", "middle", "prompt_position must be one of"),
     ("prompt_optimizer", "sgd", "prompt_optimizer must be one of"), ("lm_target_length", 0, "lm_target_length must be"),
+    ("prompt_init", "zeros", "prompt_init must be one of"),
 ])
 def test_bad_options_are_refused_in_one_line(option, value, match):
     from moram_avalanche.strategies.registry import get_strategy
@@ -286,3 +287,23 @@ def test_a_killed_run_resumes_to_the_same_matrix_prompt_and_pseudo_samples(tmp_p
     assert torch.equal(resumed.model.prefix.weight, strategy.model.prefix.weight)
     assert resumed.lfpt5_plugin.pseudo == strategy.lfpt5_plugin.pseudo != []
     assert torch.equal(resumed.lfpt5_plugin.previous, strategy.lfpt5_plugin.previous)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_the_first_task_starts_the_prompt_from_the_official_word_rows(family):
+    bench = benchmark()
+    task = bench.train_stream[0].tasks[0]
+    strategy, _ = build("lfpt5", family, prompt_length=8, iterations=0)  # nothing trains: the start is kept
+    built = strategy.model.prefix.weight.detach().clone()
+    strategy.train(bench.train_stream[0])
+    embedding, tokenizer = strategy.model.model.get_input_embeddings().weight, strategy.model.tokenizer
+    texts = ["sentence classification", task.name, *task.label_words]  # official getpromptembedding's order
+    for row, text in enumerate(texts):
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        expected = torch.stack([embedding[i] for i in ids]).mean(0)
+        torch.testing.assert_close(strategy.model.prefix.weight[row], expected)
+    assert torch.equal(strategy.model.prefix.weight[len(texts):], built[len(texts):])  # frequent-token rows
+    vocabulary, _ = build("lfpt5", family, prompt_length=8, iterations=0, prompt_init="vocabulary")
+    start = vocabulary.model.prefix.weight.detach().clone()
+    vocabulary.train(bench.train_stream[0])
+    assert torch.equal(vocabulary.model.prefix.weight, start)

@@ -2,6 +2,8 @@
 
 At each task's start (:meth:`LFPT5Plugin.before_train_dataset_adaptation`) the plugin
 
+0. at the first task, writes the official initial rows into the prompt (:meth:`LFPT5Plugin.init_rows`;
+   ``label_rows=False``: not);
 1. adds the separator ``__ans__`` and one generation token per task of the stream to the
    tokenizer (:func:`~moram_avalanche.text.lfpt5_prompt.add_tokens`);
 2. keeps a frozen copy of the prompt as it is now (the model "before" the task, for the
@@ -47,7 +49,7 @@ from torch.utils.data import ConcatDataset, Dataset
 
 from ...algorithms.lfpt5 import (ANSWER_TOKEN, KD_LAMBDA, LM_LAMBDA, PSEUDO_PER_LABEL, combined_loss,
                                  generation_token, kd_loss, lm_target, parse_pseudo, select_pseudo)
-from ...text.lfpt5_prompt import add_tokens
+from ...text.lfpt5_prompt import PROMPT_INIT_WORDS, add_tokens, word_rows
 from ...utils.checks import check_int_range, check_number, check_positive_int
 
 logger = logging.getLogger(__name__)
@@ -114,7 +116,7 @@ class LFPT5Plugin(SupervisedPlugin):
                  pseudo_per_label: int = PSEUDO_PER_LABEL, pseudo_draws: int = PSEUDO_DRAWS,
                  pseudo_top_k: int = PSEUDO_TOP_K, pseudo_repetition_penalty: float = PSEUDO_REPETITION_PENALTY,
                  pseudo_max_tokens: int = PSEUDO_MAX_TOKENS, lm_target_length: int = LM_TARGET_LENGTH,
-                 pseudo_seed: int = PSEUDO_SEED) -> None:
+                 pseudo_seed: int = PSEUDO_SEED, label_rows: bool = True) -> None:
         super().__init__()
         check_lfpt5_options(dict(lm_lambda=lm_lambda, kd_lambda=kd_lambda, pseudo_per_label=pseudo_per_label,
                                  pseudo_draws=pseudo_draws, pseudo_top_k=pseudo_top_k,
@@ -125,6 +127,8 @@ class LFPT5Plugin(SupervisedPlugin):
         self.per_label, self.draws = pseudo_per_label, pseudo_draws
         self.top_k, self.repetition_penalty = pseudo_top_k, float(pseudo_repetition_penalty)
         self.max_tokens, self.lm_target_length, self.seed = pseudo_max_tokens, lm_target_length, pseudo_seed
+        #: whether the first task's start writes the official word rows into the prompt (:meth:`init_rows`)
+        self.label_rows = bool(label_rows)
         #: the experience whose pseudo-samples :attr:`pseudo` holds (-1: none yet)
         self.task_index = -1
         #: the current task's pseudo-samples: ``(prompt, answer, task label)``
@@ -161,9 +165,20 @@ class LFPT5Plugin(SupervisedPlugin):
         index = strategy.experience.current_experience
         if index == self.task_index:  # resumed inside this task: the stored samples and prompt
             return
+        if index == 0 and self.task_index == -1 and self.label_rows:
+            self.init_rows(model, tasks[0])
         self.previous = model.prefix.weight.detach().clone()
         self.pseudo = self.generate(strategy, tasks, index) if index > 0 and self.per_label > 0 else []
         self.task_index = index
+
+    @staticmethod
+    def init_rows(model, task) -> None:
+        """The prompt's first rows: the mean embeddings of "sentence classification", the first
+        task's name and each of its labels (official ``getpromptembedding``; as many as fit)."""
+        texts = [PROMPT_INIT_WORDS, task.name, *task.label_words][: model.prefix.weight.shape[0]]
+        rows = word_rows(model.model.get_input_embeddings(), model.tokenizer, texts)
+        with torch.no_grad():
+            model.prefix.weight[: len(rows)] = rows.to(model.prefix.weight.device, model.prefix.weight.dtype)
 
     def generate(self, strategy, tasks, index: int) -> List[Tuple[str, str, int]]:
         """The pseudo-samples of tasks ``0..index-1``: ``draws`` texts sampled after each task's
