@@ -90,7 +90,7 @@ def _methods(*extra: Method, long: bool = False) -> Tuple[Method, ...]:
     base = [Method("MTL", "mtl"), Method("SeqFT", "finetune"), Method("SeqLoRA", "seq-lora"),
             Method("IncLoRA", "inc-lora"), Method("Replay", "avalanche.replay"),
             Method("EWC", "avalanche.ewc"), Method("LwF", "avalanche.lwf"),
-            Method("L2P", "l2p"), Method("LFPT5", None, reason=_PROMPT_BASED)]
+            Method("L2P", "l2p"), Method("LFPT5", "lfpt5")]
     if not long:
         base.append(Method("InfLoRA", "inf-lora"))
     base += [Method("O-LoRA", "o-lora"),
@@ -737,7 +737,7 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                   "order, and their mean ± std (%)",
                   "t5_order_robustness", "t5-large", "t5", "float32", (1, 2, 3),
                   (Method("SeqFT", "finetune"), Method("L2P", "l2p"),
-                   Method("LFPT5", None, reason=_PROMPT_BASED), Method("O-LoRA", "o-lora"), Method("MoRAM", "moram")),
+                   Method("LFPT5", "lfpt5"), Method("O-LoRA", "o-lora"), Method("MoRAM", "moram")),
                   decimals=2, summary="Mean ± std", runs_of="t5-standard",
                   notes=("Its runs are t5-standard's (tab:llm_cl_main): the same folders, read again; either "
                          "command fills them.",
@@ -949,6 +949,10 @@ def run_options(settings: TextReproduceSettings, run: Optional[TextRun] = None) 
         # (SuperNI: SAPT's 4) fit a task capped at REHEARSAL_TRAIN examples (the loop refuses more)
         batch = max(1, min(4, REHEARSAL_TRAIN // int(options.get("accumulation_steps", 1))))
         options.update(train_mb_size=batch, eval_mb_size=4, max_new_tokens=REHEARSAL_NEW_TOKENS, max_target_length=16)
+        if run is not None:  # what the strategy itself caps in a rehearsal (LFPT5: its sampled pseudo-samples)
+            from .text_recipes import text_strategy_classes
+
+            options.update(getattr(text_strategy_classes().get(run.strategy), "rehearsal_options", {}))
     if run is not None:  # the row's own options win (CodeAlpaca's LoRA ranks; its base model: no step)
         options.update(dict(run.options))
     return options

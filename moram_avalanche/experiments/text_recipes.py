@@ -303,6 +303,15 @@ DEFAULT_SOURCES: Dict[str, str] = {
                 "over the stream's tasks [configs \"lamb\", \"lame\"; methods/inflora.py]; query and value projections "
                 "as the table's other LoRA rows (InfLoRA's ViT: key and value); the loop's lr, batch and epochs (the "
                 "MoRAM paper gives no InfLoRA setting)",
+    "lfpt5": "LFPT5 (Qin & Joty 2022), qcwthu/Lifelong-Fewshot-Language-Learning Classification/: the model frozen, "
+             "one 300-vector soft prompt after the input trained through the stream (--prompt_number 300; its first "
+             "rows the words 'sentence classification', the first task's name and labels, then frequent tokens: "
+             "utils.py getpromptembedding), Adafactor "
+             "lr 0.5, weight decay 1e-5, clipping 1.0 (Classification.sh, Classification.py); loss (task + 0.25 LM) "
+             "x 0.99 + 0.01 KL on the pseudo-samples (--lm_lambda 0.25 --kd_lamda 0.01, model.py); 2 pseudo-samples "
+             "per label of each earlier task (memnumforeveryclass), sampled top-k 64, repetition penalty 2.5, 128 "
+             "tokens (model.py _generative_samples) from 500 draws (BeyonderXX/TRACE model/Replay/LFPT5.py: 100 x "
+             "5); batch and epochs the table's loop (the official few-shot budget and model selection are not run)",
     "icl": "TRACE scripts/ICL.sh: 6 random, label-balanced examples (inference/ICL.py)",
     "finetune": "every weight trains (SeqFT), the loop's defaults",
     "mtl": "every weight, jointly on every task so far (the upper bound), the loop's defaults",

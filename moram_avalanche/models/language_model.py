@@ -417,17 +417,27 @@ class LanguageModel(nn.Module):
 
     @torch.no_grad()
     def sample(self, prompts: Sequence[str], n: int, max_new_tokens: int = MAX_TARGET_LENGTH, *,
-               temperature: float = 1.0, top_p: float = 1.0,
+               temperature: float = 1.0, top_p: float = 1.0, top_k: Optional[int] = None,
+               repetition_penalty: float = 1.0,
                cuts: Optional[Sequence[PromptCut]] = None) -> List[List[str]]:
         """``n`` sampled continuations of each prompt (nucleus sampling at ``temperature`` and
         ``top_p``; HumanEval's pass@k needs them), decoded with special tokens removed and
         **not stripped** (a code completion's first indentation is kept). Sampling draws from
-        torch's generator: seed it for repeatable samples."""
+        torch's generator: seed it for repeatable samples. ``top_k`` (None: ``transformers``'
+        default) and ``repetition_penalty`` (1: none) as ``generate`` takes them (LFPT5's pseudo-samples:
+        top-k 64, penalty 2.5)."""
         prompts = _strings(prompts)
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n (samples per prompt) must be a positive integer, got {n!r}")
         if not (temperature > 0 and 0 < top_p <= 1):
             raise ValueError(f"sampling needs temperature > 0 and 0 < top_p <= 1, got {temperature!r} and {top_p!r}")
+        extra: Dict[str, object] = {}
+        if top_k is not None:  # None: transformers' default (50)
+            if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
+                raise ValueError(f"top_k must be a non-negative int (0: no cut), got {top_k!r}")
+            extra["top_k"] = top_k
+        if repetition_penalty != 1.0:
+            extra["repetition_penalty"] = Decoding(repetition_penalty).repetition_penalty
         if not prompts:
             return []
         sources = self._prompt_ids(prompts, cuts)
@@ -438,7 +448,7 @@ class LanguageModel(nn.Module):
         out = self.model.generate(**inputs,
                                   max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature,
                                   top_p=top_p, num_return_sequences=n, pad_token_id=self.pad_id,
-                                  eos_token_id=self.eos_id, synced_gpus=self.synced_generation)
+                                  eos_token_id=self.eos_id, synced_gpus=self.synced_generation, **extra)
         new = self._new_tokens(out, inputs)
         texts = []
         for row in new.tolist():

@@ -21,6 +21,8 @@ balance``         Balance`                  ablation (``tab:load_balance``, T5 c
                                             earlier tasks' loss gradients (OGD, TRACE's row)
 ``treelora``      :class:`TextTreeLoRA`     one LoRA through the stream (as ``seq-lora``) + TreeLoRA's
                                             tree-searched regulariser (TRACE's row)
+``lfpt5``         :class:`~.text_lfpt5.     one soft prompt of a frozen model, pseudo-samples of
+                  TextLFPT5`                earlier tasks written by the model (LFPT5, the T5 tables')
 ================  ========================  ======================================================
 
 Defaults: the loop's are the paper's classification setting (lr 1e-3 fixed, batch 64, one epoch
@@ -493,3 +495,9 @@ class TextMTL(TextFineTune):
 
 TEXT_STRATEGIES["mtl"] = TextMTL
 __all__.append("TextMTL")
+
+
+from .text_lfpt5 import TextLFPT5  # noqa: E402 (imports this module's loop only)
+
+TEXT_STRATEGIES["lfpt5"] = TextLFPT5
+__all__.append("TextLFPT5")

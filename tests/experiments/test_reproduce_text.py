@@ -78,8 +78,9 @@ def test_paper_and_dry_run_need_no_data():
     done = cli("reproduce", "t5-standard", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "model: t5-large (float32)" in done.stdout
-    assert "L2P: l2p" in done.stdout and "runs (33;" in done.stdout  # 11 strategies x 3 orders
+    assert "L2P: l2p" in done.stdout and "runs (36;" in done.stdout  # 12 strategies x 3 orders
     assert "InfLoRA: inf-lora" in done.stdout and "lambda_b 0.95" in done.stdout
+    assert "LFPT5: lfpt5" in done.stdout and "lfpt5: defaults [LFPT5 (Qin & Joty 2022)" in done.stdout
 
 
 def test_missing_data_is_named_before_anything_runs(tmp_path):

@@ -125,7 +125,7 @@ def test_paper_and_dry_run_name_the_numbers_runs_and_settings():
     assert "speed: a training forward runs the plain-autograd path" in done.stdout
     assert "lm-cl-order6-t5-large/seed42/moram-load-balance" in done.stdout
     text = plan_text("t5-order-robustness", TextReproduceSettings())
-    assert "runs (12;" in text and "L2P: l2p" in text and "LFPT5: not run" in text
+    assert "runs (15;" in text and "L2P: l2p" in text and "LFPT5: lfpt5" in text
     assert "l2p: defaults [the model frozen; a pool of 10 prompts" in text and "TRACE's pool settings serve" in text
     assert "o-lora: defaults [as inc-lora; O-LoRA scripts/order_1.sh" in text  # every setting with its source
 

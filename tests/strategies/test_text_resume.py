@@ -8,13 +8,15 @@ from test_text_strategies import benchmark, build
 
 
 @pytest.mark.parametrize("name,family", [("moram", "t5"), ("inc-lora", "llama"), ("finetune", "t5"), ("hidelora", "llama"),
-                                         ("moram-load-balance", "t5"), ("inf-lora", "t5")])
+                                         ("moram-load-balance", "t5"), ("inf-lora", "t5"), ("lfpt5", "t5")])
 def test_killed_run_resumes_to_the_same_matrix(tmp_path, name, family):
     from moram_avalanche.experiments.checkpoint import read_run_state
     from moram_avalanche.experiments.runner import CHECKPOINT_NAME, run_stream
 
     def fresh():
         torch.manual_seed(0)
+        if name == "lfpt5":  # a short prompt, few short pseudo-sample draws
+            return build(name, family, prompt_length=4, pseudo_draws=4, pseudo_max_tokens=4)
         return build(name, family, dropout=0.1) if name.startswith("moram") else build(name, family)
 
     strategy, whole = fresh()
