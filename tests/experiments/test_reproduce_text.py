@@ -208,36 +208,10 @@ def test_trace_paper_numbers_and_plan():
         assert line in treelora, line
 
 
-def test_a_trace_rehearsal_writes_op_and_bwt_over_three_seeds(tmp_path):
-    from moram_avalanche.experiments.reproduce_text import TEXT_TABLES, TextReproduceSettings, method_runs
-
-    root = trace_tree(tmp_path / "TRACE")
-    spec = TEXT_TABLES["trace"]
-    # one block and two seeds keep the test short; the table's every other row reads "incomplete"
-    settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True,
-                                     seeds=(1, 2), progress=False)
-    runs = method_runs(spec, "MoRAM", settings, "LLaMA-3-1B-Instruct")
-    from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.reproduce_text import run_setup, table_result
-
-    for run in runs:
-        run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
-    result = table_result(spec, settings)
-    row = next(r for r in result.rows if (r.block, r.method) == ("LLaMA-3-1B-Instruct", "MoRAM"))
-    assert row.status == "run"
-    reports = [json.loads((run.folder(settings.root / "runs") / "moram" / "results.json").read_text()) for run in runs]
-    for column in ("OP", "BWT"):
-        values = [r[column.lower()] for r in reports]
-        assert row.cells[column].ours == pytest.approx(np.mean(values))
-        assert row.cells[column].ours_std == pytest.approx(np.std(values, ddof=1))
-        assert row.cells[column].seeds == 2
-    assert row.cells["OP"].paper == 37.77 and row.cells["BWT"].paper_std == 0.8
-    record = json.loads((run.folder(settings.root / "runs") / "moram" / "run.json").read_text())
-    assert eval(record["run"]["options"]["temperature"]) == 0.03  # the paper's TRACE setting
-
-
-def test_a_trace_rehearsal_of_the_ogd_row_runs_it_with_traces_settings(tmp_path):
-    """OGD's row (TRACE's full fine-tuning recipe, its basis) on the real code path, capped."""
+def rehearse_trace_row(tmp_path, method, block, strategy, seeds=(1, 2)):
+    """Rehearse the TRACE table's ``method`` row in ``block`` on the real code path (capped data, a
+    tiny model) over ``seeds``; its cells must be the mean (and, with several seeds, the sample std)
+    of the runs' ``results.json``. Returns the row and the first run's recorded options."""
     from moram_avalanche.experiments.compare import run_comparison
     from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
                                                             run_setup, table_result)
@@ -245,50 +219,43 @@ def test_a_trace_rehearsal_of_the_ogd_row_runs_it_with_traces_settings(tmp_path)
     root = trace_tree(tmp_path / "TRACE")
     spec = TEXT_TABLES["trace"]
     settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True,
-                                     seeds=(1, 2), progress=False)
-    runs = method_runs(spec, "OGD", settings, "LLaMA-3-1B-Instruct")
-    assert [run.strategy for run in runs] == ["ogd", "ogd"]
+                                     seeds=tuple(seeds), progress=False)
+    runs = method_runs(spec, method, settings, block)
+    assert [run.strategy for run in runs] == [strategy] * len(seeds)
     for run in runs:
         run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
-    row = next(r for r in table_result(spec, settings).rows if (r.block, r.method) == ("LLaMA-3-1B-Instruct", "OGD"))
+    row = next(r for r in table_result(spec, settings).rows if (r.block, r.method) == (block, method))
     assert row.status == "run"
-    reports = [json.loads((run.folder(settings.root / "runs") / "ogd" / "results.json").read_text()) for run in runs]
+    folders = [run.folder(settings.root / "runs") / strategy for run in runs]
+    reports = [json.loads((folder / "results.json").read_text()) for folder in folders]
     for column in ("OP", "BWT"):
         values = [r[column.lower()] for r in reports]
         assert row.cells[column].ours == pytest.approx(np.mean(values))
-        assert row.cells[column].seeds == 2
+        if len(values) > 1:
+            assert row.cells[column].ours_std == pytest.approx(np.std(values, ddof=1))
+        assert row.cells[column].seeds == len(values)
+    return row, json.loads((folders[0] / "run.json").read_text())["run"]["options"]
+
+
+def test_a_trace_rehearsal_writes_op_and_bwt_over_three_seeds(tmp_path):
+    # one block and two seeds keep the test short; the table's every other row reads "incomplete"
+    row, options = rehearse_trace_row(tmp_path, "MoRAM", "LLaMA-3-1B-Instruct", "moram")
+    assert row.cells["OP"].paper == 37.77 and row.cells["BWT"].paper_std == 0.8
+    assert eval(options["temperature"]) == 0.03  # the paper's TRACE setting
+
+
+def test_a_trace_rehearsal_of_the_ogd_row_runs_it_with_traces_settings(tmp_path):
+    """OGD's row (TRACE's full fine-tuning recipe, its basis) on the real code path, capped."""
+    row, options = rehearse_trace_row(tmp_path, "OGD", "LLaMA-3-1B-Instruct", "ogd")
     assert row.cells["OP"].paper is None  # no OGD number in this package's transcription
-    record = json.loads((runs[0].folder(settings.root / "runs") / "ogd" / "run.json").read_text())
-    options = record["run"]["options"]
     assert eval(options["gradients_per_task"]) == 1 and eval(options["lr"]) == 1e-5  # TRACE's train_seq_cl.sh
 
 
 def test_a_trace_rehearsal_of_the_treelora_row_runs_it_with_its_scripts_settings(tmp_path):
     """TreeLoRA's row (its TRACE script's lr, epochs and reg; the release's LoRA targets) on the real
     code path, capped; its cells are the mean of the runs' results.json, beside the paper's."""
-    from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
-                                                            run_setup, table_result)
-
-    root = trace_tree(tmp_path / "TRACE")
-    spec = TEXT_TABLES["trace"]
-    settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True,
-                                     seeds=(1, 2), progress=False)
-    runs = method_runs(spec, "TreeLoRA", settings, "LLaMA-3-1B-Instruct")
-    assert [run.strategy for run in runs] == ["treelora", "treelora"]
-    for run in runs:
-        run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
-    row = next(r for r in table_result(spec, settings).rows if (r.block, r.method) == ("LLaMA-3-1B-Instruct", "TreeLoRA"))
-    assert row.status == "run"
-    reports = [json.loads((run.folder(settings.root / "runs") / "treelora" / "results.json").read_text()) for run in runs]
-    for column in ("OP", "BWT"):
-        values = [r[column.lower()] for r in reports]
-        assert row.cells[column].ours == pytest.approx(np.mean(values))
-        assert row.cells[column].ours_std == pytest.approx(np.std(values, ddof=1))
-        assert row.cells[column].seeds == 2
+    row, options = rehearse_trace_row(tmp_path, "TreeLoRA", "LLaMA-3-1B-Instruct", "treelora")
     assert row.cells["OP"].paper == 36.14 and row.cells["BWT"].paper == 7.36  # the paper's TreeLoRA means
-    record = json.loads((runs[0].folder(settings.root / "runs") / "treelora" / "run.json").read_text())
-    options = record["run"]["options"]
     assert eval(options["lr"]) == 1e-4 and eval(options["reg"]) == 0.5 and eval(options["betas"]) == (0.9, 0.95)
     assert eval(options["target_modules"])["llama"] == ["q_proj", "k_proj", "v_proj", "o_proj"]
 
@@ -296,30 +263,8 @@ def test_a_trace_rehearsal_of_the_treelora_row_runs_it_with_its_scripts_settings
 def test_a_trace_rehearsal_of_the_hidelora_row_runs_it_with_its_codes_settings(tmp_path):
     """HiDeLoRA's row (TreeLoRA's hidelora.sh: lr 1e-4, epochs 5,3,7,...; its contrastive term) on the
     real code path, capped: the table's cells are the mean of the runs' results.json."""
-    from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
-                                                            run_setup, table_result)
-
-    root = trace_tree(tmp_path / "TRACE")
-    spec = TEXT_TABLES["trace"]
-    settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True,
-                                     seeds=(1, 2), progress=False)
-    runs = method_runs(spec, "HiDeLoRA", settings, "Gemma-2B-it")
-    assert [run.strategy for run in runs] == ["hidelora", "hidelora"]
-    for run in runs:
-        run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
-    row = next(r for r in table_result(spec, settings).rows if (r.block, r.method) == ("Gemma-2B-it", "HiDeLoRA"))
-    assert row.status == "run"
-    reports = [json.loads((run.folder(settings.root / "runs") / "hidelora" / "results.json").read_text())
-               for run in runs]
-    for column in ("OP", "BWT"):
-        values = [r[column.lower()] for r in reports]
-        assert row.cells[column].ours == pytest.approx(np.mean(values))
-        assert row.cells[column].ours_std == pytest.approx(np.std(values, ddof=1))
-        assert row.cells[column].seeds == 2
+    row, options = rehearse_trace_row(tmp_path, "HiDeLoRA", "Gemma-2B-it", "hidelora")
     assert row.cells["OP"].paper is None  # no HiDeLoRA number in this package's transcription
-    record = json.loads((runs[0].folder(settings.root / "runs") / "hidelora" / "run.json").read_text())
-    options = record["run"]["options"]
     assert eval(options["lr"]) == 1e-4 and "lambda_contrast" not in options  # hidelora.sh; HideLoRA.py default 0.5
     assert eval(options["epochs"])["MeetingBank"] == 7 and eval(options["betas"]) == (0.9, 0.95)
 
@@ -327,26 +272,8 @@ def test_a_trace_rehearsal_of_the_hidelora_row_runs_it_with_its_codes_settings(t
 def test_a_trace_rehearsal_of_the_l2p_row_runs_it_with_traces_settings(tmp_path):
     """L2P's row (a prompt pool on a frozen causal model) on the real code path, capped: its cells
     are the mean of its runs' results.json, and the runs recorded TRACE's L2P settings."""
-    from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
-                                                            run_setup, table_result)
-
-    root = trace_tree(tmp_path / "TRACE")
-    spec = TEXT_TABLES["trace"]
-    settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True,
-                                     seeds=(1, 2), progress=False)
-    runs = method_runs(spec, "L2P", settings, "Gemma-2B-it")
-    assert [run.strategy for run in runs] == ["l2p", "l2p"]
-    for run in runs:
-        run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
-    row = next(r for r in table_result(spec, settings).rows if (r.block, r.method) == ("Gemma-2B-it", "L2P"))
-    assert row.status == "run"
-    reports = [json.loads((run.folder(settings.root / "runs") / "l2p" / "results.json").read_text()) for run in runs]
-    for column in ("OP", "BWT"):
-        values = [r[column.lower()] for r in reports]
-        assert row.cells[column].ours == pytest.approx(np.mean(values))
-        assert row.cells[column].seeds == 2
-    options = json.loads((runs[0].folder(settings.root / "runs") / "l2p" / "run.json").read_text())["run"]["options"]
+    row, options = rehearse_trace_row(tmp_path, "L2P", "Gemma-2B-it", "l2p")
+    assert row.cells["OP"].paper is None
     assert eval(options["lr"]) == 1e-5 and eval(options["pool_size"]) == 10 and eval(options["top_k"]) == 3
     assert eval(options["pull_coef"]) == 0.5 and eval(options["prompt_length"]) == 5
 
@@ -354,20 +281,6 @@ def test_a_trace_rehearsal_of_the_l2p_row_runs_it_with_traces_settings(tmp_path)
 def test_a_trace_rehearsal_of_the_dualprompt_row_matches_its_results(tmp_path):
     """DualPrompt's row (G- and E-prompts before a frozen causal model's input) on the real code
     path, capped, one seed: its cells are its run's results.json."""
-    from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
-                                                            run_setup, table_result)
-
-    root = trace_tree(tmp_path / "TRACE")
-    spec = TEXT_TABLES["trace"]
-    settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True, seeds=(1,),
-                                     progress=False)
-    (run,) = method_runs(spec, "DualPrompt", settings, "LLaMA-3-1B-Instruct")
-    assert run.strategy == "dualprompt"
-    run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
-    row = next(r for r in table_result(spec, settings).rows if (r.block, r.method) == ("LLaMA-3-1B-Instruct", "DualPrompt"))
-    report = json.loads((run.folder(settings.root / "runs") / "dualprompt" / "results.json").read_text())
-    assert row.status == "run" and row.cells["OP"].ours == pytest.approx(report["op"])
-    assert row.cells["BWT"].ours == pytest.approx(report["bwt"]) and row.cells["OP"].paper is None
-    options = json.loads((run.folder(settings.root / "runs") / "dualprompt" / "run.json").read_text())["run"]["options"]
+    row, options = rehearse_trace_row(tmp_path, "DualPrompt", "LLaMA-3-1B-Instruct", "dualprompt", seeds=(1,))
+    assert row.cells["OP"].paper is None
     assert eval(options["lr"]) == 1e-5  # TRACE's train_seq_cl.sh
