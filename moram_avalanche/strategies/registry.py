@@ -55,10 +55,12 @@ def text_strategies() -> dict:
     from .text_builtins import TEXT_BUILTINS
     from .text_icl import TextICL
     from .text_inflora import TextInfLoRA
+    from .text_lori import TextLoRID, TextLoRIS
     from .text_sapt import TextSAPT
     from .text_strategies import TEXT_STRATEGIES
 
-    return {**TEXT_STRATEGIES, "inf-lora": TextInfLoRA, "icl": TextICL, "sapt": TextSAPT, **TEXT_BUILTINS}
+    return {**TEXT_STRATEGIES, "inf-lora": TextInfLoRA, "icl": TextICL, "sapt": TextSAPT,
+            "lori-d": TextLoRID, "lori-s": TextLoRIS, **TEXT_BUILTINS}
 
 
 def all_strategies() -> Dict[str, Union[Type[CLIPStrategy], BuiltinStrategy]]:
