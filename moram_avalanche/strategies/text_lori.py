@@ -103,6 +103,14 @@ class TextLoRID(TextStrategy):
         super().__init__(model=model, tokenizer=tokenizer, lr=lr, epochs=epochs, train_mb_size=train_mb_size,
                          **kwargs)
 
+    @staticmethod
+    def adapter_parameters(shapes, options):
+        """The parameter columns of this row (:func:`~moram_avalanche.text.adapter_params.lori_parameters`):
+        ``B``'s entries, as LoRI counts its trainable parameters."""
+        from ..text.adapter_params import lori_parameters
+
+        return lori_parameters(shapes, options.get("rank", LORI_CODEALPACA["rank"]))
+
 
 class TextLoRIS(TextLoRID):
     """LoRI-S: LoRI-D, its model-wide magnitude mask of ``B``, then ``B`` retrained from zero
@@ -121,6 +129,14 @@ class TextLoRIS(TextLoRID):
         self.dense_lr = float(dense_lr)
         self.sparsity = float(sparsity)
         self._dense_stage = False
+
+    @staticmethod
+    def adapter_parameters(shapes, options):
+        """The entries of ``B`` the mask keeps (:func:`~moram_avalanche.text.adapter_params.lori_parameters`)."""
+        from ..text.adapter_params import lori_parameters
+
+        return lori_parameters(shapes, options.get("rank", LORI_CODEALPACA["rank"]),
+                               options.get("sparsity", LORI_CODEALPACA["sparsity"]))
 
     def lori_layers(self):
         return find_layers(self.model, LoRILinear)
