@@ -128,37 +128,29 @@ class TextLoRIS(TextLoRID):
         super().__init__(model=model, tokenizer=tokenizer, lr=lr, **kwargs)
         self.dense_lr = float(dense_lr)
         self.sparsity = float(sparsity)
-        self._dense_stage = False
-
-    @staticmethod
-    def adapter_parameters(shapes, options):
-        """The entries of ``B`` the mask keeps (:func:`~moram_avalanche.text.adapter_params.lori_parameters`)."""
-        from ..text.adapter_params import lori_parameters
-
-        return lori_parameters(shapes, options.get("rank", LORI_CODEALPACA["rank"]),
-                               options.get("sparsity", LORI_CODEALPACA["sparsity"]))
 
     def lori_layers(self):
         return find_layers(self.model, LoRILinear)
 
+    def masked(self) -> bool:
+        """Whether the layers train under a mask (LoRI-S's stage; False before the first task's mask)."""
+        return any(bool(layer.masked) for layer in self.lori_layers().values())
+
     def experience_lr(self) -> float:
-        return self.dense_lr if self._dense_stage else self.lr
+        """``dense_lr`` while no mask is set (the LoRI-D stage), then ``lr``."""
+        return self.lr if self.masked() else self.dense_lr
 
     def _train_exp(self, experience, eval_streams=None, **kwargs):
-        """Stage 1 (LoRI-D at ``dense_lr``, then the mask) when the layers have no mask; then the
-        sparse stage at ``lr``, each with a fresh optimizer."""
-        layers = self.lori_layers()
-        if not any(bool(layer.masked) for layer in layers.values()):
-            self._dense_stage = True
-            try:
-                self.make_optimizer()
-                super()._train_exp(experience, eval_streams, **kwargs)
-            finally:
-                self._dense_stage = False
+        """With no mask yet: the LoRI-D stage (the optimizer Avalanche built is at ``dense_lr``),
+        the mask of its ``B``, and the model adapted again -- a fresh optimizer at ``lr``, built by
+        Avalanche's ``check_model_and_optimizer`` as at an experience's start. Then the sparse stage."""
+        if not self.masked():
+            super()._train_exp(experience, eval_streams, **kwargs)
+            layers = self.lori_layers()
             masks = magnitude_masks({name: layer.up for name, layer in layers.items()}, self.sparsity)
             for name, layer in layers.items():
                 layer.set_mask(masks[name])
-            self.make_optimizer()
+            self.check_model_and_optimizer()
         super()._train_exp(experience, eval_streams, **kwargs)
 
 
