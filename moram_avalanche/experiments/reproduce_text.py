@@ -809,6 +809,11 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                          "model answers as the base does.",
                          "The LoRA rows adapt the same layers as MoRAM (the paper does not name theirs) with this "
                          "package's LoRA scale (4) and dropout (0.1): O-LoRA's LoraConfig.",
+                         "LoRI-D and LoRI-S run with LoRI's own script (juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh: "
+                         "rank 32, alpha 64, frozen random A, lr 5e-5 / 5e-4 constant, 2 epochs, batch 32; LoRI-S: "
+                         "LoRI-D, then B retrained from zero under the model-wide 90 % magnitude mask); their "
+                         "parameters are B's trained entries, as LoRI counts them (the frozen A is not counted). "
+                         "Not done here: the code's per-parameter gradient clipping to norm 1.",
                          "The paper does not give its seed; ours is 42 (the release's).")),
 )}
 
