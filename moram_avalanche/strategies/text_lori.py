@@ -129,6 +129,14 @@ class TextLoRIS(TextLoRID):
         self.dense_lr = float(dense_lr)
         self.sparsity = float(sparsity)
 
+    @staticmethod
+    def adapter_parameters(shapes, options):
+        """The entries of ``B`` the mask keeps (:func:`~moram_avalanche.text.adapter_params.lori_parameters`)."""
+        from ..text.adapter_params import lori_parameters
+
+        return lori_parameters(shapes, options.get("rank", LORI_CODEALPACA["rank"]),
+                               options.get("sparsity", LORI_CODEALPACA["sparsity"]))
+
     def lori_layers(self):
         return find_layers(self.model, LoRILinear)
 
