@@ -16,6 +16,7 @@ What runs (facts from juzhengz/LoRI, ``scripts/codealpaca_llama3_r_32.sh``, ``sr
   same frozen ``A`` and its gradient masked, at lr 5e-4 for the same epochs (the script's second
   ``train_lori.py`` call: a fresh adapter, ``mask_path`` set). Later tasks of a stream train under
   the first task's mask. The mask is in the checkpoint, so a resumed run does not redo stage 1.
+  An ``iterations`` budget (a smoke run, a rehearsal) applies to each stage: twice the steps.
 
 Where this differs from the code: the code clips each parameter's gradient to norm 1
 (``max_grad_norm=1``, ``grad_norm_strategy=even``) and draws ``A`` from torch's default
