@@ -813,7 +813,7 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                          "rank 32, alpha 64, frozen random A, lr 5e-5 / 5e-4 constant, 2 epochs, batch 32; LoRI-S: "
                          "LoRI-D, then B retrained from zero under the model-wide 90 % magnitude mask); their "
                          "parameters are B's trained entries, as LoRI counts them (the frozen A is not counted). "
-                         "Not done here: the code's per-parameter gradient clipping to norm 1.",
+                         "Each B's gradient is clipped to norm 1 on its own, as the code does.",
                          "The paper does not give its seed; ours is 42 (the release's).")),
 )}
 

@@ -262,6 +262,8 @@ def _lori_codealpaca(targets) -> List[Tuple[str, Setting]]:
             (name, Setting("rank", 32, f"{_LORI}: lora_rank=32")),
             (name, Setting("scale", 2.0, f"{_LORI}: lora_alpha=64 (scale 64 / 32)")),
             (name, Setting("target_modules", targets, "juzhengz/LoRI src/train_lori.py: q, k, v, o, gate, up, down")),
+            (name, Setting("max_grad_norm", 1.0, f"{_LORI}: grad_norm=1, grad_norm_strategy=even (each parameter's "
+                                                 "gradient clipped on its own)")),
         ]
     return rows + [
         ("lori-s", Setting("dense_lr", 5e-5, f"{_LORI}: the LoRI-D stage's lr=5e-5, before the mask")),

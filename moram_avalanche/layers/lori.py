@@ -21,7 +21,7 @@ applies), so a checkpoint carries it. Pure torch: no Avalanche, no transformers.
 
 from __future__ import annotations
 
-from typing import Dict, Mapping
+from typing import Dict, Iterable, Mapping
 
 import torch
 from torch import nn
@@ -80,4 +80,14 @@ def magnitude_masks(ups: Mapping[str, torch.Tensor], sparsity: float) -> Dict[st
     return {name: up.detach().abs().float().cpu().ge(threshold).to(up.device) for name, up in ups.items()}
 
 
-__all__ = ["LoRILinear", "magnitude_masks"]
+@torch.no_grad()
+def clip_each_gradient(parameters: Iterable[torch.Tensor], max_norm: float) -> None:
+    """Clip each parameter's gradient to L2 norm ``max_norm`` on its own, not all of them together
+    (juzhengz/LoRI ``src/apply_mask_in_backward.py``: ``clip_grad_norm_(p, max_grad_norm)`` per
+    parameter, ``grad_norm_strategy=even``, after the mask and before AdamW's step)."""
+    for parameter in parameters:
+        if parameter.grad is not None:
+            torch.nn.utils.clip_grad_norm_(parameter, max_norm)
+
+
+__all__ = ["LoRILinear", "clip_each_gradient", "magnitude_masks"]

@@ -18,16 +18,20 @@ What runs (facts from juzhengz/LoRI, ``scripts/codealpaca_llama3_r_32.sh``, ``sr
   the first task's mask. The mask is in the checkpoint, so a resumed run does not redo stage 1.
   An ``iterations`` budget (a smoke run, a rehearsal) applies to each stage: twice the steps.
 
-Where this differs from the code: the code clips each parameter's gradient to norm 1
-(``max_grad_norm=1``, ``grad_norm_strategy=even``) and draws ``A`` from torch's default
-generator before any seed is set (the same ``A`` in both calls); here no clipping (the loop has
-none) and ``A`` comes from the run's seed, the same in both stages (it is never redrawn).
+Each ``B``'s gradient is clipped to norm ``max_grad_norm`` (1) on its own before each step, as the
+code does (``max_grad_norm=1``, ``grad_norm_strategy=even``: per parameter, not global); with
+gradient accumulation that would clip partial sums, so ``accumulation_steps`` > 1 needs
+``max_grad_norm=None``. Where this differs from the code: it draws ``A`` from torch's default
+generator before any seed is set (the same ``A`` in both calls); here ``A`` comes from the run's
+seed, the same in both stages (it is never redrawn).
 """
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ..layers.base import find_layers
-from ..layers.lori import LoRILinear, magnitude_masks
+from ..layers.lori import LoRILinear, clip_each_gradient, magnitude_masks
 from ..layers.replace import replace_linears
 from ..utils.checks import check_number, check_positive_int
 from .needs import StrategyNeeds
@@ -38,7 +42,7 @@ _SCRIPT = "juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh"
 #: LoRI's CodeAlpaca (Llama-3) settings (:data:`_SCRIPT`): rank, ``lora_alpha / r``, the two stages'
 #: learning rates, epochs, batch, and LoRI-S's sparsity of B
 LORI_CODEALPACA = {"rank": 32, "scale": 64 / 32, "dense_lr": 5e-5, "sparse_lr": 5e-4, "epochs": 2,
-                   "train_mb_size": 32, "sparsity": 0.9}
+                   "train_mb_size": 32, "sparsity": 0.9, "max_grad_norm": 1.0}
 
 
 def lori_targets(model, targets: Targets) -> list:
@@ -66,6 +70,14 @@ def check_lori_options(options) -> None:
     if "dense_lr" in options:
         check_number("dense_lr", options["dense_lr"], low=0, low_open=True,
                      hint=f"the LoRI-D stage's learning rate; {_SCRIPT}: 5e-5")
+    if options.get("max_grad_norm") is not None:
+        check_number("max_grad_norm", options["max_grad_norm"], low=0, low_open=True,
+                     hint=f"each B's gradient norm bound; {_SCRIPT}: max_grad_norm=1; None: no clipping")
+    clip = options.get("max_grad_norm", LORI_CODEALPACA["max_grad_norm"])
+    if clip is not None and options.get("accumulation_steps", 1) > 1:
+        raise ValueError(f"max_grad_norm={clip} would clip each minibatch's partial gradient with accumulation_steps="
+                         f"{options['accumulation_steps']}: pass max_grad_norm=None or accumulation_steps=1 "
+                         "(LoRI's script: no accumulation)")
     if "sparsity" in options:
         check_number("sparsity", options["sparsity"], low=0, high=1, high_open=True,
                      hint=f"the fraction of B's entries masked out; {_SCRIPT}: 0.9")
@@ -84,7 +96,8 @@ class TextLoRID(TextStrategy):
 
     Args (besides TextStrategy's, whose lr / epochs / train_mb_size default to LoRI-D's 5e-5 / 2 /
     32 here): rank (32), scale (2: ``lora_alpha`` 64 / 32), target_modules (None: every projection
-    of each block; names, a regular expression or a mapping of ``model_type`` to names).
+    of each block; names, a regular expression or a mapping of ``model_type`` to names),
+    max_grad_norm (1: each trained parameter's gradient clipped on its own; None: no clipping).
     """
 
     #: a gradient hook masks B (LoRI-S): not through FSDP's flattened parameters
@@ -95,7 +108,8 @@ class TextLoRID(TextStrategy):
     def __init__(self, *, model, tokenizer=None, rank: int = LORI_CODEALPACA["rank"],
                  scale: float = LORI_CODEALPACA["scale"], target_modules: Targets = None,
                  lr: float = LORI_CODEALPACA["dense_lr"], epochs=LORI_CODEALPACA["epochs"],
-                 train_mb_size: int = LORI_CODEALPACA["train_mb_size"], **kwargs):
+                 train_mb_size: int = LORI_CODEALPACA["train_mb_size"],
+                 max_grad_norm: Optional[float] = LORI_CODEALPACA["max_grad_norm"], **kwargs):
         model = wrap(model, tokenizer)
         if not find_layers(model, LoRILinear):
             names = lori_targets(model, target_modules)
@@ -103,6 +117,13 @@ class TextLoRID(TextStrategy):
             replace_linears(model.model, names, lambda linear: LoRILinear(linear, rank, scale=scale))
         super().__init__(model=model, tokenizer=tokenizer, lr=lr, epochs=epochs, train_mb_size=train_mb_size,
                          **kwargs)
+        self.max_grad_norm = max_grad_norm
+
+    def optimizer_step(self):
+        """Each trained parameter's gradient clipped to ``max_grad_norm`` on its own, then the step."""
+        if self.max_grad_norm is not None:
+            clip_each_gradient([p for p in self.model.parameters() if p.requires_grad], self.max_grad_norm)
+        super().optimizer_step()
 
     @staticmethod
     def adapter_parameters(shapes, options):

@@ -79,7 +79,8 @@ def test_paper_and_dry_run_name_every_row_and_setting():
                  "temperature 0.5", "threshold 0.2", "train_mb_size 32", "epochs 3", "lr 0.0005",
                  "gate_proj", "LoRI-D: lori-d", "LoRI-S: lori-s", "lr_schedule cosine", "lr_schedule constant",
                  "sparsity 0.9  [juzhengz/LoRI", "dense_lr 5e-05", "lr 5e-05  [juzhengz/LoRI", "epochs 2  [juzhengz/LoRI",
-                 "rank 32  [juzhengz/LoRI", "scale 2  [juzhengz/LoRI", "/lori-s  (used by codealpaca"):
+                 "rank 32  [juzhengz/LoRI", "scale 2  [juzhengz/LoRI", "/lori-s  (used by codealpaca",
+                 "max_grad_norm 1  [juzhengz/LoRI"):
         assert text in plan.stdout, text
     # no LoRI number is transcribed: their paper cells stay empty
     assert "LoRI-S † | – | – | – | – | – | – | – |" in paper.stdout

@@ -167,3 +167,32 @@ def test_defaults_are_the_codealpaca_scripts():
     assert (strategy.dense_lr, strategy.sparsity) == (5e-5, 0.9)
     layer = next(iter(_lori_layers(strategy).values()))
     assert layer.scale == 2.0  # lora_alpha 64 / r 32
+
+
+def test_each_gradient_is_clipped_on_its_own():
+    """LoRI clips every parameter's gradient by itself (grad_norm_strategy=even), not the global norm."""
+    from moram_avalanche.layers.lori import clip_each_gradient
+
+    big, small = torch.zeros(2, requires_grad=True), torch.zeros(2, requires_grad=True)
+    big.grad, small.grad = torch.tensor([3.0, 4.0]), torch.tensor([0.3, 0.4])  # norms 5 and 0.5
+    clip_each_gradient([big, small], 1.0)
+    torch.testing.assert_close(big.grad, torch.tensor([0.6, 0.8]))  # 5 -> 1
+    torch.testing.assert_close(small.grad, torch.tensor([0.3, 0.4]))  # a global clip would have scaled it too
+
+
+def test_the_strategy_clips_every_trained_b_before_each_step(monkeypatch):
+    from moram_avalanche.strategies import text_lori
+
+    calls = []
+    monkeypatch.setattr(text_lori, "clip_each_gradient", lambda params, norm: calls.append((len(params), norm)))
+    strategy, _ = build("lori-d", "llama", rank=4)
+    strategy.train(benchmark().train_stream[0])
+    layers = _lori_layers(strategy)
+    assert calls and all(call == (len(layers), 1.0) for call in calls)  # one B per layer, LoRI's max_grad_norm 1
+    calls.clear()
+    unclipped, _ = build("lori-d", "llama", rank=4, max_grad_norm=None)
+    unclipped.train(benchmark().train_stream[0])
+    assert calls == []
+    with pytest.raises(ValueError, match="max_grad_norm=1.0 would clip each minibatch's partial gradient"):
+        build("lori-s", "llama", accumulation_steps=2)
+    build("lori-s", "llama", accumulation_steps=2, max_grad_norm=None)
