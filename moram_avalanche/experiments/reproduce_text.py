@@ -531,6 +531,11 @@ def parameter_counts(run: "TextRun", spec: "TextTableSpec", settings) -> Optiona
         shapes = linear_shapes(config, resolve_targets(options["target_modules"], config.model_type))
     except (KeyError, ValueError):
         return None
+    from .text_recipes import text_strategy_classes
+
+    counter = getattr(text_strategy_classes().get(run.strategy), "adapter_parameters", None)
+    if counter is not None:  # a row that says how it counts (LoRI: the trained entries of B)
+        return counter(shapes, options)
     if "atoms_per_task" in options and "topk" in options:  # a bank of atoms routed top-k (MoRAM)
         return moram_parameters(shapes, options["atoms_per_task"], options["topk"])
     if "rank" in options:  # a LoRA row
@@ -674,8 +679,7 @@ _NO_CODE_NUMBERS = "no number transcribed: the paper's CodeAlpaca tables are not
 _CODEALPACA_METHODS = (
     Method("Base model", "seq-lora", options=(("iterations", 0),)),
     *(Method(f"LoRA r = {rank}", "seq-lora", options=(("rank", rank),)) for rank in (4, 8, 16, 32)),
-    Method("LoRI-D", None, reason=f"{NOT_IN_LIBRARY} (juzhengz/LoRI: frozen random A, sparse B)"),
-    Method("LoRI-S", None, reason=f"{NOT_IN_LIBRARY} (juzhengz/LoRI: frozen random A, sparse B)"),
+    Method("LoRI-D", "lori-d"), Method("LoRI-S", "lori-s"),
     Method("MoRAM", "moram"))
 
 TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
@@ -821,6 +825,11 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                          "model answers as the base does.",
                          "The LoRA rows adapt the same layers as MoRAM (the paper does not name theirs) with this "
                          "package's LoRA scale (4) and dropout (0.1): O-LoRA's LoraConfig.",
+                         "LoRI-D and LoRI-S run with LoRI's own script (juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh: "
+                         "rank 32, alpha 64, frozen random A, lr 5e-5 / 5e-4 constant, 2 epochs, batch 32; LoRI-S: "
+                         "LoRI-D, then B retrained from zero under the model-wide 90 % magnitude mask); their "
+                         "parameters are B's trained entries, as LoRI counts them (the frozen A is not counted). "
+                         "Each B's gradient is clipped to norm 1 on its own, as the code does.",
                          "The paper does not give its seed; ours is 42 (the release's).")),
 )}
 

@@ -261,6 +261,33 @@ def _codealpaca_stream() -> List[Tuple[str, Setting]]:
         ("moram", Setting("target_modules", targets, f"{_CODEALPACA}: all linear layers")),
         ("lora", Setting("target_modules", targets, "ours: the paper does not name its LoRA rows' layers; "
                                                     "MoRAM's (all linear layers)")),
+        *_lori_codealpaca(targets),
+    ]
+
+
+_LORI = "juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh"
+
+
+def _lori_codealpaca(targets) -> List[Tuple[str, Setting]]:
+    """LoRI-D's and LoRI-S's own CodeAlpaca recipe (Llama-3), not the paper's MoRAM setting: the
+    paper compares against LoRI's runs (``tab:supp_humaneval``) and names no setting of theirs."""
+    rows = []
+    for name, lr, script_lr in (("lori-d", 5e-5, "lr=5e-5 (LoRI-D)"), ("lori-s", 5e-4, "lr=5e-4 (LoRI-S)")):
+        rows += [
+            (name, Setting("lr", lr, f"{_LORI}: {script_lr}")),
+            (name, Setting("lr_schedule", "constant", f"{_LORI} (config.yaml warmup_steps 0: a constant rate)")),
+            (name, Setting("epochs", 2, f"{_LORI}: n_epochs=2")),
+            (name, Setting("train_mb_size", 32, f"{_LORI}: batch_size=32")),
+            (name, Setting("rank", 32, f"{_LORI}: lora_rank=32")),
+            (name, Setting("scale", 2.0, f"{_LORI}: lora_alpha=64 (scale 64 / 32)")),
+            (name, Setting("target_modules", targets, "juzhengz/LoRI src/train_lori.py: q, k, v, o, gate, up, down")),
+            (name, Setting("max_grad_norm", 1.0, f"{_LORI}: grad_norm=1, grad_norm_strategy=even (each parameter's "
+                                                 "gradient clipped on its own)")),
+        ]
+    return rows + [
+        ("lori-s", Setting("dense_lr", 5e-5, f"{_LORI}: the LoRI-D stage's lr=5e-5, before the mask")),
+        ("lori-s", Setting("sparsity", 0.9, f"{_LORI}: sparsity_ratio=0.9 (src/extract_mask.py, model-wide by "
+                                            "magnitude)")),
     ]
 
 

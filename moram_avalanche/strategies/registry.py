@@ -57,11 +57,12 @@ def text_strategies() -> dict:
     from .text_icl import TextICL
     from .text_inflora import TextInfLoRA
     from .text_l2p import TextL2P
+    from .text_lori import TextLoRID, TextLoRIS
     from .text_sapt import TextSAPT
     from .text_strategies import TEXT_STRATEGIES
 
     return {**TEXT_STRATEGIES, "inf-lora": TextInfLoRA, "icl": TextICL, "l2p": TextL2P, "dualprompt": TextDualPrompt,
-            "sapt": TextSAPT, **TEXT_BUILTINS}
+            "sapt": TextSAPT, "lori-d": TextLoRID, "lori-s": TextLoRIS, **TEXT_BUILTINS}
 
 
 def all_strategies() -> Dict[str, Union[Type[CLIPStrategy], BuiltinStrategy]]:

@@ -13,6 +13,11 @@ MLP's width; times the number of blocks). Then, summed over the targets:
   reads every key to score the atoms but mixes the values of only its top-k atoms, and the
   paper counts the atoms a token uses: **activated = k (d_in + d_out)** per target (the keys of
   the other ``n - k`` atoms only route).
+* LoRI (juzhengz/LoRI) counts what trains, as its paper and code do (``print_trainable_parameters``
+  after freezing every ``lora_A``): the frozen random ``A`` is not counted, so LoRI-D is
+  ``r d_out`` per target (``B``) and LoRI-S the entries its model-wide mask keeps,
+  ``int((1 - sparsity) * r * sum d_out)`` (the code's ``k``; entries tied at the threshold
+  aside); every one of them is used by every token: added = activated.
 """
 
 from __future__ import annotations
@@ -65,4 +70,14 @@ def moram_parameters(shapes, atoms: int, topk: int) -> Dict[str, int]:
     return {"added": atoms * width, "activated": topk * width}
 
 
-__all__ = ["LLAMA_PROJECTIONS", "linear_shapes", "lora_parameters", "moram_parameters"]
+def lori_parameters(shapes, rank: int, sparsity: float = 0.0) -> Dict[str, int]:
+    """``{"added", "activated"}`` of LoRI with rank ``rank`` on ``shapes``: the trained entries of
+    ``B`` (module docstring); ``sparsity`` 0: LoRI-D, 0.9: LoRI-S's CodeAlpaca mask."""
+    if not 0 <= sparsity < 1:
+        raise ValueError(f"sparsity must be in [0, 1), got {sparsity!r} (LoRI-S: 0.9)")
+    total = rank * sum(d_out for _, _, d_out in shapes)
+    kept = total if sparsity == 0 else int((1 - sparsity) * total)
+    return {"added": kept, "activated": kept}
+
+
+__all__ = ["LLAMA_PROJECTIONS", "linear_shapes", "lori_parameters", "lora_parameters", "moram_parameters"]

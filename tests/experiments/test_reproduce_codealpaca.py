@@ -75,10 +75,15 @@ def test_paper_and_dry_run_name_every_row_and_setting():
     assert "LoRA r = 32" in paper.stdout and "no number transcribed" in paper.stdout
     plan = cli("reproduce", "codealpaca", "--dry-run")
     assert plan.returncode == 0, plan.stderr[-2000:]
-    for text in ("runs (6;", "seq-lora-rank4", "seq-lora-iterations0", "atoms_per_task 16", "topk 4",
+    for text in ("runs (8;", "seq-lora-rank4", "seq-lora-iterations0", "atoms_per_task 16", "topk 4",
                  "temperature 0.5", "threshold 0.2", "train_mb_size 32", "epochs 3", "lr 0.0005",
-                 "gate_proj", "LoRI-D: not run", "lr_schedule cosine"):
+                 "gate_proj", "LoRI-D: lori-d", "LoRI-S: lori-s", "lr_schedule cosine", "lr_schedule constant",
+                 "sparsity 0.9  [juzhengz/LoRI", "dense_lr 5e-05", "lr 5e-05  [juzhengz/LoRI", "epochs 2  [juzhengz/LoRI",
+                 "rank 32  [juzhengz/LoRI", "scale 2  [juzhengz/LoRI", "/lori-s  (used by codealpaca",
+                 "max_grad_norm 1  [juzhengz/LoRI"):
         assert text in plan.stdout, text
+    # no LoRI number is transcribed: their paper cells stay empty
+    assert "LoRI-S † | – | – | – | – | – | – | – |" in paper.stdout
 
 
 def test_a_rehearsal_runs_every_row_and_its_cells_are_the_runs_results(tmp_path, monkeypatch):
@@ -105,11 +110,14 @@ def test_a_rehearsal_runs_every_row_and_its_cells_are_the_runs_results(tmp_path,
     width = 2 * (64 + 48 + 48 + 64 + 69 + 69 + 69)
     expected = {"Base model": ("seq-lora-iterations0", None), "LoRA r = 4": ("seq-lora-rank4", 4 * width),
                 "LoRA r = 8": ("seq-lora-rank8", 8 * width), "LoRA r = 16": ("seq-lora-rank16", 16 * width),
-                "LoRA r = 32": ("seq-lora-rank32", 32 * width), "MoRAM": ("moram", 16 * width)}
+                "LoRA r = 32": ("seq-lora-rank32", 32 * width), "MoRAM": ("moram", 16 * width),
+                # LoRI counts what trains: B, rank 32 x the d_out of each block's seven projections
+                # (32 + 16 + 16 + 32 + 37 + 37 + 32 = 202, two blocks); LoRI-S: int(0.1 x that) by its mask
+                "LoRI-D": ("lori-d", 32 * 2 * 202), "LoRI-S": ("lori-s", int(32 * 2 * 202 / 10))}
     for label, (folder, added) in expected.items():
         row = rows[label]
         assert row["status"] == "run", label
-        strategy = "moram" if folder == "moram" else "seq-lora"
+        strategy = folder if folder in ("moram", "lori-d", "lori-s") else "seq-lora"
         report = json.loads((runs / folder / strategy / "results.json").read_text())
         assert report["domains"] == ["codealpaca"] and np.array(report["matrix"]).shape == (1, 1)
         assert row["cells"]["HumanEval pass@1 (greedy)"]["ours"] == pytest.approx(report["last"])
@@ -136,7 +144,12 @@ def test_a_rehearsal_runs_every_row_and_its_cells_are_the_runs_results(tmp_path,
         assert row["cells"]["MMLU"]["ours"] == pytest.approx(mmlu["mmlu"]) and row["cells"]["MMLU"]["paper"] is None
     assert rows["MoRAM"]["cells"]["Params activated (M)"]["ours"] == pytest.approx(4 * width / 1e6)
     assert rows["LoRA r = 8"]["cells"]["Params activated (M)"]["ours"] == pytest.approx(8 * width / 1e6)
-    assert rows["LoRI-S"]["status"] == "not run"
+    for label in ("LoRI-D", "LoRI-S"):
+        assert rows[label]["cells"]["Params activated (M)"]["ours"] == rows[label]["cells"]["Params added (M)"]["ours"]
+        assert all(cell["paper"] is None for cell in rows[label]["cells"].values())
+    lori_s = json.loads((runs / "lori-s" / "lori-s" / "run.json").read_text())["run"]["options"]
+    assert (eval(lori_s["sparsity"]), eval(lori_s["dense_lr"]), eval(lori_s["lr"])) == (0.9, 5e-5, 5e-4)
+    assert eval(lori_s["lr_schedule"]) == "constant" and eval(lori_s["epochs"]) == 2
     record = json.loads((runs / "seq-lora-rank16" / "seq-lora" / "run.json").read_text())
     assert eval(record["run"]["options"]["rank"]) == 16
     assert eval(record["run"]["options"]["lr_schedule"]) == "cosine" and eval(record["run"]["options"]["lr"]) == 5e-4

@@ -8,7 +8,8 @@ from test_text_strategies import benchmark, build
 
 
 @pytest.mark.parametrize("name,family", [("moram", "t5"), ("inc-lora", "llama"), ("finetune", "t5"), ("hidelora", "llama"),
-                                         ("moram-load-balance", "t5"), ("inf-lora", "t5"), ("lfpt5", "t5")])
+                                         ("moram-load-balance", "t5"), ("inf-lora", "t5"), ("lfpt5", "t5"),
+                                         ("lori-s", "llama")])
 def test_killed_run_resumes_to_the_same_matrix(tmp_path, name, family):
     from moram_avalanche.experiments.checkpoint import read_run_state
     from moram_avalanche.experiments.runner import CHECKPOINT_NAME, run_stream

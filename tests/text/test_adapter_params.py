@@ -46,3 +46,28 @@ def test_moram_added_is_every_atom_of_the_injected_bank_and_activated_k_of_them(
     assert counts["activated"] * 4 == counts["added"]  # k = 4 of 16 atoms per token
     with pytest.raises(ValueError, match="top-k"):
         moram_parameters(linear_shapes(model.config), atoms=4, topk=8)
+
+
+def test_lori_counts_are_the_trained_entries_of_b_on_the_injected_layers():
+    """LoRI-D: every entry of B (the trainable parameters once A is frozen, as LoRI counts them);
+    LoRI-S: the entries its model-wide mask keeps (int((1 - 0.9) * total), ties aside)."""
+    from moram_avalanche.layers.lori import LoRILinear, magnitude_masks
+    from moram_avalanche.layers.replace import replace_linears
+    from moram_avalanche.text.adapter_params import lori_parameters
+
+    model = tiny()
+    names = [name for name, module in model.named_modules() if name.endswith(LLAMA_PROJECTIONS)]
+    model.requires_grad_(False)
+    replace_linears(model, names, lambda linear: LoRILinear(linear, 32, scale=2.0))
+    shapes = linear_shapes(model.config)
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    assert lori_parameters(shapes, 32) == {"added": trainable, "activated": trainable}
+    layers = find_layers(model, LoRILinear)
+    for layer in layers.values():
+        torch.nn.init.normal_(layer.up)  # distinct magnitudes: no ties at the threshold
+    masks = magnitude_masks({n: layer.up for n, layer in layers.items()}, 0.9)
+    kept = sum(int(mask.sum()) for mask in masks.values())
+    assert lori_parameters(shapes, 32, 0.9) == {"added": kept, "activated": kept}
+    assert kept == int((1 - 0.9) * trainable)
+    with pytest.raises(ValueError, match=r"sparsity must be in \[0, 1\)"):
+        lori_parameters(shapes, 32, 1.0)
