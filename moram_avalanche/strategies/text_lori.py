@@ -36,7 +36,7 @@ from ..layers.replace import replace_linears
 from ..utils.checks import check_number, check_positive_int
 from .needs import StrategyNeeds
 from .text_loop import TextStrategy
-from .text_strategies import Targets, wrap
+from .text_strategies import Targets, lora_targets, wrap
 
 _SCRIPT = "juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh"
 #: LoRI's CodeAlpaca (Llama-3) settings (:data:`_SCRIPT`): rank, ``lora_alpha / r``, the two stages'
@@ -48,17 +48,9 @@ LORI_CODEALPACA = {"rank": 32, "scale": 64 / 32, "dense_lr": 5e-5, "sparse_lr": 
 def lori_targets(model, targets: Targets) -> list:
     """Dotted names of the linears LoRI wraps (``targets`` None: every projection of each block,
     :data:`~moram_avalanche.text.targets.ALL_LINEAR_TARGET_MODULES`, the code's seven)."""
-    from ..text.inject import model_type_of, target_names
     from ..text.targets import ALL_LINEAR_TARGET_MODULES
 
-    if targets is None:
-        model_type = model_type_of(model.model)
-        if model_type not in ALL_LINEAR_TARGET_MODULES:
-            raise ValueError(f"LoRI's targets (every projection of a decoder block) are known for "
-                             f"{', '.join(sorted(ALL_LINEAR_TARGET_MODULES))}, not model_type {model_type!r}; pass "
-                             "target_modules, e.g. ['q', 'v']")
-        targets = list(ALL_LINEAR_TARGET_MODULES[model_type])
-    return target_names(model.model, targets)
+    return lora_targets(model, targets, ALL_LINEAR_TARGET_MODULES, "LoRI (every projection of a block)")
 
 
 def check_lori_options(options) -> None:

@@ -86,17 +86,18 @@ def wrap(model, tokenizer) -> LanguageModel:
     return model if isinstance(model, LanguageModel) else LanguageModel(model, tokenizer)
 
 
-def lora_targets(model: LanguageModel, targets: Targets) -> list:
-    """Dotted names of the linears the LoRA rows wrap (``targets`` None: :data:`LORA_TARGET_MODULES`)."""
+def lora_targets(model: LanguageModel, targets: Targets, table=None, what: str = "LoRA") -> list:
+    """Dotted names of the linears the LoRA rows wrap (``targets`` None: the model type's entry of
+    ``table``, :data:`LORA_TARGET_MODULES` by default; ``what`` names the row in the error)."""
     from ..text.inject import model_type_of, target_names
 
+    table = LORA_TARGET_MODULES if table is None else table
     if targets is None:
         model_type = model_type_of(model.model)
-        if model_type not in LORA_TARGET_MODULES:
-            raise ValueError(f"no LoRA target modules known for model_type {model_type!r} (known: "
-                             f"{', '.join(sorted(LORA_TARGET_MODULES))}); pass target_modules, e.g. "
-                             "['q_proj', 'v_proj']")
-        targets = list(LORA_TARGET_MODULES[model_type])
+        if model_type not in table:
+            raise ValueError(f"no {what} target modules known for model_type {model_type!r} (known: "
+                             f"{', '.join(sorted(table))}); pass target_modules, e.g. ['q_proj', 'v_proj']")
+        targets = list(table[model_type])
     return target_names(model.model, targets)
 
 
