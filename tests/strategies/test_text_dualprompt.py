@@ -5,11 +5,10 @@ resumed run, bad options."""
 import math
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
 
-from test_text_strategies import benchmark, build
+from test_text_strategies import benchmark, build, killed_and_resumed
 
 
 def hand_prefix():
@@ -100,19 +99,11 @@ def test_only_the_prompts_and_keys_train(family):
 
 
 def test_a_killed_run_resumes_to_the_uninterrupted_runs_matrix_and_prompts(tmp_path):
-    from moram_avalanche.experiments.runner import run_stream
-
     def fresh():
         torch.manual_seed(0)
         return build("dualprompt", "llama", pool_size=3, g_length=1, e_length=2)
 
-    whole, matrix = fresh()
-    run_stream(whole, benchmark(), tmp_path / "whole", progress=False)
-    first, _ = fresh()
-    assert run_stream(first, benchmark(), tmp_path / "killed", max_experiences=1, progress=False) == 1
-    resumed, resumed_matrix = fresh()
-    assert run_stream(resumed, benchmark(), tmp_path / "killed", progress=False) == 3
-    np.testing.assert_array_equal(resumed_matrix.result(), matrix.result())
+    whole, _, resumed = killed_and_resumed(fresh, tmp_path)
     after, before = resumed.checkpoint_model_state(), whole.checkpoint_model_state()
     assert after.keys() == before.keys() and all(torch.equal(after[k], before[k]) for k in after)
     assert int(resumed.model.prefix.seen) == 3

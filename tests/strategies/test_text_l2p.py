@@ -4,11 +4,10 @@ what trains, a resumed run, bad options."""
 import math
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
 
-from test_text_strategies import benchmark, build
+from test_text_strategies import benchmark, build, killed_and_resumed
 
 
 def hand_pool():
@@ -92,19 +91,11 @@ def test_only_the_pool_and_keys_train_and_the_chosen_prompts_reach_the_model(fam
 
 
 def test_a_killed_run_resumes_to_the_uninterrupted_runs_matrix_and_pool(tmp_path):
-    from moram_avalanche.experiments.runner import run_stream
-
     def fresh():
         torch.manual_seed(0)
         return build("l2p", "llama", pool_size=4, prompt_length=2, top_k=2)
 
-    whole, matrix = fresh()
-    run_stream(whole, benchmark(), tmp_path / "whole", progress=False)
-    first, _ = fresh()
-    assert run_stream(first, benchmark(), tmp_path / "killed", max_experiences=1, progress=False) == 1
-    resumed, resumed_matrix = fresh()  # a new process
-    assert run_stream(resumed, benchmark(), tmp_path / "killed", progress=False) == 3
-    np.testing.assert_array_equal(resumed_matrix.result(), matrix.result())
+    whole, first, resumed = killed_and_resumed(fresh, tmp_path)
     after, before = resumed.checkpoint_model_state(), whole.checkpoint_model_state()
     assert after.keys() == before.keys() and all(torch.equal(after[k], before[k]) for k in after)
     # the pool really moved between the first task and the end (the resume restored, not rebuilt, it)

@@ -4,12 +4,11 @@ recomputation, the pseudo-samples' path, what trains, the added tokens, resume, 
 import random
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from test_text_strategies import benchmark, build
+from test_text_strategies import benchmark, build, killed_and_resumed
 from tiny_stream import FAMILIES, stream_tokenizer
 
 SMALL = dict(prompt_length=4, pseudo_draws=6, pseudo_max_tokens=6)
@@ -267,7 +266,6 @@ def build_from(model):
 
 
 def test_a_killed_run_resumes_to_the_same_matrix_prompt_and_pseudo_samples(tmp_path, monkeypatch):
-    from moram_avalanche.experiments.runner import run_stream
     from moram_avalanche.strategies.plugins.lfpt5 import LFPT5Plugin
 
     tasks = benchmark().train_stream[0].tasks
@@ -277,13 +275,7 @@ def test_a_killed_run_resumes_to_the_same_matrix_prompt_and_pseudo_samples(tmp_p
         torch.manual_seed(0)
         return build("lfpt5", "t5", **SMALL)
 
-    strategy, whole = fresh()
-    run_stream(strategy, benchmark(), tmp_path / "whole", progress=False)
-    first, _ = fresh()
-    assert run_stream(first, benchmark(), tmp_path / "killed", max_experiences=2, progress=False) == 2
-    resumed, matrix = fresh()
-    assert run_stream(resumed, benchmark(), tmp_path / "killed", progress=False) == 3
-    np.testing.assert_array_equal(matrix.result(), whole.result())
+    strategy, _, resumed = killed_and_resumed(fresh, tmp_path, kill_after=2)
     assert torch.equal(resumed.model.prefix.weight, strategy.model.prefix.weight)
     assert resumed.lfpt5_plugin.pseudo == strategy.lfpt5_plugin.pseudo != []
     assert torch.equal(resumed.lfpt5_plugin.previous, strategy.lfpt5_plugin.previous)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from test_text_strategies import benchmark, build
+from test_text_strategies import benchmark, build, killed_and_resumed
 
 
 @pytest.mark.parametrize("name,family", [("moram", "t5"), ("inc-lora", "llama"), ("finetune", "t5"), ("hidelora", "llama"),
@@ -41,21 +41,13 @@ def test_a_killed_sapt_run_resumes_to_the_same_matrix_and_state(tmp_path):
     from fake_superni import pseudo_tree
     from tiny_stream import TASKS
 
-    from moram_avalanche.experiments.runner import run_stream
-
     pseudo = str(pseudo_tree(tmp_path / "pseudo", tasks=TASKS))
 
     def fresh():
         torch.manual_seed(0)
         return build("sapt", "t5", pseudo_data_root=pseudo)
 
-    strategy, whole = fresh()
-    run_stream(strategy, benchmark(), tmp_path / "whole", progress=False)
-    first, _ = fresh()
-    assert run_stream(first, benchmark(), tmp_path / "killed", max_experiences=2, progress=False) == 2
-    resumed, matrix = fresh()
-    assert run_stream(resumed, benchmark(), tmp_path / "killed", progress=False) == 3
-    np.testing.assert_array_equal(matrix.result(), whole.result())
+    strategy, _, resumed = killed_and_resumed(fresh, tmp_path, kill_after=2)
     after, before = resumed.checkpoint_model_state(), strategy.checkpoint_model_state()
     assert after.keys() == before.keys()
     assert any(k.endswith("sapt_router.reflection") for k in after) and any(".keys.2" in k for k in after)

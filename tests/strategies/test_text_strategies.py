@@ -21,6 +21,24 @@ def benchmark():
     return synthetic_text(TASKS, **SIZES)
 
 
+def killed_and_resumed(fresh, tmp_path, kill_after=1):
+    """``fresh()`` (a new ``(strategy, accuracy matrix)``, as a new process builds it) run over
+    :func:`benchmark` whole, then again killed after ``kill_after`` experiences and resumed by
+    another ``fresh()``: the resumed run must end with the whole run's accuracy matrix (lean
+    checkpoints: each strategy's own matrix). Returns the whole, killed and resumed strategies."""
+    from moram_avalanche.experiments.runner import run_stream
+
+    whole, whole_matrix = fresh()
+    run_stream(whole, benchmark(), tmp_path / "whole", progress=False)
+    killed, _ = fresh()
+    assert run_stream(killed, benchmark(), tmp_path / "killed", max_experiences=kill_after,
+                      progress=False) == kill_after
+    resumed, matrix = fresh()
+    assert run_stream(resumed, benchmark(), tmp_path / "killed", progress=False) == len(TASKS)
+    np.testing.assert_array_equal(matrix.result(), whole_matrix.result())
+    return whole, killed, resumed
+
+
 def build(name, family="t5", seed=0, plugins=None, **options):
     from avalanche.training.plugins import EvaluationPlugin
 
