@@ -10,7 +10,7 @@ c_fc: 768->3072; c_proj: 3072->768) on 8 images x 197 tokens, with 16, 80 and 16
 
 The baseline for both is the frozen nn.Linear doing the same work. ``torch path`` is the same
 MoRAMLinear with the compiled CPU routing kernel switched off (``MORAM_AVALANCHE_KERNEL=off``,
-:mod:`moram_avalanche.layers.routing_kernel`), timed in the same rounds. Ratios are medians of
+:mod:`moram_avalanche.layers.moram.paths.cpu_kernel`), timed in the same rounds. Ratios are medians of
 repeated timings taken in this run; outputs and gradients are checked against the naive
 reference before timing.
 
@@ -27,9 +27,9 @@ import torch
 from torch import nn
 
 from bench_timing import add_timing_options, apply_threads, time_round_robin
-from moram_avalanche.layers.moram import MoRAMLinear
-from moram_avalanche.layers import routing_kernel
-from moram_avalanche.layers.naive import NaiveMoRAMLinear
+from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+from moram_avalanche.layers.moram.layer.paths import cpu_kernel as routing_kernel
+from moram_avalanche.layers.moram.layer.naive import NaiveMoRAMLinear
 
 BLOCK = {"q": (768, 768), "k": (768, 768), "v": (768, 768), "out": (768, 768),
          "c_fc": (768, 3072), "c_proj": (3072, 768)}

@@ -6,7 +6,7 @@ delta = 0.2) on ``--batch`` x 197 tokens. Four ways, timed round-robin in this o
 (medians of ``--repeats``; the clock waits for queued CUDA work):
 
 * ``linear``  -- the frozen ``nn.Linear`` alone (what the atoms ride on);
-* ``moram``   -- :class:`~moram_avalanche.layers.moram.MoRAMLinear` on the path the library picks
+* ``moram``   -- :class:`~moram_avalanche.layers.moram.layer.MoRAMLinear` on the path the library picks
   for the device (``--path`` forces one: reference, cpu-kernel, dense, triton);
 * ``release`` -- :class:`ReleaseWayLinear`: the official release's layer as its code computes
   it (``XTAIL/loralib/moram.py`` of Artificer-AI-Lab/MoRAM, read for its operations and
@@ -40,9 +40,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from bench_timing import add_timing_options, apply_threads, time_round_robin
-from moram_avalanche.layers import routing_kernel
-from moram_avalanche.layers.moram import MoRAMLinear
-from moram_avalanche.layers.moram_paths import path_name, use_path
+from moram_avalanche.layers.moram.layer.paths import cpu_kernel as routing_kernel
+from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+from moram_avalanche.layers.moram.layer.paths.choice import path_name, use_path
 
 BLOCK = {"q": (768, 768), "k": (768, 768), "v": (768, 768), "out": (768, 768),
          "c_fc": (768, 3072), "c_proj": (3072, 768)}

@@ -8,7 +8,7 @@ timed round-robin in one process (medians of ``--repeats``):
 
 * before -- the evaluation loop as it was (Avalanche's ``torch.no_grad()``, eval batch = the
   training batch, every image through the tower every time);
-* after  -- :class:`~moram_avalanche.strategies.base.CLIPStrategy`'s loop now
+* after  -- :class:`~moram_avalanche.strategies.clip.loop.CLIPStrategy`'s loop now
   (``torch.inference_mode()``, eval batch 4 x the training batch), first evaluation of a tower;
 * replay -- the same strategy evaluating again with an unchanged image tower: the cached image
   features are replayed (what zero-shot CLIP, text-only adapters and frozen image towers get
@@ -36,7 +36,7 @@ from tqdm.auto import tqdm
 
 from bench_timing import add_timing_options, apply_threads
 from moram_avalanche.benchmarks import Domain, clip_benchmark
-from moram_avalanche.experiments.demo import TINY_CONFIG
+from moram_avalanche.experiments.clip.demo import TINY_CONFIG
 from moram_avalanche.strategies import ZeroShot
 from moram_avalanche.utils.clock import now
 

@@ -59,7 +59,7 @@ from bench_text import (MODELS, build_base, full_depth, grow, make_inputs, model
                         trainable_count, with_lora, with_moram)
 from bench_timing import apply_threads
 from moram_avalanche.models.language_model import causal_answer_logits, token_loss
-from moram_avalanche.strategies.text_loop import TEXT_BETAS
+from moram_avalanche.strategies.text.loop import TEXT_BETAS
 from moram_avalanche.text.inject import PAPER_TRACE_OPTIONS
 from moram_avalanche.text.layer import PAPER_DROPOUT
 from moram_avalanche.text.load import enable_gradient_checkpointing

@@ -33,10 +33,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from moram_avalanche.layers import moram_triton
-from moram_avalanche.layers.moram import MoRAMLinear
-from moram_avalanche.layers.moram_paths import use_path
-from moram_avalanche.layers.naive import NaiveMoRAMLinear
+from moram_avalanche.layers.moram.layer.paths import triton as moram_triton
+from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+from moram_avalanche.layers.moram.layer.paths.choice import use_path
+from moram_avalanche.layers.moram.layer.naive import NaiveMoRAMLinear
 
 LINES = []
 FAILED = []
@@ -263,8 +263,8 @@ def check_strategy_amp():
     from avalanche.training.plugins import EvaluationPlugin
     from torchvision import transforms
 
-    from moram_avalanche.benchmarks.synthetic import synthetic
-    from moram_avalanche.experiments.demo import TINY_CONFIG
+    from moram_avalanche.benchmarks.images.datasets.synthetic import synthetic
+    from moram_avalanche.experiments.clip.demo import TINY_CONFIG
     from moram_avalanche.experiments.metrics import AccuracyMatrix
     from moram_avalanche.strategies import MoRAM
     import open_clip

@@ -13,7 +13,7 @@ def superni_tree(root, tasks=None, train=6, test=4, outputs=None):
     Instance ``i`` of a task is ``"<task> item i"`` with output ``"answer i"``; ``outputs`` maps a
     task name to a function ``i -> output`` to override it (e.g. a list of references).
     """
-    from moram_avalanche.benchmarks.text_superni import SUPERNI_TASKS
+    from moram_avalanche.benchmarks.text.superni import SUPERNI_TASKS
 
     outputs = outputs or {}
     for name in tasks or SUPERNI_TASKS:
@@ -33,7 +33,7 @@ def pseudo_tree(root, tasks=None, count=3):
     """``root/SuperNI/<task>/{train,dev,test}.json``: a fake copy of SAPT's shipped pseudo-samples
     (``generated_data/lora_gen_superni_t5``): ``count`` inputs per task, empty outputs, a
     generated-looking definition; the three splits the same file, as SAPT ships them."""
-    from moram_avalanche.benchmarks.text_superni import SUPERNI_TASKS
+    from moram_avalanche.benchmarks.text.superni import SUPERNI_TASKS
 
     for name in tasks or SUPERNI_TASKS:
         folder = root / "SuperNI" / name

@@ -109,8 +109,8 @@ def test_the_private_name_check_sees_both_forms():
     source = ("from ..benchmarks.clip_benchmark import _domain_of, Domain\n"
               "from . import base\nbase._cycle([])\nfrom torch import _C\n")
     assert private_crossings(path, source) == [
-        "moram_avalanche.strategies.lwf imports moram_avalanche.benchmarks.clip_benchmark._domain_of",
-        "moram_avalanche.strategies.lwf reads base._cycle"]
+        "moram_avalanche.strategies.clip.lwf imports moram_avalanche.benchmarks.images.clip_benchmark._domain_of",
+        "moram_avalanche.strategies.clip.lwf reads base._cycle"]
 
 
 def strategy_names():
@@ -187,7 +187,7 @@ def test_the_branching_check_sees_comparisons_and_tables():
 def test_every_strategy_declares_options_it_accepts():
     import inspect
 
-    from moram_avalanche.experiments.demo import DemoConfig
+    from moram_avalanche.experiments.clip.demo import DemoConfig
     from moram_avalanche.strategies.needs import REFERENCE_ARGUMENTS
     from moram_avalanche.strategies.registry import STRATEGIES
 
@@ -198,9 +198,9 @@ def test_every_strategy_declares_options_it_accepts():
                 names |= set(inspect.signature(vars(klass)["__init__"]).parameters)
         return names
 
-    from moram_avalanche.experiments.paper_tables import MTIL_5SHOT, XTAIL_ORDER1
+    from moram_avalanche.experiments.clip.paper_tables import MTIL_5SHOT, XTAIL_ORDER1
 
-    from moram_avalanche.experiments.recipes import cost_options, demo_recipe, paper_options, short_budget_options
+    from moram_avalanche.experiments.clip.recipes import cost_options, demo_recipe, paper_options, short_budget_options
 
     for name, cls in STRATEGIES.items():
         needs, takes = cls.needs, accepted(cls)
@@ -237,7 +237,7 @@ def test_one_layer_finder():
 
 
 def test_one_checkpoint_filter_and_no_strategy_lists_keys():
-    from moram_avalanche.strategies.base import CLIPStrategy
+    from moram_avalanche.strategies.clip.loop import CLIPStrategy
     from moram_avalanche.strategies.registry import STRATEGIES
 
     for name, cls in STRATEGIES.items():

@@ -259,7 +259,7 @@ def tiny_benchmark(names):
 
 
 def float_image():
-    from moram_avalanche.benchmarks.images import to_rgb
+    from moram_avalanche.benchmarks.images.datasets.datasets import to_rgb
 
     return to_rgb(Image.new("F", (4, 4), 0.5))
 

@@ -116,7 +116,7 @@ def _words(text: str) -> set:
 
 def test_the_demo_help_names_what_the_demo_runs():
     from moram_avalanche.cli import build_parser
-    from moram_avalanche.experiments.demo import DEMO_STRATEGIES, FULL_DEMO_STRATEGIES
+    from moram_avalanche.experiments.clip.demo import DEMO_STRATEGIES, FULL_DEMO_STRATEGIES
     from moram_avalanche.strategies.registry import get_strategy
 
     parser = build_parser()

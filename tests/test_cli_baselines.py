@@ -38,7 +38,7 @@ def test_moe_adapters_reads_alexnet_weights_from_the_given_file(tmp_path, capsys
 
 
 def test_moe_adapters_needs_reference_images(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr("moram_avalanche.strategies.moe_adapters.alexnet_features",
+    monkeypatch.setattr("moram_avalanche.strategies.clip.moe_adapters.alexnet_features",
                         lambda weights=None: torch.nn.Identity())
     assert main(common(tmp_path, "--strategy", "moe-adapters", "--log-dir", str(tmp_path / "run"))) == 2
     assert "needs reference_images" in capsys.readouterr().err

@@ -133,9 +133,9 @@ def duplicate_class_names(t):
 
 
 def untrained_test_class(t):
-    from moram_avalanche.benchmarks.domains import DomainData
-    from moram_avalanche.benchmarks.images import ImageFiles
-    from moram_avalanche.benchmarks.validate import check_domain
+    from moram_avalanche.benchmarks.images.datasets.domains import DomainData
+    from moram_avalanche.benchmarks.images.datasets.datasets import ImageFiles
+    from moram_avalanche.benchmarks.images.datasets.validate import check_domain
 
     train = ImageFiles(["a.jpg", "b.jpg"], [0, 0], name="X")
     test = ImageFiles(["c.jpg", "d.jpg"], [0, 1], name="X")
@@ -168,7 +168,7 @@ def garbage_cifar(t):
 
 
 def binary_sentences(t):
-    from moram_avalanche.benchmarks.reference_sets import read_sentences
+    from moram_avalanche.benchmarks.images.datasets.reference_sets import read_sentences
 
     path = t / "captions.txt"
     path.write_bytes(b"a photo\n\x00\x01\x02\xff")
@@ -176,7 +176,7 @@ def binary_sentences(t):
 
 
 def latin1_sentences(t):
-    from moram_avalanche.benchmarks.reference_sets import read_sentences
+    from moram_avalanche.benchmarks.images.datasets.reference_sets import read_sentences
 
     path = t / "captions.txt"
     path.write_bytes("a photo\nun caf\xe9\n".encode("latin-1"))
@@ -184,21 +184,21 @@ def latin1_sentences(t):
 
 
 def sentences_folder(t):
-    from moram_avalanche.benchmarks.reference_sets import read_sentences
+    from moram_avalanche.benchmarks.images.datasets.reference_sets import read_sentences
 
     (t / "captions").mkdir()
     return read_sentences(t / "captions")
 
 
 def empty_ref_images(t):
-    from moram_avalanche.benchmarks.reference_sets import image_folder
+    from moram_avalanche.benchmarks.images.datasets.reference_sets import image_folder
 
     (t / "refs").mkdir()
     return image_folder(t / "refs", transform=None)
 
 
 def loose_ref_images(t):
-    from moram_avalanche.benchmarks.reference_sets import image_folder
+    from moram_avalanche.benchmarks.images.datasets.reference_sets import image_folder
 
     (t / "refs").mkdir()
     Image.new("RGB", (4, 4)).save(t / "refs" / "one.png")
@@ -206,7 +206,7 @@ def loose_ref_images(t):
 
 
 def ref_images_without_images(t):
-    from moram_avalanche.benchmarks.reference_sets import image_folder
+    from moram_avalanche.benchmarks.images.datasets.reference_sets import image_folder
 
     (t / "refs/n01/notes").mkdir(parents=True)
     (t / "refs/n01/readme.txt").write_text("x")
@@ -214,7 +214,7 @@ def ref_images_without_images(t):
 
 
 def ref_images_loop(t):
-    from moram_avalanche.benchmarks.reference_sets import image_folder
+    from moram_avalanche.benchmarks.images.datasets.reference_sets import image_folder
 
     return image_folder(a_loop(t, "refs"), transform=None)
 
@@ -230,7 +230,7 @@ def bomb_png(path, side=100_000):
 
 
 def bomb_under_raise(t):
-    from moram_avalanche.benchmarks.images import BadImages, ImageFiles
+    from moram_avalanche.benchmarks.images.datasets.datasets import BadImages, ImageFiles
 
     Image.new("RGB", (4, 4)).save(t / "ok.png")
     data = ImageFiles([bomb_png(t / "bomb.png"), t / "ok.png"], [0, 0], name="Food",
@@ -263,8 +263,8 @@ def class_folder_link_loop(t):
 
 
 def bomb_in_ref_images(t):
-    from moram_avalanche.benchmarks.images import BadImages
-    from moram_avalanche.benchmarks.reference_sets import image_folder
+    from moram_avalanche.benchmarks.images.datasets.datasets import BadImages
+    from moram_avalanche.benchmarks.images.datasets.reference_sets import image_folder
 
     (t / "refs/n01").mkdir(parents=True)
     bomb_png(t / "refs/n01/bomb.png")

@@ -13,7 +13,7 @@ TASKS = ("colour", "mood", "size")
 
 
 def stream_words(order=TASKS, seed=0):
-    from moram_avalanche.benchmarks.synthetic_text import synthetic_text_tasks
+    from moram_avalanche.benchmarks.text.synthetic import synthetic_text_tasks
 
     words = []
     for task in synthetic_text_tasks(order, seed=seed):

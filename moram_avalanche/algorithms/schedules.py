@@ -70,7 +70,7 @@ class DomainLR:
 #: arrays of ZSCL.sh, lwf.sh, lwf_vr.sh and WiSE_finetune.sh [ZSCL mtil/scripts/*.sh]).
 ZSCL_MTIL_LR = DomainLR(1e-5, {"aircraft": 5e-5, "fgvcaircraft": 5e-5, "mnist": 5e-5})
 
-#: the names and aliases of the MTIL domains (:data:`moram_avalanche.benchmarks.domains.SPECS`),
+#: the names and aliases of the MTIL domains (:data:`moram_avalanche.benchmarks.images.domains.SPECS`),
 #: as :class:`DomainLR` keys, in the release's order I
 _MTIL_KEYS = {
     "aircraft": ("aircraft", "fgvcaircraft"),
@@ -99,7 +99,7 @@ def _mtil_lr(values) -> DomainLR:
 #: Cars 1e-2, SUN397 1e-2 (the ``lr`` array of
 #: ``mtil/scripts/train/train_few_shot_router11_experts22_1000iters.sh`` [MoE-Adapters4CL];
 #: baselines reference, section 2.2). Keys cover the names and aliases of
-#: :data:`moram_avalanche.benchmarks.domains.SPECS`. Other domains (e.g. the synthetic
+#: :data:`moram_avalanche.benchmarks.images.domains.SPECS`. Other domains (e.g. the synthetic
 #: stream): 1e-3, the list's most common value -- our choice.
 MOE_FEWSHOT_MTIL_LR = _mtil_lr((8e-3, 5e-4, 2e-4, 5e-3, 1e-3, 1e-3, 1e-2, 1e-4, 1e-2, 1e-2, 1e-2))
 

@@ -1,28 +1,29 @@
 """Continual-learning streams, selectable by name: CLIP's (``--benchmark``) and text streams.
 
-``xtail``, ``mtil`` and ``mtil-5shot`` read the datasets from disk (:mod:`.streams`,
-:mod:`.domains`); ``synthetic`` draws an offline stream (:mod:`.synthetic`). Which protocol
+``xtail``, ``mtil`` and ``mtil-5shot`` read the datasets from disk (:mod:`.images.streams`,
+:mod:`.images.domains`); ``synthetic`` draws an offline stream (:mod:`.images.synthetic`). Which protocol
 each name is: :data:`BENCHMARK_PROTOCOLS`. Text streams for language models (one experience
 per task, ``(prompt, answer, task)`` items): :data:`TEXT_BENCHMARKS` (``lm-cl``, the paper's
-orders 1-6 from O-LoRA's or the MoRAM release's files, :mod:`.text_stream`, :mod:`.text_tasks`;
-``trace``, TRACE's eight tasks, :mod:`.text_trace`; ``superni``, SAPT's fifteen SuperNI tasks,
-:mod:`.text_superni`; ``codealpaca``, CodeAlpaca-20k tested on HumanEval, :mod:`.codealpaca`;
-``synthetic-text``, :mod:`.synthetic_text`), their metrics in :mod:`.text_metrics`.
+orders 1-6 from O-LoRA's or the MoRAM release's files, :mod:`.text.stream`, :mod:`.text.tasks`;
+``trace``, TRACE's eight tasks, :mod:`.text.trace`; ``superni``, SAPT's fifteen SuperNI tasks,
+:mod:`.text.superni`; ``codealpaca``, CodeAlpaca-20k tested on HumanEval, :mod:`.text.codealpaca`;
+``synthetic-text``, :mod:`.text.synthetic`), their metrics in :mod:`.text.metrics`.
 """
 
+from ..utils.moved import keep_names
 from ..utils.names import lookup
-from .codealpaca import codealpaca
-from .clip_benchmark import LABEL_SPACES, Domain, clip_benchmark, label_offsets
-from .images import BadImageError, BadImages
+from .text.codealpaca import codealpaca
+from .images.clip_benchmark import LABEL_SPACES, Domain, clip_benchmark, label_offsets
+from .images.datasets import BadImageError, BadImages
 from .readers import DataError
-from .streams import MTIL_ORDERS, MTIL_PAPER_SHOTS, XTAIL_ORDERS, mtil, mtil_5shot, xtail
-from .text_metrics import TEXT_METRICS, exact_match, normalize_answer, op_bwt
-from .synthetic_text import synthetic_text
-from .text_stream import TextStreamTask, lm_cl, text_benchmark
-from .text_trace import TRACE_ORDER, trace
-from .text_superni import SUPERNI_ORDERS, superni
-from .text_tasks import ORDERS as LM_CL_ORDERS
-from .text_tasks import check_text_data
+from .images.streams import MTIL_ORDERS, MTIL_PAPER_SHOTS, XTAIL_ORDERS, mtil, mtil_5shot, xtail
+from .text.metrics import TEXT_METRICS, exact_match, normalize_answer, op_bwt
+from .text.synthetic import synthetic_text
+from .text.stream import TextStreamTask, lm_cl, text_benchmark
+from .text.trace import TRACE_ORDER, trace
+from .text.superni import SUPERNI_ORDERS, superni
+from .text.tasks import ORDERS as LM_CL_ORDERS
+from .text.tasks import check_text_data
 
 #: options of the disk-backed streams (``--order``, ``--shots``, ...)
 STREAM_OPTIONS = ("order", "shots", "seed", "prompts", "on_bad_image", "test_shots")
@@ -31,7 +32,7 @@ SYNTHETIC_OPTIONS = ("order", "seed")
 
 
 def _synthetic(data_root=None, **kwargs):
-    from .synthetic import synthetic
+    from .images.synthetic import synthetic
 
     unsupported = sorted(k for k in kwargs if k in STREAM_OPTIONS and k not in SYNTHETIC_OPTIONS)
     if unsupported:
@@ -67,7 +68,7 @@ def _lm_cl(data_root, order=1, *, layout: str = "auto", instructions=None, task_
 
 
 #: text benchmark name -> builder(data_root, **options): the language-model streams
-#: (``(prompt, answer, task)`` items; :mod:`.text_stream`)
+#: (``(prompt, answer, task)`` items; :mod:`.text.stream`)
 TEXT_BENCHMARKS = {"lm-cl": _lm_cl, "trace": trace, "superni": superni, "codealpaca": codealpaca,
                    "synthetic-text": _synthetic_text}
 
@@ -103,6 +104,9 @@ def get_benchmark(name: str):
     """The builder registered as ``name`` (an image or a text stream); a clear error for unknown names."""
     return lookup({**BENCHMARKS, **TEXT_BENCHMARKS}, name, "benchmark")
 
+
+# clip_benchmark and synthetic_text were modules too in 0.6: their old paths must not replace these names
+keep_names(__name__)
 
 __all__ = ["BENCHMARKS", "BENCHMARK_FAMILIES",
            "BENCHMARK_PROTOCOLS", "BadImageError", "BadImages", "DataError", "Domain",

@@ -7,9 +7,9 @@ same number of items, is no longer continued silently.
 
 What is hashed is what the stream *reads*, chosen to be cheap at every size:
 
-* text streams: every (prompt, answer) pair, in order (:class:`~.text_stream.PromptAnswers`):
+* text streams: every (prompt, answer) pair, in order (:class:`~.text.stream.PromptAnswers`):
   an edited answer, prompt or order is seen;
-* images on disk: every (file path, label) pair (:class:`~.images.ImageFiles`), not the image
+* images on disk: every (file path, label) pair (:class:`~.images.datasets.ImageFiles`), not the image
   bytes (reading every image of X-TAIL's test sets would cost minutes): an image replaced under
   the same name is not seen, one renamed, added, removed or relabelled is;
 * images in one array (MNIST's): the item indices, labels and the array's shape and source;

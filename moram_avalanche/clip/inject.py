@@ -18,8 +18,8 @@ from ..layers.base import find_layers
 from ..layers.gated_lora import GatedLoRALinear
 from ..layers.lora import LoRALinear
 from ..layers.moe_lora import MoELoRALinear
-from ..layers.moram import MoRAMLinear
-from ..layers.moram_variants import check_moram_options, moram_layer
+from ..layers.moram.layer import MoRAMLinear
+from ..layers.moram.variants import check_moram_options, moram_layer
 from ..layers.replace import replace_linears
 from ..utils.names import check_names
 from .attention import split_attention
@@ -85,10 +85,10 @@ def inject_moram(
 
     Defaults are the paper's CLIP setting: both encoders, q, k, v, out, c_fc and c_proj
     ("qkvoinout" on encoder "all" in the official release). ``atom_kwargs`` go to
-    :class:`~moram_avalanche.layers.moram.MoRAMLinear` (``atoms_per_task``, ``topk``,
+    :class:`~moram_avalanche.layers.moram.layer.MoRAMLinear` (``atoms_per_task``, ``topk``,
     ``temperature``, ``threshold``); with the ablation options ``router`` or ``load_balance``
-    set, the layers are :class:`~moram_avalanche.layers.moram_variants.MoRAMAblationLinear`
-    (:func:`~moram_avalanche.layers.moram_variants.moram_layer`). With ``freeze_model``
+    set, the layers are :class:`~moram_avalanche.layers.moram.variants.MoRAMAblationLinear`
+    (:func:`~moram_avalanche.layers.moram.variants.moram_layer`). With ``freeze_model``
     every existing parameter is frozen first, so only atoms train. The layers start with no
     atoms (the model computes exactly what it did); call ``expand()`` on each (the MoRAM
     plugin does) before training a task.

@@ -1,7 +1,7 @@
 """Lean run checkpoints between experiences: the trained state and the run state, not CLIP.
 
 A checkpoint holds what changes during a run -- the strategy's
-:meth:`~moram_avalanche.strategies.base.CLIPStrategy.checkpoint_model_state` (the declared
+:meth:`~moram_avalanche.strategies.clip.loop.CLIPStrategy.checkpoint_model_state` (the declared
 state of the adapter layers, e.g. MoRAM's atom banks; full fine-tuning: the whole model), the
 training clock, the domains seen, the state of plugins and metrics that have one
 (``state_dict``/``load_state_dict``) and every RNG -- so a run resumed from it ends exactly as
@@ -34,7 +34,7 @@ from typing import Dict, Iterator, Optional, Tuple
 import numpy as np
 import torch
 
-from ..benchmarks.clip_benchmark import Domain
+from ..benchmarks.images.clip_benchmark import Domain
 from ..utils.files import atomic_write, atomic_write_bytes
 
 logger = logging.getLogger(__name__)

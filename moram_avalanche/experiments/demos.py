@@ -2,8 +2,8 @@
 synthetic stream, as one resumable comparison.
 
 A family's demo record (:class:`~moram_avalanche.experiments.family.Demo`: CLIP's tiny CLIP on
-the synthetic image stream, :data:`.demo.DEMO`; the language models' tiny T5 on the synthetic
-text stream, :data:`.demo_text.TEXT_DEMO`) says how its model is pre-trained (once, then cached), what its runs
+the synthetic image stream, :data:`.clip.demo.DEMO`; the language models' tiny T5 on the synthetic
+text stream, :data:`.text.demo.TEXT_DEMO`) says how its model is pre-trained (once, then cached), what its runs
 read and which tables it writes; :func:`run_family_demo` runs it through
 :func:`~moram_avalanche.experiments.compare.run_comparison`: every strategy writes its run
 folder under ``out_dir/<strategy>/`` and its TensorBoard log under ``out_dir/tensorboard/``, and

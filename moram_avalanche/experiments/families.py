@@ -7,10 +7,10 @@ benchmarks are built, its comparison tables, its demo (:class:`~.family.Demo`) a
 the demo and reproduce drivers, the command line's handlers) asks the record and never names a
 family, a benchmark or a table (an import-linter contract keeps it from importing a concrete
 family or strategy). A protocol of a family -- TRACE of the text family -- is a record too
-(:data:`~moram_avalanche.experiments.reproduce_text.TEXT_STREAMS`).
+(:data:`~moram_avalanche.experiments.text.reproduce.TEXT_STREAMS`).
 
-The records: :data:`~moram_avalanche.experiments.clip_family.FAMILY` (CLIP on X-TAIL, MTIL and
-the synthetic stream) and :data:`~moram_avalanche.experiments.text_family.FAMILY` (language
+The records: :data:`~moram_avalanche.experiments.clip.family.FAMILY` (CLIP on X-TAIL, MTIL and
+the synthetic stream) and :data:`~moram_avalanche.experiments.text.family.FAMILY` (language
 models on the standard CL benchmark, TRACE and the synthetic text stream). A benchmark names
 its family (:data:`~moram_avalanche.benchmarks.BENCHMARK_FAMILIES`); a paper table belongs to the
 family whose :attr:`~.family.Reproduction.tables` lists it. Nothing is imported before a record is asked
@@ -27,8 +27,8 @@ from .family import Family
 
 def families() -> Dict[str, Family]:
     """Every family record, by name (their modules are imported here, on first use)."""
-    from .clip_family import FAMILY as CLIP
-    from .text_family import FAMILY as TEXT
+    from .clip.family import FAMILY as CLIP
+    from .text.family import FAMILY as TEXT
 
     return {family.name: family for family in (CLIP, TEXT)}
 

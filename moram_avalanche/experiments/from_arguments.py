@@ -97,7 +97,7 @@ def with_references(args, name: str, options: Mapping[str, object], eval_tf) -> 
     wanted = needs.taken(images=args.ref_images, sentences=args.ref_sentences)
     if not wanted:  # read only the reference data this strategy takes
         return dict(options)
-    from ..benchmarks.reference_sets import reference_data
+    from ..benchmarks.images.reference_sets import reference_data
 
     return {**needs.reference_arguments(**reference_data(eval_tf, **wanted)), **options}
 

@@ -82,7 +82,7 @@ def transfer_per_domain(matrix: np.ndarray) -> np.ndarray:
 def summarize(matrix: np.ndarray) -> Dict[str, object]:
     """Transfer / Average / Last of an accuracy matrix, overall and per domain; once every
     domain is trained (a square matrix), also ``op`` and ``bwt`` as the MoRAM paper defines them
-    for language models (:func:`~moram_avalanche.benchmarks.text_metrics.op_bwt`: OP = Last,
+    for language models (:func:`~moram_avalanche.benchmarks.text.metrics.op_bwt`: OP = Last,
     BWT = mean over the domains before the last of ``A[j, j] - A[N, j]``, positive = forgetting;
     None with a single domain; and ``release_bwt``, the MoRAM release's own figure, clipped at 0
     and divided by N, negative = forgetting)."""
@@ -104,7 +104,7 @@ def summarize(matrix: np.ndarray) -> Dict[str, object]:
         },
     }
     if matrix.shape[0] == matrix.shape[1]:
-        from ..benchmarks.text_metrics import op_bwt
+        from ..benchmarks.text.metrics import op_bwt
 
         scores = op_bwt(matrix)
         summary["op"] = scores["op"]
@@ -129,7 +129,7 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
     space: the package's and Avalanche's own with
     :class:`~moram_avalanche.models.classifier.CLIPClassifier`; and with strategies that declare
     ``eval_output = "scores"`` and output each sample's score in [0, 1] in evaluation: the
-    language-model loop (:class:`~moram_avalanche.strategies.text_loop.TextStrategy`).
+    language-model loop (:class:`~moram_avalanche.strategies.text.loop.TextStrategy`).
     """
 
     def __init__(self, out_dir: Optional[str] = None, stream_name: str = "test") -> None:

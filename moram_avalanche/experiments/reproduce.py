@@ -3,12 +3,12 @@
 A table belongs to a model family, whose record says how its runs are planned, what they need,
 how each is set up and how its table is read back
 (:class:`~moram_avalanche.experiments.family.Reproduction`: the CLIP tables of
-:mod:`.paper_tables` / :mod:`.reproduce_plan`, the language-model tables of
-:mod:`.reproduce_text`). :func:`reproduce` does the same for every table: every run the table
+:mod:`.clip.paper_tables` / :mod:`.clip.reproduce`, the language-model tables of
+:mod:`.text.reproduce`). :func:`reproduce` does the same for every table: every run the table
 needs is run with the paper's settings through
 :func:`~moram_avalanche.experiments.compare.run_comparison` -- one resumable comparison folder
 per run, shared by every table that needs it -- and the table is written beside the paper's
-numbers (:mod:`.reproduce_report`), with an index of the tables written under the same root.
+numbers (:mod:`.paper.report`), with an index of the tables written under the same root.
 
 Before anything runs, everything the plan reads is checked (the datasets, the reference data,
 the model's weights) and every missing item is named at once. :func:`paper_text` prints the
@@ -19,7 +19,7 @@ minutes rather than after a GPU-day.
 From Python::
 
     from moram_avalanche.experiments.reproduce import reproduce
-    from moram_avalanche.experiments.reproduce_plan import ReproduceSettings
+    from moram_avalanche.experiments.clip.reproduce import ReproduceSettings
     results = reproduce("xtail", ReproduceSettings(data_root="~/data", device="cuda"))
 """
 
@@ -57,12 +57,12 @@ def reproduce(table: str, settings) -> Dict[str, object]:
     """Run every run of ``table`` not finished yet, and write each table under
     ``settings.root / <table>``; returns ``{table: TableResult}``.
 
-    ``settings``: the table's family's (:class:`~.reproduce_plan.ReproduceSettings`,
-    :class:`~.reproduce_text.TextReproduceSettings`). Resumable: a finished run is read back, an
+    ``settings``: the table's family's (:class:`~.clip.reproduce.ReproduceSettings`,
+    :class:`~.text.reproduce.TextReproduceSettings`). Resumable: a finished run is read back, an
     interrupted one continues from its checkpoint. Everything the plan needs is checked first.
     """
     from .compare import run_comparison
-    from .reproduce_report import write_table
+    from .paper.report import write_table
 
     record = reproduction_of(table)
     specs = record.specs(table)

@@ -218,7 +218,7 @@ def check_run_arguments(strategy, benchmark) -> None:
 def lean_checkpoints(strategy) -> bool:
     """Whether ``strategy`` has the package's lean run state (its CLIP strategies do; a strategy
     whose plugins keep state the lean one does not hold -- Avalanche's by name on the text loop,
-    :mod:`~moram_avalanche.strategies.text_builtins` -- says ``lean_checkpoints = False``)."""
+    :mod:`~moram_avalanche.strategies.text.builtins` -- says ``lean_checkpoints = False``)."""
     return (getattr(strategy, "lean_checkpoints", True) and hasattr(strategy, "checkpoint_model_state")
             and hasattr(strategy, "load_checkpoint_model_state"))
 

@@ -11,7 +11,7 @@ strategy that ties for it; nothing with a single strategy). The first domain has
 
 The language-model table (:func:`text_table_markdown`, the text demo's) has one row per
 strategy: OP and BWT (the paper's definitions,
-:func:`~moram_avalanche.benchmarks.text_metrics.op_bwt`: OP is the average accuracy after the
+:func:`~moram_avalanche.benchmarks.text.metrics.op_bwt`: OP is the average accuracy after the
 last task, BWT the mean drop on the earlier tasks from right after each was learned to the end,
 positive = forgetting), the last row of the accuracy matrix per task and the training time.
 Best values in bold as above (the lowest BWT).
@@ -134,7 +134,7 @@ def summary_table(results: Dict[str, dict]) -> str:
 def text_rows(results: Dict[str, dict]) -> List[dict]:
     """One row per strategy: ``{"strategy", "op", "bwt", "release_bwt", "last": [...],
     "train_seconds"}`` (``train_seconds`` None when the report has no ``time``)."""
-    from ..benchmarks.text_metrics import op_bwt
+    from ..benchmarks.text.metrics import op_bwt
 
     _check(results)
     rows = []

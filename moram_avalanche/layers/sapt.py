@@ -19,7 +19,7 @@ T5 code, circle-hit/SAPT ``src/t5_prompt.py``, not copied):
   encoder's input gives are used by the decoder too.
 
 :class:`SAPTRouter` holds the query projection, the keys and the reflection targets (the mean
-attention weights each task ended with, :mod:`moram_avalanche.strategies.plugins.sapt`);
+attention weights each task ended with, :mod:`moram_avalanche.strategies.text.plugins.sapt`);
 :class:`SAPTLoRALinear` holds one layer's blocks and reads the batch's weights from the
 :class:`SAPTSelection` the router fills. Pure torch.
 """

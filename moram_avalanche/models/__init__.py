@@ -3,7 +3,7 @@
 :class:`~.classifier.CLIPClassifier` is an Avalanche ``DynamicModule`` (it imports Avalanche,
 so it cannot live in :mod:`moram_avalanche.clip`) that reads the label space a benchmark of
 :mod:`moram_avalanche.benchmarks` declares; :mod:`.scoring` lays logits out in that space,
-for it and for :class:`~moram_avalanche.strategies.base.CLIPStrategy`.
+for it and for :class:`~moram_avalanche.strategies.clip.loop.CLIPStrategy`.
 :class:`~.language_model.LanguageModel` is the language-model family's: token loss for
 training, greedy generation for evaluation.
 """

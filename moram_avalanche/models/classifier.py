@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from avalanche.models import MultiTaskModule
 from torch import nn
 
-from ..benchmarks.label_space import LabelSpace
+from ..benchmarks.images.label_space import LabelSpace
 from ..clip.head import TextHead
 from ..clip.towers import text_parameters
 from .scoring import MASK_VALUE, class_embeddings, evaluation_classifier, masked_columns, own_domain_logits, scores
@@ -31,7 +31,7 @@ class CLIPClassifier(MultiTaskModule):
     Wraps an open_clip model (``self.model``, with any adapters injected into it) and its
     tokenizer. Avalanche's model adaptation (:meth:`adaptation`, before every training and
     evaluation experience) reads the label space the benchmark declares
-    (:class:`~moram_avalanche.benchmarks.label_space.LabelSpace`) from the experience; the
+    (:class:`~moram_avalanche.benchmarks.images.label_space.LabelSpace`) from the experience; the
     classifier of a class is the text embedding of its prompt, as in CLIP's zero-shot
     classification. So any Avalanche strategy (``Naive``, ``EWC``, ``LwF``, ``Replay``,
     ``DER``, ``AGEM``, ``GDumb``, ...) trains CLIP on X-TAIL, MTIL or the synthetic stream with

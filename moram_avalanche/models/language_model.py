@@ -2,7 +2,7 @@
 
 :class:`LanguageModel` wraps a seq2seq (T5) or causal (LLaMA, Gemma) model of ``transformers``
 and its tokenizer, and owns the language-model family's scoring (one scoring per family, in
-``models/``), for :class:`~moram_avalanche.strategies.text_loop.TextStrategy` and any other loop:
+``models/``), for :class:`~moram_avalanche.strategies.text.loop.TextStrategy` and any other loop:
 
 * :meth:`LanguageModel.loss` -- teacher-forced token cross-entropy of the answers given the
   prompts, padding ignored. Seq2seq: the answers are the decoder's labels. Causal: the model
@@ -18,7 +18,7 @@ and its tokenizer, and owns the language-model family's scoring (one scoring per
   and gradients).
 * :meth:`LanguageModel.answer_logits` -- the teacher-forced logits of exactly the positions
   :meth:`loss` scores (one row per answer token), for distillation between two models
-  (LwF on text, :mod:`moram_avalanche.strategies.plugins.text_avalanche`).
+  (LwF on text, :mod:`moram_avalanche.strategies.text.plugins.avalanche`).
 * :meth:`LanguageModel.generate` -- greedy decoding (``do_sample=False``, one beam), answers
   decoded to strings; every process steps until all are done when the weights are sharded
   (``synced_gpus``, :attr:`LanguageModel.synced_generation`). Causal models read left-padded
@@ -64,7 +64,7 @@ How a long prompt is cut (:class:`PromptCut`, one per prompt; :func:`prompt_cuts
 * a **seq2seq** model keeps what its tokenizer keeps (T5's: the beginning, O-LoRA's setting);
 * a task may keep the beginning up to a limit of its own (TRACE's MeetingBank: 4,096 tokens
   of the transcript's head, ``--meetingbank_max_prompt_len``), declared by its stream
-  (:attr:`~moram_avalanche.benchmarks.text_stream.TextStreamTask.keep`, ``prompt_limit``).
+  (:attr:`~moram_avalanche.benchmarks.text.stream.TextStreamTask.keep`, ``prompt_limit``).
 
 Special tokens the tokenizer adds (LLaMA's BOS) survive the cut. Lengths follow O-LoRA's T5
 settings (``scripts/order_1.sh``: source length 512, target and generation length 50;

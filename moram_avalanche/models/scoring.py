@@ -6,12 +6,12 @@ per class of every domain in the "all" space, :func:`evaluation_classifier`), ho
 features meet them (:func:`scores`) and where the scores sit in the logits
 (:func:`own_domain_logits`, :func:`masked_columns`). Used by
 :class:`~moram_avalanche.models.classifier.CLIPClassifier` (CLIP as an Avalanche model, for
-Avalanche's strategies) and :class:`~moram_avalanche.strategies.base.CLIPStrategy` (the
+Avalanche's strategies) and :class:`~moram_avalanche.strategies.clip.loop.CLIPStrategy` (the
 package's loop). The embeddings are cached per prompt list by the
 :class:`~moram_avalanche.clip.head.TextHead` passed in (the caller decides which: the
 classifier keeps one per train / eval mode, the strategy one).
 
-Training logits have :attr:`~moram_avalanche.benchmarks.label_space.LabelSpace.width`
+Training logits have :attr:`~moram_avalanche.benchmarks.images.label_space.LabelSpace.width`
 columns, with the columns a sample is not scored against set to ``mask_value`` -- Avalanche's
 convention for units a model cannot predict (``IncrementalClassifier(masking=True,
 mask_value=-1000)``, ``avalanche/models/dynamic_modules.py``): they drop out of a softmax and
@@ -24,7 +24,7 @@ from typing import Callable
 
 import torch
 
-from ..benchmarks.label_space import LabelSpace
+from ..benchmarks.images.label_space import LabelSpace
 from ..clip.head import TextHead
 
 #: Avalanche's ``IncrementalClassifier`` default for masked units

@@ -7,8 +7,8 @@ trains a model pushed *away* from the old tasks' weights, ``alpha=-1`` rewards L
 declared here once, by the Avalanche class it belongs to (:data:`RANGES`), and checked once, with
 every other option, before anything is built
 (:func:`~moram_avalanche.strategies.options.check_strategy_options`): on CLIP by the registry's
-entries (:class:`~moram_avalanche.strategies.builtins.BuiltinStrategy`), on the text loop by the
-classes of :mod:`~moram_avalanche.strategies.text_builtins`.
+entries (:class:`~moram_avalanche.strategies.clip.builtins.BuiltinStrategy`), on the text loop by the
+classes of :mod:`~moram_avalanche.strategies.text.builtins`.
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ update mixin, ``training/templates/common_templates.py``):
   it trains (every process would train its own model).
 
 A family supplies what differs (the problem side): its model, its loss and its evaluation --
-:class:`~moram_avalanche.strategies.base.CLIPStrategy` (CLIP's scoring,
-:mod:`~moram_avalanche.models.scoring`) and :class:`~moram_avalanche.strategies.text_loop.TextStrategy`
+:class:`~moram_avalanche.strategies.clip.loop.CLIPStrategy` (CLIP's scoring,
+:mod:`~moram_avalanche.models.scoring`) and :class:`~moram_avalanche.strategies.text.loop.TextStrategy`
 (a :class:`~moram_avalanche.models.language_model.LanguageModel`'s token loss and generation) --
 and its budget (iterations with a cosine schedule; epochs or iterations at a constant rate).
 """

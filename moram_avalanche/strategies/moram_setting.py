@@ -1,19 +1,19 @@
-"""The MoRAM paper's loop settings, written once (its layer settings: :mod:`moram_avalanche.layers.moram_config`).
+"""The MoRAM paper's loop settings, written once (its layer settings: :mod:`moram_avalanche.layers.moram.config`).
 
 Every default of the package that *is* one of the paper's settings reads it from here or from
 the layer's settings: the MoRAM strategy's routing options
-(:class:`~moram_avalanche.strategies.moram.MoRAM`), the shared CLIP loop's budget and optimiser
-(:class:`~moram_avalanche.strategies.base.CLIPStrategy`, Avalanche's strategies by name), the
-LoRA-style rows that match MoRAM's rank (:mod:`~moram_avalanche.strategies.lora_baselines`),
-the routing table's rows (:data:`~moram_avalanche.strategies.moram.ROUTING_ABLATIONS`), the
-language-model loop (:class:`~moram_avalanche.strategies.text_loop.TextStrategy`), and the
-app's recipes (:mod:`moram_avalanche.experiments.recipes`: what ``reproduce`` runs). Change a
+(:class:`~moram_avalanche.strategies.clip.moram.MoRAM`), the shared CLIP loop's budget and optimiser
+(:class:`~moram_avalanche.strategies.clip.loop.CLIPStrategy`, Avalanche's strategies by name), the
+LoRA-style rows that match MoRAM's rank (:mod:`~moram_avalanche.strategies.clip.lora_baselines`),
+the routing table's rows (:data:`~moram_avalanche.strategies.clip.moram.ROUTING_ABLATIONS`), the
+language-model loop (:class:`~moram_avalanche.strategies.text.loop.TextStrategy`), and the
+app's recipes (:mod:`moram_avalanche.experiments.clip.recipes`: what ``reproduce`` runs). Change a
 value here and every one of them changes with it.
 
 Sources: the MoRAM paper's CLIP hyper-parameters (method reference, "Hyper-parameters (CLIP)")
 and its release [Artificer-AI-Lab/MoRAM XTAIL/runner_moram.sh, main.py]: r = 16 new atoms per
 task, top-k budget k = 16, temperature tau = 0.01, eval threshold delta = 0.2
-(:data:`~moram_avalanche.layers.moram_config.PAPER_CLIP`), AdamW lr 5e-4 with betas (0.9,
+(:data:`~moram_avalanche.layers.moram.config.PAPER_CLIP`), AdamW lr 5e-4 with betas (0.9,
 0.9999) and no weight decay, no warm-up, a cosine schedule, 500 iterations per task of batch 64
 -- the same on X-TAIL (16 shots) and 5-shot MTIL. The language models' classification setting
 (paper Sec. 4, LLM settings): AdamW at a constant lr 1e-3, batch 64, one epoch per task, with
@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, Tuple
 
-from ..layers.moram_config import PAPER_CLIP
+from ..layers.moram.config import PAPER_CLIP
 
 
 @dataclass(frozen=True)

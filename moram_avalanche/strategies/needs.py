@@ -6,7 +6,7 @@ unless it declares its own): whether it trains, the reference data it takes, the
 run of it reads, whether it trains data-parallel, and with sharded weights. Its options are
 its signature and its ``check_values`` (:mod:`~moram_avalanche.strategies.options`); the app's
 recipes -- the demo's small budget, the paper's settings per protocol, the cost measurement's
-stand-ins, what a short budget shortens -- are data of the app (:mod:`moram_avalanche.experiments.recipes`).
+stand-ins, what a short budget shortens -- are data of the app (:mod:`moram_avalanche.experiments.clip.recipes`).
 Adding a strategy means declaring its needs on its class and one line in
 :mod:`~moram_avalanche.strategies.registry`.
 """

@@ -4,7 +4,7 @@ A strategy's configuration is declared once, on the strategy class:
 
 * its options, their types and their defaults: the keyword parameters of the ``__init__`` of
   every class in its method resolution order (the strategy, its bases,
-  :class:`~moram_avalanche.strategies.base.CLIPStrategy`), read with :mod:`inspect` -- the
+  :class:`~moram_avalanche.strategies.clip.loop.CLIPStrategy`), read with :mod:`inspect` -- the
   most derived declaration wins; a default that is a paper's value is read from where that
   paper's setting is written (MoRAM's: :data:`~moram_avalanche.strategies.moram_setting.MORAM`);
 * the ranges of its own options: its ``check_values`` (a static method taking the given
@@ -148,7 +148,7 @@ def _kind(annotation, default) -> str:
 
 def by_name_only(cls) -> bool:
     """Whether ``cls`` is one of Avalanche's strategies by name
-    (:class:`~moram_avalanche.strategies.builtins.BuiltinStrategy`): not a class, it checks its
+    (:class:`~moram_avalanche.strategies.clip.builtins.BuiltinStrategy`): not a class, it checks its
     options itself (``check_options``: names and the shared loop's ranges)."""
     return not isinstance(cls, type) and hasattr(cls, "check_options")
 
@@ -221,7 +221,7 @@ def strategy_checks(cls) -> list:
 
 def check_shared_options(options: Mapping[str, Any]) -> None:
     """Range checks of the options of the shared CLIP loop that are given in ``options``
-    (:class:`~moram_avalanche.strategies.base.CLIPStrategy`); ValueError naming the option."""
+    (:class:`~moram_avalanche.strategies.clip.loop.CLIPStrategy`); ValueError naming the option."""
     from ..utils.devices import resolve_device
 
     given = {k: v for k, v in options.items() if v is not None}

@@ -1,7 +1,7 @@
 """Strategy names -> strategy classes, for ``--strategy`` / ``--strategies`` and ``compare``.
 
 The tables are the only place that knows strategies by name: :data:`STRATEGIES`, the package's
-own, and :data:`~moram_avalanche.strategies.builtins.BUILTINS`, Avalanche's (``avalanche.naive``,
+own, and :data:`~moram_avalanche.strategies.clip.builtins.BUILTINS`, Avalanche's (``avalanche.naive``,
 ...; on CLIP through :class:`~moram_avalanche.models.classifier.CLIPClassifier`).
 :func:`get_strategy` looks a name up in both. What the command line and the demo need from a
 strategy, each declares itself (``needs``, :class:`~moram_avalanche.strategies.needs.StrategyNeeds`);
@@ -13,21 +13,21 @@ from __future__ import annotations
 from typing import Dict, Type, Union
 
 from ..utils.names import lookup
-from .base import CLIPStrategy
-from .builtins import BUILTINS, BuiltinStrategy
-from .codyra import CoDyRA
-from .finetune import FineTune
-from .finetune_alone import FineTuneAlone
-from .icarl import ICaRL
-from .inflora import InfLoRA
-from .lora_baselines import MoELoRA, SeqLoRA
-from .lwf import LwF, LwFVR
-from .moe_adapters import MoEAdapters
-from .moram import ABLATION_STRATEGIES, MoRAM
-from .rail import RAILDual, RAILPrimal
-from .wiseft import WiSEFT
-from .zeroshot import ZeroShot
-from .zscl import ZSCL
+from .clip.loop import CLIPStrategy
+from .clip.builtins import BUILTINS, BuiltinStrategy
+from .clip.codyra import CoDyRA
+from .clip.finetune import FineTune
+from .clip.finetune_alone import FineTuneAlone
+from .clip.icarl import ICaRL
+from .clip.inflora import InfLoRA
+from .clip.lora_baselines import MoELoRA, SeqLoRA
+from .clip.lwf import LwF, LwFVR
+from .clip.moe_adapters import MoEAdapters
+from .clip.moram import ABLATION_STRATEGIES, MoRAM
+from .clip.rail import RAILDual, RAILPrimal
+from .clip.wiseft import WiSEFT
+from .clip.zeroshot import ZeroShot
+from .clip.zscl import ZSCL
 
 #: ``--strategy`` name -> strategy class
 STRATEGIES: Dict[str, Type[CLIPStrategy]] = {
@@ -51,17 +51,29 @@ def get_strategy(name: str, family: str = "clip") -> Union[Type[CLIPStrategy], B
 def text_strategies() -> dict:
     """The language-model family's table (imported when asked: it loads transformers' side): the
     package's language-model strategies, then Avalanche's on the text loop (``avalanche.ewc``, ...,
-    :data:`~moram_avalanche.strategies.text_builtins.TEXT_BUILTINS`)."""
-    from .text_builtins import TEXT_BUILTINS
-    from .text_dualprompt import TextDualPrompt
-    from .text_icl import TextICL
-    from .text_inflora import TextInfLoRA
-    from .text_l2p import TextL2P
-    from .text_lori import TextLoRID, TextLoRIS
-    from .text_sapt import TextSAPT
-    from .text_strategies import TEXT_STRATEGIES
+    :data:`~moram_avalanche.strategies.text.builtins.TEXT_BUILTINS`)."""
+    from .text.builtins import TEXT_BUILTINS
+    from .text.dualprompt import TextDualPrompt
+    from .text.finetune import TextFineTune
+    from .text.hidelora import TextHiDeLoRA
+    from .text.icl import TextICL
+    from .text.inc_lora import TextIncLoRA
+    from .text.inflora import TextInfLoRA
+    from .text.l2p import TextL2P
+    from .text.lfpt5 import TextLFPT5
+    from .text.lori import TextLoRID, TextLoRIS
+    from .text.moram import TextMoRAM, TextMoRAMLoadBalance, TextMoRAMReplay
+    from .text.mtl import TextMTL
+    from .text.ogd import TextOGD
+    from .text.olora import TextOLoRA
+    from .text.sapt import TextSAPT
+    from .text.seq_lora import TextSeqLoRA
+    from .text.treelora import TextTreeLoRA
 
-    return {**TEXT_STRATEGIES, "inf-lora": TextInfLoRA, "icl": TextICL, "l2p": TextL2P, "dualprompt": TextDualPrompt,
+    return {"moram": TextMoRAM, "moram-replay": TextMoRAMReplay, "moram-load-balance": TextMoRAMLoadBalance,
+            "finetune": TextFineTune, "seq-lora": TextSeqLoRA, "inc-lora": TextIncLoRA, "o-lora": TextOLoRA,
+            "hidelora": TextHiDeLoRA, "ogd": TextOGD, "treelora": TextTreeLoRA, "mtl": TextMTL, "lfpt5": TextLFPT5,
+            "inf-lora": TextInfLoRA, "icl": TextICL, "l2p": TextL2P, "dualprompt": TextDualPrompt,
             "sapt": TextSAPT, "lori-d": TextLoRID, "lori-s": TextLoRIS, **TEXT_BUILTINS}
 
 

@@ -31,21 +31,21 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 from torch import nn
 
 from ..layers.base import find_layers
-from ..layers.moram import MoRAMLinear
-from ..layers.moram_config import PAPER_LLM, PAPER_TRACE, RELEASE_TRACE, MoRAMLayerConfig
-from ..layers.moram_variants import balance_form
+from ..layers.moram.layer import MoRAMLinear
+from ..layers.moram.config import PAPER_LLM, PAPER_TRACE, RELEASE_TRACE, MoRAMLayerConfig
+from ..layers.moram.variants import balance_form
 from ..layers.replace import replace_linears
 from ..utils.checks import check_number
 from .layer import PAPER_DROPOUT, DropoutBalancedMoRAMLinear, DropoutMoRAMLinear, check_dropout
 from .targets import matches, resolve_targets, target_modules
 
 #: the paper's classification setting for language models, as keyword arguments (the layer's
-#: options: :data:`~moram_avalanche.layers.moram_config.PAPER_LLM`; its dropout: :data:`~.layer.PAPER_DROPOUT`)
+#: options: :data:`~moram_avalanche.layers.moram.config.PAPER_LLM`; its dropout: :data:`~.layer.PAPER_DROPOUT`)
 PAPER_LLM_OPTIONS = {**PAPER_LLM.options(), "dropout": PAPER_DROPOUT}
-#: the paper's TRACE setting for MoRAM (:data:`~moram_avalanche.layers.moram_config.PAPER_TRACE`; the
+#: the paper's TRACE setting for MoRAM (:data:`~moram_avalanche.layers.moram.config.PAPER_TRACE`; the
 #: loop's lr, batch and context: ``experiments.text_recipes.TRACE_LOOP``)
 PAPER_TRACE_OPTIONS = PAPER_TRACE.options()
-#: the release's shipped TRACE run for MoRAM (:data:`~moram_avalanche.layers.moram_config.RELEASE_TRACE`):
+#: the release's shipped TRACE run for MoRAM (:data:`~moram_avalanche.layers.moram.config.RELEASE_TRACE`):
 #: not the paper's paragraph; a named preset (``--preset trace-release``)
 RELEASE_TRACE_OPTIONS = RELEASE_TRACE.options()
 #: the release's factor on the trainable atoms' values: ``lora_alpha / r`` with ``lora_alpha = 2 r``
@@ -112,7 +112,7 @@ def inject_moram(model: nn.Module, targets: Union[str, Sequence[str], None] = No
     refused. With ``freeze_model`` every existing parameter is frozen first, so only atoms
     train. ``new_value_scale``: the factor on the trainable atoms' values (module docstring; 1:
     the paper). ``load_balance`` (a form of
-    :data:`~moram_avalanche.layers.moram_variants.BALANCE_FORMS`, or True for the release's):
+    :data:`~moram_avalanche.layers.moram.variants.BALANCE_FORMS`, or True for the release's):
     :class:`~.layer.DropoutBalancedMoRAMLinear` layers, which record the load-balancing term of the
     paper's ablation for a ``LoadBalancePlugin`` (with ``new_value_scale`` 1 only). The layers
     start empty (the model computes exactly what it did): call :func:`add_task` before training

@@ -5,7 +5,7 @@ The MoRAM release applies dropout to the input of the atoms only (its layer in
 read-out on the dropped input; the frozen ``W x`` sees the clean input), with ``p = 0.1`` in
 the paper's classification setting (paper Sec. 4, LLM settings: "dropout 0.1"; reference
 ``language_models.md``). This module adds exactly that to
-:class:`~moram_avalanche.layers.moram.MoRAMLinear`, whose six steps stay the only
+:class:`~moram_avalanche.layers.moram.layer.MoRAMLinear`, whose six steps stay the only
 implementation of the method:
 
     y = W x + b + sum_i w_i(d) (A_i . d) B_i,   d = dropout(x)  (d = x in eval mode or p = 0)
@@ -31,9 +31,9 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ..layers.moram import MoRAMLinear
-from ..layers.moram_config import PAPER_LLM
-from ..layers.moram_variants import BALANCE_FORMS, MoRAMAblationLinear
+from ..layers.moram.layer import MoRAMLinear
+from ..layers.moram.config import PAPER_LLM
+from ..layers.moram.variants import BALANCE_FORMS, MoRAMAblationLinear
 from ..utils.checks import check_number
 
 #: dropout on the atoms' input in the paper's classification setting (paper Sec. 4)
@@ -47,7 +47,7 @@ def check_dropout(dropout: float) -> float:
 
 
 class DropoutMoRAMLinear(MoRAMLinear):
-    """:class:`~moram_avalanche.layers.moram.MoRAMLinear` with dropout on the atoms' input.
+    """:class:`~moram_avalanche.layers.moram.layer.MoRAMLinear` with dropout on the atoms' input.
 
     Args:
         base, atoms_per_task, topk, temperature, threshold: as for ``MoRAMLinear``.
@@ -85,14 +85,14 @@ class DropoutBalancedMoRAMLinear(DropoutMoRAMLinear, MoRAMAblationLinear):
     (the paper's load-balancing ablation, ``tab:load_balance``, on a language model).
 
     The dropout and forward are :class:`DropoutMoRAMLinear`'s; the routing of a training forward
-    with grad is :class:`~moram_avalanche.layers.moram_variants.MoRAMAblationLinear`'s plain-autograd
+    with grad is :class:`~moram_avalanche.layers.moram.variants.MoRAMAblationLinear`'s plain-autograd
     path, which appends the term to ``balance_terms`` for a
     :class:`~moram_avalanche.strategies.plugins.load_balance.LoadBalancePlugin` to add to the loss.
     Evaluation runs the method's path (no term). No external router; the release's atom scaling
     (``new_value_scale`` != 1) is refused: the plain path reads every atom at scale 1.
 
     Args: as :class:`DropoutMoRAMLinear`, and ``load_balance``: the term's form, one of
-    :data:`~moram_avalanche.layers.moram_variants.BALANCE_FORMS` (default ``"release"``:
+    :data:`~moram_avalanche.layers.moram.variants.BALANCE_FORMS` (default ``"release"``:
     ``R * sum_i Pbar_i^2``, Artificer-AI-Lab/MoRAM ``XTAIL/loralib/moram.py`` ``forward_backup``).
     """
 

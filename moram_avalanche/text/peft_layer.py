@@ -6,7 +6,7 @@ The layer follows the conventions of peft's tuner layers (``peft/tuners/tuners_u
 * the wrapped module is ``base_layer`` (so every full state dict names the base weights
   ``...base_layer.weight``, and peft's ``get_base_model_state_dict`` strips it);
 * the per-adapter state lives in containers keyed by the adapter name, named with the tuner's
-  prefix: ``moram_bank[name]`` (a :class:`~moram_avalanche.layers.moram.MoRAMAtoms`: the bank,
+  prefix: ``moram_bank[name]`` (a :class:`~moram_avalanche.layers.moram.layer.MoRAMAtoms`: the bank,
   its routing options, steps 1-6) and ``moram_dropout[name]`` (dropout on the atoms' input), so
   parameters read ``...q_proj.moram_bank.default.new_keys``; ``adapter_layer_names`` and
   ``other_param_names`` name those containers, which is what peft's ``set_adapter``,
@@ -18,7 +18,7 @@ Bases: ``nn.Linear`` and its subclasses (bitsandbytes' ``Linear4bit`` / ``Linear
 ``nn.Linear`` subclasses with their own, quantised forward), and transformers' ``Conv1D``
 (GPT-2's projections; its weight is ``[in, out]``). A plain ``nn.Linear`` with one active adapter
 whose compute dtype is the base's hands its weight to the bank (the base fused into the atoms'
-read-out, as :class:`~moram_avalanche.layers.moram.MoRAMLinear` does); other bases run their own
+read-out, as :class:`~moram_avalanche.layers.moram.layer.MoRAMLinear` does); other bases run their own
 forward and the atoms' term is added, cast to the base's output dtype.
 
 Precision: the atoms compute in the dtype the base computes in (autocast's, else the input's),
@@ -29,7 +29,7 @@ LoRA instead casts its input up to its weights' float32 (``peft/tuners/lora/laye
 that would run the routing GEMMs in float32 beside a bf16 base and lose the fused read-out.
 
 Nothing here is a second implementation of the method: the bank, its growth and steps 1-6 are
-:mod:`moram_avalanche.layers`' (:class:`~moram_avalanche.layers.moram.MoRAMAtoms`).
+:mod:`moram_avalanche.layers`' (:class:`~moram_avalanche.layers.moram.layer.MoRAMAtoms`).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from peft.tuners.tuners_utils import BaseTunerLayer
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from ..layers.moram import MoRAMAtoms
-from ..layers.moram_fused import compute_dtype
+from ..layers.moram.layer import MoRAMAtoms
+from ..layers.moram.paths.cpu import compute_dtype
 
 MERGE_REFUSED = (
     "MoRAM cannot be merged into the base weights: its update sum_i w_i(x) B_i A_i x depends on "

@@ -66,8 +66,8 @@ from peft.utils import UPCAST_DTYPES
 from torch import nn
 
 from ..layers.base import find_layers
-from ..layers.moram import routing_options
-from ..layers.moram_bank import AtomBank
+from ..layers.moram.layer import routing_options
+from ..layers.moram.bank import AtomBank
 from .inject import PAPER_LLM_OPTIONS as LLM
 from .inject import check_new_value_scale
 from .layer import PAPER_DROPOUT, check_dropout
@@ -164,7 +164,7 @@ class MoRAMConfig(PeftConfig):
                              f"like the keys), got {self.init_weights!r}")
 
     def routing_options(self) -> Dict[str, object]:
-        """The bank's options (:class:`~moram_avalanche.layers.moram.MoRAMAtoms`)."""
+        """The bank's options (:class:`~moram_avalanche.layers.moram.layer.MoRAMAtoms`)."""
         return {"atoms_per_task": self.atoms_per_task, "topk": self.topk,
                 "temperature": self.temperature, "threshold": self.threshold}
 

@@ -35,7 +35,7 @@ def test_olora_plugin_hand_computed():
     from torch import nn
 
     from moram_avalanche.layers.task_lora import TaskLoRALinear
-    from moram_avalanche.strategies.plugins.olora import OLoRAPlugin
+    from moram_avalanche.strategies.text.plugins.olora import OLoRAPlugin
 
     layer = TaskLoRALinear(nn.Linear(2, 2), rank=1)
     layer.expand()

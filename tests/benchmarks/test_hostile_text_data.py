@@ -12,7 +12,7 @@ import json
 import pytest
 
 from moram_avalanche.benchmarks.readers import DataError
-from moram_avalanche.benchmarks.text_tasks import TASKS
+from moram_avalanche.benchmarks.text.tasks import TASKS
 
 PAIRS = [{"prompt": f"question {i}", "answer": "A"} for i in range(3)]
 
@@ -74,7 +74,7 @@ def trace_long_integer(t):
 
 
 def trace_check_data(t):
-    from moram_avalanche.benchmarks.text_trace import check_trace_data
+    from moram_avalanche.benchmarks.text.trace import check_trace_data
 
     trace_task(t, test=[{"prompt": "question", "answer": ""}])
     report = {r.name: r for r in check_trace_data(t, ["FOMC"])}["FOMC"]

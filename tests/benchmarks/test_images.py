@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from moram_avalanche.benchmarks.images import (BadImageError, BadImages, ImageFiles, UnsupportedImageError,
+from moram_avalanche.benchmarks.images.datasets.datasets import (BadImageError, BadImages, ImageFiles, UnsupportedImageError,
                                                read_rgb, to_rgb)
 
 

@@ -8,10 +8,10 @@ import pytest
 from avalanche.training.plugins import EvaluationPlugin
 
 from moram_avalanche.layers.base import find_layers
-from moram_avalanche.layers.moram import MoRAMLinear
+from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
 from moram_avalanche.benchmarks import MTIL_ORDERS, XTAIL_ORDERS, BadImageError, DataError, mtil, xtail
-from moram_avalanche.benchmarks.fewshot import domain_rng, few_shot_indices
-from moram_avalanche.benchmarks.prompts import MORAM_TEMPLATES, RAIL_TEMPLATE, ZSCL_TEMPLATES
+from moram_avalanche.benchmarks.images.datasets.fewshot import domain_rng, few_shot_indices
+from moram_avalanche.benchmarks.images.datasets.prompts import MORAM_TEMPLATES, RAIL_TEMPLATE, ZSCL_TEMPLATES
 
 from fake_data import SHORT, TRAIN  # the fake root's training images per class
 
@@ -19,7 +19,7 @@ from fake_data import SHORT, TRAIN  # the fake root's training images per class
 @pytest.fixture
 def keep_raw(monkeypatch):
     """Record the raw dataset of each experience (what xtail / mtil passed to clip_benchmark)."""
-    import moram_avalanche.benchmarks.streams as streams
+    import moram_avalanche.benchmarks.images.datasets.streams as streams
 
     original = streams.clip_benchmark
 

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from moram_avalanche.benchmarks.text_metrics import exact_match, normalize_answer, op_bwt
+from moram_avalanche.benchmarks.text.metrics import exact_match, normalize_answer, op_bwt
 
 
 def test_normalisation_lowercases_and_drops_punctuation_and_spaces_but_keeps_articles():
@@ -43,7 +43,7 @@ def test_op_and_bwt_on_a_hand_made_matrix():
 
 
 def test_trace_metrics_by_hand():
-    from moram_avalanche.benchmarks.text_metrics import TEXT_METRICS, edit_similarity, prefix_accuracy, rouge_l
+    from moram_avalanche.benchmarks.text.metrics import TEXT_METRICS, edit_similarity, prefix_accuracy, rouge_l
 
     # TRACE's accuracy: the stripped prediction cut to the answer's length; empty scores 0
     assert prefix_accuracy([" A) yes", "B", ""], ["A", "C", "A"]) == pytest.approx(100 / 3)
@@ -57,7 +57,7 @@ def test_trace_metrics_by_hand():
 
 
 def test_rouge_l_is_the_summary_level_union_lcs_over_sentences():
-    from moram_avalanche.benchmarks.text_metrics import rouge_l
+    from moram_avalanche.benchmarks.text.metrics import rouge_l
 
     # sentences split on ".": each reference sentence finds its match in either predicted sentence,
     # so swapped sentences lose nothing (one LCS over the whole texts would find 2 of 4 words)
@@ -69,7 +69,7 @@ def test_rouge_l_is_the_summary_level_union_lcs_over_sentences():
 
 
 def test_scienceqa_compares_the_answer_letter_only():
-    from moram_avalanche.benchmarks.text_metrics import TEXT_METRICS, answer_letter_accuracy
+    from moram_avalanche.benchmarks.text.metrics import TEXT_METRICS, answer_letter_accuracy
 
     reference = "B\nA clause is a group of words that contains both a subject and a predicate."
     # eval_ScienceQA.py: the first character of the stripped text is the answer
@@ -81,8 +81,8 @@ def test_scienceqa_compares_the_answer_letter_only():
 
 
 def test_option_letter_is_read_as_the_release_reads_it():
-    from moram_avalanche.benchmarks.release_answers import option_letter
-    from moram_avalanche.benchmarks.text_metrics import option_letter_accuracy
+    from moram_avalanche.benchmarks.text.release_answers import option_letter
+    from moram_avalanche.benchmarks.text.metrics import option_letter_accuracy
 
     # infer_multi_command.py postprocess_predictions: the first letter standing alone (any case)
     assert option_letter("The stance is B. hawkish", "ABC") == "B"
@@ -97,7 +97,7 @@ def test_option_letter_is_read_as_the_release_reads_it():
 
 
 def test_numglue_reads_the_last_number_or_the_boxed_answer():
-    from moram_avalanche.benchmarks.text_metrics import math_accuracy
+    from moram_avalanche.benchmarks.text.metrics import math_accuracy
 
     # qwen_math_parser.py: boxed content, else the last number; numbers within 1e-4, also x100 / x0.01
     assert math_accuracy(["3 frogs have 2 eyes each, so 6 eyes."], ["6"]) == 100.0
@@ -111,8 +111,8 @@ def test_numglue_reads_the_last_number_or_the_boxed_answer():
 
 
 def test_py150_resolves_literal_placeholders_before_the_ratio():
-    from moram_avalanche.benchmarks.release_answers import py150_literals
-    from moram_avalanche.benchmarks.text_metrics import code_similarity, edit_similarity
+    from moram_avalanche.benchmarks.text.release_answers import py150_literals
+    from moram_avalanche.benchmarks.text.metrics import code_similarity, edit_similarity
 
     # eval_Py150.py: <NUM_LIT> -> 0, <STR_LIT> / <CHAR_LIT> dropped, <STR_LIT:x> -> x
     assert py150_literals("x = <NUM_LIT> + len ( '<STR_LIT>' ) + '<STR_LIT:/>'") == "x = 0 + len ( '' ) + '/'"
@@ -122,7 +122,7 @@ def test_py150_resolves_literal_placeholders_before_the_ratio():
 
 
 def test_sari_matches_the_reference_value():
-    from moram_avalanche.benchmarks.text_metrics import TEXT_METRICS, sari, tokenize_13a
+    from moram_avalanche.benchmarks.text.metrics import TEXT_METRICS, sari, tokenize_13a
 
     # Xu et al. 2016 as the common metric libraries compute it (reference language_models.md)
     sources = ["About 95 species are currently accepted."]

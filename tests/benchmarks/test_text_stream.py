@@ -5,7 +5,7 @@ import json
 import pytest
 
 from moram_avalanche.benchmarks.readers import DataError
-from moram_avalanche.benchmarks.text_tasks import ORDERS, TASKS
+from moram_avalanche.benchmarks.text.tasks import ORDERS, TASKS
 
 TRAIN, TEST = 3, 2
 LABELS = {"amazon": ["very negative", "negative", "neutral", "positive", "very positive"],
@@ -54,7 +54,7 @@ def test_orders_are_the_papers():
 
 
 def test_the_olora_prompt_string():
-    from moram_avalanche.benchmarks.text_tasks import INSTRUCTIONS, olora_prompt
+    from moram_avalanche.benchmarks.text.tasks import INSTRUCTIONS, olora_prompt
 
     prompt = olora_prompt(INSTRUCTIONS["SC"], ["Good", "Bad"], "A fine film.")
     assert prompt == ("What is the sentiment of the following paragraph? Choose one from the option.\n"
@@ -128,7 +128,7 @@ def test_broken_trees_name_task_file_and_place(tmp_path):
 
 
 def test_bad_orders_and_layouts():
-    from moram_avalanche.benchmarks.text_tasks import order_tasks, resolve_layout
+    from moram_avalanche.benchmarks.text.tasks import order_tasks, resolve_layout
 
     with pytest.raises(ValueError, match="order must be one of"):
         order_tasks(7)
@@ -141,7 +141,7 @@ def test_bad_orders_and_layouts():
 
 
 def test_synthetic_text_stream_is_deterministic():
-    from moram_avalanche.benchmarks.synthetic_text import synthetic_text, synthetic_text_tasks
+    from moram_avalanche.benchmarks.text.synthetic import synthetic_text, synthetic_text_tasks
 
     a, b = synthetic_text_tasks(seed=3), synthetic_text_tasks(seed=3)
     assert a == b and a != synthetic_text_tasks(seed=4)
@@ -160,7 +160,7 @@ def test_synthetic_text_stream_is_deterministic():
 
 def test_trace_stream_with_each_tasks_metric(tmp_path):
     from moram_avalanche.benchmarks import TRACE_ORDER, trace
-    from moram_avalanche.benchmarks.text_trace import TRACE_METRICS
+    from moram_avalanche.benchmarks.text.trace import TRACE_METRICS
 
     for name in TRACE_ORDER:
         for split, n in (("train", 4), ("eval", 1), ("test", 2)):

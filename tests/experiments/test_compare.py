@@ -61,7 +61,7 @@ def test_tables_refuse_mixed_or_incomplete_results():
 
 
 def tiny_setup(tokenizer, settings=None):
-    from moram_avalanche.benchmarks.synthetic import synthetic
+    from moram_avalanche.benchmarks.images.datasets.synthetic import synthetic
 
     transform = open_clip.image_transform(32, is_train=False)
 

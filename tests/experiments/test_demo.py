@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from moram_avalanche.experiments.demo import DEMO_STRATEGIES, FULL_DEMO_STRATEGIES, DemoConfig, run_demo
+from moram_avalanche.experiments.clip.demo import DEMO_STRATEGIES, FULL_DEMO_STRATEGIES, DemoConfig, run_demo
 from moram_avalanche.experiments.tables import paper_table_markdown, summary_table
 
 

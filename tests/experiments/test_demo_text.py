@@ -6,7 +6,7 @@ import json
 import pytest
 
 from moram_avalanche.cli import main
-from moram_avalanche.experiments.demo_text import (MANIFEST, TEXT_DEMO_STRATEGIES, TextDemoConfig, damage,
+from moram_avalanche.experiments.text.demo import (MANIFEST, TEXT_DEMO_STRATEGIES, TextDemoConfig, damage,
                                                    pretrained_tiny_t5, pretraining_settings)
 
 TASKS = ["colour", "mood", "topic", "size", "animal"]
@@ -37,7 +37,7 @@ def quick_demo(tmp_path_factory):
 
 
 def test_quick_text_demo_writes_every_strategy_and_the_op_bwt_table(quick_demo):
-    from moram_avalanche.benchmarks.text_metrics import op_bwt
+    from moram_avalanche.benchmarks.text.metrics import op_bwt
 
     out, _, printed = quick_demo
     assert TEXT_DEMO_STRATEGIES == ("seq-lora", "moram")
@@ -143,12 +143,12 @@ def test_the_text_table_marks_the_best_of_each_column():
 
 
 def test_the_text_recipes_are_the_papers_llm_setting_at_the_demos_rate():
-    from moram_avalanche.experiments.recipes import TEXT_DEMO_OPTIONS, text_demo_recipe
-    from moram_avalanche.strategies.text_strategies import TEXT_STRATEGIES
+    from moram_avalanche.experiments.text.recipes import TEXT_DEMO_OPTIONS, text_demo_recipe
+    from moram_avalanche.strategies.registry import text_strategies
     from moram_avalanche.text import PAPER_LLM_OPTIONS
 
     config = TextDemoConfig()
-    assert set(TEXT_DEMO_OPTIONS) == set(TEXT_DEMO_STRATEGIES) and set(TEXT_DEMO_OPTIONS) <= set(TEXT_STRATEGIES)
+    assert set(TEXT_DEMO_OPTIONS) == set(TEXT_DEMO_STRATEGIES) and set(TEXT_DEMO_OPTIONS) <= set(text_strategies())
     assert text_demo_recipe("moram", config) == {**PAPER_LLM_OPTIONS, "lr": config.lr}
     assert text_demo_recipe("seq-lora", config) == {"lr": config.lr}
 

@@ -133,7 +133,7 @@ def test_a_clip_run_records_its_data_and_refuses_another(tmp_path, capsys):
 
 
 def test_image_files_hash_their_paths_and_labels(tmp_path):
-    from moram_avalanche.benchmarks.images import ImageFiles
+    from moram_avalanche.benchmarks.images.datasets.datasets import ImageFiles
 
     paths = [tmp_path / f"{i}.png" for i in range(3)]
     one = ImageFiles(paths, [0, 1, 1], name="x").fingerprint()

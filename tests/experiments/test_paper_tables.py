@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from moram_avalanche.benchmarks import MTIL_ORDERS, XTAIL_ORDERS
-from moram_avalanche.experiments.paper_numbers import PaperCell, as_dict, load_paper_numbers, paper_files, parse_cell
-from moram_avalanche.experiments.paper_tables import (MEAN_COLUMN, SWEEP_GRID, TABLE_NAMES, TABLES, get_table,
+from moram_avalanche.experiments.paper.numbers import PaperCell, as_dict, load_paper_numbers, paper_files, parse_cell
+from moram_avalanche.experiments.clip.paper_tables import (MEAN_COLUMN, SWEEP_GRID, TABLE_NAMES, TABLES, get_table,
                                                       resolve_tables)
 
 PACKAGE = Path(__file__).resolve().parents[2] / "moram_avalanche"
@@ -23,7 +23,7 @@ def test_cells_parse_as_printed():
 
 
 def test_every_shipped_file_is_read_and_named_by_a_table():
-    from moram_avalanche.experiments.reproduce_text import TEXT_TABLES
+    from moram_avalanche.experiments.text.reproduce import TEXT_TABLES
 
     assert set(paper_files()) == {"xtail", "xtail_order2", "mtil", "routing", "additional_baselines",
                                   "robustness", "pruning", "load_balance",
@@ -118,7 +118,7 @@ def test_the_sweep_grid_surrounds_the_papers_values():
 
 def test_table_names():
     from moram_avalanche.cli import REPRODUCE_TABLES
-    from moram_avalanche.experiments.paper_tables import TABLE_CHOICES
+    from moram_avalanche.experiments.clip.paper_tables import TABLE_CHOICES
 
     assert TABLE_NAMES == ("xtail", "xtail-order2", "mtil", "routing", "robustness", "pruning", "load-balance",
                            "sweeps", "additional-baselines")

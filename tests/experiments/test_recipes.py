@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from moram_avalanche.experiments import recipes
-from moram_avalanche.experiments.demo import DemoConfig
-from moram_avalanche.experiments.recipes import (COST_OPTIONS, DEMO_OPTIONS, PAPER_OPTIONS, PAPER_SOURCES,
+from moram_avalanche.experiments.clip import recipes
+from moram_avalanche.experiments.clip.demo import DemoConfig
+from moram_avalanche.experiments.clip.recipes import (COST_OPTIONS, DEMO_OPTIONS, PAPER_OPTIONS, PAPER_SOURCES,
                                                  REFERENCE_PATHS, SHORT_BUDGET, check_recipes, demo_recipe,
                                                  paper_options, short_budget_options)
 from moram_avalanche.strategies import MoRAM
@@ -27,8 +27,8 @@ def test_a_strategy_without_a_recipe_gets_its_defaults():
 
 
 def test_each_strategy_of_the_papers_tables_declares_its_paper_settings():
-    from moram_avalanche.experiments.paper_tables import TABLES, XTAIL_ORDER1
-    from moram_avalanche.strategies.moram import ROUTING_ABLATIONS
+    from moram_avalanche.experiments.clip.paper_tables import TABLES, XTAIL_ORDER1
+    from moram_avalanche.strategies.clip.moram import ROUTING_ABLATIONS
 
     used = {m.strategy for spec in TABLES.values() for m in spec.methods if m.strategy}
     for name in used:
@@ -77,7 +77,7 @@ def test_the_tables_cover_every_registered_strategy_they_should():
 
 def test_the_recipes_read_the_strategies_defaults_instead_of_copying_them():
     # ZSCL's lineage: its optimisation is ZSCLFineTune's signature; MoRAM's is MORAM
-    from moram_avalanche.strategies.zscl_finetune import ZSCLFineTune
+    from moram_avalanche.strategies.clip.zscl_finetune import ZSCLFineTune
     import inspect
 
     defaults = {k: p.default for k, p in inspect.signature(ZSCLFineTune.__init__).parameters.items()}
@@ -139,10 +139,10 @@ spec.loader.exec_module(setting)
 setting.MORAM = setting.MoRAMSetting(atoms_per_task=8, topk=4, temperature=0.05, threshold=0.3, lr=1e-3,
                                      iterations=300, train_mb_size=32)
 import inspect
-from moram_avalanche.experiments.demo import DemoConfig
-from moram_avalanche.experiments.recipes import paper_options
-from moram_avalanche.strategies.builtins import BUILTINS
-from moram_avalanche.strategies.moram import ROUTING_ABLATIONS
+from moram_avalanche.experiments.clip.demo import DemoConfig
+from moram_avalanche.experiments.clip.recipes import paper_options
+from moram_avalanche.strategies.clip.builtins import BUILTINS
+from moram_avalanche.strategies.clip.moram import ROUTING_ABLATIONS
 from moram_avalanche.strategies.options import strategy_parameters
 from moram_avalanche.strategies.registry import get_strategy
 cli = {k: p.default for k, p in strategy_parameters(get_strategy("moram")).items()}

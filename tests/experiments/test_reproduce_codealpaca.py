@@ -45,8 +45,8 @@ def mmlu_tree(root, subjects=("astronomy", "college_biology"), questions=6):
 
 
 def test_the_codealpaca_stream_reads_the_files_and_scores_by_execution(tmp_path):
-    from moram_avalanche.benchmarks.codealpaca import ALPACA_PROMPT_INPUT, codealpaca
-    from moram_avalanche.benchmarks.text_metrics import TEXT_METRICS
+    from moram_avalanche.benchmarks.text.codealpaca import ALPACA_PROMPT_INPUT, codealpaca
+    from moram_avalanche.benchmarks.text.metrics import TEXT_METRICS
 
     benchmark = codealpaca(codealpaca_tree(tmp_path / "data"))
     task = benchmark.tasks[0]
@@ -59,7 +59,7 @@ def test_the_codealpaca_stream_reads_the_files_and_scores_by_execution(tmp_path)
 
 
 def test_a_missing_or_broken_codealpaca_file_is_named(tmp_path):
-    from moram_avalanche.benchmarks.codealpaca import codealpaca
+    from moram_avalanche.benchmarks.text.codealpaca import codealpaca
     from moram_avalanche.benchmarks.readers import DataError
 
     with pytest.raises(DataError, match="no code_alpaca_20k.json"):
@@ -90,7 +90,7 @@ def test_a_rehearsal_runs_every_row_and_its_cells_are_the_runs_results(tmp_path,
     pytest.importorskip("lm_eval")
     from transformers import LlamaConfig
 
-    from moram_avalanche.experiments.reproduce_text import REHEARSAL_TEST
+    from moram_avalanche.experiments.text.reproduce import REHEARSAL_TEST
     from moram_avalanche.text.tiny import TINY_LLAMA
 
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-datasets"))  # lm-eval's csv reads cache there

@@ -12,7 +12,7 @@ from test_reproduce_text import release_tree
 
 def test_the_t5_tables_run_lfpt5_with_its_sources_in_the_plan():
     from moram_avalanche.experiments.reproduce import plan_text
-    from moram_avalanche.experiments.reproduce_text import TEXT_TABLES, TextReproduceSettings
+    from moram_avalanche.experiments.text.reproduce import TEXT_TABLES, TextReproduceSettings
 
     for name in ("t5-standard", "t5-long", "t5-order-robustness"):
         assert TEXT_TABLES[name].method("LFPT5").strategy == "lfpt5", name
@@ -27,9 +27,9 @@ def test_the_t5_tables_run_lfpt5_with_its_sources_in_the_plan():
 def test_a_rehearsal_of_the_lfpt5_row_fills_its_cells_from_its_runs(tmp_path):
     """The LFPT5 row of t5-order-robustness, rehearsed (3 orders, a tiny T5, capped pseudo-sample
     draws): each cell is the mean of the last row of its run's accuracy matrix."""
-    from moram_avalanche.benchmarks.text_tasks import ORDERS
+    from moram_avalanche.benchmarks.text.tasks import ORDERS
     from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
+    from moram_avalanche.experiments.text.reproduce import (TEXT_TABLES, TextReproduceSettings, method_runs,
                                                             run_options, run_settings, run_setup,
                                                             table_result)
 

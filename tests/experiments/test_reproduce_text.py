@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from moram_avalanche.experiments.paper_numbers import as_dict, load_paper_numbers
+from moram_avalanche.experiments.paper.numbers import as_dict, load_paper_numbers
 
 
 def cli(*args):
@@ -18,7 +18,7 @@ def cli(*args):
 
 def release_tree(root, tasks, train=12, test=6):
     """The release's LLM-CL-Benchmark_500 layout for ``tasks``: <Task>/{train,eval,test,labels}.json."""
-    from moram_avalanche.benchmarks.text_tasks import TASKS
+    from moram_avalanche.benchmarks.text.tasks import TASKS
 
     for name in tasks:
         folder = root / TASKS[name].folders[-1]
@@ -50,7 +50,7 @@ def test_the_shipped_numbers_are_the_papers_and_their_averages_agree():
 
 
 def test_every_row_of_the_papers_tables_says_how_it_runs():
-    from moram_avalanche.experiments.reproduce_text import TEXT_TABLES
+    from moram_avalanche.experiments.text.reproduce import TEXT_TABLES
     from moram_avalanche.strategies.registry import get_strategy
 
     for spec in TEXT_TABLES.values():
@@ -66,7 +66,7 @@ def test_every_row_of_the_papers_tables_says_how_it_runs():
 
 def test_cli_table_names_agree_with_the_module():
     from moram_avalanche.cli import REPRODUCE_TEXT_TABLES
-    from moram_avalanche.experiments.reproduce_text import TEXT_TABLE_NAMES
+    from moram_avalanche.experiments.text.reproduce import TEXT_TABLE_NAMES
 
     assert REPRODUCE_TEXT_TABLES == TEXT_TABLE_NAMES
 
@@ -84,7 +84,7 @@ def test_paper_and_dry_run_need_no_data():
 
 
 def test_missing_data_is_named_before_anything_runs(tmp_path):
-    from moram_avalanche.benchmarks.text_tasks import ORDERS
+    from moram_avalanche.benchmarks.text.tasks import ORDERS
 
     root = release_tree(tmp_path / "data", ORDERS[1][:3])  # no "ag"
     done = cli("reproduce", "llama-standard", "--rehearse", "--data-root", str(root), "--out",
@@ -98,8 +98,8 @@ def test_missing_data_is_named_before_anything_runs(tmp_path):
 
 @pytest.mark.parametrize("architecture", ["llama"])
 def test_a_rehearsal_runs_every_row_and_writes_the_table(tmp_path, architecture):
-    from moram_avalanche.benchmarks.text_tasks import ORDERS
-    from moram_avalanche.experiments.reproduce_text import REHEARSAL_TEST
+    from moram_avalanche.benchmarks.text.tasks import ORDERS
+    from moram_avalanche.experiments.text.reproduce import REHEARSAL_TEST
 
     root = release_tree(tmp_path / "data", ORDERS[1])
     out = tmp_path / "out"
@@ -142,11 +142,11 @@ def test_a_t5_standard_rehearsal_runs_the_inflora_row(tmp_path, monkeypatch):
     other rehearsal tests' strategies, are set aside here to keep the test short)."""
     from dataclasses import replace
 
-    from moram_avalanche.benchmarks.text_tasks import ORDERS
+    from moram_avalanche.benchmarks.text.tasks import ORDERS
     from moram_avalanche.cli import main
-    from moram_avalanche.experiments import reproduce_text
-    from moram_avalanche.experiments.paper_tables import Method
-    from moram_avalanche.experiments.reproduce_text import REHEARSAL_TEST, TEXT_TABLES
+    from moram_avalanche.experiments.text import reproduce as reproduce_text
+    from moram_avalanche.experiments.clip.paper_tables import Method
+    from moram_avalanche.experiments.text.reproduce import REHEARSAL_TEST, TEXT_TABLES
 
     spec = TEXT_TABLES["t5-standard"]
     assert spec.method("InfLoRA") == Method("InfLoRA", "inf-lora")
@@ -213,7 +213,7 @@ def rehearse_trace_row(tmp_path, method, block, strategy, seeds=(1, 2)):
     tiny model) over ``seeds``; its cells must be the mean (and, with several seeds, the sample std)
     of the runs' ``results.json``. Returns the row and the first run's recorded options."""
     from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
+    from moram_avalanche.experiments.text.reproduce import (TEXT_TABLES, TextReproduceSettings, method_runs,
                                                             run_setup, table_result)
 
     root = trace_tree(tmp_path / "TRACE")

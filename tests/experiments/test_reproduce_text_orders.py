@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from moram_avalanche.experiments.paper_numbers import PaperCell, as_dict, load_paper_numbers
+from moram_avalanche.experiments.paper.numbers import PaperCell, as_dict, load_paper_numbers
 from test_reproduce_text import cli, release_tree
 
 
@@ -34,7 +34,7 @@ def test_the_shipped_numbers_agree_with_the_tables_they_share_runs_with():
 
 
 def test_a_table_reads_the_runs_of_the_table_it_names():
-    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs, plan,
+    from moram_avalanche.experiments.text.reproduce import (TEXT_TABLES, TextReproduceSettings, method_runs, plan,
                                                             run_settings)
 
     settings = TextReproduceSettings(data_root="/data", out="/out")
@@ -64,14 +64,14 @@ def test_a_table_reads_the_runs_of_the_table_it_names():
 
 def fake_reports(spec, label, settings, lasts):
     """``{run: results.json}`` whose ``last`` is ``lasts[(order, seed)]``."""
-    from moram_avalanche.experiments.reproduce_text import method_runs
+    from moram_avalanche.experiments.text.reproduce import method_runs
 
     runs = method_runs(spec, label, settings)
     return runs, {run: {"last": lasts[(run.order, run.seed)]} for run in runs}
 
 
 def test_the_summary_column_is_the_mean_and_sample_std_over_the_orders():
-    from moram_avalanche.experiments.reproduce_text import TEXT_TABLES, TextReproduceSettings
+    from moram_avalanche.experiments.text.reproduce import TEXT_TABLES, TextReproduceSettings
 
     spec = TEXT_TABLES["t5-order-robustness"]
     paper_row = spec.paper_numbers().row("T5-large", "MoRAM")
@@ -103,7 +103,7 @@ def test_the_summary_column_is_the_mean_and_sample_std_over_the_orders():
 def test_a_summary_the_stream_does_not_know_is_refused():
     from dataclasses import replace
 
-    from moram_avalanche.experiments.reproduce_text import TEXT_TABLES
+    from moram_avalanche.experiments.text.reproduce import TEXT_TABLES
 
     with pytest.raises(ValueError, match="summary 'Median' is not one of"):
         replace(TEXT_TABLES["t5-standard"], summary="Median")
@@ -111,7 +111,7 @@ def test_a_summary_the_stream_does_not_know_is_refused():
 
 def test_paper_and_dry_run_name_the_numbers_runs_and_settings():
     from moram_avalanche.experiments.reproduce import plan_text
-    from moram_avalanche.experiments.reproduce_text import TextReproduceSettings
+    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings
 
     done = cli("reproduce", "t5-order-robustness", "--paper")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -133,9 +133,9 @@ def test_paper_and_dry_run_name_the_numbers_runs_and_settings():
 def test_a_rehearsal_cell_is_its_runs_results(tmp_path):
     """The MoRAM row of t5-order-robustness, rehearsed (3 orders, a tiny T5): each cell is the mean of
     the last row of its run's accuracy matrix, the summary their mean and sample std."""
-    from moram_avalanche.benchmarks.text_tasks import ORDERS
+    from moram_avalanche.benchmarks.text.tasks import ORDERS
     from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
+    from moram_avalanche.experiments.text.reproduce import (TEXT_TABLES, TextReproduceSettings, method_runs,
                                                             run_setup, table_result)
 
     root = release_tree(tmp_path / "data", ORDERS[1])
@@ -170,9 +170,9 @@ def test_a_load_balancing_rehearsal_runs_its_row_beside_t5_longs_runs(tmp_path):
     T5; the table's three orders run the same way): its cell is its run's results."""
     from dataclasses import replace
 
-    from moram_avalanche.benchmarks.text_tasks import ORDERS
+    from moram_avalanche.benchmarks.text.tasks import ORDERS
     from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.reproduce_text import (TEXT_TABLES, TextReproduceSettings, method_runs,
+    from moram_avalanche.experiments.text.reproduce import (TEXT_TABLES, TextReproduceSettings, method_runs,
                                                             run_setup, table_result)
 
     root = release_tree(tmp_path / "data", ORDERS[4])

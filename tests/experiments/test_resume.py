@@ -8,7 +8,7 @@ import torch
 from avalanche.training.plugins import EvaluationPlugin
 
 from moram_avalanche.layers.base import find_layers
-from moram_avalanche.layers.moram import MoRAMLinear
+from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.experiments.runner import run_stream
 from moram_avalanche.strategies import ZSCL, CoDyRA, FineTune, ICaRL, LwFVR, MoRAM, RAILDual, RAILPrimal, WiSEFT
@@ -119,7 +119,7 @@ def test_avalanche_strategies_resume_from_avalanches_checkpoint(name, kwargs, ma
 
 def test_the_routing_kernel_is_built_before_the_first_experience_is_timed(make_stream, tokenizer, tmp_path,
                                                                             monkeypatch):
-    from moram_avalanche.layers import routing_kernel
+    from moram_avalanche.layers.moram.layer.paths import cpu_kernel as routing_kernel
 
     events = []
     strategy, benchmark, _ = fresh_run(MoRAM, make_stream, tokenizer, atoms_per_task=4, topk=2)

@@ -17,7 +17,7 @@ import torch
 from avalanche.training.plugins import EvaluationPlugin
 
 from moram_avalanche.cli import main
-from moram_avalanche.experiments.demo import TINY_CONFIG
+from moram_avalanche.experiments.clip.demo import TINY_CONFIG
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.experiments.record import RECORD_FORMAT, read_record
 from moram_avalanche.experiments.runner import run_stream

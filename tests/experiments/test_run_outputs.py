@@ -33,7 +33,7 @@ class Marker(SupervisedPlugin):
 
 
 def setup_with(plugin, tokenizer):
-    from moram_avalanche.benchmarks.synthetic import synthetic
+    from moram_avalanche.benchmarks.images.datasets.synthetic import synthetic
 
     transform = open_clip.image_transform(32, is_train=False)
     return Setup(

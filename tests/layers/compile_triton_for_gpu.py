@@ -22,7 +22,7 @@ import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from moram_avalanche.layers import triton_routing  # noqa: E402
+from moram_avalanche.layers.moram.layer.paths import triton_kernels as triton_routing  # noqa: E402
 
 SCALARS = {"n_rows": "i32", "n_atoms": "i32", "k": "i32", "inv_tau": "fp32", "delta": "fp32", "eps": "fp32"}
 POINTERS = {"fp32": "*fp32", "bf16": "*bf16", "fp16": "*fp16", "fp64": "*fp64"}

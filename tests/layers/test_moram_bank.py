@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-from moram_avalanche.layers import moram_triton
-from moram_avalanche.layers.moram import MoRAMAtoms, MoRAMLinear
-from moram_avalanche.layers.moram_paths import use_path
-from moram_avalanche.layers.naive import naive_moram
+from moram_avalanche.layers.moram.layer.paths import triton as moram_triton
+from moram_avalanche.layers.moram.layer.layer import MoRAMAtoms, MoRAMLinear
+from moram_avalanche.layers.moram.layer.paths.choice import use_path
+from moram_avalanche.layers.moram.layer.naive import naive_moram
 
 OPTIONS = dict(atoms_per_task=3, topk=2, temperature=0.1, threshold=0.1)
 

@@ -6,7 +6,7 @@ import pytest
 from torch import nn
 
 from moram_avalanche.layers import MoRAMAblationLinear, MoRAMLinear, routing_options
-from moram_avalanche.layers.moram_config import PAPER_CLIP, PAPER_LLM, PAPER_TRACE, RELEASE_TRACE, MoRAMLayerConfig
+from moram_avalanche.layers.moram.layer.config import PAPER_CLIP, PAPER_LLM, PAPER_TRACE, RELEASE_TRACE, MoRAMLayerConfig
 
 # the paper's numbers, typed from the paper (method reference, Sec. 4) and the release's script
 CLIP = dict(atoms_per_task=16, topk=16, temperature=0.01, threshold=0.2)
@@ -23,7 +23,7 @@ def test_the_paper_settings_are_the_papers_numbers(setting, numbers):
 
 def test_every_default_of_the_layers_reads_the_one_place():
     from moram_avalanche.strategies import MORAM
-    from moram_avalanche.strategies.moram import MoRAM
+    from moram_avalanche.strategies.clip.moram import MoRAM
     from moram_avalanche.text.inject import inject_moram
     from moram_avalanche.text.layer import DropoutMoRAMLinear
 
@@ -55,8 +55,8 @@ def test_options_are_what_a_layer_built_with_them_reports():
 
 
 def test_the_strategies_check_their_layer_options_with_the_config():
-    from moram_avalanche.strategies.moram import check_moram_strategy_options
-    from moram_avalanche.strategies.text_strategies import check_text_moram_options
+    from moram_avalanche.strategies.clip.moram import check_moram_strategy_options
+    from moram_avalanche.strategies.text.moram import check_text_moram_options
 
     for check in (check_moram_strategy_options, check_text_moram_options):
         with pytest.raises(ValueError, match="threshold must be"):

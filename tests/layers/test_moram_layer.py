@@ -8,10 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-from moram_avalanche.layers import moram_triton
-from moram_avalanche.layers.moram import MoRAMLinear
-from moram_avalanche.layers.moram_paths import use_path
-from moram_avalanche.layers.naive import naive_moram
+from moram_avalanche.layers.moram.layer.paths import triton as moram_triton
+from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+from moram_avalanche.layers.moram.layer.paths.choice import use_path
+from moram_avalanche.layers.moram.layer.naive import naive_moram
 
 
 @pytest.fixture(autouse=True, params=["reference", "dense", "triton"])

@@ -16,10 +16,12 @@ import pytest
 import torch
 from torch import nn
 
-from moram_avalanche.layers import moram_paths, moram_triton, routing_kernel
-from moram_avalanche.layers.moram import MoRAMLinear
-from moram_avalanche.layers.moram_paths import PATH_VARIABLE, path_name, use_path
-from moram_avalanche.layers.naive import naive_mixture
+from moram_avalanche.layers.moram.layer.paths import choice as moram_paths
+from moram_avalanche.layers.moram.layer.paths import triton as moram_triton
+from moram_avalanche.layers.moram.layer.paths import cpu_kernel as routing_kernel
+from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+from moram_avalanche.layers.moram.layer.paths.choice import PATH_VARIABLE, path_name, use_path
+from moram_avalanche.layers.moram.layer.naive import naive_mixture
 from moram_avalanche.text.layer import DropoutMoRAMLinear
 from moram_avalanche.utils.dispatch import OpCounter
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from moram_avalanche.layers.moram_fused import read_out
+from moram_avalanche.layers.moram.layer.paths.cpu import read_out
 
 
 def loop_read_out(idx, coef, values):

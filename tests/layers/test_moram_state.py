@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from moram_avalanche.layers.moram import MoRAMLinear
-from moram_avalanche.layers.naive import naive_mixture, naive_moram
+from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+from moram_avalanche.layers.moram.layer.naive import naive_mixture, naive_moram
 
 
 def grown_layer(d_in=6, d_out=5, per_task=4, expansions=2, topk=3, seed=0):
@@ -196,7 +196,7 @@ def test_a_0_2_0_checkpoint_loads_into_the_plain_bank():
 
 
 def test_a_0_2_0_router_checkpoint_loads_into_the_ablation_layer():
-    from moram_avalanche.layers.moram_variants import MoRAMAblationLinear
+    from moram_avalanche.layers.moram.layer.variants import MoRAMAblationLinear
 
     torch.manual_seed(1)
     base = nn.Linear(4, 3)

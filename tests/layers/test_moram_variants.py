@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch import nn
 
-from moram_avalanche.layers.moram_variants import BALANCE_FORMS, balance_term, plain_mixture, release_balance_term
-from moram_avalanche.layers.moram import MoRAMLinear
-from moram_avalanche.layers.moram_variants import ROUTER_KEY, MoRAMAblationLinear, moram_layer
-from moram_avalanche.layers.naive import naive_moram
+from moram_avalanche.layers.moram.layer.variants import BALANCE_FORMS, balance_term, plain_mixture, release_balance_term
+from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+from moram_avalanche.layers.moram.layer.variants import ROUTER_KEY, MoRAMAblationLinear, moram_layer
+from moram_avalanche.layers.moram.layer.naive import naive_moram
 
 
 def grown(d_in=5, d_out=4, per_task=3, expansions=2, seed=0, **kwargs):
@@ -354,7 +354,7 @@ def test_bad_options_are_reported():
 
 
 def test_uncollected_balance_terms_are_reported(monkeypatch):
-    import moram_avalanche.layers.moram_variants as variants
+    import moram_avalanche.layers.moram.layer.variants as variants
 
     monkeypatch.setattr(variants, "MAX_BALANCE_TERMS", 2)
     layer = grown(load_balance=True).train()

@@ -6,11 +6,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from moram_avalanche.layers import routing_kernel
-from moram_avalanche.layers.moram import MoRAMLinear, route
-from moram_avalanche.layers import moram_fused as fused
-from moram_avalanche.layers.moram_fused import RELEVANCE_EPS, Kernels, kernels_for, router_backward
-from moram_avalanche.layers.naive import NaiveMoRAMLinear
+from moram_avalanche.layers.moram.layer.paths import cpu_kernel as routing_kernel
+from moram_avalanche.layers.moram.layer.layer import MoRAMLinear, route
+from moram_avalanche.layers.moram.layer.paths import cpu as fused
+from moram_avalanche.layers.moram.layer.paths.cpu import RELEVANCE_EPS, Kernels, kernels_for, router_backward
+from moram_avalanche.layers.moram.layer.naive import NaiveMoRAMLinear
 
 
 @pytest.fixture

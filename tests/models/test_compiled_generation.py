@@ -56,7 +56,7 @@ def eager_compile_config():
 
 @pytest.mark.parametrize("family", ["llama", "t5"])
 def test_the_compiled_decode_step_gives_the_answers_of_plain_generation(family):
-    from moram_avalanche.layers.moram_paths import use_path
+    from moram_avalanche.layers.moram.layer.paths.choice import use_path
     from moram_avalanche.models.language_model import GENERATION_BUCKET
 
     torch._dynamo.reset()
@@ -129,7 +129,7 @@ def test_bad_values_are_refused_with_what_each_choice_means(value):
 
 
 def test_the_text_loop_takes_the_option_and_checks_it_before_building():
-    from moram_avalanche.strategies.text_loop import TextStrategy
+    from moram_avalanche.strategies.text.loop import TextStrategy
     from moram_avalanche.utils.errors import OptionError
 
     lm = with_moram("llama")

@@ -177,9 +177,9 @@ def test_errors():
 
 
 def test_the_loop_scores_each_answer_with_its_tasks_metric():
-    from moram_avalanche.benchmarks.text_metrics import rouge_l, sari
+    from moram_avalanche.benchmarks.text.metrics import rouge_l, sari
     from moram_avalanche.experiments.metrics import TopOneAccuracy
-    from moram_avalanche.strategies.text_loop import sample_scores
+    from moram_avalanche.strategies.text.loop import sample_scores
 
     assert sample_scores(["Red.", "blue"], ["red", "green"], "exact_match").tolist() == [1.0, 0.0]
     # ROUGE-L by hand: LCS 3 of 3 predicted and 4 reference words: F1 = 2 * 1 * 3/4 / (1 + 3/4)

@@ -118,7 +118,7 @@ def test_a_stream_task_that_declares_no_cut_leaves_each_model_its_own_end():
     head (O-LoRA's right truncation), a causal model its end; a declared end wins on either."""
     from tiny_stream import FAMILIES, stream_tokenizer
 
-    from moram_avalanche.benchmarks.text_stream import TextStreamTask
+    from moram_avalanche.benchmarks.text.stream import TextStreamTask
     from moram_avalanche.models.language_model import LanguageModel, prompt_cuts
 
     tokenizer = stream_tokenizer()

@@ -11,14 +11,14 @@ from avalanche.training.plugins import EvaluationPlugin
 
 from moram_avalanche.layers.base import find_layers
 from moram_avalanche.layers.moe_lora import MoELoRALinear
-from moram_avalanche.layers.moram import MoRAMLinear
-from moram_avalanche.benchmarks.synthetic import synthetic
+from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+from moram_avalanche.benchmarks.images.datasets.synthetic import synthetic
 from moram_avalanche.layers.lora import LoRALinear
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.experiments.runner import run_stream
 from moram_avalanche.strategies import (ROUTING_ABLATIONS, STRATEGIES, MoELoRA, MoRAM,
                                         MoRAMLoadBalance, SeqLoRA, get_strategy)
-from moram_avalanche.strategies.moram import ABLATION_STRATEGIES
+from moram_avalanche.strategies.clip.moram import ABLATION_STRATEGIES
 
 from conftest import TINY_CONFIG
 

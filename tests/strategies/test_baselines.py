@@ -6,8 +6,8 @@ import torch
 from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 
-from moram_avalanche.benchmarks.reference_sets import synthetic_reference
-from moram_avalanche.benchmarks.synthetic import synthetic
+from moram_avalanche.benchmarks.images.datasets.reference_sets import synthetic_reference
+from moram_avalanche.benchmarks.images.datasets.synthetic import synthetic
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.strategies import ZSCL, LwF, LwFVR, WiSEFT, get_strategy
 from moram_avalanche.strategies.plugins.memory import PeakMemory, memory_footprint

@@ -8,13 +8,13 @@ from avalanche.evaluation.metrics import accuracy_metrics
 from avalanche.training import Naive
 from avalanche.training.plugins import EvaluationPlugin, SupervisedPlugin
 
-from moram_avalanche.benchmarks.synthetic import synthetic
+from moram_avalanche.benchmarks.images.datasets.synthetic import synthetic
 from moram_avalanche.clip.inject import inject_moram
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.layers.base import find_layers
-from moram_avalanche.layers.moram import MoRAMLinear
+from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
 from moram_avalanche.models import CLIPClassifier
-from moram_avalanche.strategies.builtins import BUILTINS
+from moram_avalanche.strategies.clip.builtins import BUILTINS
 from moram_avalanche.strategies.plugins import IterationBudget, MoRAMPlugin
 from moram_avalanche.strategies.registry import get_strategy
 

@@ -4,7 +4,7 @@ import pytest
 from avalanche.training.plugins import EvaluationPlugin
 
 from moram_avalanche.strategies import options as options_module
-from moram_avalanche.strategies.moram import MoRAM
+from moram_avalanche.strategies.clip.moram import MoRAM
 from moram_avalanche.strategies.registry import get_strategy
 
 

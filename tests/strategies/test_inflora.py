@@ -11,7 +11,7 @@ from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 
 from moram_avalanche.layers.base import find_layers
-from moram_avalanche.benchmarks.synthetic import synthetic
+from moram_avalanche.benchmarks.images.datasets.synthetic import synthetic
 from moram_avalanche.clip.towers import blocks
 from moram_avalanche.algorithms.dualgpm import DualGPM
 from moram_avalanche.layers.lora import LoRALinear

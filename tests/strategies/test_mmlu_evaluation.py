@@ -8,9 +8,9 @@ import torch
 
 pytest.importorskip("lm_eval")
 
-from moram_avalanche.benchmarks.mmlu import local_tasks, mmlu_folder  # noqa: E402
+from moram_avalanche.benchmarks.text.mmlu import local_tasks, mmlu_folder  # noqa: E402
 from moram_avalanche.models.language_model import LanguageModel  # noqa: E402
-from moram_avalanche.strategies.plugins.mmlu_evaluation import MMLUEvaluation  # noqa: E402
+from moram_avalanche.strategies.text.plugins.mmlu_evaluation import MMLUEvaluation  # noqa: E402
 from moram_avalanche.text.tiny import tiny_language_model, word_tokenizer  # noqa: E402
 
 # answers A A A A B B C D: a model that always picks one letter scores 50, 25 or 12.5, so agreeing

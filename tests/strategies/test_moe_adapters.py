@@ -12,16 +12,16 @@ from torch import nn
 
 from moram_avalanche.layers.base import find_layers
 from moram_avalanche.layers.moe_adapter import MoEAdapterMixture
-from moram_avalanche.benchmarks.domains import SPECS
-from moram_avalanche.benchmarks.reference_sets import synthetic_reference
-from moram_avalanche.benchmarks.synthetic import synthetic
+from moram_avalanche.benchmarks.images.datasets.domains import SPECS
+from moram_avalanche.benchmarks.images.datasets.reference_sets import synthetic_reference
+from moram_avalanche.benchmarks.images.datasets.synthetic import synthetic
 from moram_avalanche.layers.moe_adapter import num_routers, routing
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.experiments.runner import run_stream
 from moram_avalanche.clip.block_taps import inject_moe_adapters
 from moram_avalanche.algorithms.schedules import MOE_FEWSHOT_MTIL_LR, MOE_FULLSHOT_MTIL_LR
 from moram_avalanche.strategies import MoEAdapters, ZeroShot, get_strategy
-from moram_avalanche.strategies.base import EVAL_BATCH_FACTOR
+from moram_avalanche.strategies.clip.loop import EVAL_BATCH_FACTOR
 
 from conftest import TINY_CONFIG
 

@@ -7,7 +7,7 @@ import torch
 from avalanche.training.plugins import EvaluationPlugin
 
 from moram_avalanche.layers.base import find_layers
-from moram_avalanche.layers.moram import MoRAMLinear
+from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
 from moram_avalanche.strategies import MoRAM
 from moram_avalanche.strategies.plugins.moram import MoRAMPlugin
 

@@ -6,7 +6,7 @@ import open_clip
 import pytest
 from avalanche.training.plugins import EWCPlugin
 
-from moram_avalanche.experiments.demo import TINY_CONFIG
+from moram_avalanche.experiments.clip.demo import TINY_CONFIG
 from moram_avalanche.strategies import MoRAM
 from moram_avalanche.strategies.registry import get_strategy
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from avalanche.training.plugins import EvaluationPlugin
 
-from moram_avalanche.benchmarks.synthetic import synthetic
+from moram_avalanche.benchmarks.images.datasets.synthetic import synthetic
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.strategies import STRATEGIES, RAILDual, RAILPrimal, ZeroShot
 

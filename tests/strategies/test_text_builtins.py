@@ -85,7 +85,7 @@ def quadprog_or_identity(monkeypatch):
     try:
         import quadprog  # noqa: F401
     except ImportError:
-        from moram_avalanche.strategies.plugins.text_avalanche import TextGEMPlugin
+        from moram_avalanche.strategies.text.plugins.avalanche import TextGEMPlugin
 
         monkeypatch.setattr(TextGEMPlugin, "solve_quadprog", lambda self, g: g.detach().cpu().clone())
 
@@ -96,7 +96,7 @@ def quadprog_or_identity(monkeypatch):
 def test_avalanche_strategies_run_three_tasks_on_text(name, family, monkeypatch, one_thread):
     from avalanche import training
 
-    from moram_avalanche.strategies.text_loop import TextStrategy
+    from moram_avalanche.strategies.text.loop import TextStrategy
 
     quadprog_or_identity(monkeypatch)
     bench = benchmark()
@@ -119,8 +119,8 @@ def test_defaults_options_and_registry():
     from avalanche.training import EWC
 
     from moram_avalanche.strategies.registry import get_strategy, text_strategies
-    from moram_avalanche.strategies.text_builtins import TextEWC
-    from moram_avalanche.strategies.text_loop import PAPER_TEXT_LOOP
+    from moram_avalanche.strategies.text.builtins import TextEWC
+    from moram_avalanche.strategies.text.loop import PAPER_TEXT_LOOP
 
     assert {f"avalanche.{n}" for n in OPTIONS} <= set(text_strategies())
     cls = get_strategy("avalanche.ewc", family="text")
@@ -150,7 +150,7 @@ def test_defaults_options_and_registry():
 def test_ewc_importances_are_the_token_loss_and_its_penalty_counts_from_task_two(one_thread):
     from torch.utils.data import DataLoader
 
-    from moram_avalanche.strategies.text_loop import collate_text
+    from moram_avalanche.strategies.text.loop import collate_text
 
     bench = benchmark()
     strategy, _, batches = build("avalanche.ewc", "llama", ewc_lambda=1e3)
@@ -209,7 +209,7 @@ def test_replay_buffer_holds_earlier_text_and_replays_it():
 
 def test_moram_with_replay_plugin_on_text():
     from moram_avalanche.layers.base import find_layers
-    from moram_avalanche.layers.moram import MoRAMLinear
+    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
 
     bench = benchmark()
     strategy, matrix, batches = build("moram", "llama", plugins=[ReplayPlugin(mem_size=6)], iterations=4)
@@ -304,7 +304,7 @@ def test_cli_runs_avalanche_ewc_on_synthetic_text(model_folder, tmp_path):
 def test_text_builtins_resume_with_their_plugins_state(tmp_path, monkeypatch):
     """A run stopped after task 1 resumes with EWC's importances of task 1 (Avalanche's checkpoint)."""
     from moram_avalanche.experiments.runner import run_stream
-    from moram_avalanche.strategies.text_builtins import TextEWC
+    from moram_avalanche.strategies.text.builtins import TextEWC
 
     bench = benchmark()
     strategy, _, _ = build("avalanche.ewc", "llama")

@@ -59,7 +59,7 @@ def test_evaluation_takes_the_best_key_among_the_trained_tasks():
 
 
 def test_the_plugin_points_each_experience_at_its_e_prompt_and_adds_the_term():
-    from moram_avalanche.strategies.plugins.dualprompt import DualPromptPlugin
+    from moram_avalanche.strategies.text.plugins.dualprompt import DualPromptPlugin
 
     prefix, plugin = hand_prefix().train(), DualPromptPlugin(0.5)
     strategy = SimpleNamespace(model=SimpleNamespace(prefix=prefix), loss=torch.tensor(2.0),

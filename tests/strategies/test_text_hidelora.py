@@ -38,7 +38,7 @@ def test_the_contrastive_term_by_hand():
 
 def test_the_plugin_adds_the_weighted_terms_of_the_trainable_loras_only():
     from moram_avalanche.layers.lora import LoRALinear
-    from moram_avalanche.strategies.plugins.hidelora import HiDeLoRAPlugin
+    from moram_avalanche.strategies.text.plugins.hidelora import HiDeLoRAPlugin
 
     model = torch.nn.Sequential(LoRALinear(torch.nn.Linear(2, 3), 2), LoRALinear(torch.nn.Linear(2, 3), 2))
     with torch.no_grad():

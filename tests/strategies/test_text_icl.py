@@ -27,8 +27,8 @@ def build(**options):
 def test_draws_are_label_balanced_within_the_budget_and_random():
     import random
 
-    from moram_avalanche.benchmarks.text_stream import TextStreamTask
-    from moram_avalanche.strategies.text_icl import draw_demonstrations
+    from moram_avalanche.benchmarks.text.stream import TextStreamTask
+    from moram_avalanche.strategies.text.icl import draw_demonstrations
 
     # 30 examples, 10 per letter; every fifth prompt is too long for a share of the budget
     pairs = [((f"Q: {'long ' * 40 if i % 5 == 0 else ''}item {i}"), "ABC"[i % 3]) for i in range(30)]
@@ -46,7 +46,7 @@ def test_draws_are_label_balanced_within_the_budget_and_random():
     open_task = TextStreamTask("Py150", open_pairs, open_pairs[:1], metric="code_similarity")
     answers = [a for _, a in draw_demonstrations(open_pairs, open_task, 6, 10 ** 6, words, random.Random(0))]
     assert sorted(answers) == [f"answer {i}" for i in range(4)]  # only four distinct answers exist
-    from moram_avalanche.benchmarks.text_trace import TRACE_ICL
+    from moram_avalanche.benchmarks.text.trace import TRACE_ICL
 
     meeting = TextStreamTask("MeetingBank", open_pairs, open_pairs[:1], metric="rouge_l", icl=TRACE_ICL["MeetingBank"])
     assert draw_demonstrations(open_pairs, meeting, 6, 10 ** 6, words, random.Random(0)) == []
@@ -54,7 +54,7 @@ def test_draws_are_label_balanced_within_the_budget_and_random():
 
 def test_a_trace_prompt_gets_the_releases_layout(tmp_path):
     from moram_avalanche.benchmarks import trace
-    from moram_avalanche.benchmarks.text_trace import ICL_NOTE, TRACE_INSTRUCTIONS
+    from moram_avalanche.benchmarks.text.trace import ICL_NOTE, TRACE_INSTRUCTIONS
 
     instruction = TRACE_INSTRUCTIONS["FOMC"]
     items = [{"prompt": f"{instruction}Text:\nrates {i}\nStance:", "answer": "ABC"[i % 3]} for i in range(12)]
@@ -90,7 +90,7 @@ def test_a_trace_prompt_gets_the_releases_layout(tmp_path):
 
 
 def test_icl_defaults_are_traces_and_bad_values_are_refused():
-    from moram_avalanche.strategies.text_icl import ICL_SHOTS, TextICL
+    from moram_avalanche.strategies.text.icl import ICL_SHOTS, TextICL
 
     strategy, _ = build()
     assert isinstance(strategy, TextICL) and strategy.shots == ICL_SHOTS == 6  # TRACE scripts/ICL.sh

@@ -167,7 +167,7 @@ def test_designed_branch_follows_the_official_formula_and_avoids_the_old_space()
 
 
 def test_threshold_schedule_runs_over_the_streams_tasks_and_state_round_trips():
-    from moram_avalanche.strategies.plugins.text_inflora import TextInfLoRAPlugin
+    from moram_avalanche.strategies.text.plugins.inflora import TextInfLoRAPlugin
 
     strategy, _ = build("inf-lora", "llama")
     for experience in benchmark().train_stream:
@@ -185,9 +185,9 @@ def test_threshold_schedule_runs_over_the_streams_tasks_and_state_round_trips():
 
 
 def test_registered_for_the_text_family_beside_clips_inflora():
-    from moram_avalanche.strategies.inflora import InfLoRA
+    from moram_avalanche.strategies.clip.inflora import InfLoRA
     from moram_avalanche.strategies.registry import get_strategy
-    from moram_avalanche.strategies.text_inflora import TextInfLoRA
+    from moram_avalanche.strategies.text.inflora import TextInfLoRA
 
     assert get_strategy("inf-lora", family="text") is TextInfLoRA
     assert get_strategy("inflora") is InfLoRA

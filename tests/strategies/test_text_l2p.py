@@ -61,7 +61,7 @@ def test_initial_prompts_are_embedding_rows_over_100_and_keys_their_means():
 
 
 def test_the_plugin_subtracts_coef_times_the_pull_term():
-    from moram_avalanche.strategies.plugins.l2p import L2PPlugin
+    from moram_avalanche.strategies.text.plugins.l2p import L2PPlugin
 
     pool = hand_pool()
     plugin = L2PPlugin(0.5)

@@ -42,7 +42,7 @@ def test_adamw_when_asked_and_the_loops_lr_by_default_is_lfpt5s():
     strategy.train(benchmark().train_stream[0])
     assert isinstance(strategy.optimizer, torch.optim.AdamW)
     from moram_avalanche.strategies.options import strategy_parameters
-    from moram_avalanche.strategies.text_lfpt5 import TextLFPT5
+    from moram_avalanche.strategies.text.lfpt5 import TextLFPT5
 
     defaults = {name: p.default for name, p in strategy_parameters(TextLFPT5).items()}
     assert (defaults["lr"], defaults["weight_decay"], defaults["prompt_length"]) == (0.5, 1e-5, 300)
@@ -66,7 +66,7 @@ def _mean_ce(logits, labels):
 
 
 def test_a_step_is_the_weighted_sum_of_its_parts_recomputed_by_hand():
-    from moram_avalanche.strategies.plugins.lfpt5 import LFPT5Plugin
+    from moram_avalanche.strategies.text.plugins.lfpt5 import LFPT5Plugin
     from moram_avalanche.text.lfpt5_prompt import add_tokens
 
     torch.manual_seed(0)
@@ -125,7 +125,7 @@ def _scripted_sampler(label_words):
 
 def test_pseudo_samples_are_parsed_selected_and_trained_on_with_distillation(monkeypatch):
     from moram_avalanche.algorithms.lfpt5 import parse_pseudo, select_pseudo
-    from moram_avalanche.strategies.plugins.lfpt5 import LFPT5Plugin
+    from moram_avalanche.strategies.text.plugins.lfpt5 import LFPT5Plugin
     from avalanche.core import SupervisedPlugin
 
     bench = benchmark()
@@ -266,7 +266,7 @@ def build_from(model):
 
 
 def test_a_killed_run_resumes_to_the_same_matrix_prompt_and_pseudo_samples(tmp_path, monkeypatch):
-    from moram_avalanche.strategies.plugins.lfpt5 import LFPT5Plugin
+    from moram_avalanche.strategies.text.plugins.lfpt5 import LFPT5Plugin
 
     tasks = benchmark().train_stream[0].tasks
     monkeypatch.setattr(LFPT5Plugin, "sample", _scripted_sampler({f"__{t.name}__": t.label_words for t in tasks}))

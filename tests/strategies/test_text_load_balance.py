@@ -105,8 +105,8 @@ class LossAfterPlugins:
 def test_the_strategy_adds_its_coefficient_times_the_term_to_the_loss_once():
     from moram_avalanche.benchmarks import synthetic_text
     from moram_avalanche.layers.base import find_layers
-    from moram_avalanche.layers.moram import MoRAMLinear
-    from moram_avalanche.layers.moram_config import PAPER_LLM
+    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+    from moram_avalanche.layers.moram.layer.config import PAPER_LLM
     from moram_avalanche.text.layer import DropoutBalancedMoRAMLinear
 
     recorder = LossAfterPlugins()
@@ -129,7 +129,7 @@ def test_the_strategy_adds_its_coefficient_times_the_term_to_the_loss_once():
 
 def test_moram_itself_is_unchanged():
     from moram_avalanche.layers.base import find_layers
-    from moram_avalanche.layers.moram import MoRAMLinear
+    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
     from moram_avalanche.text.layer import DropoutMoRAMLinear
 
     strategy = build("moram")
@@ -139,7 +139,7 @@ def test_moram_itself_is_unchanged():
 
 def test_bad_balancing_is_refused_before_the_model_changes():
     from moram_avalanche.layers.base import find_layers
-    from moram_avalanche.layers.moram import MoRAMLinear
+    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
 
     tokenizer = stream_tokenizer()
     model = FAMILIES["t5"](tokenizer, seed=0)

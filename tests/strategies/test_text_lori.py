@@ -115,7 +115,7 @@ def test_lori_s_runs_both_stages_and_keeps_its_mask_through_the_stream():
 def test_lori_s_mask_is_the_magnitude_mask_of_its_dense_stage(monkeypatch):
     """The mask LoRI-S trains under is exactly magnitude_masks of the B its LoRI-D stage left."""
     from moram_avalanche.layers import lori
-    from moram_avalanche.strategies import text_lori
+    from moram_avalanche.strategies.text import lori as text_lori
 
     seen = {}
 
@@ -160,7 +160,7 @@ def test_default_targets_refuse_a_model_without_the_seven_projections():
 
 
 def test_defaults_are_the_codealpaca_scripts():
-    from moram_avalanche.strategies.text_lori import TextLoRIS
+    from moram_avalanche.strategies.text.lori import TextLoRIS
 
     strategy, _ = build("lori-s", "llama", **{"lr": 5e-4})
     assert isinstance(strategy, TextLoRIS)
@@ -181,7 +181,7 @@ def test_each_gradient_is_clipped_on_its_own():
 
 
 def test_the_strategy_clips_every_trained_b_before_each_step(monkeypatch):
-    from moram_avalanche.strategies import text_lori
+    from moram_avalanche.strategies.text import lori as text_lori
 
     calls = []
     monkeypatch.setattr(text_lori, "clip_each_gradient", lambda params, norm: calls.append((len(params), norm)))

@@ -29,8 +29,8 @@ def buffer_of(strategy):
 
 def test_moram_replay_is_moram_with_a_buffer_of_real_samples():
     from moram_avalanche.layers.base import find_layers
-    from moram_avalanche.layers.moram import MoRAMLinear
-    from moram_avalanche.strategies.text_strategies import REPLAY_MEM_SIZE, TextMoRAM
+    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+    from moram_avalanche.strategies.text.moram import REPLAY_MEM_SIZE, TextMoRAM
 
     strategy = build(mem_size=4)
     assert isinstance(strategy, TextMoRAM) and strategy.lean_checkpoints is False

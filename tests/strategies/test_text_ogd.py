@@ -45,7 +45,7 @@ class Tiny(torch.nn.Module):
 
 
 def test_the_projected_step_is_the_hand_computed_one_and_orthogonal_to_the_basis():
-    from moram_avalanche.strategies.plugins.ogd import OGDPlugin
+    from moram_avalanche.strategies.text.plugins.ogd import OGDPlugin
 
     model, plugin = Tiny(), OGDPlugin()
     r = 1 / math.sqrt(2)
@@ -64,7 +64,7 @@ def test_the_projected_step_is_the_hand_computed_one_and_orthogonal_to_the_basis
 
 
 def test_gram_schmidt_by_hand_and_a_vector_in_the_span_adds_nothing():
-    from moram_avalanche.strategies.plugins.ogd import extend_basis
+    from moram_avalanche.strategies.text.plugins.ogd import extend_basis
 
     basis = extend_basis(None, [torch.tensor([3.0, 4.0, 0.0]), torch.tensor([1.0, 1.0, 0.0])])
     # u1 = (0.6, 0.8, 0); (1,1,0) - 1.4 u1 = (0.16, -0.12, 0), norm 0.2 -> (0.8, -0.6, 0)
@@ -83,7 +83,7 @@ class GradientsSeen(SupervisedPlugin):
         self.seen = []
 
     def before_update(self, strategy, **kwargs):
-        from moram_avalanche.strategies.plugins.ogd import flat_grad, trainable
+        from moram_avalanche.strategies.text.plugins.ogd import flat_grad, trainable
 
         params = [p for _, p in trainable(strategy.model)]
         self.seen.append((strategy.clock.train_exp_counter, flat_grad(params, "cpu")))
@@ -142,7 +142,7 @@ def test_bad_gradients_per_task_is_refused_in_one_line(value):
 
 
 def test_a_basis_that_will_not_fit_is_refused_with_its_figures():
-    from moram_avalanche.strategies.plugins.ogd import basis_bytes, check_basis_fits
+    from moram_avalanche.strategies.text.plugins.ogd import basis_bytes, check_basis_fits
 
     assert basis_bytes(1000, 7) == (7 + 3) * 1000 * 4  # the basis, the gradient, its projection, their difference
     check_basis_fits(1000, 7, 1, "cpu", available=10 ** 6)  # 36 kB: fits
@@ -152,7 +152,7 @@ def test_a_basis_that_will_not_fit_is_refused_with_its_figures():
 
 
 def test_a_change_of_trainable_parameters_between_tasks_is_refused():
-    from moram_avalanche.strategies.plugins.ogd import OGDPlugin
+    from moram_avalanche.strategies.text.plugins.ogd import OGDPlugin
 
     model, plugin = Tiny(), OGDPlugin()
     plugin.basis, plugin.names = torch.eye(3)[:1], ["a"]

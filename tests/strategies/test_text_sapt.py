@@ -59,7 +59,7 @@ def test_each_task_trains_its_block_its_key_and_the_shared_query_only(pseudo):
 
 def test_the_reflection_term_reads_the_earlier_tasks_pseudo_samples_and_trains_the_router_only(pseudo):
     from moram_avalanche.layers.sapt import reflection_loss
-    from moram_avalanche.strategies.plugins.sapt import token_embeddings
+    from moram_avalanche.strategies.text.plugins.sapt import token_embeddings
 
     strategy, _ = build("sapt", pseudo_data_root=str(pseudo))
     bench = benchmark()
@@ -152,9 +152,9 @@ def test_bad_options_are_refused_in_one_line(tmp_path):
 
 
 def test_the_pseudo_sample_reader(tmp_path):
-    from moram_avalanche.benchmarks.superni_pseudo import (check_pseudo_data, pseudo_data_line, pseudo_root_beside,
+    from moram_avalanche.benchmarks.text.superni_pseudo import (check_pseudo_data, pseudo_data_line, pseudo_root_beside,
                                                            read_pseudo_prompts)
-    from moram_avalanche.benchmarks.text_superni import superni_prompt
+    from moram_avalanche.benchmarks.text.superni import superni_prompt
 
     repository = tmp_path / "SAPT"
     (repository / "CL_Benchmark" / "SuperNI").mkdir(parents=True)

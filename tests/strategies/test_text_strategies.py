@@ -74,9 +74,9 @@ def test_three_tasks_end_to_end(name, family):
 
 
 def test_registry_keeps_clip_by_default_and_names_families():
-    from moram_avalanche.strategies.base import CLIPStrategy
+    from moram_avalanche.strategies.clip.loop import CLIPStrategy
     from moram_avalanche.strategies.registry import get_strategy
-    from moram_avalanche.strategies.text_loop import TextStrategy
+    from moram_avalanche.strategies.text.loop import TextStrategy
 
     assert issubclass(get_strategy("moram"), CLIPStrategy)
     assert issubclass(get_strategy("moram", family="text"), TextStrategy)
@@ -101,7 +101,7 @@ def test_options_checked_before_the_model_changes():
 
 def test_moram_atoms_of_task_one_bit_identical_after_task_two():
     from moram_avalanche.layers.base import find_layers
-    from moram_avalanche.layers.moram import MoRAMLinear
+    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
 
     bench = benchmark()
     strategy, _ = build("moram", "t5")
@@ -146,7 +146,7 @@ def test_inc_lora_frozen_adapters_unchanged_after_next_task():
 
 
 def test_olora_adds_its_terms_to_the_loss():
-    from moram_avalanche.strategies.plugins.olora import OLoRAPlugin
+    from moram_avalanche.strategies.text.plugins.olora import OLoRAPlugin
 
     bench = benchmark()
     strategy, _ = build("o-lora", "t5", lambda_orth=0.5, lambda_l2=0.1)
@@ -252,7 +252,7 @@ def test_graded_metrics_fill_the_matrix_with_each_tasks_metric(tmp_path):
     from avalanche.training.plugins import EvaluationPlugin
 
     from moram_avalanche.benchmarks import trace
-    from moram_avalanche.benchmarks.text_metrics import TEXT_METRICS
+    from moram_avalanche.benchmarks.text.metrics import TEXT_METRICS
     from moram_avalanche.experiments.metrics import AccuracyMatrix
     from moram_avalanche.strategies.registry import get_strategy
     from moram_avalanche.text.tiny import tiny_language_model, word_tokenizer
@@ -319,7 +319,7 @@ def test_gradient_accumulation_equals_one_larger_batch():
 
 
 def test_accumulation_flushes_a_short_last_cycle_as_its_mean():
-    from moram_avalanche.strategies.plugins.accumulation import AccumulatedSteps
+    from moram_avalanche.strategies.text.plugins.accumulation import AccumulatedSteps
 
     param = torch.nn.Parameter(torch.zeros(1))
     optimizer = AccumulatedSteps(torch.optim.SGD([param], lr=1.0), 3)

@@ -162,7 +162,7 @@ def set_downs(model, *rows):
 
 
 def test_a_step_of_the_plugin_by_hand():
-    from moram_avalanche.strategies.plugins.treelora import TreeLoRAPlugin
+    from moram_avalanche.strategies.text.plugins.treelora import TreeLoRAPlugin
 
     model, plugin = lora_model(), TreeLoRAPlugin(reg=0.5, search="greedy", seed=0)
     strategy = SimpleNamespace(model=model, dataloader=[None, None], loss=None)  # T = 2 minibatches per epoch
@@ -204,7 +204,7 @@ def test_a_step_of_the_plugin_by_hand():
 
 
 def test_reg_zero_is_seqlora_and_stores_nothing():
-    from moram_avalanche.strategies.plugins.treelora import TreeLoRAPlugin
+    from moram_avalanche.strategies.text.plugins.treelora import TreeLoRAPlugin
 
     model, plugin = lora_model(), TreeLoRAPlugin(reg=0)
     strategy = SimpleNamespace(model=model, dataloader=[None], loss=torch.tensor(1.0))

@@ -54,7 +54,7 @@ def test_text_strategy_names_and_missing_model_are_one_line_errors(model_folder,
 
 def release_tree(root, tasks):
     """A fake of the release's LLM-CL-Benchmark_500 layout for ``tasks``: <Task>/{train,eval,test,labels}.json."""
-    from moram_avalanche.benchmarks.text_tasks import TASKS
+    from moram_avalanche.benchmarks.text.tasks import TASKS
 
     for name in tasks:
         folder = root / TASKS[name].folders[-1]
@@ -68,7 +68,7 @@ def release_tree(root, tasks):
 
 
 def test_compare_lm_cl_order_1_from_a_data_root(model_folder, tmp_path):
-    from moram_avalanche.benchmarks.text_tasks import ORDERS
+    from moram_avalanche.benchmarks.text.tasks import ORDERS
 
     root = release_tree(tmp_path / "LLM-CL-Benchmark_500", ORDERS[1])
     out = tmp_path / "out"

@@ -77,7 +77,7 @@ from moram_avalanche.algorithms.data_parallel import is_sharded, rank
 from moram_avalanche.algorithms.fsdp import weight_bytes
 from moram_avalanche.cli import build_parser
 from moram_avalanche.experiments.distributed import start_processes
-from moram_avalanche.experiments.loaders import text_model_loader
+from moram_avalanche.experiments.text.loaders import text_model_loader
 from moram_avalanche.text.inject import add_task, inject_moram
 
 model_folder, out = sys.argv[1], sys.argv[2]

@@ -45,9 +45,9 @@ def build(name, model, tokenizer, **options):
 def test_trace_adapts_query_key_value_and_output_of_llama_and_gemma(architecture):
     from tiny_text import word_tokenizer
 
-    from moram_avalanche.experiments.text_recipes import stream_options
+    from moram_avalanche.experiments.text.recipes import stream_options
     from moram_avalanche.layers.lora import LoRALinear
-    from moram_avalanche.layers.moram import MoRAMLinear
+    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
     from moram_avalanche.layers.task_lora import TaskLoRALinear
     from moram_avalanche.text.load import prepare_tokenizer
 
@@ -76,8 +76,8 @@ def test_the_loop_passes_the_releases_decoding_and_each_tasks_prompt_cut(tmp_pat
     keeps their end, evaluated by the loop with TRACE's stream options on a tiny LLaMA."""
     from avalanche.training.plugins import EvaluationPlugin
 
-    from moram_avalanche.benchmarks.text_stream import TextStreamTask, text_benchmark
-    from moram_avalanche.experiments.text_recipes import stream_options
+    from moram_avalanche.benchmarks.text.stream import TextStreamTask, text_benchmark
+    from moram_avalanche.experiments.text.recipes import stream_options
     from moram_avalanche.text.tiny import tiny_language_model, word_tokenizer
 
     words = [f"w{i}" for i in range(12)]
@@ -101,7 +101,7 @@ def test_the_loop_passes_the_releases_decoding_and_each_tasks_prompt_cut(tmp_pat
 
 
 def test_traces_full_fine_tuning_rows_train_at_its_rate_and_epochs():
-    from moram_avalanche.experiments.text_recipes import stream_options
+    from moram_avalanche.experiments.text.recipes import stream_options
 
     # BeyonderXX/TRACE scripts/train_seq_cl.sh: --learning_rate 1e-5 --num_train_epochs 5,3,7,5,3,5,5,7
     epochs = dict(zip(("C-STANCE", "FOMC", "MeetingBank", "Py150", "ScienceQA", "NumGLUE-cm", "NumGLUE-ds",
@@ -141,8 +141,8 @@ def test_gem_refuses_a_gradient_store_that_does_not_fit_with_the_figures(monkeyp
 
 
 def test_dry_runs_print_every_changed_setting_with_its_source():
-    from moram_avalanche.experiments.reproduce_text import TextReproduceSettings, get_text_table, plan_text
-    from moram_avalanche.experiments.text_recipes import describe, stream_settings, table_settings
+    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings, get_text_table, plan_text
+    from moram_avalanche.experiments.text.recipes import describe, stream_settings, table_settings
 
     for table in ("trace", "t5-standard", "t5-long"):
         spec = get_text_table(table)
@@ -168,7 +168,7 @@ def test_dry_runs_print_every_changed_setting_with_its_source():
 
 
 def test_t5_long_runs_olora_with_its_per_task_lambdas_and_mnli_epochs():
-    from moram_avalanche.experiments.reproduce_text import TEXT_TABLES, TextReproduceSettings, method_runs, run_options
+    from moram_avalanche.experiments.text.reproduce import TEXT_TABLES, TextReproduceSettings, method_runs, run_options
 
     settings = TextReproduceSettings()
     long_run = method_runs(TEXT_TABLES["t5-long"], "O-LoRA", settings)[0]
@@ -183,7 +183,7 @@ def test_t5_long_runs_olora_with_its_per_task_lambdas_and_mnli_epochs():
 
 
 def test_a_run_folder_made_before_the_prefix_is_not_resumed():
-    from moram_avalanche.experiments.reproduce_text import TEXT_TABLES, TextReproduceSettings, method_runs, run_settings
+    from moram_avalanche.experiments.text.reproduce import TEXT_TABLES, TextReproduceSettings, method_runs, run_settings
 
     settings = TextReproduceSettings()
     spec = TEXT_TABLES["t5-standard"]
@@ -201,8 +201,8 @@ def test_gemma_is_in_the_release_target_table():
 
 
 def test_a_row_the_package_cannot_run_says_why_and_a_run_row_not_yet_run_shows_the_papers_number(tmp_path):
-    from moram_avalanche.experiments.reproduce_report import table_markdown
-    from moram_avalanche.experiments.reproduce_text import TEXT_TABLES, TextReproduceSettings, table_result
+    from moram_avalanche.experiments.paper.report import table_markdown
+    from moram_avalanche.experiments.text.reproduce import TEXT_TABLES, TextReproduceSettings, table_result
 
     result = table_result(TEXT_TABLES["trace"], TextReproduceSettings(out=str(tmp_path)))
     rows = {r.method: r for r in result.rows if r.block == "LLaMA-2-7B-Chat"}
@@ -226,7 +226,7 @@ def test_a_row_the_package_cannot_run_says_why_and_a_run_row_not_yet_run_shows_t
 
 
 def test_l2p_runs_traces_l2p_settings_on_trace_and_the_tables_loop_elsewhere():
-    from moram_avalanche.experiments.text_recipes import stream_options, stream_settings
+    from moram_avalanche.experiments.text.recipes import stream_options, stream_settings
 
     options = stream_options("trace", "l2p")
     # BeyonderXX/TRACE training/main.py (pool 10, length 5), model/Dynamic_network/L2P.py (top 3, 0.5),

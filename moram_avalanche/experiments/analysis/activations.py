@@ -3,7 +3,7 @@
 The mixture weight of atom ``i`` on a token ``x`` is the ``w_i`` of the layer's routing
 (method reference, steps 2-5: ``s = p / ||p||``, top-k, ``softmax(s / tau)``, and at inference
 the gate ``s_i >= delta``), 0 for atoms not kept. :func:`mixture_weights` asks the layer itself
-(:meth:`~moram_avalanche.layers.moram.MoRAMLinear.mixture`, the same routing its forward
+(:meth:`~moram_avalanche.layers.moram.layer.MoRAMLinear.mixture`, the same routing its forward
 runs), so what is drawn is what the model computes. :func:`layer_activations` runs the model
 on a batch of images (or prompts) and returns, for one layer, the weights of every atom on
 every token of every sample: the paper's atoms x tokens maps, and, averaged over tokens and
@@ -18,7 +18,7 @@ from typing import Iterator, List, NamedTuple
 import torch
 from torch import nn
 
-from ...layers.moram import MoRAMLinear
+from ...layers.moram.layer import MoRAMLinear
 
 
 def mixture_weights(layer: MoRAMLinear, tokens: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from ...layers.base import find_layers, load_adapter_state_dict
-from ...layers.moram import MoRAMLinear
+from ...layers.moram.layer import MoRAMLinear
 from .records import TRANSPOSED_BANKS, RunRecord
 
 

@@ -1,7 +1,7 @@
 """How many atoms carry the activation mass (paper Figs. 9-11) -- from the run's records alone.
 
 While a task trains, every MoRAM layer adds each token's mixture weights to its atoms'
-activation mass (:meth:`~moram_avalanche.layers.moram.MoRAMLinear.start_recording`;
+activation mass (:meth:`~moram_avalanche.layers.moram.layer.MoRAMLinear.start_recording`;
 :class:`~moram_avalanche.strategies.plugins.moram.MoRAMPlugin` keeps it per task). The
 *cumulative* mass of an atom is the sum of what it received over every task it took part in
 (the tasks after the one that added it included: old atoms keep being routed to). After all

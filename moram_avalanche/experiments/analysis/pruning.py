@@ -52,7 +52,7 @@ def pruning_rows(record: RunRecord, hypothetical: bool = False,
 
     ``hypothetical=False``: what the run's pruning did (from what it recorded as dropped).
     ``hypothetical=True``: what keeping ``share`` of each task's recorded mass among its new
-    atoms would keep (the rule of :meth:`~moram_avalanche.layers.moram.MoRAMLinear.prune`).
+    atoms would keep (the rule of :meth:`~moram_avalanche.layers.moram.layer.MoRAMLinear.prune`).
     """
     if not hypothetical and not pruned(record):
         raise ValueError(f"{record.log_dir} was not pruned (prune_mass=None); pass hypothetical=True "

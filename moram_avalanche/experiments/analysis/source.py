@@ -23,8 +23,8 @@ from torch import nn
 from ...clip.attention import split_attention
 from ...clip.inject import replace_linears
 from ...layers.base import find_layers
-from ...layers.moram import MoRAMLinear
-from ...layers.moram_variants import moram_layer
+from ...layers.moram.layer import MoRAMLinear
+from ...layers.moram.variants import moram_layer
 from ..record import RECORD_NAME, read_record, weights_checksum
 from .banks import check_model_layers, install_banks
 from .records import RunRecord, parse_layer_name
@@ -113,7 +113,7 @@ def load_run_model(settings: RunSettings, device="cpu"):
     import torch
 
     from ...clip.load import load_clip
-    from ..demo import TINY_NAME, DemoConfig, pretrained_tiny_clip, register_tiny_clip
+    from ..clip.demo import TINY_NAME, DemoConfig, pretrained_tiny_clip, register_tiny_clip
     from ..demos import default_cache_dir
 
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
@@ -143,7 +143,7 @@ def load_run_model(settings: RunSettings, device="cpu"):
 def load_run_benchmark(settings: RunSettings, train_transform, eval_transform):
     """The run's benchmark, built with the model's transforms."""
     if settings.benchmark == "synthetic-demo":
-        from ...benchmarks.synthetic import synthetic
+        from ...benchmarks.images.synthetic import synthetic
 
         return synthetic(train_transform=train_transform, eval_transform=eval_transform, **settings.stream)
     from ...benchmarks import get_benchmark

@@ -136,7 +136,7 @@ class RandomImages(torch.utils.data.Dataset):
 
 def random_stream(tasks: int, classes: int, train_images: int, test_images: int, image_size, seed: int = 0):
     """An X-TAIL-like benchmark of random images: ``tasks`` domains of ``classes`` classes each."""
-    from ...benchmarks.clip_benchmark import Domain, clip_benchmark
+    from ...benchmarks.images.clip_benchmark import Domain, clip_benchmark
 
     domains = [Domain(f"task{t + 1}", tuple(f"class {c + 1} of task {t + 1}" for c in range(classes)),
                       "a photo of a {}.") for t in range(tasks)]
@@ -191,7 +191,7 @@ def _build(name: str, model, tokenizer, plugins: list, options: CostOptions, ima
     from avalanche.training.plugins import EvaluationPlugin
 
     from ...strategies.registry import get_strategy
-    from ..recipes import cost_options
+    from ..clip.recipes import cost_options
 
     cls = get_strategy(name)
     needs = cls.needs
@@ -212,7 +212,7 @@ def _build(name: str, model, tokenizer, plugins: list, options: CostOptions, ima
 
 def _measure_one(name: str, options: CostOptions, bar) -> dict:
     from ...clip.load import load_clip
-    from ..demo import register_tiny_clip
+    from ..clip.demo import register_tiny_clip
     from ..demos import default_cache_dir
     from ..runner import prepare_plugins
 

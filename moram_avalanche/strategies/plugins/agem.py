@@ -12,7 +12,7 @@ uninterrupted run draws. Memory and projection are Avalanche's.
 
 :func:`checkpointable_agem` re-classes the ``AGEMPlugin`` an ``AGEM`` strategy built for itself
 (the same instance and arguments); the text loop's
-:class:`~moram_avalanche.strategies.plugins.text_avalanche.TextAGEMPlugin` derives from it.
+:class:`~moram_avalanche.strategies.text.plugins.avalanche.TextAGEMPlugin` derives from it.
 """
 
 from __future__ import annotations

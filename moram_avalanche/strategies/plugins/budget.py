@@ -28,7 +28,7 @@ class IterationBudget(SupervisedPlugin, supports_distributed=True):
     """Train every experience for exactly ``iterations`` minibatches (one "epoch").
 
     The budget of the MoRAM release (``iterations`` per task, cycling small datasets), for
-    :class:`~moram_avalanche.strategies.base.CLIPStrategy` (which attaches it) and Avalanche's
+    :class:`~moram_avalanche.strategies.clip.loop.CLIPStrategy` (which attaches it) and Avalanche's
     own strategies alike, whose loops run epochs over the data loader: in ``before_training_epoch`` -- after every ``before_training_exp``, so
     after a ``ReplayPlugin`` or ``GDumbPlugin`` installed its loader -- the strategy's loader is
     replaced by exactly ``iterations`` of its batches. The strategy must train one epoch per

@@ -30,7 +30,7 @@ class DataParallel(SupervisedPlugin, supports_distributed=True):
       (:func:`padded_eval_batches`) whose output and minibatch are emptied after the forward
       pass, before any metric reads them.
 
-    Training data is sharded by the strategy's loader: :class:`~moram_avalanche.strategies.base.CLIPStrategy`
+    Training data is sharded by the strategy's loader: :class:`~moram_avalanche.strategies.clip.loop.CLIPStrategy`
     splits every global batch (:class:`~moram_avalanche.algorithms.data_parallel.ShardedBatches`);
     Avalanche's strategies use Avalanche's distributed sampler. Without a process group
     (one process) the plugin does nothing.

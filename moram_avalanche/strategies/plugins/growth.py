@@ -10,7 +10,7 @@ optimizer right after it (``make_optimizer``: Avalanche's ``update_optimizer`` a
 parameters and swaps replaced ones), so that the optimizer holds whatever was added before
 (Avalanche ``training/templates/base_sgd.py``, ``models/dynamic_optimizers.py``). Every
 growing adapter of the package grows at the last data step, ``after_train_dataset_adaptation``,
-through this class -- the same way in :class:`~moram_avalanche.strategies.base.CLIPStrategy`
+through this class -- the same way in :class:`~moram_avalanche.strategies.clip.loop.CLIPStrategy`
 and in Avalanche's own strategies (``Naive(model=CLIPClassifier(clip, tokenizer), ...,
 plugins=[MoRAMPlugin()])``):
 

@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader
 
 from ...algorithms.covariance import input_covariances
 from ...algorithms.dualgpm import LAMBDA_B, LAMBDA_E, DualGPM, design_down_projection, threshold
-from ...benchmarks.clip_benchmark import domain_of
+from ...benchmarks.images.clip_benchmark import domain_of
 from ...layers.lora import LoRALinear
 from .growth import GrowthPlugin
 
@@ -53,7 +53,7 @@ class InfLoRAPlugin(GrowthPlugin, supports_distributed=True):
 
     The steps are methods a model family overrides where it differs (:meth:`covariances`,
     :meth:`install`, :meth:`finish`, :meth:`stream_tasks`, :meth:`experience_name`; the language
-    models' :class:`~moram_avalanche.strategies.plugins.text_inflora.TextInfLoRAPlugin`), while
+    models' :class:`~moram_avalanche.strategies.text.plugins.inflora.TextInfLoRAPlugin`), while
     :meth:`design` and :meth:`remember` hold the method's math, once.
 
     Attributes:

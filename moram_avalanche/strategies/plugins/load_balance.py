@@ -8,7 +8,7 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 from ...layers.base import find_layers
-from ...layers.moram_variants import BALANCE_FORMS, MoRAMAblationLinear
+from ...layers.moram.variants import BALANCE_FORMS, MoRAMAblationLinear
 
 #: the load-balancing coefficient: Switch Transformer's alpha, 0.01 (Fedus et al. 2022, section
 #: 2.2); the MoRAM paper gives none
@@ -19,7 +19,7 @@ class LoadBalancePlugin(SupervisedPlugin, supports_distributed=True):
     """Adds ``coef * mean over layers of the load-balancing term`` to the training loss.
 
     Before each experience every
-    :class:`~moram_avalanche.layers.moram_variants.MoRAMAblationLinear` is set to record its
+    :class:`~moram_avalanche.layers.moram.variants.MoRAMAblationLinear` is set to record its
     term (``load_balance = form``) on every training forward; a layer called more than once in
     an iteration contributes the mean of its terms. The sum is added in ``before_backward``, after the
     strategy's criterion.
@@ -27,8 +27,8 @@ class LoadBalancePlugin(SupervisedPlugin, supports_distributed=True):
     Args:
         coef: the coefficient (default :data:`SWITCH_ALPHA`, Switch Transformer's alpha).
         form: ``"release"`` (default;
-            :func:`~moram_avalanche.layers.moram_variants.release_balance_term`) or ``"switch"``
-            (:func:`~moram_avalanche.layers.moram_variants.balance_term`).
+            :func:`~moram_avalanche.layers.moram.variants.release_balance_term`) or ``"switch"``
+            (:func:`~moram_avalanche.layers.moram.variants.balance_term`).
 
     Attributes:
         last_term: the (detached) mean term of the last iteration, for logging.

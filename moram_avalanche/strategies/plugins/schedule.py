@@ -16,7 +16,7 @@ class IterationSchedule(SupervisedPlugin, supports_distributed=True):
 
     The schedule of the CLIP continual-learning codebases (cosine with optional linear
     warm-up, :func:`~moram_avalanche.algorithms.schedules.cosine_lr_factor`, set every
-    iteration and restarted every task), for :class:`~moram_avalanche.strategies.base.CLIPStrategy`
+    iteration and restarted every task), for :class:`~moram_avalanche.strategies.clip.loop.CLIPStrategy`
     and Avalanche's own strategies alike: in ``before_training_exp`` -- after the strategy built
     or updated the experience's optimizer (``make_optimizer``) -- a ``LambdaLR`` over
     ``strategy.optimizer`` starts at step 0 of the base rates (``initial_lr`` of a kept

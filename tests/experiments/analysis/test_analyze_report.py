@@ -98,11 +98,11 @@ def test_cli_analyze_rebuilds_the_model_and_data_a_run_recorded(tmp_path, capsys
     """A MoRAM run on the synthetic stream, recorded as ``run`` records it, analysed by name only."""
     from avalanche.training.plugins import EvaluationPlugin
 
-    from moram_avalanche.benchmarks.synthetic import synthetic
+    from moram_avalanche.benchmarks.images.datasets.synthetic import synthetic
     from moram_avalanche.clip.load import load_clip
     from moram_avalanche.experiments.analysis.source import weights_checksum
     from moram_avalanche.experiments.record import read_record, write_record
-    from moram_avalanche.experiments.demo import register_tiny_clip
+    from moram_avalanche.experiments.clip.demo import register_tiny_clip
     from moram_avalanche.experiments.runner import run_stream
     from moram_avalanche.strategies import MoRAM
 

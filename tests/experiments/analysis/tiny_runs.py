@@ -17,7 +17,7 @@ from moram_avalanche.benchmarks import Domain, clip_benchmark
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.experiments.runner import run_stream
 from moram_avalanche.layers.base import adapter_state_dict, find_layers
-from moram_avalanche.layers.moram import MoRAMLinear
+from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
 from moram_avalanche.strategies import MoRAM
 
 from conftest import STREAM_CLASSES, TINY_CONFIG, TensorDomain

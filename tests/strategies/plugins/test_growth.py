@@ -6,7 +6,7 @@ from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 
 from moram_avalanche.layers.base import GrowingAdapter, find_layers
-from moram_avalanche.layers.moram import MoRAMLinear
+from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
 from moram_avalanche.strategies import FineTune, InfLoRA, MoEAdapters, MoELoRA, MoRAM
 from moram_avalanche.strategies.plugins.growth import GrowthPlugin
 

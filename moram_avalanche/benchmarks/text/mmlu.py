@@ -1,0 +1,90 @@
+"""MMLU (Hendrycks et al. 2021) for lm-evaluation-harness: the out-of-domain columns of the
+CodeAlpaca table (``tab:llm_ood_main``: MMLU accuracy after fine-tuning on code).
+
+Two ways to the questions, both scored by ``lm-eval``'s own multiple-choice loglikelihood
+(:class:`~moram_avalanche.strategies.text.plugins.mmlu_evaluation.MMLUEvaluation`):
+
+* ``lm-eval``'s registered tasks (``mmlu``, ``mmlu_<subject>``: the Hugging Face dataset
+  ``cais/mmlu``, found in the Hugging Face cache or downloaded);
+* a local copy in the authors' layout (hendrycks/test ``data.tar``: ``data/test/<subject>_test.csv``
+  and ``data/dev/<subject>_dev.csv``, no header, columns question, A, B, C, D, answer letter), for
+  which :func:`local_tasks` writes one ``lm-eval`` task configuration per subject with the prompt
+  of ``lm-eval``'s own MMLU template (``lm_eval/tasks/mmlu/default/_default_template_yaml``:
+  question, the four lettered options, "Answer:"; choices A-D; few-shot examples from dev, first n).
+
+Pure Python: nothing here imports ``lm-eval`` (only the plugin does, when it runs).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+#: the columns of a hendrycks MMLU CSV file
+COLUMNS = ("question", "A", "B", "C", "D", "answer")
+#: lm-eval's MMLU prompt (lm_eval/tasks/mmlu/default/_default_template_yaml), over the CSV's columns
+PROMPT = "{{question.strip()}}\nA. {{A}}\nB. {{B}}\nC. {{C}}\nD. {{D}}\nAnswer:"
+LETTERS = ("A", "B", "C", "D")
+#: where a local copy's ``test`` and ``dev`` folders are looked for under a root, in order
+PLACES = ("data", ".", "mmlu/data", "mmlu")
+
+
+def mmlu_folder(root) -> Optional[Path]:
+    """The folder holding ``test/`` (and ``dev/``) of a local MMLU copy under ``root``, or None."""
+    root = Path(root).expanduser()
+    for place in PLACES:
+        folder = root / place
+        if (folder / "test").is_dir() and any((folder / "test").glob("*_test.csv")):
+            return folder
+    return None
+
+
+def local_subjects(folder) -> Dict[str, Tuple[Path, Optional[Path]]]:
+    """``{subject: (test csv, dev csv or None)}`` of a local copy (:func:`mmlu_folder`)."""
+    folder = Path(folder)
+    found = {}
+    for test in sorted((folder / "test").glob("*_test.csv")):
+        subject = test.name[: -len("_test.csv")]
+        dev = folder / "dev" / f"{subject}_dev.csv"
+        found[subject] = (test, dev if dev.is_file() else None)
+    return found
+
+
+def local_tasks(folder, subjects: Optional[Sequence[str]] = None) -> List[dict]:
+    """One ``lm-eval`` task configuration (a dict ``simple_evaluate`` takes) per subject of a local
+    copy; ``subjects``: a selection (None: every one found). An unknown subject is a ValueError
+    naming the ones found."""
+    found = local_subjects(folder)
+    if not found:
+        raise ValueError(f"no MMLU subject under {folder}: expected test/<subject>_test.csv (hendrycks/test data.tar)")
+    wanted = list(found) if subjects is None else list(subjects)
+    unknown = [s for s in wanted if s not in found]
+    if unknown:
+        raise ValueError(f"MMLU subject(s) {unknown} not under {folder}; found: {', '.join(found)}")
+    tasks = []
+    for subject in wanted:
+        test, dev = found[subject]
+        files = {"test": str(test), **({"dev": str(dev)} if dev else {})}
+        task = {"task": f"mmlu_local_{subject}", "dataset_path": "csv",
+                "dataset_kwargs": {"data_files": files, "column_names": list(COLUMNS)},
+                "test_split": "test", "output_type": "multiple_choice", "doc_to_text": PROMPT,
+                "doc_to_choice": list(LETTERS), "doc_to_target": "{{['A', 'B', 'C', 'D'].index(answer.strip())}}",
+                "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}]}
+        if dev:
+            task.update(fewshot_split="dev", fewshot_config={"sampler": "first_n"})
+        tasks.append(task)
+    return tasks
+
+
+def lm_eval_available() -> Optional[str]:
+    """None when ``lm-eval`` can be imported, else the one-line fix."""
+    try:
+        import lm_eval  # noqa: F401
+    except ImportError:
+        return ("MMLU needs lm-evaluation-harness: pip install 'moram-avalanche[mmlu]' -c constraints.txt "
+                "(or pip install lm-eval==0.4.13)")
+    return None
+
+
+__all__ = ["COLUMNS", "LETTERS", "PLACES", "PROMPT", "lm_eval_available", "local_subjects", "local_tasks",
+           "mmlu_folder"]

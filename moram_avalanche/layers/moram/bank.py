@@ -1,0 +1,535 @@
+"""The atom bank of a MoRAM layer as plain state: frozen rows in buffers, the current task's rows in parameters.
+
+A bank of ``R`` rank-1 atoms is keys ``A`` ``[R, d_in]`` and values ``B`` ``[R, d_out]`` (one row
+per atom, frozen atoms first, in insertion order). :class:`MoRAMBank` keeps
+
+* ``frozen_keys`` ``[F, d_in]`` and ``frozen_values`` ``[F, d_out]``: buffers, every atom of the
+  tasks before the current one;
+* ``new_keys`` ``[r, d_in]`` and ``new_values`` ``[r, d_out]``: ``nn.Parameter`` objects, the
+  current task's atoms (None when the bank is frozen);
+* ``atom_task`` ``[R]``: the expansion (task) that added each atom; ``atom_mass`` and
+  ``atom_hits`` ``[R]``: the activation statistics recorded for pruning.
+
+The storage is one mixin, :class:`AtomStore`, kept by two hosts:
+
+* :class:`MoRAMBank` -- the bank of a layer over one frozen ``nn.Linear`` (``self.base``), the
+  base of :class:`~moram_avalanche.layers.moram.layer.MoRAMLinear`; its state dict keys are below;
+* :class:`AtomBank` -- a bank without a base, for a layer that holds several banks by name (the
+  peft layer keeps one per adapter, ``moram_avalanche.text``); its state dict is the module's own
+  (``frozen_keys``, ``frozen_values``, ``new_keys``, ``new_values``, ``atom_task``: every parameter
+  under its own name, what FSDP and peft's state-dict functions expect), and it also loads the
+  layer's keys below (checkpoints of 0.5.0 adapters).
+
+Growth follows the method reference ("continual expansion"): :meth:`MoRAMBank.expand` freezes
+every atom and appends ``atoms_per_task`` trainable ones, keys Kaiming-uniform with
+``a = sqrt(5)`` as ``nn.Linear.weight``, values zero (so the layer's output is unchanged at the
+start of a task). :meth:`MoRAMBank.prune` is the optional post-training pruning (99% of the
+activation mass kept).
+
+State dict keys (stable since 0.2.0; a checkpoint holds only these, :attr:`MoRAMBank.STATE_KEYS`):
+``atom_keys`` ``[R, d_in]``, ``atom_values`` ``[d_out, R]`` (the layout of :attr:`MoRAMBank.values`),
+``num_frozen`` (0-d long), ``atom_task`` ``[R]``. Loading resizes the bank, so atoms saved after
+several tasks load into a freshly injected model. ``load_state_dict(..., assign=True)`` (torch's
+meta-device loading: peft's ``low_cpu_mem_usage=True``) replaces the tensors instead of copying
+into them, so a bank created on the meta device loads. Routing lives in
+:class:`~moram_avalanche.layers.moram.layer.MoRAMLinear`; this module is storage only. Pure torch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import torch
+from torch import nn
+
+from ..base import GrowingAdapter, LinearWrapper
+
+
+def joined(frozen: torch.Tensor, new: Optional[torch.Tensor], dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """Frozen rows then trainable rows ``[F + r, width]`` in ``dtype`` (differentiable in ``new``)."""
+    dtype = dtype or frozen.dtype
+    if new is None:
+        return frozen.to(dtype)
+    if frozen.shape[0] == 0:
+        return new.to(dtype)
+    return torch.cat([frozen.to(dtype), new.to(dtype)])
+
+
+class BankRows(NamedTuple):
+    """The bank in one dtype, as one forward reads it (:meth:`MoRAMBank.rows`)."""
+
+    keys: torch.Tensor  # A [R, d_in], frozen rows first; no autograd
+    values: torch.Tensor  # B [R, d_out], the trainable rows times new_value_scale; no autograd
+    num_frozen: int  # F: rows F.. are the trainable ones
+    new_keys: Optional[torch.Tensor]  # the trainable keys as autograd sees them (cast), or None
+    new_values: Optional[torch.Tensor]  # the trainable values as autograd sees them (cast, scaled), or None
+
+
+def new_rows(count: int, width: int, init: str, like: torch.Tensor) -> nn.Parameter:
+    """``count`` fresh trainable rows, ``"kaiming"`` (``nn.Linear.weight``'s init) or ``"zero"``.
+
+    Drawn in float32 on the CPU, then moved to ``like``'s device and dtype, so the draw does
+    not depend on where the layer lives.
+    """
+    rows = torch.empty(count, width)
+    if init == "kaiming":
+        nn.init.kaiming_uniform_(rows, a=math.sqrt(5))
+    else:
+        rows.zero_()
+    return nn.Parameter(rows.to(device=like.device, dtype=like.dtype))
+
+
+def check_finite(name: str, rows) -> None:
+    """A ValueError when the floating-point ``rows`` hold NaN or infinite entries."""
+    rows = torch.as_tensor(rows)
+    if rows.is_floating_point() and not bool(torch.isfinite(rows).all()):
+        raise ValueError(f"{name} hold NaN or infinite entries ({int((~torch.isfinite(rows)).sum())} of "
+                         f"{rows.numel()}): load atoms from an intact checkpoint")
+
+
+class AtomStore:
+    """The storage of one bank of atoms (module docstring); a mixin of an ``nn.Module``.
+
+    Its host provides ``in_features``, ``out_features``, ``atoms_per_task`` and :attr:`template`
+    (the device and dtype new rows are made like) and calls :meth:`init_atoms` once.
+    """
+
+    def init_atoms(self, like: torch.Tensor, persistent: bool = False) -> None:
+        """Register an empty bank made like ``like``; ``persistent``: the frozen rows and
+        ``atom_task`` are in the module's own state dict (:class:`AtomBank`)."""
+        #: factor on the trainable atoms' values in the forward (frozen atoms: 1). 1 is the paper;
+        #: the MoRAM release trains its new atoms at ``lora_alpha / r`` and freezes them unscaled
+        #: (``language_models.md``), an option of the text family. Not saved: values are stored
+        #: unscaled, as the release stores them.
+        self.new_value_scale = 1.0
+        #: how :meth:`expand` draws new values: zero (the paper: the output is unchanged at the
+        #: start of a task), or ``"kaiming"`` like the keys (peft's ``init_weights=False``)
+        self.values_init = "zero"
+        self._recording = False
+        self._cast_rows = {}  # dtype -> (frozen_keys, frozen_values, their versions, cast keys, cast values)
+        like = torch.empty(0, device=like.device, dtype=like.dtype)
+        self.register_buffer("frozen_keys", like.new_zeros(0, self.in_features), persistent=persistent)
+        self.register_buffer("frozen_values", like.new_zeros(0, self.out_features), persistent=persistent)
+        self.register_parameter("new_keys", None)
+        self.register_parameter("new_values", None)
+        self.register_buffer("atom_task", torch.zeros(0, dtype=torch.long, device=like.device),
+                             persistent=persistent)
+        self.register_buffer("atom_mass", torch.zeros(0, device=like.device), persistent=False)
+        self.register_buffer("atom_hits", torch.zeros(0, dtype=torch.long, device=like.device),
+                             persistent=False)
+
+    # ------------------------------------------------------------------ sizes and rows
+    @property
+    def num_frozen(self) -> int:
+        return self.frozen_keys.shape[0]
+
+    @property
+    def num_trainable(self) -> int:
+        return 0 if self.new_keys is None else self.new_keys.shape[0]
+
+    @property
+    def num_atoms(self) -> int:
+        return self.num_frozen + self.num_trainable
+
+    @property
+    def keys(self) -> torch.Tensor:
+        """All keys ``[num_atoms, in_features]``, frozen first, in insertion order (detached)."""
+        return joined(self.frozen_keys, self.new_keys).detach()
+
+    @property
+    def values(self) -> torch.Tensor:
+        """All values ``[out_features, num_atoms]``, frozen first, in insertion order (detached)."""
+        return joined(self.frozen_values, self.new_values).detach().t()
+
+    def rows(self, dtype: torch.dtype) -> BankRows:
+        """The whole bank in ``dtype`` for one forward: keys and values joined (frozen rows first).
+
+        The frozen rows are cast once per dtype and kept (:meth:`frozen_rows`), not at every
+        forward; only the trainable rows (``atoms_per_task`` of them) are cast and joined on each
+        call, and only while a task trains. With a frozen bank in its own dtype, nothing is copied.
+        """
+        frozen_keys, frozen_values = self.frozen_rows(dtype)
+        if self.new_keys is None:
+            return BankRows(frozen_keys, frozen_values, frozen_keys.shape[0], None, None)
+        new_keys, new_values = self.new_keys.to(dtype), self.new_values.to(dtype)
+        if self.new_value_scale != 1:
+            new_values = new_values * self.new_value_scale
+        with torch.no_grad():
+            keys = torch.cat([frozen_keys, new_keys]) if frozen_keys.shape[0] else new_keys.detach()
+            values = torch.cat([frozen_values, new_values]) if frozen_values.shape[0] else new_values.detach()
+        return BankRows(keys, values, frozen_keys.shape[0], new_keys, new_values)
+
+    def frozen_rows(self, dtype: torch.dtype):
+        """``(frozen keys, frozen values)`` in ``dtype``: the buffers themselves in their own dtype,
+        else a copy cast once and kept until the buffers change (expand, freeze, load, prune,
+        ``.to()``, or an in-place edit, which bumps their version; under ``torch.compile`` only a
+        replaced buffer is noticed)."""
+        keys, values = self.frozen_keys, self.frozen_values
+        if keys.dtype == dtype:
+            return keys, values
+        entry = self._cast_rows.get(dtype)
+        compiling = torch.compiler.is_compiling()
+        if (entry is None or entry[0] is not keys or entry[1] is not values
+                or (not compiling and entry[2] != (keys._version, values._version))):
+            entry = (keys, values, None if compiling else (keys._version, values._version),
+                     keys.detach().to(dtype), values.detach().to(dtype))
+            self._cast_rows[dtype] = entry
+        return entry[3], entry[4]
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state["_cast_rows"] = {}  # derived copies: never pickled or deep-copied with the layer
+        return state
+
+    def __setstate__(self, state):
+        state.setdefault("_cast_rows", {})
+        state.setdefault("new_value_scale", 1.0)  # layers pickled before 0.6
+        state.setdefault("values_init", "zero")
+        super().__setstate__(state)
+
+    def splits_as(self, num_atoms: int, num_frozen: int) -> bool:
+        """Whether the bank has trainable atoms and already holds ``num_atoms`` of which ``num_frozen`` frozen."""
+        return self.new_keys is not None and (num_atoms, num_frozen) == (self.num_atoms, self.num_frozen)
+
+    # ------------------------------------------------------------------ growth
+    def expand(self) -> int:
+        """Freeze every atom and append ``atoms_per_task`` new trainable ones; returns the new size.
+
+        An optimizer built before this call does not hold the new parameters: rebuild it or add
+        them (the growth plugin does it through the strategy's model adaptation).
+        """
+        self.freeze()
+        # the next task's index (a bank on the meta device has no values to read: placeholders)
+        task = int(self.atom_task.max()) + 1 if self.num_atoms and not self.atom_task.is_meta else 0
+        self.new_keys = new_rows(self.atoms_per_task, self.in_features, "kaiming", self.frozen_keys)
+        self.new_values = new_rows(self.atoms_per_task, self.out_features, self.values_init, self.frozen_values)
+        self.atom_task = torch.cat([self.atom_task, self.atom_task.new_full((self.atoms_per_task,), task)])
+        self.reset_stats()
+        return self.num_atoms
+
+    def freeze(self) -> None:
+        """Move the current task's atoms to the frozen rows (they stay in the bank, no longer trained)."""
+        if self.new_keys is not None:
+            self.frozen_keys = joined(self.frozen_keys, self.new_keys.detach())
+            self.frozen_values = joined(self.frozen_values, self.new_values.detach())
+        self.new_keys = self.new_values = None
+
+    def select_atoms(self, keep: torch.Tensor) -> None:
+        """Keep only the atoms where the bool ``keep`` ``[num_atoms]`` is True, in order (frozen bank)."""
+        if self.num_trainable:
+            raise RuntimeError("select_atoms() needs a frozen bank: call freeze() first")
+        self.frozen_keys, self.frozen_values = self.frozen_keys[keep], self.frozen_values[keep]
+        self.atom_task = self.atom_task[keep]
+        self.reset_stats()
+
+    # ------------------------------------------------------------------ loading
+    def load_atoms(self, keys: torch.Tensor, values: torch.Tensor, num_frozen: int,
+                   atom_task: Optional[torch.Tensor] = None, *, assign: bool = False,
+                   **extra: torch.Tensor) -> None:
+        """Replace the whole bank.
+
+        Args:
+            keys: ``[R, in_features]``.
+            values: ``[out_features, R]`` (the layout of :attr:`values`).
+            num_frozen: the first ``num_frozen`` atoms are frozen, the rest trainable.
+            atom_task: ``[R]`` non-decreasing task index of each atom; by default
+                consecutive blocks of ``atoms_per_task``.
+            assign: replace the bank's tensors by the rows, in their dtype, never copy into
+                them (torch's ``load_state_dict(assign=True)``); a bank on the meta device is
+                always replaced, by rows on the device they come on.
+            extra: a variant's other per-atom rows, by state-dict key (e.g. ``router_weight``);
+                this layer keeps none.
+
+        When the bank already has this split (same size, same number frozen, trainable atoms),
+        the parameters are updated in place, so an optimizer holding them keeps working.
+        Replaced trainable parameters keep ``requires_grad`` of the ones they replace.
+        """
+        if extra:
+            raise ValueError(f"{type(self).__name__} keeps no {sorted(extra)} rows (its rows: "
+                             f"['atom_keys', 'atom_values'])")
+        keys, values = torch.as_tensor(keys), torch.as_tensor(values)
+        check_finite("keys", keys)
+        check_finite("values", values)
+        if keys.dim() != 2 or keys.shape[1] != self.in_features:
+            raise ValueError(
+                f"keys must be [num_atoms, in_features={self.in_features}], got {tuple(keys.shape)}"
+            )
+        if values.dim() != 2 or values.shape != (self.out_features, keys.shape[0]):
+            raise ValueError(
+                f"values must be [out_features={self.out_features}, num_atoms={keys.shape[0]}] "
+                f"(the layout of MoRAMLinear.values), got {tuple(values.shape)}"
+            )
+        num_atoms, num_frozen = keys.shape[0], int(num_frozen)
+        if not 0 <= num_frozen <= num_atoms:
+            raise ValueError(f"num_frozen must be in [0, {num_atoms}], got {num_frozen}")
+        device = self.load_device(keys)
+        if atom_task is None:
+            atom_task = torch.arange(num_atoms) // self.atoms_per_task
+        atom_task = torch.as_tensor(atom_task).to(device=device, dtype=torch.long)
+        if atom_task.shape != (num_atoms,) or bool((atom_task.diff() < 0).any()):
+            raise ValueError(
+                f"atom_task must be a non-decreasing [num_atoms={num_atoms}] tensor of task "
+                f"indices, got {tuple(atom_task.shape)}"
+            )
+        in_place = not self.replaces(assign) and self.splits_as(num_atoms, num_frozen)
+        self.frozen_keys, self.new_keys = self.split_rows(
+            keys, num_frozen, self.frozen_keys, self.new_keys, in_place, device, keep_dtype=assign)
+        self.frozen_values, self.new_values = self.split_rows(
+            values.t(), num_frozen, self.frozen_values, self.new_values, in_place, device, keep_dtype=assign)
+        self.atom_task = atom_task.clone()
+        self.reset_stats()
+
+    def replaces(self, assign: bool) -> bool:
+        """Whether loading replaces the tensors (``assign``, or any of them on the meta device)."""
+        return assign or any(t is not None and t.is_meta
+                             for t in (self.frozen_keys, self.frozen_values, self.new_keys, self.new_values))
+
+    def load_device(self, rows: torch.Tensor) -> torch.device:
+        """Where loaded rows go: the bank's device, or the rows' own when the bank is on meta."""
+        like = self.template
+        return rows.device if like.is_meta else like.device
+
+    def split_rows(self, rows: torch.Tensor, num_frozen: int, frozen: torch.Tensor,
+                   new: Optional[nn.Parameter], in_place: bool, device: Optional[torch.device] = None,
+                   keep_dtype: bool = False):
+        """``(frozen rows, trainable parameter or None)`` holding ``rows`` ``[R, width]`` (copied).
+
+        ``in_place``: copy into the existing ``frozen`` buffer and ``new`` parameter instead.
+        ``device``: where new tensors go (default: the bank's). ``keep_dtype``: in the rows' own
+        dtype (torch's ``assign``: the module takes the state's tensors), else in the bank's.
+        """
+        like = self.template
+        rows = rows.to(device=like.device if device is None else device,
+                       dtype=rows.dtype if keep_dtype else like.dtype)
+        if in_place:
+            with torch.no_grad():
+                frozen.copy_(rows[:num_frozen])
+                new.copy_(rows[num_frozen:])
+            return frozen, new
+        rows = rows.contiguous()
+        tail = rows[num_frozen:]
+        requires_grad = True if new is None else new.requires_grad
+        return rows[:num_frozen].clone(), (nn.Parameter(tail.clone(), requires_grad=requires_grad)
+                                           if tail.shape[0] else None)
+
+    # ------------------------------------------------------------------ activation statistics
+    @property
+    def recording(self) -> bool:
+        return self._recording
+
+    def start_recording(self) -> None:
+        """Accumulate per-atom mass (sum of mixture weights) and hit counts on every forward."""
+        self._recording = True
+
+    def stop_recording(self) -> None:
+        self._recording = False
+
+    def reset_stats(self) -> None:
+        device = self.frozen_keys.device
+        self.atom_mass = torch.zeros(self.num_atoms, device=device)
+        self.atom_hits = torch.zeros(self.num_atoms, dtype=torch.long, device=device)
+
+    @torch.no_grad()
+    def record(self, idx: Optional[torch.Tensor], weights: torch.Tensor) -> None:
+        """Add mixture weights to the statistics: ``weights`` ``[N, k]`` of the kept atoms ``idx``
+        ``[N, k]``, or (``idx`` None) dense ``[N, num_atoms]`` weights, zero off the kept atoms."""
+        if idx is None:
+            weights = weights.detach().reshape(-1, self.num_atoms)
+            self.atom_mass += weights.sum(0, dtype=self.atom_mass.dtype)
+            self.atom_hits += (weights > 0).sum(0)
+            return
+        flat_idx, flat_w = idx.reshape(-1), weights.detach().reshape(-1)
+        self.atom_mass.index_add_(0, flat_idx, flat_w.to(self.atom_mass.dtype))
+        self.atom_hits.index_add_(0, flat_idx, (flat_w > 0).long())
+
+    def prune(self, keep_mass: float = 0.99, newest_only: bool = True) -> torch.Tensor:
+        """Drop atoms outside the smallest set that covers ``keep_mass`` of the recorded mass.
+
+        Optional post-training pruning of the MoRAM paper (99% of the activation mass kept;
+        about 30% storage saved). Candidates are the atoms of the latest task
+        (``newest_only``, the paper's per-task pruning: older atoms were judged on their own
+        task) or the whole bank. Kept atoms keep their order (:meth:`select_atoms`). The bank
+        must be frozen.
+
+        Returns the indices (in the bank before pruning) of the dropped atoms.
+        """
+        if not 0 < keep_mass <= 1:
+            raise ValueError(f"keep_mass must be in (0, 1], got {keep_mass}")
+        if self.num_trainable:
+            raise RuntimeError(
+                "prune() needs a frozen bank: call freeze() first (the trainable atoms are "
+                "held by an optimizer)."
+            )
+        if self.num_atoms == 0:
+            return torch.zeros(0, dtype=torch.long, device=self.frozen_keys.device)
+        start = 0
+        if newest_only:
+            start = int(torch.searchsorted(self.atom_task, self.atom_task[-1]))
+        mass = self.atom_mass[start:].double()
+        total = float(mass.sum())
+        if total <= 0:
+            raise RuntimeError(
+                "no activation mass recorded for the candidate atoms: call start_recording() "
+                "before the forward passes whose usage should decide the pruning."
+            )
+        order = torch.argsort(mass, descending=True, stable=True)
+        cumulative = torch.cumsum(mass[order], 0)
+        # smallest n with cumulative[n-1] >= keep_mass * total
+        needed = int(torch.searchsorted(cumulative, cumulative.new_tensor(keep_mass * total))) + 1
+        keep = torch.ones(self.num_atoms, dtype=torch.bool, device=mass.device)
+        keep[start:] = False
+        keep[start + order[: min(needed, order.numel())]] = True
+        dropped = torch.nonzero(~keep).flatten()
+        if dropped.numel():
+            mass_kept, hits_kept = self.atom_mass[keep], self.atom_hits[keep]
+            self.select_atoms(keep)
+            self.atom_mass, self.atom_hits = mass_kept, hits_kept
+        return dropped
+
+
+class MoRAMBank(AtomStore, LinearWrapper, GrowingAdapter):
+    """A frozen ``nn.Linear`` (``self.base``) and a growing bank of rank-1 atoms (module docstring).
+
+    Args:
+        base: the pre-trained ``nn.Linear``; frozen and kept by composition.
+        atoms_per_task: atoms appended by each :meth:`expand` (the paper's ``r``).
+    """
+
+    STATE_KEYS = ("atom_keys", "atom_values", "num_frozen", "atom_task")
+
+    def __init__(self, base: nn.Linear, atoms_per_task: int) -> None:
+        super().__init__(base)
+        self.atoms_per_task = atoms_per_task
+        self.init_atoms(self.template)
+
+    # ------------------------------------------------------------------ state dict
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        destination[prefix + "atom_keys"] = self.keys
+        destination[prefix + "atom_values"] = self.values
+        destination[prefix + "num_frozen"] = torch.tensor(self.num_frozen)
+        destination[prefix + "atom_task"] = self.atom_task.detach()
+
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
+        found = {key: state_dict.get(prefix + key) for key in self.state_keys}
+        missing = [prefix + key for key in self.state_keys if key != "atom_task" and found[key] is None]
+        if missing:
+            missing_keys.extend(missing)
+        else:
+            extra = {key: found[key] for key in self.state_keys if key not in MoRAMBank.STATE_KEYS}
+            try:
+                self.load_atoms(found["atom_keys"], found["atom_values"], int(found["num_frozen"]),
+                                found["atom_task"], assign=bool(local_metadata.get("assign_to_params_buffers")),
+                                **extra)
+            except ValueError as err:
+                error_msgs.append(f"While loading atoms of {prefix[:-1] or type(self).__name__}: {err}")
+        if strict:
+            unexpected_keys.extend(unknown_keys(state_dict, prefix, self.state_keys, self._modules))
+
+
+class AtomBank(AtomStore, nn.Module):
+    """A bank of atoms without a base: one of several a layer holds by name (module docstring).
+
+    Args:
+        in_features, out_features: the widths of the keys and the values.
+        atoms_per_task: atoms appended by each :meth:`expand` (the paper's ``r``).
+        like: a tensor on the device and of the dtype the bank is made in.
+
+    Its state dict is the module's own: ``frozen_keys`` ``[F, in_features]``, ``frozen_values``
+    ``[F, out_features]``, ``atom_task`` ``[R]``, and while a task trains ``new_keys`` /
+    ``new_values`` (the parameters, under their names). It loads that, or the layer's keys of
+    :class:`MoRAMBank` (``atom_keys``, ``atom_values`` ``[out_features, R]``, ``num_frozen``,
+    ``atom_task``), resizing to fit.
+    """
+
+    #: the keys of :class:`MoRAMBank`'s state dict, which this bank also loads
+    LAYER_KEYS = MoRAMBank.STATE_KEYS
+
+    def __init__(self, in_features: int, out_features: int, atoms_per_task: int, like: torch.Tensor) -> None:
+        super().__init__()
+        self.in_features, self.out_features, self.atoms_per_task = int(in_features), int(out_features), int(atoms_per_task)
+        self.init_atoms(like, persistent=True)
+
+    @property
+    def template(self) -> torch.Tensor:
+        """An empty tensor on the bank's own device and of its dtype (the frozen values')."""
+        rows = self.frozen_values
+        return torch.empty(0, device=rows.device, dtype=rows.dtype)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype the atoms are stored in."""
+        return self.frozen_values.dtype
+
+    def _load_from_state_dict(
+        self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+    ):
+        local = {key[len(prefix):]: value for key, value in state_dict.items() if key.startswith(prefix)}
+        assign = bool(local_metadata.get("assign_to_params_buffers"))
+        known = ("frozen_keys", "frozen_values", "new_keys", "new_values", "atom_task") + self.LAYER_KEYS
+        if strict:
+            unexpected_keys.extend(unknown_keys(state_dict, prefix, known, self._modules))
+        try:
+            if "atom_keys" in local or "atom_values" in local:  # the layer's keys (a 0.5.0 adapter)
+                missing = [key for key in ("atom_keys", "atom_values", "num_frozen") if key not in local]
+                if not missing:
+                    self.load_atoms(local["atom_keys"], local["atom_values"], int(local["num_frozen"]),
+                                    local.get("atom_task"), assign=assign)
+            else:
+                missing = self.missing_module_keys(local)
+                if not missing:
+                    self.check_module_rows(local)
+                    new_keys, new_values = local.get("new_keys"), local.get("new_values")
+                    keys = local["frozen_keys"] if new_keys is None else torch.cat([local["frozen_keys"], new_keys])
+                    values = local["frozen_values"] if new_values is None else torch.cat([local["frozen_values"], new_values])
+                    self.load_atoms(keys, values.t(), local["frozen_keys"].shape[0], local["atom_task"], assign=assign)
+        except (ValueError, RuntimeError) as err:
+            error_msgs.append(f"While loading the atom bank {prefix[:-1] or type(self).__name__}: {err}")
+            return
+        missing_keys.extend(prefix + key for key in missing)
+
+    def check_module_rows(self, local) -> None:
+        """A ValueError unless every row tensor of the module form is ``[rows, width]`` of this bank."""
+        for key, width, name in (("frozen_keys", self.in_features, "in_features"),
+                                 ("new_keys", self.in_features, "in_features"),
+                                 ("frozen_values", self.out_features, "out_features"),
+                                 ("new_values", self.out_features, "out_features")):
+            rows = local.get(key)
+            if rows is not None and (rows.dim() != 2 or rows.shape[1] != width):
+                raise ValueError(f"{key} must be [rows, {name}={width}], got {tuple(rows.shape)}: a bank "
+                                 "of another layer or model?")
+
+    def missing_module_keys(self, local) -> list:
+        """The module-form keys ``local`` lacks: nothing of the bank at all (then every key the bank
+        holds now), or rows that ``atom_task`` counts but the state does not hold."""
+        if not local:
+            return list(self.state_dict())
+        missing = [key for key in ("frozen_keys", "frozen_values", "atom_task") if key not in local]
+        if missing:
+            return missing
+        trainable = local["atom_task"].shape[0] - local["frozen_keys"].shape[0]
+        if trainable > 0 or "new_keys" in local or "new_values" in local:
+            missing = [key for key in ("new_keys", "new_values") if key not in local]
+        return missing
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"atoms={self.num_frozen}/{self.num_atoms} (frozen/total)")
+
+
+def unknown_keys(state_dict, prefix: str, known, children) -> list:
+    """The keys of ``state_dict`` under ``prefix`` that are neither ``known`` local keys nor under
+    one of ``children`` (torch's ``unexpected_keys`` for a module that loads its own state)."""
+    known, children = set(known), set(children)
+    out = []
+    for key in state_dict:
+        if key.startswith(prefix):
+            local = key[len(prefix):]
+            if local not in known and local.split(".", 1)[0] not in children:
+                out.append(key)
+    return out
+
+
+__all__ = ["AtomBank", "AtomStore", "BankRows", "MoRAMBank", "check_finite", "joined", "new_rows"]

@@ -1,0 +1,222 @@
+"""MoRAMLinear: a frozen ``nn.Linear`` plus a growing bank of rank-1 memory atoms (the paper's layer).
+
+Implements the layer of MoRAM ("Little by Little: Continual Learning via Incremental Mixture
+of Rank-1 Associative Memory Experts", ICML 2026). For every token ``x`` and a bank of ``R``
+atoms with keys ``A_i`` (rows, length ``d_in``) and values ``B_i`` (length ``d_out``):
+
+1. projections  ``p_i = A_i . x``
+2. relevance    ``s_i = p_i / max(||p||_2, 1e-12)``          (L2 over the whole bank)
+3. sparsity     keep the ``k = min(max(topk, 2), R)`` largest ``s_i`` (signed)
+4. sharpness    ``w = softmax(s_kept / temperature)``        (dropped atoms get weight 0)
+5. eval gate    in eval mode only, ``w_i <- w_i * [s_i >= threshold]`` (no renormalisation)
+6. output       ``y = W x + b + sum_i w_i p_i B_i``
+
+:meth:`MoRAMLinear.forward` checks the input and hands it to :meth:`MoRAMRouting.read`, which reads
+the compute dtype (autocast's) and the gate and hands steps 1-6 to :meth:`MoRAMRouting.mixture`,
+which runs them on the path chosen for the
+device in one place (:mod:`~moram_avalanche.layers.moram.paths.choice`; ``use_path`` or
+``MORAM_AVALANCHE_PATH`` force one): on the CPU the gathered routing of :func:`route` and a
+sparse read-out (:mod:`~moram_avalanche.layers.moram.paths.cpu`, with the compiled kernels of
+:mod:`~moram_avalanche.layers.moram.paths.cpu_kernel` once ``routing_kernel.load()`` built them); on a
+GPU dense coefficients and one GEMM read-out, without host synchronisation
+(:mod:`~moram_avalanche.layers.moram.paths.dense`), steps 2-5 fused by Triton
+(:mod:`~moram_avalanche.layers.moram.paths.triton`). Each path computes the steps without autograd
+and attaches a hand-written backward (gradients for the current task's atoms only); nothing is
+built inside a forward.
+
+The bank -- frozen atoms in buffers, the current task's atoms as ``nn.Parameter`` objects, growth
+by :meth:`~MoRAMLinear.expand`, pruning, activation statistics and the state dict (``atom_keys``,
+``atom_values``, ``num_frozen``, ``atom_task``) -- is :class:`~moram_avalanche.layers.moram.bank.MoRAMBank`.
+
+Steps 1-6 over a bank, with the routing options, are one mixin, :class:`MoRAMRouting`
+(:meth:`~MoRAMRouting.read`), on two hosts: :class:`MoRAMLinear` (one bank over one frozen
+``nn.Linear``) and :class:`MoRAMAtoms` (one bank without a base, for a layer that holds several
+by name and adds their terms to its own base's output: the peft layer, one bank per adapter).
+
+Three routing ablations of the paper only change numbers and keep this layer:
+``topk=None`` keeps every atom (``k = R``), ``temperature=None`` means ``tau = 1``,
+``threshold=0`` disables the gate. The two that need differentiable routing probabilities
+(an external router, a load-balancing term) are
+:class:`~moram_avalanche.layers.moram.variants.MoRAMAblationLinear`.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import torch
+from torch import nn
+
+from .bank import AtomBank, MoRAMBank
+from .config import PAPER_CLIP, MoRAMLayerConfig
+from .paths.cpu import compute_dtype, route
+from .paths.choice import mixture_for
+
+
+def routing_options(atoms_per_task: int = PAPER_CLIP.atoms_per_task, topk: Optional[int] = PAPER_CLIP.topk,
+                    temperature: Optional[float] = PAPER_CLIP.temperature,
+                    threshold: float = PAPER_CLIP.threshold) -> Dict[str, object]:
+    """The layer's options, checked and normalised (``temperature=None`` -> 1.0):
+    :meth:`MoRAMLayerConfig(...).options() <moram_avalanche.layers.moram.config.MoRAMLayerConfig.options>`.
+
+    What :attr:`MoRAMLinear.options` reports for a layer built with these arguments, so code
+    that meets existing layers can compare them with what it would build.
+    """
+    return MoRAMLayerConfig(atoms_per_task, topk, temperature, threshold).options()
+
+
+class MoRAMRouting:
+    """Steps 1-6 over the bank of its host (an :class:`~moram_avalanche.layers.moram.bank.AtomStore`
+    module) with the routing options ``topk``, ``temperature``, ``threshold`` (a mixin)."""
+
+    def init_routing(self, options: Dict[str, object]) -> None:
+        """Keep the routing options of :func:`routing_options` (checked and normalised)."""
+        self.topk = options["topk"]
+        self.temperature = options["temperature"]
+        self.threshold = options["threshold"]
+
+    @property
+    def options(self) -> Dict[str, object]:
+        """How the layer was built, as :func:`routing_options` normalises it."""
+        return {"atoms_per_task": self.atoms_per_task, "topk": self.topk,
+                "temperature": self.temperature, "threshold": self.threshold}
+
+    @property
+    def effective_topk(self) -> int:
+        """``k`` actually used: ``min(max(topk, 2), num_atoms)`` (official release).
+
+        Every atom (``num_atoms``) when ``topk`` is None.
+        """
+        if self.topk is None:
+            return self.num_atoms
+        return min(max(self.topk, 2), self.num_atoms)
+
+    def read(self, x: torch.Tensor, weight: Optional[torch.Tensor] = None,
+             bias: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Steps 1-6 for every token of ``x`` ``[..., in_features]``: ``[..., out_features]`` in the
+        compute dtype (autocast's, else ``x``'s).
+
+        With ``weight`` / ``bias`` (a base's) the result is ``W x + b + sum_i w_i p_i B_i`` (the base
+        fused into the atoms' output); without, the atoms' term ``sum_i w_i p_i B_i`` alone. The eval
+        gate applies in eval mode (``threshold > 0``); activation statistics are recorded while
+        :attr:`recording`.
+        """
+        num_atoms = self.num_atoms
+        dtype = compute_dtype(x)
+        tokens = x.reshape(-1, self.in_features).to(dtype)
+        if weight is not None:
+            weight = weight.to(dtype)
+            bias = None if bias is None else bias.to(dtype)
+        if num_atoms == 0:  # nothing to route: the base alone, or no term
+            out = F.linear(tokens, weight, bias) if weight is not None else tokens.new_zeros(tokens.shape[0], self.out_features)
+            return out.reshape(*x.shape[:-1], self.out_features)
+        gate = self.threshold if (not self.training and self.threshold > 0) else None  # step 5 at inference
+        k = num_atoms if self.topk is None else min(max(self.topk, 2), num_atoms)      # effective_topk
+        out, idx, weights = self.mixture(tokens, weight, bias, k, gate)
+        if self.recording:
+            self.record(idx, weights)
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+    def check_input(self, x: torch.Tensor) -> None:
+        """A floating-point ``[..., in_features]`` input, or a clear error."""
+        if not x.is_floating_point():
+            raise TypeError(f"{type(self).__name__} expects a floating-point input (like the nn.Linear it "
+                            f"wraps), got {x.dtype}: convert it first, e.g. x.float()")
+        if x.dim() == 0 or x.shape[-1] != self.in_features:
+            raise ValueError(f"{type(self).__name__} takes inputs [..., in_features={self.in_features}], "
+                             f"got {tuple(x.shape)}")
+
+    def mixture(self, tokens: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
+                k: int, threshold: Optional[float]):
+        """Steps 1-6 on ``tokens`` ``[N, d_in]``: ``(y [N, d_out], idx, weights)``.
+
+        ``weight`` / ``bias`` are the base's (None: ``y`` is the atoms' term alone);
+        ``threshold`` is the eval gate ``delta`` or None. The path that runs the steps is chosen
+        per device (:func:`~moram_avalanche.layers.moram.paths.choice.mixture_for`: the CPU's sparse
+        paths, the GPU's dense ones; each computes steps 1-6 without autograd and attaches a
+        hand-written backward: gradients for the trainable atoms, the tokens, and ``W``, ``b``
+        where they require it). ``idx`` ``[N, k]`` and ``weights`` ``[N, k]`` are the kept atoms and
+        their weights, or ``idx`` None and ``weights`` dense ``[N, R]`` (what :meth:`record` reads).
+        """
+        bank = self.rows(tokens.dtype)                        # A, B joined in the compute dtype
+        mixture = mixture_for(tokens, bank.keys.shape[0], k, gated=threshold is not None)
+        return mixture(tokens, weight, bias, bank, k, self.temperature, threshold, self.recording)
+
+
+class MoRAMLinear(MoRAMRouting, MoRAMBank):
+    """A frozen linear map augmented by a mixture of rank-1 associative-memory atoms.
+
+    Args:
+        base: the pre-trained ``nn.Linear``; it is frozen (``requires_grad=False``) and kept
+            by composition as ``self.base``.
+        atoms_per_task: atoms appended by each :meth:`expand` (paper's ``r``; CLIP: 16).
+        topk: routing budget ``k`` (CLIP: 16). The official release uses ``max(topk, 2)``,
+            and never more than the bank holds. ``None`` keeps every atom (ablation).
+        temperature: softmax temperature ``tau`` over the kept relevances (CLIP: 0.01).
+            ``None`` means ``tau = 1`` (ablation "no temperature").
+        threshold: eval-only relevance gate ``delta`` (CLIP: 0.2); ``0`` disables it.
+    """
+
+    def __init__(self, base: nn.Linear, atoms_per_task: int = PAPER_CLIP.atoms_per_task,
+                 topk: Optional[int] = PAPER_CLIP.topk, temperature: Optional[float] = PAPER_CLIP.temperature,
+                 threshold: float = PAPER_CLIP.threshold) -> None:
+        options = routing_options(atoms_per_task, topk, temperature, threshold)
+        super().__init__(base, options["atoms_per_task"])
+        self.init_routing(options)
+        # a plain nn.Linear base is fused into the atoms' output buffer; a subclass with its own
+        # forward (quantised layers, say) runs as is and its output is added
+        self.fuse_base = type(base).forward is nn.Linear.forward
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``y = W x + b + sum_i w_i p_i B_i`` for every token of ``x`` ``[..., in_features]`` (steps 1-6)."""
+        base = self.base
+        if not x.is_floating_point() or x.dim() == 0 or x.shape[-1] != base.in_features:
+            self.check_input(x)  # the clear error
+        if self.num_atoms == 0:
+            return base(x)
+        if self.fuse_base:
+            return self.read(x, base.weight, base.bias)
+        base_out = base(x)
+        return base_out + self.read(x).to(base_out.dtype)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"atoms={self.num_frozen}/{self.num_atoms} (frozen/total), topk={self.topk}, "
+            f"temperature={self.temperature}, threshold={self.threshold}"
+        )
+
+
+class MoRAMAtoms(MoRAMRouting, AtomBank):
+    """One bank of atoms with its routing options and no base (module docstring).
+
+    Args:
+        in_features, out_features: the widths of the keys and the values.
+        like: a tensor on the device and of the dtype the bank is made in.
+        atoms_per_task, topk, temperature, threshold: as :class:`MoRAMLinear`.
+
+    :meth:`read` is the atoms' term ``sum_i w_i p_i B_i`` of steps 1-6 (or, given a base's
+    weight and bias, the whole layer's output); the host adds it to its base's output. State
+    dict: :class:`~moram_avalanche.layers.moram.bank.AtomBank`'s.
+    """
+
+    def __init__(self, in_features: int, out_features: int, like: torch.Tensor,
+                 atoms_per_task: int = PAPER_CLIP.atoms_per_task, topk: Optional[int] = PAPER_CLIP.topk,
+                 temperature: Optional[float] = PAPER_CLIP.temperature,
+                 threshold: float = PAPER_CLIP.threshold) -> None:
+        options = routing_options(atoms_per_task, topk, temperature, threshold)
+        super().__init__(in_features, out_features, options["atoms_per_task"], like)
+        self.init_routing(options)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The atoms' term for every token of ``x`` ``[..., in_features]`` (:meth:`read`)."""
+        if not x.is_floating_point() or x.dim() == 0 or x.shape[-1] != self.in_features:
+            self.check_input(x)
+        return self.read(x)
+
+    def extra_repr(self) -> str:
+        return (f"{super().extra_repr()}, topk={self.topk}, temperature={self.temperature}, "
+                f"threshold={self.threshold}")
+
+
+__all__ = ["MoRAMAtoms", "MoRAMLinear", "MoRAMRouting", "route", "routing_options"]  # route: steps 2-5 in PyTorch (moram_fused)

@@ -1,0 +1,132 @@
+"""The GPU path of MoRAM's layer: no host synchronisation, a dense read-out, routing by PyTorch or Triton.
+
+The sparse paths (:mod:`~moram_avalanche.layers.moram.paths.cpu`) suit the CPU: a gathered
+``[N, k]`` routing and an ``embedding_bag`` read-out that skips the eval gate's zero terms. On a
+GPU the skipping costs more than it saves (boolean indexing waits for the device in every
+layer call, and ``embedding_bag`` runs in float32 whatever the autocast dtype). This path:
+
+1. ``p = A x`` ``[N, R]``, one GEMM in the compute dtype (autocast's or the input's);
+2.-5. routing into DENSE coefficients ``c = w * p`` ``[N, R]`` (zero off the kept atoms and
+   where the gate closes), in float32 arithmetic, by a :class:`Router`: :data:`TORCH_ROUTER`
+   (the gathered steps of :func:`~moram_avalanche.layers.moram.paths.cpu.route`, then one
+   ``scatter``) or :data:`TRITON_ROUTER` (:mod:`~moram_avalanche.layers.moram.paths.triton`: one
+   fused kernel each way);
+6. ``y = W x + b + c B``: the base GEMM with its bias and one more GEMM accumulated into it
+   (the official release's read-out, ``(w * p) B^T``), in the compute dtype.
+
+Every shape depends on the bank and the batch, never on the data: no ``nonzero``, no boolean
+indexing, no ``.item()``; the calls can be captured in a CUDA graph and traced by
+``torch.compile``. The hand-written backward
+(:class:`~moram_avalanche.layers.moram.backward.MoRAMFunction`) keeps ``p`` (and,
+for the PyTorch router, the ``[N, k]`` routing; the Triton router recomputes it from ``p``) and
+gives gradients to the tokens, the base weight and bias where they require it, and the
+trainable atoms only:
+
+* ``dL/dB_tail = c_tail^T g``; ``dL/dc = g B^T`` (one GEMM over the bank);
+* ``dL/dp`` from ``dL/dc`` (the router's backward); ``dL/dx = dL/dp A (+ g W)``;
+  ``dL/dA_tail = dL/dp_tail^T x``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, NamedTuple, Optional
+
+import torch
+import torch.nn.functional as F
+
+from . import triton as moram_triton
+from ..backward import attach_backward
+from ..bank import BankRows
+from .cpu import Routing, kept_router_backward, route, route_dtype
+
+
+class Router(NamedTuple):
+    """Who runs steps 2-5 of the dense path, forward and backward.
+
+    ``forward(proj, k, tau, threshold, recording) -> (coef, state, usage)``: dense ``c = w * p``
+    in ``proj``'s dtype, the tensors the backward needs besides ``proj``, and what the
+    activation statistics read (``(idx, weights)``, ``idx`` None for dense ``[N, R]`` weights).
+    ``backward(grad_coef or None, proj, state, k, tau, threshold, want_coef) -> (dL/dp or None,
+    c or None)``.
+    """
+
+    name: str
+    forward: Callable
+    backward: Callable
+
+
+# ---------------------------------------------------------------- the PyTorch router
+def _torch_forward(proj, k, temperature, threshold, recording):
+    routing = route(proj.to(route_dtype(proj.dtype)), k, temperature, threshold)   # 2.-5. (gathered)
+    coef = torch.zeros_like(proj).scatter_(1, routing.idx, (routing.weights * routing.kept_proj).to(proj.dtype))
+    return coef, tuple(routing), ((routing.idx, routing.weights) if recording else None)
+
+
+def _torch_backward(grad_coef, proj, state, k, temperature, threshold, want_coef):
+    routing = Routing(*state)
+    coef = None
+    if want_coef:
+        coef = torch.zeros_like(proj).scatter_(1, routing.idx, (routing.weights * routing.kept_proj).to(proj.dtype))
+    if grad_coef is None:
+        return None, coef
+    kept = grad_coef.gather(1, routing.idx).to(routing.norm.dtype)
+    grad = kept_router_backward(kept, proj.to(routing.norm.dtype), routing, temperature, threshold)
+    return grad.to(proj.dtype), coef
+
+
+# ---------------------------------------------------------------- the Triton router
+def _triton_forward(proj, k, temperature, threshold, recording):
+    coef, weights = moram_triton.route_forward(proj, k, temperature, threshold, want_weights=recording)
+    return coef, (), ((None, weights) if recording else None)
+
+
+def _triton_backward(grad_coef, proj, state, k, temperature, threshold, want_coef):
+    return moram_triton.route_backward(grad_coef, proj, k, temperature, threshold, want_coef=want_coef)
+
+
+TORCH_ROUTER = Router("torch", _torch_forward, _torch_backward)
+TRITON_ROUTER = Router("triton", _triton_forward, _triton_backward)
+
+
+# ---------------------------------------------------------------- forward and backward
+def dense_forward(router: Router, tokens: torch.Tensor, weight: Optional[torch.Tensor],
+                  bias: Optional[torch.Tensor], bank: BankRows, k: int, temperature: float,
+                  threshold: Optional[float], recording: bool):
+    """Steps 1-6 without autograd: ``(y [N, d_out], proj, router state, usage)`` (module docstring)."""
+    if torch.is_grad_enabled():
+        with torch.no_grad():
+            return dense_forward(router, tokens, weight, bias, bank, k, temperature, threshold, recording)
+    proj = F.linear(tokens, bank.keys)                                              # 1. p = A x
+    coef, state, usage = router.forward(proj, k, temperature, threshold, recording)  # 2.-5. c = w p
+    if weight is None:
+        out = coef @ bank.values                                                     # 6. c B
+    else:
+        out = F.linear(tokens, weight, bias)                                         #    W x + b
+        out.addmm_(coef, bank.values)                                                #    + c B
+    return out, proj, state, usage
+
+
+def dense_mixture(router: Router, tokens: torch.Tensor, weight: Optional[torch.Tensor],
+                  bias: Optional[torch.Tensor], bank: BankRows, k: int, temperature: float,
+                  threshold: Optional[float], recording: bool):
+    """``(y, idx or None, weights)`` of steps 1-6 with the hand-written backward where a gradient
+    is needed (``idx``/``weights``: what :meth:`~moram_avalanche.layers.moram.bank.MoRAMBank.record`
+    reads, None when not ``recording``)."""
+    out, proj, state, usage = dense_forward(router, tokens, weight, bias, bank, k, temperature, threshold,
+                                            recording)
+    out = attach_backward(out, tokens, weight, bias, bank, proj, state,
+                          functools.partial(dense_router_backward, router, k, temperature, threshold))
+    idx, weights = usage if usage is not None else (None, None)
+    return out, idx, weights
+
+
+def dense_router_backward(router: Router, k: int, temperature: float, threshold: Optional[float], grad_out,
+                          values, proj, state, start: int, upstream: bool, tail: bool):
+    """``(dL/dp or None, c_tail or None)``: ``dL/dc = g B^T`` (one GEMM over the bank), then the router's backward."""
+    grad_coef = grad_out @ values.t() if upstream else None
+    grad_proj, coef = router.backward(grad_coef, proj, state, k, temperature, threshold, want_coef=tail)
+    return grad_proj, (coef[:, start:] if tail else None)
+
+
+__all__ = ["Router", "TORCH_ROUTER", "TRITON_ROUTER", "dense_forward", "dense_mixture", "dense_router_backward"]

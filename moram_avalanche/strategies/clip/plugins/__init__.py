@@ -1,0 +1,12 @@
+"""The CLIP strategies' own plugins: distillation and its teachers, exemplars, weight-space
+merging, RAIL's analytic head, MoE-Adapters' and CoDyRA's task boundaries."""
+
+from .analytic import AnalyticHead
+from .codyra import CoDyRAPlugin
+from .distillation import ExemplarDistillation, LwFDistillation, ReferenceDistillation, ZSCLDistillation
+from .exemplars import ExemplarMemory
+from .moe_adapters import MoEAdaptersPlugin
+from .weights import L2Anchor, WeightEnsemble, WiSEMerge
+
+__all__ = ["AnalyticHead", "CoDyRAPlugin", "ExemplarDistillation", "ExemplarMemory", "L2Anchor", "LwFDistillation",
+           "MoEAdaptersPlugin", "ReferenceDistillation", "WeightEnsemble", "WiSEMerge", "ZSCLDistillation"]

@@ -1,0 +1,128 @@
+"""TextLFPT5: LFPT5 (Qin & Joty, ICLR 2022) as a language-model strategy, the T5 tables' "LFPT5" row.
+
+The model is frozen; one soft prompt of :data:`~moram_avalanche.text.lfpt5_prompt.LFPT5_PROMPT_LENGTH`
+(300) vectors, put after every prompt's tokens, is the only thing that trains, carried from task
+to task (official code: each task starts from the previous task's best prompt). Its initial rows
+are LFPT5's: word rows, then embeddings of frequent vocabulary tokens
+(:mod:`~moram_avalanche.text.lfpt5_prompt`).
+:class:`~moram_avalanche.strategies.text.plugins.lfpt5.LFPT5Plugin` adds the pseudo-samples of the
+earlier tasks and the LM and distillation losses. Optimizer: LFPT5's Adafactor, lr 0.5, weight
+decay 1e-5, update clipping 1.0, no schedule (:func:`~moram_avalanche.text.lfpt5_prompt.adafactor`);
+``prompt_optimizer="adamw"`` uses the loop's AdamW instead.
+
+The official code is few-shot: 16 examples per label, up to 420 epochs with the best epoch kept on
+a validation set, batch 2 x 4 accumulated. The T5 tables run every row with the paper's loop (the
+tables' tasks, batch 64, one epoch per task); this row takes LFPT5's optimizer, prompt and losses,
+not its few-shot budget or its model selection.
+"""
+
+from __future__ import annotations
+
+from ...algorithms.lfpt5 import KD_LAMBDA, LM_LAMBDA, PSEUDO_PER_LABEL
+from ...models.language_model import LanguageModel
+from ...text.lfpt5_prompt import (LFPT5_LR, LFPT5_PROMPT_LENGTH, LFPT5_WEIGHT_DECAY, PROMPT_INITS,
+                                 PROMPT_POSITIONS, AppendedSoftPrompt, adafactor, vocabulary_init)
+from ..needs import StrategyNeeds
+from .plugins.accumulation import AccumulatedSteps
+from .plugins.lfpt5 import (LM_TARGET_LENGTH, PSEUDO_DRAWS, PSEUDO_MAX_TOKENS, PSEUDO_REPETITION_PENALTY,
+                            PSEUDO_SEED, PSEUDO_TOP_K, LFPT5Plugin, check_lfpt5_options)
+from .loop import TextStrategy
+
+#: the optimizers the row can use: LFPT5's Adafactor, or the loop's AdamW
+LFPT5_OPTIMIZERS = ("adafactor", "adamw")
+
+
+def check_text_lfpt5_options(options) -> None:
+    """Value checks of :class:`TextLFPT5`'s own options given in ``options``."""
+    check_lfpt5_options(options)
+    if "prompt_length" in options:
+        from ...utils.checks import check_int_range
+
+        check_int_range("prompt_length", options["prompt_length"], high=4096, hint=f"LFPT5: {LFPT5_PROMPT_LENGTH}")
+    if "prompt_position" in options and options["prompt_position"] not in PROMPT_POSITIONS:
+        raise ValueError(f"prompt_position must be one of {PROMPT_POSITIONS} (LFPT5's code: 'after'), got "
+                         f"{options['prompt_position']!r}")
+    if "prompt_init" in options and options["prompt_init"] not in PROMPT_INITS:
+        raise ValueError(f"prompt_init must be one of {PROMPT_INITS} (LFPT5's code: 'labels'), got "
+                         f"{options['prompt_init']!r}")
+    if "prompt_optimizer" in options and options["prompt_optimizer"] not in LFPT5_OPTIMIZERS:
+        raise ValueError(f"prompt_optimizer must be one of {LFPT5_OPTIMIZERS} (LFPT5's code: 'adafactor'), got "
+                         f"{options['prompt_optimizer']!r}")
+
+
+class TextLFPT5(TextStrategy):
+    """LFPT5: a frozen model, one soft prompt trained through the stream, pseudo-samples of the
+    earlier tasks written by the model itself (module docstring).
+
+    Args (besides TextStrategy's; lr 0.5 and weight_decay 1e-5 by default, LFPT5's):
+        prompt_length: prompt vectors (300). prompt_position: ``"after"`` the prompt's tokens
+            (LFPT5's code) or ``"before"``. prompt_init: ``"labels"`` (LFPT5's: rows of "sentence
+            classification", the first task's name and labels, set as it starts, then frequent
+            tokens) or ``"vocabulary"`` (frequent tokens only).
+        prompt_optimizer: ``"adafactor"`` (LFPT5's) or ``"adamw"`` (the loop's).
+        lm_lambda (0.25), kd_lambda (0.01), pseudo_per_label (2), pseudo_draws (500),
+        pseudo_top_k (64), pseudo_repetition_penalty (2.5), pseudo_max_tokens (128),
+        lm_target_length (256), pseudo_seed (42):
+        :class:`~moram_avalanche.strategies.text.plugins.lfpt5.LFPT5Plugin`'s.
+    """
+
+    #: one process: the pseudo-samples are drawn by one sampler (not synchronised across processes)
+    needs = StrategyNeeds(data_parallel=False)
+    #: what ``reproduce --rehearse`` caps (a tiny random model writes no parsable example; 500 draws of
+    #: 128 tokens per earlier task would be most of a rehearsal's time): 8 draws of 8 tokens, 4 vectors
+    rehearsal_options = {"pseudo_draws": 8, "pseudo_max_tokens": 8, "prompt_length": 4}
+    #: the value checks of its own options (run once, by check_strategy_options)
+    check_values = staticmethod(lambda options: check_text_lfpt5_options(options))
+
+    def __init__(self, *, model, tokenizer=None, lr: float = LFPT5_LR, weight_decay: float = LFPT5_WEIGHT_DECAY,
+                 prompt_length: int = LFPT5_PROMPT_LENGTH, prompt_position: str = "after",
+                 prompt_init: str = "labels",
+                 prompt_optimizer: str = "adafactor", lm_lambda: float = LM_LAMBDA, kd_lambda: float = KD_LAMBDA,
+                 pseudo_per_label: int = PSEUDO_PER_LABEL, pseudo_draws: int = PSEUDO_DRAWS,
+                 pseudo_top_k: int = PSEUDO_TOP_K, pseudo_repetition_penalty: float = PSEUDO_REPETITION_PENALTY,
+                 pseudo_max_tokens: int = PSEUDO_MAX_TOKENS, lm_target_length: int = LM_TARGET_LENGTH,
+                 pseudo_seed: int = PSEUDO_SEED, plugins=None, **kwargs):
+        check_text_lfpt5_options(dict(prompt_length=prompt_length, prompt_position=prompt_position,
+                                      prompt_init=prompt_init, prompt_optimizer=prompt_optimizer))
+        model = model if isinstance(model, LanguageModel) else LanguageModel(model, tokenizer)
+        if model.prefix is not None and not isinstance(model.prefix, AppendedSoftPrompt):
+            raise ValueError(f"the model already carries a prefix of another kind ({type(model.prefix).__name__}): "
+                             "pass a model without one (LFPT5 adds its soft prompt)")
+        model.requires_grad_(False)
+        if model.prefix is None:
+            embedding = model.model.get_input_embeddings()
+            special = [i for i in (model.pad_id, model.eos_id, getattr(model.tokenizer, "unk_token_id", None))
+                       if i is not None]
+            init = vocabulary_init(embedding, prompt_length, special)
+            model.prefix = AppendedSoftPrompt(prompt_length, embedding.weight.shape[1], init=init,
+                                              position=prompt_position).to(embedding.weight.device)
+        model.prefix.requires_grad_(True)
+        self.optimizer_name = prompt_optimizer
+        self.lfpt5_plugin = LFPT5Plugin(lm_lambda=lm_lambda, kd_lambda=kd_lambda, pseudo_per_label=pseudo_per_label,
+                                        pseudo_draws=pseudo_draws, pseudo_top_k=pseudo_top_k,
+                                        pseudo_repetition_penalty=pseudo_repetition_penalty,
+                                        pseudo_max_tokens=pseudo_max_tokens, lm_target_length=lm_target_length,
+                                        pseudo_seed=pseudo_seed, label_rows=prompt_init == "labels")
+        super().__init__(model=model, tokenizer=tokenizer, lr=lr, weight_decay=weight_decay,
+                         plugins=[self.lfpt5_plugin, *(plugins or [])], **kwargs)
+
+    def fresh_optimizer(self, params):
+        """LFPT5's Adafactor (or the loop's AdamW), stepping once per ``accumulation_steps`` minibatches."""
+        if self.optimizer_name == "adamw":
+            return super().fresh_optimizer(params)
+        optimizer = adafactor(params, lr=self.experience_lr(), weight_decay=self.weight_decay)
+        return AccumulatedSteps(optimizer, self.accumulation_steps) if self.accumulation_steps > 1 else optimizer
+
+    def checkpoint_model_state(self) -> dict:
+        """The prompt, the only weights that train (the frozen model and its added rows are rebuilt)."""
+        return {f"prefix.{k}": v for k, v in self.model.prefix.state_dict().items()}
+
+    def load_checkpoint_model_state(self, state: dict) -> None:
+        keys = sorted(state)
+        if any(not key.startswith("prefix.") for key in keys):
+            raise ValueError(f"an LFPT5 checkpoint holds the soft prompt only (prefix.*), got keys {keys[:3]}: "
+                             "was it written by another strategy?")
+        self.model.prefix.load_state_dict({key[len("prefix."):]: value for key, value in state.items()})
+
+
+__all__ = ["LFPT5_OPTIMIZERS", "TextLFPT5", "check_text_lfpt5_options"]

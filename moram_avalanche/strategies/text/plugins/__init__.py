@@ -1,0 +1,3 @@
+"""The language-model strategies' own plugins: Avalanche's plugins on text batches, gradient
+accumulation, the per-task cosine, and each text baseline's procedure (O-LoRA, OGD, TreeLoRA,
+HiDeLoRA, InfLoRA, LFPT5, L2P, DualPrompt, SAPT), HumanEval sampling and MMLU evaluation."""

@@ -1,0 +1,143 @@
+"""``sapt``: SAPT-LoRA (Zhao et al., ACL 2024, "SAPT: A Shared Attentive Framework for
+Parameter-Efficient Continual Learning of Large Language Models") on a T5 model, the MoRAM
+paper's ``tab:sapt`` row "SAPT".
+
+What runs (facts from circle-hit/SAPT, its T5 code and ``gen_script_superni_t5.py``):
+
+* shared attentive learning and selection -- one LoRA block per task on the query and value
+  projections of every attention block, mixed by an attention of a max-pooled, projected input
+  embedding over one key per task (:mod:`moram_avalanche.layers.sapt`);
+* attentive reflection -- from the second task on, a KL term pulls the attention weights of
+  SAPT's pseudo-samples of each earlier task towards the weights that task ended with
+  (:mod:`moram_avalanche.strategies.text.plugins.sapt`). The pseudo-samples are SAPT's generator's
+  output, shipped by SAPT (``generated_data/lora_gen_superni_t5``): this strategy *reads* them
+  from ``pseudo_data_root`` (:mod:`moram_avalanche.benchmarks.text.superni_pseudo`), it does not
+  generate them -- so it runs on SAPT's SuperNI tasks (or any stream whose task names have a
+  folder there);
+* defaults: SAPT's SuperNI T5 script: LoRA rank 4, ``lora_alpha`` 32 (scale 8), dropout 0,
+  ``kl_ratio`` 0.5, temperature ``sqrt(d_model)`` (``attn_temperature = 1``), query width 100;
+  the loop's (lr 3e-4, 8 x 4 prompts) come from the SuperNI stream's settings
+  (:mod:`moram_avalanche.experiments.text.recipes`).
+
+Where it differs from SAPT's runs: the reflection targets are the mean weights over the task's
+training prompts, not its ``dev`` split (not read here); SAPT's 100 epochs with the best dev
+checkpoint are the stream's one epoch without selection (every row of the table alike); SAPT's
+LLaMA variant (a causal model, ``src/llama_prompt.py``) is not built: a causal model is refused.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Optional
+
+from ...layers.base import find_layers
+from ...layers.replace import replace_linears
+from ...layers.sapt import SAPT_QUERY_HIDDEN, SAPTLoRALinear, SAPTRouter
+from ...utils.checks import check_number, check_positive_int
+from ..needs import StrategyNeeds
+from .plugins.sapt import SAPT_KL_RATIO, SAPTPlugin
+from .loop import TextStrategy
+from .adapters import Targets, lora_targets, wrap
+
+#: SAPT's LoRA on SuperNI with T5 (``gen_script_superni_t5.py``: ``lora_r = 4``, ``lora_alpha = 32``,
+#: ``lora_dropout = 0.``): rank 4, scale 32 / 4
+SAPT_LORA = {"rank": 4, "scale": 32 / 4, "dropout": 0.0}
+
+
+def check_sapt_options(options) -> None:
+    """Value checks of :class:`TextSAPT`'s own options given in ``options``."""
+    for name in ("rank", "query_hidden"):
+        if name in options:
+            check_positive_int(name, options[name])
+    if "scale" in options:
+        check_number("scale", options["scale"], hint=f"SAPT: lora_alpha / r = {SAPT_LORA['scale']:g}")
+    if "dropout" in options:
+        check_number("dropout", options["dropout"], low=0, high=1, high_open=True, hint="SAPT: 0")
+    if "kl_ratio" in options:
+        check_number("kl_ratio", options["kl_ratio"], low=0, hint=f"SAPT: {SAPT_KL_RATIO} (0: no reflection)")
+    if options.get("temperature") is not None:
+        check_number("temperature", options["temperature"], low=0, low_open=True, hint="SAPT: sqrt(d_model), None")
+    root = options.get("pseudo_data_root", "unset")
+    if root != "unset" and options.get("kl_ratio", SAPT_KL_RATIO) > 0 and not isinstance(root, str):
+        raise ValueError(f"sapt: pseudo_data_root must be the folder of SAPT's pseudo-samples "
+                         f"(generated_data/lora_gen_superni_t5 of circle-hit/SAPT), got {root!r}; or kl_ratio=0 to "
+                         "run without attentive reflection")
+
+
+def _encoder(model):
+    get = getattr(model.model, "get_encoder", None)
+    if not model.seq2seq or not callable(get):
+        raise ValueError(f"sapt routes by the encoder's input (SAPT's T5 code); got a causal model "
+                         f"({getattr(model.config, 'model_type', type(model.model).__name__)}): SAPT's LLaMA variant "
+                         "is not built here -- use a T5 model")
+    return get()
+
+
+def install_router(model, hidden: int, temperature: Optional[float]) -> SAPTRouter:
+    """The model's :class:`SAPTRouter` (made and attached to its encoder as ``sapt_router`` if it
+    has none), with a pre-hook on the encoder that sets the batch's attention weights from its
+    input's embeddings before every encoder pass (the decoder reuses them)."""
+    encoder = _encoder(model)
+    router = getattr(encoder, "sapt_router", None)
+    if router is None:
+        embed = model.model.get_input_embeddings()
+        router = SAPTRouter(embed.embedding_dim, hidden, temperature).to(embed.weight.device)
+        encoder.sapt_router = router
+    handle = getattr(router, "hook_handle", None)
+    if handle is not None:
+        handle.remove()
+    embed = model.model.get_input_embeddings()
+
+    def select(module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        embeddings = kwargs.get("inputs_embeds") if ids is None else embed(ids)
+        router.select(embeddings)
+
+    router.hook_handle = encoder.register_forward_pre_hook(select, with_kwargs=True)
+    return router
+
+
+class TextSAPT(TextStrategy):
+    """SAPT-LoRA with attentive reflection (module docstring).
+
+    Args (besides TextStrategy's): pseudo_data_root (SAPT's ``generated_data/lora_gen_superni_t5``;
+    required unless ``kl_ratio`` is 0), rank (4), scale (8), dropout (0), kl_ratio (0.5),
+    temperature (None: ``sqrt(d_model)``), query_hidden (100), target_modules (None: query and
+    value, SAPT's ``lora_q`` / ``lora_v``), seed (of the pseudo-samples' draw).
+    """
+
+    #: one process: the pseudo-samples' draw and the router are not synchronised across processes
+    needs = StrategyNeeds(data_parallel=False)
+    #: the value checks of its own options (run once, by check_strategy_options)
+    check_values = staticmethod(lambda options: check_sapt_options(options))
+
+    def __init__(self, *, model, tokenizer=None, pseudo_data_root: Optional[str] = None,
+                 rank: int = SAPT_LORA["rank"], scale: float = SAPT_LORA["scale"],
+                 dropout: float = SAPT_LORA["dropout"], kl_ratio: float = SAPT_KL_RATIO,
+                 temperature: Optional[float] = None, query_hidden: int = SAPT_QUERY_HIDDEN,
+                 target_modules: Targets = None, seed: int = 0, plugins=None, **kwargs):
+        from ...benchmarks.text.superni_pseudo import pseudo_root, read_pseudo_prompts
+
+        check_sapt_options(dict(rank=rank, scale=scale, dropout=dropout, kl_ratio=kl_ratio, temperature=temperature,
+                                query_hidden=query_hidden))
+        if kl_ratio > 0:
+            if pseudo_data_root is None:
+                raise ValueError("sapt needs pseudo_data_root: the folder of SAPT's pseudo-samples "
+                                 "(generated_data/lora_gen_superni_t5 of circle-hit/SAPT); or kl_ratio=0 to run "
+                                 "without attentive reflection")
+            check_sapt_options(dict(pseudo_data_root=pseudo_data_root))
+            pseudo_root(pseudo_data_root)  # a one-line error now when it is not a folder
+        model = wrap(model, tokenizer)
+        router = install_router(model, query_hidden, temperature)
+        if not find_layers(model, SAPTLoRALinear):
+            names = lora_targets(model, target_modules)
+            model.requires_grad_(False)
+            replace_linears(model.model, names, lambda linear: SAPTLoRALinear(linear, router.selection, rank,
+                                                                              scale=scale, dropout=dropout))
+        self.router = router
+        reader = lru_cache(maxsize=None)(lambda task: read_pseudo_prompts(pseudo_data_root, task))
+        self.sapt_plugin = SAPTPlugin(router, reader, kl_ratio, seed)
+        super().__init__(model=model, tokenizer=tokenizer, plugins=[self.sapt_plugin, *(plugins or [])], **kwargs)
+
+
+__all__ = ["SAPT_LORA", "TextSAPT", "check_sapt_options", "install_router"]
