@@ -10,8 +10,8 @@ import sys
 import torch
 from torch import nn
 
-from moram_avalanche.layers.moram.layer.paths import cpu_kernel as routing_kernel
-from moram_avalanche.layers.moram.layer.variants import moram_layer
+from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
+from moram_avalanche.layers.moram.variants import moram_layer
 from moram_avalanche.utils.clock import now
 
 

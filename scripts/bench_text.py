@@ -70,10 +70,10 @@ import torch
 from torch import nn
 
 from bench_timing import add_timing_options, apply_threads, time_round_robin
-from moram_avalanche.layers.moram.layer.paths import cpu_kernel as routing_kernel
+from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
 from moram_avalanche.layers.base import find_layers
 from moram_avalanche.layers.lora import LoRALinear
-from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+from moram_avalanche.layers.moram.layer import MoRAMLinear
 from moram_avalanche.layers.replace import replace_linears
 from moram_avalanche.strategies.text.loop import PAPER_TEXT_LOOP, TEXT_BETAS
 from moram_avalanche.text import PAPER_LLM_OPTIONS, add_task, inject_moram, target_names

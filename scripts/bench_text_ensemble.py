@@ -13,7 +13,7 @@ import open_clip
 import torch
 import torch.nn.functional as F
 
-from moram_avalanche.benchmarks.images.datasets.prompts import ZSCL_TEMPLATES
+from moram_avalanche.benchmarks.images.prompts import ZSCL_TEMPLATES
 from moram_avalanche.clip.head import TextHead
 from moram_avalanche.utils.clock import now
 

@@ -32,8 +32,8 @@ from bench_timing import add_timing_options, apply_threads, time_round_robin
 from moram_avalanche.clip.attention import split_attention
 from moram_avalanche.clip.inject import inject_lora, inject_moram
 from moram_avalanche.layers.base import find_layers
-from moram_avalanche.layers.moram.layer.paths import cpu_kernel as routing_kernel
-from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
+from moram_avalanche.layers.moram.layer import MoRAMLinear
 
 TARGETS = ("q", "k", "v", "out", "fc", "proj")
 

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+from moram_avalanche.layers.moram.layer import MoRAMLinear
 
 SYNCS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero", "aten::masked_select", "aten::_unique2"}
 GEMMS = {"aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm"}
@@ -96,8 +96,8 @@ def measure(path_context, launches):
 def main() -> None:
     launches = []
     try:
-        from moram_avalanche.layers.moram.layer.paths import triton as moram_triton
-        from moram_avalanche.layers.moram.layer.paths.choice import use_path
+        from moram_avalanche.layers.moram.paths import triton as moram_triton
+        from moram_avalanche.layers.moram.paths.choice import use_path
     except ImportError:  # a checkout before the GPU path: one PyTorch path
         paths = {"before (PyTorch path)": contextlib.nullcontext}
     else:

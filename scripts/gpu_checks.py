@@ -33,10 +33,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from moram_avalanche.layers.moram.layer.paths import triton as moram_triton
-from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
-from moram_avalanche.layers.moram.layer.paths.choice import use_path
-from moram_avalanche.layers.moram.layer.naive import NaiveMoRAMLinear
+from moram_avalanche.layers.moram.paths import triton as moram_triton
+from moram_avalanche.layers.moram.layer import MoRAMLinear
+from moram_avalanche.layers.moram.paths.choice import use_path
+from moram_avalanche.layers.moram.naive import NaiveMoRAMLinear
 
 LINES = []
 FAILED = []
@@ -151,7 +151,7 @@ def _synchronising(layer, x, training, dtype):
 
 def check_no_host_sync():
     if DEVICE != "cuda":
-        LINES.append("skip host synchronisation check: needs CUDA (tests/layers/test_moram_paths.py checks the "
+        LINES.append("skip host synchronisation check: needs CUDA (tests/layers/moram/test_paths.py checks the "
                      "operators on the CPU)")
         print(LINES[-1])
         return
@@ -263,7 +263,7 @@ def check_strategy_amp():
     from avalanche.training.plugins import EvaluationPlugin
     from torchvision import transforms
 
-    from moram_avalanche.benchmarks.images.datasets.synthetic import synthetic
+    from moram_avalanche.benchmarks.images.synthetic import synthetic
     from moram_avalanche.experiments.clip.demo import TINY_CONFIG
     from moram_avalanche.experiments.metrics import AccuracyMatrix
     from moram_avalanche.strategies import MoRAM

@@ -169,8 +169,8 @@ def memory(args) -> None:
 def syncs(args) -> None:
     from torch import nn
 
-    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
-    from moram_avalanche.layers.moram.layer.paths.choice import path_name
+    from moram_avalanche.layers.moram.layer import MoRAMLinear
+    from moram_avalanche.layers.moram.paths.choice import path_name
 
     torch.manual_seed(0)
     layer = MoRAMLinear(nn.Linear(768, 768), atoms_per_task=16, topk=16, temperature=0.01, threshold=0.2)

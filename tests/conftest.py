@@ -6,17 +6,13 @@ import os
 import pytest
 import torch
 
+from tiny_clip import STREAM_CLASSES, TINY_CONFIG, TINY_NAME, TensorDomain  # noqa: F401 (read by the fixtures)
+
 if not torch.cuda.is_available():
     # the GPU path's Triton kernels run on CPU tensors in Triton's interpreter (read when Triton is
     # first imported, so set before any test imports it); with a GPU they run compiled on CUDA
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-TINY_NAME = "moram-test-tiny"
-TINY_CONFIG = {
-    "embed_dim": 32,
-    "vision_cfg": {"image_size": 32, "layers": 2, "width": 64, "patch_size": 8, "head_width": 32},
-    "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 2},
-}
 
 
 @pytest.fixture(scope="session")
@@ -46,24 +42,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-class TensorDomain(torch.utils.data.Dataset):
-    """Random images with local labels 0..classes-1 (a domain for fast strategy tests)."""
-
-    def __init__(self, size, classes, seed):
-        gen = torch.Generator().manual_seed(seed)
-        self.images = torch.randn(size, 3, 32, 32, generator=gen)
-        self.targets = [i % classes for i in range(size)]
-
-    def __len__(self):
-        return len(self.targets)
-
-    def __getitem__(self, index):
-        return self.images[index], self.targets[index]
-
-
-STREAM_CLASSES = {"alpha": ("cat", "dog"), "beta": ("red", "green", "blue"), "gamma": ("one", "two")}
 
 
 @pytest.fixture

@@ -259,7 +259,7 @@ def tiny_benchmark(names):
 
 
 def float_image():
-    from moram_avalanche.benchmarks.images.datasets.datasets import to_rgb
+    from moram_avalanche.benchmarks.images.datasets import to_rgb
 
     return to_rgb(Image.new("F", (4, 4), 0.5))
 
@@ -274,7 +274,7 @@ def damaged_settings(tmp_path):
 def tokenizer_of_another_model():
     import open_clip
 
-    from conftest import TINY_CONFIG
+    from tiny_clip import TINY_CONFIG
     from moram_avalanche.clip.head import TextHead
 
     model = open_clip.CLIP(**TINY_CONFIG)  # context length 16

@@ -8,14 +8,14 @@ prints it, and that nothing was written.
 import json
 import os
 import pickle
-import struct
-import zlib
 
 import pytest
 from PIL import Image
 
 from fake_data import cifar100, eurosat, flowers, food101, sun397
 from moram_avalanche.utils.errors import UserError
+
+from fake_data import bomb_png
 
 
 # ---------------------------------------------------------------- helpers
@@ -133,9 +133,9 @@ def duplicate_class_names(t):
 
 
 def untrained_test_class(t):
-    from moram_avalanche.benchmarks.images.datasets.domains import DomainData
-    from moram_avalanche.benchmarks.images.datasets.datasets import ImageFiles
-    from moram_avalanche.benchmarks.images.datasets.validate import check_domain
+    from moram_avalanche.benchmarks.images.domains import DomainData
+    from moram_avalanche.benchmarks.images.datasets import ImageFiles
+    from moram_avalanche.benchmarks.images.validate import check_domain
 
     train = ImageFiles(["a.jpg", "b.jpg"], [0, 0], name="X")
     test = ImageFiles(["c.jpg", "d.jpg"], [0, 1], name="X")
@@ -168,7 +168,7 @@ def garbage_cifar(t):
 
 
 def binary_sentences(t):
-    from moram_avalanche.benchmarks.images.datasets.reference_sets import read_sentences
+    from moram_avalanche.benchmarks.images.reference_sets import read_sentences
 
     path = t / "captions.txt"
     path.write_bytes(b"a photo\n\x00\x01\x02\xff")
@@ -176,7 +176,7 @@ def binary_sentences(t):
 
 
 def latin1_sentences(t):
-    from moram_avalanche.benchmarks.images.datasets.reference_sets import read_sentences
+    from moram_avalanche.benchmarks.images.reference_sets import read_sentences
 
     path = t / "captions.txt"
     path.write_bytes("a photo\nun caf\xe9\n".encode("latin-1"))
@@ -184,21 +184,21 @@ def latin1_sentences(t):
 
 
 def sentences_folder(t):
-    from moram_avalanche.benchmarks.images.datasets.reference_sets import read_sentences
+    from moram_avalanche.benchmarks.images.reference_sets import read_sentences
 
     (t / "captions").mkdir()
     return read_sentences(t / "captions")
 
 
 def empty_ref_images(t):
-    from moram_avalanche.benchmarks.images.datasets.reference_sets import image_folder
+    from moram_avalanche.benchmarks.images.reference_sets import image_folder
 
     (t / "refs").mkdir()
     return image_folder(t / "refs", transform=None)
 
 
 def loose_ref_images(t):
-    from moram_avalanche.benchmarks.images.datasets.reference_sets import image_folder
+    from moram_avalanche.benchmarks.images.reference_sets import image_folder
 
     (t / "refs").mkdir()
     Image.new("RGB", (4, 4)).save(t / "refs" / "one.png")
@@ -206,7 +206,7 @@ def loose_ref_images(t):
 
 
 def ref_images_without_images(t):
-    from moram_avalanche.benchmarks.images.datasets.reference_sets import image_folder
+    from moram_avalanche.benchmarks.images.reference_sets import image_folder
 
     (t / "refs/n01/notes").mkdir(parents=True)
     (t / "refs/n01/readme.txt").write_text("x")
@@ -214,23 +214,13 @@ def ref_images_without_images(t):
 
 
 def ref_images_loop(t):
-    from moram_avalanche.benchmarks.images.datasets.reference_sets import image_folder
+    from moram_avalanche.benchmarks.images.reference_sets import image_folder
 
     return image_folder(a_loop(t, "refs"), transform=None)
 
 
-def bomb_png(path, side=100_000):
-    """A PNG whose header claims ``side`` x ``side`` pixels (a decompression bomb), 60 bytes."""
-    def chunk(kind, data):
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", side, side, 8, 2, 0, 0, 0))
-                     + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b""))
-    return path
-
-
 def bomb_under_raise(t):
-    from moram_avalanche.benchmarks.images.datasets.datasets import BadImages, ImageFiles
+    from moram_avalanche.benchmarks.images.datasets import BadImages, ImageFiles
 
     Image.new("RGB", (4, 4)).save(t / "ok.png")
     data = ImageFiles([bomb_png(t / "bomb.png"), t / "ok.png"], [0, 0], name="Food",
@@ -263,8 +253,8 @@ def class_folder_link_loop(t):
 
 
 def bomb_in_ref_images(t):
-    from moram_avalanche.benchmarks.images.datasets.datasets import BadImages
-    from moram_avalanche.benchmarks.images.datasets.reference_sets import image_folder
+    from moram_avalanche.benchmarks.images.datasets import BadImages
+    from moram_avalanche.benchmarks.images.reference_sets import image_folder
 
     (t / "refs/n01").mkdir(parents=True)
     bomb_png(t / "refs/n01/bomb.png")

@@ -102,7 +102,7 @@ def tiny_with_openai_tag(tiny_clip_name, monkeypatch, tmp_path):
     import open_clip
     from open_clip import pretrained
 
-    from conftest import TINY_CONFIG
+    from tiny_clip import TINY_CONFIG
 
     config = tmp_path / f"{tiny_clip_name}-quickgelu.json"
     config.write_text(json.dumps({**TINY_CONFIG, "quick_gelu": True}))

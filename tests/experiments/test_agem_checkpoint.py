@@ -15,7 +15,7 @@ import warnings
 import torch
 
 from moram_avalanche.experiments.runner import run_stream
-from test_resume import fresh_run
+from clip_runs import fresh_run
 
 warnings.filterwarnings("ignore", message="No loggers specified")
 AGEM = dict(patterns_per_exp=4, sample_size=4, lr=1e-3)

@@ -13,7 +13,7 @@ from moram_avalanche.experiments.compare import Setup, run_comparison
 from moram_avalanche.experiments.metrics import summarize
 from moram_avalanche.experiments.tables import paper_table_csv, paper_table_markdown, summary_table
 
-from conftest import TINY_CONFIG
+from tiny_clip import TINY_CONFIG
 
 DOMAINS = ["a", "b", "c"]
 
@@ -61,7 +61,7 @@ def test_tables_refuse_mixed_or_incomplete_results():
 
 
 def tiny_setup(tokenizer, settings=None):
-    from moram_avalanche.benchmarks.images.datasets.synthetic import synthetic
+    from moram_avalanche.benchmarks.images.synthetic import synthetic
 
     transform = open_clip.image_transform(32, is_train=False)
 

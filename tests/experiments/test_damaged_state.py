@@ -15,7 +15,7 @@ from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.experiments.runner import run_stream
 from moram_avalanche.strategies import MoRAM, ZeroShot
 
-from conftest import TINY_CONFIG
+from tiny_clip import TINY_CONFIG
 
 warnings.filterwarnings("ignore", message="No loggers specified")
 
@@ -54,7 +54,7 @@ def test_a_run_folder_refuses_other_options_and_benchmarks(make_stream, tokenize
 def _two_domains():
     from moram_avalanche.benchmarks import Domain, clip_benchmark
 
-    from conftest import TensorDomain
+    from tiny_clip import TensorDomain
 
     domains = [Domain("alpha", ("cat", "dog"), "a {}."), Domain("delta", ("x", "y"), "a {}.")]
     return clip_benchmark(domains, [TensorDomain(4, 2, 0), TensorDomain(4, 2, 1)],

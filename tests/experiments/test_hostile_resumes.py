@@ -133,7 +133,7 @@ def test_a_clip_run_records_its_data_and_refuses_another(tmp_path, capsys):
 
 
 def test_image_files_hash_their_paths_and_labels(tmp_path):
-    from moram_avalanche.benchmarks.images.datasets.datasets import ImageFiles
+    from moram_avalanche.benchmarks.images.datasets import ImageFiles
 
     paths = [tmp_path / f"{i}.png" for i in range(3)]
     one = ImageFiles(paths, [0, 1, 1], name="x").fingerprint()
@@ -147,7 +147,7 @@ def test_a_0_2_0_checkpoint_with_0_2_0_plugin_numbers_resumes_to_the_uninterrupt
                                                                                        tmp_path):
     from moram_avalanche.experiments.record import read_record
     from moram_avalanche.experiments.runner import run_stream
-    from test_run_folder_safety import fresh
+    from clip_runs import fresh_moram as fresh
 
     whole, bench, metric = fresh(make_stream, tokenizer, tmp_path / "whole")
     run_stream(whole, bench, tmp_path / "whole", progress=False)
@@ -177,7 +177,7 @@ def test_a_0_2_0_checkpoint_with_0_2_0_plugin_numbers_resumes_to_the_uninterrupt
 
 def test_a_checkpoint_holding_a_plugin_the_strategy_lacks_is_refused_in_one_line(make_stream, tokenizer, tmp_path):
     from moram_avalanche.experiments.runner import run_stream
-    from test_run_folder_safety import fresh
+    from clip_runs import fresh_moram as fresh
 
     strategy, bench, _ = fresh(make_stream, tokenizer, tmp_path)
     run_stream(strategy, bench, tmp_path, max_experiences=1, progress=False)

@@ -2,31 +2,17 @@
 
 import warnings
 
-import open_clip
 import pytest
 import torch
-from avalanche.training.plugins import EvaluationPlugin
 
 from moram_avalanche.layers.base import find_layers
-from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
-from moram_avalanche.experiments.metrics import AccuracyMatrix
+from moram_avalanche.layers.moram.layer import MoRAMLinear
 from moram_avalanche.experiments.runner import run_stream
 from moram_avalanche.strategies import ZSCL, CoDyRA, FineTune, ICaRL, LwFVR, MoRAM, RAILDual, RAILPrimal, WiSEFT
 
-from conftest import TINY_CONFIG
+from clip_runs import fresh_run
 
 warnings.filterwarnings("ignore", message="No loggers specified")
-
-
-def fresh_run(strategy_class, make_stream, tokenizer, **kwargs):
-    torch.manual_seed(0)
-    model = open_clip.CLIP(**TINY_CONFIG)
-    metric = AccuracyMatrix()
-    if strategy_class.needs.trains:
-        kwargs = dict(kwargs, iterations=3)
-    strategy = strategy_class(model=model, tokenizer=tokenizer, train_mb_size=4,
-                              evaluator=EvaluationPlugin(metric, loggers=[]), progress=False, **kwargs)
-    return strategy, make_stream("all", train_sizes=(8, 6, 6)), metric
 
 
 ZSCL_REFERENCES = {
@@ -119,7 +105,7 @@ def test_avalanche_strategies_resume_from_avalanches_checkpoint(name, kwargs, ma
 
 def test_the_routing_kernel_is_built_before_the_first_experience_is_timed(make_stream, tokenizer, tmp_path,
                                                                             monkeypatch):
-    from moram_avalanche.layers.moram.layer.paths import cpu_kernel as routing_kernel
+    from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
 
     events = []
     strategy, benchmark, _ = fresh_run(MoRAM, make_stream, tokenizer, atoms_per_task=4, topk=2)

@@ -11,17 +11,14 @@ import subprocess
 import sys
 import textwrap
 
-import open_clip
 import pytest
 import torch
-from avalanche.training.plugins import EvaluationPlugin
 
 from moram_avalanche.cli import main
-from moram_avalanche.experiments.clip.demo import TINY_CONFIG
-from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.experiments.record import RECORD_FORMAT, read_record
 from moram_avalanche.experiments.runner import run_stream
-from moram_avalanche.strategies import MoRAM
+
+from clip_runs import fresh_moram
 
 CLI_TINY = ["--model", "moram-synthetic-tiny", "--pretrained", "none", "--no-progress", "--batch-size", "8"]
 
@@ -31,47 +28,36 @@ def run_args(tmp_path, *extra, log_dir=None):
             "--log-dir", str(log_dir or tmp_path / "run"), *CLI_TINY, *extra]
 
 
-def fresh(make_stream, tokenizer, out_dir, plugins=(), **kwargs):
-    torch.manual_seed(0)
-    model = open_clip.CLIP(**TINY_CONFIG)
-    options = dict(atoms_per_task=2, topk=2, lr=1e-2, iterations=2)
-    options.update(kwargs)
-    metric = AccuracyMatrix(out_dir=out_dir)
-    strategy = MoRAM(model=model, tokenizer=tokenizer, train_mb_size=4, progress=False, plugins=list(plugins),
-                     evaluator=EvaluationPlugin(metric, loggers=[]), **options)
-    return strategy, make_stream("all", train_sizes=(4, 4, 4)), metric
-
-
 # ---------------------------------------------------------------- identity
 def test_a_folder_without_its_record_resumes_only_the_run_its_checkpoint_names(make_stream, tokenizer, tmp_path):
-    strategy, bench, _ = fresh(make_stream, tokenizer, tmp_path)
+    strategy, bench, _ = fresh_moram(make_stream, tokenizer, tmp_path)
     assert run_stream(strategy, bench, tmp_path, max_experiences=1, progress=False) == 1
     (tmp_path / "run.json").unlink()  # the record lost: the checkpoint still says what made it
-    other, bench, _ = fresh(make_stream, tokenizer, tmp_path, atoms_per_task=4)
+    other, bench, _ = fresh_moram(make_stream, tokenizer, tmp_path, atoms_per_task=4)
     with pytest.raises(ValueError, match=r"checkpoint.pt was written by another run \(options.atoms_per_task: "
                                          r"2 there, 4 now"):
         run_stream(other, bench, tmp_path, progress=False)
     assert not (tmp_path / "run.json").exists()  # refused: nothing written
-    same, bench, metric = fresh(make_stream, tokenizer, tmp_path)
+    same, bench, metric = fresh_moram(make_stream, tokenizer, tmp_path)
     assert run_stream(same, bench, tmp_path, max_experiences=2, progress=False) == 2
     assert metric.result().shape == (2, 3)
 
 
 def test_a_checkpoint_that_cannot_say_whose_it_is_is_refused_without_a_record(make_stream, tokenizer, tmp_path):
-    strategy, bench, _ = fresh(make_stream, tokenizer, tmp_path)
+    strategy, bench, _ = fresh_moram(make_stream, tokenizer, tmp_path)
     run_stream(strategy, bench, tmp_path, max_experiences=1, progress=False)
     state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     state["identity"] = None  # as 0.2 wrote it
     torch.save(state, tmp_path / "checkpoint.pt")
     (tmp_path / "checkpoint.prev.pt").unlink(missing_ok=True)
     (tmp_path / "run.json").unlink()
-    again, bench, _ = fresh(make_stream, tokenizer, tmp_path)
+    again, bench, _ = fresh_moram(make_stream, tokenizer, tmp_path)
     with pytest.raises(ValueError, match="holds a checkpoint but no record of the run that made it"):
         run_stream(again, bench, tmp_path, progress=False)
 
 
 def test_a_0_2_folder_resumes_and_its_two_records_become_one(make_stream, tokenizer, tmp_path):
-    strategy, bench, _ = fresh(make_stream, tokenizer, tmp_path)
+    strategy, bench, _ = fresh_moram(make_stream, tokenizer, tmp_path)
     run_stream(strategy, bench, tmp_path, max_experiences=1, progress=False, settings={"benchmark": "synthetic"},
                environment={"cache_dir": "/c"})
     record = read_record(tmp_path)
@@ -83,7 +69,7 @@ def test_a_0_2_folder_resumes_and_its_two_records_become_one(make_stream, tokeni
     assert migrated["format"] == RECORD_FORMAT and migrated["environment"] == {"cache_dir": "/c"}
     assert {k: migrated[k] for k in ("run", "strategy", "options", "model", "benchmark")} == {
         k: record[k] for k in ("run", "strategy", "options", "model", "benchmark")}
-    again, bench, metric = fresh(make_stream, tokenizer, tmp_path)
+    again, bench, metric = fresh_moram(make_stream, tokenizer, tmp_path)
     assert run_stream(again, bench, tmp_path, max_experiences=2, progress=False, settings={"benchmark": "synthetic"},
                       environment={"cache_dir": "/c"}) == 2
     assert not (tmp_path / "settings.json").exists()  # migrated: one record from now on
@@ -94,7 +80,7 @@ def test_a_0_2_folder_resumes_and_its_two_records_become_one(make_stream, tokeni
 def test_divergence_stops_the_run_and_records_nothing(make_stream, tokenizer, tmp_path):
     from moram_avalanche.strategies.plugins import StopOnDivergence, TrainingDiverged
 
-    strategy, bench, _ = fresh(make_stream, tokenizer, tmp_path, plugins=[StopOnDivergence()], lr=1e12,
+    strategy, bench, _ = fresh_moram(make_stream, tokenizer, tmp_path, plugins=[StopOnDivergence()], lr=1e12,
                                iterations=6)
     with pytest.raises(TrainingDiverged, match=r"MoRAM diverged: .* at iteration \d+ of experience 1 "
                                                r"\(alpha\) with learning rate .*: lower the learning rate"):
@@ -190,7 +176,7 @@ def test_cost_refuses_a_task_count_it_would_take_minutes_on(capsys):
     (object(), "bench", "run_stream takes an Avalanche strategy .* got object"),
 ])
 def test_run_stream_names_what_it_takes(make_stream, tokenizer, tmp_path, strategy, benchmark, message):
-    built, bench, _ = fresh(make_stream, tokenizer, None)
+    built, bench, _ = fresh_moram(make_stream, tokenizer, None)
     with pytest.raises(TypeError, match=message):
         run_stream(built if strategy == "ok" else strategy, bench if benchmark == "bench" else benchmark, tmp_path)
     assert not any(tmp_path.iterdir())

@@ -10,7 +10,7 @@ from avalanche.core import SupervisedPlugin
 import moram_avalanche.experiments as experiments
 from moram_avalanche.experiments.run import Setup, run_single
 
-from conftest import TINY_CONFIG
+from tiny_clip import TINY_CONFIG
 
 
 class Marker(SupervisedPlugin):
@@ -33,7 +33,7 @@ class Marker(SupervisedPlugin):
 
 
 def setup_with(plugin, tokenizer):
-    from moram_avalanche.benchmarks.images.datasets.synthetic import synthetic
+    from moram_avalanche.benchmarks.images.synthetic import synthetic
 
     transform = open_clip.image_transform(32, is_train=False)
     return Setup(

@@ -9,8 +9,8 @@ from moram_avalanche.layers.base import (AdapterLayer, GrowingAdapter, adapter_s
 from moram_avalanche.layers.lora import LoRALinear
 from moram_avalanche.layers.moe_adapter import MoEAdapterMixture
 from moram_avalanche.layers.moe_lora import MoELoRALinear
-from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
-from moram_avalanche.layers.moram.layer.variants import MoRAMAblationLinear
+from moram_avalanche.layers.moram.layer import MoRAMLinear
+from moram_avalanche.layers.moram.variants import MoRAMAblationLinear
 
 
 class Toy(nn.Module):

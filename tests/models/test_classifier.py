@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from moram_avalanche.models import MASK_VALUE, CLIPClassifier
 
-from conftest import STREAM_CLASSES
+from tiny_clip import STREAM_CLASSES
 
 TEMPLATES = {name: f"a {{}} from {name}." for name in STREAM_CLASSES}
 

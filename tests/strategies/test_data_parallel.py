@@ -86,7 +86,7 @@ def clip_like_loss(x, weight, text, labels, total, processes):
 
 def recorded_stats(x, reduce=False):
     """A MoRAM layer's recorded activation mass and hits on ``x`` (MoRAMPlugin's settle reduces them)."""
-    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+    from moram_avalanche.layers.moram.layer import MoRAMLinear
     from moram_avalanche.strategies.plugins.moram import reduce_recorded_stats
 
     torch.manual_seed(3)

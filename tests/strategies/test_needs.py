@@ -1,5 +1,5 @@
 """What strategies declare they take from the app, and how the command line and the demo read it
-(the app's recipes themselves: tests/experiments/test_recipes.py)."""
+(the app's recipes themselves: tests/experiments/clip/test_recipes.py)."""
 
 from types import SimpleNamespace
 

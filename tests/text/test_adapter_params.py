@@ -5,7 +5,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from moram_avalanche.layers.base import find_layers
-from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+from moram_avalanche.layers.moram.layer import MoRAMLinear
 from moram_avalanche.text.adapter_params import LLAMA_PROJECTIONS, linear_shapes, lora_parameters, moram_parameters
 from moram_avalanche.text.inject import add_task, inject_moram
 from moram_avalanche.text.tiny import TINY_LLAMA

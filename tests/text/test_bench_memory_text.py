@@ -94,7 +94,7 @@ def test_the_default_rows_adapt_traces_targets(bench):
     from bench_text import build_base, model_config
 
     from moram_avalanche.layers.lora import LoRALinear
-    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+    from moram_avalanche.layers.moram.layer import MoRAMLinear
 
     base = build_base("llama-1b", model_config("llama-1b", 2, **TINY), "cpu", torch.float32)
     options = dict(bench.PAPER_TRACE_OPTIONS, atoms_per_task=4, topk=4)

@@ -23,7 +23,7 @@ def bench(monkeypatch):
 @pytest.mark.parametrize("name", sorted(TINY))
 def test_measure_grows_moram_and_returns_finite_ratios(bench, one_thread, name):
     from moram_avalanche.layers.lora import LoRALinear
-    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+    from moram_avalanche.layers.moram.layer import MoRAMLinear
     from moram_avalanche.layers.base import find_layers
 
     models = bench.build_models(name, 2, "cpu", torch.float32, **TINY[name])

@@ -32,7 +32,7 @@ def config(**kwargs):
 
 def reference(layer, adapter):
     """The library's own MoRAMLinear over a copy of the base, holding ``adapter``'s atoms."""
-    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+    from moram_avalanche.layers.moram.layer import MoRAMLinear
 
     bank = layer.moram_bank[adapter]
     ref = MoRAMLinear(copy.deepcopy(layer.base_layer), **bank.options)

@@ -5,7 +5,7 @@ import torch
 
 from tiny_text import LLAMA_KWARGS, batch, tiny_llama
 
-from moram_avalanche.layers.moram.layer.naive import naive_moram
+from moram_avalanche.layers.moram.naive import naive_moram
 
 
 def atoms_term(bank, x, training=False):
@@ -47,7 +47,7 @@ def test_float32_atoms_of_a_bfloat16_base_compute_in_bfloat16_in_one_read_out():
 
     from peft import get_peft_model
 
-    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+    from moram_avalanche.layers.moram.layer import MoRAMLinear
     from moram_avalanche.text import MoRAMConfig
 
     model = get_peft_model(tiny_llama().to(torch.bfloat16), MoRAMConfig(init_weights=False)).eval()

@@ -99,7 +99,7 @@ def test_a_checkpoint_missing_a_layers_atoms_warns_with_peft(tmp_path):
 
 
 def test_a_bank_whose_trainable_rows_are_missing_is_reported():
-    from moram_avalanche.layers.moram.layer.layer import MoRAMAtoms
+    from moram_avalanche.layers.moram.layer import MoRAMAtoms
 
     bank = MoRAMAtoms(6, 5, torch.empty(0), atoms_per_task=3)
     bank.expand()
@@ -116,7 +116,7 @@ def test_a_0_5_0_adapter_folder_loads_unchanged():
     from peft import PeftModel
     from safetensors.torch import load_file
 
-    from moram_avalanche.layers.moram.layer.paths.choice import use_path
+    from moram_avalanche.layers.moram.paths.choice import use_path
 
     written = load_file(FOLDER_0_5_0 / "expected_0_5_0.safetensors")
     assert json.loads((FOLDER_0_5_0 / "adapter_config.json").read_text())["peft_type"] == "MORAM"

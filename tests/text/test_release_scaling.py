@@ -81,7 +81,7 @@ def test_the_loop_evaluates_with_the_next_tasks_atoms_and_then_trains_them():
 
     from moram_avalanche.benchmarks import synthetic_text
     from moram_avalanche.layers.base import find_layers
-    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+    from moram_avalanche.layers.moram.layer import MoRAMLinear
     from tiny_stream import TASKS
 
     bench = synthetic_text(TASKS, train_per_label=2, test_per_label=1)
@@ -125,7 +125,7 @@ def test_bad_release_options_are_refused():
     from peft import get_peft_model
 
     from moram_avalanche.layers.base import find_layers
-    from moram_avalanche.layers.moram.layer.layer import MoRAMAtoms
+    from moram_avalanche.layers.moram.layer import MoRAMAtoms
     from tiny_text import tiny_llama
 
     peft_model = get_peft_model(tiny_llama(), MoRAMConfig(new_value_scale=2.0))  # the peft method takes it too

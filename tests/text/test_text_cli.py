@@ -1,29 +1,13 @@
 """``moram-avalanche run`` / ``compare`` on a text benchmark with a tiny local model folder."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tiny_stream import FAMILIES, stream_tokenizer
+from text_processes import ORDER
+from command_line import cli
+from fake_text_data import small_release_tree
 
-ORDER = ("colour", "mood")
-
-
-@pytest.fixture(scope="module")
-def model_folder(tmp_path_factory):
-    """A tiny T5 and its tokenizer written with ``save_pretrained`` (what users pass as --model)."""
-    folder = tmp_path_factory.mktemp("tiny-t5")
-    tokenizer = stream_tokenizer(ORDER)
-    FAMILIES["t5"](tokenizer).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
-
-
-def cli(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "moram_avalanche", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=600)
 
 
 def test_run_synthetic_text_moram_end_to_end(model_folder, tmp_path):
@@ -52,25 +36,10 @@ def test_text_strategy_names_and_missing_model_are_one_line_errors(model_folder,
     assert done.returncode == 2 and "no model folder" in done.stderr
 
 
-def release_tree(root, tasks):
-    """A fake of the release's LLM-CL-Benchmark_500 layout for ``tasks``: <Task>/{train,eval,test,labels}.json."""
-    from moram_avalanche.benchmarks.text.tasks import TASKS
-
-    for name in tasks:
-        folder = root / TASKS[name].folders[-1]
-        folder.mkdir(parents=True)
-        labels = ["red", "green"]
-        (folder / "labels.json").write_text(json.dumps(labels))
-        for split, n in (("train", 4), ("eval", 1), ("test", 2)):
-            (folder / f"{split}.json").write_text(json.dumps(
-                [{"prompt": f"lorem {name} {i} Answer:", "answer": labels[i % 2]} for i in range(n)]))
-    return root
-
-
 def test_compare_lm_cl_order_1_from_a_data_root(model_folder, tmp_path):
     from moram_avalanche.benchmarks.text.tasks import ORDERS
 
-    root = release_tree(tmp_path / "LLM-CL-Benchmark_500", ORDERS[1])
+    root = small_release_tree(tmp_path / "LLM-CL-Benchmark_500", ORDERS[1])
     out = tmp_path / "out"
     done = cli("compare", "--benchmark", "lm-cl", "--order", "1", "--data-root", str(root), "--strategies",
                "seq-lora,o-lora", "--model", str(model_folder), "--out", str(out), "--iterations", "1",

@@ -3,7 +3,8 @@ record, resume, and a bad option as a one-line error."""
 
 import json
 
-from test_text_cli import ORDER, cli, model_folder  # noqa: F401 (the fixture)
+from command_line import cli
+from text_processes import ORDER
 
 
 def test_run_lfpt5_from_the_command_line_and_resume(model_folder, tmp_path):  # noqa: F811

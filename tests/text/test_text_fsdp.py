@@ -18,8 +18,7 @@ import sys
 import pytest
 import torch
 
-from test_text_data_parallel import (ORDER, assert_same_runs, compare_args, moram_avalanche_cli, python_command,
-                                     tiny_llama)
+from text_processes import ORDER, assert_same_runs, compare_args, moram_avalanche_cli, python_command, tiny_llama
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ def linear_names(model):
 
 
 def test_t5_targets_are_query_and_key_of_every_attention_and_nothing_else():
-    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+    from moram_avalanche.layers.moram.layer import MoRAMLinear
     from moram_avalanche.text import inject_moram
 
     model = tiny_t5()
@@ -80,7 +80,7 @@ def capture_input(layer):
 
 
 def test_layer_inside_the_model_equals_the_naive_reference():
-    from moram_avalanche.layers.moram.layer.naive import naive_moram
+    from moram_avalanche.layers.moram.naive import naive_moram
     from moram_avalanche.text import add_task, inject_moram
 
     model, (x, y) = tiny_llama(), batch()
@@ -109,7 +109,7 @@ def test_layer_inside_the_model_equals_the_naive_reference():
 
 
 def test_dropout_reaches_the_atoms_only():
-    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+    from moram_avalanche.layers.moram.layer import MoRAMLinear
     from moram_avalanche.text import DropoutMoRAMLinear
 
     torch.manual_seed(0)
@@ -133,7 +133,7 @@ def test_dropout_layer_equals_the_moram_layer_on_the_dropped_input_with_the_base
     outputs and gradients; computed with one base product."""
     import torch.nn.functional as F
 
-    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+    from moram_avalanche.layers.moram.layer import MoRAMLinear
     from moram_avalanche.text import DropoutMoRAMLinear
 
     torch.manual_seed(0)

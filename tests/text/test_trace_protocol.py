@@ -47,7 +47,7 @@ def test_trace_adapts_query_key_value_and_output_of_llama_and_gemma(architecture
 
     from moram_avalanche.experiments.text.recipes import stream_options
     from moram_avalanche.layers.lora import LoRALinear
-    from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+    from moram_avalanche.layers.moram.layer import MoRAMLinear
     from moram_avalanche.layers.task_lora import TaskLoRALinear
     from moram_avalanche.text.load import prepare_tokenizer
 

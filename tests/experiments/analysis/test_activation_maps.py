@@ -10,7 +10,7 @@ from moram_avalanche.experiments.analysis.source import moram_model
 from moram_avalanche.experiments.analysis.banks import install_banks
 from moram_avalanche.experiments.analysis.samples import task_images
 from moram_avalanche.layers.base import load_adapter_state_dict
-from moram_avalanche.layers.moram.layer.naive import naive_mixture
+from moram_avalanche.layers.moram.naive import naive_mixture
 
 from tiny_runs import ATOMS, TOPK, fresh_model, tiny_run
 

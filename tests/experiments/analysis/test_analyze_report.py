@@ -98,7 +98,7 @@ def test_cli_analyze_rebuilds_the_model_and_data_a_run_recorded(tmp_path, capsys
     """A MoRAM run on the synthetic stream, recorded as ``run`` records it, analysed by name only."""
     from avalanche.training.plugins import EvaluationPlugin
 
-    from moram_avalanche.benchmarks.images.datasets.synthetic import synthetic
+    from moram_avalanche.benchmarks.images.synthetic import synthetic
     from moram_avalanche.clip.load import load_clip
     from moram_avalanche.experiments.analysis.source import weights_checksum
     from moram_avalanche.experiments.record import read_record, write_record

@@ -5,7 +5,7 @@ from torch import nn
 from moram_avalanche.experiments.cost.formula import representative, trainable_formula
 from moram_avalanche.layers.lora import LoRALinear
 from moram_avalanche.layers.moe_lora import MoELoRALinear
-from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+from moram_avalanche.layers.moram.layer import MoRAMLinear
 
 
 def test_moram_trains_r_keys_and_r_values_per_task():

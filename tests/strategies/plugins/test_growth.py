@@ -1,12 +1,11 @@
 """One growth mechanism: adapters grow once the experience's data is adapted, before the model adaptation and the optimizer."""
 
 import pytest
-import torch
 from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 
 from moram_avalanche.layers.base import GrowingAdapter, find_layers
-from moram_avalanche.layers.moram.layer.layer import MoRAMLinear
+from moram_avalanche.layers.moram.layer import MoRAMLinear
 from moram_avalanche.strategies import FineTune, InfLoRA, MoEAdapters, MoELoRA, MoRAM
 from moram_avalanche.strategies.plugins.growth import GrowthPlugin
 
