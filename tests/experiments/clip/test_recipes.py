@@ -16,7 +16,7 @@ from moram_avalanche.strategies import MoRAM
 from moram_avalanche.strategies.moram_setting import MORAM
 from moram_avalanche.strategies.registry import STRATEGIES, get_strategy
 
-PACKAGE = Path(recipes.__file__).resolve().parents[1]
+PACKAGE = Path(recipes.__file__).resolve().parents[2]
 
 
 def test_a_strategy_without_a_recipe_gets_its_defaults():

