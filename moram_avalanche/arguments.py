@@ -111,10 +111,10 @@ def check_shared_arguments(args) -> str:
     """The options ``run`` and ``compare`` share; returns ``--device`` resolved (``auto``: CUDA when
     there is one)."""
     from .benchmarks import get_benchmark
+    from .experiments.stream_arguments import NOT_PATHS
     from .utils.devices import resolve_device
     from .utils.files import check_output_folder
     from .utils.paths import check_input_path
-    from .experiments.stream_arguments import NOT_PATHS
 
     builder = get_benchmark(args.benchmark)
     device = resolve_device(args.device, "--device")

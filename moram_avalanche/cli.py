@@ -20,9 +20,23 @@ import sys
 import warnings
 from typing import Callable, Dict, List, NamedTuple, Optional
 
-from .arguments import (OneLineParser, check_compare, check_cost, check_demo, check_device, check_nothing,
-                        check_reproduce, check_run, is_user_error, nonnegative_int, positive_float, positive_int,
-                        report_error, share, shots)
+from .arguments import (
+    OneLineParser,
+    check_compare,
+    check_cost,
+    check_demo,
+    check_device,
+    check_nothing,
+    check_reproduce,
+    check_run,
+    is_user_error,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+    report_error,
+    share,
+    shots,
+)
 
 #: ``reproduce``'s CLIP tables (the CLIP family's, ``experiments.paper_tables.TABLE_CHOICES``, kept here
 #: so that --help needs no heavy import; a test checks both agree)

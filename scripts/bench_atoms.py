@@ -24,12 +24,12 @@ import contextlib
 import os
 
 import torch
+from bench_timing import add_timing_options, apply_threads, time_round_robin
 from torch import nn
 
-from bench_timing import add_timing_options, apply_threads, time_round_robin
 from moram_avalanche.layers.moram.layer import MoRAMLinear
-from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
 from moram_avalanche.layers.moram.naive import NaiveMoRAMLinear
+from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
 
 BLOCK = {"q": (768, 768), "k": (768, 768), "v": (768, 768), "out": (768, 768),
          "c_fc": (768, 3072), "c_proj": (3072, 768)}

@@ -37,11 +37,11 @@ from typing import Dict, Optional
 
 import torch
 import torch.nn.functional as F
+from bench_timing import add_timing_options, apply_threads, time_round_robin
 from torch import nn
 
-from bench_timing import add_timing_options, apply_threads, time_round_robin
-from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
 from moram_avalanche.layers.moram.layer import MoRAMLinear
+from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
 from moram_avalanche.layers.moram.paths.choice import path_name, use_path
 
 BLOCK = {"q": (768, 768), "k": (768, 768), "v": (768, 768), "out": (768, 768),
@@ -160,7 +160,7 @@ def measure(device, batch: int, atoms: int, repeats: int, dtypes=("float32", "bf
     plus ``("error", dtype)``: each way's worst relative error against ours in float32 (:func:`errors`)."""
     totals = {}
     with (use_path(path) if path else contextlib.nullcontext()):
-        for name, (d_in, d_out) in BLOCK.items():
+        for d_in, d_out in BLOCK.values():
             models = build(d_in, d_out, atoms, device)
             x = torch.randn(batch, TOKENS_PER_IMAGE, d_in, device=device)
             grad = torch.randn(batch, TOKENS_PER_IMAGE, d_out, device=device)

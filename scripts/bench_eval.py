@@ -32,9 +32,9 @@ import open_clip
 import torch
 from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
+from bench_timing import add_timing_options, apply_threads
 from tqdm.auto import tqdm
 
-from bench_timing import add_timing_options, apply_threads
 from moram_avalanche.benchmarks import Domain, clip_benchmark
 from moram_avalanche.experiments.clip.demo import TINY_CONFIG
 from moram_avalanche.strategies import ZeroShot
@@ -82,7 +82,7 @@ class BeforeIssue15(ZeroShot):
     """The evaluation loop before issue 15 (Avalanche's no_grad, no feature cache)."""
 
     def eval_epoch(self, **kwargs):
-        for self.mbatch in self.dataloader:
+        for self.mbatch in self.dataloader:  # noqa: B020 - Avalanche's templates' own idiom
             self._unpack_minibatch()
             self._before_eval_iteration(**kwargs)
             self._before_eval_forward(**kwargs)

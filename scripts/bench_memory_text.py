@@ -53,11 +53,20 @@ import os
 from typing import Callable, Dict, List, Optional
 
 import torch
+from bench_text import (
+    MODELS,
+    build_base,
+    full_depth,
+    grow,
+    make_inputs,
+    model_config,
+    trainable_count,
+    with_lora,
+    with_moram,
+)
+from bench_timing import apply_threads
 from torch import nn
 
-from bench_text import (MODELS, build_base, full_depth, grow, make_inputs, model_config, sharing_copy,
-                        trainable_count, with_lora, with_moram)
-from bench_timing import apply_threads
 from moram_avalanche.models.language_model import causal_answer_logits, token_loss
 from moram_avalanche.strategies.text.loop import TEXT_BETAS
 from moram_avalanche.text.inject import PAPER_TRACE_OPTIONS

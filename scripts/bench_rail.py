@@ -24,8 +24,8 @@ import statistics
 
 import torch
 import torch.nn.functional as F
-
 from bench_timing import add_timing_options, apply_threads
+
 from moram_avalanche.algorithms.analytic import KernelRidge, RandomFeatures, RecursiveRidge
 from moram_avalanche.utils.clock import now
 

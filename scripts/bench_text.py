@@ -67,13 +67,13 @@ import os
 from typing import Dict, List, Optional
 
 import torch
+from bench_timing import add_timing_options, apply_threads, time_round_robin
 from torch import nn
 
-from bench_timing import add_timing_options, apply_threads, time_round_robin
-from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
 from moram_avalanche.layers.base import find_layers
 from moram_avalanche.layers.lora import LoRALinear
 from moram_avalanche.layers.moram.layer import MoRAMLinear
+from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
 from moram_avalanche.layers.replace import replace_linears
 from moram_avalanche.strategies.text.loop import PAPER_TEXT_LOOP, TEXT_BETAS
 from moram_avalanche.text import PAPER_LLM_OPTIONS, add_task, inject_moram, target_names

@@ -27,13 +27,13 @@ import os
 
 import open_clip
 import torch
-
 from bench_timing import add_timing_options, apply_threads, time_round_robin
+
 from moram_avalanche.clip.attention import split_attention
 from moram_avalanche.clip.inject import inject_lora, inject_moram
 from moram_avalanche.layers.base import find_layers
-from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
 from moram_avalanche.layers.moram.layer import MoRAMLinear
+from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
 
 TARGETS = ("q", "k", "v", "out", "fc", "proj")
 
@@ -125,7 +125,7 @@ def main() -> None:
     where = torch.cuda.get_device_name() if images.is_cuda else f"{torch.get_num_threads()} CPU threads"
     print(f"torch {torch.__version__}, {where}, load "
           f"{os.getloadavg()[0]:.1f}, batch {args.batch}, {args.tasks} tasks of 16 atoms "
-          f"({sum(l.num_atoms for l in find_layers(towers['moram'], MoRAMLinear).values())} atoms "
+          f"({sum(layer.num_atoms for layer in find_layers(towers['moram'], MoRAMLinear).values())} atoms "
           f"in 72 linears), median of {args.repeats}")
     print(f"split attention vs open_clip's: max|diff| {float((plain_out - split_out).abs().max()):.1e}; "
           f"kept atoms passing the eval gate: {gate_pass_rate(towers['moram'], images):.1%}")

@@ -33,10 +33,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.layers.moram.layer import MoRAMLinear
-from moram_avalanche.layers.moram.paths.choice import use_path
 from moram_avalanche.layers.moram.naive import NaiveMoRAMLinear
+from moram_avalanche.layers.moram.paths import triton as moram_triton
+from moram_avalanche.layers.moram.paths.choice import use_path
 
 LINES = []
 FAILED = []
@@ -245,7 +245,7 @@ def check_tower_amp():
         with torch.autocast(DEVICE, dtype=dtype or torch.float16, enabled=dtype is not None):
             loss = model.encode_image(images).float().square().mean()
         loss.backward()
-        grads[dtype] = torch.cat([l.new_keys.grad.flatten().float() for l in layers.values()])
+        grads[dtype] = torch.cat([layer.new_keys.grad.flatten().float() for layer in layers.values()])
         model.zero_grad(set_to_none=True)
     report("ViT-B/16 tower training step, fp16 vs fp32: grads of the newest keys",
            relative(grads[torch.float16], grads[None]), 1e-1)
@@ -260,6 +260,7 @@ def check_strategy_amp():
         LINES.append(f"skip the MoRAM strategy run: {error} (bring avalanche-lib's wheels: README, 'GPU check')")
         print(LINES[-1])
         return
+    import open_clip
     from avalanche.training.plugins import EvaluationPlugin
     from torchvision import transforms
 
@@ -267,7 +268,6 @@ def check_strategy_amp():
     from moram_avalanche.experiments.clip.demo import TINY_CONFIG
     from moram_avalanche.experiments.metrics import AccuracyMatrix
     from moram_avalanche.strategies import MoRAM
-    import open_clip
 
     results = {}
     for amp in (False, True):
@@ -279,7 +279,7 @@ def check_strategy_amp():
         benchmark = synthetic(train_size=64, test_size=32, seed=0, train_transform=to_tensor,
                               eval_transform=to_tensor)
         matrix = AccuracyMatrix()
-        strategy = MoRAM(model=model, tokenizer=lambda t: simple(t), iterations=20, train_mb_size=16,
+        strategy = MoRAM(model=model, tokenizer=simple, iterations=20, train_mb_size=16,
                          device=DEVICE, amp=amp, progress=False,
                          evaluator=EvaluationPlugin(matrix, loggers=[]))
         for experience in benchmark.train_stream[:3]:

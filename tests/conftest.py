@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from tiny_clip import STREAM_CLASSES, TINY_CONFIG, TINY_NAME, TensorDomain  # noqa: F401 (read by the fixtures)
+from tiny_clip import STREAM_CLASSES, TINY_CONFIG, TINY_NAME, TensorDomain
 
 if not torch.cuda.is_available():
     # the GPU path's Triton kernels run on CPU tensors in Triton's interpreter (read when Triton is

@@ -208,7 +208,6 @@ def test_every_strategy_declares_options_it_accepts():
         return names
 
     from moram_avalanche.experiments.clip.paper_tables import MTIL_5SHOT, XTAIL_ORDER1
-
     from moram_avalanche.experiments.clip.recipes import cost_options, demo_recipe, paper_options, short_budget_options
 
     for name, cls in STRATEGIES.items():

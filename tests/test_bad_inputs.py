@@ -274,8 +274,8 @@ def damaged_settings(tmp_path):
 def tokenizer_of_another_model():
     import open_clip
 
-    from tiny_clip import TINY_CONFIG
     from moram_avalanche.clip.head import TextHead
+    from tiny_clip import TINY_CONFIG
 
     model = open_clip.CLIP(**TINY_CONFIG)  # context length 16
     return TextHead(model, open_clip.tokenizer.SimpleTokenizer(context_length=77))

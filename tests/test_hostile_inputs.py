@@ -12,10 +12,8 @@ import pickle
 import pytest
 from PIL import Image
 
-from fake_data import cifar100, eurosat, flowers, food101, sun397
+from fake_data import bomb_png, cifar100, eurosat, flowers, food101, sun397
 from moram_avalanche.utils.errors import UserError
-
-from fake_data import bomb_png
 
 
 # ---------------------------------------------------------------- helpers
@@ -133,8 +131,8 @@ def duplicate_class_names(t):
 
 
 def untrained_test_class(t):
-    from moram_avalanche.benchmarks.images.domains import DomainData
     from moram_avalanche.benchmarks.images.datasets import ImageFiles
+    from moram_avalanche.benchmarks.images.domains import DomainData
     from moram_avalanche.benchmarks.images.validate import check_domain
 
     train = ImageFiles(["a.jpg", "b.jpg"], [0, 0], name="X")

@@ -12,18 +12,18 @@ orders 1-6 from O-LoRA's or the MoRAM release's files, :mod:`.text.stream`, :mod
 
 from ..utils.moved import keep_names
 from ..utils.names import lookup
-from .text.codealpaca import codealpaca
 from .images.clip_benchmark import LABEL_SPACES, Domain, clip_benchmark, label_offsets
 from .images.datasets import BadImageError, BadImages
-from .readers import DataError
 from .images.streams import MTIL_ORDERS, MTIL_PAPER_SHOTS, XTAIL_ORDERS, mtil, mtil_5shot, xtail
+from .readers import DataError
+from .text.codealpaca import codealpaca
 from .text.metrics import TEXT_METRICS, exact_match, normalize_answer, op_bwt
-from .text.synthetic import synthetic_text
 from .text.stream import TextStreamTask, lm_cl, text_benchmark
-from .text.trace import TRACE_ORDER, trace
 from .text.superni import SUPERNI_ORDERS, superni
+from .text.synthetic import synthetic_text
 from .text.tasks import ORDERS as LM_CL_ORDERS
 from .text.tasks import check_text_data
+from .text.trace import TRACE_ORDER, trace
 
 #: options of the disk-backed streams (``--order``, ``--shots``, ...)
 STREAM_OPTIONS = ("order", "shots", "seed", "prompts", "on_bad_image", "test_shots")

@@ -36,8 +36,8 @@ def _trace_tasks(root, verify_images: bool = False, progress: bool = True):
 
 
 def _superni_tasks(root, verify_images: bool = False, progress: bool = True):
-    from .text.superni_pseudo import pseudo_data_line
     from .text.superni import SUPERNI_TASKS, check_superni_data, format_superni_report
+    from .text.superni_pseudo import pseudo_data_line
 
     reports = check_superni_data(root)
     return reports, format_superni_report(reports, root) + "\n" + pseudo_data_line(root, SUPERNI_TASKS)

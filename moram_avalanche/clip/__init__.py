@@ -6,8 +6,15 @@ No Avalanche here; pure-torch layers come from :mod:`moram_avalanche.layers`.
 from .attention import ATTENTION_SPLITTERS, SplitAttention, split_attention
 from .block_taps import MixtureAdd, StreamTap, inject_moe_adapters
 from .head import TextHead
-from .inject import (TARGET_PATHS, inject_adapters, inject_lora, inject_moe_lora, inject_moram,
-                     replace_linears, target_linear_names)
+from .inject import (
+                     TARGET_PATHS,
+                     inject_adapters,
+                     inject_lora,
+                     inject_moe_lora,
+                     inject_moram,
+                     replace_linears,
+                     target_linear_names,
+)
 from .load import WeightsUnavailableError, load_clip
 from .towers import ENCODERS, Block, blocks, encoder_module
 

@@ -6,8 +6,8 @@ Nothing below this room imports it (import-linter contract in setup.cfg).
 
 from .checkpoint import load_run_state, save_checkpoint, save_run_state
 from .compare import run_comparison
-from .record import read_record
 from .metrics import AccuracyMatrix, summarize
+from .record import read_record
 from .run import Setup, run_one, run_single
 from .runner import run_stream
 

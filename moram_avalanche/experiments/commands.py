@@ -96,7 +96,8 @@ def compare(args) -> int:
 
 def analyze(args) -> int:
     """``analyze``: the paper's figures from a MoRAM run's folder."""
-    from .analysis import AnalysisOptions, analyze as analyze_run
+    from .analysis import AnalysisOptions
+    from .analysis import analyze as analyze_run
 
     options = AnalysisOptions(encoder=args.encoder, layer=args.layer, projection=args.projection,
                               scenarios=args.scenarios, image=args.image, images=args.images,
@@ -145,7 +146,8 @@ def check_data(args) -> int:
 def reproduce(args) -> int:
     """``reproduce TABLE``: the paper's numbers (``--paper``), the plan (``--dry-run``) or the runs
     and the table, of whichever family the table is."""
-    from .reproduce import paper_text, plan_text, reproduce as reproduce_table, reproduction_of
+    from .reproduce import paper_text, plan_text, reproduction_of
+    from .reproduce import reproduce as reproduce_table
 
     if args.paper:
         print(paper_text(args.table))

@@ -19,8 +19,8 @@ from typing import Callable, List
 import torch
 
 from ..algorithms.data_parallel import is_main_process, world_size
-from ..utils.devices import resolve_device
 from ..strategies.plugins.data_parallel import DataParallel
+from ..utils.devices import resolve_device
 
 #: the environment torchrun sets for each process
 TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE")

@@ -34,10 +34,9 @@ from typing import Any, Mapping, Optional
 
 from tqdm.auto import tqdm
 
-from ..utils.checks import check_nonnegative_int, check_positive_int
 from ..algorithms.data_parallel import barrier, is_main_process
-from .checkpoint import (load_latest_run_state, previous_path, read_latest_run_state, save_checkpoint,
-                         save_run_state)
+from ..utils.checks import check_nonnegative_int, check_positive_int
+from .checkpoint import load_latest_run_state, previous_path, read_latest_run_state, save_checkpoint, save_run_state
 from .record import CHECKED, RECORD_NAME, make_record
 from .run_folder import BAD_IMAGES_NAME, CHECKPOINT_NAME, RUN_FILES, RunFolder, run_folder
 

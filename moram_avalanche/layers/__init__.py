@@ -13,18 +13,17 @@ baselines' layers: LoRA (:mod:`.lora`), CoDyRA's gated LoRA (:mod:`.gated_lora`)
 and per-task routers (:mod:`.moe_adapter`).
 """
 
-from .base import (AdapterLayer, GrowingAdapter, LinearWrapper, adapter_state_dict, find_layers,
-                   load_adapter_state_dict)
+from .base import AdapterLayer, GrowingAdapter, LinearWrapper, adapter_state_dict, find_layers, load_adapter_state_dict
 from .gated_lora import GatedLoRALinear
 from .lora import LoRALinear
 from .moe_adapter import Expert, MoEAdapterMixture, add_router, num_routers, routing
 from .moe_lora import MoELoRALinear
-from .moram.layer import MoRAMLinear, routing_options
-from .moram.config import PAPER_CLIP, PAPER_LLM, PAPER_TRACE, RELEASE_TRACE, MoRAMLayerConfig
 from .moram.backward import MoRAMFunction
+from .moram.config import PAPER_CLIP, PAPER_LLM, PAPER_TRACE, RELEASE_TRACE, MoRAMLayerConfig
+from .moram.layer import MoRAMLinear, routing_options
+from .moram.naive import NaiveMoRAMLinear, naive_moram
 from .moram.paths.choice import PATHS, use_path
 from .moram.variants import BALANCE_FORMS, MoRAMAblationLinear, moram_layer_type
-from .moram.naive import NaiveMoRAMLinear, naive_moram
 
 __all__ = ["BALANCE_FORMS", "AdapterLayer", "Expert", "GatedLoRALinear", "GrowingAdapter", "LinearWrapper", "LoRALinear",
            "MoEAdapterMixture", "MoELoRALinear", "MoRAMAblationLinear", "MoRAMLayerConfig", "MoRAMFunction", "MoRAMLinear",

@@ -75,13 +75,12 @@ wrapped model's under the prefix ``model.``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Dict, List, NamedTuple, Optional, Sequence, Union
-
 import functools
 import inspect
 import sys
 import warnings
+from dataclasses import dataclass
+from typing import Dict, List, NamedTuple, Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F

@@ -21,12 +21,20 @@ from .clip.finetune import FineTune
 from .clip.finetune_alone import FineTuneAlone
 from .clip.icarl import ICaRL
 from .clip.inflora import InfLoRA
-from .clip.lora_baselines import MoELoRA, SeqLoRA
 from .clip.loop import CLIPStrategy
+from .clip.lora_baselines import MoELoRA, SeqLoRA
 from .clip.lwf import LwF, LwFVR
 from .clip.moe_adapters import MoEAdapters
-from .clip.moram import (ROUTING_ABLATIONS, MoRAM, MoRAMExternalRouter, MoRAMLoadBalance, MoRAMSelfActivation,
-                         MoRAMSelfTemperature, MoRAMSelfThreshold, MoRAMSelfTopK)
+from .clip.moram import (
+                         ROUTING_ABLATIONS,
+                         MoRAM,
+                         MoRAMExternalRouter,
+                         MoRAMLoadBalance,
+                         MoRAMSelfActivation,
+                         MoRAMSelfTemperature,
+                         MoRAMSelfThreshold,
+                         MoRAMSelfTopK,
+)
 from .clip.plugins import CoDyRAPlugin, MoEAdaptersPlugin
 from .clip.rail import RAIL, RAILDual, RAILPrimal
 from .clip.wiseft import WiSEFT
@@ -37,7 +45,6 @@ from .moram_setting import MORAM, MoRAMSetting
 from .needs import StrategyNeeds
 from .plugins import GrowthPlugin, InfLoRAPlugin, LoadBalancePlugin, MoRAMPlugin
 from .registry import STRATEGIES, get_strategy
-
 
 __all__ = ["MORAM", "ROUTING_ABLATIONS", "STRATEGIES", "CLIPStrategy", "CoDyRA", "CoDyRAPlugin", "FineTune",
            "FineTuneAlone", "GrowthPlugin", "ICaRL", "InfLoRA", "InfLoRAPlugin", "LoadBalancePlugin", "LwF", "LwFVR",

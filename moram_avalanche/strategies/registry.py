@@ -13,13 +13,13 @@ from __future__ import annotations
 from typing import Dict, Type, Union
 
 from ..utils.names import lookup
-from .clip.loop import CLIPStrategy
 from .clip.builtins import BUILTINS, BuiltinStrategy
 from .clip.codyra import CoDyRA
 from .clip.finetune import FineTune
 from .clip.finetune_alone import FineTuneAlone
 from .clip.icarl import ICaRL
 from .clip.inflora import InfLoRA
+from .clip.loop import CLIPStrategy
 from .clip.lora_baselines import MoELoRA, SeqLoRA
 from .clip.lwf import LwF, LwFVR
 from .clip.moe_adapters import MoEAdapters

@@ -17,12 +17,19 @@ The method's math stays in :mod:`moram_avalanche.layers`; no Avalanche, no open_
 """
 
 from .blocks import transformer_blocks
-from .inject import (PAPER_LLM_OPTIONS, RELEASE_NEW_VALUE_SCALE, add_task, freeze_task, inject_moram, moram_layers,
-                     target_names)
-from .layer import PAPER_DROPOUT, DropoutBalancedMoRAMLinear, DropoutMoRAMLinear
-from .lora_layers import OLORA_LORA, DropoutLoRALinear, DropoutTaskLoRALinear
 from .check import ModelRefused, check_dtype, check_language_model
+from .inject import (
+                     PAPER_LLM_OPTIONS,
+                     RELEASE_NEW_VALUE_SCALE,
+                     add_task,
+                     freeze_task,
+                     inject_moram,
+                     moram_layers,
+                     target_names,
+)
+from .layer import PAPER_DROPOUT, DropoutBalancedMoRAMLinear, DropoutMoRAMLinear
 from .load import DTYPES, ModelNotFound, load_language_model, prepare_tokenizer
+from .lora_layers import OLORA_LORA, DropoutLoRALinear, DropoutTaskLoRALinear
 from .peft_method import MERGE_REFUSED, MoRAMConfig, MoRAMModel, MoRAMPeftType, MoRAMTunerLayer, register_moram
 from .soft_prompt import PromptPrefix, SoftPrompt
 from .targets import MORAM_TARGET_MODULES, RELEASE_TARGET_MODULES, SELF_ATTENTION_PATTERNS, target_modules

@@ -14,7 +14,6 @@ from typing import List
 
 from torch import nn
 
-
 #: a ``transformers`` model's methods besides ``forward`` that run its parts directly: ``generate``
 #: (a seq2seq model's calls its encoder itself: transformers 5, ``GenerationMixin._prepare_text_encoder_decoder_kwargs_for_generation``)
 FORWARD_METHODS = ("generate",)

@@ -31,8 +31,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 from torch import nn
 
 from ..layers.base import find_layers
-from ..layers.moram.layer import MoRAMLinear
 from ..layers.moram.config import PAPER_LLM, PAPER_TRACE, RELEASE_TRACE, MoRAMLayerConfig
+from ..layers.moram.layer import MoRAMLinear
 from ..layers.moram.variants import balance_form
 from ..layers.replace import replace_linears
 from ..utils.checks import check_number

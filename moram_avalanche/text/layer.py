@@ -31,8 +31,8 @@ from typing import Optional
 import torch
 from torch import nn
 
-from ..layers.moram.layer import MoRAMLinear
 from ..layers.moram.config import PAPER_LLM
+from ..layers.moram.layer import MoRAMLinear
 from ..layers.moram.variants import BALANCE_FORMS, MoRAMAblationLinear
 from ..utils.checks import check_number
 

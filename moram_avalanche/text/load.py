@@ -21,8 +21,18 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from .check import (DTYPES, ModelNotFound, ModelRefused, check_language_model, fetch_fix, load_config,
-                    load_tokenizer, loading_problem, offline, quiet_transformers)
+from .check import (
+    DTYPES,
+    ModelNotFound,
+    ModelRefused,
+    check_language_model,
+    fetch_fix,
+    load_config,
+    load_tokenizer,
+    loading_problem,
+    offline,
+    quiet_transformers,
+)
 
 
 def load_language_model(name_or_path: str, *, dtype: str = "float32",

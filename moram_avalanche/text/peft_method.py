@@ -59,15 +59,14 @@ from typing import Dict, List, Optional, Union
 
 import torch
 from peft.config import PeftConfig
-from peft.mapping import (PEFT_TYPE_TO_CONFIG_MAPPING, PEFT_TYPE_TO_PREFIX_MAPPING,
-                          PEFT_TYPE_TO_TUNER_MAPPING)
+from peft.mapping import PEFT_TYPE_TO_CONFIG_MAPPING, PEFT_TYPE_TO_PREFIX_MAPPING, PEFT_TYPE_TO_TUNER_MAPPING
 from peft.tuners.tuners_utils import BaseTuner
 from peft.utils import UPCAST_DTYPES
 from torch import nn
 
 from ..layers.base import find_layers
-from ..layers.moram.layer import routing_options
 from ..layers.moram.bank import AtomBank
+from ..layers.moram.layer import routing_options
 from .inject import PAPER_LLM_OPTIONS as LLM
 from .inject import check_new_value_scale
 from .layer import PAPER_DROPOUT, check_dropout

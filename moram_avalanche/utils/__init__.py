@@ -8,8 +8,7 @@ from .checks import check_nonnegative_int, check_number, check_positive_int
 from .clock import Stopwatch, now, synchronize
 from .devices import check_device, resolve_device
 from .errors import OptionError, UserError, user_message
-from .files import (atomic_write, atomic_write_bytes, atomic_write_text, check_output_folder,
-                    remove_temporaries)
+from .files import atomic_write, atomic_write_bytes, atomic_write_text, check_output_folder, remove_temporaries
 from .iteration import cycle
 from .lock import FolderLockedError, RunFolderLock
 from .memory import atom_bank_bytes, check_atom_banks_fit, check_fits

@@ -5,8 +5,13 @@ import math
 import pytest
 import torch
 
-from moram_avalanche.algorithms.analytic import (KernelRidge, RandomFeatures, RecursiveRidge,
-                                                 fuse_with_zero_shot, kernel_matrix)
+from moram_avalanche.algorithms.analytic import (
+    KernelRidge,
+    RandomFeatures,
+    RecursiveRidge,
+    fuse_with_zero_shot,
+    kernel_matrix,
+)
 
 
 def data(n, d, c, seed):

@@ -24,7 +24,9 @@ def hand_loss(image, current, seen, labels, scale, text_to_image):
     """Loops over the batch and the classes; seen columns masked as in the release."""
     every = seen + current
     offset = len(seen)
-    dot = lambda a, b: sum(x * y for x, y in zip(a, b))
+    def dot(a, b):
+        return sum(x * y for x, y in zip(a, b))
+
     i2t = 0.0
     for b, f in enumerate(image):
         logits = [scale * dot(f, e) for e in current]  # -inf seen columns drop out of the softmax

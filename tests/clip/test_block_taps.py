@@ -9,7 +9,6 @@ from moram_avalanche.clip.block_taps import block_mixture, inject_moe_adapters
 from moram_avalanche.clip.towers import blocks
 from moram_avalanche.layers.base import find_layers
 from moram_avalanche.layers.moe_adapter import MoEAdapterMixture, add_router, num_routers, routing
-
 from naive_gates import naive_top2
 
 pytestmark = pytest.mark.usefixtures("one_thread")

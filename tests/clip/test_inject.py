@@ -6,9 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from moram_avalanche.layers.moram.layer import MoRAMLinear
 from moram_avalanche.clip.attention import SplitAttention, split_attention
 from moram_avalanche.clip.inject import inject_moram, replace_linears, target_linear_names
+from moram_avalanche.layers.moram.layer import MoRAMLinear
 
 
 def features(model, seed=1):

@@ -14,8 +14,8 @@ import warnings
 
 import torch
 
-from moram_avalanche.experiments.runner import run_stream
 from clip_runs import fresh_run
+from moram_avalanche.experiments.runner import run_stream
 
 warnings.filterwarnings("ignore", message="No loggers specified")
 AGEM = dict(patterns_per_exp=4, sample_size=4, lr=1e-3)

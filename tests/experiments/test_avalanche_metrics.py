@@ -10,8 +10,15 @@ import warnings
 
 import pytest
 import torch
-from avalanche.evaluation.metrics import (accuracy_metrics, bwt_metrics, forgetting_metrics, gpu_usage_metrics,
-                                          loss_metrics, ram_usage_metrics, timing_metrics)
+from avalanche.evaluation.metrics import (
+    accuracy_metrics,
+    bwt_metrics,
+    forgetting_metrics,
+    gpu_usage_metrics,
+    loss_metrics,
+    ram_usage_metrics,
+    timing_metrics,
+)
 from avalanche.logging import CSVLogger, InteractiveLogger, TensorboardLogger, TextLogger
 from avalanche.training.plugins import EvaluationPlugin, ReplayPlugin
 from torch import nn

@@ -32,6 +32,7 @@ def test_avalanche_checkpoint_of_a_moram_run_round_trips(tiny_clip, tokenizer, m
     assert [p.name for p in tmp_path.iterdir()] == ["avalanche.pkl"]  # written atomically, no temp left
 
     import open_clip
+
     from tiny_clip import TINY_CONFIG
 
     fresh = strategy_for(open_clip.CLIP(**TINY_CONFIG))

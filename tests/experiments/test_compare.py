@@ -12,7 +12,6 @@ from moram_avalanche.cli import main
 from moram_avalanche.experiments.compare import Setup, run_comparison
 from moram_avalanche.experiments.metrics import summarize
 from moram_avalanche.experiments.tables import paper_table_csv, paper_table_markdown, summary_table
-
 from tiny_clip import TINY_CONFIG
 
 DOMAINS = ["a", "b", "c"]

@@ -14,7 +14,6 @@ from moram_avalanche.experiments.checkpoint import DamagedCheckpointError, previ
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.experiments.runner import run_stream
 from moram_avalanche.strategies import MoRAM, ZeroShot
-
 from tiny_clip import TINY_CONFIG
 
 warnings.filterwarnings("ignore", message="No loggers specified")
@@ -53,7 +52,6 @@ def test_a_run_folder_refuses_other_options_and_benchmarks(make_stream, tokenize
 
 def _two_domains():
     from moram_avalanche.benchmarks import Domain, clip_benchmark
-
     from tiny_clip import TensorDomain
 
     domains = [Domain("alpha", ("cat", "dog"), "a {}."), Domain("delta", ("x", "y"), "a {}.")]

@@ -145,9 +145,9 @@ def test_image_files_hash_their_paths_and_labels(tmp_path):
 # ---------------------------------------------------------------- class 2: a 0.2.0 checkpoint
 def test_a_0_2_0_checkpoint_with_0_2_0_plugin_numbers_resumes_to_the_uninterrupted_matrix(make_stream, tokenizer,
                                                                                        tmp_path):
+    from clip_runs import fresh_moram as fresh
     from moram_avalanche.experiments.record import read_record
     from moram_avalanche.experiments.runner import run_stream
-    from clip_runs import fresh_moram as fresh
 
     whole, bench, metric = fresh(make_stream, tokenizer, tmp_path / "whole")
     run_stream(whole, bench, tmp_path / "whole", progress=False)
@@ -176,8 +176,8 @@ def test_a_0_2_0_checkpoint_with_0_2_0_plugin_numbers_resumes_to_the_uninterrupt
 
 
 def test_a_checkpoint_holding_a_plugin_the_strategy_lacks_is_refused_in_one_line(make_stream, tokenizer, tmp_path):
-    from moram_avalanche.experiments.runner import run_stream
     from clip_runs import fresh_moram as fresh
+    from moram_avalanche.experiments.runner import run_stream
 
     strategy, bench, _ = fresh(make_stream, tokenizer, tmp_path)
     run_stream(strategy, bench, tmp_path, max_experiences=1, progress=False)

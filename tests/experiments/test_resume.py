@@ -5,12 +5,11 @@ import warnings
 import pytest
 import torch
 
+from clip_runs import fresh_run
+from moram_avalanche.experiments.runner import run_stream
 from moram_avalanche.layers.base import find_layers
 from moram_avalanche.layers.moram.layer import MoRAMLinear
-from moram_avalanche.experiments.runner import run_stream
 from moram_avalanche.strategies import ZSCL, CoDyRA, FineTune, ICaRL, LwFVR, MoRAM, RAILDual, RAILPrimal, WiSEFT
-
-from clip_runs import fresh_run
 
 warnings.filterwarnings("ignore", message="No loggers specified")
 

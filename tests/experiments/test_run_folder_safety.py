@@ -14,11 +14,10 @@ import textwrap
 import pytest
 import torch
 
+from clip_runs import fresh_moram
 from moram_avalanche.cli import main
 from moram_avalanche.experiments.record import RECORD_FORMAT, read_record
 from moram_avalanche.experiments.runner import run_stream
-
-from clip_runs import fresh_moram
 
 CLI_TINY = ["--model", "moram-synthetic-tiny", "--pretrained", "none", "--no-progress", "--batch-size", "8"]
 

@@ -9,7 +9,6 @@ from avalanche.core import SupervisedPlugin
 
 import moram_avalanche.experiments as experiments
 from moram_avalanche.experiments.run import Setup, run_single
-
 from tiny_clip import TINY_CONFIG
 
 

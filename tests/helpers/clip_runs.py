@@ -8,7 +8,6 @@ from avalanche.training.plugins import EvaluationPlugin
 from moram_avalanche.experiments.clip.demo import TINY_CONFIG as DEMO_TINY_CONFIG
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.strategies import MoRAM
-
 from tiny_clip import TINY_CONFIG
 
 

@@ -4,6 +4,7 @@ LLM-CL-Benchmark_500, TRACE's tasks, CodeAlpaca with HumanEval, and hendrycks/te
 
 import json
 
+
 def release_tree(root, tasks, train=12, test=6):
     """The release's LLM-CL-Benchmark_500 layout for ``tasks``: <Task>/{train,eval,test,labels}.json."""
     from moram_avalanche.benchmarks.text.tasks import TASKS

@@ -8,8 +8,13 @@ import socket
 import torch
 import torch.distributed as dist
 
-from moram_avalanche.algorithms.data_parallel import (ShardedBatches, average_gradients, gather, gather_with_grad,
-                                                    shard_bounds)
+from moram_avalanche.algorithms.data_parallel import (
+    ShardedBatches,
+    average_gradients,
+    gather,
+    gather_with_grad,
+    shard_bounds,
+)
 from moram_avalanche.algorithms.losses import image_to_text_loss, text_to_image_loss
 
 BATCH, WIDTH, CLASSES = 7, 5, 3

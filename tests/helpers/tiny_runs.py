@@ -19,7 +19,6 @@ from moram_avalanche.experiments.runner import run_stream
 from moram_avalanche.layers.base import adapter_state_dict, find_layers
 from moram_avalanche.layers.moram.layer import MoRAMLinear
 from moram_avalanche.strategies import MoRAM
-
 from tiny_clip import STREAM_CLASSES, TINY_CONFIG, TensorDomain
 
 warnings.filterwarnings("ignore", message="No loggers specified")

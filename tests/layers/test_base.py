@@ -4,8 +4,13 @@ import pytest
 import torch
 from torch import nn
 
-from moram_avalanche.layers.base import (AdapterLayer, GrowingAdapter, adapter_state_dict, find_layers,
-                                         load_adapter_state_dict)
+from moram_avalanche.layers.base import (
+    AdapterLayer,
+    GrowingAdapter,
+    adapter_state_dict,
+    find_layers,
+    load_adapter_state_dict,
+)
 from moram_avalanche.layers.lora import LoRALinear
 from moram_avalanche.layers.moe_adapter import MoEAdapterMixture
 from moram_avalanche.layers.moe_lora import MoELoRALinear

@@ -4,7 +4,6 @@ import pytest
 import torch
 
 from moram_avalanche.layers.moe_adapter import Expert, MoEAdapterMixture
-
 from naive_gates import naive_top2
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from moram_avalanche.layers.base import find_layers
 from moram_avalanche.clip.inject import inject_moe_lora
+from moram_avalanche.layers.base import find_layers
 from moram_avalanche.layers.moe_lora import MoELoRALinear
 
 

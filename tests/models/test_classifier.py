@@ -5,7 +5,6 @@ import torch
 import torch.nn.functional as F
 
 from moram_avalanche.models import MASK_VALUE, CLIPClassifier
-
 from tiny_clip import STREAM_CLASSES
 
 TEMPLATES = {name: f"a {{}} from {name}." for name in STREAM_CLASSES}

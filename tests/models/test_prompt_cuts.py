@@ -102,9 +102,8 @@ def test_a_task_may_keep_the_head_of_its_prompts_up_to_its_own_limit():
 
 
 def test_a_seq2seq_prompt_keeps_what_its_tokenizer_keeps():
-    from tiny_stream import FAMILIES, stream_tokenizer
-
     from moram_avalanche.models.language_model import LanguageModel
+    from tiny_stream import FAMILIES, stream_tokenizer
 
     tokenizer = stream_tokenizer()
     lm = LanguageModel(FAMILIES["t5"](tokenizer), tokenizer, max_source_length=3)
@@ -116,10 +115,9 @@ def test_a_seq2seq_prompt_keeps_what_its_tokenizer_keeps():
 def test_a_stream_task_that_declares_no_cut_leaves_each_model_its_own_end():
     """A task of a stream (lm-cl's, TRACE's but MeetingBank) declares no cut: T5 keeps its prompt's
     head (O-LoRA's right truncation), a causal model its end; a declared end wins on either."""
-    from tiny_stream import FAMILIES, stream_tokenizer
-
     from moram_avalanche.benchmarks.text.stream import TextStreamTask
     from moram_avalanche.models.language_model import LanguageModel, prompt_cuts
+    from tiny_stream import FAMILIES, stream_tokenizer
 
     tokenizer = stream_tokenizer()
     words = "what is the colour".split()

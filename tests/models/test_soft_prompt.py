@@ -125,9 +125,9 @@ def test_pack_moves_padding_and_keeps_order():
     mask = torch.tensor([[1, 1, 0, 1, 0]])
     embeds = torch.arange(5.).view(1, 5, 1)
     labels = torch.tensor([[10, 11, 12, 13, 14]])
-    e, m, l = _pack(embeds, mask, labels, padding_first=False)
+    e, m, lab = _pack(embeds, mask, labels, padding_first=False)
     assert e.flatten().tolist() == [0, 1, 3, 2, 4] and m.tolist() == [[1, 1, 1, 0, 0]]
-    assert l.tolist() == [[10, 11, 13, 12, 14]]
+    assert lab.tolist() == [[10, 11, 13, 12, 14]]
     e, m = _pack(embeds, mask, padding_first=True)
     assert e.flatten().tolist() == [2, 4, 0, 1, 3] and m.tolist() == [[0, 0, 1, 1, 1]]
 

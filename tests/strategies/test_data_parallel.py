@@ -3,10 +3,8 @@ and MoRAM's activation statistics."""
 
 import torch
 
-from moram_avalanche.algorithms.data_parallel import (ShardedBatches, shard_bounds, world_size)
-
 from gradient_workers import BATCH, CLASSES, WIDTH, clip_like_loss, free_port, problem, recorded_stats, worker  # noqa: F401
-
+from moram_avalanche.algorithms.data_parallel import ShardedBatches, shard_bounds, world_size
 
 
 def test_one_process_draws_the_batches_of_avalanches_training_loader(make_stream):
@@ -25,7 +23,7 @@ def test_one_process_draws_the_batches_of_avalanches_training_loader(make_stream
 
 
 def test_shards_partition_every_batch():
-    for count in range(0, 12):
+    for count in range(12):
         for parts in (1, 2, 3):
             pieces = [list(range(count))[shard_bounds(count, p, parts)] for p in range(parts)]
             assert sum(pieces, []) == list(range(count))

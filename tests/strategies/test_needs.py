@@ -6,9 +6,9 @@ from types import SimpleNamespace
 import pytest
 
 from moram_avalanche.cli import build_parser
-from moram_avalanche.experiments.from_arguments import strategy_options
 from moram_avalanche.experiments.clip.demo import DemoConfig, demo_options
-from moram_avalanche.strategies import MoEAdapters, MoRAM, ZeroShot, ZSCL
+from moram_avalanche.experiments.from_arguments import strategy_options
+from moram_avalanche.strategies import ZSCL, MoEAdapters, MoRAM, ZeroShot
 from moram_avalanche.strategies.needs import StrategyNeeds
 from moram_avalanche.strategies.registry import strategies_taking
 

@@ -22,9 +22,9 @@ def bench(monkeypatch):
 
 @pytest.mark.parametrize("name", sorted(TINY))
 def test_measure_grows_moram_and_returns_finite_ratios(bench, one_thread, name):
+    from moram_avalanche.layers.base import find_layers
     from moram_avalanche.layers.lora import LoRALinear
     from moram_avalanche.layers.moram.layer import MoRAMLinear
-    from moram_avalanche.layers.base import find_layers
 
     models = bench.build_models(name, 2, "cpu", torch.float32, **TINY[name])
     base, lora, moram = models["base"], models["lora"], models["moram"]

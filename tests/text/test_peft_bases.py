@@ -3,9 +3,8 @@
 import pytest
 import torch
 
-from tiny_text import LLAMA_KWARGS, batch, tiny_llama
-
 from moram_avalanche.layers.moram.naive import naive_moram
+from tiny_text import LLAMA_KWARGS, batch, tiny_llama
 
 
 def atoms_term(bank, x, training=False):

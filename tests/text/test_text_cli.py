@@ -4,10 +4,9 @@ import json
 
 import pytest
 
-from text_processes import ORDER
 from command_line import cli
 from fake_text_data import small_release_tree
-
+from text_processes import ORDER
 
 
 def test_run_synthetic_text_moram_end_to_end(model_folder, tmp_path):
@@ -150,7 +149,6 @@ def test_prompt_strategies_run_in_bf16_with_gradient_checkpointing_and_resume(mo
     assert again.returncode == 0, again.stderr[-3000:]
     assert json.loads((log_dir / "results.json").read_text())["matrix"] == results["matrix"]
     import torch
-
     from transformers import AutoModelForSeq2SeqLM
 
     state = torch.load(log_dir / "checkpoint.pt", map_location="cpu", weights_only=False)["model"]

@@ -7,7 +7,7 @@ from command_line import cli
 from text_processes import ORDER
 
 
-def test_run_lfpt5_from_the_command_line_and_resume(model_folder, tmp_path):  # noqa: F811
+def test_run_lfpt5_from_the_command_line_and_resume(model_folder, tmp_path):
     log_dir = tmp_path / "run"
     args = ("run", "--benchmark", "synthetic-text", "--order", ",".join(ORDER), "--strategy", "lfpt5",
             "--model", str(model_folder), "--log-dir", str(log_dir), "--iterations", "2", "--batch-size", "4",
@@ -24,7 +24,7 @@ def test_run_lfpt5_from_the_command_line_and_resume(model_folder, tmp_path):  # 
     assert json.loads((log_dir / "results.json").read_text())["matrix"] == results["matrix"]
 
 
-def test_a_bad_lfpt5_option_is_a_one_line_error(model_folder, tmp_path):  # noqa: F811
+def test_a_bad_lfpt5_option_is_a_one_line_error(model_folder, tmp_path):
     done = cli("run", "--benchmark", "synthetic-text", "--order", ",".join(ORDER), "--strategy", "lfpt5",
                "--model", str(model_folder), "--log-dir", str(tmp_path / "bad"), "--set", "kd_lambda=2",
                "--no-progress")

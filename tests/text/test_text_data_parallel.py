@@ -17,7 +17,6 @@ import torch
 from text_processes import ORDER, assert_same_runs, compare_args, moram_avalanche_cli, tiny_llama
 
 
-
 def test_two_processes_match_one_on_the_tiny_llama(tmp_path):
     from moram_avalanche.benchmarks import synthetic_text
 

@@ -83,7 +83,7 @@ def test_layer_inside_the_model_equals_the_naive_reference():
     from moram_avalanche.layers.moram.naive import naive_moram
     from moram_avalanche.text import add_task, inject_moram
 
-    model, (x, y) = tiny_llama(), batch()
+    model, (x, _) = tiny_llama(), batch()
     layers = inject_moram(model, atoms_per_task=4, topk=2, temperature=0.5, threshold=0.1)
     add_task(model)
     model.train()

@@ -43,13 +43,12 @@ def build(name, model, tokenizer, **options):
 
 @pytest.mark.parametrize("architecture", sorted(MODELS))
 def test_trace_adapts_query_key_value_and_output_of_llama_and_gemma(architecture):
-    from tiny_text import word_tokenizer
-
     from moram_avalanche.experiments.text.recipes import stream_options
     from moram_avalanche.layers.lora import LoRALinear
     from moram_avalanche.layers.moram.layer import MoRAMLinear
     from moram_avalanche.layers.task_lora import TaskLoRALinear
     from moram_avalanche.text.load import prepare_tokenizer
+    from tiny_text import word_tokenizer
 
     tokenizer = prepare_tokenizer(word_tokenizer(), seq2seq=False)
     # the release's peft fork (utils/my_peft/utils/other.py): llama / gemma -> q, k, v, o
@@ -141,8 +140,8 @@ def test_gem_refuses_a_gradient_store_that_does_not_fit_with_the_figures(monkeyp
 
 
 def test_dry_runs_print_every_changed_setting_with_its_source():
-    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings, get_text_table, plan_text
     from moram_avalanche.experiments.text.recipes import describe, stream_settings, table_settings
+    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings, get_text_table, plan_text
 
     for table in ("trace", "t5-standard", "t5-long"):
         spec = get_text_table(table)

@@ -5,8 +5,7 @@ import stat
 
 import pytest
 
-from moram_avalanche.utils.files import (TEMPORARY, atomic_write_text, check_output_folder,
-                                         remove_temporaries)
+from moram_avalanche.utils.files import TEMPORARY, atomic_write_text, check_output_folder, remove_temporaries
 
 
 def test_atomic_writes_get_the_permissions_of_a_plain_file(tmp_path):

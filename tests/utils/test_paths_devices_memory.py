@@ -5,8 +5,13 @@ import pytest
 import torch
 
 from moram_avalanche.utils.devices import check_device, resolve_device
-from moram_avalanche.utils.memory import (ATOM_BOOKKEEPING_BYTES, atom_bank_bytes, check_atom_banks_fit,
-                                          check_fits, format_bytes)
+from moram_avalanche.utils.memory import (
+    ATOM_BOOKKEEPING_BYTES,
+    atom_bank_bytes,
+    check_atom_banks_fit,
+    check_fits,
+    format_bytes,
+)
 from moram_avalanche.utils.paths import check_compare_path, check_input_path, check_run_path
 
 

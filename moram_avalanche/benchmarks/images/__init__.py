@@ -7,8 +7,20 @@ sampling, reference image and sentence sets (:mod:`.reference_sets`), what ``che
 Nothing here imports the text wing."""
 
 # 0.6's benchmarks/images.py is this wing's datasets module: its names stay importable from here
-from .datasets import (ALPHA_MODES, BAD_IMAGE_POLICIES, IMAGE_ERRORS, PLAIN_MODES, SIXTEEN_BIT_MODES, BadImageError,
-                       BadImages, ImageArrays, ImageFiles, UnsupportedImageError, read_rgb, to_rgb)
+from .datasets import (
+                       ALPHA_MODES,
+                       BAD_IMAGE_POLICIES,
+                       IMAGE_ERRORS,
+                       PLAIN_MODES,
+                       SIXTEEN_BIT_MODES,
+                       BadImageError,
+                       BadImages,
+                       ImageArrays,
+                       ImageFiles,
+                       UnsupportedImageError,
+                       read_rgb,
+                       to_rgb,
+)
 
 __all__ = ["ALPHA_MODES", "BAD_IMAGE_POLICIES", "IMAGE_ERRORS", "PLAIN_MODES", "SIXTEEN_BIT_MODES", "BadImageError",
            "BadImages", "ImageArrays", "ImageFiles", "UnsupportedImageError", "read_rgb", "to_rgb"]

@@ -16,8 +16,8 @@ from typing import List
 from tqdm.auto import tqdm
 
 from ...utils.paths import check_input_path
-from .datasets import IMAGE_ERRORS, BadImages, ImageFiles, read_rgb
 from ..readers import DataError
+from .datasets import IMAGE_ERRORS, BadImages, ImageFiles, read_rgb
 from .streams import protocol_domains, read_domain
 from .validate import domain_problems
 

@@ -23,10 +23,21 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ..readers import (
+    COOP_DATASETS_MD,
+    UnreadableJSON,
+    find_dir,
+    load_mat,
+    malformed,
+    read_coop_split,
+    read_idx,
+    read_json,
+    read_lines,
+    require,
+    zscl_random_split,
+)
 from . import classnames as names
 from .datasets import BadImages, ImageArrays, ImageFiles
-from ..readers import (COOP_DATASETS_MD, UnreadableJSON, find_dir, load_mat, malformed, read_coop_split, read_json,
-                      read_idx, read_lines, require, zscl_random_split)
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
 

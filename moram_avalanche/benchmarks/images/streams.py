@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Union
 
 from ...utils.paths import check_input_path
+from ..readers import DataError
 from .clip_benchmark import Domain, clip_benchmark
+from .datasets import BadImages
 from .domains import DomainData, DomainSpec, resolve_domain
 from .fewshot import domain_rng, few_shot_indices
-from .datasets import BadImages
 from .prompts import domain_prompts
-from ..readers import DataError
 from .validate import check_domain
 
 #: X-TAIL task orders. Order 1 is the MoRAM / RAIL default [MoRAM XTAIL/main.py --datasets;

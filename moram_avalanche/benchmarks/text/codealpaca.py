@@ -27,8 +27,8 @@ import json
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from .humaneval import problem_answer, read_problems
 from ..readers import DataError
+from .humaneval import problem_answer, read_problems
 from .stream import TextStreamTask, capped, text_benchmark
 
 #: the task's name (the accuracy matrix's column)

@@ -69,8 +69,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from .humaneval import humaneval_pass
-from .release_answers import answer_letter, math_answer, math_equal, normalize_math, \
-    option_letter, py150_literals
+from .release_answers import answer_letter, math_answer, math_equal, normalize_math, option_letter, py150_literals
 
 _PUNCTUATION = set(string.punctuation)
 

@@ -34,7 +34,6 @@ from torch.utils.data import Dataset
 from .metrics import TEXT_METRICS
 from .tasks import pair_problem, read_tasks
 
-
 #: which end of a prompt longer than its limit is kept
 KEEP = ("tail", "head")
 

@@ -52,18 +52,22 @@ def synthetic_text_tasks(order: Sequence[str] = tuple(SYNTHETIC_TASKS), *, seed:
         instruction, labels = SYNTHETIC_TASKS[name]
         cues = {label: [f"{name}{index}{label}{k}" for k in range(CUES_PER_LABEL)] for label in labels}
 
-        def draw(per_label):
-            pairs = []
-            for _ in range(per_label):
-                for label in labels:
-                    sentence = [rng.choice(FILLER) for _ in range(words)]
-                    sentence.insert(rng.randrange(words + 1), rng.choice(cues[label]))
-                    pairs.append((olora_prompt(instruction, labels, " ".join(sentence)), label))
-            rng.shuffle(pairs)
-            return tuple(pairs)
-
-        tasks.append(TextStreamTask(name, draw(train_per_label), draw(test_per_label), labels))
+        train = _draw(rng, instruction, labels, cues, words, train_per_label)
+        test = _draw(rng, instruction, labels, cues, words, test_per_label)
+        tasks.append(TextStreamTask(name, train, test, labels))
     return tuple(tasks)
+
+
+def _draw(rng: random.Random, instruction: str, labels, cues, words: int, per_label: int) -> tuple:
+    """``per_label`` pairs per label of one task, drawn from ``rng`` in order, then shuffled by it."""
+    pairs = []
+    for _ in range(per_label):
+        for label in labels:
+            sentence = [rng.choice(FILLER) for _ in range(words)]
+            sentence.insert(rng.randrange(words + 1), rng.choice(cues[label]))
+            pairs.append((olora_prompt(instruction, labels, " ".join(sentence)), label))
+    rng.shuffle(pairs)
+    return tuple(pairs)
 
 
 def synthetic_text(order: Sequence[str] = tuple(SYNTHETIC_TASKS), *, seed: int = 0, **sizes):

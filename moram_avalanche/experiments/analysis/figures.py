@@ -92,7 +92,7 @@ def activation_map(weights: np.ndarray, atom_task: np.ndarray, *, title: str,
                                 height_ratios=[1, 0.14 if image is not None else 0.001])
         ax = fig.add_subplot(spec[0, 0])
         shown = ax.imshow(weights, aspect="auto", cmap=CMAP, vmin=0, vmax=1, interpolation="nearest")
-        for task, first, last in _task_blocks(atom_task):
+        for _, first, _ in _task_blocks(atom_task):
             if first:
                 ax.axhline(first - 0.5, color="white", linewidth=0.8)
         blocks = _task_blocks(atom_task)

@@ -43,8 +43,7 @@ from .pruning import overall_saved_share, per_task, pruned, pruning_rows
 from .records import TOWER_NAMES, RunRecord, load_run, parse_layer_name
 from .samples import check_domains, displayable, task_images, task_prompts, token_labels
 from .scenarios import Scenario, default_block, default_scenarios, parse_scenarios
-from .source import (load_run_benchmark, load_run_model, moram_model, read_run_settings,
-                     settings_dict)
+from .source import load_run_benchmark, load_run_model, moram_model, read_run_settings, settings_dict
 
 logger = logging.getLogger(__name__)
 

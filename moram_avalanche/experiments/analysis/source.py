@@ -29,6 +29,7 @@ from ..record import RECORD_NAME, read_record, weights_checksum
 from .banks import check_model_layers, install_banks
 from .records import RunRecord, parse_layer_name
 
+
 @dataclass
 class RunSettings:
     """What rebuilds a run's model and data.

@@ -10,13 +10,13 @@ offline demo on a tiny CLIP (:data:`.demo.DEMO`) and the paper's CLIP tables
 
 from __future__ import annotations
 
-from .demo import DEMO
 from ..family import Family, Reproduction
+from ..paper.report import paper_markdown, table_result
+from ..tables import PAPER_TABLES
+from .demo import DEMO
 from .loaders import check_clip_arguments, clip_benchmark_builder, clip_model_loader
 from .paper_tables import TABLE_CHOICES, resolve_tables
 from .reproduce import ReproduceSettings, check_needs, format_plan, plan, run_setup
-from ..paper.report import paper_markdown, table_result
-from ..tables import PAPER_TABLES
 
 #: the flags of the language-model tables, which no CLIP table takes
 TEXT_TABLE_FLAGS = (("--dtype", "dtype"), ("--layout", "layout"), ("--gradient-checkpointing", "gradient_checkpointing"))

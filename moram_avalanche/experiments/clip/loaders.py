@@ -29,8 +29,8 @@ def clip_model_loader(args, device: str):
 
     def load():
         from ...clip.load import load_clip  # looked up when the model is loaded
-        from .demo import TINY_NAME, DemoConfig, pretrained_tiny_clip, register_tiny_clip
         from ..demos import default_cache_dir
+        from .demo import TINY_NAME, DemoConfig, pretrained_tiny_clip, register_tiny_clip
 
         pretrained = None if pretrained_of(args).lower() == "none" else pretrained_of(args)
         if args.model == TINY_NAME:  # the demo's model: known to open_clip once registered

@@ -371,11 +371,10 @@ def _model_problems(settings: ReproduceSettings) -> List[str]:
 
 def run_setup(run: Run, settings: ReproduceSettings):
     """The :class:`~moram_avalanche.experiments.compare.Setup` of one run."""
+    from ...benchmarks import get_benchmark
     from ...benchmarks.images.reference_sets import reference_data
     from ...clip.load import load_clip
     from ..run import Setup
-
-    from ...benchmarks import get_benchmark
 
     needs = get_strategy(run.strategy).needs
     builder = get_benchmark(run.protocol.builder)

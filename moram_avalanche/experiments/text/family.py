@@ -12,14 +12,23 @@ whose protocols -- the standard benchmark, TRACE -- are records too:
 
 from __future__ import annotations
 
-from .demo import TEXT_DEMO
 from ..family import Family, Reproduction
-from .loaders import check_text_arguments, text_benchmark_builder, text_dtype, text_model_loader
-from .reproduce import (TEXT_TABLE_NAMES, TextReproduceSettings, check_needs, get_text_table,
-                             paper_text, plan, plan_text, run_setup, table_result)
 from ..tables import TEXT_TABLES
+from .demo import TEXT_DEMO
+from .loaders import check_text_arguments, text_benchmark_builder, text_dtype, text_model_loader
 from .recipes import shared_stream_options
 from .recipes import stream_options as text_stream_options
+from .reproduce import (
+    TEXT_TABLE_NAMES,
+    TextReproduceSettings,
+    check_needs,
+    get_text_table,
+    paper_text,
+    plan,
+    plan_text,
+    run_setup,
+    table_result,
+)
 
 #: the flags of the CLIP tables, which no language-model table takes
 CLIP_TABLE_FLAGS = (("--pretrained", "pretrained"), ("--weights-origin", "weights_origin"),

@@ -61,9 +61,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ...utils.names import lookup
-from ..paper.numbers import PaperNumbers, load_paper_numbers
 from ..clip.paper_tables import NOT_IN_LIBRARY, Method, find_method
 from ..clip.reproduce import REHEARSAL_ITERATIONS, ReproductionSettings
+from ..paper.numbers import PaperNumbers, load_paper_numbers
 from ..seeding import RELEASE_SEED
 
 #: rehearsals: examples per task (training, test); the steps per task are the CLIP tables'
@@ -360,8 +360,8 @@ class SuperNIStream(TextStream):
 
     def problems(self, settings) -> List[str]:
         """SAPT's pseudo-samples of the tasks before the last, when a row of the superni table reads them."""
-        from ...benchmarks.text.superni_pseudo import SAPT_PSEUDO_FOLDER, check_pseudo_data, pseudo_root_beside
         from ...benchmarks.text.superni import superni_order
+        from ...benchmarks.text.superni_pseudo import SAPT_PSEUDO_FOLDER, check_pseudo_data, pseudo_root_beside
 
         spec = TEXT_TABLES["superni"]
         if settings.data_root is None or not any(reads_pseudo_samples(method.strategy) for method in spec.methods

@@ -45,12 +45,13 @@ from __future__ import annotations
 from typing import Dict, Optional
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .bank import AtomBank, MoRAMBank
 from .config import PAPER_CLIP, MoRAMLayerConfig
-from .paths.cpu import compute_dtype, route
 from .paths.choice import mixture_for
+from .paths.cpu import compute_dtype, route
 
 
 def routing_options(atoms_per_task: int = PAPER_CLIP.atoms_per_task, topk: Optional[int] = PAPER_CLIP.topk,

@@ -31,9 +31,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layer import MoRAMLinear, routing_options
 from .bank import check_finite, joined, new_rows
 from .config import PAPER_CLIP
+from .layer import MoRAMLinear, routing_options
 from .paths.cpu import RELEVANCE_EPS, route_dtype
 
 #: the state-dict key of the external router's rows ``[R, d_in]`` (``router=True`` only)

@@ -38,17 +38,17 @@ from typing import Any, Dict, Optional
 import torch
 from avalanche.training.plugins.evaluation import default_evaluator
 
+from ...algorithms.data_parallel import world_size
 from ...models.classifier import CLIPClassifier
 from ...utils.devices import resolve_device
-from ...algorithms.data_parallel import world_size
 from ..avalanche_ranges import check_avalanche_benchmark, check_avalanche_values
-from .loop import EVAL_BATCH_FACTOR
 from ..moram_setting import MORAM
 from ..needs import StrategyNeeds
 from ..plugins.agem import checkpointable_agem
 from ..plugins.budget import IterationBudget
 from ..plugins.schedule import IterationSchedule
 from ..plugins.validate import check_plugins
+from .loop import EVAL_BATCH_FACTOR
 
 #: the prefix of Avalanche's strategies' names
 PREFIX = "avalanche."

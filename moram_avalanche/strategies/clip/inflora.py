@@ -12,9 +12,9 @@ from ...layers.base import find_layers
 from ...layers.lora import LoRALinear
 from ...utils.checks import check_number, check_positive_int
 from ...utils.names import check_names
-from .loop import CLIPStrategy
 from ..moram_setting import MORAM
 from ..plugins.inflora import MEMORIES, InfLoRAPlugin
+from .loop import CLIPStrategy
 
 #: InfLoRA's targets: the key and value projections [InfLoRA models/vit_inflora.py]
 INFLORA_TARGETS = ("k", "v")

@@ -12,6 +12,7 @@ from avalanche.training.plugins.evaluation import default_evaluator
 from avalanche.training.templates import SupervisedTemplate
 from tqdm.auto import tqdm
 
+from ...algorithms.data_parallel import all_reduce_sum, gather, gather_with_grad, world_size
 from ...algorithms.losses import clip_continual_loss, image_to_text_loss, text_to_image_loss
 from ...algorithms.schedules import DomainLR, cosine_lr_factor
 from ...benchmarks.images.clip_benchmark import Domain, domain_of
@@ -20,14 +21,13 @@ from ...clip.head import TextHead
 from ...clip.towers import text_parameters
 from ...models.scoring import MASK_VALUE, class_embeddings, evaluation_classifier, own_domain_logits, scores
 from ...utils.devices import resolve_device
-from ...algorithms.data_parallel import all_reduce_sum, gather, gather_with_grad, world_size
-from .image_cache import ImageFeatureCache
 from ..loop import ContinualLoop
 from ..moram_setting import MORAM
 from ..plugins.budget import IterationBudget
-from ..plugins.validate import check_plugins
 from ..plugins.progress import TrainingProgress
 from ..plugins.schedule import IterationSchedule
+from ..plugins.validate import check_plugins
+from .image_cache import ImageFeatureCache
 
 
 class CLIPStrategy(ContinualLoop):
@@ -167,7 +167,7 @@ class CLIPStrategy(ContinualLoop):
         self.text_to_image_loss = text_to_image_loss
         self.amp = amp and torch.device(device).type == "cuda"
         if amp and not self.amp:
-            warnings.warn("amp=True needs a CUDA device; training in full precision")
+            warnings.warn("amp=True needs a CUDA device; training in full precision", stacklevel=2)
         self.scaler = torch.amp.GradScaler("cuda") if self.amp else None
         self.text_head = TextHead(model, tokenizer, batch_size=text_batch_size)
         #: domains trained so far, in order (their classes are the "seen" classes of the loss)

@@ -16,9 +16,10 @@ from ...layers.lora import LoRALinear
 from ...layers.moe_lora import MoELoRALinear
 from ...utils.checks import check_number, check_positive_int
 from ...utils.names import check_names
-from .loop import CLIPStrategy
 from ..moram_setting import MORAM
 from ..plugins.growth import GrowthPlugin
+from .loop import CLIPStrategy
+
 
 def check_lora_options(options) -> None:
     """The value checks of SeqLoRA's and MoE-LoRA's own options given in ``options``."""

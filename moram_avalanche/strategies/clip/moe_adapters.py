@@ -10,8 +10,14 @@ from typing import Dict, Optional
 import torch
 import torch.nn.functional as F
 
-from ...algorithms.ddas import (DDAS, FEW_SHOT_THRESHOLD, FULL_SHOT_THRESHOLD, ROUTINGS, alexnet_features,
-                               alexnet_weights_path)
+from ...algorithms.ddas import (
+    DDAS,
+    FEW_SHOT_THRESHOLD,
+    FULL_SHOT_THRESHOLD,
+    ROUTINGS,
+    alexnet_features,
+    alexnet_weights_path,
+)
 from ...algorithms.schedules import MOE_FEWSHOT_MTIL_LR, MOE_FULLSHOT_MTIL_LR, DomainLR
 from ...benchmarks.images.reference_sets import check_image_dataset, image_folder
 from ...clip.block_taps import block_mixture, inject_moe_adapters
@@ -21,8 +27,8 @@ from ...layers.base import find_layers
 from ...layers.moe_adapter import MoEAdapterMixture, num_routers, routing
 from ...utils.checks import check_nonnegative_int, check_number, check_positive_int
 from ...utils.names import check_names
-from .loop import CLIPStrategy
 from ..needs import StrategyNeeds
+from .loop import CLIPStrategy
 from .plugins.moe_adapters import MoEAdaptersPlugin
 
 SELECTORS = ("ddas", "oracle", "latest")

@@ -54,16 +54,16 @@ from typing import NamedTuple, Optional
 from ...clip.inject import TARGET_PATHS, inject_adapters
 from ...clip.towers import ENCODERS
 from ...layers.base import find_layers
-from ...layers.moram.layer import MoRAMLinear
 from ...layers.moram.config import MoRAMLayerConfig
+from ...layers.moram.layer import MoRAMLinear
 from ...layers.moram.variants import BALANCE_FORMS, moram_layer, moram_layer_type
 from ...utils.checks import check_number
 from ...utils.names import check_names
-from .loop import CLIPStrategy
 from ..moram_setting import MORAM
 from ..needs import StrategyNeeds
 from ..plugins.load_balance import SWITCH_ALPHA, LoadBalancePlugin
 from ..plugins.moram import MoRAMPlugin
+from .loop import CLIPStrategy
 
 
 class AblationRow(NamedTuple):

@@ -34,8 +34,8 @@ from tqdm.auto import tqdm
 
 from ...algorithms.analytic import FUSION_WEIGHT, HIDDEN_DIM, RBF_GAMMA, fuse_with_zero_shot
 from ...benchmarks.images.clip_benchmark import domain_of
-from .loop import CLIPStrategy
 from ..needs import StrategyNeeds
+from .loop import CLIPStrategy
 from .plugins.analytic import AnalyticHead
 
 
@@ -91,7 +91,7 @@ class RAIL(CLIPStrategy):
         total = self.passes * len(self.dataloader)
         bar = tqdm(total=total, desc=f"fit {domain.name}", disable=not self.progress, leave=False)
         for _ in range(self.passes):
-            for self.mbatch in self.dataloader:
+            for self.mbatch in self.dataloader:  # noqa: B020 - Avalanche's templates' own idiom
                 self._unpack_minibatch()
                 self._before_training_iteration(**kwargs)
                 features = self.image_features(self.mb_x)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .loop import CLIPStrategy
 from ..needs import StrategyNeeds
+from .loop import CLIPStrategy
 
 
 class ZeroShot(CLIPStrategy):

@@ -10,12 +10,11 @@ from ...algorithms.teacher import FrozenCLIP
 from ...algorithms.weight_copy import check_place
 from ...benchmarks.images.reference_sets import check_image_dataset
 from ...utils.checks import check_nonnegative_int
-from .lwf import check_distillation_options
 from ..needs import StrategyNeeds
+from .lwf import check_distillation_options
 from .plugins.distillation import ZSCLDistillation
 from .plugins.weights import L2Anchor, WeightEnsemble
 from .zscl_finetune import ZSCLFineTune
-
 
 REFERENCE_HOW = (
     "ZSCL distils zero-shot CLIP on a reference image set and reference sentences "

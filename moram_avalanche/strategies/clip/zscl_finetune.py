@@ -5,8 +5,8 @@ from __future__ import annotations
 import warnings
 
 from ...algorithms.schedules import ZSCL_MTIL_LR, DomainLR
-from .finetune import FineTune
 from ..moram_setting import MORAM
+from .finetune import FineTune
 
 
 class ZSCLFineTune(FineTune):

@@ -7,8 +7,14 @@ from typing import List, Optional, Tuple
 from avalanche.core import SupervisedPlugin
 from torch.utils.data import DataLoader, Subset
 
-from ...algorithms.data_parallel import (average_gradients, broadcast_module, check_same_parameters,
-                                         shard_bounds, shard_indices, world_size)
+from ...algorithms.data_parallel import (
+    average_gradients,
+    broadcast_module,
+    check_same_parameters,
+    shard_bounds,
+    shard_indices,
+    world_size,
+)
 from ...algorithms.fsdp import holds_sharded_weights
 
 

@@ -116,7 +116,7 @@ class InfLoRAPlugin(GrowthPlugin, supports_distributed=True):
                     f"InfLoRA, experience {self.tasks_done}, layer group {name}: the memory leaves "
                     f"only {memory.free_dim} free input directions for rank {self.rank}, so "
                     f"{self.rank - memory.free_dim} rows of the new down-projection lie in the old "
-                    "tasks' input space and may interfere with them; use a smaller rank or lambda_b")
+                    "tasks' input space and may interfere with them; use a smaller rank or lambda_b", stacklevel=2)
             projected = memory.project_away(covariances[name])
             downs[name] = design_down_projection(projected, self.rank, free=memory.free_basis())
         return downs

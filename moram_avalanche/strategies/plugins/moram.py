@@ -8,9 +8,9 @@ import numpy as np
 import torch
 
 from ...algorithms.data_parallel import all_reduce_sum, world_size
-from ...layers.moram.paths import cpu_kernel as routing_kernel
 from ...layers.base import find_layers
 from ...layers.moram.layer import MoRAMLinear
+from ...layers.moram.paths import cpu_kernel as routing_kernel
 from .growth import GrowthPlugin
 
 

@@ -61,8 +61,8 @@ from avalanche.training import AGEM, EWC, GEM, LwF, Naive, Replay
 from ...layers.base import find_layers
 from ..avalanche_ranges import check_avalanche_benchmark, check_avalanche_values
 from ..needs import StrategyNeeds
-from .loop import TextStrategy
 from .adapters import wrap
+from .loop import TextStrategy
 
 #: the prefix of Avalanche's strategies' names (as on CLIP)
 PREFIX = "avalanche."

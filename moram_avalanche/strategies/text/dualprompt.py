@@ -10,9 +10,9 @@ from ...text.prompt_pool import embedding_rows_init
 from ...text.soft_prompt import check_shape
 from ...utils.checks import check_number
 from ..needs import StrategyNeeds
-from .plugins.dualprompt import DualPromptPlugin
-from .l2p import PromptStrategy, hidden_size
 from .adapters import wrap
+from .l2p import PromptStrategy, hidden_size
+from .plugins.dualprompt import DualPromptPlugin
 
 
 def check_dualprompt_options(options) -> None:

@@ -42,8 +42,8 @@ import torch
 
 from ...utils.checks import check_nonnegative_int
 from ..needs import StrategyNeeds
-from .loop import TextStrategy, sample_scores
 from .adapters import wrap
+from .loop import TextStrategy, sample_scores
 
 #: demonstrations per task (TRACE ``scripts/ICL.sh``: ``--demonstrations_num 6``; the release's
 #: ``inference/infer_part.py``: ``args.demonstrations_num = 6``)

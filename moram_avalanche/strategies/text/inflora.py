@@ -36,9 +36,9 @@ from ...text.lora_layers import DropoutTaskLoRALinear, check_lora_dropout
 from ...utils.checks import check_number, check_positive_int
 from ..needs import StrategyNeeds
 from ..plugins.inflora import MEMORIES
-from .plugins.inflora import TextInfLoRAPlugin
-from .loop import TextStrategy
 from .adapters import Targets, lora_targets, wrap
+from .loop import TextStrategy
+from .plugins.inflora import TextInfLoRAPlugin
 
 #: InfLoRA's rank [liangyanshuo/InfLoRA configs/cifar100_inflora.json, mimg10_inflora.json "rank": 10]
 INFLORA_RANK = 10

@@ -12,9 +12,9 @@ import torch
 from ...text.prompt_pool import TRACE_L2P, PromptPool, check_pool, embedding_rows_init
 from ...utils.checks import check_number
 from ..needs import StrategyNeeds
-from .plugins.l2p import L2PPlugin
-from .loop import TextStrategy
 from .adapters import wrap
+from .loop import TextStrategy
+from .plugins.l2p import L2PPlugin
 
 
 def check_l2p_options(options) -> None:

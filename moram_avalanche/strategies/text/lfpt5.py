@@ -20,13 +20,29 @@ from __future__ import annotations
 
 from ...algorithms.lfpt5 import KD_LAMBDA, LM_LAMBDA, PSEUDO_PER_LABEL
 from ...models.language_model import LanguageModel
-from ...text.lfpt5_prompt import (LFPT5_LR, LFPT5_PROMPT_LENGTH, LFPT5_WEIGHT_DECAY, PROMPT_INITS,
-                                 PROMPT_POSITIONS, AppendedSoftPrompt, adafactor, vocabulary_init)
+from ...text.lfpt5_prompt import (
+    LFPT5_LR,
+    LFPT5_PROMPT_LENGTH,
+    LFPT5_WEIGHT_DECAY,
+    PROMPT_INITS,
+    PROMPT_POSITIONS,
+    AppendedSoftPrompt,
+    adafactor,
+    vocabulary_init,
+)
 from ..needs import StrategyNeeds
-from .plugins.accumulation import AccumulatedSteps
-from .plugins.lfpt5 import (LM_TARGET_LENGTH, PSEUDO_DRAWS, PSEUDO_MAX_TOKENS, PSEUDO_REPETITION_PENALTY,
-                            PSEUDO_SEED, PSEUDO_TOP_K, LFPT5Plugin, check_lfpt5_options)
 from .loop import TextStrategy
+from .plugins.accumulation import AccumulatedSteps
+from .plugins.lfpt5 import (
+    LM_TARGET_LENGTH,
+    PSEUDO_DRAWS,
+    PSEUDO_MAX_TOKENS,
+    PSEUDO_REPETITION_PENALTY,
+    PSEUDO_SEED,
+    PSEUDO_TOP_K,
+    LFPT5Plugin,
+    check_lfpt5_options,
+)
 
 #: the optimizers the row can use: LFPT5's Adafactor, or the loop's AdamW
 LFPT5_OPTIMIZERS = ("adafactor", "adamw")

@@ -60,14 +60,20 @@ from torch.utils.data import DataLoader
 
 from ...benchmarks.text.metrics import TEXT_METRICS
 from ...benchmarks.text.stream import collate_text
-from ...models.language_model import (MAX_SOURCE_LENGTH, MAX_TARGET_LENGTH, Decoding, LanguageModel,
-                                     check_compile_generation, prompt_cuts)
+from ...models.language_model import (
+    MAX_SOURCE_LENGTH,
+    MAX_TARGET_LENGTH,
+    Decoding,
+    LanguageModel,
+    check_compile_generation,
+    prompt_cuts,
+)
 from ...utils.checks import check_int_range, check_positive_int
 from ..loop import ContinualLoop
 from ..moram_setting import MORAM_TEXT_LOOP as LOOP
 from ..needs import StrategyNeeds
-from .plugins.accumulation import AccumulatedSteps
 from ..plugins.budget import FixedBatches
+from .plugins.accumulation import AccumulatedSteps
 from .plugins.avalanche import text_plugins
 from .plugins.schedule import LR_SCHEDULES, schedule_plugins
 

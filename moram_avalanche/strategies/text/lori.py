@@ -35,8 +35,8 @@ from ...layers.lori import LoRILinear, clip_each_gradient, magnitude_masks
 from ...layers.replace import replace_linears
 from ...utils.checks import check_number, check_positive_int
 from ..needs import StrategyNeeds
-from .loop import TextStrategy
 from .adapters import Targets, lora_targets, wrap
+from .loop import TextStrategy
 
 _SCRIPT = "juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh"
 #: LoRI's CodeAlpaca (Llama-3) settings (:data:`_SCRIPT`): rank, ``lora_alpha / r``, the two stages'

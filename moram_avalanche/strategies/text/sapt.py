@@ -35,9 +35,9 @@ from ...layers.replace import replace_linears
 from ...layers.sapt import SAPT_QUERY_HIDDEN, SAPTLoRALinear, SAPTRouter
 from ...utils.checks import check_number, check_positive_int
 from ..needs import StrategyNeeds
-from .plugins.sapt import SAPT_KL_RATIO, SAPTPlugin
-from .loop import TextStrategy
 from .adapters import Targets, lora_targets, wrap
+from .loop import TextStrategy
+from .plugins.sapt import SAPT_KL_RATIO, SAPTPlugin
 
 #: SAPT's LoRA on SuperNI with T5 (``gen_script_superni_t5.py``: ``lora_r = 4``, ``lora_alpha = 32``,
 #: ``lora_dropout = 0.``): rank 4, scale 32 / 4

@@ -7,8 +7,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from moram_avalanche.benchmarks.images.datasets import (BadImageError, BadImages, ImageFiles, UnsupportedImageError,
-                                               read_rgb, to_rgb)
+from moram_avalanche.benchmarks.images.datasets import (
+    BadImageError,
+    BadImages,
+    ImageFiles,
+    UnsupportedImageError,
+    read_rgb,
+    to_rgb,
+)
 
 
 def saved(tmp_path, image, name, **kwargs):

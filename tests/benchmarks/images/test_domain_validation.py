@@ -7,13 +7,12 @@ import pickle
 import pytest
 from PIL import Image
 
-from fake_data import cifar100, eurosat, flowers, sun397
+from fake_data import bomb_png, cifar100, eurosat, flowers, sun397
 from moram_avalanche.benchmarks import mtil
 from moram_avalanche.benchmarks.images.check import check_data, format_report
 from moram_avalanche.benchmarks.images.datasets import BadImages, ImageFiles
-from moram_avalanche.benchmarks.readers import DataError
 from moram_avalanche.benchmarks.images.reference_sets import image_folder, read_sentences
-from fake_data import bomb_png
+from moram_avalanche.benchmarks.readers import DataError
 
 
 def broken_root(tmp_path):

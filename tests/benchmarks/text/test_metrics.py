@@ -81,8 +81,8 @@ def test_scienceqa_compares_the_answer_letter_only():
 
 
 def test_option_letter_is_read_as_the_release_reads_it():
-    from moram_avalanche.benchmarks.text.release_answers import option_letter
     from moram_avalanche.benchmarks.text.metrics import option_letter_accuracy
+    from moram_avalanche.benchmarks.text.release_answers import option_letter
 
     # infer_multi_command.py postprocess_predictions: the first letter standing alone (any case)
     assert option_letter("The stance is B. hawkish", "ABC") == "B"
@@ -111,8 +111,8 @@ def test_numglue_reads_the_last_number_or_the_boxed_answer():
 
 
 def test_py150_resolves_literal_placeholders_before_the_ratio():
-    from moram_avalanche.benchmarks.text.release_answers import py150_literals
     from moram_avalanche.benchmarks.text.metrics import code_similarity, edit_similarity
+    from moram_avalanche.benchmarks.text.release_answers import py150_literals
 
     # eval_Py150.py: <NUM_LIT> -> 0, <STR_LIT> / <CHAR_LIT> dropped, <STR_LIT:x> -> x
     assert py150_literals("x = <NUM_LIT> + len ( '<STR_LIT>' ) + '<STR_LIT:/>'") == "x = 0 + len ( '' ) + '/'"

@@ -11,8 +11,14 @@ import pytest
 from fake_superni import superni_tree
 from moram_avalanche.benchmarks.readers import DataError
 from moram_avalanche.benchmarks.text.metrics import TEXT_METRICS, ap_ft, op_bwt, rouge_l, rouge_l_stemmed
-from moram_avalanche.benchmarks.text.superni import (SUPERNI_ORDERS, SUPERNI_TASKS, check_superni_data,
-                                                     read_superni_task, superni, superni_prompt)
+from moram_avalanche.benchmarks.text.superni import (
+    SUPERNI_ORDERS,
+    SUPERNI_TASKS,
+    check_superni_data,
+    read_superni_task,
+    superni,
+    superni_prompt,
+)
 
 
 def test_the_orders_are_sapts_two_permutations_of_fifteen_tasks():

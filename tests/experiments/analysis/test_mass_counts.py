@@ -8,7 +8,6 @@ import torch
 
 from moram_avalanche.experiments.analysis import atoms_for_mass, final_bank_mass, load_run, mass_counts
 from moram_avalanche.experiments.analysis.records import RunRecord
-
 from tiny_runs import tiny_run
 
 

@@ -5,9 +5,15 @@ from pathlib import Path
 import pytest
 
 from moram_avalanche.benchmarks import MTIL_ORDERS, XTAIL_ORDERS
+from moram_avalanche.experiments.clip.paper_tables import (
+    MEAN_COLUMN,
+    SWEEP_GRID,
+    TABLE_NAMES,
+    TABLES,
+    get_table,
+    resolve_tables,
+)
 from moram_avalanche.experiments.paper.numbers import PaperCell, as_dict, load_paper_numbers, paper_files, parse_cell
-from moram_avalanche.experiments.clip.paper_tables import (MEAN_COLUMN, SWEEP_GRID, TABLE_NAMES, TABLES, get_table,
-                                                      resolve_tables)
 
 PACKAGE = Path(__file__).resolve().parents[3] / "moram_avalanche"
 

@@ -9,9 +9,18 @@ import pytest
 
 from moram_avalanche.experiments.clip import recipes
 from moram_avalanche.experiments.clip.demo import DemoConfig
-from moram_avalanche.experiments.clip.recipes import (COST_OPTIONS, DEMO_OPTIONS, PAPER_OPTIONS, PAPER_SOURCES,
-                                                 REFERENCE_PATHS, SHORT_BUDGET, check_recipes, demo_recipe,
-                                                 paper_options, short_budget_options)
+from moram_avalanche.experiments.clip.recipes import (
+    COST_OPTIONS,
+    DEMO_OPTIONS,
+    PAPER_OPTIONS,
+    PAPER_SOURCES,
+    REFERENCE_PATHS,
+    SHORT_BUDGET,
+    check_recipes,
+    demo_recipe,
+    paper_options,
+    short_budget_options,
+)
 from moram_avalanche.strategies import MoRAM
 from moram_avalanche.strategies.moram_setting import MORAM
 from moram_avalanche.strategies.registry import STRATEGIES, get_strategy
@@ -77,8 +86,9 @@ def test_the_tables_cover_every_registered_strategy_they_should():
 
 def test_the_recipes_read_the_strategies_defaults_instead_of_copying_them():
     # ZSCL's lineage: its optimisation is ZSCLFineTune's signature; MoRAM's is MORAM
-    from moram_avalanche.strategies.clip.zscl_finetune import ZSCLFineTune
     import inspect
+
+    from moram_avalanche.strategies.clip.zscl_finetune import ZSCLFineTune
 
     defaults = {k: p.default for k, p in inspect.signature(ZSCLFineTune.__init__).parameters.items()}
     for name in ("wiseft", "lwf", "zscl", "finetune-alone"):

@@ -15,9 +15,9 @@ import torch
 from PIL import Image
 
 from moram_avalanche.cli import main
-from moram_avalanche.experiments.paper.numbers import load_paper_numbers
 from moram_avalanche.experiments.clip.paper_tables import MEAN_COLUMN, TABLES, get_table
 from moram_avalanche.experiments.clip.reproduce import ReproduceSettings, method_runs
+from moram_avalanche.experiments.paper.numbers import load_paper_numbers
 from moram_avalanche.experiments.paper.report import CSV_VALUES, table_markdown, table_result
 
 
@@ -37,9 +37,9 @@ def offline_parts(tiny_clip_name, tmp_path_factory):
     15000-wide expansion (64 wide: its 15000 x 15000 ridge matrix is 0.9 GB), the per-run
     pictures drawn after every evaluation (tested elsewhere; here they would cost most of the
     time), and most of the sweep grid (:func:`small_sweeps`)."""
+    import moram_avalanche.experiments.clip.recipes as recipes
     import moram_avalanche.experiments.viz as viz
     import moram_avalanche.strategies.clip.moe_adapters as moe
-    import moram_avalanche.experiments.clip.recipes as recipes
     from moram_avalanche.algorithms.ddas import random_conv_features
 
     weights = tmp_path_factory.mktemp("hub") / "alexnet-owt-7be5be79.pth"

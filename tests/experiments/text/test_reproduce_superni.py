@@ -7,10 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from command_line import cli
 from fake_superni import pseudo_tree, superni_tree
 from moram_avalanche.experiments.paper.numbers import as_dict, load_paper_numbers
-
-from command_line import cli
 
 
 def test_the_shipped_numbers_are_the_papers():
@@ -56,8 +55,14 @@ def hand_ap_ft(matrix):
 def test_a_rehearsal_writes_ap_and_ft_of_its_runs(tmp_path):
     from moram_avalanche.benchmarks.text.superni import SUPERNI_ORDERS
     from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.text.reproduce import (REHEARSAL_TEST, TEXT_TABLES, TextReproduceSettings,
-                                                            method_runs, run_setup, table_result)
+    from moram_avalanche.experiments.text.reproduce import (
+        REHEARSAL_TEST,
+        TEXT_TABLES,
+        TextReproduceSettings,
+        method_runs,
+        run_setup,
+        table_result,
+    )
 
     root = superni_tree(tmp_path / "CL_Benchmark", train=10, test=6)
     pseudo = pseudo_tree(tmp_path / "generated_data" / "lora_gen_superni_t5")
@@ -108,8 +113,13 @@ def test_a_rehearsal_of_the_l2p_row_writes_its_runs_ap_and_ft(tmp_path):
     """L2P's row (a prompt pool before T5's encoder input, the model frozen) on the real code path,
     capped: its cells are its run's results.json; the run used SAPT's loop and TRACE's pool settings."""
     from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.text.reproduce import (TEXT_TABLES, TextReproduceSettings, method_runs,
-                                                            run_setup, table_result)
+    from moram_avalanche.experiments.text.reproduce import (
+        TEXT_TABLES,
+        TextReproduceSettings,
+        method_runs,
+        run_setup,
+        table_result,
+    )
 
     root = superni_tree(tmp_path / "CL_Benchmark", train=10, test=6)
     spec = TEXT_TABLES["superni"]

@@ -18,11 +18,11 @@ import time
 
 os.environ.pop("TRITON_INTERPRET", None)
 
-import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
 
-from moram_avalanche.layers.moram.paths import triton_kernels as triton_routing  # noqa: E402
+from moram_avalanche.layers.moram.paths import triton_kernels as triton_routing
 
 SCALARS = {"n_rows": "i32", "n_atoms": "i32", "k": "i32", "inv_tau": "fp32", "delta": "fp32", "eps": "fp32"}
 POINTERS = {"fp32": "*fp32", "bf16": "*bf16", "fp16": "*fp16", "fp64": "*fp64"}

@@ -6,11 +6,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
 from moram_avalanche.layers.moram.layer import MoRAMLinear, route
-from moram_avalanche.layers.moram.paths import cpu as fused
-from moram_avalanche.layers.moram.paths.cpu import RELEVANCE_EPS, Kernels, kernels_for, router_backward
 from moram_avalanche.layers.moram.naive import NaiveMoRAMLinear
+from moram_avalanche.layers.moram.paths import cpu as fused
+from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
+from moram_avalanche.layers.moram.paths.cpu import RELEVANCE_EPS, Kernels, kernels_for, router_backward
 
 
 @pytest.fixture

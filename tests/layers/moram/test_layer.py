@@ -8,10 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.layers.moram.layer import MoRAMLinear
-from moram_avalanche.layers.moram.paths.choice import use_path
 from moram_avalanche.layers.moram.naive import naive_moram
+from moram_avalanche.layers.moram.paths import triton as moram_triton
+from moram_avalanche.layers.moram.paths.choice import use_path
 
 
 @pytest.fixture(autouse=True, params=["reference", "dense", "triton"])
@@ -293,7 +293,7 @@ def test_the_bank_is_plain_state_and_pickles():
 
 def test_a_non_floating_input_is_a_type_error():
     layer = make_layer(3, 2, dtype=torch.float32, atoms_per_task=2)
-    for layer_state in ("empty", "grown"):
+    for _ in ("empty", "grown"):
         with pytest.raises(TypeError, match="expects a floating-point input.*torch.int64"):
             layer(torch.ones(4, 3, dtype=torch.long))
         with pytest.raises(TypeError, match="floating-point.*torch.bool"):
@@ -420,3 +420,16 @@ def test_new_value_scale_multiplies_only_the_trainable_values_and_their_gradient
     unscaled = naive_moram(x, layer.base.weight, layer.base.bias, [layer.keys], [layer.values], topk=2,
                            temperature=0.1, threshold=0.1, training=True)
     torch.testing.assert_close(layer(x), unscaled, rtol=1e-9, atol=1e-10)
+
+
+def test_reading_an_empty_bank_with_a_base_weight_is_the_base_alone():
+    # MoRAMRouting.read's empty-bank branch (a NameError once hid there: F was never imported)
+    torch.manual_seed(0)
+    base = torch.nn.Linear(3, 2)
+    layer = MoRAMLinear(base, atoms_per_task=2)
+    x = torch.randn(4, 5, 3)
+    expected = x @ base.weight.detach().T + base.bias.detach()  # W x + b by hand
+    with torch.no_grad():
+        torch.testing.assert_close(layer.read(x, base.weight, base.bias), expected)
+        torch.testing.assert_close(layer.read(x, base.weight), x @ base.weight.detach().T)
+        assert torch.equal(layer.read(x), torch.zeros(4, 5, 2))  # no base, no atoms: no term

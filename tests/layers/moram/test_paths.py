@@ -16,12 +16,12 @@ import pytest
 import torch
 from torch import nn
 
-from moram_avalanche.layers.moram.paths import choice as moram_paths
-from moram_avalanche.layers.moram.paths import triton as moram_triton
-from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
 from moram_avalanche.layers.moram.layer import MoRAMLinear
-from moram_avalanche.layers.moram.paths.choice import PATH_VARIABLE, path_name, use_path
 from moram_avalanche.layers.moram.naive import naive_mixture
+from moram_avalanche.layers.moram.paths import choice as moram_paths
+from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
+from moram_avalanche.layers.moram.paths import triton as moram_triton
+from moram_avalanche.layers.moram.paths.choice import PATH_VARIABLE, path_name, use_path
 from moram_avalanche.text.layer import DropoutMoRAMLinear
 from moram_avalanche.utils.dispatch import OpCounter
 

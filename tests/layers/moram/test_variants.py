@@ -7,10 +7,17 @@ import pytest
 import torch
 from torch import nn
 
-from moram_avalanche.layers.moram.variants import BALANCE_FORMS, balance_term, plain_mixture, release_balance_term
 from moram_avalanche.layers.moram.layer import MoRAMLinear
-from moram_avalanche.layers.moram.variants import ROUTER_KEY, MoRAMAblationLinear, moram_layer
 from moram_avalanche.layers.moram.naive import naive_moram
+from moram_avalanche.layers.moram.variants import (
+    BALANCE_FORMS,
+    ROUTER_KEY,
+    MoRAMAblationLinear,
+    balance_term,
+    moram_layer,
+    plain_mixture,
+    release_balance_term,
+)
 
 
 def grown(d_in=5, d_out=4, per_task=3, expansions=2, seed=0, **kwargs):

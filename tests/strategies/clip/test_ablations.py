@@ -9,17 +9,23 @@ import torch
 from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 
-from moram_avalanche.layers.base import find_layers
-from moram_avalanche.layers.moe_lora import MoELoRALinear
-from moram_avalanche.layers.moram.layer import MoRAMLinear
 from moram_avalanche.benchmarks.images.synthetic import synthetic
-from moram_avalanche.layers.lora import LoRALinear
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.experiments.runner import run_stream
-from moram_avalanche.strategies import (ROUTING_ABLATIONS, STRATEGIES, MoELoRA, MoRAM,
-                                        MoRAMLoadBalance, SeqLoRA, get_strategy)
+from moram_avalanche.layers.base import find_layers
+from moram_avalanche.layers.lora import LoRALinear
+from moram_avalanche.layers.moe_lora import MoELoRALinear
+from moram_avalanche.layers.moram.layer import MoRAMLinear
+from moram_avalanche.strategies import (
+    ROUTING_ABLATIONS,
+    STRATEGIES,
+    MoELoRA,
+    MoRAM,
+    MoRAMLoadBalance,
+    SeqLoRA,
+    get_strategy,
+)
 from moram_avalanche.strategies.clip.moram import ABLATION_STRATEGIES
-
 from tiny_clip import TINY_CONFIG
 
 warnings.filterwarnings("ignore", message="No loggers specified")

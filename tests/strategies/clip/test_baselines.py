@@ -6,13 +6,13 @@ import torch
 from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 
+from moram_avalanche.algorithms.schedules import ZSCL_MTIL_LR, DomainLR
+from moram_avalanche.algorithms.virtual_vocab import virtual_vocabulary
 from moram_avalanche.benchmarks.images.reference_sets import synthetic_reference
 from moram_avalanche.benchmarks.images.synthetic import synthetic
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.strategies import ZSCL, LwF, LwFVR, WiSEFT, get_strategy
 from moram_avalanche.strategies.plugins.memory import PeakMemory, memory_footprint
-from moram_avalanche.algorithms.schedules import ZSCL_MTIL_LR, DomainLR
-from moram_avalanche.algorithms.virtual_vocab import virtual_vocabulary
 
 BASELINES = ("wiseft", "lwf", "lwf-vr", "zscl")
 

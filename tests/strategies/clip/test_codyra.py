@@ -23,7 +23,7 @@ class GateSpy(SupervisedPlugin):
         self.gates = []
 
     def after_update(self, strategy, **kwargs):
-        self.gates.append({n: l.gate.detach().clone() for n, l in find_layers(strategy.model, GatedLoRALinear).items()})
+        self.gates.append({n: layer.gate.detach().clone() for n, layer in find_layers(strategy.model, GatedLoRALinear).items()})
 
 
 def test_registered_with_the_release_setting(tiny_clip, tokenizer):
@@ -46,7 +46,7 @@ def test_two_experiences_select_ranks_and_merge(tiny_clip, tokenizer, make_strea
                       kappa_steps=3, train_mb_size=4, plugins=[spy], progress=False,
                       evaluator=EvaluationPlugin(metric, loggers=[]))
     layers = find_layers(tiny_clip, GatedLoRALinear)
-    weights = {n: l.base.weight.detach().clone() for n, l in layers.items()}
+    weights = {n: layer.base.weight.detach().clone() for n, layer in layers.items()}
     stream = make_stream("all")
     for experience in stream.train_stream[:2]:
         strategy.train(experience)

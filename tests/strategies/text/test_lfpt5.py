@@ -124,9 +124,10 @@ def _scripted_sampler(label_words):
 
 
 def test_pseudo_samples_are_parsed_selected_and_trained_on_with_distillation(monkeypatch):
+    from avalanche.core import SupervisedPlugin
+
     from moram_avalanche.algorithms.lfpt5 import parse_pseudo, select_pseudo
     from moram_avalanche.strategies.text.plugins.lfpt5 import LFPT5Plugin
-    from avalanche.core import SupervisedPlugin
 
     bench = benchmark()
     tasks = bench.train_stream[0].tasks

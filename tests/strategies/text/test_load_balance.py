@@ -105,8 +105,8 @@ class LossAfterPlugins:
 def test_the_strategy_adds_its_coefficient_times_the_term_to_the_loss_once():
     from moram_avalanche.benchmarks import synthetic_text
     from moram_avalanche.layers.base import find_layers
-    from moram_avalanche.layers.moram.layer import MoRAMLinear
     from moram_avalanche.layers.moram.config import PAPER_LLM
+    from moram_avalanche.layers.moram.layer import MoRAMLinear
     from moram_avalanche.text.layer import DropoutBalancedMoRAMLinear
 
     recorder = LossAfterPlugins()

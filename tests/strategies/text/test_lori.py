@@ -162,7 +162,7 @@ def test_default_targets_refuse_a_model_without_the_seven_projections():
 def test_defaults_are_the_codealpaca_scripts():
     from moram_avalanche.strategies.text.lori import TextLoRIS
 
-    strategy, _ = build("lori-s", "llama", **{"lr": 5e-4})
+    strategy, _ = build("lori-s", "llama", lr=5e-4)
     assert isinstance(strategy, TextLoRIS)
     assert (strategy.dense_lr, strategy.sparsity) == (5e-5, 0.9)
     layer = next(iter(_lori_layers(strategy).values()))

@@ -8,10 +8,10 @@ import torch
 
 pytest.importorskip("lm_eval")
 
-from moram_avalanche.benchmarks.text.mmlu import local_tasks, mmlu_folder  # noqa: E402
-from moram_avalanche.models.language_model import LanguageModel  # noqa: E402
-from moram_avalanche.strategies.text.plugins.mmlu_evaluation import MMLUEvaluation  # noqa: E402
-from moram_avalanche.text.tiny import tiny_language_model, word_tokenizer  # noqa: E402
+from moram_avalanche.benchmarks.text.mmlu import local_tasks, mmlu_folder
+from moram_avalanche.models.language_model import LanguageModel
+from moram_avalanche.strategies.text.plugins.mmlu_evaluation import MMLUEvaluation
+from moram_avalanche.text.tiny import tiny_language_model, word_tokenizer
 
 # answers A A A A B B C D: a model that always picks one letter scores 50, 25 or 12.5, so agreeing
 # with the naive reference means choosing the same letters

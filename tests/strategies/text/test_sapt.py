@@ -152,9 +152,13 @@ def test_bad_options_are_refused_in_one_line(tmp_path):
 
 
 def test_the_pseudo_sample_reader(tmp_path):
-    from moram_avalanche.benchmarks.text.superni_pseudo import (check_pseudo_data, pseudo_data_line, pseudo_root_beside,
-                                                           read_pseudo_prompts)
     from moram_avalanche.benchmarks.text.superni import superni_prompt
+    from moram_avalanche.benchmarks.text.superni_pseudo import (
+        check_pseudo_data,
+        pseudo_data_line,
+        pseudo_root_beside,
+        read_pseudo_prompts,
+    )
 
     repository = tmp_path / "SAPT"
     (repository / "CL_Benchmark" / "SuperNI").mkdir(parents=True)

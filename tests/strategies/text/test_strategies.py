@@ -13,7 +13,6 @@ from text_runs import FAST, SIZES, benchmark, build, run  # noqa: F401
 from tiny_stream import FAMILIES, TASKS, stream_tokenizer
 
 
-
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 @pytest.mark.parametrize("name", ["moram", "finetune", "seq-lora", "inc-lora", "o-lora", "hidelora", "mtl"])
 def test_three_tasks_end_to_end(name, family):

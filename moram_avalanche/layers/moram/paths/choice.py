@@ -38,10 +38,10 @@ from typing import Callable, Iterator, Optional
 
 import torch
 
-from . import triton as moram_triton
 from . import cpu_kernel as routing_kernel
-from .dense import TORCH_ROUTER, TRITON_ROUTER, dense_mixture
+from . import triton as moram_triton
 from .cpu import Kernels, gated_read_out, kernels_for, read_out, router_backward, select, sparse_mixture
+from .dense import TORCH_ROUTER, TRITON_ROUTER, dense_mixture
 
 #: the environment variable that forces a path
 PATH_VARIABLE = "MORAM_AVALANCHE_PATH"

@@ -39,9 +39,9 @@ from typing import Callable, NamedTuple, Optional
 import torch
 import torch.nn.functional as F
 
-from . import cpu_kernel as routing_kernel
 from ..backward import MoRAMFunction, attach_backward
 from ..bank import BankRows
+from . import cpu_kernel as routing_kernel
 
 #: L2-normalisation epsilon of the relevance score (method reference, step 2).
 RELEVANCE_EPS = 1e-12

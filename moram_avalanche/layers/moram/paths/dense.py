@@ -35,9 +35,9 @@ from typing import Callable, NamedTuple, Optional
 import torch
 import torch.nn.functional as F
 
-from . import triton as moram_triton
 from ..backward import attach_backward
 from ..bank import BankRows
+from . import triton as moram_triton
 from .cpu import Routing, kept_router_backward, route, route_dtype
 
 

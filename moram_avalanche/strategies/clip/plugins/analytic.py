@@ -16,8 +16,16 @@ from typing import Optional
 import torch
 from avalanche.core import SupervisedPlugin
 
-from ....algorithms.analytic import (DUAL_REGULARIZATION, HIDDEN_DIM, KERNELS, PRIMAL_REGULARIZATION,
-                                    RBF_GAMMA, KernelRidge, RandomFeatures, RecursiveRidge)
+from ....algorithms.analytic import (
+    DUAL_REGULARIZATION,
+    HIDDEN_DIM,
+    KERNELS,
+    PRIMAL_REGULARIZATION,
+    RBF_GAMMA,
+    KernelRidge,
+    RandomFeatures,
+    RecursiveRidge,
+)
 
 #: the two forms of RAIL [linghan1997/Regression-based-Analytic-Incremental-Learning primal_RAIL.py, dual_RAIL.py]
 FORMS = ("primal", "dual")

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from ....algorithms.rank_selection import (DENSE_FRACTION, KAPPA_STEPS, MAX_KAPPA, check_schedule, kappa_at,
-                                          prunes_at, soft_threshold_gates_)
+from ....algorithms.rank_selection import (
+    DENSE_FRACTION,
+    KAPPA_STEPS,
+    MAX_KAPPA,
+    check_schedule,
+    kappa_at,
+    prunes_at,
+    soft_threshold_gates_,
+)
 from ....layers.gated_lora import GatedLoRALinear
 from ...plugins.growth import GrowthPlugin
 

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from avalanche.core import SupervisedPlugin
 
-from ....algorithms.hidelora import (HIDELORA_LAMBDA_CONTRAST, HIDELORA_LAMBDA_L2, HIDELORA_TEMPERATURE, l2_norms,
-                                    row_contrast_loss)
+from ....algorithms.hidelora import (
+    HIDELORA_LAMBDA_CONTRAST,
+    HIDELORA_LAMBDA_L2,
+    HIDELORA_TEMPERATURE,
+    l2_norms,
+    row_contrast_loss,
+)
 from ....layers.base import find_layers
 from ....layers.lora import LoRALinear
 from ....utils.checks import check_number

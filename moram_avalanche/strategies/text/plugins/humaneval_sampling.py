@@ -65,7 +65,7 @@ class HumanEvalSampling(SupervisedPlugin):
             return
         pairs = [experience.dataset[i][:2] for i in range(len(experience.dataset))]
         problems = {}
-        for prompt, answer in pairs:
+        for _, answer in pairs:
             problem = json.loads(answer)
             problems[problem["task_id"]] = problem
         completions: Dict[str, list] = {}

@@ -47,8 +47,18 @@ import torch
 from avalanche.core import SupervisedPlugin
 from torch.utils.data import ConcatDataset, Dataset
 
-from ....algorithms.lfpt5 import (ANSWER_TOKEN, KD_LAMBDA, LM_LAMBDA, PSEUDO_PER_LABEL, combined_loss,
-                                 generation_token, kd_loss, lm_target, parse_pseudo, select_pseudo)
+from ....algorithms.lfpt5 import (
+    ANSWER_TOKEN,
+    KD_LAMBDA,
+    LM_LAMBDA,
+    PSEUDO_PER_LABEL,
+    combined_loss,
+    generation_token,
+    kd_loss,
+    lm_target,
+    parse_pseudo,
+    select_pseudo,
+)
 from ....text.lfpt5_prompt import PROMPT_INIT_WORDS, add_tokens, word_rows
 from ....utils.checks import check_int_range, check_number, check_positive_int
 

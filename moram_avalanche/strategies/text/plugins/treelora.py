@@ -33,8 +33,17 @@ from typing import List, Optional
 import torch
 from avalanche.core import SupervisedPlugin
 
-from ....algorithms.treelora import (SEARCH_MODES, TREELORA_REG, TreeNode, build_tree, l1_distances, lcb_scores,
-                                    task_differences, tree_loss, tree_search)
+from ....algorithms.treelora import (
+    SEARCH_MODES,
+    TREELORA_REG,
+    TreeNode,
+    build_tree,
+    l1_distances,
+    lcb_scores,
+    task_differences,
+    tree_loss,
+    tree_search,
+)
 from ....layers.base import find_layers
 from ....layers.lora import LoRALinear
 from ....utils.checks import check_number

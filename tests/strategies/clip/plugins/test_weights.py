@@ -8,7 +8,6 @@ from avalanche.training.plugins import EvaluationPlugin
 from moram_avalanche.strategies import ZSCL, WiSEFT
 
 
-
 def params(model):
     return {k: v.detach().clone() for k, v in model.named_parameters()}
 
