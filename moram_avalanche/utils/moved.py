@@ -141,6 +141,12 @@ SPLIT_MODULES: Dict[str, Tuple[str, ...]] = {
     "experiments.recipes": ("experiments.clip.recipes", "experiments.text.recipes"),
 }
 
+#: (0.6 module 0.7 split, a name it held that is now computed) -> the function that computes it
+COMPUTED_NAMES: Dict[Tuple[str, str], str] = {
+    # the package's own language-model strategies by name: now the registry's
+    ("strategies.text_strategies", "TEXT_STRATEGIES"): "strategies.registry.package_text_strategies",
+}
+
 #: room (package) -> {name it held in 0.6: the 0.7 module that holds it}
 MOVED_NAMES: Dict[str, Dict[str, str]] = {
     "strategies.plugins": {
@@ -187,6 +193,10 @@ class _SplitModule(types.ModuleType):
     def __getattr__(self, attribute: str):
         if attribute.startswith("__"):
             raise AttributeError(attribute)
+        computed = COMPUTED_NAMES.get((self.__name__[len(PACKAGE) + 1:], attribute))
+        if computed is not None:
+            module, _, function = _full(computed).rpartition(".")
+            return getattr(importlib.import_module(module), function)()
         for target in self.__targets:
             module = importlib.import_module(target)
             if hasattr(module, attribute):
@@ -279,4 +289,4 @@ def moved_name(room: str, name: str):
     return getattr(importlib.import_module(_full(new)), name)
 
 
-__all__ = ["MOVED_MODULES", "MOVED_NAMES", "MovedModuleFinder", "REMOVED_IN", "SPLIT_MODULES", "install", "keep_names", "moved_name"]
+__all__ = ["COMPUTED_NAMES", "MOVED_MODULES", "MOVED_NAMES", "MovedModuleFinder", "REMOVED_IN", "SPLIT_MODULES", "install", "keep_names", "moved_name"]
