@@ -29,6 +29,8 @@ import os
 import warnings
 from typing import Iterator, Optional
 
+from ....utils.moved import REMOVED_IN
+
 #: the environment variable of the switch
 PATH_VARIABLE = "MORAM_AVALANCHE_PATH"
 #: the paths of MoRAM's layer (:mod:`moram_avalanche.layers.moram.paths` describes each)
@@ -92,7 +94,7 @@ def _read_kernel_variable(old: str, raw: Optional[str]) -> str:
     ignored = raw is not None and bool(raw.strip())
     if (value, ignored) not in _warned:
         _warned.add((value, ignored))
-        warnings.warn(f"{KERNEL_VARIABLE} is deprecated and goes in 0.8: {KERNEL_VARIABLE}={value} is "
+        warnings.warn(f"{KERNEL_VARIABLE} is deprecated and goes in {REMOVED_IN}: {KERNEL_VARIABLE}={value} is "
                       f"{PATH_VARIABLE}={KERNEL_SETTINGS[value]}"
                       + (f"; {PATH_VARIABLE} is set too and wins, so {KERNEL_VARIABLE} is ignored" if ignored else ""),
                       DeprecationWarning, stacklevel=3)
