@@ -1,16 +1,16 @@
 """MoRAM's six steps, stated here once, and the reference path that computes them in plain PyTorch.
 
-The method (MoRAM, "Little by Little: Continual Learning via Incremental Mixture of Rank-1
-Associative Memory Experts", ICML 2026, Sec. 3; the release's layer, Artificer-AI-Lab/MoRAM
-``XTAIL/loralib/moram.py``, for what the paper leaves open). A frozen linear map ``y = W x + b``
-(``W`` ``[d_out, d_in]``) is augmented by a bank of ``R`` rank-1 atoms: keys ``A_i`` (rows,
-length ``d_in``) and values ``B_i`` (length ``d_out``); ``A`` ``[R, d_in]``, ``B`` ``[R, d_out]``,
-one row per atom. For every token ``x`` (each independently):
+The method of MoRAM ("Little by Little: Continual Learning via Incremental Mixture of Rank-1
+Associative Memory Experts", ICML 2026), with the official release's layer (Artificer-AI-Lab/MoRAM,
+``XTAIL/loralib/moram.py``) for what the paper leaves open: ``k >= 2``, the norm's ``eps``, a gate
+without renormalisation. A frozen linear map ``y = W x + b`` (``W`` ``[d_out, d_in]``) is augmented
+by a bank of ``R`` rank-1 atoms: keys ``A_i`` (rows, length ``d_in``) and values ``B_i`` (length
+``d_out``); ``A`` ``[R, d_in]``, ``B`` ``[R, d_out]``, one row per atom. For every token ``x`` (each independently):
 
 1. projections  ``p_i = A_i . x``                                   (i = 1..R)
 2. relevance    ``s_i = p_i / max(||p||_2, eps)``                   (L2 over the whole bank; eps = 1e-12)
-3. sparsity     keep the ``k`` largest ``s_i``, signed (not ``|s|``): the set ``I``; ``k = min(max(topk, 2), R)``
-                (the release's ``max(topk, 2)``; every atom when ``topk`` is None)
+3. sparsity     keep the ``k`` largest ``s_i``, signed (not ``|s|``): the set ``I``;
+                ``k = min(max(topk, 2), R)`` (the release's ``max(topk, 2)``; ``R`` when ``topk`` is None)
 4. sharpness    ``w_I = softmax(s_I / tau)``; the atoms outside ``I`` weigh 0
 5. eval gate    at inference only, when ``delta > 0``: ``w_i <- w_i [s_i >= delta]`` (no renormalisation)
 6. output       ``y = W x + b + sum_{i in I} w_i p_i B_i``
