@@ -2,10 +2,10 @@
 
 The method of MoRAM ("Little by Little: Continual Learning via Incremental Mixture of Rank-1
 Associative Memory Experts", ICML 2026), with the official release's layer (Artificer-AI-Lab/MoRAM,
-``XTAIL/loralib/moram.py``) for what the paper leaves open: ``k >= 2``, the norm's ``eps``, a gate
-without renormalisation. A frozen linear map ``y = W x + b`` (``W`` ``[d_out, d_in]``) is augmented
-by a bank of ``R`` rank-1 atoms: keys ``A_i`` (rows, length ``d_in``) and values ``B_i`` (length
-``d_out``); ``A`` ``[R, d_in]``, ``B`` ``[R, d_out]``, one row per atom. For every token ``x`` (each independently):
+``XTAIL/loralib/moram.py``) where it fixes what the paper leaves open (``k = max(topk, 2)``). A frozen
+linear map ``y = W x + b`` (``W`` ``[d_out, d_in]``) is augmented by a bank of ``R`` rank-1 atoms:
+keys ``A_i`` (rows, length ``d_in``) and values ``B_i`` (length ``d_out``); ``A`` ``[R, d_in]``,
+``B`` ``[R, d_out]``, one row per atom. For every token ``x`` (each independently):
 
 1. projections  ``p_i = A_i . x``                                   (i = 1..R)
 2. relevance    ``s_i = p_i / max(||p||_2, eps)``                   (L2 over the whole bank; eps = 1e-12)
