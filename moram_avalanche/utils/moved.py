@@ -42,8 +42,6 @@ MOVED_MODULES: Dict[str, str] = {
     "layers.moram_variants": "layers.moram.variants",
     "layers.moram_backward": "layers.moram.backward",
     "layers.naive": "layers.moram.naive",
-    "layers.moram_paths": "layers.moram.paths.choice",
-    "layers.moram_fused": "layers.moram.paths.cpu",
     "layers.routing_kernel": "layers.moram.paths.cpu_kernel",
     "layers.moram_dense": "layers.moram.paths.dense",
     "layers.moram_triton": "layers.moram.paths.triton",
@@ -139,6 +137,10 @@ SPLIT_MODULES: Dict[str, Tuple[str, ...]] = {
         "lfpt5")),
     "experiments.loaders": ("experiments.clip.loaders", "experiments.text.loaders", "experiments.stream_arguments"),
     "experiments.recipes": ("experiments.clip.recipes", "experiments.text.recipes"),
+    # MoRAM's one chooser and one switch; the CPU path (0.6's "fused") is the reference path
+    "layers.moram_paths": ("layers.moram.paths.choice", "layers.moram.paths.switch"),
+    "layers.moram_fused": ("layers.moram.paths.reference", "layers.moram.paths.choice", "layers.moram.layer",
+                           "layers.moram.backward"),
 }
 
 #: (0.6 module 0.7 split, a name it held that is now computed) -> the function that computes it
