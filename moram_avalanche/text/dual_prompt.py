@@ -41,8 +41,8 @@ from .soft_prompt import PromptPrefix, check_shape
 
 @dataclass(frozen=True)
 class DualPromptConfig:
-    """DualPrompt's options (defaults: ZinYY/TreeLoRA ``training/main.py``'s, and the paper's
-    matching-loss weight; module docstring: :data:`TREELORA_DUALPROMPT_SETTING`).
+    """DualPrompt's options (defaults TreeLoRA's DualPrompt and the paper's matching-loss weight,
+    module docstring: :data:`TREELORA_DUALPROMPT_SETTING`).
 
     Attributes:
         pool_size: the E-prompts and keys, one per task (10): at least the stream's tasks.

@@ -4,9 +4,9 @@ target linears per architecture (O-LoRA's query and value, as data).
 Defaults: the LoRA rows use O-LoRA's ``LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1)`` (rank
 8, the update scaled by 32 / 8 = 4, dropout 0.1 on its input:
 :class:`~moram_avalanche.text.lora_layers.LoRALayerConfig`, which checks them; the release's TRACE
-baselines use the same),
-on the query and value projections (peft's default targets for T5 and LLaMA, which O-LoRA's code
-keeps: :data:`LORA_TARGET_MODULES`; on TRACE the release's q, k, v, o, set by the stream).
+baselines use the same), on the query and value projections (peft's default targets for T5 and
+LLaMA, which O-LoRA's code keeps: :data:`LORA_TARGET_MODULES`; on TRACE the release's q, k, v, o,
+set by the stream).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ LORA_TARGET_MODULES: Mapping[str, Tuple[str, ...]] = {
     "t5": ("q", "v"), "mt5": ("q", "v"), "llama": ("q_proj", "v_proj"), "gemma": ("q_proj", "v_proj"),
     "gemma2": ("q_proj", "v_proj"), "mistral": ("q_proj", "v_proj"), "qwen2": ("q_proj", "v_proj"),
 }
-#: O-LoRA's LoRA rank for T5 (``--lora_dim 8``), scale (``lora_alpha / r`` = 32 / 8) and dropout
+#: O-LoRA's LoRA rank, scale and dropout, as 0.6 named them (:data:`~moram_avalanche.text.lora_layers.OLORA_LORA_SETTING`)
 OLORA_RANK = OLORA_LORA_SETTING.rank
 OLORA_SCALE = OLORA_LORA_SETTING.scale
 OLORA_DROPOUT = OLORA_LORA_SETTING.dropout
