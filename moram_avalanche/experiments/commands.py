@@ -31,13 +31,14 @@ def demo(args) -> int:
 
 def _setup(args):
     """The processes of the run (one, or this one of torchrun's) and the setup of its strategies."""
+    from ..benchmarks import benchmark_family
     from ..strategies.registry import get_strategy
     from .distributed import start_processes
-    from .from_arguments import family_of
 
     processes = start_processes(args.seed, args.device)  # one of several under torchrun
+    family = benchmark_family(args.benchmark)
     for name in args.options:
-        processes.check(name, get_strategy(name, family_of(args)).needs)
+        processes.check(name, get_strategy(name, family).needs)
     return processes, setup_from_arguments(args, args.options, args.overrides, processes.device)
 
 
@@ -133,11 +134,11 @@ def cost(args) -> int:
 def check_data(args) -> int:
     """``check-data``: what a data root holds, per domain or task; exit status 1 when a benchmark
     cannot be built from it."""
-    from ..benchmarks.data_checks import DATA_CHECKS
+    from ..benchmarks.data_checks import data_checks
 
     usable = True
-    for index, check in enumerate(DATA_CHECKS[args.benchmark]):
-        reports, text = check(args.root, verify_images=args.verify_images, progress=not args.no_progress)
+    for index, check in enumerate(data_checks(args.benchmark)):
+        reports, text = check.run(args.root, verify_images=args.verify_images, progress=not args.no_progress)
         print(("\n" if index else "") + text)
         usable &= all(report.usable for report in reports)
     return 0 if usable else 1

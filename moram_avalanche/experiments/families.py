@@ -12,8 +12,8 @@ family or strategy). A protocol of a family -- TRACE of the text family -- is a 
 The records: :data:`~moram_avalanche.experiments.clip.family.FAMILY` (CLIP on X-TAIL, MTIL and
 the synthetic stream) and :data:`~moram_avalanche.experiments.text.family.FAMILY` (language
 models on the standard CL benchmark, TRACE and the synthetic text stream). A benchmark names
-its family (:data:`~moram_avalanche.benchmarks.BENCHMARK_FAMILIES`); a paper table belongs to the
-family whose :attr:`~.family.Reproduction.tables` lists it. Nothing is imported before a record is asked
+its family in its registered entry (:func:`~moram_avalanche.benchmarks.benchmark_family`); a paper
+table belongs to the family whose :attr:`~.family.Reproduction.tables` lists it. Nothing is imported before a record is asked
 for.
 """
 
@@ -39,7 +39,8 @@ def family(name: str) -> Family:
 
 
 def family_of_benchmark(benchmark: str) -> Family:
-    """The record of the family ``--benchmark`` is for (:data:`~moram_avalanche.benchmarks.BENCHMARK_FAMILIES`)."""
+    """The record of the family benchmark ``benchmark`` is for (its registered family,
+    :func:`~moram_avalanche.benchmarks.benchmark_family`); a clear error for unknown names."""
     from ..benchmarks import benchmark_family
 
     return family(benchmark_family(benchmark))

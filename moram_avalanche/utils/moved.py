@@ -255,11 +255,13 @@ class _Room(types.ModuleType):
     """A room that exports a name 0.6 also had as a submodule (``benchmarks.clip_benchmark`` is a
     function and was a module): importing the old module path through :class:`MovedModuleFinder`
     must not replace the room's name by the module (the import system sets a loaded submodule as
-    an attribute of its parent)."""
+    an attribute of its parent), whether the room holds the name already or imports it on first
+    use (a name of its ``__all__`` that its ``__getattr__`` serves)."""
 
     def __setattr__(self, key, value):
+        exported = key in self.__dict__ or key in self.__dict__.get("__all__", ())
         if (isinstance(value, types.ModuleType) and value.__name__ != f"{self.__name__}.{key}"
-                and key in self.__dict__ and not isinstance(self.__dict__[key], types.ModuleType)):
+                and exported and not isinstance(self.__dict__.get(key), types.ModuleType)):
             return  # an old path's alias: the room keeps its own name
         super().__setattr__(key, value)
 

@@ -109,12 +109,13 @@ def check_clip_run(log_dir: Path) -> None:
     two towers): a run of another family, as its record names it (``run.benchmark``), is refused
     in one line saying what the analysis supports, before its checkpoint is read (a language
     model's run has no image domains, and read as CLIP's it looked inconsistent)."""
-    from ...benchmarks import BENCHMARK_FAMILIES
+    from ...benchmarks import benchmarks
     from ..record import read_record
 
     record = read_record(log_dir) or {}
     benchmark = (record.get("run") or {}).get("benchmark")
-    family = BENCHMARK_FAMILIES.get(benchmark) if isinstance(benchmark, str) else None
+    entry = benchmarks().get(benchmark) if isinstance(benchmark, str) else None
+    family = entry.family if entry is not None else None
     if family not in (None, "clip"):
         raise ValueError(f"{log_dir} holds a {record.get('strategy') or 'strategy'} run on --benchmark {benchmark} "
                          f"(a language model): analyze draws the figures of CLIP runs (activation maps on image "

@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Optional, Tuple, Union
 
-from ...benchmarks import BENCHMARK_PROTOCOLS, MTIL_ORDERS, XTAIL_ORDERS
+from ...benchmarks import MTIL_ORDERS, XTAIL_ORDERS, benchmark_entry
 from ..paper.numbers import PaperNumbers, load_paper_numbers
 from ..seeding import RELEASE_SEED
 
@@ -83,7 +83,7 @@ class Protocol:
 
 XTAIL_ORDER1 = Protocol(
     "xtail-order1-16shot", "xtail", "xtail", 1, 16, "moram",
-    f"{BENCHMARK_PROTOCOLS['xtail']}; order 1 ({', '.join(XTAIL_ORDERS[1])}); the release's "
+    f"{benchmark_entry('xtail').protocol}; order 1 ({', '.join(XTAIL_ORDERS[1])}); the release's "
     "per-domain prompts")
 XTAIL_ORDER2 = Protocol(
     "xtail-order2-16shot", "xtail", "xtail", 2, 16, "moram",
@@ -91,7 +91,7 @@ XTAIL_ORDER2 = Protocol(
     "at test; the release's per-domain prompts")
 MTIL_5SHOT = Protocol(
     "mtil-orderI-5shot", "mtil-5shot", "mtil", "I", 5, "zscl",
-    f"{BENCHMARK_PROTOCOLS['mtil-5shot']}; order I ({', '.join(MTIL_ORDERS['I'])}); ZSCL's "
+    f"{benchmark_entry('mtil-5shot').protocol}; order I ({', '.join(MTIL_ORDERS['I'])}); ZSCL's "
     "prompts (train on the first template, evaluate each domain with its template ensemble)")
 
 
