@@ -114,19 +114,17 @@ def load_run_model(settings: RunSettings, device="cpu"):
     import torch
 
     from ...clip.load import load_clip
-    from ..clip.demo import TINY_NAME, DemoConfig, pretrained_tiny_clip, register_tiny_clip
-    from ..demos import default_cache_dir
+    from ...clip.registry import resolve_pretrained
+    from ...utils.cache import default_cache_dir
 
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
-    register_tiny_clip(cache_dir)
     pretrained = settings.pretrained
     if pretrained and pretrained.startswith("demo-cache:"):
         pretrained = str(cache_dir / pretrained.partition(":")[2])
         if not Path(pretrained).is_file():
             raise ValueError(f"the demo's pre-trained tiny CLIP {pretrained} is not in the cache: pass "
                              "the --cache-dir the demo used")
-    elif settings.model == TINY_NAME and pretrained == "synthetic":
-        pretrained = str(pretrained_tiny_clip(cache_dir, DemoConfig()))
+    pretrained = resolve_pretrained(settings.model, pretrained, cache_dir)  # weights the package makes: their file
     if settings.seed is not None:
         torch.manual_seed(settings.seed)
     loaded = load_clip(settings.model, pretrained=pretrained or None, device=device,

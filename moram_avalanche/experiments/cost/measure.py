@@ -68,7 +68,8 @@ class CostOptions:
         repeats: timed evaluations per measured task.
         options: per strategy, keyword arguments for it (``--set STRATEGY.KEY=VALUE``).
         seed: the seed before each strategy's model is built.
-        cache_dir: where the demo's tiny CLIP config is registered (``moram-synthetic-tiny``).
+        cache_dir: where the weights the package makes are cached (``pretrained="synthetic"`` of
+            the demo's tiny CLIP, ``moram-synthetic-tiny``; default: the package's cache).
         timing: measure memory and time; False counts parameters only (every task runs 0 steps).
     """
 
@@ -212,17 +213,16 @@ def _build(name: str, model, tokenizer, plugins: list, options: CostOptions, ima
 
 def _measure_one(name: str, options: CostOptions, bar) -> dict:
     from ...clip.load import load_clip
-    from ..clip.demo import register_tiny_clip
-    from ..demos import default_cache_dir
+    from ...clip.registry import resolve_pretrained
     from ..runner import prepare_plugins
 
-    register_tiny_clip(options.cache_dir or default_cache_dir())  # its name, for --model
+    pretrained = resolve_pretrained(options.model, options.pretrained, options.cache_dir)  # made weights: their file
     device = torch.device(options.device)
     torch.manual_seed(options.seed)
     previous = logging.getLogger().level
     logging.getLogger().setLevel(logging.ERROR)  # open_clip warns that the weights are random
     try:
-        model, _, _, tokenizer = load_clip(options.model, pretrained=options.pretrained, device=device)
+        model, _, _, tokenizer = load_clip(options.model, pretrained=pretrained, device=device)
     finally:
         logging.getLogger().setLevel(previous)
     clip_size = _held(model)
