@@ -19,7 +19,7 @@ def bank_checksum(layer: MoRAMLinear) -> float:
     """A fingerprint of the bank a layer holds: the float64 sum of its keys and values.
 
     Frozen atoms never change, so the bank after task ``t`` is the final bank's rows of tasks
-    ``<= t``; the analysis (:mod:`moram_avalanche.experiments.analysis`) checks that against
+    ``<= t``; the analysis (:mod:`moram_avalanche.experiments.clip.analysis`) checks that against
     this number, recorded after each task.
     """
     return float(layer.keys.double().sum() + layer.values.double().sum())

@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from moram_avalanche.cli import main
-from moram_avalanche.experiments.analysis import AnalysisOptions, analyze
+from moram_avalanche.experiments.clip.analysis import AnalysisOptions, analyze
 from tiny_runs import fresh_model, tiny_run, tokenizer
 
 
@@ -100,7 +100,7 @@ def test_cli_analyze_rebuilds_the_model_and_data_a_run_recorded(tmp_path, capsys
     from moram_avalanche.benchmarks.images.synthetic import synthetic
     from moram_avalanche.clip.load import load_clip
     from moram_avalanche.clip.registry import TINY_NAME
-    from moram_avalanche.experiments.analysis.source import weights_checksum
+    from moram_avalanche.experiments.clip.analysis.source import weights_checksum
     from moram_avalanche.experiments.record import read_record, write_record
     from moram_avalanche.experiments.runner import run_stream
     from moram_avalanche.strategies import MoRAM

@@ -20,12 +20,12 @@ from typing import Dict, Optional
 
 from torch import nn
 
-from ...clip.attention import split_attention
-from ...clip.inject import replace_linears
-from ...layers.base import find_layers
-from ...layers.moram.layer import MoRAMLinear
-from ...layers.moram.variants import moram_layer
-from ..record import RECORD_NAME, read_record, weights_checksum
+from ....clip.attention import split_attention
+from ....clip.inject import replace_linears
+from ....layers.base import find_layers
+from ....layers.moram.layer import MoRAMLinear
+from ....layers.moram.variants import moram_layer
+from ...record import RECORD_NAME, read_record, weights_checksum
 from .banks import check_model_layers, install_banks
 from .records import RunRecord, parse_layer_name
 
@@ -113,9 +113,9 @@ def load_run_model(settings: RunSettings, device="cpu"):
 
     import torch
 
-    from ...clip.load import load_clip
-    from ...clip.registry import resolve_pretrained
-    from ...utils.cache import default_cache_dir
+    from ....clip.load import load_clip
+    from ....clip.registry import resolve_pretrained
+    from ....utils.cache import default_cache_dir
 
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
     pretrained = settings.pretrained
@@ -142,10 +142,10 @@ def load_run_model(settings: RunSettings, device="cpu"):
 def load_run_benchmark(settings: RunSettings, train_transform, eval_transform):
     """The run's benchmark, built with the model's transforms."""
     if settings.benchmark == "synthetic-demo":
-        from ...benchmarks.images.synthetic import synthetic
+        from ....benchmarks.images.synthetic import synthetic
 
         return synthetic(train_transform=train_transform, eval_transform=eval_transform, **settings.stream)
-    from ...benchmarks import get_benchmark
+    from ....benchmarks import get_benchmark
 
     stream = dict(settings.stream)
     if isinstance(stream.get("order"), str) and "," in stream["order"]:
