@@ -9,7 +9,7 @@ c_fc: 768->3072; c_proj: 3072->768) on 8 images x 197 tokens, with 16, 80 and 16
   atoms in earlier layers), the base is frozen, the newest 16 atoms are trainable.
 
 The baseline for both is the frozen nn.Linear doing the same work. ``torch path`` is the same
-MoRAMLinear with the compiled CPU routing kernel switched off (``MORAM_AVALANCHE_KERNEL=off``,
+MoRAMLinear with the compiled CPU routing kernel switched off (``MORAM_AVALANCHE_PATH=no-cpu-kernel``,
 :mod:`moram_avalanche.layers.moram.paths.cpu_kernel`), timed in the same rounds. Ratios are medians of
 repeated timings taken in this run; outputs and gradients are checked against the naive
 reference before timing.
@@ -20,8 +20,6 @@ Usage: python scripts/bench_atoms.py [--repeats 20] [--threads N] [--atoms 16 80
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 
 import torch
 from bench_timing import add_timing_options, apply_threads, time_round_robin
@@ -30,6 +28,7 @@ from torch import nn
 from moram_avalanche.layers.moram.layer import MoRAMLinear
 from moram_avalanche.layers.moram.naive import NaiveMoRAMLinear
 from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
+from moram_avalanche.layers.moram.paths import use_path
 
 BLOCK = {"q": (768, 768), "k": (768, 768), "v": (768, 768), "out": (768, 768),
          "c_fc": (768, 3072), "c_proj": (3072, 768)}
@@ -51,30 +50,18 @@ def build(d_in: int, d_out: int, num_atoms: int, per_task: int = 16):
     return base, layer, naive
 
 
-@contextlib.contextmanager
-def kernel(mode: str):
-    """MoRAM layers with the CPU routing kernel ``mode`` (``auto`` / ``off``) inside the block."""
-    before = os.environ.get(routing_kernel.KERNEL_VARIABLE)
-    os.environ[routing_kernel.KERNEL_VARIABLE] = mode
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop(routing_kernel.KERNEL_VARIABLE)
-        else:
-            os.environ[routing_kernel.KERNEL_VARIABLE] = before
-
-
-def eval_step(module, x, mode="auto"):
+def eval_step(module, x, setting="auto"):
+    """One timed eval call of ``module``, MoRAM layers with the switch's ``setting`` (``auto`` / ``no-cpu-kernel``)."""
     def run():
-        with kernel(mode), torch.no_grad():
+        with use_path(setting), torch.no_grad():
             module(x)
     return run
 
 
-def train_step(module, x, grad, mode="auto"):
+def train_step(module, x, grad, setting="auto"):
+    """One timed training step of ``module``, MoRAM layers with the switch's ``setting``."""
     def run():
-        with kernel(mode):
+        with use_path(setting):
             inp = x.detach().requires_grad_()
             module(inp).backward(grad)
         for p in module.parameters():
@@ -137,12 +124,13 @@ def main() -> None:
             for module in (base, layer, naive):
                 module.eval()
             t = time_round_robin({"lin_eval": eval_step(base, x), "mo_eval": eval_step(layer, x),
-                            "pt_eval": eval_step(layer, x, "off"), "nv_eval": eval_step(naive, x)}, args.repeats)
+                                  "pt_eval": eval_step(layer, x, "no-cpu-kernel"), "nv_eval": eval_step(naive, x)},
+                                 args.repeats)
             for module in (base, layer, naive):
                 module.train()
             t.update(time_round_robin({"lin_tr": train_step(base, x, grad), "mo_tr": train_step(layer, x, grad),
-                                 "pt_tr": train_step(layer, x, grad, "off"), "nv_tr": train_step(naive, x, grad)},
-                                args.repeats))
+                                       "pt_tr": train_step(layer, x, grad, "no-cpu-kernel"),
+                                       "nv_tr": train_step(naive, x, grad)}, args.repeats))
             for key in totals:
                 totals[key] += t[key]
             print(f"{name:8s} {t['mo_eval'] / t['lin_eval']:10.2f} {t['pt_eval'] / t['lin_eval']:10.2f} "

@@ -42,7 +42,7 @@ from torch import nn
 
 from moram_avalanche.layers.moram.layer import MoRAMLinear
 from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
-from moram_avalanche.layers.moram.paths.choice import path_name, use_path
+from moram_avalanche.layers.moram.paths import path_name, use_path
 
 BLOCK = {"q": (768, 768), "k": (768, 768), "v": (768, 768), "out": (768, 768),
          "c_fc": (768, 3072), "c_proj": (3072, 768)}

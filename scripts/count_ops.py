@@ -12,8 +12,9 @@ interpreter's own bookkeeping is not: the launches are replaced by no-ops here. 
 operators dispatched (of which GEMMs), and the host synchronisations among them.
 
 It runs on older checkouts too (no ``moram_paths`` there: their one PyTorch path is what ran on
-a GPU, with ``MORAM_AVALANCHE_KERNEL=off``), which is how the before/after of the issue's note
-were counted:
+a GPU, with ``MORAM_AVALANCHE_KERNEL=off``, the variable of checkouts before 0.7; this one's is
+``MORAM_AVALANCHE_PATH=no-cpu-kernel``), which is how the before/after of the issue's note were
+counted:
 
     MORAM_AVALANCHE_KERNEL=off PYTHONPATH=<old checkout> python scripts/count_ops.py
     python scripts/count_ops.py
@@ -97,7 +98,7 @@ def main() -> None:
     launches = []
     try:
         from moram_avalanche.layers.moram.paths import triton as moram_triton
-        from moram_avalanche.layers.moram.paths.choice import use_path
+        from moram_avalanche.layers.moram.paths import use_path
     except ImportError:  # a checkout before the GPU path: one PyTorch path
         paths = {"before (PyTorch path)": contextlib.nullcontext}
     else:
@@ -109,8 +110,9 @@ def main() -> None:
                                                               route_backward_kernel=Launcher())
         moram_triton.usable = lambda tensor: True
         paths = {name: (lambda name=name: use_path(name)) for name in ("reference", "dense", "triton")}
-    print(f"torch {torch.__version__}; MORAM_AVALANCHE_KERNEL={os.environ.get('MORAM_AVALANCHE_KERNEL', 'auto')}; "
-          "768 -> 768, 160 atoms, 4 x 197 tokens")
+    switches = "; ".join(f"{name}={os.environ[name]}" for name in ("MORAM_AVALANCHE_PATH", "MORAM_AVALANCHE_KERNEL")
+                         if name in os.environ) or "MORAM_AVALANCHE_PATH unset (auto)"
+    print(f"torch {torch.__version__}; {switches}; 768 -> 768, 160 atoms, 4 x 197 tokens")
     for name, context in paths.items():
         print(f"== {name}")
         for label, count, kernels in measure(context, launches):

@@ -3,8 +3,8 @@
 Run by ``scripts/gpu_check.sh`` on a CUDA machine (exit status 1 when a check fails):
 
 1. ``MoRAMLinear`` on CUDA, fp32, eval and train, on each path (``triton``, ``dense``,
-   ``reference``; ``moram_paths``): output and every gradient against the naive reference
-   (``layers/naive.py``) on the CPU in float64 (ViT-B/16 sizes, 160 atoms).
+   ``reference``; ``layers/moram/paths``): output and every gradient against the naive reference
+   (``layers/moram/naive.py``) on the CPU in float64 (ViT-B/16 sizes, 160 atoms).
 2. The same layer under ``torch.autocast`` fp16 and bf16, on the GPU paths: output and
    gradients against the fp32 CUDA run (relative error of the whole tensor,
    ``||a - b|| / ||b||``), finite.
@@ -36,7 +36,7 @@ from torch import nn
 from moram_avalanche.layers.moram.layer import MoRAMLinear
 from moram_avalanche.layers.moram.naive import NaiveMoRAMLinear
 from moram_avalanche.layers.moram.paths import triton as moram_triton
-from moram_avalanche.layers.moram.paths.choice import use_path
+from moram_avalanche.layers.moram.paths import use_path
 
 LINES = []
 FAILED = []

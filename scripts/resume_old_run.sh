@@ -12,7 +12,11 @@
 set -u
 old=$1; kind=$2; out=$3; model=${4:-}
 here=$(cd "$(dirname "$0")/.." && pwd)
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MORAM_AVALANCHE_KERNEL=${MORAM_AVALANCHE_KERNEL:-off}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+# MoRAM's compiled CPU kernel stays unbuilt in both versions: checkouts before 0.7 read
+# MORAM_AVALANCHE_KERNEL=off, this one MORAM_AVALANCHE_PATH=no-cpu-kernel (and warns about the old one)
+old_switch=(MORAM_AVALANCHE_KERNEL=${MORAM_AVALANCHE_KERNEL:-off})
+new_switch=(MORAM_AVALANCHE_PATH=${MORAM_AVALANCHE_PATH:-no-cpu-kernel})
 if [ "$kind" = clip ]; then
   ARGS=(run --benchmark synthetic --order shapes,digits,textures --strategy moram --model moram-synthetic-tiny
         --pretrained none --iterations 6 --batch-size 8 --lr 1e-2 --set atoms_per_task=4 --no-augment
@@ -22,13 +26,13 @@ else
 fi
 rows() { python -c "import json,sys; print(len(json.load(open(sys.argv[1]))['matrix']))" "$out/results.json" 2>/dev/null || echo 0; }
 rm -rf "$out"
-(cd /tmp && PYTHONPATH="$old" python -m moram_avalanche "${ARGS[@]}" --log-dir "$out" > "$out.old.log" 2>&1) &
+(cd /tmp && env "${old_switch[@]}" PYTHONPATH="$old" python -m moram_avalanche "${ARGS[@]}" --log-dir "$out" > "$out.old.log" 2>&1) &
 pid=$!
 while kill -0 $pid 2>/dev/null && [ "$(rows)" -lt 1 ]; do sleep 0.2; done
 pkill -9 -f -- "--log-dir $out" ; wait $pid 2>/dev/null
 echo "old version wrote $(rows) row(s)"
-(cd /tmp && PYTHONPATH="$here" python -m moram_avalanche "${ARGS[@]}" --log-dir "$out" > "$out.new.log" 2>&1)
+(cd /tmp && env "${new_switch[@]}" PYTHONPATH="$here" python -m moram_avalanche "${ARGS[@]}" --log-dir "$out" > "$out.new.log" 2>&1)
 echo "resume: exit $?; $(grep -h -m1 'resuming' "$out.new.log")"
 echo "rows now: $(rows)"
-(cd /tmp && PYTHONPATH="$here" python -m moram_avalanche analyze "$out" --no-maps --no-progress > "$out.analyze.log" 2>&1)
+(cd /tmp && env "${new_switch[@]}" PYTHONPATH="$here" python -m moram_avalanche analyze "$out" --no-maps --no-progress > "$out.analyze.log" 2>&1)
 echo "analyze: exit $?; $(tail -1 "$out.analyze.log")"

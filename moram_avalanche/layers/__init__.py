@@ -1,16 +1,15 @@
 """Pure-torch adapter layers: no Avalanche, no open_clip.
 
-The adapter-layer protocol and the one layer finder (:mod:`.base`), MoRAM's options checked once
-and the paper's settings of them (:mod:`.moram.config`), MoRAM's layer, the paper's
-six steps (:mod:`.moram.layer`) over its bank of atoms (:mod:`.moram.bank`), run on the path chosen per
-device (:mod:`.moram.paths.choice`: ``use_path`` forces one): the CPU's sparse paths with their
-hand-written backward (:mod:`.moram.paths.cpu`) and compiled CPU routing (:mod:`.moram.paths.cpu_kernel`,
-built by ``routing_kernel.load()``, PyTorch until then), the GPU path without host
-synchronisation (:mod:`.moram.paths.dense`) and its routing fused by Triton (:mod:`.moram.paths.triton`,
-kernels in :mod:`.moram.paths.triton_kernels`, imported on first use), the routing-ablation
-variant (:mod:`.moram.variants`), the method written the obvious way (:mod:`.moram.naive`), and the
-baselines' layers: LoRA (:mod:`.lora`), CoDyRA's gated LoRA (:mod:`.gated_lora`), MoE-LoRA (:mod:`.moe_lora`) and MoE-Adapters' experts
-and per-task routers (:mod:`.moe_adapter`).
+The adapter-layer protocol and the one layer finder (:mod:`.base`); MoRAM's layer as one package
+(:mod:`.moram`): the layer, the paper's six steps over its bank of atoms (:mod:`.moram.layer`,
+:mod:`.moram.bank`), its options checked once and the paper's settings of them
+(:mod:`.moram.config`), the routing-ablation variant (:mod:`.moram.variants`), the hand-written
+backward (:mod:`.moram.backward`), the method written the obvious way (:mod:`.moram.naive`), and
+the paths that run the six steps on each device (:mod:`.moram.paths`: the reference, which states
+them once, the compiled CPU kernel, dense, Triton; one chooser, and one switch whose
+``use_path`` forces one); and the baselines' layers: LoRA (:mod:`.lora`), CoDyRA's gated LoRA
+(:mod:`.gated_lora`), MoE-LoRA (:mod:`.moe_lora`) and MoE-Adapters' experts and per-task routers
+(:mod:`.moe_adapter`).
 """
 
 from .base import AdapterLayer, GrowingAdapter, LinearWrapper, adapter_state_dict, find_layers, load_adapter_state_dict
@@ -22,7 +21,7 @@ from .moram.backward import MoRAMFunction
 from .moram.config import PAPER_CLIP, PAPER_LLM, PAPER_TRACE, RELEASE_TRACE, MoRAMLayerConfig
 from .moram.layer import MoRAMLinear, routing_options
 from .moram.naive import NaiveMoRAMLinear, naive_moram
-from .moram.paths.choice import PATHS, use_path
+from .moram.paths import PATHS, use_path
 from .moram.variants import BALANCE_FORMS, MoRAMAblationLinear, moram_layer_type
 
 __all__ = ["BALANCE_FORMS", "AdapterLayer", "Expert", "GatedLoRALinear", "GrowingAdapter", "LinearWrapper", "LoRALinear",

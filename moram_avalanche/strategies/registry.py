@@ -48,11 +48,9 @@ def get_strategy(name: str, family: str = "clip") -> Union[Type[CLIPStrategy], B
     return lookup(lookup(FAMILIES, family, "model family")(), name, "strategy")
 
 
-def text_strategies() -> dict:
-    """The language-model family's table (imported when asked: it loads transformers' side): the
-    package's language-model strategies, then Avalanche's on the text loop (``avalanche.ewc``, ...,
-    :data:`~moram_avalanche.strategies.text.builtins.TEXT_BUILTINS`)."""
-    from .text.builtins import TEXT_BUILTINS
+def package_text_strategies() -> dict:
+    """The package's own language-model strategies, by name (imported when asked: it loads
+    transformers' side)."""
     from .text.dualprompt import TextDualPrompt
     from .text.finetune import TextFineTune
     from .text.hidelora import TextHiDeLoRA
@@ -70,11 +68,23 @@ def text_strategies() -> dict:
     from .text.seq_lora import TextSeqLoRA
     from .text.treelora import TextTreeLoRA
 
+
     return {"moram": TextMoRAM, "moram-replay": TextMoRAMReplay, "moram-load-balance": TextMoRAMLoadBalance,
             "finetune": TextFineTune, "seq-lora": TextSeqLoRA, "inc-lora": TextIncLoRA, "o-lora": TextOLoRA,
             "hidelora": TextHiDeLoRA, "ogd": TextOGD, "treelora": TextTreeLoRA, "mtl": TextMTL, "lfpt5": TextLFPT5,
             "inf-lora": TextInfLoRA, "icl": TextICL, "l2p": TextL2P, "dualprompt": TextDualPrompt,
-            "sapt": TextSAPT, "lori-d": TextLoRID, "lori-s": TextLoRIS, **TEXT_BUILTINS}
+            "sapt": TextSAPT, "lori-d": TextLoRID, "lori-s": TextLoRIS}
+
+
+
+
+def text_strategies() -> dict:
+    """The language-model family's table: the package's language-model strategies
+    (:func:`package_text_strategies`), then Avalanche's on the text loop (``avalanche.ewc``, ...,
+    :data:`~moram_avalanche.strategies.text.builtins.TEXT_BUILTINS`)."""
+    from .text.builtins import TEXT_BUILTINS
+
+    return {**package_text_strategies(), **TEXT_BUILTINS}
 
 
 def all_strategies() -> Dict[str, Union[Type[CLIPStrategy], BuiltinStrategy]]:
@@ -97,5 +107,5 @@ def sharding_strategies(family: str) -> list:
     return sorted(name for name, cls in FAMILIES[family]().items() if cls.needs.fsdp)
 
 
-__all__ = ["FAMILIES", "STRATEGIES", "all_strategies", "get_strategy", "sharding_strategies", "strategies_taking",
-           "text_strategies"]
+__all__ = ["FAMILIES", "STRATEGIES", "all_strategies", "get_strategy", "package_text_strategies", "sharding_strategies",
+           "strategies_taking", "text_strategies"]

@@ -4,7 +4,8 @@
   offline-friendly (:func:`load_language_model`);
 * :mod:`.targets` -- MoRAM's target modules per architecture, as data;
 * :mod:`.layer` -- the MoRAM layer with dropout on the atoms' input (the release's LM variant);
-* :mod:`.lora_layers` -- the LoRA baselines' layers with O-LoRA's dropout on the update's input;
+* :mod:`.lora_layers` -- the LoRA baselines' layers with O-LoRA's dropout on the update's input, and their
+  options (:class:`LoRALayerConfig`);
 * :mod:`.inject` -- put it on a model's targets without peft; grow / freeze per task;
 * :mod:`.blocks` -- a model's transformer blocks (what FSDP gathers one at a time);
 * :mod:`.peft_layer` -- the peft tuner layer: ``base_layer`` and one bank per named adapter;
@@ -29,13 +30,13 @@ from .inject import (
 )
 from .layer import PAPER_DROPOUT, DropoutBalancedMoRAMLinear, DropoutMoRAMLinear
 from .load import DTYPES, ModelNotFound, load_language_model, prepare_tokenizer
-from .lora_layers import OLORA_LORA, DropoutLoRALinear, DropoutTaskLoRALinear
+from .lora_layers import OLORA_LORA, OLORA_LORA_SETTING, DropoutLoRALinear, DropoutTaskLoRALinear, LoRALayerConfig
 from .peft_method import MERGE_REFUSED, MoRAMConfig, MoRAMModel, MoRAMPeftType, MoRAMTunerLayer, register_moram
 from .soft_prompt import PromptPrefix, SoftPrompt
 from .targets import MORAM_TARGET_MODULES, RELEASE_TARGET_MODULES, SELF_ATTENTION_PATTERNS, target_modules
 from .trainer import MoRAMTaskCallback, start_task
 
-__all__ = ["DTYPES", "DropoutBalancedMoRAMLinear", "DropoutLoRALinear", "DropoutMoRAMLinear", "DropoutTaskLoRALinear", "OLORA_LORA",
+__all__ = ["DTYPES", "DropoutBalancedMoRAMLinear", "DropoutLoRALinear", "DropoutMoRAMLinear", "DropoutTaskLoRALinear", "LoRALayerConfig", "OLORA_LORA", "OLORA_LORA_SETTING",
            "RELEASE_NEW_VALUE_SCALE", "RELEASE_TARGET_MODULES", "MERGE_REFUSED", "MORAM_TARGET_MODULES", "ModelNotFound", "ModelRefused",
            "MoRAMConfig", "MoRAMModel", "MoRAMPeftType", "PromptPrefix", "SoftPrompt", "MoRAMTaskCallback", "MoRAMTunerLayer", "PAPER_DROPOUT",
            "PAPER_LLM_OPTIONS", "SELF_ATTENTION_PATTERNS", "add_task", "check_dtype", "check_language_model", "freeze_task", "inject_moram",

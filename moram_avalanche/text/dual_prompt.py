@@ -17,7 +17,7 @@ TreeLoRA's DualPrompt on TRACE does (ZinYY/TreeLoRA, built on TRACE's code,
   of the row's frozen input embeddings (:func:`~moram_avalanche.text.prompt_pool.mean_query`, as
   L2P's here).
 
-Settings (:data:`TREELORA_DUALPROMPT`): pool 10, G-prompt 2 vectors, E-prompt 3 (TreeLoRA
+Settings (:class:`DualPromptConfig`, which checks them; :data:`TREELORA_DUALPROMPT_SETTING`): pool 10, G-prompt 2 vectors, E-prompt 3 (TreeLoRA
 ``training/main.py``: ``args.pool_size = 10``, ``g_prompt_length = 2``, ``e_prompt_length = 3``);
 prompts start as embedding rows of random tokens (its ``init_new_prompt``, not divided), keys
 N(0, 1) (its ``torch.randn``). Where this differs from that code: it selects the E-prompt of the
@@ -26,16 +26,56 @@ sample's own task at test time and has no key loss; here the paper's key matchin
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import List, Optional
 
 import torch
 from torch import nn
 
+from ..utils.checks import check_number
 from .prompt_pool import l2_normalize, mean_query
 from .soft_prompt import PromptPrefix, check_shape
 
-#: ZinYY/TreeLoRA training/main.py's DualPrompt settings, and the paper's matching-loss weight (1)
-TREELORA_DUALPROMPT = {"pool_size": 10, "g_length": 2, "e_length": 3, "match_coef": 1.0}
+
+@dataclass(frozen=True)
+class DualPromptConfig:
+    """DualPrompt's options (defaults TreeLoRA's DualPrompt and the paper's matching-loss weight,
+    module docstring: :data:`TREELORA_DUALPROMPT_SETTING`).
+
+    Attributes:
+        pool_size: the E-prompts and keys, one per task (10): at least the stream's tasks.
+        g_length: the G-prompt's vectors (2).
+        e_length: each E-prompt's vectors (3).
+        match_coef: the matching term's weight in the loss (the paper's: 1).
+
+    Checked once, when it is made: a ValueError naming the option, what was given and TreeLoRA's value.
+    """
+
+    pool_size: int = 10
+    g_length: int = 2
+    e_length: int = 3
+    match_coef: float = 1.0
+
+    def __post_init__(self) -> None:
+        _check_count("pool_size", self.pool_size, " (E-prompts, one per task)")
+        _check_count("g_length", self.g_length)
+        _check_count("e_length", self.e_length)
+        check_number("match_coef", self.match_coef, low=0, hint="the DualPrompt paper's: 1")
+
+
+def _check_count(name: str, value, what: str = "") -> None:
+    """A one-line error unless ``value`` (option ``name`` of :class:`DualPromptConfig`) is a positive int."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}{what} must be a positive int (TreeLoRA's DualPrompt: "
+                         f"{getattr(DualPromptConfig, name)}), got {value!r}")
+
+
+#: TreeLoRA's DualPrompt setting (module docstring): the defaults of :class:`DualPromptConfig`
+TREELORA_DUALPROMPT_SETTING = DualPromptConfig()
+#: 0.6's name of :data:`TREELORA_DUALPROMPT_SETTING`, a read-only view with its keys; goes in 0.8
+TREELORA_DUALPROMPT = MappingProxyType(dataclasses.asdict(TREELORA_DUALPROMPT_SETTING))
 
 
 class DualPromptPrefix(PromptPrefix):
@@ -104,4 +144,4 @@ class DualPromptPrefix(PromptPrefix):
                 f"e_length={self.e_prompts.shape[1]}, dim={self.keys.shape[1]}")
 
 
-__all__ = ["DualPromptPrefix", "TREELORA_DUALPROMPT"]
+__all__ = ["DualPromptConfig", "DualPromptPrefix", "TREELORA_DUALPROMPT", "TREELORA_DUALPROMPT_SETTING"]

@@ -16,16 +16,20 @@ qcwthu/Lifelong-Fewshot-Language-Learning, ``Classification/``).
   ``tokenizer.add_tokens``; T5's embedding matrix has spare rows past its 32,100 pieces, so the
   frozen model reads their untrained rows). When the matrix has no room, it is grown and every
   new row set from a generator seeded by the token's text, so a rebuilt model gets the same rows.
+* :class:`LFPT5PromptConfig` -- the prompt's options and its optimizer's, checked once (defaults
+  LFPT5's code).
 """
 
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 from torch import nn
 
+from ..utils.checks import check_int_range
 from .soft_prompt import SoftPrompt
 
 #: LFPT5's prompt length (official ``Classification.sh --prompt_number 300``)
@@ -34,6 +38,15 @@ LFPT5_PROMPT_LENGTH = 300
 FREQUENT_TOKENS = 5000
 #: where the prompt vectors go: after the tokens (official code) or before them (prompt tuning)
 PROMPT_POSITIONS = ("after", "before")
+#: the longest prompt taken (a mistyped length would put thousands of vectors before every input)
+MAX_PROMPT_LENGTH = 4096
+
+
+def check_choice(name: str, value, choices: Sequence[str]) -> str:
+    """``value`` if it is one of ``choices`` (the first: LFPT5's code's); else a one-line ValueError."""
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)} (LFPT5's code: {choices[0]!r}), got {value!r}")
+    return value
 
 
 class AppendedSoftPrompt(SoftPrompt):
@@ -41,10 +54,7 @@ class AppendedSoftPrompt(SoftPrompt):
 
     def __init__(self, length: int, dim: int, *, init: torch.Tensor = None, position: str = "after") -> None:
         super().__init__(length, dim, init=init)
-        if position not in PROMPT_POSITIONS:
-            raise ValueError(f"prompt_position must be one of {PROMPT_POSITIONS} (LFPT5's code: 'after'), got "
-                             f"{position!r}")
-        self.position = position
+        self.position = check_choice("prompt_position", position, PROMPT_POSITIONS)
 
     def forward(self, embeds: torch.Tensor, mask: torch.Tensor):
         if self.position == "before":
@@ -132,6 +142,10 @@ LFPT5_WEIGHT_DECAY = 1e-5
 ADAFACTOR_OPTIONS = {"clip_threshold": 1.0, "decay_rate": -0.8, "scale_parameter": False, "relative_step": False}
 
 
+#: the optimizers the prompt can train with: LFPT5's Adafactor (:func:`adafactor`), or the loop's AdamW
+LFPT5_OPTIMIZERS = ("adafactor", "adamw")
+
+
 def adafactor(params, *, lr: float = LFPT5_LR, weight_decay: float = LFPT5_WEIGHT_DECAY):
     """``transformers``' Adafactor over ``params`` as LFPT5's code builds it (a fixed ``lr``)."""
     from transformers.optimization import Adafactor
@@ -139,6 +153,37 @@ def adafactor(params, *, lr: float = LFPT5_LR, weight_decay: float = LFPT5_WEIGH
     return Adafactor(params, lr=lr, weight_decay=weight_decay, **ADAFACTOR_OPTIONS)
 
 
-__all__ = ["ADAFACTOR_OPTIONS", "AppendedSoftPrompt", "FREQUENT_TOKENS", "LFPT5_LR", "LFPT5_PROMPT_LENGTH",
-           "LFPT5_WEIGHT_DECAY", "PROMPT_INITS", "PROMPT_INIT_WORDS", "PROMPT_POSITIONS", "adafactor", "add_tokens",
-           "vocabulary_init", "word_rows"]
+@dataclass(frozen=True)
+class LFPT5PromptConfig:
+    """LFPT5's prompt options (defaults LFPT5's code: :data:`LFPT5_PROMPT_LENGTH` vectors, after the
+    tokens, the official initial rows, Adafactor).
+
+    Attributes:
+        prompt_length: the prompt's vectors (at most :data:`MAX_PROMPT_LENGTH`).
+        prompt_position: one of :data:`PROMPT_POSITIONS`.
+        prompt_init: one of :data:`PROMPT_INITS`.
+        prompt_optimizer: one of :data:`LFPT5_OPTIMIZERS`.
+
+    Checked once, when it is made: a ValueError naming the option, what was given and LFPT5's value.
+    """
+
+    prompt_length: int = LFPT5_PROMPT_LENGTH
+    prompt_position: str = PROMPT_POSITIONS[0]
+    prompt_init: str = PROMPT_INITS[0]
+    prompt_optimizer: str = LFPT5_OPTIMIZERS[0]
+
+    def __post_init__(self) -> None:
+        check_int_range("prompt_length", self.prompt_length, high=MAX_PROMPT_LENGTH,
+                        hint=f"LFPT5: {LFPT5_PROMPT_LENGTH}")
+        check_choice("prompt_position", self.prompt_position, PROMPT_POSITIONS)
+        check_choice("prompt_init", self.prompt_init, PROMPT_INITS)
+        check_choice("prompt_optimizer", self.prompt_optimizer, LFPT5_OPTIMIZERS)
+
+
+#: LFPT5's code's prompt: the defaults of :class:`LFPT5PromptConfig`
+LFPT5_PROMPT_SETTING = LFPT5PromptConfig()
+
+__all__ = ["ADAFACTOR_OPTIONS", "AppendedSoftPrompt", "FREQUENT_TOKENS", "LFPT5PromptConfig", "LFPT5_LR",
+           "LFPT5_OPTIMIZERS", "LFPT5_PROMPT_LENGTH", "LFPT5_PROMPT_SETTING", "LFPT5_WEIGHT_DECAY", "MAX_PROMPT_LENGTH", "PROMPT_INITS",
+           "PROMPT_INIT_WORDS", "PROMPT_POSITIONS", "adafactor", "add_tokens", "check_choice", "vocabulary_init",
+           "word_rows"]

@@ -6,7 +6,8 @@ Both build their LoRA baselines with ``LoraConfig(r=8, lora_alpha=32, lora_dropo
 ``language_models.md``): the update is scaled by ``lora_alpha / r = 4`` and the LoRA path reads
 a dropped-out input (peft's ``lora_dropout``: ``B(A(dropout(x))) * scaling``), the frozen base the
 clean one; old and new task LoRAs alike (O-LoRA's fork, ``src/peft/tuners/lora.py``,
-``Linear.forward``). :data:`OLORA_LORA` holds those values.
+``Linear.forward``). :class:`LoRALayerConfig` declares and checks those three options (its
+defaults, :data:`OLORA_LORA_SETTING`, are those values).
 
 :class:`DropoutLoRALinear` and :class:`DropoutTaskLoRALinear` add the dropout to the package's
 :class:`~moram_avalanche.layers.lora.LoRALinear` and
@@ -18,22 +19,53 @@ O-LoRA's regulariser and checkpoints find them as they find the parents.
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+from types import MappingProxyType
+
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from ..layers.lora import LoRALinear
 from ..layers.task_lora import TaskLoRALinear
-from ..utils.checks import check_number
+from ..utils.checks import check_number, check_positive_int
 
-#: O-LoRA's and the release's LoRA: ``LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1)``
-OLORA_LORA = {"rank": 8, "scale": 32 / 8, "dropout": 0.1}
+
+@dataclass(frozen=True)
+class LoRALayerConfig:
+    """The LoRA rows' layer options (SeqLoRA, IncLoRA, O-LoRA and the rows built on them);
+    defaults O-LoRA's and the release's ``LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1)``
+    (module docstring).
+
+    Attributes:
+        rank: r, the rank of each LoRA.
+        scale: the factor on the update, ``lora_alpha / r`` (32 / 8 = 4).
+        dropout: the probability of zeroing an input of the LoRA path (peft's ``lora_dropout``).
+
+    Checked once, when it is made: a ValueError naming the option, what was given and O-LoRA's value.
+    """
+
+    rank: int = 8
+    scale: float = 32 / 8
+    dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        check_positive_int("rank", self.rank)
+        check_number("scale", self.scale, hint=f"O-LoRA: lora_alpha / r = {LoRALayerConfig.scale:g}")
+        check_lora_dropout(self.dropout)
 
 
 def check_lora_dropout(dropout) -> float:
     """``dropout`` if it is a probability in ``[0, 1)``; else a ValueError naming O-LoRA's value."""
     return float(check_number("dropout", dropout, low=0, high=1, high_open=True,
-                              hint=f"probability of zeroing an input of the LoRA path; O-LoRA: {OLORA_LORA['dropout']}"))
+                              hint=f"probability of zeroing an input of the LoRA path; O-LoRA: {LoRALayerConfig.dropout}"))
+
+
+#: O-LoRA's and the release's LoRA (module docstring): the defaults of :class:`LoRALayerConfig`
+OLORA_LORA_SETTING = LoRALayerConfig()
+#: 0.6's name of :data:`OLORA_LORA_SETTING`, a read-only ``{"rank", "scale", "dropout"}`` view; goes in 0.8
+OLORA_LORA = MappingProxyType(dataclasses.asdict(OLORA_LORA_SETTING))
 
 
 def _low_rank(x: torch.Tensor, down: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
@@ -74,4 +106,5 @@ class DropoutTaskLoRALinear(TaskLoRALinear):
         return f"{super().extra_repr()}, dropout={self.lora_dropout.p}"
 
 
-__all__ = ["DropoutLoRALinear", "DropoutTaskLoRALinear", "OLORA_LORA", "check_lora_dropout"]
+__all__ = ["DropoutLoRALinear", "DropoutTaskLoRALinear", "LoRALayerConfig", "OLORA_LORA", "OLORA_LORA_SETTING",
+           "check_lora_dropout"]

@@ -41,8 +41,7 @@ from peft.tuners.tuners_utils import BaseTunerLayer
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from ..layers.moram.layer import MoRAMAtoms
-from ..layers.moram.paths.cpu import compute_dtype
+from ..layers.moram.layer import MoRAMAtoms, compute_dtype
 
 MERGE_REFUSED = (
     "MoRAM cannot be merged into the base weights: its update sum_i w_i(x) B_i A_i x depends on "

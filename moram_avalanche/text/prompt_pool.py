@@ -10,7 +10,7 @@ query, averaged over the rows; the strategy subtracts ``coef`` times it from the
 the chosen keys move towards their queries (L2P, Eq. 5; TRACE ``model/Dynamic_network/L2P.py``:
 ``loss -= reduce_sim * pull_constraint_coeff``).
 
-Settings and where they come from (:data:`TRACE_L2P`):
+Settings and where they come from (:class:`L2PConfig`, which checks them; :data:`TRACE_L2P_SETTING`):
 
 * pool size 10, prompt length 5: BeyonderXX/TRACE ``training/main.py`` (``args.pool_size = 10``,
   ``args.prompt_length = 5``), also the L2P paper's M = 10, L_p = 5;
@@ -30,17 +30,42 @@ Where this differs from TRACE, and why:
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+from types import MappingProxyType
 from typing import List, Optional
 
 import torch
 from torch import nn
 
+from ..utils.checks import check_number
 from .soft_prompt import PromptPrefix, check_shape
 
-#: TRACE's L2P settings (module docstring)
-TRACE_L2P = {"pool_size": 10, "prompt_length": 5, "top_k": 3, "pull_coef": 0.5}
 #: TRACE's scale of the initial prompts: embedding rows of random tokens / 100
 INIT_DIVISOR = 100.0
+
+
+@dataclass(frozen=True)
+class L2PConfig:
+    """L2P's options (defaults TRACE's, module docstring: :data:`TRACE_L2P_SETTING`).
+
+    Attributes:
+        pool_size: the prompts in the pool (10).
+        prompt_length: the vectors of each prompt (5).
+        top_k: the prompts each input reads (3), at most ``pool_size``.
+        pull_coef: the pull term's weight in the loss (0.5).
+
+    Checked once, when it is made: a ValueError naming the option, what was given and TRACE's value.
+    """
+
+    pool_size: int = 10
+    prompt_length: int = 5
+    top_k: int = 3
+    pull_coef: float = 0.5
+
+    def __post_init__(self) -> None:
+        check_pool(self.pool_size, self.prompt_length, 1, self.top_k)
+        check_number("pull_coef", self.pull_coef, low=0, hint=f"TRACE's L2P: {L2PConfig.pull_coef}")
 
 
 def check_pool(pool_size, length, dim, top_k) -> None:
@@ -48,9 +73,16 @@ def check_pool(pool_size, length, dim, top_k) -> None:
     check_shape(length, dim)
     for name, value in (("pool_size", pool_size), ("top_k", top_k)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int (TRACE's L2P: {TRACE_L2P[name]}), got {value!r}")
+            raise ValueError(f"{name} must be a positive int (TRACE's L2P: {getattr(L2PConfig, name)}), "
+                             f"got {value!r}")
     if top_k > pool_size:
         raise ValueError(f"top_k ({top_k}) chooses from the pool, so it must be at most pool_size ({pool_size})")
+
+
+#: TRACE's L2P setting (module docstring): the defaults of :class:`L2PConfig`
+TRACE_L2P_SETTING = L2PConfig()
+#: 0.6's name of :data:`TRACE_L2P_SETTING`, a read-only view with its keys; goes in 0.8
+TRACE_L2P = MappingProxyType(dataclasses.asdict(TRACE_L2P_SETTING))
 
 
 def embedding_rows_init(table: torch.Tensor, pool_size: int, length: int,
@@ -129,5 +161,5 @@ class PromptPool(PromptPrefix):
         return f"pool_size={size}, length={length}, dim={dim}, top_k={self.top_k}"
 
 
-__all__ = ["INIT_DIVISOR", "PromptPool", "TRACE_L2P", "check_pool", "embedding_rows_init", "l2_normalize",
-           "mean_query"]
+__all__ = ["INIT_DIVISOR", "L2PConfig", "PromptPool", "TRACE_L2P", "TRACE_L2P_SETTING", "check_pool",
+           "embedding_rows_init", "l2_normalize", "mean_query"]

@@ -43,8 +43,6 @@ MOVED_MODULES: Dict[str, str] = {
     "layers.moram_variants": "layers.moram.variants",
     "layers.moram_backward": "layers.moram.backward",
     "layers.naive": "layers.moram.naive",
-    "layers.moram_paths": "layers.moram.paths.choice",
-    "layers.moram_fused": "layers.moram.paths.cpu",
     "layers.routing_kernel": "layers.moram.paths.cpu_kernel",
     "layers.moram_dense": "layers.moram.paths.dense",
     "layers.moram_triton": "layers.moram.paths.triton",
@@ -143,6 +141,16 @@ SPLIT_MODULES: Dict[str, Tuple[str, ...]] = {
         "lfpt5")),
     "experiments.loaders": ("experiments.clip.loaders", "experiments.text.loaders", "experiments.stream_arguments"),
     "experiments.recipes": ("experiments.clip.recipes", "experiments.text.recipes"),
+    # MoRAM's one chooser and one switch; the CPU path (0.6's "fused") is the reference path
+    "layers.moram_paths": ("layers.moram.paths.choice", "layers.moram.paths.switch"),
+    "layers.moram_fused": ("layers.moram.paths.reference", "layers.moram.paths.choice", "layers.moram.layer",
+                           "layers.moram.backward"),
+}
+
+#: (0.6 module 0.7 split, a name it held that is now computed) -> the function that computes it
+COMPUTED_NAMES: Dict[Tuple[str, str], str] = {
+    # the package's own language-model strategies by name: now the registry's
+    ("strategies.text_strategies", "TEXT_STRATEGIES"): "strategies.registry.package_text_strategies",
 }
 
 #: room (package) -> {name it held in 0.6: the 0.7 module that holds it}
@@ -191,6 +199,10 @@ class _SplitModule(types.ModuleType):
     def __getattr__(self, attribute: str):
         if attribute.startswith("__"):
             raise AttributeError(attribute)
+        computed = COMPUTED_NAMES.get((self.__name__[len(PACKAGE) + 1:], attribute))
+        if computed is not None:
+            module, _, function = _full(computed).rpartition(".")
+            return getattr(importlib.import_module(module), function)()
         for target in self.__targets:
             module = importlib.import_module(target)
             if hasattr(module, attribute):
@@ -302,5 +314,5 @@ def moved_name(room: str, name: str):
     return getattr(importlib.import_module(_full(new)), name)
 
 
-__all__ = ["MOVED_MODULES", "MOVED_NAMES", "MovedModuleFinder", "REMOVED_IN", "SPLIT_MODULES", "install", "keep_names",
-           "moved_name", "moved_to"]
+__all__ = ["COMPUTED_NAMES", "MOVED_MODULES", "MOVED_NAMES", "MovedModuleFinder", "REMOVED_IN", "SPLIT_MODULES",
+           "install", "keep_names", "moved_name", "moved_to"]

@@ -55,7 +55,7 @@ def eager_compile_config():
 
 @pytest.mark.parametrize("family", ["llama", "t5"])
 def test_the_compiled_decode_step_gives_the_answers_of_plain_generation(family):
-    from moram_avalanche.layers.moram.paths.choice import use_path
+    from moram_avalanche.layers.moram.paths import use_path
     from moram_avalanche.models.language_model import GENERATION_BUCKET
 
     torch._dynamo.reset()

@@ -116,7 +116,7 @@ def test_a_0_5_0_adapter_folder_loads_unchanged():
     from peft import PeftModel
     from safetensors.torch import load_file
 
-    from moram_avalanche.layers.moram.paths.choice import use_path
+    from moram_avalanche.layers.moram.paths import use_path
 
     written = load_file(FOLDER_0_5_0 / "expected_0_5_0.safetensors")
     assert json.loads((FOLDER_0_5_0 / "adapter_config.json").read_text())["peft_type"] == "MORAM"

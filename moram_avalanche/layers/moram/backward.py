@@ -1,12 +1,14 @@
 """The hand-written backward of MoRAM's six steps, shared by every path.
 
-Every path computes steps 1-6 once, without autograd (:mod:`~moram_avalanche.layers.moram.paths.cpu`
-on the CPU, :mod:`~moram_avalanche.layers.moram.paths.dense` on a GPU), and :class:`MoRAMFunction`
+Every path computes steps 1-6 (:mod:`~moram_avalanche.layers.moram.paths.reference` states them)
+once, without autograd (:mod:`~moram_avalanche.layers.moram.paths.reference` on the CPU,
+:mod:`~moram_avalanche.layers.moram.paths.dense` on a GPU), and :class:`MoRAMFunction`
 attaches their backward. Ordinary autograd would differentiate through the concatenation
 ``[frozen; trainable]`` and so compute, then discard, the full ``[R, d]`` weight gradients, save
 a dozen ``[N, R]`` intermediates and run each elementwise step of the router as its own kernel.
 Here, with ``g = dL/dy`` and the path's router backward giving ``dL/dp`` ``[N, R]`` and the
-trainable atoms' coefficients ``c_tail`` ``[N, r]``:
+trainable atoms' coefficients ``c_tail`` ``[N, r]`` (the router's own backward:
+:mod:`~moram_avalanche.layers.moram.paths.reference`):
 
 * ``dL/dB_tail = c_tail^T g``; ``dL/dW = g^T x``; ``dL/db = sum g`` (where they require it);
 * ``dL/dx = dL/dp A + g W``; ``dL/dA_tail = dL/dp_tail^T x``.

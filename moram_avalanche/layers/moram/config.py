@@ -1,10 +1,10 @@
 """MoRAMLayerConfig: the options of MoRAM's layer, checked once; and the paper's settings, each written once.
 
-A :class:`MoRAMLayerConfig` is the four numbers of the paper's routing (steps 3-5 of
-:mod:`~moram_avalanche.layers.moram.layer`) and the atoms a task adds, checked in ``__post_init__``
-(peft's ``LoraConfig`` style): code above the layers builds one from what it was given (the
-command line, a strategy's keyword arguments) and hands the layers its plain, checked numbers
-(:meth:`MoRAMLayerConfig.options`). Its defaults are the paper's CLIP setting.
+A :class:`MoRAMLayerConfig` is the four numbers of the paper's routing (steps 3-5 as
+:mod:`~moram_avalanche.layers.moram.paths.reference` states them) and the atoms a task adds, checked
+in ``__post_init__`` (peft's ``LoraConfig`` style): code above the layers builds one from what it
+was given (the command line, a strategy's keyword arguments) and hands the layers its plain,
+checked numbers (:meth:`MoRAMLayerConfig.options`). Its defaults are the paper's CLIP setting.
 
 The paper's settings of the layer, the one place each is written (every other default of the
 package reads them):

@@ -1,34 +1,24 @@
 """MoRAMLinear: a frozen ``nn.Linear`` plus a growing bank of rank-1 memory atoms (the paper's layer).
 
 Implements the layer of MoRAM ("Little by Little: Continual Learning via Incremental Mixture
-of Rank-1 Associative Memory Experts", ICML 2026). For every token ``x`` and a bank of ``R``
-atoms with keys ``A_i`` (rows, length ``d_in``) and values ``B_i`` (length ``d_out``):
+of Rank-1 Associative Memory Experts", ICML 2026): for every token ``x``,
+``y = W x + b + sum_i w_i p_i B_i``, the paper's six steps as
+:mod:`~moram_avalanche.layers.moram.paths.reference` states them.
 
-1. projections  ``p_i = A_i . x``
-2. relevance    ``s_i = p_i / max(||p||_2, 1e-12)``          (L2 over the whole bank)
-3. sparsity     keep the ``k = min(max(topk, 2), R)`` largest ``s_i`` (signed)
-4. sharpness    ``w = softmax(s_kept / temperature)``        (dropped atoms get weight 0)
-5. eval gate    in eval mode only, ``w_i <- w_i * [s_i >= threshold]`` (no renormalisation)
-6. output       ``y = W x + b + sum_i w_i p_i B_i``
-
-:meth:`MoRAMLinear.forward` checks the input and hands it to :meth:`MoRAMRouting.read`, which reads
-the compute dtype (autocast's) and the gate and hands steps 1-6 to :meth:`MoRAMRouting.mixture`,
-which runs them on the path chosen for the
-device in one place (:mod:`~moram_avalanche.layers.moram.paths.choice`; ``use_path`` or
-``MORAM_AVALANCHE_PATH`` force one): on the CPU the gathered routing of :func:`route` and a
-sparse read-out (:mod:`~moram_avalanche.layers.moram.paths.cpu`, with the compiled kernels of
-:mod:`~moram_avalanche.layers.moram.paths.cpu_kernel` once ``routing_kernel.load()`` built them); on a
-GPU dense coefficients and one GEMM read-out, without host synchronisation
-(:mod:`~moram_avalanche.layers.moram.paths.dense`), steps 2-5 fused by Triton
-(:mod:`~moram_avalanche.layers.moram.paths.triton`). Each path computes the steps without autograd
-and attaches a hand-written backward (gradients for the current task's atoms only); nothing is
-built inside a forward.
+One forward, in this file then one path's: :meth:`MoRAMLinear.forward` checks the input;
+:meth:`MoRAMRouting.read` reads the compute dtype (autocast's, :func:`compute_dtype`), ``k`` and the
+eval gate; :meth:`MoRAMRouting.mixture` joins the bank in that dtype and calls the path the chooser
+picks for the device (:func:`~moram_avalanche.layers.moram.paths.choice.mixture_for`; the switch
+``MORAM_AVALANCHE_PATH`` or ``use_path`` forces one: :mod:`moram_avalanche.layers.moram.paths`),
+which computes the steps without autograd and attaches the hand-written backward
+(:mod:`~moram_avalanche.layers.moram.backward`: gradients for the current task's atoms only).
+Nothing is built inside a forward.
 
 The bank -- frozen atoms in buffers, the current task's atoms as ``nn.Parameter`` objects, growth
 by :meth:`~MoRAMLinear.expand`, pruning, activation statistics and the state dict (``atom_keys``,
 ``atom_values``, ``num_frozen``, ``atom_task``) -- is :class:`~moram_avalanche.layers.moram.bank.MoRAMBank`.
 
-Steps 1-6 over a bank, with the routing options, are one mixin, :class:`MoRAMRouting`
+The steps over a bank, with the routing options, are one mixin, :class:`MoRAMRouting`
 (:meth:`~MoRAMRouting.read`), on two hosts: :class:`MoRAMLinear` (one bank over one frozen
 ``nn.Linear``) and :class:`MoRAMAtoms` (one bank without a base, for a layer that holds several
 by name and adds their terms to its own base's output: the peft layer, one bank per adapter).
@@ -51,7 +41,15 @@ from torch import nn
 from .bank import AtomBank, MoRAMBank
 from .config import PAPER_CLIP, MoRAMLayerConfig
 from .paths.choice import mixture_for
-from .paths.cpu import compute_dtype, route
+from .paths.reference import route
+
+
+def compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype a linear layer computes in for input ``x``: autocast's when it is on, else ``x``'s."""
+    device_type = x.device.type
+    if torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return x.dtype
 
 
 def routing_options(atoms_per_task: int = PAPER_CLIP.atoms_per_task, topk: Optional[int] = PAPER_CLIP.topk,
@@ -132,12 +130,12 @@ class MoRAMRouting:
         """Steps 1-6 on ``tokens`` ``[N, d_in]``: ``(y [N, d_out], idx, weights)``.
 
         ``weight`` / ``bias`` are the base's (None: ``y`` is the atoms' term alone);
-        ``threshold`` is the eval gate ``delta`` or None. The path that runs the steps is chosen
-        per device (:func:`~moram_avalanche.layers.moram.paths.choice.mixture_for`: the CPU's sparse
-        paths, the GPU's dense ones; each computes steps 1-6 without autograd and attaches a
-        hand-written backward: gradients for the trainable atoms, the tokens, and ``W``, ``b``
-        where they require it). ``idx`` ``[N, k]`` and ``weights`` ``[N, k]`` are the kept atoms and
-        their weights, or ``idx`` None and ``weights`` dense ``[N, R]`` (what :meth:`record` reads).
+        ``threshold`` is the eval gate ``delta`` or None. The path that runs the steps is the
+        chooser's (:func:`~moram_avalanche.layers.moram.paths.choice.mixture_for`; each computes
+        steps 1-6 without autograd and attaches a hand-written backward: gradients for the
+        trainable atoms, the tokens, and ``W``, ``b`` where they require it). ``idx`` ``[N, k]`` and
+        ``weights`` ``[N, k]`` are the kept atoms and their weights, or ``idx`` None and ``weights``
+        dense ``[N, R]`` (what :meth:`record` reads).
         """
         bank = self.rows(tokens.dtype)                        # A, B joined in the compute dtype
         mixture = mixture_for(tokens, bank.keys.shape[0], k, gated=threshold is not None)
@@ -220,4 +218,5 @@ class MoRAMAtoms(MoRAMRouting, AtomBank):
                 f"threshold={self.threshold}")
 
 
-__all__ = ["MoRAMAtoms", "MoRAMLinear", "MoRAMRouting", "route", "routing_options"]  # route: steps 2-5 in PyTorch (moram_fused)
+# route: steps 2-5 in PyTorch (paths.reference), a name of 0.6's layers.moram module
+__all__ = ["MoRAMAtoms", "MoRAMLinear", "MoRAMRouting", "compute_dtype", "route", "routing_options"]

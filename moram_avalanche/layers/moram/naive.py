@@ -1,9 +1,10 @@
 """The MoRAM layer written the obvious way, for tests and speed comparisons only.
 
-This is a literal transcription of the method's six steps (see :mod:`moram_avalanche.layers.moram.layer`):
-old and new atoms are concatenated on every call, the top-k is applied as a full ``-inf``
-mask built with ``scatter``, and the read-out is a dense ``[N, R] x [R, d_out]`` product.
-It shares no code with :class:`~moram_avalanche.layers.moram.layer.MoRAMLinear`.
+This is a literal transcription of the method's six steps (stated in
+:mod:`~moram_avalanche.layers.moram.paths.reference`): old and new atoms are concatenated on every
+call, the top-k is applied as a full ``-inf`` mask built with ``scatter``, and the read-out is a
+dense ``[N, R] x [R, d_out]`` product. It shares no code with
+:class:`~moram_avalanche.layers.moram.layer.MoRAMLinear`: the test suite checks every path against it.
 
 Routing ablations: ``topk=None`` keeps every atom, ``temperature=None`` means 1, and
 ``router`` (blocks of router rows ``[r_t, d_in]``) replaces the relevance by ``x G^T``.

@@ -19,8 +19,8 @@ growth, pruning, statistics and state) with two options the method does not have
   (:func:`balance_term`; constant while every atom is kept).
 
 Both run :func:`plain_mixture`: ordinary autograd over ``[frozen; trainable]`` concatenated
-per call (the method's fused function has no gradient for routing probabilities). With both
-options off the layer takes the method's fused path. Pure torch.
+per call (the method's paths give no gradient to routing probabilities). With both options off
+the layer takes the method's paths. Pure torch.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from torch import nn
 from .bank import check_finite, joined, new_rows
 from .config import PAPER_CLIP
 from .layer import MoRAMLinear, routing_options
-from .paths.cpu import RELEVANCE_EPS, route_dtype
+from .paths.reference import RELEVANCE_EPS, route_dtype
 
 #: the state-dict key of the external router's rows ``[R, d_in]`` (``router=True`` only)
 ROUTER_KEY = "router_weight"
@@ -105,12 +105,11 @@ def plain_mixture(tokens, weight, bias, keys, values, k, temperature, threshold,
     ``keys`` ``[R, d_in]`` and ``values`` ``[R, d_out]`` are the whole bank (frozen rows and
     trainable rows concatenated by the caller; gradients reach whatever requires grad).
     The relevance is the self-activation ``s = p / max(||p||, eps)`` or, with ``router``
-    ``[R, d_in]``, the external router's logits ``s = router x``. Then, as in the method:
-    top-``k`` of ``s`` (for self-activation selected on ``p``, the same order as the fused
-    path), ``w = softmax(s_I / tau)``, eval gate ``w <- w * [s_I >= threshold]`` (``None``: no
-    gate), ``y = W x + b + sum_I w_i p_i B_i``. With ``balance`` (one of
-    :data:`BALANCE_FORMS`) the layer's load-balancing term is returned too:
-    :func:`release_balance_term` (``"release"``) or :func:`balance_term` (``"switch"``).
+    ``[R, d_in]``, the external router's logits ``s = router x``; steps 3-6 then run on it as
+    :mod:`~moram_avalanche.layers.moram.paths.reference` states them (for self-activation the
+    top-k is selected on ``p``, the same order as the method's paths; ``threshold`` None: no
+    gate). With ``balance`` (one of :data:`BALANCE_FORMS`) the layer's load-balancing term is
+    returned too: :func:`release_balance_term` (``"release"``) or :func:`balance_term` (``"switch"``).
     """
     if balance not in (None, *BALANCE_FORMS):
         raise ValueError(f"balance must be None or one of {BALANCE_FORMS}, got {balance!r}")

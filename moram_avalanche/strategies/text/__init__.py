@@ -7,5 +7,6 @@ and one module per method, registered for the ``"text"`` family
 TreeLoRA (:mod:`.treelora`), InfLoRA (:mod:`.inflora`), LFPT5 (:mod:`.lfpt5`), L2P (:mod:`.l2p`),
 DualPrompt (:mod:`.dualprompt`), SAPT (:mod:`.sapt`), LoRI (:mod:`.lori`), ICL (:mod:`.icl`),
 Avalanche's own strategies on the text loop (:mod:`.builtins`); what the adapter rows share
-(targets, option checks: :mod:`.adapters`). Its own plugins: :mod:`.plugins`. Nothing here imports
-the CLIP wing."""
+(targets: :mod:`.adapters`), what the prompt rows share (:mod:`.prompt`), and how a strategy's
+``check_values`` reads its settings, each a frozen checked dataclass (:mod:`.settings`). Its own
+plugins: :mod:`.plugins`. Nothing here imports the CLIP wing."""

@@ -1,12 +1,12 @@
-"""What the language-model adapter rows share: the model wrapped for the loop, the LoRA rows'
-target linears per architecture (O-LoRA's query and value, as data) and the value checks of the
-adapter options (rank, scale, dropout, O-LoRA's lambdas).
+"""What the language-model adapter rows share: the model wrapped for the loop and the LoRA rows'
+target linears per architecture (O-LoRA's query and value, as data).
 
 Defaults: the LoRA rows use O-LoRA's ``LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1)`` (rank
 8, the update scaled by 32 / 8 = 4, dropout 0.1 on its input:
-:data:`~moram_avalanche.text.lora_layers.OLORA_LORA`; the release's TRACE baselines use the same),
-on the query and value projections (peft's default targets for T5 and LLaMA, which O-LoRA's code
-keeps: :data:`LORA_TARGET_MODULES`; on TRACE the release's q, k, v, o, set by the stream).
+:class:`~moram_avalanche.text.lora_layers.LoRALayerConfig`, which checks them; the release's TRACE
+baselines use the same), on the query and value projections (peft's default targets for T5 and
+LLaMA, which O-LoRA's code keeps: :data:`LORA_TARGET_MODULES`; on TRACE the release's q, k, v, o,
+set by the stream).
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from __future__ import annotations
 from typing import Mapping, Sequence, Tuple, Union
 
 from ...models.language_model import LanguageModel
-from ...text.lora_layers import OLORA_LORA, check_lora_dropout
-from ...utils.checks import check_number, check_positive_int
+from ...text.lora_layers import OLORA_LORA_SETTING, LoRALayerConfig
+from ...utils.checks import check_positive_int
+from .plugins.olora import Lambda, OLoRAConfig, check_lambda
+from .settings import given_config
 
 #: ``config.model_type`` -> the LoRA rows' targets: query and value (peft's
 #: ``TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING``, the default O-LoRA's code keeps)
@@ -23,12 +25,10 @@ LORA_TARGET_MODULES: Mapping[str, Tuple[str, ...]] = {
     "t5": ("q", "v"), "mt5": ("q", "v"), "llama": ("q_proj", "v_proj"), "gemma": ("q_proj", "v_proj"),
     "gemma2": ("q_proj", "v_proj"), "mistral": ("q_proj", "v_proj"), "qwen2": ("q_proj", "v_proj"),
 }
-#: O-LoRA's LoRA rank for T5 (``--lora_dim 8``), scale (``lora_alpha / r`` = 32 / 8) and dropout
-OLORA_RANK = OLORA_LORA["rank"]
-OLORA_SCALE = OLORA_LORA["scale"]
-OLORA_DROPOUT = OLORA_LORA["dropout"]
-#: a lambda of O-LoRA: one value, or one per task name (``scripts/long.sh``)
-Lambda = Union[float, Mapping[str, float]]
+#: O-LoRA's LoRA rank, scale and dropout, as 0.6 named them (:data:`~moram_avalanche.text.lora_layers.OLORA_LORA_SETTING`)
+OLORA_RANK = OLORA_LORA_SETTING.rank
+OLORA_SCALE = OLORA_LORA_SETTING.scale
+OLORA_DROPOUT = OLORA_LORA_SETTING.dropout
 
 Targets = Union[str, Sequence[str], Mapping[str, Sequence[str]], None]
 
@@ -54,36 +54,19 @@ def lora_targets(model: LanguageModel, targets: Targets, table=None, what: str =
 
 
 def check_text_adapter_options(options) -> None:
-    """Value checks of the adapter options given in ``options``."""
+    """0.6's value check of the adapter options given in ``options``, by the settings that declare
+    them: the LoRA rows' layer (:class:`~moram_avalanche.text.lora_layers.LoRALayerConfig`),
+    O-LoRA's terms (:class:`~moram_avalanche.strategies.text.plugins.olora.OLoRAConfig`), MoRAM's
+    ``atoms_per_task`` and ``new_value_scale``. The strategies check their own configurations
+    (their ``check_values``); kept for callers of 0.6, goes in 0.8."""
     from ...text.inject import check_new_value_scale
 
-    for name in ("rank", "atoms_per_task"):
-        if name in options:
-            check_positive_int(name, options[name])
+    given_config(LoRALayerConfig, options)
+    if "atoms_per_task" in options:
+        check_positive_int("atoms_per_task", options["atoms_per_task"])
     if "new_value_scale" in options:
         check_new_value_scale(options["new_value_scale"])
-    if "scale" in options:
-        check_number("scale", options["scale"], hint=f"O-LoRA: lora_alpha / r = {OLORA_SCALE:g}")
-    if "dropout" in options:
-        check_lora_dropout(options["dropout"])
-    for name in ("lambda_orth", "lambda_l2"):
-        if name in options:
-            check_lambda(name, options[name])
-    if "power" in options and options["power"] not in (1, 2):
-        raise ValueError(f"power must be 1 (O-LoRA's code) or 2 (its paper), got {options['power']!r}")
-
-
-
-def check_lambda(name: str, value) -> None:
-    """An O-LoRA lambda: a number >= 0, or a mapping of task names to such numbers."""
-    hint = "O-LoRA: 0.5 (orthogonality), 0 (L2); or one per task, e.g. {'mnli': 0.5, 'cb': 0.5}"
-    if isinstance(value, Mapping):
-        if not value or not all(isinstance(key, str) for key in value):
-            raise ValueError(f"{name}: a mapping gives one value per task name, got {dict(value)!r} ({hint})")
-        for key, item in value.items():
-            check_number(f"{name}[{key!r}]", item, low=0, hint=hint)
-        return
-    check_number(name, value, low=0, hint=hint)
+    given_config(OLoRAConfig, options)
 
 
 __all__ = ["LORA_TARGET_MODULES", "OLORA_DROPOUT", "OLORA_RANK", "OLORA_SCALE", "Lambda", "Targets",

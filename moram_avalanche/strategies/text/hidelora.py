@@ -4,7 +4,6 @@ row-contrastive and L2 terms."""
 from __future__ import annotations
 
 from ...algorithms.hidelora import HIDELORA_LAMBDA_CONTRAST, HIDELORA_LAMBDA_L2, HIDELORA_TEMPERATURE
-from .adapters import check_text_adapter_options
 from .plugins.hidelora import HiDeLoRAPlugin, check_hidelora_options
 from .seq_lora import TextSeqLoRA
 
@@ -25,8 +24,9 @@ class TextHiDeLoRA(TextSeqLoRA):
     lambda_l2 (``lamda_2`` 0), temperature (0.8).
     """
 
-    #: the value checks of its own options (run once, by check_strategy_options)
-    check_values = staticmethod(lambda options: check_hidelora_strategy_options(options))
+    #: the value checks of its own options (run once, by check_strategy_options; its LoRA layer's
+    #: are :class:`TextSeqLoRA`'s check, run too)
+    check_values = staticmethod(check_hidelora_options)
 
     def __init__(self, *, model, tokenizer=None, lambda_contrast: float = HIDELORA_LAMBDA_CONTRAST,
                  lambda_l2: float = HIDELORA_LAMBDA_L2, temperature: float = HIDELORA_TEMPERATURE, plugins=None,
@@ -36,10 +36,8 @@ class TextHiDeLoRA(TextSeqLoRA):
                          **kwargs)
 
 
-def check_hidelora_strategy_options(options) -> None:
-    check_hidelora_options(options)
-    check_text_adapter_options({k: v for k, v in options.items() if k != "lambda_l2"})
-
+#: 0.6's name of HiDeLoRA's value checks (:func:`~.plugins.hidelora.check_hidelora_options`); goes in 0.8
+check_hidelora_strategy_options = check_hidelora_options
 
 
 __all__ = ["TextHiDeLoRA", "check_hidelora_strategy_options"]

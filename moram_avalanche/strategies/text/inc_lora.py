@@ -5,11 +5,13 @@ from __future__ import annotations
 from ...layers.base import find_layers
 from ...layers.replace import replace_linears
 from ...layers.task_lora import TaskLoRALinear
-from ...text.lora_layers import DropoutTaskLoRALinear
+from ...text.lora_layers import OLORA_LORA_SETTING as OLORA
+from ...text.lora_layers import DropoutTaskLoRALinear, LoRALayerConfig
 from ..needs import StrategyNeeds
 from ..plugins.growth import GrowthPlugin
-from .adapters import OLORA_DROPOUT, OLORA_RANK, OLORA_SCALE, Targets, check_text_adapter_options, lora_targets, wrap
+from .adapters import Targets, lora_targets, wrap
 from .loop import TextStrategy
+from .settings import given_config
 
 
 class TextIncLoRA(TextStrategy):
@@ -22,21 +24,23 @@ class TextIncLoRA(TextStrategy):
     """
 
     needs = StrategyNeeds(fsdp=True)  # only adapters train: the weights can be sharded (--fsdp)
-    #: the value checks of its own options (run once, by check_strategy_options)
-    check_values = staticmethod(lambda options: check_text_adapter_options(options))
+    #: the value checks of its own options (run once, by check_strategy_options): its layer's configuration
+    check_values = staticmethod(lambda options: given_config(LoRALayerConfig, options))
 
-    def __init__(self, *, model, tokenizer=None, rank: int = OLORA_RANK, scale: float = OLORA_SCALE,
-                 dropout: float = OLORA_DROPOUT, target_modules: Targets = None, plugins=None, **kwargs):
+    # defaults: O-LoRA's LoraConfig, written once (moram_avalanche.text.lora_layers.LoRALayerConfig)
+    def __init__(self, *, model, tokenizer=None, rank: int = OLORA.rank, scale: float = OLORA.scale,
+                 dropout: float = OLORA.dropout, target_modules: Targets = None, plugins=None, **kwargs):
+        #: the layers' options, checked once (:class:`~moram_avalanche.text.lora_layers.LoRALayerConfig`)
+        self.config = config = LoRALayerConfig(rank, scale, dropout)
         model = wrap(model, tokenizer)
         if not find_layers(model, TaskLoRALinear):
             names = lora_targets(model, target_modules)
             model.requires_grad_(False)
-            replace_linears(model.model, names,
-                            lambda linear: DropoutTaskLoRALinear(linear, rank, scale=scale, dropout=dropout))
+            replace_linears(model.model, names, lambda linear: DropoutTaskLoRALinear(
+                linear, config.rank, scale=config.scale, dropout=config.dropout))
         self.growth_plugin = GrowthPlugin(TaskLoRALinear)
         super().__init__(model=model, tokenizer=tokenizer, plugins=[self.growth_plugin, *(plugins or [])],
                          **kwargs)
-
 
 
 __all__ = ["TextIncLoRA"]

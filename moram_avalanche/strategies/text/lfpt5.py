@@ -18,52 +18,31 @@ not its few-shot budget or its model selection.
 
 from __future__ import annotations
 
-from ...algorithms.lfpt5 import KD_LAMBDA, LM_LAMBDA, PSEUDO_PER_LABEL
 from ...models.language_model import LanguageModel
 from ...text.lfpt5_prompt import (
     LFPT5_LR,
-    LFPT5_PROMPT_LENGTH,
+    LFPT5_OPTIMIZERS,
     LFPT5_WEIGHT_DECAY,
-    PROMPT_INITS,
-    PROMPT_POSITIONS,
     AppendedSoftPrompt,
+    LFPT5PromptConfig,
     adafactor,
     vocabulary_init,
 )
+from ...text.lfpt5_prompt import LFPT5_PROMPT_SETTING as PROMPT
 from ..needs import StrategyNeeds
 from .loop import TextStrategy
 from .plugins.accumulation import AccumulatedSteps
-from .plugins.lfpt5 import (
-    LM_TARGET_LENGTH,
-    PSEUDO_DRAWS,
-    PSEUDO_MAX_TOKENS,
-    PSEUDO_REPETITION_PENALTY,
-    PSEUDO_SEED,
-    PSEUDO_TOP_K,
-    LFPT5Plugin,
-    check_lfpt5_options,
-)
-
-#: the optimizers the row can use: LFPT5's Adafactor, or the loop's AdamW
-LFPT5_OPTIMIZERS = ("adafactor", "adamw")
+from .plugins.lfpt5 import LFPT5_PLUGIN_SETTING as PLUGIN
+from .plugins.lfpt5 import LFPT5Plugin, LFPT5PluginConfig
+from .settings import given_config
 
 
 def check_text_lfpt5_options(options) -> None:
-    """Value checks of :class:`TextLFPT5`'s own options given in ``options``."""
-    check_lfpt5_options(options)
-    if "prompt_length" in options:
-        from ...utils.checks import check_int_range
-
-        check_int_range("prompt_length", options["prompt_length"], high=4096, hint=f"LFPT5: {LFPT5_PROMPT_LENGTH}")
-    if "prompt_position" in options and options["prompt_position"] not in PROMPT_POSITIONS:
-        raise ValueError(f"prompt_position must be one of {PROMPT_POSITIONS} (LFPT5's code: 'after'), got "
-                         f"{options['prompt_position']!r}")
-    if "prompt_init" in options and options["prompt_init"] not in PROMPT_INITS:
-        raise ValueError(f"prompt_init must be one of {PROMPT_INITS} (LFPT5's code: 'labels'), got "
-                         f"{options['prompt_init']!r}")
-    if "prompt_optimizer" in options and options["prompt_optimizer"] not in LFPT5_OPTIMIZERS:
-        raise ValueError(f"prompt_optimizer must be one of {LFPT5_OPTIMIZERS} (LFPT5's code: 'adafactor'), got "
-                         f"{options['prompt_optimizer']!r}")
+    """Value checks of :class:`TextLFPT5`'s own options given in ``options``: its plugin's
+    configuration (:class:`~moram_avalanche.strategies.text.plugins.lfpt5.LFPT5PluginConfig`) and
+    its prompt's (:class:`~moram_avalanche.text.lfpt5_prompt.LFPT5PromptConfig`)."""
+    given_config(LFPT5PluginConfig, options)
+    given_config(LFPT5PromptConfig, options)
 
 
 class TextLFPT5(TextStrategy):
@@ -90,16 +69,18 @@ class TextLFPT5(TextStrategy):
     #: the value checks of its own options (run once, by check_strategy_options)
     check_values = staticmethod(lambda options: check_text_lfpt5_options(options))
 
+    # defaults: LFPT5's code, written once (LFPT5PromptConfig, LFPT5PluginConfig)
     def __init__(self, *, model, tokenizer=None, lr: float = LFPT5_LR, weight_decay: float = LFPT5_WEIGHT_DECAY,
-                 prompt_length: int = LFPT5_PROMPT_LENGTH, prompt_position: str = "after",
-                 prompt_init: str = "labels",
-                 prompt_optimizer: str = "adafactor", lm_lambda: float = LM_LAMBDA, kd_lambda: float = KD_LAMBDA,
-                 pseudo_per_label: int = PSEUDO_PER_LABEL, pseudo_draws: int = PSEUDO_DRAWS,
-                 pseudo_top_k: int = PSEUDO_TOP_K, pseudo_repetition_penalty: float = PSEUDO_REPETITION_PENALTY,
-                 pseudo_max_tokens: int = PSEUDO_MAX_TOKENS, lm_target_length: int = LM_TARGET_LENGTH,
-                 pseudo_seed: int = PSEUDO_SEED, plugins=None, **kwargs):
-        check_text_lfpt5_options(dict(prompt_length=prompt_length, prompt_position=prompt_position,
-                                      prompt_init=prompt_init, prompt_optimizer=prompt_optimizer))
+                 prompt_length: int = PROMPT.prompt_length, prompt_position: str = PROMPT.prompt_position,
+                 prompt_init: str = PROMPT.prompt_init, prompt_optimizer: str = PROMPT.prompt_optimizer,
+                 lm_lambda: float = PLUGIN.lm_lambda, kd_lambda: float = PLUGIN.kd_lambda,
+                 pseudo_per_label: int = PLUGIN.pseudo_per_label, pseudo_draws: int = PLUGIN.pseudo_draws,
+                 pseudo_top_k: int = PLUGIN.pseudo_top_k,
+                 pseudo_repetition_penalty: float = PLUGIN.pseudo_repetition_penalty,
+                 pseudo_max_tokens: int = PLUGIN.pseudo_max_tokens, lm_target_length: int = PLUGIN.lm_target_length,
+                 pseudo_seed: int = PLUGIN.pseudo_seed, plugins=None, **kwargs):
+        #: the prompt's options, checked once (the plugin's are its own: :attr:`lfpt5_plugin` ``.config``)
+        self.config = config = LFPT5PromptConfig(prompt_length, prompt_position, prompt_init, prompt_optimizer)
         model = model if isinstance(model, LanguageModel) else LanguageModel(model, tokenizer)
         if model.prefix is not None and not isinstance(model.prefix, AppendedSoftPrompt):
             raise ValueError(f"the model already carries a prefix of another kind ({type(model.prefix).__name__}): "
@@ -109,16 +90,16 @@ class TextLFPT5(TextStrategy):
             embedding = model.model.get_input_embeddings()
             special = [i for i in (model.pad_id, model.eos_id, getattr(model.tokenizer, "unk_token_id", None))
                        if i is not None]
-            init = vocabulary_init(embedding, prompt_length, special)
-            model.prefix = AppendedSoftPrompt(prompt_length, embedding.weight.shape[1], init=init,
-                                              position=prompt_position).to(embedding.weight.device)
+            init = vocabulary_init(embedding, config.prompt_length, special)
+            model.prefix = AppendedSoftPrompt(config.prompt_length, embedding.weight.shape[1], init=init,
+                                              position=config.prompt_position).to(embedding.weight.device)
         model.prefix.requires_grad_(True)
-        self.optimizer_name = prompt_optimizer
+        self.optimizer_name = config.prompt_optimizer
         self.lfpt5_plugin = LFPT5Plugin(lm_lambda=lm_lambda, kd_lambda=kd_lambda, pseudo_per_label=pseudo_per_label,
                                         pseudo_draws=pseudo_draws, pseudo_top_k=pseudo_top_k,
                                         pseudo_repetition_penalty=pseudo_repetition_penalty,
                                         pseudo_max_tokens=pseudo_max_tokens, lm_target_length=lm_target_length,
-                                        pseudo_seed=pseudo_seed, label_rows=prompt_init == "labels")
+                                        pseudo_seed=pseudo_seed, label_rows=config.prompt_init == "labels")
         super().__init__(model=model, tokenizer=tokenizer, lr=lr, weight_decay=weight_decay,
                          plugins=[self.lfpt5_plugin, *(plugins or [])], **kwargs)
 

@@ -76,8 +76,8 @@ def check_lori_options(options) -> None:
 
 
 def check_lori_s_options(options) -> None:
-    """:func:`check_lori_options`, and the constant learning rates of LoRI-S's two stages."""
-    check_lori_options(options)
+    """The constant learning rates of LoRI-S's two stages (LoRI-D's checks, :func:`check_lori_options`,
+    run too: they are :class:`TextLoRID`'s)."""
     if options.get("lr_schedule", "constant") != "constant":
         raise ValueError(f"lori-s trains two stages per task at constant learning rates: lr_schedule must be "
                          f"'constant' ({_SCRIPT}: warmup_steps 0), got {options['lr_schedule']!r}")

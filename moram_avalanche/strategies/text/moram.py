@@ -17,26 +17,32 @@ from ...layers.moram.config import MoRAMLayerConfig
 from ...layers.moram.layer import MoRAMLinear
 from ...layers.moram.variants import BALANCE_FORMS, MoRAMAblationLinear
 from ...text.layer import PAPER_DROPOUT
+from ...text.lora_layers import check_lora_dropout
 from ...utils.checks import check_number, check_positive_int
 from ..needs import StrategyNeeds
 from ..plugins.load_balance import SWITCH_ALPHA, LoadBalancePlugin
 from ..plugins.moram import MoRAMPlugin
-from .adapters import Targets, check_text_adapter_options, wrap
+from .adapters import Targets, wrap
 from .loop import TextStrategy
+from .settings import given_config
 
 
 def check_text_moram_options(options) -> None:
     """Value checks of :class:`TextMoRAM`'s own options given in ``options``: the layers'
-    (:class:`~moram_avalanche.layers.moram.config.MoRAMLayerConfig`), the load balancing's and the
-    adapters' others."""
-    MoRAMLayerConfig(**{k: options[k] for k in ("atoms_per_task", "topk", "temperature", "threshold") if k in options})
+    (:class:`~moram_avalanche.layers.moram.config.MoRAMLayerConfig`), the load balancing's, the
+    atoms' value scale and dropout."""
+    from ...text.inject import check_new_value_scale
+
+    given_config(MoRAMLayerConfig, options)
     if "balance_coef" in options:
         check_number("balance_coef", options["balance_coef"], low=0,
                      hint=f"0: no load balancing (the method); the ablation's: {SWITCH_ALPHA:g}")
     if "balance_form" in options and options["balance_form"] not in BALANCE_FORMS:
         raise ValueError(f"balance_form must be one of {BALANCE_FORMS}, got {options['balance_form']!r}")
-    check_text_adapter_options(options)
-
+    if "new_value_scale" in options:
+        check_new_value_scale(options["new_value_scale"])
+    if "dropout" in options:
+        check_lora_dropout(options["dropout"])
 
 
 
@@ -91,7 +97,6 @@ class TextMoRAM(TextStrategy):
 
         #: the layers' options, checked once (:class:`~moram_avalanche.layers.moram.config.MoRAMLayerConfig`)
         self.config = MoRAMLayerConfig(atoms_per_task, topk, temperature, threshold)
-        check_text_moram_options({"balance_coef": balance_coef, "balance_form": balance_form})
         load_balance = balance_form if balance_coef > 0 else False
         model = wrap(model, tokenizer)
         if not find_layers(model, MoRAMLinear):
@@ -161,16 +166,15 @@ class TextMoRAMReplay(TextMoRAM):
     def __init__(self, *, model, tokenizer=None, mem_size: int = REPLAY_MEM_SIZE, plugins=None, **kwargs):
         from avalanche.training.plugins import ReplayPlugin
 
-        check_positive_int("mem_size", mem_size)
         self.replay_plugin = ReplayPlugin(mem_size=mem_size)
         super().__init__(model=model, tokenizer=tokenizer, plugins=[self.replay_plugin, *(plugins or [])], **kwargs)
 
 
 def check_moram_replay_options(options) -> None:
-    check_text_moram_options(options)
+    """Value checks of :class:`TextMoRAMReplay`'s own options given in ``options`` (MoRAM's are
+    :class:`TextMoRAM`'s check, run too)."""
     if "mem_size" in options:
         check_positive_int("mem_size", options["mem_size"])
-
 
 
 __all__ = ["REPLAY_MEM_SIZE", "TextMoRAM", "TextMoRAMLoadBalance", "TextMoRAMReplay", "check_moram_replay_options",

@@ -5,9 +5,9 @@ sequences' ``scripts/long.sh``)."""
 from __future__ import annotations
 
 from ...algorithms.olora import OLORA_LAMBDA_L2, OLORA_LAMBDA_ORTH, OLORA_POWER
-from .adapters import Lambda
 from .inc_lora import TextIncLoRA
-from .plugins.olora import OLoRAPlugin
+from .plugins.olora import Lambda, OLoRAConfig, OLoRAPlugin
+from .settings import given_config
 
 
 class TextOLoRA(TextIncLoRA):
@@ -17,15 +17,18 @@ class TextOLoRA(TextIncLoRA):
     Args (besides TextIncLoRA's): lambda_orth (0.5), lambda_l2 (0) -- each one value, or one per
     task name (the long sequences' per-task values of O-LoRA's ``scripts/long.sh``,
     :data:`~moram_avalanche.algorithms.olora.OLORA_LONG_LAMBDAS`) -- and power (1: the code's
-    absolute values; 2: the paper's squares) -- :mod:`moram_avalanche.algorithms.olora`.
+    absolute values; 2: the paper's squares) -- :mod:`moram_avalanche.algorithms.olora`; checked
+    once, as the plugin's :class:`~moram_avalanche.strategies.text.plugins.olora.OLoRAConfig`.
     """
+
+    #: the value checks of its own options (run once, by check_strategy_options): its terms' configuration
+    check_values = staticmethod(lambda options: given_config(OLoRAConfig, options))
 
     def __init__(self, *, model, tokenizer=None, lambda_orth: Lambda = OLORA_LAMBDA_ORTH,
                  lambda_l2: Lambda = OLORA_LAMBDA_L2, power: int = OLORA_POWER, plugins=None, **kwargs):
         self.olora_plugin = OLoRAPlugin(lambda_orth, lambda_l2, power)
         super().__init__(model=model, tokenizer=tokenizer, plugins=[self.olora_plugin, *(plugins or [])],
                          **kwargs)
-
 
 
 __all__ = ["TextOLoRA"]

@@ -14,10 +14,10 @@ What runs (facts from circle-hit/SAPT, its T5 code and ``gen_script_superni_t5.p
   from ``pseudo_data_root`` (:mod:`moram_avalanche.benchmarks.text.superni_pseudo`), it does not
   generate them -- so it runs on SAPT's SuperNI tasks (or any stream whose task names have a
   folder there);
-* defaults: SAPT's SuperNI T5 script: LoRA rank 4, ``lora_alpha`` 32 (scale 8), dropout 0,
-  ``kl_ratio`` 0.5, temperature ``sqrt(d_model)`` (``attn_temperature = 1``), query width 100;
-  the loop's (lr 3e-4, 8 x 4 prompts) come from the SuperNI stream's settings
-  (:mod:`moram_avalanche.experiments.text.recipes`).
+* defaults (:class:`SAPTConfig`, which checks them): SAPT's SuperNI T5 script: LoRA rank 4,
+  ``lora_alpha`` 32 (scale 8), dropout 0, ``kl_ratio`` 0.5, temperature ``sqrt(d_model)``
+  (``attn_temperature = 1``), query width 100; the loop's (lr 3e-4, 8 x 4 prompts) come from the
+  SuperNI stream's settings (:mod:`moram_avalanche.experiments.text.recipes`).
 
 Where it differs from SAPT's runs: the reflection targets are the mean weights over the task's
 training prompts, not its ``dev`` split (not read here); SAPT's 100 epochs with the best dev
@@ -27,7 +27,9 @@ LLaMA variant (a causal model, ``src/llama_prompt.py``) is not built: a causal m
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Optional
 
 from ...layers.base import find_layers
@@ -38,27 +40,55 @@ from ..needs import StrategyNeeds
 from .adapters import Targets, lora_targets, wrap
 from .loop import TextStrategy
 from .plugins.sapt import SAPT_KL_RATIO, SAPTPlugin
+from .settings import given_config
 
-#: SAPT's LoRA on SuperNI with T5 (``gen_script_superni_t5.py``: ``lora_r = 4``, ``lora_alpha = 32``,
-#: ``lora_dropout = 0.``): rank 4, scale 32 / 4
-SAPT_LORA = {"rank": 4, "scale": 32 / 4, "dropout": 0.0}
+
+@dataclass(frozen=True)
+class SAPTConfig:
+    """SAPT's options (defaults: SAPT's SuperNI T5 script, :data:`SAPT_SETTING`).
+
+    Attributes:
+        rank: each task's LoRA rank (``gen_script_superni_t5.py``: ``lora_r = 4``).
+        scale: the factor on the LoRA blocks, ``lora_alpha / r`` (``lora_alpha = 32``: 32 / 4).
+        dropout: on the LoRA path's input (``lora_dropout = 0.``).
+        kl_ratio: the reflection term's weight (:data:`~.plugins.sapt.SAPT_KL_RATIO`); 0 leaves
+            attentive reflection out.
+        temperature: of the attention over the tasks; None: ``sqrt(d_model)``
+            (:func:`~moram_avalanche.layers.sapt.sapt_temperature`).
+        query_hidden: the query projection's width (:data:`~moram_avalanche.layers.sapt.SAPT_QUERY_HIDDEN`).
+
+    Checked once, when it is made: a ValueError naming the option, what was given and SAPT's value.
+    """
+
+    rank: int = 4
+    scale: float = 32 / 4
+    dropout: float = 0.0
+    kl_ratio: float = SAPT_KL_RATIO
+    temperature: Optional[float] = None
+    query_hidden: int = SAPT_QUERY_HIDDEN
+
+    def __post_init__(self) -> None:
+        check_positive_int("rank", self.rank)
+        check_positive_int("query_hidden", self.query_hidden)
+        check_number("scale", self.scale, hint=f"SAPT: lora_alpha / r = {SAPTConfig.scale:g}")
+        check_number("dropout", self.dropout, low=0, high=1, high_open=True, hint="SAPT: 0")
+        check_number("kl_ratio", self.kl_ratio, low=0, hint=f"SAPT: {SAPT_KL_RATIO} (0: no reflection)")
+        if self.temperature is not None:
+            check_number("temperature", self.temperature, low=0, low_open=True, hint="SAPT: sqrt(d_model), None")
+
+
+#: SAPT's SuperNI T5 setting: the defaults of :class:`SAPTConfig`
+SAPT_SETTING = SAPTConfig()
+#: 0.6's name of SAPT's LoRA (:data:`SAPT_SETTING`'s rank, scale and dropout), a read-only view; goes in 0.8
+SAPT_LORA = MappingProxyType({name: getattr(SAPT_SETTING, name) for name in ("rank", "scale", "dropout")})
 
 
 def check_sapt_options(options) -> None:
-    """Value checks of :class:`TextSAPT`'s own options given in ``options``."""
-    for name in ("rank", "query_hidden"):
-        if name in options:
-            check_positive_int(name, options[name])
-    if "scale" in options:
-        check_number("scale", options["scale"], hint=f"SAPT: lora_alpha / r = {SAPT_LORA['scale']:g}")
-    if "dropout" in options:
-        check_number("dropout", options["dropout"], low=0, high=1, high_open=True, hint="SAPT: 0")
-    if "kl_ratio" in options:
-        check_number("kl_ratio", options["kl_ratio"], low=0, hint=f"SAPT: {SAPT_KL_RATIO} (0: no reflection)")
-    if options.get("temperature") is not None:
-        check_number("temperature", options["temperature"], low=0, low_open=True, hint="SAPT: sqrt(d_model), None")
+    """Value checks of :class:`TextSAPT`'s own options given in ``options``: its configuration
+    (:class:`SAPTConfig`) and, when it reflects, where the pseudo-samples are (a folder's name)."""
+    config = given_config(SAPTConfig, options)
     root = options.get("pseudo_data_root", "unset")
-    if root != "unset" and options.get("kl_ratio", SAPT_KL_RATIO) > 0 and not isinstance(root, str):
+    if root != "unset" and config.kl_ratio > 0 and not isinstance(root, str):
         raise ValueError(f"sapt: pseudo_data_root must be the folder of SAPT's pseudo-samples "
                          f"(generated_data/lora_gen_superni_t5 of circle-hit/SAPT), got {root!r}; or kl_ratio=0 to "
                          "run without attentive reflection")
@@ -111,33 +141,34 @@ class TextSAPT(TextStrategy):
     #: the value checks of its own options (run once, by check_strategy_options)
     check_values = staticmethod(lambda options: check_sapt_options(options))
 
+    # defaults: SAPT's SuperNI T5 script, written once (SAPTConfig)
     def __init__(self, *, model, tokenizer=None, pseudo_data_root: Optional[str] = None,
-                 rank: int = SAPT_LORA["rank"], scale: float = SAPT_LORA["scale"],
-                 dropout: float = SAPT_LORA["dropout"], kl_ratio: float = SAPT_KL_RATIO,
-                 temperature: Optional[float] = None, query_hidden: int = SAPT_QUERY_HIDDEN,
-                 target_modules: Targets = None, seed: int = 0, plugins=None, **kwargs):
+                 rank: int = SAPT_SETTING.rank, scale: float = SAPT_SETTING.scale,
+                 dropout: float = SAPT_SETTING.dropout, kl_ratio: float = SAPT_SETTING.kl_ratio,
+                 temperature: Optional[float] = SAPT_SETTING.temperature,
+                 query_hidden: int = SAPT_SETTING.query_hidden, target_modules: Targets = None, seed: int = 0,
+                 plugins=None, **kwargs):
         from ...benchmarks.text.superni_pseudo import pseudo_root, read_pseudo_prompts
 
-        check_sapt_options(dict(rank=rank, scale=scale, dropout=dropout, kl_ratio=kl_ratio, temperature=temperature,
-                                query_hidden=query_hidden))
-        if kl_ratio > 0:
+        #: the options, checked once (:class:`SAPTConfig`)
+        self.config = config = SAPTConfig(rank, scale, dropout, kl_ratio, temperature, query_hidden)
+        if config.kl_ratio > 0:  # what reflection reads, before anything is built
             if pseudo_data_root is None:
                 raise ValueError("sapt needs pseudo_data_root: the folder of SAPT's pseudo-samples "
                                  "(generated_data/lora_gen_superni_t5 of circle-hit/SAPT); or kl_ratio=0 to run "
                                  "without attentive reflection")
-            check_sapt_options(dict(pseudo_data_root=pseudo_data_root))
             pseudo_root(pseudo_data_root)  # a one-line error now when it is not a folder
         model = wrap(model, tokenizer)
-        router = install_router(model, query_hidden, temperature)
+        router = install_router(model, config.query_hidden, config.temperature)
         if not find_layers(model, SAPTLoRALinear):
             names = lora_targets(model, target_modules)
             model.requires_grad_(False)
-            replace_linears(model.model, names, lambda linear: SAPTLoRALinear(linear, router.selection, rank,
-                                                                              scale=scale, dropout=dropout))
+            replace_linears(model.model, names, lambda linear: SAPTLoRALinear(
+                linear, router.selection, config.rank, scale=config.scale, dropout=config.dropout))
         self.router = router
         reader = lru_cache(maxsize=None)(lambda task: read_pseudo_prompts(pseudo_data_root, task))
-        self.sapt_plugin = SAPTPlugin(router, reader, kl_ratio, seed)
+        self.sapt_plugin = SAPTPlugin(router, reader, config.kl_ratio, seed)
         super().__init__(model=model, tokenizer=tokenizer, plugins=[self.sapt_plugin, *(plugins or [])], **kwargs)
 
 
-__all__ = ["SAPT_LORA", "TextSAPT", "check_sapt_options", "install_router"]
+__all__ = ["SAPTConfig", "SAPT_LORA", "SAPT_SETTING", "TextSAPT", "check_sapt_options", "install_router"]

@@ -8,7 +8,6 @@ from typing import Optional
 from ...algorithms.treelora import TREELORA_REG
 from ...utils.checks import check_nonnegative_int
 from ..needs import StrategyNeeds
-from .adapters import check_text_adapter_options
 from .plugins.treelora import TreeLoRAPlugin, check_reg, check_search
 from .seq_lora import TextSeqLoRA
 
@@ -41,14 +40,14 @@ class TextTreeLoRA(TextSeqLoRA):
 
 
 def check_treelora_options(options) -> None:
-    check_text_adapter_options(options)
+    """Value checks of TreeLoRA's own options given in ``options`` (its LoRA layer's are
+    :class:`TextSeqLoRA`'s check, run too)."""
     if "reg" in options:
         check_reg(options["reg"])
     if "search" in options:
         check_search(options["search"])
     if "seed" in options and options["seed"] is not None:
         check_nonnegative_int("seed", options["seed"])
-
 
 
 __all__ = ["TextTreeLoRA", "check_treelora_options"]

@@ -10,7 +10,7 @@ from torch import nn
 from moram_avalanche.layers.moram.layer import MoRAMAtoms, MoRAMLinear
 from moram_avalanche.layers.moram.naive import naive_moram
 from moram_avalanche.layers.moram.paths import triton as moram_triton
-from moram_avalanche.layers.moram.paths.choice import use_path
+from moram_avalanche.layers.moram.paths import use_path
 
 OPTIONS = dict(atoms_per_task=3, topk=2, temperature=0.1, threshold=0.1)
 

@@ -8,9 +8,11 @@ import torch.nn.functional as F
 
 from moram_avalanche.layers.moram.layer import MoRAMLinear, route
 from moram_avalanche.layers.moram.naive import NaiveMoRAMLinear
-from moram_avalanche.layers.moram.paths import cpu as fused
 from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
-from moram_avalanche.layers.moram.paths.cpu import RELEVANCE_EPS, Kernels, kernels_for, router_backward
+from moram_avalanche.layers.moram.paths import reference, switch
+from moram_avalanche.layers.moram.paths.choice import kernels_for
+from moram_avalanche.layers.moram.paths.reference import RELEVANCE_EPS, Kernels, router_backward
+from moram_avalanche.layers.moram.paths.switch import KERNEL_VARIABLE, PATH_VARIABLE
 
 
 @pytest.fixture
@@ -26,9 +28,11 @@ def kernel():
 
 @pytest.fixture
 def fresh_loader(monkeypatch):
-    """A loader that has not tried to build yet (the module caches the build and its failure)."""
+    """A loader that has not tried to build yet (the module caches the build and its failure), and a
+    switch that has not yet warned about 0.6's variable (it warns once per process)."""
     monkeypatch.setattr(routing_kernel, "_module", None)
     monkeypatch.setattr(routing_kernel, "_failure", None)
+    monkeypatch.setattr(switch, "_warned", set())
     return monkeypatch
 
 
@@ -127,7 +131,7 @@ def test_layer_with_and_without_the_kernel_agree_with_the_naive_reference(kernel
     layer, naive = _layers()
     x = torch.randn(3, 11, 24)
     with_kernel = _outputs_and_grads(layer, x, training)
-    monkeypatch.setenv(routing_kernel.KERNEL_VARIABLE, "off")
+    monkeypatch.setenv(PATH_VARIABLE, "no-cpu-kernel")
     without = _outputs_and_grads(layer, x, training)
     reference = _outputs_and_grads(naive, x, training)
     for got in (with_kernel, without):
@@ -141,7 +145,7 @@ def test_other_dtypes_and_the_off_switch_take_the_pytorch_path(kernel, monkeypat
     assert routing_kernel.available(torch.zeros(2, 2))
     assert not routing_kernel.available(torch.zeros(2, 2, dtype=torch.float64))
     assert not routing_kernel.available(torch.zeros(2, 2, dtype=torch.bfloat16))
-    monkeypatch.setenv(routing_kernel.KERNEL_VARIABLE, "off")
+    monkeypatch.setenv(PATH_VARIABLE, "no-cpu-kernel")
     assert not routing_kernel.available(torch.zeros(2, 2))
 
 
@@ -153,7 +157,7 @@ def test_a_failed_build_warns_once_and_the_layer_runs_on_pytorch(fresh_loader):
         raise RuntimeError("Error building extension 'x'\nfoo.cpp:1:1: error: no compiler here\nninja: stopped")
 
     fresh_loader.setattr(routing_kernel, "_build", broken)
-    fresh_loader.setenv(routing_kernel.KERNEL_VARIABLE, "auto")
+    fresh_loader.setenv(PATH_VARIABLE, "auto")
     with pytest.warns(RuntimeWarning, match="no compiler here"):
         assert routing_kernel.load() is None  # the explicit build point
     layer, naive = _layers()
@@ -168,7 +172,7 @@ def test_a_failed_build_warns_once_and_the_layer_runs_on_pytorch(fresh_loader):
 
 def test_a_forward_never_builds_the_kernel_and_takes_the_pytorch_path_until_it_is_built(fresh_loader):
     fresh_loader.setattr(routing_kernel, "_build", lambda: pytest.fail("built inside a forward"))
-    fresh_loader.setenv(routing_kernel.KERNEL_VARIABLE, "auto")
+    fresh_loader.setenv(PATH_VARIABLE, "auto")
     layer, naive = _layers()
     x = torch.randn(2, 5, 24)
     assert routing_kernel.built() is None
@@ -181,7 +185,7 @@ def test_a_forward_never_builds_the_kernel_and_takes_the_pytorch_path_until_it_i
         expected.sum().backward()
         torch.testing.assert_close(x_ours.grad, x_ref.grad, rtol=1e-4, atol=1e-4)
     chosen = kernels_for(x.reshape(-1, 24), 48, 8, gated=True)
-    assert chosen == Kernels(fused.select, fused.gated_read_out, fused.router_backward)
+    assert chosen == Kernels(reference.select, reference.gated_read_out, reference.router_backward)
 
 
 def test_kernels_for_is_the_one_choice_of_kernels(kernel, monkeypatch):
@@ -189,31 +193,51 @@ def test_kernels_for_is_the_one_choice_of_kernels(kernel, monkeypatch):
     tokens = torch.zeros(3, 4)
     assert kernels_for(tokens, 48, 8, gated=True) == compiled
     # ungated: embedding_bag reads out as fast; R <= 2k: the GEMM backward wins
-    assert kernels_for(tokens, 48, 8, gated=False).read_out is fused.read_out
-    assert kernels_for(tokens, 16, 8, gated=True).router_backward is fused.router_backward
+    assert kernels_for(tokens, 48, 8, gated=False).read_out is reference.read_out
+    assert kernels_for(tokens, 16, 8, gated=True).router_backward is reference.router_backward
     # bfloat16 / float16 tokens route in float32: only the top-k is compiled
     for dtype in (torch.bfloat16, torch.float16):
         assert kernels_for(tokens.to(dtype), 48, 8, gated=True) == Kernels(
-            routing_kernel.select, fused.gated_read_out, fused.router_backward)
-    torch_path = Kernels(fused.select, fused.gated_read_out, fused.router_backward)
+            routing_kernel.select, reference.gated_read_out, reference.router_backward)
+    torch_path = Kernels(reference.select, reference.gated_read_out, reference.router_backward)
     assert kernels_for(tokens.double(), 48, 8, gated=True) == torch_path
-    monkeypatch.setenv(routing_kernel.KERNEL_VARIABLE, "off")
+    monkeypatch.setenv(PATH_VARIABLE, "no-cpu-kernel")
     assert kernels_for(tokens, 48, 8, gated=True) == torch_path
 
 
-def test_on_raises_when_the_kernel_cannot_be_built_and_bad_values_are_refused(fresh_loader):
+def test_cpu_kernel_raises_when_the_kernel_cannot_be_built_and_bad_values_are_refused(fresh_loader):
     fresh_loader.setattr(routing_kernel, "_build", lambda: (_ for _ in ()).throw(OSError("no ninja")))
-    fresh_loader.setenv(routing_kernel.KERNEL_VARIABLE, "on")
-    with pytest.raises(RuntimeError, match="MORAM_AVALANCHE_KERNEL=on.*no ninja"):
+    fresh_loader.setenv(PATH_VARIABLE, "cpu-kernel")
+    with pytest.raises(RuntimeError, match="MORAM_AVALANCHE_PATH=cpu-kernel asks for .*no ninja"):
         routing_kernel.load()
-    fresh_loader.setenv(routing_kernel.KERNEL_VARIABLE, "fast")
+    fresh_loader.setenv(PATH_VARIABLE, "fast")
+    with pytest.raises(ValueError, match="MORAM_AVALANCHE_PATH: unknown MoRAM path 'fast'"):
+        routing_kernel.load()
+
+
+def test_on_raises_when_the_kernel_cannot_be_built_and_bad_values_are_refused(fresh_loader):
+    """0.6's MORAM_AVALANCHE_KERNEL, read until 0.8 (on is MORAM_AVALANCHE_PATH=cpu-kernel)."""
+    fresh_loader.delenv(PATH_VARIABLE, raising=False)
+    fresh_loader.setattr(routing_kernel, "_build", lambda: (_ for _ in ()).throw(OSError("no ninja")))
+    fresh_loader.setenv(KERNEL_VARIABLE, "on")
+    with pytest.raises(RuntimeError, match="MORAM_AVALANCHE_KERNEL=on.*no ninja"), \
+            pytest.warns(DeprecationWarning, match="MORAM_AVALANCHE_KERNEL=on is MORAM_AVALANCHE_PATH=cpu-kernel"):
+        routing_kernel.load()
+    fresh_loader.setenv(KERNEL_VARIABLE, "fast")
     with pytest.raises(ValueError, match="expected auto, on or off"):
         routing_kernel.load()
 
 
-def test_off_never_builds(fresh_loader):
+@pytest.mark.parametrize("variable, value", [(PATH_VARIABLE, "no-cpu-kernel"), (KERNEL_VARIABLE, "off")])
+def test_off_never_builds(fresh_loader, variable, value):
     fresh_loader.setattr(routing_kernel, "_build", lambda: pytest.fail("built although off"))
-    fresh_loader.setenv(routing_kernel.KERNEL_VARIABLE, "off")
+    fresh_loader.delenv(PATH_VARIABLE, raising=False)
+    fresh_loader.setenv(variable, value)  # the switch, or 0.6's variable (read until 0.8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert routing_kernel.mode() == "off" and routing_kernel.load() is None
+    assert [str(w.message).split(": ")[-1] for w in caught] == (
+        ["MORAM_AVALANCHE_KERNEL=off is MORAM_AVALANCHE_PATH=no-cpu-kernel"] if variable == KERNEL_VARIABLE else [])
     layer, naive = _layers()
     x = torch.randn(2, 5, 24)
     layer.eval(), naive.eval()

@@ -11,12 +11,12 @@ from torch import nn
 from moram_avalanche.layers.moram.layer import MoRAMLinear
 from moram_avalanche.layers.moram.naive import naive_moram
 from moram_avalanche.layers.moram.paths import triton as moram_triton
-from moram_avalanche.layers.moram.paths.choice import use_path
+from moram_avalanche.layers.moram.paths import use_path
 
 
 @pytest.fixture(autouse=True, params=["reference", "dense", "triton"])
 def path(request):
-    """Every test of this file on each path (moram_paths), forced: the GPU paths checked on the CPU."""
+    """Every test of this file on each path (layers/moram/paths), forced: the GPU paths checked on the CPU."""
     if not moram_triton.usable(torch.empty(0)) and request.param == "triton":
         pytest.skip("Triton's interpreter is off (TRITON_INTERPRET=1 not set before Triton was imported)")
     with use_path(request.param):

@@ -1,6 +1,6 @@
-"""The paths of MoRAM's layer (moram_paths): the one choice, the switch, and what the GPU paths promise.
+"""The paths of MoRAM's layer (layers/moram/paths): the one chooser, the one switch, and what the GPU paths promise.
 
-Every path's numbers against the naive reference are checked by test_moram_layer.py (each of its
+Every path's numbers against the naive reference are checked by test_layer.py (each of its
 tests runs on reference, dense and triton). Here: which path runs where, that a forced path that
 cannot run says so, that the GPU paths never make a GPU wait for the host (every operator one
 forward and one backward dispatch, read on the CPU), how few operators they dispatch, the bank
@@ -11,17 +11,19 @@ torch.compile.
 import copy
 import pickle
 import types
+import warnings
 
 import pytest
 import torch
 from torch import nn
 
+from moram_avalanche.layers.moram import paths as moram_paths
 from moram_avalanche.layers.moram.layer import MoRAMLinear
 from moram_avalanche.layers.moram.naive import naive_mixture
-from moram_avalanche.layers.moram.paths import choice as moram_paths
+from moram_avalanche.layers.moram.paths import PATH_VARIABLE, kernels_for, path_name, switch, use_path
 from moram_avalanche.layers.moram.paths import cpu_kernel as routing_kernel
 from moram_avalanche.layers.moram.paths import triton as moram_triton
-from moram_avalanche.layers.moram.paths.choice import PATH_VARIABLE, path_name, use_path
+from moram_avalanche.layers.moram.paths.reference import GATED_TORCH_KERNELS
 from moram_avalanche.text.layer import DropoutMoRAMLinear
 from moram_avalanche.utils.dispatch import OpCounter
 
@@ -72,6 +74,43 @@ def test_the_variable_and_use_path_force_a_path_and_bad_names_are_refused(monkey
         path_name(torch.zeros(2, 3), 40, 4, gated=True)
     with pytest.raises(ValueError, match="use_path.*unknown MoRAM path 'fast'"):
         use_path("fast").__enter__()
+
+
+def test_no_cpu_kernel_is_auto_without_the_compiled_kernel(monkeypatch):
+    monkeypatch.delenv(PATH_VARIABLE, raising=False)
+    monkeypatch.setattr(routing_kernel, "_module", types.SimpleNamespace())  # a kernel already built
+    monkeypatch.setattr(moram_triton, "_INSTALLED", True)
+    cpu = torch.zeros(2, 3)
+
+    def without_the_kernel():
+        assert routing_kernel.mode() == "off" and routing_kernel.built() is None
+        assert path_name(cpu, 40, 4, gated=True) == "reference"
+        assert kernels_for(cpu, 40, 4, gated=True) == GATED_TORCH_KERNELS
+        assert path_name(tokens_like("cuda"), 160, 16, gated=True) == "triton"  # the GPU's pick is untouched
+
+    assert routing_kernel.mode() == "auto" and path_name(cpu, 40, 4, gated=True) == "cpu-kernel"
+    with use_path("no-cpu-kernel"):
+        without_the_kernel()
+    monkeypatch.setenv(PATH_VARIABLE, "No_CPU_Kernel")
+    without_the_kernel()
+
+
+@pytest.mark.parametrize("old, new", [("off", "no-cpu-kernel"), ("0", "no-cpu-kernel"), ("on", "cpu-kernel"),
+                                      ("TRUE", "cpu-kernel"), ("auto", "auto")])
+def test_the_old_kernel_variable_is_read_until_0_8_and_says_what_replaces_it(monkeypatch, old, new):
+    monkeypatch.setattr(switch, "_warned", set())
+    monkeypatch.delenv(PATH_VARIABLE, raising=False)
+    monkeypatch.setenv(switch.KERNEL_VARIABLE, old)
+    with pytest.warns(DeprecationWarning, match=f"MORAM_AVALANCHE_KERNEL is deprecated.*MORAM_AVALANCHE_PATH={new}$"):
+        assert switch.requested() == new
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process
+        assert switch.requested() == new
+    monkeypatch.setenv(PATH_VARIABLE, "dense")  # the new variable wins
+    with pytest.warns(DeprecationWarning, match="MORAM_AVALANCHE_PATH is set too and wins"):
+        assert switch.requested() == "dense"
+    with use_path("reference"):  # and use_path over both
+        assert switch.requested() == "reference"
 
 
 def test_a_forced_path_that_cannot_run_says_why(monkeypatch):

@@ -1,8 +1,8 @@
-"""The atom read-out of the fused layer (step 6's ``sum_j c_j B_j``), gated and ungated."""
+"""The atom read-out of the reference path (step 6's ``sum_j c_j B_j``), gated and ungated."""
 
 import torch
 
-from moram_avalanche.layers.moram.paths.cpu import read_out
+from moram_avalanche.layers.moram.paths.reference import read_out
 
 
 def loop_read_out(idx, coef, values):

@@ -14,17 +14,18 @@ tensors; :func:`torch.topk` alone costs about a third of the projection GEMM at 
   (``[N, d_out] x [d_out, R]``, as large as the projection GEMM).
 
 They are built by :func:`load`, at a point the caller chooses -- never inside a forward pass:
-:func:`~moram_avalanche.experiments.runner.run_stream` calls it before the first experience,
-so no experience's time includes the build. It uses ``torch.utils.cpp_extension`` (a C++
-compiler and ``ninja``, which the package installs; about a minute, cached by torch in
-``TORCH_EXTENSIONS_DIR``) for this machine's instruction set. Until then, and for other
-devices and dtypes (CUDA, bf16 autocast, float64), MoRAM layers take the PyTorch path, which
-computes the same numbers (tests compare the two); :func:`built` says which, and
-:func:`~moram_avalanche.layers.moram.paths.cpu.kernels_for` is the one place that chooses.
+MoRAM's plugin calls it before a run's first experience (``prepare_run``), so no experience's
+time includes the build. It uses ``torch.utils.cpp_extension`` (a C++ compiler and ``ninja``,
+which the package installs; about a minute, cached by torch in ``TORCH_EXTENSIONS_DIR``) for this
+machine's instruction set. Until then, and for other devices and dtypes (CUDA, bf16 autocast,
+float64), MoRAM layers take the PyTorch steps of :mod:`~moram_avalanche.layers.moram.paths.reference`,
+which compute the same numbers (tests compare the two); :func:`built` says which, and
+:func:`~moram_avalanche.layers.moram.paths.choice.kernels_for` chooses per step.
 
-``MORAM_AVALANCHE_KERNEL`` chooses: ``auto`` (default: build, and fall back with one warning
-when the build fails), ``off`` (never; also switches an already built kernel off), ``on``
-(:func:`load` raises when it cannot be built).
+The one switch (:mod:`~moram_avalanche.layers.moram.paths.switch`, ``MORAM_AVALANCHE_PATH``) sets
+:func:`mode`: ``no-cpu-kernel`` never builds it (and a kernel already built is not used),
+``cpu-kernel`` makes :func:`load` raise when it cannot be built, anything else builds it and falls
+back with one warning when the build fails.
 """
 
 from __future__ import annotations
@@ -39,22 +40,22 @@ from typing import Optional
 
 import torch
 
-#: the environment variable that chooses (``auto`` / ``on`` / ``off``)
-KERNEL_VARIABLE = "MORAM_AVALANCHE_KERNEL"
-_CHOICES = {"auto": "auto", "": "auto", "on": "on", "1": "on", "true": "on", "off": "off", "0": "off",
-            "false": "off"}
+from ....utils.moved import REMOVED_IN
+from . import switch
+
 SOURCE = Path(__file__).with_name("csrc") / "moram_routing.cpp"
 
 _module = None
 _failure: Optional[str] = None  # why the build failed (then never tried again in this process)
 
 
-def choice() -> str:
-    """``auto``, ``on`` or ``off``, from :data:`KERNEL_VARIABLE`."""
-    raw = os.environ.get(KERNEL_VARIABLE, "auto").strip().lower()
-    if raw not in _CHOICES:
-        raise ValueError(f"{KERNEL_VARIABLE}={raw!r}: expected auto, on or off")
-    return _CHOICES[raw]
+_MODES = {"no-cpu-kernel": "off", "cpu-kernel": "on"}  # the switch's settings that set a mode; others: auto
+
+
+def mode() -> str:
+    """What the one switch asks of this kernel (module docstring): ``off`` (``no-cpu-kernel``),
+    ``on`` (``cpu-kernel``) or ``auto``."""
+    return _MODES.get(switch.requested(), "auto")
 
 
 def _machine_tag() -> str:
@@ -81,8 +82,8 @@ def load():
     """The compiled module, built on the first call (the explicit build point); None when ``off`` or
     when the build failed (``auto``)."""
     global _module, _failure
-    mode = choice()
-    if mode == "off":
+    asked = mode()
+    if asked == "off":
         return None
     if _module is not None:
         return _module
@@ -91,14 +92,16 @@ def load():
             _module = _build()
         except Exception as error:  # no compiler, no ninja, no Python headers, ...: the PyTorch path
             _failure = _reason(error)
-            if mode == "auto":
+            if asked == "auto":
                 warnings.warn(
                     f"MoRAM's CPU routing kernel could not be built ({_failure}); MoRAM layers use the "
                     f"PyTorch path (same results, slower on the CPU). It needs a C++ compiler and "
-                    f"ninja (pip install ninja); set {KERNEL_VARIABLE}=off to skip it silently.",
+                    f"ninja (pip install ninja); set {switch.PATH_VARIABLE}=no-cpu-kernel to skip it silently.",
                     RuntimeWarning, stacklevel=2)
-    if _module is None and mode == "on":
-        raise RuntimeError(f"{KERNEL_VARIABLE}=on but MoRAM's CPU routing kernel could not be built: {_failure}")
+    if _module is None and asked == "on":
+        raise RuntimeError(f"{switch.source()} asks for MoRAM's CPU routing kernel, but it could not be built: "
+                           f"{_failure} (it needs a C++ compiler and ninja; {switch.PATH_VARIABLE}=auto falls back "
+                           "to the PyTorch steps)")
     return _module
 
 
@@ -118,17 +121,17 @@ def _build():
     built = [*root.glob(f"{name}/{name}.*"), *root.glob(f"*/{name}/{name}.*")]  # torch adds py/cu folders
     if not any(path.suffix in (".so", ".pyd") for path in built):
         print(f"moram-avalanche: compiling MoRAM's CPU routing kernel (once for this machine, about a "
-              f"minute; {KERNEL_VARIABLE}=off skips it) ...", file=sys.stderr, flush=True)
+              f"minute; {switch.PATH_VARIABLE}=no-cpu-kernel skips it) ...", file=sys.stderr, flush=True)
     flags = ["-O3"] + (["-march=native"] if platform.machine().lower() in ("x86_64", "amd64") else [])
     return load_extension(name=name, sources=[str(SOURCE)], extra_cflags=flags, verbose=False)
 
 
 def built():
-    """The compiled module if :func:`load` has built it and the choice is not ``off``, else None.
+    """The compiled module if :func:`load` has built it and :func:`mode` is not ``off``, else None.
 
     Never builds: what a forward pass asks.
     """
-    return None if choice() == "off" else _module
+    return None if mode() == "off" else _module
 
 
 def available(tensor: torch.Tensor) -> bool:
@@ -139,8 +142,8 @@ def available(tensor: torch.Tensor) -> bool:
 def _built():
     module = built()
     if module is None:
-        raise RuntimeError("MoRAM's CPU routing kernel is not built: call routing_kernel.load() first "
-                           f"(or {KERNEL_VARIABLE} is off)")
+        raise RuntimeError("MoRAM's CPU routing kernel is not built: call cpu_kernel.load() first "
+                           f"(or {switch.source()} switches it off)")
     return module
 
 
@@ -168,4 +171,17 @@ def route_backward(grad_out: torch.Tensor, value_bank: torch.Tensor, proj: torch
         0.0 if threshold is None else float(threshold), threshold is not None)
 
 
-__all__ = ["KERNEL_VARIABLE", "SOURCE", "available", "built", "choice", "load", "read_out", "route_backward", "select"]
+def __getattr__(name: str):
+    """0.6's names this module no longer holds, until 0.8: ``choice()`` is :func:`mode`, and
+    ``KERNEL_VARIABLE`` is the switch's (:data:`~moram_avalanche.layers.moram.paths.switch.KERNEL_VARIABLE`)."""
+    moved = {"choice": ("mode()", mode), "KERNEL_VARIABLE": ("switch.KERNEL_VARIABLE", switch.KERNEL_VARIABLE)}
+    if name not in moved:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    new, value = moved[name]
+    warnings.warn(f"{__name__}.{name} is {new} since moram-avalanche 0.7 (the one switch, "
+                  f"{switch.PATH_VARIABLE}, sets the kernel's mode); the old name goes in {REMOVED_IN}",
+                  DeprecationWarning, stacklevel=2)
+    return value
+
+
+__all__ = ["SOURCE", "available", "built", "load", "mode", "read_out", "route_backward", "select"]

@@ -1,30 +1,28 @@
 """The GPU path of MoRAM's layer: no host synchronisation, a dense read-out, routing by PyTorch or Triton.
 
-The sparse paths (:mod:`~moram_avalanche.layers.moram.paths.cpu`) suit the CPU: a gathered
-``[N, k]`` routing and an ``embedding_bag`` read-out that skips the eval gate's zero terms. On a
-GPU the skipping costs more than it saves (boolean indexing waits for the device in every
-layer call, and ``embedding_bag`` runs in float32 whatever the autocast dtype). This path:
+The same six steps as :mod:`~moram_avalanche.layers.moram.paths.reference` (which states them),
+in another form. The reference path's gathered ``[N, k]`` routing and ``embedding_bag`` read-out,
+which skips the eval gate's zero terms, suit the CPU; on a GPU the skipping costs more than it
+saves (boolean indexing waits for the device in every layer call, and ``embedding_bag`` runs in
+float32 whatever the autocast dtype). This path:
 
-1. ``p = A x`` ``[N, R]``, one GEMM in the compute dtype (autocast's or the input's);
-2.-5. routing into DENSE coefficients ``c = w * p`` ``[N, R]`` (zero off the kept atoms and
-   where the gate closes), in float32 arithmetic, by a :class:`Router`: :data:`TORCH_ROUTER`
-   (the gathered steps of :func:`~moram_avalanche.layers.moram.paths.cpu.route`, then one
-   ``scatter``) or :data:`TRITON_ROUTER` (:mod:`~moram_avalanche.layers.moram.paths.triton`: one
-   fused kernel each way);
-6. ``y = W x + b + c B``: the base GEMM with its bias and one more GEMM accumulated into it
-   (the official release's read-out, ``(w * p) B^T``), in the compute dtype.
+* step 1 is one GEMM ``p = A x`` ``[N, R]`` in the compute dtype (autocast's or the input's);
+* steps 2-5 write DENSE coefficients ``c = w * p`` ``[N, R]`` (zero off the kept atoms and where
+  the gate closes), in float32 arithmetic, by a :class:`Router`: :data:`TORCH_ROUTER` (the
+  reference path's :func:`~moram_avalanche.layers.moram.paths.reference.route`, then one
+  ``scatter``) or :data:`TRITON_ROUTER` (:mod:`~moram_avalanche.layers.moram.paths.triton`: one
+  fused kernel each way);
+* step 6 is the base GEMM with its bias and one more GEMM, ``c B``, accumulated into it (the
+  official release's read-out, ``(w * p) B^T``), in the compute dtype.
 
 Every shape depends on the bank and the batch, never on the data: no ``nonzero``, no boolean
 indexing, no ``.item()``; the calls can be captured in a CUDA graph and traced by
 ``torch.compile``. The hand-written backward
-(:class:`~moram_avalanche.layers.moram.backward.MoRAMFunction`) keeps ``p`` (and,
-for the PyTorch router, the ``[N, k]`` routing; the Triton router recomputes it from ``p``) and
-gives gradients to the tokens, the base weight and bias where they require it, and the
-trainable atoms only:
-
-* ``dL/dB_tail = c_tail^T g``; ``dL/dc = g B^T`` (one GEMM over the bank);
-* ``dL/dp`` from ``dL/dc`` (the router's backward); ``dL/dx = dL/dp A (+ g W)``;
-  ``dL/dA_tail = dL/dp_tail^T x``.
+(:class:`~moram_avalanche.layers.moram.backward.MoRAMFunction`) keeps ``p`` (and, for the PyTorch
+router, the ``[N, k]`` routing; the Triton router recomputes it from ``p``); what differs from
+the reference path's is where ``dL/dc`` comes from: ``dL/dc = g B^T``, one GEMM over the bank,
+then the router's backward gives ``dL/dp``; the trainable values' gradient reads the dense
+``c_tail``.
 """
 
 from __future__ import annotations
@@ -38,7 +36,7 @@ import torch.nn.functional as F
 from ..backward import attach_backward
 from ..bank import BankRows
 from . import triton as moram_triton
-from .cpu import Routing, kept_router_backward, route, route_dtype
+from .reference import Routing, kept_router_backward, route, route_dtype
 
 
 class Router(NamedTuple):

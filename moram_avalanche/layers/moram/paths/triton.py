@@ -1,7 +1,8 @@
 """MoRAM's routing fused by Triton: where it runs, and the two calls the GPU path makes.
 
 The dense GPU path (:mod:`~moram_avalanche.layers.moram.paths.dense`) spends a dozen small kernels
-on steps 2-5 in PyTorch (norm, top-k, divisions, softmax, gate, scatter). Two Triton kernels
+on steps 2-5 (:mod:`~moram_avalanche.layers.moram.paths.reference` states them) in PyTorch (norm,
+top-k, divisions, softmax, gate, scatter). Two Triton kernels
 (:mod:`~moram_avalanche.layers.moram.paths.triton_kernels`) do them in one pass over each token's
 ``R`` projections:
 
@@ -25,7 +26,7 @@ from typing import Optional, Tuple
 
 import torch
 
-from .cpu import RELEVANCE_EPS
+from .reference import RELEVANCE_EPS
 
 #: the widest bank a program holds in registers (atoms, rounded up to a power of two); a wider
 #: one takes the PyTorch dense path (:func:`fits`)

@@ -12,13 +12,12 @@ Imported only by :mod:`~moram_avalanche.layers.moram.paths.triton`, once it know
   ``[N, k]`` state, so the forward saves nothing but ``p``; on request it also writes ``c``
   (what the values' gradient ``c^T dL/dy`` needs).
 
-Equations (paper, method reference steps 2-5; backward as in
-:mod:`~moram_avalanche.layers.moram.paths.cpu`): ``n = max(||p||, eps)``; ``I`` = the ``k`` largest
-``p_i`` (ties to the lower index, as the compiled CPU kernel); ``u = softmax(p_I / (n tau))``;
-``w = u * [p_i / n >= delta]`` at eval; ``c = w * p``.
-Backward with ``g = dL/dc``: ``dL/du = g p m`` on ``I``; ``dL/dz = u (dL/du - <dL/du, u>)``;
-``dL/ds = dL/dz / tau``; ``dL/dp = g w + dL/ds / n - p <dL/ds, s> / n^2`` (the last term 0
-where ``||p|| <= eps``).
+The arithmetic is steps 2-5 and the router's backward as
+:mod:`~moram_avalanche.layers.moram.paths.reference` states them, in the dense form of
+:mod:`~moram_avalanche.layers.moram.paths.dense`: the kept set ``I`` is a mask over the row
+(:func:`_kept_set`; ties go to the lower index, as in the compiled CPU kernel), the softmax's
+logits are ``s / tau`` on ``I`` and ``-inf`` elsewhere, and the backward reads ``g = dL/dc`` dense
+``[N, R]`` (the reference path gathers its ``k`` columns first).
 
 Arithmetic is float32 for float32 / bfloat16 / float16 projections (the routing's float32 of
 the PyTorch paths) and float64 for float64 ones. Under ``TRITON_INTERPRET=1`` (set before

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import List
 
 import torch
-from avalanche.core import SupervisedPlugin
 
-from ....text.prompt_pool import TRACE_L2P, PromptPool
+from ....text.prompt_pool import TRACE_L2P_SETTING, PromptPool
+from .prompt_term import PromptTermPlugin
 
 
-class L2PPlugin(SupervisedPlugin, supports_distributed=True):
+class L2PPlugin(PromptTermPlugin):
     """Subtracts ``coef`` times the pool's pull term from the loss, in ``before_backward``, after
     the strategy's token loss (L2P, Eq. 5; TRACE ``model/Dynamic_network/L2P.py``:
-    ``loss -= reduce_sim * pull_constraint_coeff``, :mod:`moram_avalanche.text.prompt_pool`).
-
-    The pool records one term per forward with gradients; several forwards in one iteration (a
-    plugin scoring the same batch again) contribute their mean.
+    ``loss -= reduce_sim * pull_constraint_coeff``, :mod:`moram_avalanche.text.prompt_pool`); the
+    mechanics are :class:`~.prompt_term.PromptTermPlugin`'s.
 
     Args:
         coef: the coefficient (TRACE: 0.5).
@@ -25,30 +23,15 @@ class L2PPlugin(SupervisedPlugin, supports_distributed=True):
         last_term: the (detached) pull term of the last iteration, for logging.
     """
 
-    def __init__(self, coef: float = TRACE_L2P["pull_coef"]) -> None:
-        super().__init__()
-        self.coef = float(coef)
-        self.last_term: Optional[torch.Tensor] = None
+    prefix_type = PromptPool
+    built_by = "the l2p strategy (TextL2P)"
+    sign = -1.0
 
-    @staticmethod
-    def pool(strategy) -> PromptPool:
-        pool = getattr(strategy.model, "prefix", None)
-        if not isinstance(pool, PromptPool):
-            raise RuntimeError(f"L2PPlugin needs a PromptPool as the model's prefix, found {type(pool).__name__}: "
-                               "build the model through the l2p strategy (TextL2P)")
-        return pool
+    def __init__(self, coef: float = TRACE_L2P_SETTING.pull_coef) -> None:
+        super().__init__(coef)
 
-    def before_training_iteration(self, strategy, **kwargs):
-        self.pool(strategy).pop_pulls()
-
-    def before_backward(self, strategy, **kwargs):
-        pulls = self.pool(strategy).pop_pulls()
-        if not pulls:
-            self.last_term = None
-            return
-        term = torch.stack(pulls).mean()
-        self.last_term = term.detach()
-        strategy.loss = strategy.loss - self.coef * term.to(strategy.loss.dtype)
+    def pop_terms(self, prefix: PromptPool) -> List[torch.Tensor]:
+        return prefix.pop_pulls()
 
 
 __all__ = ["L2PPlugin"]

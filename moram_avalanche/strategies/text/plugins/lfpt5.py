@@ -41,6 +41,7 @@ import copy
 import logging
 import random
 import warnings
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -61,6 +62,7 @@ from ....algorithms.lfpt5 import (
 )
 from ....text.lfpt5_prompt import PROMPT_INIT_WORDS, add_tokens, word_rows
 from ....utils.checks import check_int_range, check_number, check_positive_int
+from ..settings import given_config
 
 logger = logging.getLogger(__name__)
 
@@ -79,29 +81,51 @@ PSEUDO_SEED = 42
 MAX_PSEUDO_DRAWS = 100_000
 
 
-def check_lfpt5_options(options) -> None:
-    """Value checks of LFPT5's own options given in ``options`` (one line each)."""
-    if "lm_lambda" in options:
-        check_number("lm_lambda", options["lm_lambda"], low=0, hint=f"LFPT5: {LM_LAMBDA:g}")
-    if "kd_lambda" in options:
-        check_number("kd_lambda", options["kd_lambda"], low=0, high=1, hint=f"LFPT5: {KD_LAMBDA:g}")
-    for name in ("pseudo_max_tokens", "lm_target_length"):
-        if name in options:
-            check_positive_int(name, options[name])
-    if "pseudo_draws" in options:
-        check_int_range("pseudo_draws", options["pseudo_draws"], high=MAX_PSEUDO_DRAWS,
+@dataclass(frozen=True)
+class LFPT5PluginConfig:
+    """:class:`LFPT5Plugin`'s options: its losses' weights and its pseudo-samples' draws (defaults
+    LFPT5's code, each cited where its constant is written: :data:`~moram_avalanche.algorithms.lfpt5.LM_LAMBDA`,
+    :data:`~moram_avalanche.algorithms.lfpt5.KD_LAMBDA`,
+    :data:`~moram_avalanche.algorithms.lfpt5.PSEUDO_PER_LABEL`, :data:`PSEUDO_DRAWS`,
+    :data:`PSEUDO_TOP_K`, :data:`PSEUDO_REPETITION_PENALTY`, :data:`PSEUDO_MAX_TOKENS`,
+    :data:`LM_TARGET_LENGTH`, :data:`PSEUDO_SEED`).
+
+    Checked once, when it is made: a ValueError naming the option, what was given and LFPT5's value.
+    """
+
+    lm_lambda: float = LM_LAMBDA
+    kd_lambda: float = KD_LAMBDA
+    pseudo_per_label: int = PSEUDO_PER_LABEL
+    pseudo_draws: int = PSEUDO_DRAWS
+    pseudo_top_k: int = PSEUDO_TOP_K
+    pseudo_repetition_penalty: float = PSEUDO_REPETITION_PENALTY
+    pseudo_max_tokens: int = PSEUDO_MAX_TOKENS
+    lm_target_length: int = LM_TARGET_LENGTH
+    pseudo_seed: int = PSEUDO_SEED
+
+    def __post_init__(self) -> None:
+        check_number("lm_lambda", self.lm_lambda, low=0, hint=f"LFPT5: {LM_LAMBDA:g}")
+        check_number("kd_lambda", self.kd_lambda, low=0, high=1, hint=f"LFPT5: {KD_LAMBDA:g}")
+        check_positive_int("pseudo_max_tokens", self.pseudo_max_tokens)
+        check_positive_int("lm_target_length", self.lm_target_length)
+        check_int_range("pseudo_draws", self.pseudo_draws, high=MAX_PSEUDO_DRAWS,
                         hint=f"texts sampled per earlier task; TRACE's LFPT5: {PSEUDO_DRAWS}")
-    if "pseudo_per_label" in options:
-        check_int_range("pseudo_per_label", options["pseudo_per_label"], low=0, high=MAX_PSEUDO_DRAWS,
+        check_int_range("pseudo_per_label", self.pseudo_per_label, low=0, high=MAX_PSEUDO_DRAWS,
                         hint=f"pseudo-samples per label of each earlier task; LFPT5: {PSEUDO_PER_LABEL}; 0: none")
-    if "pseudo_top_k" in options:
-        check_int_range("pseudo_top_k", options["pseudo_top_k"], low=0, high=10 ** 7,
-                        hint=f"LFPT5: {PSEUDO_TOP_K}; 0: no cut")
-    if "pseudo_repetition_penalty" in options:
-        check_number("pseudo_repetition_penalty", options["pseudo_repetition_penalty"], low=0, low_open=True,
+        check_int_range("pseudo_top_k", self.pseudo_top_k, low=0, high=10 ** 7, hint=f"LFPT5: {PSEUDO_TOP_K}; 0: no cut")
+        check_number("pseudo_repetition_penalty", self.pseudo_repetition_penalty, low=0, low_open=True,
                      hint=f"LFPT5: {PSEUDO_REPETITION_PENALTY:g}; 1: none")
-    if "pseudo_seed" in options:
-        check_int_range("pseudo_seed", options["pseudo_seed"], low=0, high=2 ** 31 - 1, hint=f"LFPT5: {PSEUDO_SEED}")
+        check_int_range("pseudo_seed", self.pseudo_seed, low=0, high=2 ** 31 - 1, hint=f"LFPT5: {PSEUDO_SEED}")
+
+
+#: LFPT5's code's plugin settings: the defaults of :class:`LFPT5PluginConfig`
+LFPT5_PLUGIN_SETTING = LFPT5PluginConfig()
+
+
+def check_lfpt5_options(options) -> None:
+    """Value checks of LFPT5's own options given in ``options`` (one line each): its plugin's
+    configuration (:class:`LFPT5PluginConfig`)."""
+    given_config(LFPT5PluginConfig, options)
 
 
 class PseudoSamples(Dataset):
@@ -120,7 +144,9 @@ class PseudoSamples(Dataset):
 class LFPT5Plugin(SupervisedPlugin):
     """LFPT5's pseudo-samples and losses (module docstring). The strategy's model is a
     :class:`~moram_avalanche.models.language_model.LanguageModel` whose :attr:`prefix` is the
-    soft prompt (a :class:`~moram_avalanche.text.soft_prompt.SoftPrompt`)."""
+    soft prompt (a :class:`~moram_avalanche.text.soft_prompt.SoftPrompt`).
+
+    Its options are checked once, as an :class:`LFPT5PluginConfig` (:attr:`config`)."""
 
     def __init__(self, *, lm_lambda: float = LM_LAMBDA, kd_lambda: float = KD_LAMBDA,
                  pseudo_per_label: int = PSEUDO_PER_LABEL, pseudo_draws: int = PSEUDO_DRAWS,
@@ -128,15 +154,15 @@ class LFPT5Plugin(SupervisedPlugin):
                  pseudo_max_tokens: int = PSEUDO_MAX_TOKENS, lm_target_length: int = LM_TARGET_LENGTH,
                  pseudo_seed: int = PSEUDO_SEED, label_rows: bool = True) -> None:
         super().__init__()
-        check_lfpt5_options(dict(lm_lambda=lm_lambda, kd_lambda=kd_lambda, pseudo_per_label=pseudo_per_label,
-                                 pseudo_draws=pseudo_draws, pseudo_top_k=pseudo_top_k,
-                                 pseudo_repetition_penalty=pseudo_repetition_penalty,
-                                 pseudo_max_tokens=pseudo_max_tokens, lm_target_length=lm_target_length,
-                                 pseudo_seed=pseudo_seed))
-        self.lm_lambda, self.kd_lambda = float(lm_lambda), float(kd_lambda)
-        self.per_label, self.draws = pseudo_per_label, pseudo_draws
-        self.top_k, self.repetition_penalty = pseudo_top_k, float(pseudo_repetition_penalty)
-        self.max_tokens, self.lm_target_length, self.seed = pseudo_max_tokens, lm_target_length, pseudo_seed
+        #: the options, checked once
+        self.config = config = LFPT5PluginConfig(lm_lambda, kd_lambda, pseudo_per_label, pseudo_draws, pseudo_top_k,
+                                                 pseudo_repetition_penalty, pseudo_max_tokens, lm_target_length,
+                                                 pseudo_seed)
+        self.lm_lambda, self.kd_lambda = float(config.lm_lambda), float(config.kd_lambda)
+        self.per_label, self.draws = config.pseudo_per_label, config.pseudo_draws
+        self.top_k, self.repetition_penalty = config.pseudo_top_k, float(config.pseudo_repetition_penalty)
+        self.max_tokens, self.lm_target_length = config.pseudo_max_tokens, config.lm_target_length
+        self.seed = config.pseudo_seed
         #: whether the first task's start writes the official word rows into the prompt (:meth:`init_rows`)
         self.label_rows = bool(label_rows)
         #: the experience whose pseudo-samples :attr:`pseudo` holds (-1: none yet)
@@ -294,5 +320,5 @@ def _teacher_prompt(model, weight: torch.Tensor):
         model.prefix = student
 
 
-__all__ = ["LFPT5Plugin", "LM_TARGET_LENGTH", "PSEUDO_DRAWS", "PSEUDO_MAX_TOKENS", "PSEUDO_REPETITION_PENALTY",
+__all__ = ["LFPT5Plugin", "LFPT5PluginConfig", "LFPT5_PLUGIN_SETTING", "LM_TARGET_LENGTH", "PSEUDO_DRAWS", "PSEUDO_MAX_TOKENS", "PSEUDO_REPETITION_PENALTY",
            "PSEUDO_SEED", "PSEUDO_TOP_K", "PseudoSamples", "check_lfpt5_options"]

@@ -1,7 +1,9 @@
-"""OLoRAPlugin: O-LoRA's regularisers added to the loss of any strategy whose model holds task LoRAs."""
+"""OLoRAPlugin: O-LoRA's regularisers added to the loss of any strategy whose model holds task
+LoRAs, and their options (:class:`OLoRAConfig`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping, Union
 
 from avalanche.core import SupervisedPlugin
@@ -10,6 +12,45 @@ from ....algorithms.olora import OLORA_LAMBDA_L2, OLORA_LAMBDA_ORTH, OLORA_POWER
 from ....layers.base import find_layers
 from ....layers.task_lora import TaskLoRALinear
 from ....utils.checks import check_number
+
+#: a lambda of O-LoRA: one value, or one per task name (``scripts/long.sh``)
+Lambda = Union[float, Mapping[str, float]]
+
+
+def check_lambda(name: str, value) -> None:
+    """An O-LoRA lambda: a number >= 0, or a mapping of task names to such numbers."""
+    hint = "O-LoRA: 0.5 (orthogonality), 0 (L2); or one per task, e.g. {'mnli': 0.5, 'cb': 0.5}"
+    if isinstance(value, Mapping):
+        if not value or not all(isinstance(key, str) for key in value):
+            raise ValueError(f"{name}: a mapping gives one value per task name, got {dict(value)!r} ({hint})")
+        for key, item in value.items():
+            check_number(f"{name}[{key!r}]", item, low=0, hint=hint)
+        return
+    check_number(name, value, low=0, hint=hint)
+
+
+@dataclass(frozen=True)
+class OLoRAConfig:
+    """O-LoRA's regularisers' options (defaults O-LoRA's, cited in :mod:`moram_avalanche.algorithms.olora`).
+
+    Attributes:
+        lambda_orth: the orthogonality term's weight (0.5), one value or one per task name.
+        lambda_l2: the L2 term's weight (0), one value or one per task name.
+        power: the exponent of the orthogonality term (1: the code's absolute values; 2: the
+            paper's squares).
+
+    Checked once, when it is made: a ValueError naming the option, what was given and O-LoRA's value.
+    """
+
+    lambda_orth: Lambda = OLORA_LAMBDA_ORTH
+    lambda_l2: Lambda = OLORA_LAMBDA_L2
+    power: int = OLORA_POWER
+
+    def __post_init__(self) -> None:
+        check_lambda("lambda_orth", self.lambda_orth)
+        check_lambda("lambda_l2", self.lambda_l2)
+        if self.power not in (1, 2):
+            raise ValueError(f"power must be 1 (O-LoRA's code) or 2 (its paper), got {self.power!r}")
 
 
 class OLoRAPlugin(SupervisedPlugin, supports_distributed=True):
@@ -22,16 +63,18 @@ class OLoRAPlugin(SupervisedPlugin, supports_distributed=True):
     (:mod:`moram_avalanche.algorithms.olora`). A lambda is one number or one per task name (the
     experience's ``task_name``; O-LoRA's long sequence, ``scripts/long.sh``): a task it does not
     name is refused when its training starts. The last values are kept in :attr:`last`.
+
+    Its options are checked once, as an :class:`OLoRAConfig` (:attr:`config`).
     """
 
-    def __init__(self, lambda_orth: Union[float, Mapping[str, float]] = OLORA_LAMBDA_ORTH,
-                 lambda_l2: Union[float, Mapping[str, float]] = OLORA_LAMBDA_L2, power: int = OLORA_POWER) -> None:
+    def __init__(self, lambda_orth: Lambda = OLORA_LAMBDA_ORTH, lambda_l2: Lambda = OLORA_LAMBDA_L2,
+                 power: int = OLORA_POWER) -> None:
         super().__init__()
-        self.lambda_orth = _lambda("lambda_orth", lambda_orth)
-        self.lambda_l2 = _lambda("lambda_l2", lambda_l2)
-        if power not in (1, 2):
-            raise ValueError(f"power must be 1 (O-LoRA's code) or 2 (its paper), got {power!r}")
-        self.power = power
+        #: the options, checked once
+        self.config = OLoRAConfig(lambda_orth, lambda_l2, power)
+        self.lambda_orth = _as_floats(self.config.lambda_orth)
+        self.lambda_l2 = _as_floats(self.config.lambda_l2)
+        self.power = self.config.power
         self.last = {"orth": 0.0, "l2": 0.0}
 
     def regulariser(self, model):
@@ -74,13 +117,9 @@ def _task_name(strategy):
     return getattr(getattr(strategy, "experience", None), "task_name", None)
 
 
-def _lambda(name: str, value):
-    """A lambda as a float, or a dict of task names to floats; a ValueError for anything else."""
-    if isinstance(value, Mapping):
-        if not value or not all(isinstance(key, str) for key in value):
-            raise ValueError(f"{name}: a mapping gives one value per task name, got {dict(value)!r}")
-        return {key: float(check_number(f"{name}[{key!r}]", item, low=0)) for key, item in value.items()}
-    return float(check_number(name, value, low=0))
+def _as_floats(value):
+    """A checked lambda as a float, or a dict of task names to floats."""
+    return {key: float(item) for key, item in value.items()} if isinstance(value, Mapping) else float(value)
 
 
-__all__ = ["OLoRAPlugin"]
+__all__ = ["Lambda", "OLoRAConfig", "OLoRAPlugin", "check_lambda"]

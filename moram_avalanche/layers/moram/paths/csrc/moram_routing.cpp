@@ -1,7 +1,7 @@
 // MoRAM's routing on the CPU: the top-k selection, the sparse read-out and the router's backward,
-// each one pass over a token's row (moram_avalanche/layers/routing_kernel.py builds and calls it).
+// each one pass over a token's row (moram_avalanche/layers/moram/paths/cpu_kernel.py builds and calls it).
 //
-// The arithmetic is the PyTorch path's (moram_avalanche/layers/moram_fused.py), token by token:
+// The arithmetic is the reference path's (moram_avalanche/layers/moram/paths/reference.py), token by token:
 //   select:        n = max(||p||, eps); the k largest entries of p (signed) and their atoms
 //   read_out:      y = b + sum_j c_j B[idx_j], zero coefficients skipped (the eval gate's)
 //   route_backward dL/dp from dL/dy, taking only the k dot products dL/dy . B_i each token needs
@@ -19,7 +19,7 @@
 
 namespace {
 
-constexpr float kEps = 1e-12f;  // RELEVANCE_EPS of moram_fused.py
+constexpr float kEps = 1e-12f;  // RELEVANCE_EPS of paths/reference.py
 constexpr int64_t kGrain = 16;  // tokens per parallel task
 
 void check_matrix(const torch::Tensor& t, const char* name, c10::ScalarType type) {
@@ -213,7 +213,7 @@ torch::Tensor read_out(const torch::Tensor& index, const torch::Tensor& coef, co
 }
 
 // dL/dp [N, R] from dL/dy [N, D], the value bank [R, D] and the saved routing state -- what
-// moram_fused._router_backward does with tensor ops after the GEMM dL/dy B^T over the whole bank;
+// reference.router_backward does with tensor ops after the GEMM dL/dy B^T over the whole bank;
 // here only the k dot products each token needs (dc_j = dL/dy . B[idx_j]) are taken:
 //   dp_I = dc * w; du = dc * p_I * gate; dz = u * (du - <du, u>); ds_I = dz / tau;
 //   dp_I += ds_I / n; dp = p * (-<ds_I, s_I> / n^2) [0 where n was clamped]; dp[idx] += dp_I

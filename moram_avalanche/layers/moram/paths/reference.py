@@ -1,34 +1,51 @@
-"""The CPU's paths of MoRAM's layer: gathered routing, a sparse read-out, the hand-written backward.
+"""MoRAM's six steps, stated here once, and the reference path that computes them in plain PyTorch.
 
-:func:`sparse_mixture` computes the paper's six steps once, without autograd, on the gathered
-``[N, k]`` routing of :func:`route` (steps 2-5 in plain PyTorch, read top to bottom) and reads
-the values out sparsely (``embedding_bag``; at eval the gate's zero terms are skipped). It is the
-``reference`` and ``cpu-kernel`` paths of :mod:`~moram_avalanche.layers.moram.paths.choice` (the GPU
-takes :mod:`~moram_avalanche.layers.moram.paths.dense`). Two things here make it fast:
+The method of MoRAM ("Little by Little: Continual Learning via Incremental Mixture of Rank-1
+Associative Memory Experts", ICML 2026), with the official release's layer (Artificer-AI-Lab/MoRAM,
+``XTAIL/loralib/moram.py``) where it fixes what the paper leaves open (``k = max(topk, 2)``). A frozen
+linear map ``y = W x + b`` (``W`` ``[d_out, d_in]``) is augmented by a bank of ``R`` rank-1 atoms:
+keys ``A_i`` (rows, length ``d_in``) and values ``B_i`` (length ``d_out``); ``A`` ``[R, d_in]``,
+``B`` ``[R, d_out]``, one row per atom. For every token ``x`` (each independently):
 
-* :class:`~moram_avalanche.layers.moram.backward.MoRAMFunction` attaches the backward of those
-  steps, written by hand (gradients for the trainable rows only), keeping the ``[N, R]``
-  projections plus the ``[N, k]`` routing state; :func:`sparse_router_backward` is this path's
-  part of it.
-* :func:`kernels_for` picks, once per call, who runs the three steps the compiled CPU kernels
-  cover (:mod:`~moram_avalanche.layers.moram.paths.cpu_kernel`): the top-k with the norm, the gated
-  read-out and the router's backward. The compiled ones run only on the CPU in float32 once
-  :func:`routing_kernel.load() <moram_avalanche.layers.moram.paths.cpu_kernel.load>` has built them;
-  nothing here ever builds them. Same arithmetic; tests compare both paths.
+1. projections  ``p_i = A_i . x``                                   (i = 1..R)
+2. relevance    ``s_i = p_i / max(||p||_2, eps)``                   (L2 over the whole bank; eps = 1e-12)
+3. sparsity     keep the ``k`` largest ``s_i``, signed (not ``|s|``): the set ``I``;
+                ``k = min(max(topk, 2), R)`` (the release's ``max(topk, 2)``; ``R`` when ``topk`` is None)
+4. sharpness    ``w_I = softmax(s_I / tau)``; the atoms outside ``I`` weigh 0
+5. eval gate    at inference only, when ``delta > 0``: ``w_i <- w_i [s_i >= delta]`` (no renormalisation)
+6. output       ``y = W x + b + sum_{i in I} w_i p_i B_i``
 
-Equations (paper; method reference steps 1-6), per token ``x`` and bank ``A`` ``[R, d_in]``,
-``B`` ``[R, d_out]`` (one row per atom):
+The value is scaled by the raw projection ``p_i``, not by ``s_i``: the update is the per-token
+mixture of rank-1 updates ``sum_i w_i B_i A_i x``. The layer decides ``k`` and whether the gate is on
+(:meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.read`); every path takes them as given.
 
-* ``p = A x``; ``n = max(||p||, eps)``; ``s = p / n``
-* ``I = top-k(s)`` (signed); ``w = softmax(s_I / tau)``; eval: ``w <- w * [s_I >= delta]``
-* ``y = W x + b + sum_{i in I} w_i p_i B_i``
+Every other module of the layer cites this statement instead of restating it: the compiled CPU
+kernels (:mod:`~moram_avalanche.layers.moram.paths.cpu_kernel`), the GPU's dense path
+(:mod:`~moram_avalanche.layers.moram.paths.dense`) and its Triton kernels
+(:mod:`~moram_avalanche.layers.moram.paths.triton_kernels`), the routing ablations
+(:mod:`~moram_avalanche.layers.moram.variants`) and the method written the obvious way
+(:mod:`~moram_avalanche.layers.moram.naive`, what the test suite checks every path against).
 
-Backward, with ``g = dL/dy``, ``c_i = w_i p_i`` and ``u = softmax(s_I / tau)``, ``m`` the gate:
+How this path computes them (the ``reference`` and ``cpu-kernel`` paths of
+:mod:`~moram_avalanche.layers.moram.paths`): :func:`sparse_mixture` runs steps 1-6 once without
+autograd; steps 2-5 are :func:`route`, read top to bottom, in float32 at least
+(:func:`route_dtype`), on a gathered ``[N, k]`` routing (the top-k runs on ``p``: ``n > 0``, so the
+``k`` largest ``s`` are the ``k`` largest ``p``); step 6 is :func:`read_out`, an ``embedding_bag``
+that skips the eval gate's zero terms. Three of these steps -- the top-k with the norm, the gated
+read-out, the router's backward -- are parameters (:class:`Kernels`), which the compiled CPU kernels
+can take (:func:`~moram_avalanche.layers.moram.paths.choice.kernels_for` chooses).
+:class:`~moram_avalanche.layers.moram.backward.MoRAMFunction` attaches the backward, written by
+hand (gradients for the trainable rows only), keeping the ``[N, R]`` projections plus the
+``[N, k]`` routing state; the router's part of it, with ``g = dL/dy``, ``c_i = w_i p_i``,
+``u = softmax(s_I / tau)`` and ``m`` the gate:
 
 * ``dL/dc_i = g . B_i``; ``dL/dB_i = sum_tokens c_i g`` (trainable rows only)
 * ``dL/du = m * dL/dc * p_I``; ``dL/dz = u * (dL/du - <dL/du, u>)``; ``dL/ds_I = dL/dz / tau``
 * ``dL/dp_I += dL/dc * w + dL/ds_I / n``; ``dL/dp += (-<dL/ds_I, s_I> / n) * p / n`` (0 if ``||p|| <= eps``)
 * ``dL/dx = g W + (dL/dp) A``; ``dL/dA_tail = (dL/dp_tail)^T x``
+
+On a GPU this path is correct but slow: the gated read-out's boolean indexing waits for the
+device in every call (the GPU takes the dense path).
 """
 
 from __future__ import annotations
@@ -39,20 +56,11 @@ from typing import Callable, NamedTuple, Optional
 import torch
 import torch.nn.functional as F
 
-from ..backward import MoRAMFunction, attach_backward
+from ..backward import attach_backward
 from ..bank import BankRows
-from . import cpu_kernel as routing_kernel
 
 #: L2-normalisation epsilon of the relevance score (method reference, step 2).
 RELEVANCE_EPS = 1e-12
-
-
-def compute_dtype(x: torch.Tensor) -> torch.dtype:
-    """The dtype a linear layer computes in for input ``x``: autocast's when it is on."""
-    device_type = x.device.type
-    if torch.is_autocast_enabled(device_type):
-        return torch.get_autocast_dtype(device_type)
-    return x.dtype
 
 
 _ROUTE_DTYPES = {torch.float64: torch.float64}
@@ -89,7 +97,7 @@ def route(proj: torch.Tensor, k: int, temperature: float, threshold: Optional[fl
     """Steps 2-5 on projections ``proj`` ``[N, R]`` (float32 or wider, whatever the model dtype).
 
     ``threshold`` is the eval-only gate ``delta``, or None for no gate (training). ``select``
-    runs steps 2-3's top-k and norm (:func:`kernels_for` picks it).
+    runs steps 2-3's top-k and norm (:class:`Kernels`).
     """
     # n = max(||p||, eps) > 0 per token, so the k largest s = p / n are the k largest p: the
     # top-k runs on p and only the k kept are divided (the same numbers as dividing all of p first)
@@ -129,7 +137,7 @@ def gated_read_out(idx, coef, value_bank, bias=None) -> torch.Tensor:
 
 def router_backward(grad_out: torch.Tensor, value_bank: torch.Tensor, proj: torch.Tensor, routing: Routing,
                     temperature: float, threshold: Optional[float]) -> torch.Tensor:
-    """``dL/dp`` ``[N, R]`` from ``dL/dy`` ``[N, d_out]`` and the saved routing (module docstring)."""
+    """``dL/dp`` ``[N, R]`` from ``dL/dy`` ``[N, d_out]`` and the saved routing (the module docstring's backward)."""
     grad_coef = (grad_out @ value_bank.t()).gather(1, routing.idx).to(proj.dtype)  # dL/dc_i = g . B_i
     return kept_router_backward(grad_coef, proj, routing, temperature, threshold)
 
@@ -154,34 +162,19 @@ def kept_router_backward(grad_coef: torch.Tensor, proj: torch.Tensor, routing: R
     return grad_proj
 
 
-# ---------------------------------------------------------------- the one dispatch
+# ---------------------------------------------------------------- the three steps a compiled kernel can take
 class Kernels(NamedTuple):
-    """Who runs the three steps the compiled kernels cover, for one call (:func:`kernels_for`)."""
+    """Who runs the three steps the compiled CPU kernels cover, for one call
+    (:func:`~moram_avalanche.layers.moram.paths.choice.kernels_for` chooses)."""
 
     select: Callable  # (proj, k) -> (kept_proj, idx, norm): steps 2-3
     read_out: Callable  # (idx, coef, value_bank, bias) -> b + sum_j coef_j B_idx_j: step 6
     router_backward: Callable  # (grad_out, value_bank, proj, routing, tau, threshold) -> dL/dp
 
 
-def kernels_for(tokens: torch.Tensor, num_atoms: int, k: int, gated: bool) -> Kernels:
-    """The implementations for ``tokens`` ``[N, d_in]``, a bank of ``num_atoms`` and ``k`` kept atoms.
-
-    The compiled kernels when they are built (:func:`routing_kernel.built()
-    <moram_avalanche.layers.moram.paths.cpu_kernel.built>`; never built here) and the tensors they see
-    are CPU float32: the projections (float32 for float32, bfloat16 and float16 tokens) for
-    the top-k; the tokens' own dtype for the read-out and the router's backward. The compiled
-    read-out only where the gate skips terms (ungated, ``embedding_bag`` is as fast), the
-    compiled backward only where the bank is a few times ``k``: it takes the ``k`` products
-    ``g . B_i`` each token needs (memory-bound) where PyTorch's GEMM takes ``R``
-    (compute-bound), which wins at ``R = k`` (``scripts/bench_atoms.py``).
-    """
-    compiled = tokens.device.type == "cpu" and routing_kernel.built() is not None
-    in_float32 = compiled and tokens.dtype == torch.float32
-    return Kernels(
-        select=routing_kernel.select if compiled and route_dtype(tokens.dtype) == torch.float32 else select,
-        read_out=(routing_kernel.read_out if in_float32 else gated_read_out) if gated else read_out,
-        router_backward=routing_kernel.route_backward if in_float32 and num_atoms > 2 * k else router_backward,
-    )
+#: the reference path's own steps, ungated and gated (the ``reference`` path runs these)
+TORCH_KERNELS = Kernels(select, read_out, router_backward)
+GATED_TORCH_KERNELS = Kernels(select, gated_read_out, router_backward)
 
 
 # ---------------------------------------------------------------- steps 1-6 and the hand-written backward
@@ -231,6 +224,6 @@ def _tail_rows(idx: torch.Tensor, coef: torch.Tensor, start: int, total: int) ->
     return dense
 
 
-__all__ = ["RELEVANCE_EPS", "Kernels", "MoRAMFunction", "Routing", "compute_dtype", "gated_read_out",
-           "kept_router_backward", "kernels_for", "read_out", "route", "route_dtype", "router_backward", "select",
-           "sparse_mixture", "sparse_router_backward"]
+__all__ = ["GATED_TORCH_KERNELS", "RELEVANCE_EPS", "TORCH_KERNELS", "Kernels", "Routing", "gated_read_out",
+           "kept_router_backward", "read_out", "route", "route_dtype", "router_backward", "select", "sparse_mixture",
+           "sparse_router_backward"]
