@@ -159,10 +159,10 @@ _PUBLIC = {
     "seed_everything": "experiments.seeding",
     "reproduce": "experiments.reproduce",
     "ReproduceSettings": "experiments.clip.reproduce",
-    "analyze": "experiments.analysis",
-    "AnalysisOptions": "experiments.analysis",
-    "measure_cost": "experiments.cost",
-    "CostOptions": "experiments.cost",
+    "analyze": "experiments.clip.analysis",
+    "AnalysisOptions": "experiments.clip.analysis",
+    "measure_cost": "experiments.clip.cost",
+    "CostOptions": "experiments.clip.cost",
 }
 
 

@@ -145,8 +145,9 @@ def name_branches(source: str, names: set) -> list:
     return branching
 
 
-@pytest.mark.parametrize("relative", ["cli.py", "experiments/clip/demo.py", "experiments/text/demo.py", *sorted(
-    str(p.relative_to(PACKAGE)) for p in (PACKAGE / "experiments" / "cost").glob("*.py"))])
+@pytest.mark.parametrize("relative", ["cli.py", "experiments/clip/demo.py", "experiments/clip/tools.py",
+                                      "experiments/text/demo.py", *sorted(
+    str(p.relative_to(PACKAGE)) for p in (PACKAGE / "experiments" / "clip" / "cost").glob("*.py"))])
 def test_the_command_line_and_the_demo_do_not_branch_on_strategy_names(relative):
     assert name_branches((PACKAGE / relative).read_text(), strategy_names()) == []
 

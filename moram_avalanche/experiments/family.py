@@ -1,10 +1,10 @@
-"""The record of a model family, as the app reads it: :class:`Family`, with its :class:`Demo` and
-its :class:`Reproduction` (registered in :mod:`.families`)."""
+"""The record of a model family, as the app reads it: :class:`Family`, with its :class:`Demo`, its
+:class:`Reproduction` and the :class:`Tool` s it offers for its own runs (registered in :mod:`.families`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 
 def _nothing_to_check(args, options=None) -> None:
@@ -70,6 +70,23 @@ class Reproduction:
 
 
 @dataclass(frozen=True)
+class Tool:
+    """A command a family offers for its own runs, beyond those every family shares: ``analyze``
+    (:attr:`Family.analysis`) and ``cost`` (:attr:`Family.cost`), which the command line reaches
+    through the family record (:mod:`.families`).
+
+    Attributes:
+        run: ``(checked command-line arguments) -> what the command reports`` (the package of the
+            tool imported when it runs).
+        about: what it does, for messages naming the families that offer it ("the figures of CLIP
+            runs (...)").
+    """
+
+    run: Callable[[Any], Any]
+    about: str
+
+
+@dataclass(frozen=True)
 class Family:
     """A model family (module docstring).
 
@@ -91,6 +108,10 @@ class Family:
             the strategies' options and before any model loads or the output folder exists.
         data_workers: whether its data is decoded by DataLoader worker processes (images: yes;
             the text streams' examples are strings in memory, read with none).
+        analysis: ``analyze``: the paper's figures from a run of this family, ``run(args) -> the
+            report's path`` (None: the family has none).
+        cost: ``cost``: what its strategies cost as tasks accumulate, ``run(args) -> (report
+            Markdown, results)`` (None: the family has none).
     """
 
     name: str
@@ -103,6 +124,8 @@ class Family:
     reproduction: Reproduction
     check_arguments: Callable[..., None] = _nothing_to_check
     data_workers: bool = True
+    analysis: Optional[Tool] = None
+    cost: Optional[Tool] = None
 
 
-__all__ = ["Demo", "Family", "Reproduction"]
+__all__ = ["Demo", "Family", "Reproduction", "Tool"]

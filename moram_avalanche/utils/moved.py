@@ -7,9 +7,10 @@ dotted names keep working until 0.8, each with a ``DeprecationWarning`` that nam
 
 * an old module path (``import moram_avalanche.strategies.text_strategies``,
   ``from moram_avalanche.layers.moram_bank import MoRAMBank``) is the new module itself, through
-  :class:`MovedModuleFinder` (installed by ``moram_avalanche/__init__.py``). That is also how a
-  whole-strategy checkpoint pickled by 0.6 (Avalanche's ``save_checkpoint``: its classes by
-  their 0.6 module path) still loads;
+  :class:`MovedModuleFinder` (installed by ``moram_avalanche/__init__.py``). A moved package's
+  submodules are found under its old name too (``experiments.analysis.report`` is
+  ``experiments.clip.analysis.report``). That is also how a whole-strategy checkpoint pickled by
+  0.6 (Avalanche's ``save_checkpoint``: its classes by their 0.6 module path) still loads;
 * a module 0.7 split (``strategies.text_strategies`` became one module per method) is a module
   whose names are looked up in the new modules, in order;
 * a name a room no longer holds (``from moram_avalanche.strategies.plugins import AnalyticHead``,
@@ -28,7 +29,7 @@ import importlib.util
 import sys
 import types
 import warnings
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 PACKAGE = "moram_avalanche"
 #: the version that removes the old names
@@ -128,6 +129,9 @@ MOVED_MODULES: Dict[str, str] = {
     "experiments.text_recipes": "experiments.text.recipes",
     "experiments.paper_numbers": "experiments.paper.numbers",
     "experiments.reproduce_report": "experiments.paper.report",
+    # experiments: CLIP's tools in the CLIP wing (packages: their submodules move with them)
+    "experiments.analysis": "experiments.clip.analysis",
+    "experiments.cost": "experiments.clip.cost",
 }
 
 #: 0.6 module that 0.7 split -> the 0.7 modules that hold its names, looked up in order
@@ -237,15 +241,30 @@ class _Split(importlib.abc.Loader):
         """Nothing runs: names are looked up on use."""
 
 
+def moved_to(old: str) -> Optional[str]:
+    """Where 0.6's module ``old`` (under the package) is now: its entry in :data:`MOVED_MODULES`,
+    or, for a submodule of a moved package, the same submodule of the package's new place
+    (``experiments.analysis.report`` -> ``experiments.clip.analysis.report``); None when it did
+    not move."""
+    parts = old.split(".")
+    for end in range(len(parts), 0, -1):
+        package = ".".join(parts[:end])
+        if package in MOVED_MODULES:
+            return ".".join([MOVED_MODULES[package], *parts[end:]])
+    return None
+
+
 class MovedModuleFinder(importlib.abc.MetaPathFinder):
-    """Finds 0.6's module paths (:data:`MOVED_MODULES`, :data:`SPLIT_MODULES`) for one version."""
+    """Finds 0.6's module paths (:data:`MOVED_MODULES`, submodules of its packages included, and
+    :data:`SPLIT_MODULES`) for one version."""
 
     def find_spec(self, fullname, path=None, target=None):
         if not fullname.startswith(PACKAGE + "."):
             return None
         old = fullname[len(PACKAGE) + 1:]
-        if old in MOVED_MODULES:
-            return importlib.util.spec_from_loader(fullname, _Alias(_full(MOVED_MODULES[old])))
+        new = moved_to(old)
+        if new is not None:
+            return importlib.util.spec_from_loader(fullname, _Alias(_full(new)))
         if old in SPLIT_MODULES:
             return importlib.util.spec_from_loader(fullname, _Split(tuple(map(_full, SPLIT_MODULES[old]))))
         return None
@@ -272,10 +291,14 @@ def keep_names(room: str) -> None:
 
 
 def install() -> None:
-    """Put :class:`MovedModuleFinder` on ``sys.meta_path`` (once; after the standard finders, so a
-    module that exists is always found first)."""
+    """Put :class:`MovedModuleFinder` on ``sys.meta_path``, once, before the standard finders: a
+    submodule of a moved package (``experiments.analysis.report``) would otherwise be found by the
+    path finder in the folder of the package it aliases, and loaded a second time under its old
+    name (two copies of every class). The finder answers only the old names of its tables, none of
+    which is a module that exists (a test holds every old name to that), so every other import
+    passes through it to the standard finders."""
     if not any(isinstance(finder, MovedModuleFinder) for finder in sys.meta_path):
-        sys.meta_path.append(MovedModuleFinder())
+        sys.meta_path.insert(0, MovedModuleFinder())
 
 
 def moved_name(room: str, name: str):
@@ -286,11 +309,12 @@ def moved_name(room: str, name: str):
     new = MOVED_NAMES.get(short, {}).get(name)
     if new is None:
         old_module = f"{short}.{name}" if short != PACKAGE else name
-        if old_module in MOVED_MODULES or old_module in SPLIT_MODULES:  # a submodule, by attribute access
+        if moved_to(old_module) is not None or old_module in SPLIT_MODULES:  # a submodule, by attribute access
             return importlib.import_module(f"{room}.{name}")
         raise AttributeError(f"module {room!r} has no attribute {name!r}")
     _warn(f"{room}.{name}", f"{_full(new)}.{name}")
     return getattr(importlib.import_module(_full(new)), name)
 
 
-__all__ = ["COMPUTED_NAMES", "MOVED_MODULES", "MOVED_NAMES", "MovedModuleFinder", "REMOVED_IN", "SPLIT_MODULES", "install", "keep_names", "moved_name"]
+__all__ = ["COMPUTED_NAMES", "MOVED_MODULES", "MOVED_NAMES", "MovedModuleFinder", "REMOVED_IN", "SPLIT_MODULES",
+           "install", "keep_names", "moved_name", "moved_to"]

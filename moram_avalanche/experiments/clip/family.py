@@ -4,8 +4,9 @@ What the app reads of the family (:class:`~moram_avalanche.experiments.family.Fa
 model from ``--model`` / ``--pretrained`` and its streams from ``--benchmark``
 (:func:`~..loaders.clip_model_loader`, :func:`~..loaders.clip_benchmark_builder`), the
 paper-style comparison tables (:data:`~moram_avalanche.experiments.tables.PAPER_TABLES`), the
-offline demo on a tiny CLIP (:data:`.demo.DEMO`) and the paper's CLIP tables
-(:mod:`.paper_tables`, :mod:`.reproduce`, :mod:`..paper.report`).
+offline demo on a tiny CLIP (:data:`.demo.DEMO`), the paper's CLIP tables
+(:mod:`.paper_tables`, :mod:`.reproduce`, :mod:`..paper.report`) and its own tools, ``analyze``
+and ``cost`` (:mod:`.tools`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .demo import DEMO
 from .loaders import check_clip_arguments, clip_benchmark_builder, clip_model_loader
 from .paper_tables import TABLE_CHOICES, resolve_tables
 from .reproduce import ReproduceSettings, check_needs, format_plan, plan, run_setup
+from .tools import ANALYSIS, COST
 
 #: the flags of the language-model tables, which no CLIP table takes
 TEXT_TABLE_FLAGS = (("--dtype", "dtype"), ("--layout", "layout"), ("--gradient-checkpointing", "gradient_checkpointing"))
@@ -44,6 +46,7 @@ FAMILY = Family(
     name="clip", model_loader=clip_model_loader, benchmark_builder=clip_benchmark_builder,
     stream_options=lambda benchmark, name=None, preset=None: {},  # the strategies' own settings
     dtype=lambda args: None, tables=PAPER_TABLES, demo=DEMO, check_arguments=check_clip_arguments,
+    analysis=ANALYSIS, cost=COST,
     reproduction=Reproduction(
         tables=TABLE_CHOICES, specs=resolve_tables, settings=reproduce_settings,
         paper_text=lambda specs: "\n".join(paper_markdown(spec) for spec in specs),

@@ -16,8 +16,8 @@ from typing import Dict
 import torch
 from torch import nn
 
-from ...layers.base import find_layers, load_adapter_state_dict
-from ...layers.moram.layer import MoRAMLinear
+from ....layers.base import find_layers, load_adapter_state_dict
+from ....layers.moram.layer import MoRAMLinear
 from .records import TRANSPOSED_BANKS, RunRecord
 
 

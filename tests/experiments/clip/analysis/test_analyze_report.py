@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from moram_avalanche.cli import main
-from moram_avalanche.experiments.analysis import AnalysisOptions, analyze
+from moram_avalanche.experiments.clip.analysis import AnalysisOptions, analyze
 from tiny_runs import fresh_model, tiny_run, tokenizer
 
 
@@ -99,13 +99,13 @@ def test_cli_analyze_rebuilds_the_model_and_data_a_run_recorded(tmp_path, capsys
 
     from moram_avalanche.benchmarks.images.synthetic import synthetic
     from moram_avalanche.clip.load import load_clip
-    from moram_avalanche.experiments.analysis.source import weights_checksum
-    from moram_avalanche.experiments.clip.demo import register_tiny_clip
+    from moram_avalanche.clip.registry import TINY_NAME
+    from moram_avalanche.experiments.clip.analysis.source import weights_checksum
     from moram_avalanche.experiments.record import read_record, write_record
     from moram_avalanche.experiments.runner import run_stream
     from moram_avalanche.strategies import MoRAM
 
-    name = register_tiny_clip(tmp_path / "cache")
+    name = TINY_NAME
     torch.manual_seed(3)
     model, train_tf, eval_tf, tok = load_clip(name, pretrained=None)
     recorded = {"model": name, "pretrained": "none", "benchmark": "synthetic", "seed": 3,

@@ -20,12 +20,12 @@ from typing import Dict, Optional
 
 from torch import nn
 
-from ...clip.attention import split_attention
-from ...clip.inject import replace_linears
-from ...layers.base import find_layers
-from ...layers.moram.layer import MoRAMLinear
-from ...layers.moram.variants import moram_layer
-from ..record import RECORD_NAME, read_record, weights_checksum
+from ....clip.attention import split_attention
+from ....clip.inject import replace_linears
+from ....layers.base import find_layers
+from ....layers.moram.layer import MoRAMLinear
+from ....layers.moram.variants import moram_layer
+from ...record import RECORD_NAME, read_record, weights_checksum
 from .banks import check_model_layers, install_banks
 from .records import RunRecord, parse_layer_name
 
@@ -113,20 +113,18 @@ def load_run_model(settings: RunSettings, device="cpu"):
 
     import torch
 
-    from ...clip.load import load_clip
-    from ..clip.demo import TINY_NAME, DemoConfig, pretrained_tiny_clip, register_tiny_clip
-    from ..demos import default_cache_dir
+    from ....clip.load import load_clip
+    from ....clip.registry import resolve_pretrained
+    from ....utils.cache import default_cache_dir
 
     cache_dir = Path(settings.cache_dir) if settings.cache_dir else default_cache_dir()
-    register_tiny_clip(cache_dir)
     pretrained = settings.pretrained
     if pretrained and pretrained.startswith("demo-cache:"):
         pretrained = str(cache_dir / pretrained.partition(":")[2])
         if not Path(pretrained).is_file():
             raise ValueError(f"the demo's pre-trained tiny CLIP {pretrained} is not in the cache: pass "
                              "the --cache-dir the demo used")
-    elif settings.model == TINY_NAME and pretrained == "synthetic":
-        pretrained = str(pretrained_tiny_clip(cache_dir, DemoConfig()))
+    pretrained = resolve_pretrained(settings.model, pretrained, cache_dir)  # weights the package makes: their file
     if settings.seed is not None:
         torch.manual_seed(settings.seed)
     loaded = load_clip(settings.model, pretrained=pretrained or None, device=device,
@@ -144,10 +142,10 @@ def load_run_model(settings: RunSettings, device="cpu"):
 def load_run_benchmark(settings: RunSettings, train_transform, eval_transform):
     """The run's benchmark, built with the model's transforms."""
     if settings.benchmark == "synthetic-demo":
-        from ...benchmarks.images.synthetic import synthetic
+        from ....benchmarks.images.synthetic import synthetic
 
         return synthetic(train_transform=train_transform, eval_transform=eval_transform, **settings.stream)
-    from ...benchmarks import get_benchmark
+    from ....benchmarks import get_benchmark
 
     stream = dict(settings.stream)
     if isinstance(stream.get("order"), str) and "," in stream["order"]:

@@ -39,9 +39,9 @@ from typing import Dict, Optional, Sequence
 import torch
 from tqdm.auto import tqdm
 
-from ...strategies.plugins.memory import PROXY_LABEL
-from ...strategies.plugins.timing import RunTime
-from ...utils.clock import Stopwatch
+from ....strategies.plugins.memory import PROXY_LABEL
+from ....strategies.plugins.timing import RunTime
+from ....utils.clock import Stopwatch
 from .formula import representative
 from .probe import CostProbe
 
@@ -68,7 +68,8 @@ class CostOptions:
         repeats: timed evaluations per measured task.
         options: per strategy, keyword arguments for it (``--set STRATEGY.KEY=VALUE``).
         seed: the seed before each strategy's model is built.
-        cache_dir: where the demo's tiny CLIP config is registered (``moram-synthetic-tiny``).
+        cache_dir: where the weights the package makes are cached (``pretrained="synthetic"`` of
+            the demo's tiny CLIP, ``moram-synthetic-tiny``; default: the package's cache).
         timing: measure memory and time; False counts parameters only (every task runs 0 steps).
     """
 
@@ -91,7 +92,7 @@ class CostOptions:
     timing: bool = True
 
     def check(self) -> None:
-        from ...strategies.registry import get_strategy
+        from ....strategies.registry import get_strategy
 
         if not self.strategies:
             raise ValueError("no strategies to measure: give at least one name, e.g. moram,zeroshot")
@@ -136,7 +137,7 @@ class RandomImages(torch.utils.data.Dataset):
 
 def random_stream(tasks: int, classes: int, train_images: int, test_images: int, image_size, seed: int = 0):
     """An X-TAIL-like benchmark of random images: ``tasks`` domains of ``classes`` classes each."""
-    from ...benchmarks.images.clip_benchmark import Domain, clip_benchmark
+    from ....benchmarks.images.clip_benchmark import Domain, clip_benchmark
 
     domains = [Domain(f"task{t + 1}", tuple(f"class {c + 1} of task {t + 1}" for c in range(classes)),
                       "a photo of a {}.") for t in range(tasks)]
@@ -190,8 +191,8 @@ def _image_size(model):
 def _build(name: str, model, tokenizer, plugins: list, options: CostOptions, image_size):
     from avalanche.training.plugins import EvaluationPlugin
 
-    from ...strategies.registry import get_strategy
-    from ..clip.recipes import cost_options
+    from ....strategies.registry import get_strategy
+    from ..recipes import cost_options
 
     cls = get_strategy(name)
     needs = cls.needs
@@ -211,18 +212,17 @@ def _build(name: str, model, tokenizer, plugins: list, options: CostOptions, ima
 
 
 def _measure_one(name: str, options: CostOptions, bar) -> dict:
-    from ...clip.load import load_clip
-    from ..clip.demo import register_tiny_clip
-    from ..demos import default_cache_dir
-    from ..runner import prepare_plugins
+    from ....clip.load import load_clip
+    from ....clip.registry import resolve_pretrained
+    from ...runner import prepare_plugins
 
-    register_tiny_clip(options.cache_dir or default_cache_dir())  # its name, for --model
+    pretrained = resolve_pretrained(options.model, options.pretrained, options.cache_dir)  # made weights: their file
     device = torch.device(options.device)
     torch.manual_seed(options.seed)
     previous = logging.getLogger().level
     logging.getLogger().setLevel(logging.ERROR)  # open_clip warns that the weights are random
     try:
-        model, _, _, tokenizer = load_clip(options.model, pretrained=options.pretrained, device=device)
+        model, _, _, tokenizer = load_clip(options.model, pretrained=pretrained, device=device)
     finally:
         logging.getLogger().setLevel(previous)
     clip_size = _held(model)

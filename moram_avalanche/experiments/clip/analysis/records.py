@@ -18,9 +18,9 @@ from typing import Dict, List, NamedTuple, Optional
 
 import torch
 
-from ...clip.inject import TARGET_PATHS
-from ..checkpoint import read_latest_run_state
-from ..runner import CHECKPOINT_NAME
+from ....clip.inject import TARGET_PATHS
+from ...checkpoint import read_latest_run_state
+from ...runner import CHECKPOINT_NAME
 
 #: checkpoint entries of a MoRAM layer that are not rows of a bank
 _SCALAR_KEYS = ("num_frozen", "atom_task")
@@ -109,8 +109,8 @@ def check_clip_run(log_dir: Path) -> None:
     two towers): a run of another family, as its record names it (``run.benchmark``), is refused
     in one line saying what the analysis supports, before its checkpoint is read (a language
     model's run has no image domains, and read as CLIP's it looked inconsistent)."""
-    from ...benchmarks import benchmarks
-    from ..record import read_record
+    from ....benchmarks import benchmarks
+    from ...record import read_record
 
     record = read_record(log_dir) or {}
     benchmark = (record.get("run") or {}).get("benchmark")

@@ -6,8 +6,8 @@ import re
 import pytest
 
 from moram_avalanche.cli import main
-from moram_avalanche.experiments.cost import CostOptions, measure_cost
-from moram_avalanche.experiments.cost.measure import DEFAULT_STRATEGIES
+from moram_avalanche.experiments.clip.cost import CostOptions, measure_cost
+from moram_avalanche.experiments.clip.cost.measure import DEFAULT_STRATEGIES
 
 # the tiny model's MoRAM layers: per block q, k, v, out (64 -> 64) and c_fc, c_proj (64 <-> 256);
 # 2 blocks in each tower; 16 atoms per task

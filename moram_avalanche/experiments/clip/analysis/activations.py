@@ -18,7 +18,7 @@ from typing import Iterator, List, NamedTuple
 import torch
 from torch import nn
 
-from ...layers.moram.layer import MoRAMLinear
+from ....layers.moram.layer import MoRAMLinear
 
 
 def mixture_weights(layer: MoRAMLinear, tokens: torch.Tensor) -> torch.Tensor:

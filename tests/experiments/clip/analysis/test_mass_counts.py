@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from moram_avalanche.experiments.analysis import atoms_for_mass, final_bank_mass, load_run, mass_counts
-from moram_avalanche.experiments.analysis.records import RunRecord
+from moram_avalanche.experiments.clip.analysis import atoms_for_mass, final_bank_mass, load_run, mass_counts
+from moram_avalanche.experiments.clip.analysis.records import RunRecord
 from tiny_runs import tiny_run
 
 

@@ -2,7 +2,7 @@
 
 from torch import nn
 
-from moram_avalanche.experiments.cost.formula import representative, trainable_formula
+from moram_avalanche.experiments.clip.cost.formula import representative, trainable_formula
 from moram_avalanche.layers.lora import LoRALinear
 from moram_avalanche.layers.moe_lora import MoELoRALinear
 from moram_avalanche.layers.moram.layer import MoRAMLinear

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from moram_avalanche.clip.inject import inject_moram
-from moram_avalanche.experiments.analysis import bank_after, layer_activations, load_run
-from moram_avalanche.experiments.analysis.banks import install_banks
-from moram_avalanche.experiments.analysis.samples import task_images
-from moram_avalanche.experiments.analysis.source import moram_model
+from moram_avalanche.experiments.clip.analysis import bank_after, layer_activations, load_run
+from moram_avalanche.experiments.clip.analysis.banks import install_banks
+from moram_avalanche.experiments.clip.analysis.samples import task_images
+from moram_avalanche.experiments.clip.analysis.source import moram_model
 from moram_avalanche.layers.base import load_adapter_state_dict
 from moram_avalanche.layers.moram.naive import naive_mixture
 from tiny_runs import ATOMS, TOPK, fresh_model, tiny_run

@@ -33,8 +33,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ...utils.files import atomic_write_text, check_output_folder
-from ..viz import save_png
+from ....utils.files import atomic_write_text, check_output_folder
+from ...viz import save_png
 from . import figures
 from .activations import layer_activations
 from .banks import install_banks

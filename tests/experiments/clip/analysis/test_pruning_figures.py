@@ -2,8 +2,8 @@
 
 import pytest
 
-from moram_avalanche.experiments.analysis import atoms_for_mass, load_run, pruning_rows
-from moram_avalanche.experiments.analysis.pruning import overall_saved_share, per_task
+from moram_avalanche.experiments.clip.analysis import atoms_for_mass, load_run, pruning_rows
+from moram_avalanche.experiments.clip.analysis.pruning import overall_saved_share, per_task
 from tiny_runs import ATOMS, tiny_run
 
 

@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ..viz import figure_to_image
+from ...viz import figure_to_image
 from .mass import MassCount
 from .pruning import PruneRow
 from .records import TOWER_NAMES, parse_layer_name

@@ -5,8 +5,13 @@ import json
 
 import pytest
 
-from moram_avalanche.experiments.analysis.scenarios import Scenario, default_block, default_scenarios, parse_scenarios
-from moram_avalanche.experiments.analysis.source import read_run_settings
+from moram_avalanche.experiments.clip.analysis.scenarios import (
+    Scenario,
+    default_block,
+    default_scenarios,
+    parse_scenarios,
+)
+from moram_avalanche.experiments.clip.analysis.source import read_run_settings
 from moram_avalanche.experiments.record import make_record, write_record
 
 

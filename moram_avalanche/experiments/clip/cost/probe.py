@@ -10,8 +10,8 @@ from typing import Dict
 
 from avalanche.core import SupervisedPlugin
 
-from ...layers.base import find_layers
-from ...strategies.plugins.memory import memory_footprint
+from ....layers.base import find_layers
+from ....strategies.plugins.memory import memory_footprint
 from .formula import Formula, trainable_formula
 
 
