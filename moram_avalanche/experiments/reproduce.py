@@ -44,9 +44,9 @@ def reproduction_of(table: str) -> Reproduction:
 
 def paper_text(table: str) -> str:
     """The paper's table(s) alone, as Markdown (no data needed)."""
-    from .paper.report import paper_markdown
+    from .paper.report import paper_text as text_of_tables
 
-    return "\n".join(paper_markdown(spec) for spec in reproduction_of(table).resolve(table))
+    return text_of_tables(reproduction_of(table).resolve(table))
 
 
 def plan_text(table: str, settings) -> str:

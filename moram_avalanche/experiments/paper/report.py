@@ -13,7 +13,7 @@ under ``<out>/<table>/``:
 * ``reproduction.json``: everything above as data; ``tensorboard/``: the table as text and the
   picture as an image.
 
-:func:`paper_markdown` is the paper's table alone (``reproduce --paper``).
+:func:`paper_markdown` is the paper's table alone, :func:`paper_text` several (``reproduce --paper``).
 """
 
 from __future__ import annotations
@@ -130,6 +130,11 @@ def paper_markdown(spec: PaperTable) -> str:
     return "\n".join(lines) + "\n"
 
 
+def paper_text(specs: Sequence[PaperTable]) -> str:
+    """The paper's tables alone, one after the other (``reproduce --paper``)."""
+    return "\n".join(paper_markdown(spec) for spec in specs)
+
+
 def table_csv(result: TableResult) -> str:
     """One line per (block, method, value) with the table's columns (full precision)."""
     buffer = io.StringIO()
@@ -184,4 +189,4 @@ def _write_tensorboard(tb_dir: Path, name: str, markdown: str, image) -> None:
     staging.rename(tb_dir)
 
 
-__all__ = ["CSV_VALUES", "FLAG", "paper_markdown", "table_csv", "table_markdown", "write_table"]
+__all__ = ["CSV_VALUES", "FLAG", "paper_markdown", "paper_text", "table_csv", "table_markdown", "write_table"]
