@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ...strategies.registry import get_strategy
+from ..paper.needs import data_status
 from ..paper.settings import REHEARSAL_ITERATIONS, ReproductionSettings
 from .recipes import short_budget_options
 
@@ -117,21 +118,14 @@ class ReproduceSettings(ReproductionSettings):
 
     def _domains_status(self, protocol) -> str:
         """Which of the protocol's domains the data root holds (``check-data``'s verdict)."""
-        from ...utils.paths import folder_status
-
-        problem = folder_status(self.data_root)
-        if problem:
-            return f"domains: MISSING, {problem}"
-        if self.data_root is None:
-            return "domains: not checked (no --data-root given)"
         from ...benchmarks.images.check import check_data
 
-        reports = check_data(self.data_root, protocol.benchmark, progress=False)
-        wanted = set(protocol.domains)
-        missing = [f"{r.name} ({r.status})" for r in reports if r.name in wanted and not r.usable]
-        found = sum(r.usable for r in reports if r.name in wanted)
-        return (f"domains: {found} of {len(wanted)} found" + (f"; MISSING: {', '.join(missing)}" if missing else "")
-                + f" (moram-avalanche check-data --root {self.data_root} --benchmark {protocol.benchmark})")
+        def reports():
+            return [r for r in check_data(self.data_root, protocol.benchmark, progress=False)
+                    if r.name in protocol.domains]
+
+        return "domains: " + data_status(self.data_root, reports, hint=f" (moram-avalanche check-data --root "
+                                         f"{self.data_root} --benchmark {protocol.benchmark})")
 
     def problems(self, specs: Sequence[Any], planned: Sequence[Any]) -> List[str]:
         """The model and its weights, every domain of every stream, every file a run reads."""

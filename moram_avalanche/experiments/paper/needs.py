@@ -1,11 +1,13 @@
-"""What ``reproduce`` checks before anything runs: everything the plan reads, every missing item
-named at once (:func:`check_needs`)."""
+"""What ``reproduce`` checks on disk: before anything runs, everything the plan reads, every missing
+item named at once (:func:`check_needs`); in the plan, what of the data a data root holds
+(:func:`data_status`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Optional, Sequence
 
+from ...utils.paths import folder_status
 from .runs import PlannedRun
 
 
@@ -25,4 +27,19 @@ def check_needs(specs: Sequence[Any], settings, planned: Sequence[PlannedRun]) -
             "nothing was run.\n  " + "\n  ".join(problems) + settings.needs_hint(specs, root))
 
 
-__all__ = ["check_needs"]
+def data_status(data_root: Optional[str], reports: Callable[[], Sequence[Any]], unit: str = "", hint: str = "") -> str:
+    """What ``data_root`` holds, in words: ``MISSING, <why>`` when it is not a folder, ``not checked``
+    without one, else how many of ``reports()`` (``check-data``'s, one per domain or task ``unit``)
+    are usable, the missing ones named, then ``hint``."""
+    problem = folder_status(data_root)
+    if problem:
+        return f"MISSING, {problem}"
+    if data_root is None:
+        return "not checked (no --data-root given)"
+    found = list(reports())
+    missing = [f"{r.name} ({r.status})" for r in found if not r.usable]
+    return (f"{len(found) - len(missing)} of {len(found)} {unit}found"
+            + (f"; MISSING: {', '.join(missing)}" if missing else "") + hint)
+
+
+__all__ = ["check_needs", "data_status"]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..paper.needs import data_status
 from ..paper.settings import REHEARSAL_ITERATIONS, ReproductionSettings
 from .rehearsal import REHEARSAL_NEW_TOKENS, REHEARSAL_TEST, REHEARSAL_TRAIN
 
@@ -115,24 +116,11 @@ class TextReproduceSettings(ReproductionSettings):
         budget that is not the paper's."""
         lines = [f"  data: {', '.join(dict.fromkeys(spec.benchmark for spec in specs))} under "
                  f"{self.data_root or '<data-root>'}" + (f" (layout {self.layout})" if any(
-                     spec.stream.has_layout for spec in specs) else "") + f": {self._data_status(specs)}"]
+                     spec.stream.has_layout for spec in specs) else "") + f": {data_status(self.data_root, lambda: self._task_reports(specs), 'tasks ')}"]
         if self.budget is not None:
             lines.append(f"  NOT the paper's budget: {self.budget} steps per task "
                          + ("(rehearsal)" if self.rehearse else "(--iterations)"))
         return lines
-
-    def _data_status(self, specs: Sequence[Any]) -> str:
-        from ...utils.paths import folder_status
-
-        problem = folder_status(self.data_root)
-        if problem:
-            return f"MISSING, {problem}"
-        if self.data_root is None:
-            return "not checked (no --data-root given)"
-        reports = self._task_reports(specs)
-        missing = [f"{r.name} ({r.status})" for r in reports if not r.usable]
-        return (f"{len(reports) - len(missing)} of {len(reports)} tasks found"
-                + (f"; MISSING: {', '.join(missing)}" if missing else ""))
 
     def _task_reports(self, specs: Sequence[Any]) -> list:
         """``check-data``'s reports of every task the tables read (each stream's)."""
