@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Tuple
 
-from ..utils.names import lookup
+from .paper.spec import table_named
 
 
 def _nothing_to_check(args, options=None) -> None:
@@ -71,7 +71,7 @@ class Reproduction:
         """The tables ``table`` names: one, or every table for :attr:`every`."""
         if self.every and table == self.every:
             return tuple(self.specs.values())
-        return (lookup(self.specs, table, "paper table"),)
+        return (table_named(self.specs, table),)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from ..paper.settings import parse_seeds
 from ..tables import PAPER_TABLES
 from .demo import DEMO
 from .loaders import check_clip_arguments, clip_benchmark_builder, clip_model_loader
-from .paper_tables import TABLES
+from .paper_tables import EVERY_TABLE, TABLES
 from .reproduce import ReproduceSettings
 
 #: the flags of the language-model tables, which no CLIP table takes
@@ -44,7 +44,7 @@ FAMILY = Family(
     name="clip", model_loader=clip_model_loader, benchmark_builder=clip_benchmark_builder,
     stream_options=lambda benchmark, name=None, preset=None: {},  # the strategies' own settings
     dtype=lambda args: None, tables=PAPER_TABLES, demo=DEMO, check_arguments=check_clip_arguments,
-    reproduction=Reproduction(specs=TABLES, every="all", settings=reproduce_settings,
+    reproduction=Reproduction(specs=TABLES, every=EVERY_TABLE, settings=reproduce_settings,
                               index=("index.md", "The MoRAM paper's CLIP tables, reproduced")),
 )
 

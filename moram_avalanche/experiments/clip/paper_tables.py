@@ -38,7 +38,7 @@ from __future__ import annotations
 from typing import Dict, Tuple
 
 from ...benchmarks import XTAIL_ORDERS
-from ..paper.spec import NOT_IN_LIBRARY, Method
+from ..paper.spec import NOT_IN_LIBRARY, Method, table_named
 from ..seeding import RELEASE_SEED
 from .protocols import MTIL_5SHOT, XTAIL_ORDER1, XTAIL_ORDER2
 from .table_spec import TableSpec
@@ -171,22 +171,16 @@ TABLES: Dict[str, TableSpec] = {spec.name: spec for spec in (
 
 #: every table, in the order ``reproduce all`` runs them
 TABLE_NAMES = tuple(TABLES)
+#: the name that stands for every CLIP table (``reproduce all``)
+EVERY_TABLE = "all"
 #: the values ``reproduce``'s TABLE takes for the CLIP tables
-TABLE_CHOICES = (*TABLE_NAMES, "all")
+TABLE_CHOICES = (*TABLE_NAMES, EVERY_TABLE)
 
 
 def get_table(name: str) -> TableSpec:
-    """The table ``name``; a clear error listing them for an unknown one."""
-    if name not in TABLES:
-        raise ValueError(f"unknown table {name!r}; the paper's CLIP tables: {', '.join(TABLE_NAMES)} "
-                         "(or 'all')")
-    return TABLES[name]
+    """The CLIP table ``name`` (:func:`~..paper.spec.table_named`)."""
+    return table_named(TABLES, name, "table")
 
 
-def resolve_tables(name: str) -> Tuple[TableSpec, ...]:
-    """``name`` or, for ``"all"``, every table."""
-    return tuple(TABLES.values()) if name == "all" else (get_table(name),)
-
-
-__all__ = ["NOT_RUN", "ORDER2_NAMES_OVER_ORDER1_VALUES", "SWEEP_GRID", "TABLES", "TABLE_CHOICES", "TABLE_NAMES",
-           "get_table", "resolve_tables"]
+__all__ = ["EVERY_TABLE", "NOT_RUN", "ORDER2_NAMES_OVER_ORDER1_VALUES", "SWEEP_GRID", "TABLES", "TABLE_CHOICES", "TABLE_NAMES",
+           "get_table"]

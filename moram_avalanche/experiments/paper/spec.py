@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..seeding import RELEASE_SEED
 from .numbers import PaperNumbers, PaperRow, load_paper_numbers
@@ -47,6 +47,14 @@ def find_method(methods: Sequence[Method], label: str, table: str) -> Method:
         if method.label == label:
             return method
     raise KeyError(f"table {table!r} does not say how to run {label!r}")
+
+
+def table_named(tables: Mapping[str, Any], name: str, kind: str = "paper table") -> Any:
+    """The table ``name`` of ``tables`` (a family's, :class:`PaperTable`); a ValueError naming them
+    all for an unknown one."""
+    if name not in tables:
+        raise ValueError(f"unknown {kind} {name!r}; the paper's: {', '.join(tables)}")
+    return tables[name]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,4 +132,4 @@ class PaperTable(ABC):
         """What ``--dry-run`` says of the table under its heading: how each row runs."""
 
 
-__all__ = ["MEAN_COLUMN", "Method", "NOT_IN_LIBRARY", "PaperTable", "find_method"]
+__all__ = ["MEAN_COLUMN", "Method", "NOT_IN_LIBRARY", "PaperTable", "find_method", "table_named"]

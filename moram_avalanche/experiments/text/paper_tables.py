@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from typing import Dict, Tuple
 
-from ..paper.spec import NOT_IN_LIBRARY, Method
+from ..paper.spec import NOT_IN_LIBRARY, Method, table_named
 from ..seeding import RELEASE_SEED
 from .table_spec import TextTableSpec
 
@@ -270,10 +270,8 @@ TEXT_TABLE_NAMES = tuple(TEXT_TABLES)
 
 
 def get_text_table(name: str) -> TextTableSpec:
-    """The language-model table ``name``; a clear error listing them for an unknown one."""
-    if name not in TEXT_TABLES:
-        raise ValueError(f"unknown language-model table {name!r}; known: {', '.join(TEXT_TABLE_NAMES)}")
-    return TEXT_TABLES[name]
+    """The language-model table ``name`` (:func:`~..paper.spec.table_named`)."""
+    return table_named(TEXT_TABLES, name, "language-model table")
 
 
 __all__ = ["TEXT_TABLES", "TEXT_TABLE_NAMES", "get_text_table"]

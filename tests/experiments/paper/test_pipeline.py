@@ -200,6 +200,6 @@ def test_a_familys_record_resolves_its_tables():
                           every="all")
     assert record.tables == ("a", "b", "all")
     assert record.resolve("all") == (A, B) and record.resolve("b") == (B,)
-    with pytest.raises(ValueError, match="unknown paper table 'c'"):
+    with pytest.raises(ValueError, match="unknown paper table 'c'; the paper's: a, b"):
         record.resolve("c")
     assert Reproduction(specs={"a": A}, settings=None, index=("i.md", "t")).tables == ("a",)
