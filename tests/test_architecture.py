@@ -209,7 +209,7 @@ def test_every_strategy_declares_options_it_accepts():
                 names |= set(inspect.signature(vars(klass)["__init__"]).parameters)
         return names
 
-    from moram_avalanche.experiments.clip.paper_tables import MTIL_5SHOT, XTAIL_ORDER1
+    from moram_avalanche.experiments.clip.protocols import MTIL_5SHOT, XTAIL_ORDER1
     from moram_avalanche.experiments.clip.recipes import cost_options, demo_recipe, paper_options, short_budget_options
 
     for name, cls in STRATEGIES.items():

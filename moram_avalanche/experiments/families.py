@@ -6,8 +6,10 @@ benchmarks are built, its comparison tables, its demo (:class:`~.family.Demo`) a
 (:class:`~.family.Reproduction`). The generic code above this registry (the run path, the comparison,
 the demo and reproduce drivers, the command line's handlers) asks the record and never names a
 family, a benchmark or a table (an import-linter contract keeps it from importing a concrete
-family or strategy). A protocol of a family -- TRACE of the text family -- is a record too
-(:data:`~moram_avalanche.experiments.text.reproduce.TEXT_STREAMS`).
+family or strategy). A protocol of a family -- X-TAIL order 1 of the CLIP family, TRACE of the
+text family -- is a record too (:mod:`~moram_avalanche.experiments.clip.protocols`,
+:data:`~moram_avalanche.experiments.text.streams.TEXT_STREAMS`), read by the one reproduce
+pipeline (:mod:`~moram_avalanche.experiments.paper`).
 
 The records: :data:`~moram_avalanche.experiments.clip.family.FAMILY` (CLIP on X-TAIL, MTIL and
 the synthetic stream) and :data:`~moram_avalanche.experiments.text.family.FAMILY` (language

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+
+from .paper.spec import table_named
 
 
 def _nothing_to_check(args, options=None) -> None:
@@ -41,32 +43,35 @@ class Demo:
 
 @dataclass(frozen=True)
 class Reproduction:
-    """A family's paper tables and how ``reproduce`` runs them
-    (:func:`~moram_avalanche.experiments.reproduce.reproduce`).
+    """A family's paper tables, as data the one pipeline reads
+    (:func:`~moram_avalanche.experiments.reproduce.reproduce`, :mod:`~moram_avalanche.experiments.paper`).
+
+    Each table (:class:`~moram_avalanche.experiments.paper.spec.PaperTable`) says how its rows run
+    and how its cells are read; the settings a ``settings`` call returns say what the family's
+    model and budget mean for a run (:class:`~moram_avalanche.experiments.paper.settings.ReproductionSettings`).
 
     Attributes:
-        tables: the table names ``reproduce`` takes for this family.
-        specs: ``table -> [spec]`` (``"all"`` may stand for several).
+        specs: ``{table name: table}`` in the paper's order (the order ``every`` runs them).
         settings: ``(command-line args) -> settings`` (flags of another family refused).
-        paper_text: ``[spec] -> Markdown`` of the paper's numbers alone.
-        plan_text: ``([spec], settings) -> the plan`` (``--dry-run``).
-        plan: ``([spec], settings) -> [(run, [rows it serves])]``, every distinct run once.
-        check_needs: ``([spec], settings, plan) -> None``: one ValueError naming all that is missing.
-        setup: ``(run, settings) -> Setup`` of one run's comparison folder.
-        table_result: ``(spec, settings) -> TableResult`` from the finished runs.
         index: ``(file name, title)`` of the index of the tables written under one root.
+        every: the name that stands for every table of the family ("all"); "" for none.
     """
 
-    tables: Tuple[str, ...]
-    specs: Callable[[str], Sequence[Any]]
+    specs: Mapping[str, Any]
     settings: Callable[[Any], Any]
-    paper_text: Callable[[Sequence[Any]], str]
-    plan_text: Callable[[Sequence[Any], Any], str]
-    plan: Callable[[Sequence[Any], Any], list]
-    check_needs: Callable[[Sequence[Any], Any, list], None]
-    setup: Callable[[Any, Any], Any]
-    table_result: Callable[[Any, Any], Any]
     index: Tuple[str, str]
+    every: str = ""
+
+    @property
+    def tables(self) -> Tuple[str, ...]:
+        """The table names ``reproduce`` takes for this family (:attr:`every` last)."""
+        return (*self.specs, *((self.every,) if self.every else ()))
+
+    def resolve(self, table: str) -> Tuple[Any, ...]:
+        """The tables ``table`` names: one, or every table for :attr:`every`."""
+        if self.every and table == self.every:
+            return tuple(self.specs.values())
+        return (table_named(self.specs, table),)
 
 
 @dataclass(frozen=True)

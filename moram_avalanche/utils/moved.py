@@ -121,14 +121,10 @@ MOVED_MODULES: Dict[str, str] = {
     # experiments: the clip and text wings, paper/
     "experiments.clip_family": "experiments.clip.family",
     "experiments.demo": "experiments.clip.demo",
-    "experiments.paper_tables": "experiments.clip.paper_tables",
-    "experiments.reproduce_plan": "experiments.clip.reproduce",
     "experiments.text_family": "experiments.text.family",
     "experiments.demo_text": "experiments.text.demo",
-    "experiments.reproduce_text": "experiments.text.reproduce",
     "experiments.text_recipes": "experiments.text.recipes",
     "experiments.paper_numbers": "experiments.paper.numbers",
-    "experiments.reproduce_report": "experiments.paper.report",
     # experiments: CLIP's tools in the CLIP wing (packages: their submodules move with them)
     "experiments.analysis": "experiments.clip.analysis",
     "experiments.cost": "experiments.clip.cost",
@@ -145,6 +141,19 @@ SPLIT_MODULES: Dict[str, Tuple[str, ...]] = {
     "layers.moram_paths": ("layers.moram.paths.choice", "layers.moram.paths.switch"),
     "layers.moram_fused": ("layers.moram.paths.reference", "layers.moram.paths.choice", "layers.moram.layer",
                            "layers.moram.backward"),
+    # reproduce: one pipeline in experiments/paper/, each family's tables, protocols and settings in its wing
+    "experiments.paper_tables": ("experiments.clip.paper_tables", "experiments.clip.table_spec",
+                                 "experiments.clip.protocols", "experiments.paper.spec"),
+    "experiments.reproduce_plan": ("experiments.clip.reproduce", "experiments.clip.protocols", "experiments.paper.runs",
+                                   "experiments.paper.settings", "experiments.paper.needs", "experiments.paper.setup",
+                                   "experiments.paper.plan_text"),
+    "experiments.reproduce_text": tuple(f"experiments.{name}" for name in (
+        "text.reproduce", "text.paper_tables", "text.table_spec", "text.rehearsal", "text.stream_protocol",
+        "text.streams", "text.lm_cl_stream", "text.trace_stream", "text.superni_stream", "text.codealpaca_stream",
+        "paper.settings", "paper.runs", "paper.needs", "paper.setup", "paper.plan_text", "paper.results",
+        "paper.report")),
+    "experiments.reproduce_report": ("experiments.paper.report", "experiments.paper.results", "experiments.paper.figure",
+                                     "experiments.clip.table_spec"),
 }
 
 #: (0.6 module 0.7 split, a name it held that is now computed) -> the function that computes it
