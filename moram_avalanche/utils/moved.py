@@ -162,6 +162,26 @@ COMPUTED_NAMES: Dict[Tuple[str, str], str] = {
     ("strategies.text_strategies", "TEXT_STRATEGIES"): "strategies.registry.package_text_strategies",
 }
 
+#: (0.6 module 0.7 split, a name it held) -> what replaces it: ``"module:attribute.path"`` (the
+#: object there, under another name)
+RENAMED_NAMES: Dict[Tuple[str, str], str] = {
+    ("experiments.paper_tables", "resolve_tables"): "experiments.clip.family:FAMILY.reproduction.resolve",
+}
+
+#: (0.6 module 0.7 split, a name it held) -> why it has no drop-in replacement and what to use: the
+#: AttributeError's words (the one pipeline of experiments/paper/ took these over with new signatures)
+REMOVED_NAMES: Dict[Tuple[str, str], str] = {
+    ("experiments.reproduce_plan", "files_needed"): "a CLIP protocol's method now: "
+        "moram_avalanche.experiments.clip.protocols.Protocol.files_needed(run, settings)",
+    ("experiments.reproduce_plan", "format_run"): "a CLIP protocol's method now: "
+        "moram_avalanche.experiments.clip.protocols.Protocol.format_run(run, settings)",
+    ("experiments.reproduce_plan", "format_plan"): "use moram_avalanche.experiments.paper.plan_text.plan_text(specs, "
+        "settings), every family's plan",
+    ("experiments.reproduce_text", "TextRun"): "a run is moram_avalanche.experiments.paper.runs.Run(protocol, "
+        "strategy, options, seed) for every family; a text run's protocol is a "
+        "moram_avalanche.experiments.text.stream_protocol.TextRunProtocol",
+}
+
 #: room (package) -> {name it held in 0.6: the 0.7 module that holds it}
 MOVED_NAMES: Dict[str, Dict[str, str]] = {
     "strategies.plugins": {
@@ -208,10 +228,18 @@ class _SplitModule(types.ModuleType):
     def __getattr__(self, attribute: str):
         if attribute.startswith("__"):
             raise AttributeError(attribute)
-        computed = COMPUTED_NAMES.get((self.__name__[len(PACKAGE) + 1:], attribute))
-        if computed is not None:
-            module, _, function = _full(computed).rpartition(".")
+        key = (self.__name__[len(PACKAGE) + 1:], attribute)
+        if key in COMPUTED_NAMES:
+            module, _, function = _full(COMPUTED_NAMES[key]).rpartition(".")
             return getattr(importlib.import_module(module), function)()
+        if key in RENAMED_NAMES:
+            module, _, path = RENAMED_NAMES[key].partition(":")
+            value = importlib.import_module(_full(module))
+            for part in path.split("."):
+                value = getattr(value, part)
+            return value
+        if key in REMOVED_NAMES:
+            raise AttributeError(f"{self.__name__}.{attribute} was removed in 0.7: {REMOVED_NAMES[key]}")
         for target in self.__targets:
             module = importlib.import_module(target)
             if hasattr(module, attribute):
@@ -325,5 +353,5 @@ def moved_name(room: str, name: str):
     return getattr(importlib.import_module(_full(new)), name)
 
 
-__all__ = ["COMPUTED_NAMES", "MOVED_MODULES", "MOVED_NAMES", "MovedModuleFinder", "REMOVED_IN", "SPLIT_MODULES",
+__all__ = ["COMPUTED_NAMES", "MOVED_MODULES", "REMOVED_NAMES", "RENAMED_NAMES", "MOVED_NAMES", "MovedModuleFinder", "REMOVED_IN", "SPLIT_MODULES",
            "install", "keep_names", "moved_name", "moved_to"]

@@ -17,7 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from moram_avalanche.utils.moved import COMPUTED_NAMES, MOVED_MODULES, MOVED_NAMES, SPLIT_MODULES, moved_to
+from moram_avalanche.utils.moved import (
+    COMPUTED_NAMES,
+    MOVED_MODULES,
+    MOVED_NAMES,
+    REMOVED_NAMES,
+    RENAMED_NAMES,
+    SPLIT_MODULES,
+    moved_to,
+)
 
 NAMES_0_6 = json.loads((Path(__file__).with_name("data") / "names_0_6.json").read_text())
 PACKAGE = "moram_avalanche"
@@ -35,8 +43,25 @@ def test_every_module_and_name_of_0_6_imports_by_its_old_path(module):
     old = old_import(module)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # a room's moved names warn: checked below
-        missing = [name for name in NAMES_0_6[module] if not hasattr(old, name)]
+        missing = [name for name in NAMES_0_6[module] if not hasattr(old, name)
+                   and (module[len(PACKAGE) + 1:], name) not in REMOVED_NAMES]
     assert missing == [], f"{module} no longer gives {missing}"
+
+
+def test_a_name_removed_without_a_drop_in_says_what_replaces_it():
+    for (old, name), why in REMOVED_NAMES.items():
+        assert name in NAMES_0_6[f"{PACKAGE}.{old}"], (old, name)  # a 0.6 name, not a typo
+        with pytest.raises(AttributeError, match=f"{old}.{name} was removed in 0.7: "):
+            getattr(old_import(f"{PACKAGE}.{old}"), name)
+        assert "moram_avalanche." in why  # names where its replacement is
+
+
+def test_a_renamed_name_is_its_replacement():
+    from moram_avalanche.experiments.clip.family import FAMILY
+
+    resolve_tables = old_import("moram_avalanche.experiments.paper_tables").resolve_tables
+    assert resolve_tables("all") == FAMILY.reproduction.resolve("all") and len(resolve_tables("all")) > 1
+    assert set(RENAMED_NAMES) == {("experiments.paper_tables", "resolve_tables")}
 
 
 def test_a_moved_module_is_the_new_module_itself_under_its_old_name():
@@ -48,7 +73,7 @@ def test_a_split_module_gives_each_name_from_the_module_that_holds_it_now():
     for old, targets in SPLIT_MODULES.items():
         module = old_import(f"{PACKAGE}.{old}")
         for name in NAMES_0_6[f"{PACKAGE}.{old}"]:
-            if (old, name) in COMPUTED_NAMES:
+            if (old, name) in COMPUTED_NAMES or (old, name) in RENAMED_NAMES or (old, name) in REMOVED_NAMES:
                 continue
             holders = [importlib.import_module(f"{PACKAGE}.{t}") for t in targets]
             first = next(h for h in holders if hasattr(h, name))
