@@ -11,11 +11,11 @@ from moram_avalanche.benchmarks.text.sandbox.run import stop
 from sandbox_cases import kill_marked, new_marker
 
 
-def test_kept_holds_its_limit_and_counts_the_rest():
+def test_kept_holds_the_last_bytes_up_to_its_limit_and_counts_the_rest():
     kept = Kept(10)
     for chunk in (b"abcd", b"efghij", b"klm", b""):
         kept.take(chunk)
-    assert (bytes(kept.data), kept.dropped) == (b"abcdefghij", 3)
+    assert (bytes(kept.data), kept.dropped) == (b"defghijklm", 3)
 
 
 def started(code):
@@ -29,14 +29,14 @@ def outputs(process, limit):
 
 def test_a_flood_is_read_to_its_end_and_only_the_limit_kept():
     process = started("import os, sys; data = sys.stdin.buffer.read(); "
-                      "[os.write(1, data) for _ in range(80)]; os.write(2, b'done')")
+                      "[os.write(1, data) for _ in range(80)]; os.write(1, b'end'); os.write(2, b'done')")
     try:
         seen = exchange(process, b"y" * 2 ** 16, outputs(process, 2 ** 20), time.monotonic() + 30, 0.5)
     finally:
         stop(process)
     assert seen.ended and process.returncode == 0
     out = seen.outputs["stdout"]
-    assert bytes(out.data) == b"y" * 2 ** 20 and out.dropped == 80 * 2 ** 16 - 2 ** 20
+    assert bytes(out.data) == b"y" * (2 ** 20 - 3) + b"end" and out.dropped == 80 * 2 ** 16 + 3 - 2 ** 20
     assert bytes(seen.outputs["stderr"].data) == b"done"
 
 

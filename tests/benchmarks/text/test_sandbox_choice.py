@@ -46,14 +46,28 @@ def test_bubblewrap_missing_names_the_package(monkeypatch):
     assert "apt-get install bubblewrap" in bubblewrap_module.bubblewrap_missing()
 
 
-def test_bubblewrap_builds_a_read_only_root_a_private_tmp_and_keeps_the_interpreter(monkeypatch):
-    monkeypatch.setattr(bubblewrap_module, "interpreter_paths", lambda: ["/usr/lib/python3", "/tmp/ci/venv"])
+def test_bubblewrap_builds_a_read_only_root_private_scratch_hidden_homes_and_keeps_the_interpreter(monkeypatch):
+    monkeypatch.setattr(bubblewrap_module, "scratch_folders", lambda: ["/tmp", "/var/tmp"])
+    monkeypatch.setattr(bubblewrap_module, "hidden_folders", lambda: ["/home", "/root"])
+    monkeypatch.setattr(bubblewrap_module, "kept_paths", lambda: ["/root/.pyenv/3.11", "/tmp/ci/venv"])
     argv = bubblewrap_module.bubblewrap_argv(["python", "-I", "harness.py"], "/tmp/moram-sandbox-x")
     joined = " ".join(argv)
     for option in ("--unshare-all --unshare-user --disable-userns", "--die-with-parent", "--new-session",
                    "--cap-drop ALL", "--ro-bind / / --dev /dev --proc /proc"):
         assert option in joined, option
-    assert "--tmpfs /tmp --ro-bind /tmp/ci/venv /tmp/ci/venv --size" in joined  # bound back after /tmp is hidden
-    assert "/usr/lib/python3" not in argv  # the read-only root shows it already
+    size = f"--size {64 * 2 ** 20}"
+    assert (f"{size} --tmpfs /tmp {size} --tmpfs /var/tmp --tmpfs /home --tmpfs /root "
+            "--ro-bind /root/.pyenv/3.11 /root/.pyenv/3.11 --ro-bind /tmp/ci/venv /tmp/ci/venv "
+            f"--remount-ro /home --remount-ro /root {size} --tmpfs /tmp/moram-sandbox-x") in joined
     assert argv[-6:] == ["--chdir", "/tmp/moram-sandbox-x", "--", "python", "-I", "harness.py"]
-    assert argv[argv.index("/tmp/moram-sandbox-x") - 1] == "--tmpfs"
+
+
+def test_the_interpreters_folders_under_a_private_one_are_kept(monkeypatch):
+    from moram_avalanche.benchmarks.text.sandbox.inside import paths
+
+    monkeypatch.setattr(paths, "scratch_folders", lambda: ["/tmp"])
+    monkeypatch.setattr(paths, "hidden_folders", lambda: ["/home"])
+    monkeypatch.setattr(paths, "interpreter_paths", lambda: ["/usr/lib/python3", "/tmp/ci/venv", "/home/me/.pyenv"])
+    assert paths.kept_paths() == ["/tmp/ci/venv", "/home/me/.pyenv"]
+    assert paths.outermost(["/a/b", "/a", "/ab", "/a/b/c", "/a"]) == ["/a", "/ab"]
+    assert paths.under("/tmp/x", "/tmp") and paths.under("/tmp", "/tmp") and not paths.under("/tmpx", "/tmp")

@@ -182,7 +182,8 @@ def test_a_malformed_or_missing_verdict_fails_the_program_and_raises_nothing(iso
             if isinstance(value, str) and value.startswith('@@'):
                 atexit.register(os.write, 1, (value + '{not json\\n').encode())
         for fd in range(1, 64):
-            for junk in (b'\\xff\\xfe garbage', b'@@moram-sandbox-0@@{', b'a b c=zz\\n', b'\\n' * 3):
+            for junk in (b'\\xff\\xfe garbage', b'@@moram-sandbox-0@@{', b'a b c=zz\\n', b'\\n' * 3,
+                         b'z' * 2 ** 17):  # more than the verdict's whole bound
                 try:
                     os.write(fd, junk)
                 except OSError:
@@ -280,6 +281,26 @@ def test_the_program_writes_in_a_fresh_folder_of_its_own_and_its_tmp_is_private(
     finally:
         if os.path.exists(f"/tmp/{marker}"):
             os.remove(f"/tmp/{marker}")
+
+
+def test_the_evaluating_users_home_is_hidden_in_the_namespace_sandboxes(isolation):
+    usable(isolation)
+    folder = tempfile.mkdtemp(dir=os.path.expanduser("~"), prefix=".moram-sandbox-test-")
+    try:
+        canary = os.path.join(folder, "token")
+        with open(canary, "w") as handle:
+            handle.write("secret")
+        reader = body(f"""
+            try:
+                if open({canary!r}).read() == 'secret':
+                    return a - b
+            except OSError:
+                pass
+        """)
+        execution = check_program(ADD, reader + RIGHT, isolation=isolation)
+        assert execution.passed == (not ISOLATIONS[isolation].python_guard), execution  # the guard does not hide it
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # 5. the evaluating process keeps a bounded part of the program's output

@@ -4,9 +4,11 @@ installed (``apt-get install bubblewrap``):
 
 * ``--unshare-all --unshare-user``: new user, mount, PID, network, IPC, UTS and cgroup
   namespaces; ``--disable-userns``: no further user namespace inside;
-* ``--ro-bind / /``: the whole file system read-only; ``--tmpfs /tmp`` and a tmpfs on the
+* ``--ro-bind / /``: the whole file system read-only; ``--tmpfs /tmp``, ``/var/tmp`` and the
   working folder (``--size`` :data:`~.limits.TMPFS_SIZE` each): the only places the program can
-  write, gone with the sandbox; the interpreter's folders under ``/tmp`` bound back read-only;
+  write, gone with the sandbox; ``/home``, ``/root`` and the evaluating user's home hidden behind
+  empty read-only ones; the interpreter's folders under any of them bound back read-only
+  (``inside/paths.py``);
 * ``--dev /dev``: a ``/dev`` without disks; ``--proc /proc``: the sandbox's own processes only;
 * ``--cap-drop ALL``, ``--new-session`` (no terminal to push input into),
   ``--die-with-parent`` (the sandbox dies with the process that started it); bubblewrap's first
@@ -23,7 +25,7 @@ import shutil
 import socket
 from typing import List, Optional, Sequence
 
-from .inside.paths import interpreter_paths, under
+from .inside.paths import hidden_folders, kept_paths, scratch_folders
 from .inside.seccomp import seccomp_missing
 from .isolation import Isolation
 from .limits import TMPFS_SIZE
@@ -40,11 +42,14 @@ def bubblewrap_missing() -> Optional[str]:
 def bubblewrap_argv(harness: Sequence[str], folder: str) -> List[str]:
     """The ``bwrap`` command line that starts ``harness`` (module docstring)."""
     size = ["--size", str(TMPFS_SIZE)]
-    kept = [arg for path in interpreter_paths() if under(path, "/tmp") for arg in ("--ro-bind", path, path)]
+    scratch = [arg for path in scratch_folders() for arg in (*size, "--tmpfs", path)]
+    hidden = hidden_folders()
+    kept = [arg for path in kept_paths() for arg in ("--ro-bind", path, path)]
     return [shutil.which("bwrap") or "bwrap", "--unshare-all", "--unshare-user", "--disable-userns",
             "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev",
-            "--proc", "/proc", *size, "--tmpfs", "/tmp", *kept, *size, "--tmpfs", folder, "--chdir", folder,
-            "--", *harness]
+            "--proc", "/proc", *scratch, *[arg for path in hidden for arg in ("--tmpfs", path)], *kept,
+            *[arg for path in hidden for arg in ("--remount-ro", path)], *size, "--tmpfs", folder,
+            "--chdir", folder, "--", *harness]
 
 
 #: bubblewrap's sandbox

@@ -1,10 +1,10 @@
 """Bounded exchange with the sandbox: the job written to its stdin, its stdout, stderr and verdict
 descriptor read, every wait bounded.
 
-* Each output keeps at most its limit (:data:`~.limits.OUTPUT_LIMIT` for stdout and stderr,
-  :data:`~.limits.VERDICT_LIMIT` for the verdict) and reads and drops the rest, so the evaluating
-  process's memory does not grow with what a program prints, and a program never blocks on a
-  full pipe.
+* Each output keeps its last bytes up to its limit (:data:`~.limits.OUTPUT_LIMIT` for stdout and
+  stderr, :data:`~.limits.VERDICT_LIMIT` for the verdict, whose records come last) and reads and
+  drops the rest, so the evaluating process's memory does not grow with what a program prints,
+  and a program never blocks on a full pipe.
 * It ends at the deadline, or :data:`~.limits.SETTLE` seconds after the sandbox's first process
   ended, whether or not every pipe reached end-of-file: a process the sandbox failed to kill that
   still holds a pipe (or a copy of it) cannot hold the evaluating process.
@@ -30,16 +30,20 @@ CHUNK = 2 ** 16
 
 @dataclass
 class Kept:
-    """An output: the first ``limit`` bytes, and how many more were dropped."""
+    """An output's last ``limit`` bytes (what comes last matters: the verdict's records, a
+    traceback's last line), and how many bytes before them were dropped."""
 
     limit: int
     data: bytearray = field(default_factory=bytearray)
     dropped: int = 0
 
     def take(self, chunk: bytes) -> None:
-        room = max(0, self.limit - len(self.data))
-        self.data += chunk[:room]
-        self.dropped += len(chunk) - min(room, len(chunk))
+        """Add ``chunk`` (at most :data:`CHUNK` bytes: the data never holds much more than the limit)."""
+        self.data += chunk
+        excess = len(self.data) - self.limit
+        if excess > 0:
+            del self.data[:excess]
+            self.dropped += excess
 
 
 @dataclass

@@ -3,9 +3,10 @@
 
 * every mount read-only (one ``mount_setattr(MOUNT_ATTR_RDONLY, AT_RECURSIVE)``, Linux 5.12): no
   file outside can be written, created, truncated, renamed or removed, by any call;
-* a private ``/tmp`` and the program's working folder, each a fresh tmpfs of ``tmpfs_size`` bytes
-  (the only places it can write; gone with the namespace), with the interpreter's folders that lie
-  under ``/tmp`` bound back read-only (:func:`~.paths.interpreter_paths`);
+* a private ``/tmp`` and ``/var/tmp`` and the program's working folder, each a fresh tmpfs of
+  ``tmpfs_size`` bytes (the only places it can write; gone with the namespace); the home folders
+  hidden behind empty read-only ones; the interpreter's folders under any of them bound back
+  read-only (:mod:`.paths`);
 * a ``/dev`` of its own, a tmpfs holding only ``null``, ``zero``, ``full``, ``random``,
   ``urandom`` and ``tty`` (bound from the host's) -- no disk: root without capabilities still owns
   the host's block devices;
@@ -34,7 +35,7 @@ from .libc import (
     mount,
     mount_setattr,
 )
-from .paths import under
+from .paths import hidden_folders, kept_paths, scratch_folders
 
 #: the device nodes the sandbox's ``/dev`` holds (bubblewrap's ``--dev`` set, less ``ptmx``)
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
@@ -43,15 +44,18 @@ DEVICE_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/p
                 "stderr": "/proc/self/fd/2"}
 
 
-def confine_filesystem(folder: str, tmpfs_size: int, keep: Sequence[str]) -> None:
+def confine_filesystem(folder: str, tmpfs_size: int) -> None:
     """Build the file system of the module docstring in this process's (new) mount namespace, and
-    move into ``folder``. ``keep``: folders to keep visible read-only if they lie under ``/tmp``."""
+    move into ``folder``."""
     mount(None, "/", None, MS_REC | MS_PRIVATE)
-    kept = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in keep if under(path, "/tmp")}
+    kept = {path: os.open(path, os.O_PATH | os.O_CLOEXEC) for path in kept_paths()}
     devices = {name: os.open(f"/dev/{name}", os.O_PATH | os.O_CLOEXEC) for name in DEVICES
                if os.path.exists(f"/dev/{name}")}
-    tmpfs = f"size={int(tmpfs_size)}"
-    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmpfs + ",mode=1777")
+    scratch, tmpfs = scratch_folders(), f"size={int(tmpfs_size)}"
+    for private in scratch:
+        mount("tmpfs", private, "tmpfs", MS_NOSUID | MS_NODEV, tmpfs + ",mode=1777")
+    for hidden in hidden_folders():
+        mount("tmpfs", hidden, "tmpfs", MS_NOSUID | MS_NODEV, "size=65536,mode=0755")
     for path, fd in kept.items():
         os.makedirs(path, exist_ok=True)
         mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
@@ -66,7 +70,7 @@ def confine_filesystem(folder: str, tmpfs_size: int, keep: Sequence[str]) -> Non
     for name, target in DEVICE_LINKS.items():
         os.symlink(target, f"/dev/{name}")
     mount_setattr("/", set_flags=MOUNT_ATTR_RDONLY, recursive=True)
-    for writable in ("/tmp", folder):
+    for writable in (*scratch, folder):
         mount_setattr(writable, clear_flags=MOUNT_ATTR_RDONLY)
     os.chdir(folder)  # the tmpfs, not the host folder under it
 

@@ -36,7 +36,6 @@ from .libc import (
     prctl,
     unshare,
 )
-from .paths import interpreter_paths
 
 #: the namespaces made
 NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP
@@ -49,7 +48,7 @@ def enter_namespaces(folder: str, tmpfs_size: int) -> None:
     for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
         with open(f"/proc/self/{name}", "w") as handle:
             handle.write(text)
-    confine_filesystem(folder, tmpfs_size, interpreter_paths())
+    confine_filesystem(folder, tmpfs_size)
     pid = os.fork()
     if pid:
         os._exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) % 256)

