@@ -21,7 +21,6 @@ Standard library only: this module runs in the sandboxed process (see ``__init__
 from __future__ import annotations
 
 import os
-from typing import Sequence
 
 from .libc import (
     MOUNT_ATTR_RDONLY,
