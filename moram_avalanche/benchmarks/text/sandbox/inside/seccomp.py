@@ -41,22 +41,21 @@ from .libc import (
     prctl,
 )
 
-#: machine -> (AUDIT_ARCH_* of its native ABI, system-call numbers)
-ARCHITECTURES: Dict[str, Tuple[int, Dict[str, int]]] = {
+#: machine -> (AUDIT_ARCH_* of its native ABI, system-call numbers, the bit that marks a call of a
+#: second ABI sharing that AUDIT_ARCH: x86-64's x32, ``__X32_SYSCALL_BIT``; 0: none)
+ARCHITECTURES: Dict[str, Tuple[int, Dict[str, int], int]] = {
     "x86_64": (0xC000003E, {"socket": 41, "clone": 56, "ptrace": 101, "unshare": 272, "setns": 308,
                             "process_vm_readv": 310, "process_vm_writev": 311, "io_uring_setup": 425,
-                            "clone3": 435}),
+                            "clone3": 435}, 0x40000000),
     "aarch64": (0xC00000B7, {"socket": 198, "clone": 220, "ptrace": 117, "unshare": 97, "setns": 268,
                              "process_vm_readv": 270, "process_vm_writev": 271, "io_uring_setup": 425,
-                             "clone3": 435}),
+                             "clone3": 435}, 0),
 }
 #: the clone flags that make a namespace
 NAMESPACE_FLAGS = (CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID
                    | CLONE_NEWNET)
 #: system calls refused outright
 REFUSED = ("ptrace", "unshare", "setns", "process_vm_readv", "process_vm_writev", "io_uring_setup")
-#: x86-64's x32 system calls carry this bit
-X32_SYSCALL_BIT = 0x40000000
 
 # classic BPF (linux/filter.h, linux/seccomp.h)
 LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06
@@ -74,11 +73,11 @@ def seccomp_missing() -> Optional[str]:
 
 def filter_program(socket_families: Iterable[int], machine: Optional[str] = None) -> List[Tuple[int, int, int, int]]:
     """The filter as ``(code, jt, jf, k)`` instructions (module docstring)."""
-    arch, numbers = ARCHITECTURES[machine or platform.machine()]
+    arch, numbers, second_abi_bit = ARCHITECTURES[machine or platform.machine()]
     deny, no_syscall = RET_ERRNO | errno.EPERM, RET_ERRNO | errno.ENOSYS
     code: List[tuple] = [(LD_W_ABS, 0, 0, ARCH_OFFSET), (JEQ_K, "next", "deny", arch), (LD_W_ABS, 0, 0, NR_OFFSET)]
-    if arch == ARCHITECTURES["x86_64"][0]:
-        code.append((JGE_K, "deny", "next", X32_SYSCALL_BIT))
+    if second_abi_bit:
+        code.append((JGE_K, "deny", "next", second_abi_bit))
     code += [(JEQ_K, "deny", "next", numbers[name]) for name in REFUSED]
     code += [(JEQ_K, "no_syscall", "next", numbers["clone3"]), (JEQ_K, "clone", "next", numbers["clone"]),
              (JEQ_K, "socket", "next", numbers["socket"]), (RET_K, 0, 0, RET_ALLOW),
@@ -144,5 +143,5 @@ def install_seccomp(socket_families: Iterable[int]) -> None:
     prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
 
 
-__all__ = ["ARCHITECTURES", "NAMESPACE_FLAGS", "REFUSED", "SockFilter", "SockFprog", "X32_SYSCALL_BIT", "assemble",
+__all__ = ["ARCHITECTURES", "NAMESPACE_FLAGS", "REFUSED", "SockFilter", "SockFprog", "assemble",
            "filter_program", "install_seccomp", "offset", "seccomp_missing"]
