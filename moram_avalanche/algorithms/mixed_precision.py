@@ -47,6 +47,8 @@ from typing import Callable, Iterable, List, Optional, Sequence
 
 import torch
 
+from ..utils.checks import check_number
+
 #: dtypes whose trainable parameters get a float32 master copy
 LOW_PRECISION = (torch.bfloat16, torch.float16)
 
@@ -69,9 +71,8 @@ class GradientClip:
     of :class:`MasterWeights`."""
 
     def __init__(self, max_norm: float, clip: Clip = clip_global_norm) -> None:
-        if isinstance(max_norm, bool) or not isinstance(max_norm, (int, float)) or not 0 < max_norm < float("inf"):
-            raise ValueError(f"max_grad_norm must be a positive finite number (the release's DeepSpeed "
-                             f"configuration: 1.0) or None for no clipping, got {max_norm!r}")
+        check_number("max_grad_norm", max_norm, low=0, low_open=True,
+                     hint="the release's DeepSpeed configuration: 1.0; None: no clipping")
         self.max_norm, self.clip = float(max_norm), clip
 
     def __call__(self, optimizer, args=(), kwargs=None) -> None:

@@ -114,7 +114,7 @@ def test_masters_are_read_again_before_the_first_step_and_only_stepped_weights_a
 
 def test_bad_bounds_are_refused_with_the_fix():
     for bad in (0, -1.0, float("inf"), float("nan"), True, "1"):
-        with pytest.raises(ValueError, match="max_grad_norm must be a positive finite number"):
+        with pytest.raises(ValueError, match=r"max_grad_norm must be a finite number > 0 \(the release's"):
             GradientClip(bad)
     with pytest.raises(ValueError, match="without a closure"):
         MasterWeights([torch.nn.Parameter(torch.zeros(1, dtype=torch.bfloat16))], sgd).step(lambda: 0.0)

@@ -65,6 +65,7 @@ import torch
 from avalanche.training.plugins import EvaluationPlugin
 from torch.utils.data import DataLoader
 
+from ...algorithms.mixed_precision import GradientClip
 from ...benchmarks.text.metrics import TEXT_METRICS
 from ...benchmarks.text.stream import collate_text
 from ...models.language_model import (
@@ -75,7 +76,7 @@ from ...models.language_model import (
     check_compile_generation,
     prompt_cuts,
 )
-from ...utils.checks import check_int_range, check_number, check_positive_int
+from ...utils.checks import check_int_range, check_positive_int
 from ..loop import ContinualLoop
 from ..moram_setting import MORAM_TEXT_LOOP as LOOP
 from ..needs import StrategyNeeds
@@ -113,9 +114,7 @@ def check_text_loop_options(options) -> None:
     if "lr_schedule" in options and options["lr_schedule"] not in LR_SCHEDULES:
         schedule_plugins(options["lr_schedule"])  # the one-line error
     if options.get("max_grad_norm") is not None:
-        check_number("max_grad_norm", options["max_grad_norm"], low=0, low_open=True,
-                     hint="the bound on each step's global gradient norm; the release's DeepSpeed configuration: "
-                          "1.0; None: no clipping")
+        GradientClip(options["max_grad_norm"])  # the one-line error
 
 
 def check_epochs(epochs) -> None:
