@@ -66,6 +66,17 @@ _TARGETS = ("TRACE/utils/my_peft/utils/other.py (the peft fork's default targets
 _LORA_TARGETS = ("TRACE/training/main.py (LoraConfig without target_modules) -> TRACE/utils/my_peft/utils/"
                  "other.py")
 _TRACE_FULL = "BeyonderXX/TRACE scripts/train_seq_cl.sh (batch left at the paper's 4)"
+#: TRACE's optimiser, the same for every ``--CL_method`` of its ``training/main.py`` (and of the two
+#: codes built on it), and its DeepSpeed configuration
+_TRACE_BETAS = ("BeyonderXX/TRACE training/main.py:392-395 get_optimizer: FusedAdam betas=(0.9, 0.95), every "
+                "--CL_method (the release's TRACE/training/main.py:613-616 and ZinYY/TreeLoRA training/main.py:523-526: "
+                "torch.optim.Adam, the same betas)")
+_TRACE_CLIP = ("TRACE/utils/ds_utils.py:43 \"gradient_clipping\": 1.0 (BeyonderXX/TRACE and ZinYY/TreeLoRA "
+               "utils/ds_utils.py:48), every method; on the float32 gradients, after accumulation (DeepSpeed "
+               "runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer.step)")
+_TRACE_MASTERS = ("TRACE/utils/ds_utils.py:40-42 \"bfloat16\" enabled under ZeRO-2 (stage=2): bf16 weights and "
+                  "compute, float32 master copies and AdamW moments (DeepSpeed runtime/zero/stage_1_and_2.py "
+                  "single_partition_of_fp32_groups)")
 
 #: the release's epochs per TRACE task (``TRACE/runner_moram.sh``: ``epochs="2,1,3,2,1,2,2,3"`` over
 #: ``dataset="C-STANCE,FOMC,MeetingBank,Py150,ScienceQA,NumGLUE-cm,NumGLUE-ds,20Minuten"``), by name
@@ -96,6 +107,9 @@ def _trace_stream() -> List[Tuple[str, Setting]]:
         ("*", Setting("max_new_tokens", TRACE_LOOP["max_new_tokens"], f"{_INFER}: max_new_tokens=max_ans_len")),
         ("*", Setting("repetition_penalty", 1.2, _INFER)),
         ("*", Setting("no_repeat_ngram_size", 3, _INFER)),
+        ("*", Setting("betas", (0.9, 0.95), _TRACE_BETAS)),
+        ("*", Setting("max_grad_norm", 1.0, _TRACE_CLIP)),
+        ("*", Setting("master_weights", True, _TRACE_MASTERS)),
         *[("moram", Setting(option, value, _PAPER_TRACE)) for option, value in PAPER_TRACE_OPTIONS.items()],
         ("moram", Setting("target_modules", targets, _TARGETS)),
         ("lora", Setting("target_modules", targets, _LORA_TARGETS)),
@@ -185,6 +199,8 @@ def _superni_stream() -> List[Tuple[str, Setting]]:
                "max_new_tokens": "--generation_max_length 50"}
     return [
         ("*", Setting("lr", 3e-4, f"{_SAPT} learning_rate = 3e-4 (constant, --lr_scheduler_type constant)")),
+        ("*", Setting("max_grad_norm", 1.0, "circle-hit/SAPT src/run_t5.py:291 TrainingArguments(Seq2SeqTrainingArguments): "
+                                            "transformers' max_grad_norm 1.0 (gen_script_superni_t5.py sets none)")),
         ("*", Setting("train_mb_size", 8, f"{_SAPT} --per_device_train_batch_size 8")),
         ("*", Setting("accumulation_steps", 4, f"{_SAPT} --gradient_accumulation_steps 4 (32 per step)")),
         *[("*", Setting(option, value, f"{_SAPT} {lengths[option]}")) for option, value in SUPERNI_LENGTHS.items()],
@@ -360,30 +376,77 @@ DEFAULT_SOURCES: Dict[str, str] = {
                   "(ZinYY/TreeLoRA training/main.py, model/Dynamic_network/DualPrompt.py); the task's E-prompt in "
                   "training, key-matching loss weight 1 and the best key at test time (the DualPrompt paper, Wang et "
                   "al. 2022)",
-    "*": "paper Sec. 4, LLM settings: AdamW, lr 1e-3 constant, batch 64, one epoch per task",
+    "*": "paper Sec. 4, LLM settings: AdamW, lr 1e-3 constant, batch 64, one epoch per task; betas (0.9, 0.999) and "
+         "gradients clipped to global norm 1.0 (O-LoRA's Trainer: transformers' defaults, configs/ds_configs/"
+         "stage2.config:44 \"gradient_clipping\": \"auto\"); a bf16 model computes in bf16 while AdamW steps float32 "
+         "master copies of its trainable weights (DeepSpeed's bf16 mode, the release's; master_weights=False: pure "
+         "bf16)",
 }
+
+#: parameters of the TRACE table's models (LLaMA-2-7B, Gemma-2B, LLaMA-3.2-1B), for the memory notes
+_LLAMA_7B, _GEMMA_2B, _LLAMA_1B = 6_738_415_616, 2_506_172_416, 1_235_814_400
+
+
+def _full_training_state(params: int) -> str:
+    """What full fine-tuning of ``params`` bf16 weights holds beside them while it trains, with and
+    without master weights (:func:`~moram_avalanche.utils.memory.training_state_bytes`)."""
+    from ...utils.memory import format_bytes, training_state_bytes
+
+    mixed = sum(training_state_bytes(params, 2).values())
+    pure = sum(training_state_bytes(params, 2, master_weights=False).values())
+    return f"{format_bytes(mixed)} ({format_bytes(pure)} with --set master_weights=False)"
+
 
 def _gem_note() -> str:
     from ...utils.memory import format_bytes, gem_memory_bytes
 
-    device, host = gem_memory_bytes(6_738_415_616, 7, 2)  # LLaMA-2-7B's parameters, bf16, TRACE's 8 tasks
+    device, host = gem_memory_bytes(_LLAMA_7B, 7, 2)  # LLaMA-2-7B's parameters, bf16, TRACE's 8 tasks
     return (f"memory: one gradient of every parameter per past task on the device, copied to the host as float64 "
             f"to project (LLaMA-2-7B in bf16 before TRACE's last task: {format_bytes(device)} on the GPU, "
-            f"{format_bytes(host)} on the host); refused before the first task when it does not fit "
-            "[avalanche training/plugins/gem.py; utils/memory.py gem_memory_bytes]")
+            f"{format_bytes(host)} on the host), beside the bf16 weights and training's own state (gradients, float32 "
+            f"masters and AdamW moments: {_full_training_state(_LLAMA_7B)}); refused before the first task when it "
+            "does not fit [avalanche training/plugins/gem.py; utils/memory.py gem_memory_bytes, training_state_bytes]")
 
 
 def _ogd_note() -> str:
     from ...strategies.text.plugins.ogd import basis_bytes
     from ...utils.memory import format_bytes
 
-    llama = format_bytes(basis_bytes(6_738_415_616, 7))  # LLaMA-2-7B, TRACE's 8 tasks, one gradient per task
-    gemma = format_bytes(basis_bytes(2_506_172_416, 7))  # Gemma-2B
-    small = format_bytes(basis_bytes(1_235_814_400, 7))  # LLaMA-3.2-1B
+    llama = format_bytes(basis_bytes(_LLAMA_7B, 7))  # LLaMA-2-7B, TRACE's 8 tasks, one gradient per task
+    gemma = format_bytes(basis_bytes(_GEMMA_2B, 7))  # Gemma-2B
+    small = format_bytes(basis_bytes(_LLAMA_1B, 7))  # LLaMA-3.2-1B
     return (f"memory: a float32 basis of 7 past tasks x gradients_per_task vectors of every weight on the device, "
             f"with three vectors to project (gradients_per_task 1: {llama} for LLaMA-2-7B, {gemma} for Gemma-2B, "
-            f"{small} for LLaMA-3.2-1B, beside the model and AdamW's state); refused before the first task when it "
-            "does not fit [strategies/plugins/ogd.py check_basis_fits]")
+            f"{small} for LLaMA-3.2-1B), beside the bf16 weights and training's own state (gradients, float32 masters "
+            f"and AdamW moments: {_full_training_state(_LLAMA_7B)} for LLaMA-2-7B); refused before the first task "
+            "when it does not fit [strategies/plugins/ogd.py check_basis_fits; utils/memory.py training_state_bytes]")
+
+
+def _precision_note(examples: Callable[[Callable[[int], str]], str]) -> str:
+    """How a bf16 stream trains and what its float32 state costs per trainable weight;
+    ``examples(cost)``: the stream's rows, ``cost(trainable)`` their bytes."""
+    from ...utils.memory import format_bytes, training_state_bytes
+
+    mixed, pure = (sum(training_state_bytes(1, 2, master_weights=flag).values()) for flag in (True, False))
+    return (f"precision: bf16 weights and compute; AdamW steps float32 master copies of the trainable weights with "
+            f"float32 moments, each step's gradients clipped on their float32 copies (DeepSpeed's bf16 mode under "
+            f"ZeRO-2, which the release, TRACE and TreeLoRA run) [TRACE/utils/ds_utils.py; DeepSpeed "
+            f"runtime/zero/stage_1_and_2.py; algorithms/mixed_precision.py]; memory: {mixed} bytes per trainable "
+            f"weight beside it while training (bf16 gradient 2, float32 master 4, the step's float32 gradient 4, "
+            f"moments 8; pure bf16, --set master_weights=False: {pure}): "
+            f"{examples(lambda trainable: format_bytes(trainable * mixed))} [utils/memory.py training_state_bytes]")
+
+
+def _trace_memory(cost: Callable[[int], str]) -> str:
+    lora = 32 * 4 * 8 * (4096 + 4096)  # LLaMA-2-7B: rank 8 on q, k, v, o of its 32 blocks
+    return (f"LLaMA-2-7B's full fine-tuning rows {_full_training_state(_LLAMA_7B)}, a rank-8 LoRA on q, k, v, o "
+            f"{cost(lora)}, MoRAM's 16 atoms per task there {cost(2 * lora)}")
+
+
+def _codealpaca_memory(cost: Callable[[int], str]) -> str:
+    # Llama-3.1-8B's 32 blocks: d_in + d_out of q, k, v, o, gate, up, down; LoRI trains B (d_out x r) only
+    sides, outs = 8192 + 5120 + 5120 + 8192 + 3 * 18432, 4096 + 1024 + 1024 + 4096 + 14336 + 14336 + 4096
+    return f"Llama-3.1-8B, MoRAM's 16 atoms on every linear {cost(32 * 16 * sides)}, LoRI's rank-32 B {cost(32 * 32 * outs)}"
 
 
 def _treelora_note() -> str:
@@ -440,6 +503,7 @@ STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note, "dua
 #: what the streams do the same way for every strategy, with its source (``reproduce --dry-run``)
 STREAM_NOTES: Dict[str, Tuple[str, ...]] = {
     "trace": (
+        _precision_note(_trace_memory),
         "causal prompts keep their end (left truncation), prompt and answer cut together at 1024 + 512 tokens in "
         "training [TRACE/utils/utils.py truncation_side='left', asserted in TRACE/training/main.py; "
         "TRACE/utils/data/data_collator.py]",
@@ -463,6 +527,7 @@ STREAM_NOTES: Dict[str, Tuple[str, ...]] = {
         "the dev split is not read (SAPT picks its checkpoint on dev ROUGE-L; one epoch here, no selection)",
     ),
     "codealpaca": (
+        _precision_note(_codealpaca_memory),
         "training prompts: the Stanford Alpaca template, with the input block when an example has one "
         "[juzhengz/LoRI src/get_datasets.py get_codealpaca; tatsu-lab/stanford_alpaca]; answer: the example's output",
         "test: HumanEval's 164 problems, each prompt the problem's own (signature and docstring); greedy decoding "

@@ -19,17 +19,20 @@ What runs (facts from juzhengz/LoRI, ``scripts/codealpaca_llama3_r_32.sh``, ``sr
   An ``iterations`` budget (a smoke run, a rehearsal) applies to each stage: twice the steps.
 
 Each ``B``'s gradient is clipped to norm ``max_grad_norm`` (1) on its own before each step, as the
-code does (``max_grad_norm=1``, ``grad_norm_strategy=even``: per parameter, not global); with
-gradient accumulation that would clip partial sums, so ``accumulation_steps`` > 1 needs
-``max_grad_norm=None``. Where this differs from the code: it draws ``A`` from torch's default
-generator before any seed is set (the same ``A`` in both calls); here ``A`` comes from the run's
-seed, the same in both stages (it is never redrawn).
+code does (``max_grad_norm=1``, ``grad_norm_strategy=even``: per parameter, not global), on the
+float32 gradient the step reads (the code trains float32 weights, ``config/model/llama3.yaml``
+``policy_dtype: float32``; here the float32 masters of bf16 weights,
+:mod:`~moram_avalanche.algorithms.mixed_precision`), once per optimizer step (with
+``accumulation_steps`` > 1, the accumulated gradient). Where this differs from the code: it draws
+``A`` from torch's default generator before any seed is set (the same ``A`` in both calls); here
+``A`` comes from the run's seed, the same in both stages (it is never redrawn).
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
+from ...algorithms.mixed_precision import GradientClip
 from ...layers.base import find_layers
 from ...layers.lori import LoRILinear, clip_each_gradient, magnitude_masks
 from ...layers.replace import replace_linears
@@ -65,11 +68,6 @@ def check_lori_options(options) -> None:
     if options.get("max_grad_norm") is not None:
         check_number("max_grad_norm", options["max_grad_norm"], low=0, low_open=True,
                      hint=f"each B's gradient norm bound; {_SCRIPT}: max_grad_norm=1; None: no clipping")
-    clip = options.get("max_grad_norm", LORI_CODEALPACA["max_grad_norm"])
-    if clip is not None and options.get("accumulation_steps", 1) > 1:
-        raise ValueError(f"max_grad_norm={clip} would clip each minibatch's partial gradient with accumulation_steps="
-                         f"{options['accumulation_steps']}: pass max_grad_norm=None or accumulation_steps=1 "
-                         "(LoRI's script: no accumulation)")
     if "sparsity" in options:
         check_number("sparsity", options["sparsity"], low=0, high=1, high_open=True,
                      hint=f"the fraction of B's entries masked out; {_SCRIPT}: 0.9")
@@ -108,14 +106,12 @@ class TextLoRID(TextStrategy):
             model.requires_grad_(False)
             replace_linears(model.model, names, lambda linear: LoRILinear(linear, rank, scale=scale))
         super().__init__(model=model, tokenizer=tokenizer, lr=lr, epochs=epochs, train_mb_size=train_mb_size,
-                         **kwargs)
-        self.max_grad_norm = max_grad_norm
+                         max_grad_norm=max_grad_norm, **kwargs)
 
-    def optimizer_step(self):
-        """Each trained parameter's gradient clipped to ``max_grad_norm`` on its own, then the step."""
-        if self.max_grad_norm is not None:
-            clip_each_gradient([p for p in self.model.parameters() if p.requires_grad], self.max_grad_norm)
-        super().optimizer_step()
+    def gradient_clip(self):
+        """Each trained parameter's (float32) gradient clipped to ``max_grad_norm`` on its own
+        before each step (:func:`~moram_avalanche.layers.lori.clip_each_gradient`), not their global norm."""
+        return None if self.max_grad_norm is None else GradientClip(self.max_grad_norm, clip_each_gradient)
 
     @staticmethod
     def adapter_parameters(shapes, options):

@@ -31,7 +31,9 @@ its default of 1 is this library's choice, the smallest basis.
 The basis lives on the training device in float32, ``(vectors, parameters)``, allocated once
 before the first task trains for what it will hold before the stream's last task (``(tasks -
 1) x gradients_per_task`` vectors: the last task stores none, as no task after it projects),
-and filled in place; a basis that will not fit is refused then, with the figures. It is plain
+and filled in place; a basis that will not fit beside what a training step allocates for the
+trainable weights (their gradients, AdamW's float32 moments, the step's float32 gradients:
+:func:`~moram_avalanche.utils.memory.step_state_bytes`) is refused then, with the figures. It is plain
 tensors on the plugin: whole-strategy checkpoints (the strategy's ``lean_checkpoints = False``)
 carry it, so a resumed run projects against the basis the uninterrupted run had.
 """
@@ -45,6 +47,7 @@ from avalanche.core import SupervisedPlugin
 from torch.utils.data import DataLoader
 
 from ....utils.checks import check_positive_int
+from ....utils.memory import step_state_bytes
 
 #: stored gradients per task when none is given: this library's choice (module docstring)
 OGD_GRADIENTS_PER_TASK = 1
@@ -113,16 +116,20 @@ def basis_bytes(num_params: int, vectors: int) -> int:
     return (vectors + 3) * num_params * 4
 
 
-def check_basis_fits(num_params: int, past_tasks: int, per_task: int, device, available=None) -> None:
-    """Refuse, with the figures, a basis that will not fit on ``device`` before the last task."""
+def check_basis_fits(num_params: int, past_tasks: int, per_task: int, device, available=None, *,
+                     beside: int = 0) -> None:
+    """Refuse, with the figures, a basis that will not fit on ``device`` before the last task,
+    beside ``beside`` bytes the training step will allocate (its gradients and AdamW state,
+    :func:`~moram_avalanche.utils.memory.step_state_bytes`)."""
     from ....utils.memory import check_fits, format_bytes
 
     if past_tasks < 1 or num_params < 1:
         return
     vectors = past_tasks * per_task
     what = (f"OGD's basis ({past_tasks} past tasks x {per_task} gradients x {num_params:,} parameters x 4 bytes "
-            f"(float32), {format_bytes(num_params * 4)} each, plus the gradient being projected)")
-    check_fits(basis_bytes(num_params, vectors), device, what,
+            f"(float32), {format_bytes(num_params * 4)} each, plus the gradient being projected)"
+            + (f" beside a training step's gradients and AdamW state ({format_bytes(beside)})" if beside else ""))
+    check_fits(basis_bytes(num_params, vectors) + beside, device, what,
                fix="lower --set gradients_per_task, train adapters instead of every weight (a smaller vector), "
                    "use a smaller model or fewer tasks", available=available)
 
@@ -172,8 +179,11 @@ class OGDPlugin(SupervisedPlugin):
         else allocate it (the last task stores nothing: no task after it projects)."""
         if self.store is None:
             past = len(_stream_of(strategy)) - 1
-            count = sum(p.numel() for _, p in trainable(strategy.model))
-            check_basis_fits(count, past, self.gradients_per_task, strategy.device)
+            params = [p for _, p in trainable(strategy.model)]
+            count = sum(p.numel() for p in params)
+            step = step_state_bytes(count, params[0].element_size() if params else 4,
+                                    master_weights=getattr(strategy, "master_weights", True))
+            check_basis_fits(count, past, self.gradients_per_task, strategy.device, beside=step)
             if past > 0:
                 self.store = torch.empty(past * self.gradients_per_task, count, dtype=torch.float32,
                                          device=strategy.device)
