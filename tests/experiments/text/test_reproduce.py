@@ -19,13 +19,17 @@ def test_the_shipped_numbers_are_the_papers_and_their_averages_agree():
     assert long["MoRAM"]["Order 6"] == 71.95 and long["O-LoRA"]["Average"] == 68.8
     llama = as_dict(load_paper_numbers("llama_standard"))["LLaMA2-7B"]
     assert llama["MoRAM"]["Average"] == 78.4 and llama["O-LoRA"]["Order 1"] == 76.8
-    # an independent check of the transcription: each row's Average is the mean of its orders
+    # an independent check of the transcription: each row's Average is the mean of its orders. Every row is
+    # transcribed since, and the paper cuts some means instead of rounding them (paper_tables_lm.md,
+    # tab:llm_cl_main: LwF's 54.4 / 53.1 / 49.6, mean 52.37, printed 52.3), so the bound grows from 0.06 to 0.07;
+    # its L2P Average is its erratum (the note under tab:order_robustness: "L2P's average is 60.7 in
+    # tab:llm_cl_main and 61.0 here"), flagged in the row's note
     for name in ("t5_standard", "t5_long", "llama_standard"):
-        for block in as_dict(load_paper_numbers(name)).values():
-            for method, cells in block.items():
-                orders = [v for k, v in cells.items() if k.startswith("Order")]
-                if all(v is not None for v in orders):
-                    assert abs(np.mean(orders) - cells["Average"]) < 0.06, (name, method)
+        for row in load_paper_numbers(name).rows:
+            cells = dict(row.cells)
+            orders = [cell.mean if cell else None for k, cell in cells.items() if k.startswith("Order")]
+            if all(v is not None for v in orders):
+                assert (abs(np.mean(orders) - cells["Average"].mean) < 0.07) != ("erratum" in row.note), (name, row.method)
 
 
 def test_every_row_of_the_papers_tables_says_how_it_runs():
@@ -151,7 +155,8 @@ def test_a_t5_standard_rehearsal_runs_the_inflora_row(tmp_path, monkeypatch):
         assert json.loads((folder / "run.json").read_text())["strategy"] == "TextInfLoRA"
         lasts.append(matrix[-1].mean())
         assert row["cells"][f"Order {order}"]["ours"] == pytest.approx(lasts[-1])
-        assert row["cells"][f"Order {order}"]["paper"] is None  # no number transcribed for the row
+        # transcribed since (it was empty): paper_tables_lm.md, tab:llm_cl_main "| InfLoRA | 75.2 | 75.4 | 75.8 | 75.5 |"
+        assert row["cells"][f"Order {order}"]["paper"] == {1: 75.2, 2: 75.4, 3: 75.8}[order]
     assert row["cells"]["Average"]["ours"] == pytest.approx(np.mean(lasts))
 
 
