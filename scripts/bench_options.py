@@ -135,10 +135,10 @@ def _micro_b(ctx):
 
     def today():
         for _ in range(3):
-            x = ctx.x32.to(ctx.dtype)
+            x = ctx.x_in.to(ctx.dtype)
             F.linear(x, ctx.weight, ctx.bias)
             F.linear(x, keys)
-    return {"today": today, "option": lambda: F.linear(ctx.x32.to(ctx.dtype), stacked, bias)}
+    return {"today": today, "option": lambda: F.linear(ctx.x_in.to(ctx.dtype), stacked, bias)}
 
 
 def _micro_c(ctx):
@@ -148,10 +148,10 @@ def _micro_c(ctx):
     joined = torch.empty(ctx.case.tokens, ctx.case.d_in + values.shape[0], device=ctx.device, dtype=ctx.dtype)
 
     def option():
-        joined[:, :ctx.case.d_in].copy_(ctx.x32)   # autocast's cast of x, written into the joined input
+        joined[:, :ctx.case.d_in].copy_(ctx.x_in)  # autocast's cast of x, written into the joined input
         joined[:, ctx.case.d_in:].copy_(coef)      # the router's output, written in place by a fused router
         return F.linear(joined, folded, ctx.bias)
-    return {"today": lambda: F.linear(ctx.x32.to(ctx.dtype), ctx.weight, ctx.bias).addmm_(coef, values),
+    return {"today": lambda: F.linear(ctx.x_in.to(ctx.dtype), ctx.weight, ctx.bias).addmm_(coef, values),
             "option": option}
 
 

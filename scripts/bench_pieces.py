@@ -32,7 +32,9 @@ from torch import nn
 class Case:
     """One layer call to take apart: ``d_in -> d_out`` on ``tokens`` tokens, a bank of ``atoms`` atoms
     (``per_task`` a task, the last task's trainable in the training layer), the routing
-    ``topk``, ``temperature``, ``threshold``, in ``dtype`` (``float32``, or ``bfloat16`` autocast)."""
+    ``topk``, ``temperature``, ``threshold``, computed in ``dtype`` (``float32``, or ``bfloat16``
+    autocast) by a model that holds its weights and activations in ``model_dtype`` (``float32``: a
+    CLIP under AMP, every call casting its input and weight; ``bfloat16``: a bf16 language model)."""
 
     label: str
     d_in: int
@@ -44,6 +46,7 @@ class Case:
     temperature: float = 0.01
     threshold: float = 0.2
     dtype: str = "bfloat16"
+    model_dtype: str = "float32"
 
 
 #: the ViT-B/16 tower's linears at batch 64 (the paper's CLIP setting: r 16, k 16, tau 0.01, delta 0.2;
@@ -51,10 +54,12 @@ class Case:
 #: setting: r 8, k 4, tau 0.1; 15 tasks)
 TOWER_CASES = tuple(Case(f"tower {d_in}->{d_out}", d_in, d_out, 64 * 197, dtype=dtype)
                     for dtype in ("bfloat16", "float32") for d_in, d_out in ((768, 768), (768, 3072), (3072, 768)))
-DECODE_CASES = tuple(Case(f"decode {d_in}->{d_out}", d_in, d_out, 8, atoms=120, per_task=8, topk=4, temperature=0.1)
-                     for d_in, d_out in ((2048, 2048), (2048, 512)))
+DECODE_CASES = tuple(Case(f"decode {d_in}->{d_out}", d_in, d_out, 8, atoms=120, per_task=8, topk=4, temperature=0.1,
+                          model_dtype="bfloat16") for d_in, d_out in ((2048, 2048), (2048, 512)))
 #: ``--quick``: tiny layers (every figure meaningless; checks the script)
-QUICK_CASES = (Case("quick 32->32", 32, 32, 6, atoms=32), Case("quick 32->64", 32, 64, 6, atoms=32, dtype="float32"))
+QUICK_CASES = (Case("quick 32->32", 32, 32, 6, atoms=32), Case("quick 32->64", 32, 64, 6, atoms=32, dtype="float32"),
+               Case("quick decode 32->16", 32, 16, 2, atoms=24, per_task=8, topk=4, temperature=0.1,
+                    model_dtype="bfloat16"))
 
 
 class NotHere(Exception):
@@ -69,8 +74,8 @@ def autocast_for(device, dtype: torch.dtype):
 
 
 def moram_layer(case: Case, device, frozen: bool):
-    """A ``MoRAMLinear`` of ``case`` on ``device``: ``case.atoms`` atoms with values N(0, 0.02^2) (so the
-    read-out is not zero), every atom frozen (``frozen``) or the last task's trainable."""
+    """A ``MoRAMLinear`` of ``case`` on ``device`` in ``case.model_dtype``: ``case.atoms`` atoms with values
+    N(0, 0.02^2) (so the read-out is not zero), every atom frozen (``frozen``) or the last task's trainable."""
     from moram_avalanche.layers.moram.layer import MoRAMLinear
 
     torch.manual_seed(0)
@@ -82,7 +87,7 @@ def moram_layer(case: Case, device, frozen: bool):
             layer.new_values.normal_(std=0.02)
     if frozen:
         layer.freeze()
-    return layer.to(device)
+    return layer.to(device=device, dtype=getattr(torch, case.model_dtype))
 
 
 def context(case: Case, device) -> SimpleNamespace:
@@ -90,9 +95,9 @@ def context(case: Case, device) -> SimpleNamespace:
     dtype = getattr(torch, case.dtype)
     frozen = moram_layer(case, device, frozen=True).eval()
     training = moram_layer(case, device, frozen=False)
-    x32 = torch.randn(case.tokens, case.d_in, device=device)
+    x_in = torch.randn(case.tokens, case.d_in, device=device).to(getattr(torch, case.model_dtype))
     ctx = SimpleNamespace(case=case, device=torch.device(device), dtype=dtype, frozen=frozen, training=training,
-                          x32=x32, x=x32.to(dtype), grad=torch.randn(case.tokens, case.d_out, device=device))
+                          x_in=x_in, x=x_in.to(dtype), grad=torch.randn(case.tokens, case.d_out, device=device))
     ctx.weight = frozen.base.weight.detach().to(dtype)
     ctx.bias = frozen.base.bias.detach().to(dtype)
     return ctx
@@ -127,8 +132,8 @@ def routed(ctx, router) -> tuple:
 
 
 def whole(layer, ctx, training: bool = False, path: Optional[str] = None) -> Callable:
-    """One call of ``layer`` as a model makes it (the float32 input under autocast; ``training``: with
-    its backward), on ``path`` when given."""
+    """One call of ``layer`` as a model makes it (the model's input, under autocast to the compute dtype;
+    ``training``: with its backward), on ``path`` when given."""
     from moram_avalanche.layers.moram.paths import use_path
 
     layer.train(training)
@@ -138,8 +143,8 @@ def whole(layer, ctx, training: bool = False, path: Optional[str] = None) -> Cal
         with forced(), autocast_for(ctx.device, ctx.dtype):
             if not training:
                 with torch.inference_mode():
-                    return layer(ctx.x32)
-            inp = ctx.x32.detach().requires_grad_()
+                    return layer(ctx.x_in)
+            inp = ctx.x_in.detach().requires_grad_()
             out = layer(inp)
         out.backward(ctx.grad.to(out.dtype))
         for parameter in layer.parameters():
@@ -165,14 +170,14 @@ def path_calls(ctx) -> Dict[str, Union[Callable, str]]:
 
 
 def _cast_x(ctx):
-    if ctx.dtype == torch.float32:
-        raise NotHere("float32: nothing to cast")
-    return lambda: ctx.x32.to(ctx.dtype)
+    if ctx.x_in.dtype == ctx.dtype:
+        raise NotHere(f"nothing to cast: the input is {str(ctx.dtype)[6:]} already")
+    return lambda: ctx.x_in.to(ctx.dtype)
 
 
 def _cast_weight(ctx):
-    if ctx.dtype == torch.float32:
-        raise NotHere("float32: nothing to cast")
+    if ctx.frozen.base.weight.dtype == ctx.dtype:
+        raise NotHere(f"nothing to cast: the weight is {str(ctx.dtype)[6:]} already")
     return lambda: ctx.frozen.base.weight.to(ctx.dtype)
 
 
@@ -290,7 +295,7 @@ def reproduces_the_layer(ctx, router_name: Optional[str] = None) -> float:
         _, coef, _ = routed(ctx, router)
         pieces_out = F.linear(ctx.x, ctx.weight, ctx.bias).addmm_(coef, values)
         with autocast_for(ctx.device, ctx.dtype):
-            layer_out = ctx.frozen.eval()(ctx.x32)
+            layer_out = ctx.frozen.eval()(ctx.x_in)
     return float((pieces_out.float() - layer_out.float()).abs().max())
 
 

@@ -12,13 +12,16 @@ def bench(scripts):
     return importlib.import_module("bench_pieces")
 
 
-@pytest.mark.parametrize("dtype, limit", [("float32", 1e-5), ("bfloat16", 2e-2)])
-def test_the_pieces_reproduce_the_layers_output(bench, dtype, limit):
+@pytest.mark.parametrize("dtype, model_dtype, limit", [("float32", "float32", 1e-5), ("bfloat16", "float32", 2e-2),
+                                                      ("bfloat16", "bfloat16", 2e-2)])
+def test_the_pieces_reproduce_the_layers_output(bench, dtype, model_dtype, limit):
     """Base GEMM, p = A x, the router's c and the read-out add up to the layer's eval output (the library's
     CPU path: the sparse reference), so timing them times what the layer computes."""
-    case = bench.Case("test", 24, 40, 9, atoms=32, per_task=8, topk=4, temperature=0.1, threshold=0.1, dtype=dtype)
+    case = bench.Case("test", 24, 40, 9, atoms=32, per_task=8, topk=4, temperature=0.1, threshold=0.1, dtype=dtype,
+                      model_dtype=model_dtype)
     ctx = bench.context(case, "cpu")
-    scale = float(ctx.frozen.eval()(ctx.x32).abs().max())
+    assert ctx.frozen.base.weight.dtype == ctx.x_in.dtype == getattr(torch, model_dtype)
+    scale = float(ctx.frozen.eval()(ctx.x_in).float().abs().max())
     assert bench.reproduces_the_layer(ctx) <= limit * scale
     assert set(bench.routers()) >= {"torch"}
 
@@ -29,7 +32,7 @@ def test_every_piece_is_timed_or_says_why(bench, one_thread):
     assert set(bench.PIECES) <= set(timed)
     for path in ("reference", "dense"):
         assert timed[f"MoRAMLinear eval, frozen bank, path {path}"]["synced"] > 0
-    assert timed["  cast x to the compute dtype"] == {"why": "float32: nothing to cast"}
+    assert timed["  cast x to the compute dtype"] == {"why": "nothing to cast: the input is float32 already"}
     assert "cannot run here" in timed["MoRAMLinear eval, frozen bank, path triton"]["why"] or \
         timed["MoRAMLinear eval, frozen bank, path triton"]["synced"] > 0   # Triton's interpreter, where it is set
     for name, numbers in timed.items():
@@ -48,6 +51,7 @@ def test_a_changed_library_gives_not_in_this_version(bench, monkeypatch):
     monkeypatch.setitem(bench.PIECES, "  a piece that moved", moved)
     monkeypatch.setattr(bench, "PIECE_GROUPS", (lambda ctx: {"  from a group": lambda: None},
                                                  bench.path_calls))
-    built = bench.pieces(bench.context(bench.QUICK_CASES[0], "cpu"))
+    built = bench.pieces(bench.context(bench.QUICK_CASES[2], "cpu"))  # a bf16 model: nothing to cast
     assert built["  a piece that moved"].startswith("not in this version: AttributeError: module 'dense'")
     assert callable(built["  from a group"])
+    assert built["  cast W to the compute dtype (autocast, every call)"] == "nothing to cast: the weight is bfloat16 already"
