@@ -59,11 +59,12 @@ SENSES = {"<=": lambda value, goal: value <= goal, ">=": lambda value, goal: val
 
 
 def row(name: str, values: Union[None, float, int, Dict[str, Optional[float]]], goal: Optional[float] = None,
-        sense: str = "<=", note: str = "") -> dict:
+        sense: str = "<=", note: str = "", failed: bool = False) -> dict:
     """One line of the table: each measured value (``{clock: value}``, or one value) against ``goal``.
 
     ``met`` is per value (None where nothing was measured or there is no goal); the row's verdict
-    is False when any value misses the goal, True when every measured one meets it.
+    is False when any value misses the goal (or the row records a ``failed`` section), True when
+    every measured one meets it.
     """
     if sense not in SENSES:
         raise ValueError(f"sense must be one of {tuple(SENSES)}, got {sense!r}")
@@ -72,17 +73,15 @@ def row(name: str, values: Union[None, float, int, Dict[str, Optional[float]]], 
            for clock, value in values.items()}
     verdicts = [flag for flag in met.values() if flag is not None]
     entry = {"row": name, "values": values, "goal": goal, "sense": sense, "met": met,
-             "verdict": (all(verdicts) if verdicts else None), "note": note}
+             "verdict": False if failed else (all(verdicts) if verdicts else None), "note": note}
     ROWS.append(entry)
     print(format_row(entry), flush=True)
     return entry
 
 
 def failed_row(name: str, note: str) -> dict:
-    """A row that records a section's failure (its verdict False: the run's exit status is 1)."""
-    entry = row(name, None, note=note)
-    entry["verdict"] = False
-    return entry
+    """A row that records a section that failed or was not run (its verdict False: the exit status is 1)."""
+    return row(name, None, note=note, failed=True)
 
 
 def format_value(value, met) -> str:
@@ -106,7 +105,7 @@ def header() -> str:
 
 def section(name: str, run: Callable[[argparse.Namespace], None], args, started: float) -> None:
     if time.monotonic() - started > args.budget:
-        row(f"{name}: not measured", None, note=f"the {args.budget:g} s budget was spent before it started")
+        failed_row(f"{name}: not measured", f"the {args.budget:g} s budget was spent before it started")
         return
     print(f"== {name} ({time.monotonic() - started:.0f} s)", flush=True)
     try:

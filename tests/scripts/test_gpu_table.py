@@ -22,6 +22,7 @@ def test_each_clock_gets_a_verdict_and_the_row_holds_only_if_all_do(table):
     assert table.row("context only", 0.9)["verdict"] is None  # no goal: no verdict
     assert table.row("not measured", None, 1.1)["verdict"] is None
     assert table.failed_row("a section: FAILED", "ValueError: x")["verdict"] is False
+    assert "FAILED  ValueError: x" in table.format_row(table.ROWS[-1])
     line = table.format_row(table.ROWS[0])
     assert "<= 1.35" in line and "1.300x ok" in line and "1.400x MISSED" in line
     with pytest.raises(ValueError, match="sense must be one of"):
@@ -48,3 +49,21 @@ def test_the_quick_run_measures_every_section(table, tmp_path, capsys, one_threa
     assert {p.name for p in (tmp_path / "profile").iterdir()} == {"profile_decode_base.txt", "profile_decode_moram.txt"}
     out = capsys.readouterr().out
     assert "synced|value" in out and "rows with a goal missed or failed" in out
+
+
+def test_a_section_after_the_budget_is_a_failed_row_and_sigint_keeps_the_rows(table, monkeypatch, tmp_path):
+    import argparse
+    import time
+
+    ran = []
+    table.section("late", lambda args: ran.append(1), argparse.Namespace(budget=0.0), time.monotonic() - 1)
+    assert not ran and table.ROWS[-1]["verdict"] is False and "budget was spent" in table.ROWS[-1]["note"]
+
+    def interrupted(args):  # the GPU check's time limit arrives as SIGINT
+        table.row("measured before the limit", 1.0, 1.5)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(table, "syncs", interrupted)
+    assert table.main(["--quick", "--out", str(tmp_path / "t.json")]) == 1
+    rows = [r["row"] for r in json.loads((tmp_path / "t.json").read_text())["rows"]]
+    assert rows == ["measured before the limit", "interrupted (SIGINT: the step's time limit)"]
