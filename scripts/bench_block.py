@@ -42,7 +42,7 @@ from typing import Dict, Optional
 import torch
 import torch.nn.functional as F
 from bench_copies import frozen_copy
-from bench_timing import CLOCKS, add_timing_options, apply_threads, ratio, time_clocks
+from bench_timing import CLOCKS, add_timing_options, apply_threads, autocast_to, ratio, time_clocks
 from torch import nn
 
 from moram_avalanche.layers.moram.layer import MoRAMLinear
@@ -102,17 +102,11 @@ def build(d_in: int, d_out: int, atoms: int, device, per_task: int = 16, seed: i
     return {"linear": base.to(device), "moram": layer.to(device), "release": ReleaseWayLinear(layer).to(device)}
 
 
-def autocast(device, dtype: str):
-    if dtype == "float32":
-        return contextlib.nullcontext()
-    return torch.autocast(torch.device(device).type, dtype=getattr(torch, dtype))
-
-
 def eval_call(module: nn.Module, x: torch.Tensor, dtype: str):
     module.eval()
 
     def run():
-        with torch.inference_mode(), autocast(x.device, dtype):
+        with torch.inference_mode(), autocast_to(x.device, dtype):
             module(x)
     return run
 
@@ -121,7 +115,7 @@ def train_call(module: nn.Module, x: torch.Tensor, grad: torch.Tensor, dtype: st
     def run():
         module.train()
         inp = x.detach().requires_grad_()
-        with autocast(x.device, dtype):
+        with autocast_to(x.device, dtype):
             out = module(inp)
         out.backward(grad.to(out.dtype))
         for p in module.parameters():
@@ -138,7 +132,7 @@ def outputs_and_grads(module: nn.Module, x: torch.Tensor, grad: torch.Tensor, dt
     """``[y, dL/dx, dL/dA_new, dL/dB_new]`` of one forward and backward (values' gradient as ``[d_out, r]``)."""
     module.train(training)
     inp = x.detach().requires_grad_()
-    with autocast(x.device, dtype):
+    with autocast_to(x.device, dtype):
         out = module(inp)
     out.backward(grad.to(out.dtype))
     values = module.new_values.grad
@@ -254,6 +248,10 @@ def main(argv=None) -> Dict[tuple, dict]:
                      calls=args.calls, shapes=shapes, tokens=tokens)
     print(report(totals))
     return totals
+
+
+__all__ = ["BLOCK", "GOALS", "QUICK_BLOCK", "QUICK_TOKENS", "RELEASE_GOAL", "TOKENS_PER_IMAGE", "ReleaseWayLinear", "build",
+           "cells", "errors", "eval_call", "main", "measure", "outputs_and_grads", "relative_error", "report", "train_call"]
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from typing import Callable, Dict, Optional, Tuple, Union
 
 import torch
 import torch.nn.functional as F
+from bench_timing import autocast_to
 from torch import nn
 
 
@@ -64,13 +65,6 @@ QUICK_CASES = (Case("quick 32->32", 32, 32, 6, atoms=32), Case("quick 32->64", 3
 
 class NotHere(Exception):
     """A piece that cannot be built here: this version of the library lacks it, or this device cannot run it."""
-
-
-def autocast_for(device, dtype: torch.dtype):
-    """Autocast to ``dtype`` on ``device``, or nothing for float32 (what a model's call runs under)."""
-    if dtype == torch.float32:
-        return contextlib.nullcontext()
-    return torch.autocast(torch.device(device).type, dtype=dtype)
 
 
 def moram_layer(case: Case, device, frozen: bool):
@@ -140,7 +134,7 @@ def whole(layer, ctx, training: bool = False, path: Optional[str] = None) -> Cal
     forced = (lambda: use_path(path)) if path else contextlib.nullcontext
 
     def run():
-        with forced(), autocast_for(ctx.device, ctx.dtype):
+        with forced(), autocast_to(ctx.device, ctx.dtype):
             if not training:
                 with torch.inference_mode():
                     return layer(ctx.x_in)
@@ -294,11 +288,11 @@ def reproduces_the_layer(ctx, router_name: Optional[str] = None) -> float:
     with torch.inference_mode():
         _, coef, _ = routed(ctx, router)
         pieces_out = F.linear(ctx.x, ctx.weight, ctx.bias).addmm_(coef, values)
-        with autocast_for(ctx.device, ctx.dtype):
+        with autocast_to(ctx.device, ctx.dtype):
             layer_out = ctx.frozen.eval()(ctx.x_in)
     return float((pieces_out.float() - layer_out.float()).abs().max())
 
 
-__all__ = ["Case", "DECODE_CASES", "NotHere", "PIECES", "PIECE_GROUPS", "QUICK_CASES", "TOWER_CASES", "autocast_for",
+__all__ = ["Case", "DECODE_CASES", "NotHere", "PIECES", "PIECE_GROUPS", "QUICK_CASES", "TOWER_CASES",
            "bank_rows", "context", "moram_layer", "path_calls", "pieces", "reproduces_the_layer", "routed", "routers",
            "time_pieces", "whole"]

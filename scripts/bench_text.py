@@ -479,5 +479,12 @@ def main(argv=None) -> List[dict]:
     return rows
 
 
+# sharing_copy: bench_copies' (bench_memory_text and its docstring read it here)
+__all__ = ["GENERATION_GOAL", "MODELS", "QUICK", "QUICK_LAYERS", "RANK", "TRAIN_GOAL", "atoms_per_task", "build_base",
+           "build_models", "check_growth", "compile_everywhere", "full_depth", "gate_pass_rate", "generate_call",
+           "grow", "lora_layer", "main", "make_inputs", "measure", "model_config", "parse_tasks", "seeded_normal_",
+           "sharing_copy", "table", "train_call", "trainable_count", "with_lora", "with_moram"]
+
+
 if __name__ == "__main__":
     main()

@@ -25,6 +25,7 @@ Three clocks (:data:`CLOCKS`), because a GPU call costs the host and the device 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 from typing import Callable, Dict, Optional, Tuple
 
@@ -45,6 +46,15 @@ def apply_threads(args: argparse.Namespace) -> None:
     """Set torch's CPU threads when ``--threads`` was given."""
     if args.threads:
         torch.set_num_threads(args.threads)
+
+
+def autocast_to(device, dtype=None):
+    """What a timed call computes in: autocast to ``dtype`` (a torch dtype or its name) on ``device``'s
+    type, or nothing for float32 (or None)."""
+    dtype = getattr(torch, dtype) if isinstance(dtype, str) else dtype
+    if dtype is None or dtype == torch.float32:
+        return contextlib.nullcontext()
+    return torch.autocast(torch.device(device).type, dtype=dtype)
 
 
 def _round_robin(fns: Dict[str, Callable], repeats: int, sample: Callable[[Callable], float]) -> Dict[str, float]:
@@ -201,5 +211,5 @@ def ratio(numerator: Optional[float], denominator: Optional[float]) -> Optional[
     return numerator / denominator
 
 
-__all__ = ["CLOCKS", "STEP_CLOCKS", "add_timing_options", "apply_threads", "capture", "host_enqueue", "ratio", "time_back_to_back",
+__all__ = ["CLOCKS", "STEP_CLOCKS", "add_timing_options", "apply_threads", "autocast_to", "capture", "host_enqueue", "ratio", "time_back_to_back",
            "time_clocks", "time_graph_replay", "time_round_robin", "why_not_capturable"]

@@ -30,7 +30,7 @@ import os
 import open_clip
 import torch
 from bench_copies import frozen_copy, sharing_copy
-from bench_timing import CLOCKS, STEP_CLOCKS, add_timing_options, apply_threads, ratio, time_clocks
+from bench_timing import CLOCKS, STEP_CLOCKS, add_timing_options, apply_threads, autocast_to, ratio, time_clocks
 
 from moram_avalanche.clip.attention import split_attention
 from moram_avalanche.clip.inject import inject_lora, inject_moram
@@ -82,14 +82,9 @@ def images_for(model, batch: int, device) -> torch.Tensor:
     return torch.randn(batch, 3, *size, device=device)
 
 
-def autocast(images, dtype=None):
-    """bfloat16 / float16 autocast on the images' device, or nothing (``dtype`` None: float32)."""
-    return torch.autocast(images.device.type, dtype=dtype or torch.float32, enabled=dtype is not None)
-
-
 def eval_call(model, images, dtype=None):
     def run():
-        with torch.inference_mode(), autocast(images, dtype):
+        with torch.inference_mode(), autocast_to(images.device, dtype):
             model.visual(images)
     return run
 
@@ -102,7 +97,7 @@ def train_call(model, images, dtype=None):
 
     def run():
         optimizer.zero_grad(set_to_none=True)
-        with autocast(images, dtype):
+        with autocast_to(images.device, dtype):
             loss = model.visual(images).float().square().mean()
         loss.backward()
         optimizer.step()
@@ -183,6 +178,9 @@ def main(argv=None) -> None:
             print(f"train {dtype_name} {clock:12s}: MoRAM {ratio(t['moram-train'], t['lora']):.2f}x rank-16 LoRA "
                   f"(forward, backward, AdamW step); ms/image LoRA {1e3 * t['lora'] / args.batch:.2f}, MoRAM "
                   f"{1e3 * t['moram-train'] / args.batch:.2f}")
+
+
+__all__ = ["MODEL", "QUICK_MODEL", "TARGETS", "build_towers", "eval_call", "gate_pass_rate", "images_for", "main", "train_call"]
 
 
 if __name__ == "__main__":

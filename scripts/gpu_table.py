@@ -395,5 +395,10 @@ def main(argv=None) -> int:
     return 1 if failed or (missed and not args.quick) else 0  # --quick's figures are meaningless: only failures count
 
 
+__all__ = ["COLUMNS", "MEMORY_GOAL", "ROWS", "SENSES", "TOWER_EVAL_GOALS", "TOWER_TRAIN_GOAL", "block", "compiled_generation",
+           "failed_row", "format_row", "format_value", "header", "main", "memory", "milliseconds", "on_path", "ratios", "row",
+           "section", "syncs", "text", "text_sizes", "tower"]
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -218,5 +218,8 @@ def main(argv=None) -> int:
     return 1 if failed else 0
 
 
+__all__ = ["LINES", "SECTIONS", "cases", "main", "microseconds", "options", "out_path", "pieces", "say", "tower", "versions"]
+
+
 if __name__ == "__main__":
     sys.exit(main())
