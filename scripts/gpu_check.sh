@@ -25,8 +25,8 @@
 #                    time against GPU-busy share; each piece of a layer graph-replayed per shape and
 #                    dtype; each option's micro-benchmark -- scripts/profile_gpu.py (in profile/:
 #                    profile.txt, profile.json, the profiler's tables, the bf16 MoRAM tower's trace)
-#   tool.txt         the project's GPU profiling tool, when it is at hand (../shared/tools/gpu_profile.py
-#                    beside the checkout, or the file MORAM_GPU_PROFILE_TOOL names), with
+#   tool.txt         the project's GPU profiling tool, when it is at hand (the file MORAM_GPU_PROFILE_TOOL
+#                    names, else ../shared/tools/gpu_profile.py or shared/tools/gpu_profile.py), with
 #                    TORCH_LOGS=recompiles,graph_breaks,cudagraphs,perf_hints; its files in tool/
 #   suite.txt        MoRAM's layer tests with CUDA visible (tests/layers/moram: the CUDA tests run, and
 #                    the Triton kernels compiled for the GPU instead of interpreted)
@@ -44,7 +44,10 @@ case "${1:-}" in
   -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 esac
 PY="${PYTHON:-python3}"
-TOOL="${MORAM_GPU_PROFILE_TOOL:-../shared/tools/gpu_profile.py}"
+TOOL="${MORAM_GPU_PROFILE_TOOL:-}"  # else the first of these that exists (the tool beside the checkout, or in it)
+for candidate in ../shared/tools/gpu_profile.py shared/tools/gpu_profile.py; do
+  [ -z "$TOOL" ] && [ -f "$candidate" ] && TOOL="$candidate"
+done
 LIMIT=480      # s: the whole run, wheels and environment included
 RESERVE=15     # s: kept for the summary and the archive at the end
 
@@ -70,7 +73,7 @@ run_profile() {
 }
 run_tool() {
   if [ ! -f "$TOOL" ]; then
-    echo "no profiling tool at $TOOL (set MORAM_GPU_PROFILE_TOOL to its file): skipped"
+    echo "no profiling tool at ${TOOL:-../shared/tools/ or shared/tools/} (set MORAM_GPU_PROFILE_TOOL to its file): skipped"
     return 0
   fi
   if [ -n "${QUICK:-}" ]; then  # the tool's own --quick runs the ViT-B/16 towers: minutes on a CPU
