@@ -111,9 +111,9 @@ def _trace_stream() -> List[Tuple[str, Setting]]:
                                "--CL_method; ZinYY/TreeLoRA, whose DualPrompt this row follows, ships none for it)")),
         ("dualprompt", Setting("epochs", dict(TRACE_FULL_EPOCHS),
                                f"{_TRACE_FULL}: --num_train_epochs 5,3,7,5,3,5,5,7")),
-        ("ogd", Setting("gradients_per_task", 1,
-                        "ours: TRACE (model/Regular/OGD.py) stores the loss gradient of every training minibatch, "
-                        "25 GiB each for a 7B model in float32; one per task, after it trains (OGD's Algorithm 1)")),
+        ("ogd", Setting("lr", 1e-5, f"{_TRACE_FULL}: --learning_rate 1e-5 (the script of every TRACE --CL_method, "
+                        "OGD's included)")),
+        ("ogd", Setting("epochs", dict(TRACE_FULL_EPOCHS), f"{_TRACE_FULL}: --num_train_epochs 5,3,7,5,3,5,5,7")),
         *_treelora_trace(),
     ]
 
@@ -169,6 +169,29 @@ def _trace_l2p() -> List[Tuple[str, Any, str]]:
             ("prompt_length", TRACE_L2P["prompt_length"], f"{main}: args.prompt_length = 5"),
             ("top_k", TRACE_L2P["top_k"], f"{l2p}: top_k=3"),
             ("pull_coef", TRACE_L2P["pull_coef"], f"{l2p}: pull_constraint_coeff=0.5")]
+
+
+def _method_rows() -> List[Tuple[str, Setting]]:
+    """Where 0.7 made a method compute what its published code computes, the option that says so,
+    set on every stream: recorded in each run's folder (a 0.6 folder of that method, which lacks
+    it, is refused rather than continued under the other method) and printed by ``--dry-run``."""
+    from ...strategies.text.lori import LORI_LOSS, LORI_LOSS_SOURCE
+    from ...strategies.text.plugins.ogd import TRACE_OGD_SETTING as OGD
+    from ...text.prompt_pool import TRACE_L2P_SETTING as L2P
+
+    ogd = "BeyonderXX/TRACE model/Regular/OGD.py"
+    return [
+        ("ogd", Setting("projection", OGD.projection, f"{ogd}:53-71 project_vec, a hook on each LoRA parameter "
+                                                      "(OGD.py:169-171): its gradient on its own columns of the basis")),
+        ("ogd", Setting("directions", OGD.directions, f"{ogd}:134,141-142: one buffer appended at every step, so each "
+                                                      "task adds its last step's gradient")),
+        ("ogd", Setting("gradients_per_task", OGD.gradients_per_task, f"{ogd}:141-142 (the same tensor appended at "
+                                                                      "every step: one direction per task)")),
+        ("l2p", Setting("prompt_init_divisor", L2P.prompt_init_divisor,
+                        "BeyonderXX/TRACE model/Dynamic_network/L2P.py:31 convert_L2P_model (embedding rows copied "
+                        "undivided since commit 2eedb15)")),
+        *[(name, Setting("loss_reduction", LORI_LOSS, LORI_LOSS_SOURCE)) for name in ("lori-d", "lori-s")],
+    ]
 
 
 _SAPT = "circle-hit/SAPT gen_script_superni_t5.py"
@@ -510,7 +533,7 @@ def stream_settings(benchmark: str, name: str, preset: Optional[str] = None) -> 
     """The settings of text strategy ``name`` on ``benchmark`` (with ``preset`` on top), in order;
     a later setting of an option wins."""
     _check_preset(benchmark, preset)
-    rows = STREAMS[benchmark]() if benchmark in STREAMS else []
+    rows = _method_rows() + (STREAMS[benchmark]() if benchmark in STREAMS else [])
     if preset is not None:
         preset_rows = PRESETS[preset][1]()
         if not _select(preset_rows, name):  # it would be recorded as used while it changes nothing
