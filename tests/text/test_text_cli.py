@@ -163,3 +163,10 @@ def test_prompt_strategies_run_in_bf16_with_gradient_checkpointing_and_resume(mo
     assert any(moved)  # the prompts trained in bf16 with gradient checkpointing
     if strategy == "l2p":  # the pool's unchosen prompts kept their initial rows (seeded run: the same each time)
         assert not all(moved)
+        # a folder of 0.6's L2P (its prompts divided by 100) records no prompt_init_divisor: refused, not continued
+        assert record["options"]["prompt_init_divisor"] == 1.0
+        del record["options"]["prompt_init_divisor"]
+        (log_dir / "run.json").write_text(json.dumps(record))
+        refused = cli(*args)
+        assert refused.returncode == 2
+        assert 'options.prompt_init_divisor: "(absent)" there, 1.0 now' in refused.stderr, refused.stderr[-2000:]
