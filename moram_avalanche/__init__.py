@@ -23,7 +23,7 @@ from importlib import import_module
 
 from .utils.moved import install as _install_moved_modules
 
-__version__ = "0.6.0"
+__version__ = "0.7.0"
 _install_moved_modules()  # 0.6's module paths, for one version (utils/moved.py)
 
 #: public name -> the module that defines it
@@ -159,10 +159,10 @@ _PUBLIC = {
     "seed_everything": "experiments.seeding",
     "reproduce": "experiments.reproduce",
     "ReproduceSettings": "experiments.clip.reproduce",
-    "analyze": "experiments.analysis",
-    "AnalysisOptions": "experiments.analysis",
-    "measure_cost": "experiments.cost",
-    "CostOptions": "experiments.cost",
+    "analyze": "experiments.clip.analysis",
+    "AnalysisOptions": "experiments.clip.analysis",
+    "measure_cost": "experiments.clip.cost",
+    "CostOptions": "experiments.clip.cost",
 }
 
 

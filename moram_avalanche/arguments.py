@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import inspect
 import math
 import re
 from typing import List, Mapping
@@ -110,19 +109,19 @@ def is_user_error(error: BaseException) -> bool:
 def check_shared_arguments(args) -> str:
     """The options ``run`` and ``compare`` share; returns ``--device`` resolved (``auto``: CUDA when
     there is one)."""
-    from .benchmarks import get_benchmark
+    from .benchmarks import benchmark_entry
     from .experiments.stream_arguments import NOT_PATHS
     from .utils.devices import resolve_device
     from .utils.files import check_output_folder
     from .utils.paths import check_input_path
 
-    builder = get_benchmark(args.benchmark)
+    benchmark = benchmark_entry(args.benchmark)
     device = resolve_device(args.device, "--device")
     if args.data_root is not None:
         check_input_path(args.data_root, "--data-root", kind="dir",
                          fix="give the folder that holds the datasets (moram-avalanche check-data --root DIR "
                              "lists what it finds)")
-    if args.data_root is None and _needs_data_root(builder):
+    if args.data_root is None and benchmark.reads_from_disk:
         raise ValueError(f"--benchmark {args.benchmark} reads datasets from disk: give --data-root DIR "
                          "(or --benchmark synthetic for the offline stream)")
     if args.cache_dir is not None:
@@ -149,15 +148,17 @@ def check_family_arguments(args, options: Mapping[str, Mapping[str, object]]) ->
 
 def check_fsdp_arguments(args) -> None:
     """``--fsdp``: a benchmark with strategies that train with sharded weights, under torchrun."""
+    from .benchmarks import benchmark_family, benchmarks
     from .experiments.distributed import under_torchrun
     from .strategies.registry import sharding_strategies
 
     if not getattr(args, "fsdp", False):
         return
-    if not sharding_strategies(_family(args)):
+    if not sharding_strategies(benchmark_family(args.benchmark)):
+        sharded = [name for name, entry in benchmarks().items() if sharding_strategies(entry.family)]
         raise ValueError(f"--fsdp shards a language model's frozen weights; no strategy of --benchmark "
                          f"{args.benchmark} trains that way: leave --fsdp out (it is for the text benchmarks: "
-                         "lm-cl, trace, superni, synthetic-text)")
+                         f"{', '.join(sharded)})")
     if not under_torchrun():
         raise ValueError("--fsdp shards the frozen weights over the processes of a torchrun run: start it "
                          "with `torchrun --nproc_per_node N -m moram_avalanche ...`, or leave --fsdp out")
@@ -165,26 +166,14 @@ def check_fsdp_arguments(args) -> None:
 
 def check_sharding_strategy(args, name: str, needs) -> None:
     """``--fsdp`` only with a strategy that trains with sharded weights (it declares ``needs.fsdp``)."""
+    from .benchmarks import benchmark_family
     from .strategies.registry import sharding_strategies
 
     if getattr(args, "fsdp", False) and not needs.fsdp:
         raise ValueError(f"--fsdp shards the frozen pre-trained weights, and strategy {name} does not train "
                          "that way (it trains those weights, copies the model or keeps state per process); "
-                         f"those that do: {', '.join(sharding_strategies(_family(args)))}; leave --fsdp out "
+                         f"those that do: {', '.join(sharding_strategies(benchmark_family(args.benchmark)))}; leave --fsdp out "
                          f"for {name}")
-
-
-def _needs_data_root(builder) -> bool:
-    """Whether a benchmark builder reads from disk: its first parameter has no default."""
-    first = next(iter(inspect.signature(builder).parameters.values()), None)
-    return first is not None and first.default is inspect.Parameter.empty
-
-
-def _family(args) -> str:
-    """The model family of ``--benchmark`` (whose strategies the names are)."""
-    from .benchmarks import benchmark_family
-
-    return benchmark_family(args.benchmark)
 
 
 def check_strategy_arguments(args, name: str, options: Mapping[str, object], overrides: Mapping[str, object], *,
@@ -194,10 +183,11 @@ def check_strategy_arguments(args, name: str, options: Mapping[str, object], ove
     ``--set`` values, ``set_prefix``: ``"moram."`` for ``compare``), the reference data it takes
     described by their paths: the one check of a command line's strategy options, each mistake
     named as it was given (``--set moram.topk=0``, else ``--strategy moram``)."""
+    from .benchmarks import benchmark_family
     from .strategies.options import check_strategy_options
     from .strategies.registry import get_strategy
 
-    cls = get_strategy(name, _family(args))
+    cls = get_strategy(name, benchmark_family(args.benchmark))
     needs = cls.needs
     check_sharding_strategy(args, name, needs)
     references = needs.reference_arguments(images=args.ref_images, sentences=args.ref_sentences)
@@ -228,9 +218,10 @@ def _option_error(where: str, error: BaseException) -> Exception:
 
 def check_references_taken(args, names: List[str]) -> None:
     """``--ref-images`` / ``--ref-sentences`` only when a chosen strategy takes them."""
+    from .benchmarks import benchmark_family
     from .strategies.registry import get_strategy, strategies_taking
 
-    family = _family(args)
+    family = benchmark_family(args.benchmark)
     for kind, value in (("images", args.ref_images), ("sentences", args.ref_sentences)):
         if value is not None and not any(kind in get_strategy(name, family).needs.references for name in names):
             raise ValueError(f"--ref-{kind} is for strategies that take reference {kind}: "
@@ -249,6 +240,7 @@ def check_run_arguments(args, name: str, options: Mapping[str, object], override
 def check_compare_names(args, names: List[str], overrides: Mapping[str, Mapping[str, object]]) -> None:
     """``compare``'s ``--strategies`` and ``--set`` names (after the shared options,
     :func:`check_shared_arguments`): each strategy once and known, each ``--set`` one of theirs."""
+    from .benchmarks import benchmark_family
     from .strategies.registry import get_strategy
 
     if not names:
@@ -256,8 +248,9 @@ def check_compare_names(args, names: List[str], overrides: Mapping[str, Mapping[
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ValueError(f"--strategies lists {repeated} twice: give each strategy once")
+    family = benchmark_family(args.benchmark)
     for name in names:
-        get_strategy(name, _family(args))
+        get_strategy(name, family)
     unknown = sorted(set(overrides) - set(names))
     if unknown:
         raise ValueError(f"--set names strategies that are not compared: {unknown} (compared: {names}); "
@@ -335,10 +328,10 @@ def check_demo(args) -> argparse.Namespace:
 def check_run(args) -> argparse.Namespace:
     """``run``: the shared options, then the strategy's options (built once,
     :func:`~moram_avalanche.experiments.from_arguments.command_options`) with its ``--set`` values."""
-    from .benchmarks import get_benchmark
+    from .benchmarks import benchmark_entry
     from .experiments.from_arguments import command_options
 
-    get_benchmark(args.benchmark)  # an unknown name fails first
+    benchmark_entry(args.benchmark)  # an unknown name fails first
     name = args.strategy.lower()
     overrides = {name: parse_sets(args.set, prefixed=False).get("", {})}
     device = check_shared_arguments(args)
@@ -351,10 +344,10 @@ def check_run(args) -> argparse.Namespace:
 def check_compare(args) -> argparse.Namespace:
     """``compare``: the shared options, the strategies' names, then each one's options (built once)
     with its own ``--set`` values."""
-    from .benchmarks import get_benchmark
+    from .benchmarks import benchmark_entry
     from .experiments.from_arguments import command_options
 
-    get_benchmark(args.benchmark)  # an unknown name fails first
+    benchmark_entry(args.benchmark)  # an unknown name fails first
     names = strategy_names(args.strategies)
     overrides = parse_sets(args.set, prefixed=True)
     device = check_shared_arguments(args)

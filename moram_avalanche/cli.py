@@ -6,10 +6,11 @@ refuse a malformed value), the check of its arguments (:mod:`moram_avalanche.arg
 anything is loaded or written; a user's mistake is one line on stderr and exit status 2) and what
 it runs with the checked arguments (a function of :mod:`moram_avalanche.experiments.commands`).
 :func:`main` parses, checks and runs the row; no code here branches on a sub-command, a family,
-a benchmark or a table. Heavy imports (torch, Avalanche, open_clip) happen inside the checks and
-the commands, so ``--help`` and argument errors are instant. ``run`` and ``compare`` also run
-data-parallel under ``torchrun --nproc_per_node N -m moram_avalanche ...``
-(:mod:`moram_avalanche.experiments.distributed`).
+a benchmark or a table: the benchmarks' protocols and ``check-data``'s layouts are read from the
+benchmark registry (:mod:`moram_avalanche.benchmarks.registry`). Heavy imports (torch, Avalanche,
+open_clip) happen inside the checks and the commands, so ``--help`` and argument errors are
+instant. ``run`` and ``compare`` also run data-parallel under ``torchrun --nproc_per_node N -m
+moram_avalanche ...`` (:mod:`moram_avalanche.experiments.distributed`).
 """
 
 from __future__ import annotations
@@ -152,15 +153,10 @@ def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_check_data_arguments(parser: argparse.ArgumentParser) -> None:
+    from .benchmarks.data_checks import ALL, data_check_names, describe_data_checks
+
     parser.add_argument("--root", required=True, help="the data root (--data-root of run)")
-    parser.add_argument("--benchmark", default="all",
-                        choices=("xtail", "mtil", "all", "lm-cl", "trace", "superni", "codealpaca"),
-                        help="which layout to check: xtail (X-TAIL's split files) or mtil "
-                             "(torchvision's; also what mtil-5shot reads) (default: all: both); "
-                             "lm-cl: the 15 text classification tasks (O-LoRA's CL_Benchmark or "
-                             "the MoRAM release's LLM-CL-Benchmark); trace: TRACE's 8 tasks; "
-                             "superni: SAPT's 15 SuperNI tasks (CL_Benchmark or CL_Benchmark/SuperNI); "
-                             "codealpaca: code_alpaca_20k.json and the HumanEval problems")
+    parser.add_argument("--benchmark", default=ALL, choices=data_check_names(), help=describe_data_checks())
     parser.add_argument("--verify-images", action="store_true",
                         help="also decode every image (slow) and count unreadable ones")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -60,7 +60,7 @@ def options(name: str, iterations: int, batch: int, eval_transform) -> dict:
     """The strategy's paper settings at ``iterations`` per experience, with what it declares for
     offline timing (``StrategyNeeds.cost``: stand-ins of the same compute for downloads) last."""
     from moram_avalanche.benchmarks.images.reference_sets import synthetic_reference
-    from moram_avalanche.experiments.clip.paper_tables import XTAIL_ORDER1
+    from moram_avalanche.experiments.clip.protocols import XTAIL_ORDER1
     from moram_avalanche.experiments.clip.recipes import paper_options, short_budget_options
     from moram_avalanche.strategies.registry import get_strategy
 

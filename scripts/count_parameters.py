@@ -1,7 +1,7 @@
 """Trainable parameters per task and model growth of every strategy, on a random-init ViT-B/16.
 
 A thin front to ``moram-avalanche cost --params-only --tasks 1``
-(:func:`moram_avalanche.experiments.cost.measure_cost` with ``timing=False``): each strategy is
+(:func:`moram_avalanche.experiments.clip.cost.measure_cost` with ``timing=False``): each strategy is
 built on a fresh open_clip ``ViT-B-16`` (random weights: counts do not depend on them) and
 trained for 0 iterations on one experience of random images, so its plugins do their
 experience-start work (MoRAM expands its atoms, MoE-Adapters adds a router, InfLoRA designs its
@@ -18,7 +18,7 @@ import warnings
 
 warnings.filterwarnings("ignore")  # before Avalanche's import: its qpsolvers warning
 
-from moram_avalanche.experiments.cost import CostOptions, measure_cost  # noqa: E402
+from moram_avalanche.experiments.clip.cost import CostOptions, measure_cost  # noqa: E402
 from moram_avalanche.strategies import STRATEGIES  # noqa: E402
 
 

@@ -7,10 +7,14 @@
 #   bash scripts/resume_old_run.sh /tmp/old-0.5 text  OUT_DIR  T5_FOLDER
 #
 # T5_FOLDER: a small seq2seq model folder (`moram-avalanche demo --text` caches one under
-# ~/.cache/moram-avalanche/moram-text-tiny-t5-*). Prints the rows the old run wrote, the resume's
-# exit code and "resuming ..." line, the rows after, and analyze's exit code and last line.
+# ~/.cache/moram-avalanche/moram-text-tiny-t5-*). STRATEGY=NAME runs another strategy than moram
+# (e.g. avalanche.naive or ogd: their run checkpoints are Avalanche's whole-strategy pickles, which
+# name every class by the module path of the version that wrote them). Prints the rows the old run
+# wrote, the resume's exit code and "resuming ..." line, the rows after, and analyze's exit code and
+# last line (analyze reads MoRAM's CLIP runs only).
 set -u
-old=$1; kind=$2; out=$3; model=${4:-}
+old=$1; kind=$2; out=$3; model=${4:-}; strategy=${STRATEGY:-moram}
+atoms=(); [ "$strategy" = moram ] && atoms=(--set atoms_per_task=4)
 here=$(cd "$(dirname "$0")/.." && pwd)
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 # MoRAM's compiled CPU kernel stays unbuilt in both versions: checkouts before 0.7 read
@@ -18,11 +22,11 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 old_switch=(MORAM_AVALANCHE_KERNEL=${MORAM_AVALANCHE_KERNEL:-off})
 new_switch=(MORAM_AVALANCHE_PATH=${MORAM_AVALANCHE_PATH:-no-cpu-kernel})
 if [ "$kind" = clip ]; then
-  ARGS=(run --benchmark synthetic --order shapes,digits,textures --strategy moram --model moram-synthetic-tiny
-        --pretrained none --iterations 6 --batch-size 8 --lr 1e-2 --set atoms_per_task=4 --no-augment
+  ARGS=(run --benchmark synthetic --order shapes,digits,textures --strategy "$strategy" --model moram-synthetic-tiny
+        --pretrained none --iterations 6 --batch-size 8 --lr 1e-2 "${atoms[@]}" --no-augment
         --no-progress --cache-dir "$out.cache")
 else
-  ARGS=(run --benchmark synthetic-text --strategy moram --model "$model" --iterations 4 --batch-size 8 --no-progress)
+  ARGS=(run --benchmark synthetic-text --strategy "$strategy" --model "$model" --iterations 4 --batch-size 8 --no-progress)
 fi
 rows() { python -c "import json,sys; print(len(json.load(open(sys.argv[1]))['matrix']))" "$out/results.json" 2>/dev/null || echo 0; }
 rm -rf "$out"

@@ -45,6 +45,20 @@ def one_thread():
 
 
 @pytest.fixture
+def registered():
+    """``registered(entry, replace=False)``: a benchmark registered for one test; afterwards the registry
+    holds what it held before, in the same order."""
+    from moram_avalanche.benchmarks import benchmarks, register_benchmark, unregister_benchmark
+
+    before = dict(benchmarks())
+    yield register_benchmark
+    for name in list(benchmarks()):
+        unregister_benchmark(name)
+    for entry in before.values():
+        register_benchmark(entry)
+
+
+@pytest.fixture
 def make_stream():
     """Build a 3-domain benchmark of random tensors: make_stream(label_space, train_sizes)."""
     from moram_avalanche.benchmarks import Domain, clip_benchmark

@@ -145,8 +145,9 @@ def name_branches(source: str, names: set) -> list:
     return branching
 
 
-@pytest.mark.parametrize("relative", ["cli.py", "experiments/clip/demo.py", "experiments/text/demo.py", *sorted(
-    str(p.relative_to(PACKAGE)) for p in (PACKAGE / "experiments" / "cost").glob("*.py"))])
+@pytest.mark.parametrize("relative", ["cli.py", "experiments/clip/demo.py", "experiments/clip/tools.py",
+                                      "experiments/text/demo.py", *sorted(
+    str(p.relative_to(PACKAGE)) for p in (PACKAGE / "experiments" / "clip" / "cost").glob("*.py"))])
 def test_the_command_line_and_the_demo_do_not_branch_on_strategy_names(relative):
     assert name_branches((PACKAGE / relative).read_text(), strategy_names()) == []
 
@@ -157,10 +158,10 @@ def test_the_costs_script_does_not_branch_on_strategy_names():
 
 
 def family_benchmark_and_table_names() -> set:
-    from moram_avalanche.benchmarks import BENCHMARK_FAMILIES
+    from moram_avalanche.benchmarks import benchmarks
     from moram_avalanche.experiments.families import families
 
-    names = {*BENCHMARK_FAMILIES, *BENCHMARK_FAMILIES.values()}
+    names = {*benchmarks(), *(entry.family for entry in benchmarks().values())}
     for record in families().values():
         names.update(record.reproduction.tables)
     return names
@@ -178,12 +179,13 @@ def test_nothing_above_the_registry_branches_on_a_family_benchmark_or_table(rela
 
 
 def test_check_data_offers_the_layouts_it_checks():
-    from moram_avalanche.benchmarks.data_checks import DATA_CHECKS
+    from moram_avalanche.benchmarks import benchmarks
     from moram_avalanche.cli import build_parser
 
     check = build_parser()._subparsers._group_actions[0].choices["check-data"]
     choices = next(action.choices for action in check._actions if action.dest == "benchmark")
-    assert set(choices) == set(DATA_CHECKS)
+    layouts = {name for name, entry in benchmarks().items() if entry.check is not None}  # 0.6's DATA_CHECKS
+    assert set(choices) == {*layouts, "all"}
 
 
 def test_the_branching_check_sees_comparisons_and_tables():
@@ -207,7 +209,7 @@ def test_every_strategy_declares_options_it_accepts():
                 names |= set(inspect.signature(vars(klass)["__init__"]).parameters)
         return names
 
-    from moram_avalanche.experiments.clip.paper_tables import MTIL_5SHOT, XTAIL_ORDER1
+    from moram_avalanche.experiments.clip.protocols import MTIL_5SHOT, XTAIL_ORDER1
     from moram_avalanche.experiments.clip.recipes import cost_options, demo_recipe, paper_options, short_budget_options
 
     for name, cls in STRATEGIES.items():

@@ -71,6 +71,43 @@ def test_every_help_text_says_which_protocol_a_benchmark_is():
     assert "mtil-5shot" in check.help
 
 
+def tiny_shapes(data_root=None, **options):
+    """A user's CLIP benchmark: the synthetic stream's shapes domain, six images per split."""
+    from moram_avalanche.benchmarks.images.synthetic import synthetic
+
+    return synthetic(("shapes",), train_size=6, test_size=6, **options)
+
+
+def test_the_command_lines_benchmark_names_are_the_registrys(registered):
+    from moram_avalanche.benchmarks import Benchmark, DataCheck, benchmarks
+    from moram_avalanche.cli import build_parser
+
+    registered(Benchmark("tiny", "clip", tiny_shapes, protocol="one toy domain (a user's)",
+                         check=DataCheck("json:loads", layout="nothing to read")))
+    commands = build_parser()._subparsers._group_actions[0].choices
+    check = next(a for a in commands["check-data"]._actions if "--benchmark" in a.option_strings)
+    assert set(check.choices) == {*(name for name, entry in benchmarks().items() if entry.check), "all"}
+    assert {"tiny", "xtail", "mtil", "lm-cl", "trace", "superni", "codealpaca"} <= set(check.choices)
+    assert check.help.endswith("; tiny: nothing to read")
+    for name in ("run", "compare"):
+        benchmark = next(a for a in commands[name]._actions if "--benchmark" in a.option_strings)
+        assert all(f"{entry}: " in benchmark.help for entry in benchmarks())
+        assert benchmark.help.endswith("; tiny: one toy domain (a user's)")
+
+
+def test_a_users_benchmark_runs_through_the_command_line(registered, tmp_path, capsys):
+    from moram_avalanche.benchmarks import Benchmark
+
+    registered(Benchmark("tiny", "clip", tiny_shapes, protocol="one toy domain (a user's)"))
+    assert main(["run", "--benchmark", "tiny", "--strategy", "zeroshot", "--model", "moram-synthetic-tiny",
+                 "--pretrained", "none", "--cache-dir", str(tmp_path / "cache"), "--log-dir", str(tmp_path / "run"),
+                 "--no-progress"]) == 0
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["domains"] == ["shapes"]
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["run"]["benchmark"] == "tiny"
+    assert main(["run", "--benchmark", "tiny", "--strategy", "o-lora", "--log-dir", str(tmp_path / "b")]) == 2
+    assert "unknown strategy 'o-lora'" in capsys.readouterr().err  # the CLIP family's strategies, by its entry
+
+
 def test_run_seeds_python_numpy_and_torch_with_the_releases_42(tmp_path, monkeypatch):
     """The generators' states when the model is built equal those right after seeding all three
     with 42 (the release's seed_all); before, only torch was seeded, with 0."""

@@ -255,3 +255,10 @@ def test_an_alpha_per_experience_shorter_than_the_text_stream_is_refused_before_
 def test_an_alpha_per_experience_shorter_than_the_clip_stream_is_refused_before_the_folder_exists(tmp_path, capsys):
     refused(capsys, clip_run(tmp_path, tmp_path / "run", "avalanche.lwf", "--set", "alpha=[1]", "--order",
                              "shapes,digits"), tmp_path / "run", "alpha holds 1 value(s)", "give 2 values")
+
+
+def test_fsdp_on_a_clip_benchmark_is_refused_naming_the_benchmarks_it_is_for(tmp_path, capsys, no_loading):
+    # the benchmarks whose family has strategies that train with sharded weights, every one of them (codealpaca too)
+    refused(capsys, clip_run(tmp_path, tmp_path / "run", "moram", "--fsdp"), tmp_path / "run",
+            "--fsdp shards a language model's frozen weights; no strategy of --benchmark synthetic trains that way",
+            "(it is for the text benchmarks: lm-cl, trace, superni, codealpaca, synthetic-text)")

@@ -1,63 +1,61 @@
-"""What ``moram-avalanche check-data --benchmark NAME`` checks, per name: the layouts a data root
-must hold for that benchmark, each check ``(root, verify_images, progress) -> (reports, text)``.
+"""What ``moram-avalanche check-data --benchmark NAME`` checks, read from the benchmark registry.
 
-X-TAIL's split files (:mod:`.images.check`), torchvision's MTIL (what ``mtil-5shot`` reads too), the
-language models' 15 classification tasks in either layout (:mod:`.text.tasks`), TRACE's 8
-tasks (:mod:`.text.trace`) and SAPT's 15 SuperNI tasks (:mod:`.text.superni`) and CodeAlpaca with HumanEval
-(:mod:`.text.codealpaca`); ``all`` is both CLIP layouts.
+Every registered benchmark with a :class:`~.registry.DataCheck` is a choice (X-TAIL's split files,
+torchvision's MTIL -- what ``mtil-5shot`` reads too --, the language models' 15 classification
+tasks, TRACE's 8 tasks, SAPT's 15 SuperNI tasks, CodeAlpaca with HumanEval; a user's registered
+benchmark too), and ``all`` (the default) is every image layout, in registration order. Each
+check is ``(root, verify_images=False, progress=True) -> (reports, text)``.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Tuple
+from types import MappingProxyType
+from typing import Tuple
+
+from ..utils.names import lookup
+from .deprecated import warn_deprecated
+from .registry import DataCheck, benchmarks
+
+#: ``check-data --benchmark``'s default: every image layout (the checks marked ``images``)
+ALL = "all"
 
 
-def _images(kind: str) -> Callable:
-    def check(root, verify_images: bool = False, progress: bool = True):
-        from .images.check import check_data, format_report
-
-        reports = check_data(root, kind, verify_images=verify_images, progress=progress)
-        return reports, format_report(reports, kind, root)
-    return check
+def _layouts() -> dict:
+    return {name: entry.check for name, entry in benchmarks().items() if entry.check is not None}
 
 
-def _text_tasks(root, verify_images: bool = False, progress: bool = True):
-    from .text.tasks import check_text_data, format_text_report
-
-    reports = check_text_data(root)
-    return reports, format_text_report(reports, root)
-
-
-def _trace_tasks(root, verify_images: bool = False, progress: bool = True):
-    from .text.trace import check_trace_data, format_trace_report
-
-    reports = check_trace_data(root)
-    return reports, format_trace_report(reports, root)
+def data_check_names() -> Tuple[str, ...]:
+    """``check-data --benchmark``'s choices: the image layouts, :data:`ALL` (which stands for them), then
+    the other layouts, each in registration order."""
+    layouts = _layouts()
+    return (*(n for n, c in layouts.items() if c.images), ALL, *(n for n, c in layouts.items() if not c.images))
 
 
-def _superni_tasks(root, verify_images: bool = False, progress: bool = True):
-    from .text.superni import SUPERNI_TASKS, check_superni_data, format_superni_report
-    from .text.superni_pseudo import pseudo_data_line
-
-    reports = check_superni_data(root)
-    return reports, format_superni_report(reports, root) + "\n" + pseudo_data_line(root, SUPERNI_TASKS)
-
-
-def _codealpaca(root, verify_images: bool = False, progress: bool = True):
-    from .text.codealpaca import check_codealpaca_data
-
-    reports = check_codealpaca_data(root)
-    report = reports[0]
-    text = (f"codealpaca in {root}: {report.train} CodeAlpaca examples, {report.test} HumanEval problems "
-            f"({report.folder})\nthe codealpaca stream can be built" if report.usable else
-            f"codealpaca in {root}: {report.status}\n{report.message}\nthe codealpaca stream cannot be built")
-    return reports, text
+def data_checks(name: str) -> Tuple[DataCheck, ...]:
+    """The checks ``check-data --benchmark name`` runs, in the order they are reported; a clear error
+    for a name without a check."""
+    layouts = _layouts()
+    table = {layout: (check,) for layout, check in layouts.items()}
+    table[ALL] = tuple(check for check in layouts.values() if check.images)
+    return lookup(table, name, "check-data layout")
 
 
-#: ``check-data --benchmark`` -> its layouts' checks, in the order they are reported
-DATA_CHECKS: Dict[str, Tuple[Callable, ...]] = {
-    "xtail": (_images("xtail"),), "mtil": (_images("mtil"),), "all": (_images("xtail"), _images("mtil")),
-    "lm-cl": (_text_tasks,), "trace": (_trace_tasks,),
-    "superni": (_superni_tasks,), "codealpaca": (_codealpaca,)}
+def describe_data_checks() -> str:
+    """``check-data --benchmark``'s help: what each layout is, and what the default checks."""
+    layouts = _layouts()
+    images = [name for name, check in layouts.items() if check.images]
+    return (f"which layout to check (default: {ALL}, every image layout: {', '.join(images)}): "
+            + "; ".join(f"{name}: {check.layout}" for name, check in layouts.items()))
 
-__all__ = ["DATA_CHECKS"]
+
+def __getattr__(name: str):
+    """0.6's ``DATA_CHECKS`` (layout -> its checks' functions), a read-only view of the registry for
+    one version, with a DeprecationWarning (:mod:`.deprecated`)."""
+    if name != "DATA_CHECKS":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warn_deprecated("benchmarks.data_checks.DATA_CHECKS", "moram_avalanche.benchmarks.data_checks.data_checks(name) "
+                    "(the checks) or data_check_names() (the choices)", stacklevel=2)
+    return MappingProxyType({layout: tuple(check.run for check in data_checks(layout)) for layout in data_check_names()})
+
+
+__all__ = ["ALL", "data_check_names", "data_checks", "describe_data_checks"]

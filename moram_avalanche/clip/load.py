@@ -12,6 +12,11 @@ with:
   weights, ``--weights-origin openai`` on the command line), or a ``-quickgelu`` model name
   (``"ViT-B-16-quickgelu"``); a file of unknown origin for an architecture that OpenAI
   published is loaded as the name says (``nn.GELU``) with a warning saying how to tell.
+
+Besides open_clip's names and tags, :func:`load_clip` loads the models and weights the package
+registers (:mod:`.registry`): the demo's tiny CLIP by name, ``"moram-synthetic-tiny"``, with
+random weights (``pretrained=None``) or the demo's pre-trained ones (``pretrained="synthetic"``,
+made once and cached).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from torch import nn
 
 from ..utils.devices import resolve_device
 from ..utils.errors import UserError
+from .registry import made_tags, register_model_configs, registered_models, resolve_pretrained
 
 #: the pretrained-config fields that set the image preprocessing -> open_clip's keyword
 _PREPROCESS_KEYWORDS = {"mean": "image_mean", "std": "image_std", "interpolation": "image_interpolation",
@@ -51,11 +57,16 @@ def load_clip(
     """Return ``(model, train_transform, eval_transform, tokenizer)`` for an open_clip model.
 
     Args:
-        name: open_clip model name (the paper: ``"ViT-B-16"``).
-        pretrained: an open_clip tag (the paper: ``"openai"``), a path to a local weights
-            file, or None for random initialisation (tests, offline demos).
+        name: open_clip model name (the paper: ``"ViT-B-16"``), or one the package registers
+            (:mod:`.registry`: ``"moram-synthetic-tiny"``, the demo's tiny CLIP).
+        pretrained: an open_clip tag (the paper: ``"openai"``), a tag whose weights the package
+            makes (``"synthetic"`` of the tiny CLIP: the demo's pre-training, made once and
+            cached), a path to a local weights file, or None for random initialisation (tests,
+            offline demos).
         device: where the model is placed (``"auto"``: a CUDA GPU when there is one).
-        cache_dir: where open_clip caches downloaded weights.
+        cache_dir: where open_clip caches downloaded weights; for weights the package makes,
+            where they are cached (default: ``$MORAM_AVALANCHE_CACHE``, else
+            ``~/.cache/moram-avalanche``, the demo's cache).
         weights_origin: with a local file, the open_clip tag the file's weights were
             published under (e.g. ``"openai"``): the model is built as that tag's weights
             were trained (QuickGELU for OpenAI's) and preprocesses images as that tag does.
@@ -73,13 +84,15 @@ def load_clip(
     """
     import open_clip  # heavy import, kept out of module import time
 
+    register_model_configs()  # the package's own names, known to open_clip from here on
     if name not in open_clip.list_models():
         raise ValueError(
             f"unknown open_clip model {name!r}; known names include "
             f"{', '.join(m for m in open_clip.list_models() if m.startswith('ViT-B'))}, ... "
-            "(open_clip.list_models() lists them all)"
+            f"(open_clip.list_models() lists them all) and the package's own, {', '.join(registered_models())}"
         )
     device = resolve_device(device)
+    pretrained = resolve_pretrained(name, pretrained, cache_dir)  # weights the package makes: their file
     options = dict(open_clip_kwargs)
     local = False
     if pretrained:
@@ -206,7 +219,7 @@ def _fetch_pretrained(open_clip, name: str, pretrained: str, cache_dir: Optional
     """Make sure the weights for ``pretrained`` are on disk, or fail with instructions.
 
     Returns whether ``pretrained`` is a local file (rather than a tag)."""
-    tags = open_clip.list_pretrained_tags_by_model(name)
+    tags = [*open_clip.list_pretrained_tags_by_model(name), *made_tags(name)]
     config = open_clip.get_pretrained_cfg(name, pretrained)
     if not config:
         if os.path.isfile(os.path.expanduser(pretrained)):

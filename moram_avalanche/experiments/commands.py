@@ -31,13 +31,14 @@ def demo(args) -> int:
 
 def _setup(args):
     """The processes of the run (one, or this one of torchrun's) and the setup of its strategies."""
+    from ..benchmarks import benchmark_family
     from ..strategies.registry import get_strategy
     from .distributed import start_processes
-    from .from_arguments import family_of
 
     processes = start_processes(args.seed, args.device)  # one of several under torchrun
+    family = benchmark_family(args.benchmark)
     for name in args.options:
-        processes.check(name, get_strategy(name, family_of(args)).needs)
+        processes.check(name, get_strategy(name, family).needs)
     return processes, setup_from_arguments(args, args.options, args.overrides, processes.device)
 
 
@@ -95,34 +96,22 @@ def compare(args) -> int:
 
 
 def analyze(args) -> int:
-    """``analyze``: the paper's figures from a MoRAM run's folder."""
-    from .analysis import AnalysisOptions
-    from .analysis import analyze as analyze_run
+    """``analyze``: the paper's figures from a run's folder, by its family's analysis (the family
+    its record names: :func:`~.families.analysis_of_run`)."""
+    from .families import analysis_of_run
 
-    options = AnalysisOptions(encoder=args.encoder, layer=args.layer, projection=args.projection,
-                              scenarios=args.scenarios, image=args.image, images=args.images,
-                              share=args.share, maps=not args.no_maps)
-    overrides = {k: v for k, v in (("model", args.model), ("pretrained", args.pretrained),
-                                   ("benchmark", args.benchmark), ("cache_dir", args.cache_dir)) if v}
-    report = analyze_run(args.log_dir, data_root=args.data_root, options=options, settings=overrides,
-                         device=args.device, progress=not args.no_progress, out=args.out)
+    report = analysis_of_run(args.log_dir, args.benchmark).run(args)
     print(f"{report} (pictures beside it; TensorBoard: the run's log, run 'analysis')")
     return 0
 
 
 def cost(args) -> int:
-    """``cost``: parameters, peak memory and time per image of each strategy, as the paper's cost tables."""
+    """``cost``: parameters, peak memory and time per image of each strategy, as the paper's cost
+    tables, by the cost tool of the family that offers one (:func:`~.families.cost_family`)."""
     from ..utils.files import atomic_write_text
-    from .cost import CostOptions, cost_report, measure_cost
+    from .families import cost_family
 
-    options = CostOptions(
-        model=args.model, pretrained=None if args.pretrained.lower() == "none" else args.pretrained,
-        device=args.device, strategies=args.strategies, tasks=args.tasks, batch_size=args.batch_size,
-        iterations=args.iterations, warmup=args.warmup, classes=args.classes, eval_images=args.eval_images,
-        eval_batch_size=args.eval_batch_size, repeats=args.repeats, amp=args.amp, options=args.overrides,
-        cache_dir=args.cache_dir, seed=args.seed, timing=not args.params_only)
-    results = measure_cost(options, progress=not args.no_progress)
-    report = cost_report(results, paper=not args.no_paper)
+    report, results = cost_family().cost.run(args)
     print(report)
     if args.out:
         atomic_write_text(Path(args.out) / "cost.md", report)
@@ -133,11 +122,11 @@ def cost(args) -> int:
 def check_data(args) -> int:
     """``check-data``: what a data root holds, per domain or task; exit status 1 when a benchmark
     cannot be built from it."""
-    from ..benchmarks.data_checks import DATA_CHECKS
+    from ..benchmarks.data_checks import data_checks
 
     usable = True
-    for index, check in enumerate(DATA_CHECKS[args.benchmark]):
-        reports, text = check(args.root, verify_images=args.verify_images, progress=not args.no_progress)
+    for index, check in enumerate(data_checks(args.benchmark)):
+        reports, text = check.run(args.root, verify_images=args.verify_images, progress=not args.no_progress)
         print(("\n" if index else "") + text)
         usable &= all(report.usable for report in reports)
     return 0 if usable else 1

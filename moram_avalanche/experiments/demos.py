@@ -16,19 +16,13 @@ is refused, since starting over would delete them.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Dict, Optional, Sequence
 
+from ..utils.cache import default_cache_dir
 from .family import Demo
 
 logger = logging.getLogger(__name__)
-
-
-def default_cache_dir() -> Path:
-    """Where the demos cache their pre-trained tiny models: ``$MORAM_AVALANCHE_CACHE``, else
-    ``~/.cache/moram-avalanche``."""
-    return Path(os.environ.get("MORAM_AVALANCHE_CACHE", Path.home() / ".cache" / "moram-avalanche"))
 
 
 def run_family_demo(demo: Demo, out_dir, *, cache_dir=None, config=None, strategies: Optional[Sequence[str]] = None,

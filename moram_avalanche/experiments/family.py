@@ -1,10 +1,12 @@
-"""The record of a model family, as the app reads it: :class:`Family`, with its :class:`Demo` and
-its :class:`Reproduction` (registered in :mod:`.families`)."""
+"""The record of a model family, as the app reads it: :class:`Family`, with its :class:`Demo`, its
+:class:`Reproduction` and the :class:`Tool` s it offers for its own runs (registered in :mod:`.families`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Sequence, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+
+from .paper.spec import table_named
 
 
 def _nothing_to_check(args, options=None) -> None:
@@ -41,32 +43,52 @@ class Demo:
 
 @dataclass(frozen=True)
 class Reproduction:
-    """A family's paper tables and how ``reproduce`` runs them
-    (:func:`~moram_avalanche.experiments.reproduce.reproduce`).
+    """A family's paper tables, as data the one pipeline reads
+    (:func:`~moram_avalanche.experiments.reproduce.reproduce`, :mod:`~moram_avalanche.experiments.paper`).
+
+    Each table (:class:`~moram_avalanche.experiments.paper.spec.PaperTable`) says how its rows run
+    and how its cells are read; the settings a ``settings`` call returns say what the family's
+    model and budget mean for a run (:class:`~moram_avalanche.experiments.paper.settings.ReproductionSettings`).
 
     Attributes:
-        tables: the table names ``reproduce`` takes for this family.
-        specs: ``table -> [spec]`` (``"all"`` may stand for several).
+        specs: ``{table name: table}`` in the paper's order (the order ``every`` runs them).
         settings: ``(command-line args) -> settings`` (flags of another family refused).
-        paper_text: ``[spec] -> Markdown`` of the paper's numbers alone.
-        plan_text: ``([spec], settings) -> the plan`` (``--dry-run``).
-        plan: ``([spec], settings) -> [(run, [rows it serves])]``, every distinct run once.
-        check_needs: ``([spec], settings, plan) -> None``: one ValueError naming all that is missing.
-        setup: ``(run, settings) -> Setup`` of one run's comparison folder.
-        table_result: ``(spec, settings) -> TableResult`` from the finished runs.
         index: ``(file name, title)`` of the index of the tables written under one root.
+        every: the name that stands for every table of the family ("all"); "" for none.
     """
 
-    tables: Tuple[str, ...]
-    specs: Callable[[str], Sequence[Any]]
+    specs: Mapping[str, Any]
     settings: Callable[[Any], Any]
-    paper_text: Callable[[Sequence[Any]], str]
-    plan_text: Callable[[Sequence[Any], Any], str]
-    plan: Callable[[Sequence[Any], Any], list]
-    check_needs: Callable[[Sequence[Any], Any, list], None]
-    setup: Callable[[Any, Any], Any]
-    table_result: Callable[[Any, Any], Any]
     index: Tuple[str, str]
+    every: str = ""
+
+    @property
+    def tables(self) -> Tuple[str, ...]:
+        """The table names ``reproduce`` takes for this family (:attr:`every` last)."""
+        return (*self.specs, *((self.every,) if self.every else ()))
+
+    def resolve(self, table: str) -> Tuple[Any, ...]:
+        """The tables ``table`` names: one, or every table for :attr:`every`."""
+        if self.every and table == self.every:
+            return tuple(self.specs.values())
+        return (table_named(self.specs, table),)
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A command a family offers for its own runs, beyond those every family shares: ``analyze``
+    (:attr:`Family.analysis`) and ``cost`` (:attr:`Family.cost`), which the command line reaches
+    through the family record (:mod:`.families`).
+
+    Attributes:
+        run: ``(checked command-line arguments) -> what the command reports`` (the package of the
+            tool imported when it runs).
+        about: what it does, for messages naming the families that offer it ("the figures of CLIP
+            runs (...)").
+    """
+
+    run: Callable[[Any], Any]
+    about: str
 
 
 @dataclass(frozen=True)
@@ -91,6 +113,10 @@ class Family:
             the strategies' options and before any model loads or the output folder exists.
         data_workers: whether its data is decoded by DataLoader worker processes (images: yes;
             the text streams' examples are strings in memory, read with none).
+        analysis: ``analyze``: the paper's figures from a run of this family, ``run(args) -> the
+            report's path`` (None: the family has none).
+        cost: ``cost``: what its strategies cost as tasks accumulate, ``run(args) -> (report
+            Markdown, results)`` (None: the family has none).
     """
 
     name: str
@@ -103,6 +129,8 @@ class Family:
     reproduction: Reproduction
     check_arguments: Callable[..., None] = _nothing_to_check
     data_workers: bool = True
+    analysis: Optional[Tool] = None
+    cost: Optional[Tool] = None
 
 
-__all__ = ["Demo", "Family", "Reproduction"]
+__all__ = ["Demo", "Family", "Reproduction", "Tool"]

@@ -10,9 +10,12 @@ from the family record of ``--benchmark`` (:mod:`~moram_avalanche.experiments.fa
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Mapping
 
+from ..benchmarks import benchmark_family
+from ..utils.moved import REMOVED_IN
 from .families import family_of_benchmark
 from .stream_arguments import pretrained_of, stream_options
 
@@ -74,7 +77,7 @@ def command_options(args, name: str, overrides: Mapping[str, object]) -> dict:
     (:func:`with_references`)."""
     from ..strategies.registry import get_strategy
 
-    options = base_options(args, name, get_strategy(name, family_of(args)).needs)
+    options = base_options(args, name, get_strategy(name, benchmark_family(args.benchmark)).needs)
     if args.eval_batch_size is not None:
         options["eval_mb_size"] = args.eval_batch_size
     options.update(overrides)
@@ -93,7 +96,7 @@ def with_references(args, name: str, options: Mapping[str, object], eval_tf) -> 
     model's evaluation transform; a ``--set`` value of the same option wins."""
     from ..strategies.registry import get_strategy
 
-    needs = get_strategy(name, family_of(args)).needs
+    needs = get_strategy(name, benchmark_family(args.benchmark)).needs
     wanted = needs.taken(images=args.ref_images, sentences=args.ref_sentences)
     if not wanted:  # read only the reference data this strategy takes
         return dict(options)
@@ -102,12 +105,15 @@ def with_references(args, name: str, options: Mapping[str, object], eval_tf) -> 
     return {**needs.reference_arguments(**reference_data(eval_tf, **wanted)), **options}
 
 
-def family_of(args) -> str:
-    """The model family of ``--benchmark`` (:data:`~moram_avalanche.benchmarks.BENCHMARK_FAMILIES`)."""
-    from ..benchmarks import benchmark_family
+def __getattr__(name: str):
+    """0.6's ``family_of(args)``, for one version: it is ``benchmark_family(args.benchmark)``
+    (:func:`moram_avalanche.benchmarks.benchmark_family`, the one derivation of a benchmark's family)."""
+    if name != "family_of":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(f"{__name__}.family_of(args) is deprecated since moram-avalanche 0.7 and goes in {REMOVED_IN}: "
+                  "read moram_avalanche.benchmarks.benchmark_family(args.benchmark)", DeprecationWarning, stacklevel=2)
+    return lambda args: benchmark_family(args.benchmark)
 
-    return benchmark_family(args.benchmark)
 
-
-__all__ = ["DEFAULT_BATCH_SIZE", "base_options", "batch_size_of", "command_options", "dtype_of", "family_of",
-           "shared_settings", "strategy_options", "with_references"]
+__all__ = ["DEFAULT_BATCH_SIZE", "base_options", "batch_size_of", "command_options", "dtype_of", "shared_settings",
+           "strategy_options", "with_references"]

@@ -11,8 +11,10 @@ table row). A run folder gets, from here alone:
   (:func:`~moram_avalanche.experiments.runner.run_stream`, :class:`~.metrics.AccuracyMatrix`);
 * ``memory.json`` (:class:`~moram_avalanche.strategies.plugins.memory.PeakMemory`) and
   ``time.json`` (:class:`~moram_avalanche.strategies.plugins.timing.RunTime`), and what the
-  strategy's plugins add (each plugin's ``run_pictures()``, drawn as heatmaps: MoRAM's
-  ``atom_usage.png``); the run path knows no method;
+  strategy's plugins add through the hooks they declare
+  (:class:`~moram_avalanche.strategies.plugins.run_hooks.RunHooks`: each plugin's ``run_pictures()``,
+  drawn as heatmaps -- MoRAM's ``atom_usage.png`` -- and ``run_reports()``, written as JSON);
+  the run path knows no method;
 * the Avalanche TensorBoard log in ``tb_dir``.
 
 :func:`prepare_runs` checks every strategy's options and builds the part of each record that
@@ -205,23 +207,40 @@ def _run_one(setup: Setup, name: str, prepared: Prepared, folder: RunFolder, tb_
 
 
 def write_plugin_pictures(strategy, folder: Path) -> None:
-    """Draw what the strategy's plugins add to a run folder: each plugin's ``run_pictures()``,
-    ``{file name: keyword arguments of} :func:`~moram_avalanche.experiments.viz.heatmap``."""
+    """Draw what the strategy's plugins add to a run folder: each plugin's
+    :meth:`~moram_avalanche.strategies.plugins.run_hooks.RunHooks.run_pictures`,
+    ``{file name: keyword arguments of} :func:`~moram_avalanche.experiments.viz.heatmap``; a
+    TypeError naming the plugin when a picture's arguments are not heatmap's."""
+    import inspect
+
+    from .runner import run_hooks
     from .viz import heatmap, save_png
 
-    for plugin in strategy.plugins:
-        pictures = getattr(plugin, "run_pictures", None)
-        for file_name, picture in (pictures() if callable(pictures) else {}).items():
+    for hooks in run_hooks(strategy):
+        for file_name, picture in hooks.run_pictures().items():
+            try:
+                inspect.signature(heatmap).bind(**picture)
+            except TypeError as error:
+                raise TypeError(f"{type(hooks.plugin).__name__}.run_pictures() gave {file_name!r} arguments "
+                                f"heatmap does not take ({error}): expected {inspect.signature(heatmap)}") from None
             save_png(heatmap(**picture), folder / file_name)
 
 
 def write_plugin_reports(strategy, folder: Path) -> None:
-    """Write what the strategy's plugins report to a run folder: each plugin's ``run_reports()``,
-    ``{file name: JSON-able content}`` (HumanEval's sampled pass@k), atomically."""
-    for plugin in strategy.plugins:
-        reports = getattr(plugin, "run_reports", None)
-        for file_name, content in (reports() if callable(reports) else {}).items():
-            atomic_write_text(folder / file_name, json.dumps(content, indent=2) + "\n")
+    """Write what the strategy's plugins report to a run folder: each plugin's
+    :meth:`~moram_avalanche.strategies.plugins.run_hooks.RunHooks.run_reports`,
+    ``{file name: JSON-able content}`` (HumanEval's sampled pass@k), atomically; a TypeError
+    naming the plugin when a report is not JSON-able."""
+    from .runner import run_hooks
+
+    for hooks in run_hooks(strategy):
+        for file_name, content in hooks.run_reports().items():
+            try:
+                text = json.dumps(content, indent=2) + "\n"
+            except (TypeError, ValueError) as error:
+                raise TypeError(f"{type(hooks.plugin).__name__}.run_reports() gave {file_name!r} content that "
+                                f"is not JSON-able ({error}): report numbers, strings, lists and dicts") from None
+            atomic_write_text(folder / file_name, text)
 
 
 def run_single(setup: Setup, name: str, folder, *, resume: bool = True, progress: bool = True,

@@ -43,20 +43,36 @@ from .run_folder import BAD_IMAGES_NAME, CHECKPOINT_NAME, RUN_FILES, RunFolder, 
 logger = logging.getLogger(__name__)
 
 
+def run_hooks(strategy) -> tuple:
+    """The run-path hooks of the strategy's plugins, checked
+    (:class:`~moram_avalanche.strategies.plugins.run_hooks.PluginRunHooks`, one per plugin): a
+    hook of the wrong kind or a misspelt one is an error naming the plugin and the fix."""
+    from ..strategies.plugins.run_hooks import plugin_run_hooks
+
+    return plugin_run_hooks(strategy.plugins)
+
+
 def prepare_plugins(strategy) -> None:
     """Let the strategy's plugins prepare what a run needs, once, before its first experience and
-    outside every timed step: each plugin's ``prepare_run(strategy)`` where it has one
+    outside every timed step: each plugin's
+    :meth:`~moram_avalanche.strategies.plugins.run_hooks.RunHooks.prepare_run`
     (:class:`~moram_avalanche.strategies.plugins.moram.MoRAMPlugin` builds the CPU routing kernel
     there, so that no experience's time -- ``Train s / exp.`` of the tables -- includes the build)."""
-    for plugin in strategy.plugins:
-        prepare = getattr(plugin, "prepare_run", None)
-        if callable(prepare):
-            prepare(strategy)
+    for hooks in run_hooks(strategy):
+        hooks.prepare_run(strategy)
 
 
 def plugin_files(strategy) -> tuple:
-    """The files the strategy's plugins add to a run folder (each plugin's ``run_files``)."""
-    return tuple(name for plugin in strategy.plugins for name in getattr(plugin, "run_files", ()))
+    """The files the strategy's plugins add to a run folder (each plugin's
+    :attr:`~moram_avalanche.strategies.plugins.run_hooks.RunHooks.run_files`); a ValueError when
+    one is a file the run path writes itself (:data:`RUN_FILES`) or two plugins name the same file."""
+    files = [name for hooks in run_hooks(strategy) for name in hooks.run_files]
+    taken = sorted({name for name in files if name in RUN_FILES or files.count(name) > 1})
+    if taken:
+        raise ValueError(f"the strategy's plugins add {taken} to the run folder, which the run path or another "
+                         f"plugin writes too ({', '.join(RUN_FILES)} are the run's own): give the plugin's files "
+                         "names of their own (run_files)")
+    return tuple(files)
 
 
 def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
@@ -203,7 +219,8 @@ def check_unrecorded_checkpoint(strategy, out_dir: Path) -> None:
 
 def check_run_arguments(strategy, benchmark) -> None:
     """A TypeError that names the fix when ``strategy`` is not an Avalanche strategy or
-    ``benchmark`` not a benchmark object (a name is the usual slip: ``run_stream(s, "xtail", ...)``)."""
+    ``benchmark`` not a benchmark object (a name is the usual slip: ``run_stream(s, "xtail", ...)``);
+    the strategy's plugins' run-path hooks checked (:func:`plugin_files`)."""
     if isinstance(benchmark, (str, bytes)) or not all(hasattr(benchmark, a) for a in ("train_stream", "test_stream")):
         hint = (f": build it first, e.g. moram_avalanche.benchmarks.get_benchmark({benchmark!r})(data_root, ...)"
                 if isinstance(benchmark, str) else "")
@@ -212,6 +229,7 @@ def check_run_arguments(strategy, benchmark) -> None:
     if not all(callable(getattr(strategy, a, None)) for a in ("train", "eval")) or not hasattr(strategy, "plugins"):
         raise TypeError(f"run_stream takes an Avalanche strategy (with train, eval and plugins), got "
                         f"{type(strategy).__name__}: build one, e.g. moram_avalanche.MoRAM(model=..., tokenizer=...)")
+    plugin_files(strategy)  # the plugins' run-path hooks, checked before anything is written
 
 
 def lean_checkpoints(strategy) -> bool:
@@ -282,5 +300,5 @@ def rewrite_results(strategy, bad_images=None) -> None:
 
 
 __all__ = ["BAD_IMAGES_NAME", "CHECKPOINT_NAME", "RUN_FILES", "check_unrecorded_checkpoint", "hide_later_points",
-           "lean_checkpoints", "plugin_files", "prepare_plugins", "results_held", "rewrite_results", "run_record",
-           "run_stream"]
+           "lean_checkpoints", "plugin_files", "prepare_plugins", "results_held", "rewrite_results", "run_hooks",
+           "run_record", "run_stream"]

@@ -92,8 +92,8 @@ def all_strategies() -> Dict[str, Union[Type[CLIPStrategy], BuiltinStrategy]]:
     return {**STRATEGIES, **BUILTINS}
 
 
-#: model family -> its strategy table (a benchmark declares its family,
-#: :data:`moram_avalanche.benchmarks.BENCHMARK_FAMILIES`); a family enters here, by registration
+#: model family -> its strategy table (a benchmark declares its family in its registered entry,
+#: :func:`moram_avalanche.benchmarks.benchmark_family`); a family enters here, by registration
 FAMILIES = {"clip": all_strategies, "text": text_strategies}
 
 

@@ -7,9 +7,10 @@ dotted names keep working until 0.8, each with a ``DeprecationWarning`` that nam
 
 * an old module path (``import moram_avalanche.strategies.text_strategies``,
   ``from moram_avalanche.layers.moram_bank import MoRAMBank``) is the new module itself, through
-  :class:`MovedModuleFinder` (installed by ``moram_avalanche/__init__.py``). That is also how a
-  whole-strategy checkpoint pickled by 0.6 (Avalanche's ``save_checkpoint``: its classes by
-  their 0.6 module path) still loads;
+  :class:`MovedModuleFinder` (installed by ``moram_avalanche/__init__.py``). A moved package's
+  submodules are found under its old name too (``experiments.analysis.report`` is
+  ``experiments.clip.analysis.report``). That is also how a whole-strategy checkpoint pickled by
+  0.6 (Avalanche's ``save_checkpoint``: its classes by their 0.6 module path) still loads;
 * a module 0.7 split (``strategies.text_strategies`` became one module per method) is a module
   whose names are looked up in the new modules, in order;
 * a name a room no longer holds (``from moram_avalanche.strategies.plugins import AnalyticHead``,
@@ -28,7 +29,7 @@ import importlib.util
 import sys
 import types
 import warnings
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 PACKAGE = "moram_avalanche"
 #: the version that removes the old names
@@ -120,14 +121,13 @@ MOVED_MODULES: Dict[str, str] = {
     # experiments: the clip and text wings, paper/
     "experiments.clip_family": "experiments.clip.family",
     "experiments.demo": "experiments.clip.demo",
-    "experiments.paper_tables": "experiments.clip.paper_tables",
-    "experiments.reproduce_plan": "experiments.clip.reproduce",
     "experiments.text_family": "experiments.text.family",
     "experiments.demo_text": "experiments.text.demo",
-    "experiments.reproduce_text": "experiments.text.reproduce",
     "experiments.text_recipes": "experiments.text.recipes",
     "experiments.paper_numbers": "experiments.paper.numbers",
-    "experiments.reproduce_report": "experiments.paper.report",
+    # experiments: CLIP's tools in the CLIP wing (packages: their submodules move with them)
+    "experiments.analysis": "experiments.clip.analysis",
+    "experiments.cost": "experiments.clip.cost",
 }
 
 #: 0.6 module that 0.7 split -> the 0.7 modules that hold its names, looked up in order
@@ -141,12 +141,45 @@ SPLIT_MODULES: Dict[str, Tuple[str, ...]] = {
     "layers.moram_paths": ("layers.moram.paths.choice", "layers.moram.paths.switch"),
     "layers.moram_fused": ("layers.moram.paths.reference", "layers.moram.paths.choice", "layers.moram.layer",
                            "layers.moram.backward"),
+    # reproduce: one pipeline in experiments/paper/, each family's tables, protocols and settings in its wing
+    "experiments.paper_tables": ("experiments.clip.paper_tables", "experiments.clip.table_spec",
+                                 "experiments.clip.protocols", "experiments.paper.spec"),
+    "experiments.reproduce_plan": ("experiments.clip.reproduce", "experiments.clip.protocols", "experiments.paper.runs",
+                                   "experiments.paper.settings", "experiments.paper.needs", "experiments.paper.setup",
+                                   "experiments.paper.plan_text"),
+    "experiments.reproduce_text": tuple(f"experiments.{name}" for name in (
+        "text.reproduce", "text.paper_tables", "text.table_spec", "text.rehearsal", "text.stream_protocol",
+        "text.streams", "text.lm_cl_stream", "text.trace_stream", "text.superni_stream", "text.codealpaca_stream",
+        "paper.settings", "paper.runs", "paper.needs", "paper.setup", "paper.plan_text", "paper.results",
+        "paper.report")),
+    "experiments.reproduce_report": ("experiments.paper.report", "experiments.paper.results", "experiments.paper.figure",
+                                     "experiments.clip.table_spec"),
 }
 
 #: (0.6 module 0.7 split, a name it held that is now computed) -> the function that computes it
 COMPUTED_NAMES: Dict[Tuple[str, str], str] = {
     # the package's own language-model strategies by name: now the registry's
     ("strategies.text_strategies", "TEXT_STRATEGIES"): "strategies.registry.package_text_strategies",
+}
+
+#: (0.6 module 0.7 split, a name it held) -> what replaces it: ``"module:attribute.path"`` (the
+#: object there, under another name)
+RENAMED_NAMES: Dict[Tuple[str, str], str] = {
+    ("experiments.paper_tables", "resolve_tables"): "experiments.clip.family:FAMILY.reproduction.resolve",
+}
+
+#: (0.6 module 0.7 split, a name it held) -> why it has no drop-in replacement and what to use: the
+#: AttributeError's words (the one pipeline of experiments/paper/ took these over with new signatures)
+REMOVED_NAMES: Dict[Tuple[str, str], str] = {
+    ("experiments.reproduce_plan", "files_needed"): "a CLIP protocol's method now: "
+        "moram_avalanche.experiments.clip.protocols.Protocol.files_needed(run, settings)",
+    ("experiments.reproduce_plan", "format_run"): "a CLIP protocol's method now: "
+        "moram_avalanche.experiments.clip.protocols.Protocol.format_run(run, settings)",
+    ("experiments.reproduce_plan", "format_plan"): "use moram_avalanche.experiments.paper.plan_text.plan_text(specs, "
+        "settings), every family's plan",
+    ("experiments.reproduce_text", "TextRun"): "a run is moram_avalanche.experiments.paper.runs.Run(protocol, "
+        "strategy, options, seed) for every family; a text run's protocol is a "
+        "moram_avalanche.experiments.text.stream_protocol.TextRunProtocol",
 }
 
 #: room (package) -> {name it held in 0.6: the 0.7 module that holds it}
@@ -195,10 +228,18 @@ class _SplitModule(types.ModuleType):
     def __getattr__(self, attribute: str):
         if attribute.startswith("__"):
             raise AttributeError(attribute)
-        computed = COMPUTED_NAMES.get((self.__name__[len(PACKAGE) + 1:], attribute))
-        if computed is not None:
-            module, _, function = _full(computed).rpartition(".")
+        key = (self.__name__[len(PACKAGE) + 1:], attribute)
+        if key in COMPUTED_NAMES:
+            module, _, function = _full(COMPUTED_NAMES[key]).rpartition(".")
             return getattr(importlib.import_module(module), function)()
+        if key in RENAMED_NAMES:
+            module, _, path = RENAMED_NAMES[key].partition(":")
+            value = importlib.import_module(_full(module))
+            for part in path.split("."):
+                value = getattr(value, part)
+            return value
+        if key in REMOVED_NAMES:
+            raise AttributeError(f"{self.__name__}.{attribute} was removed in 0.7: {REMOVED_NAMES[key]}")
         for target in self.__targets:
             module = importlib.import_module(target)
             if hasattr(module, attribute):
@@ -237,15 +278,30 @@ class _Split(importlib.abc.Loader):
         """Nothing runs: names are looked up on use."""
 
 
+def moved_to(old: str) -> Optional[str]:
+    """Where 0.6's module ``old`` (under the package) is now: its entry in :data:`MOVED_MODULES`,
+    or, for a submodule of a moved package, the same submodule of the package's new place
+    (``experiments.analysis.report`` -> ``experiments.clip.analysis.report``); None when it did
+    not move."""
+    parts = old.split(".")
+    for end in range(len(parts), 0, -1):
+        package = ".".join(parts[:end])
+        if package in MOVED_MODULES:
+            return ".".join([MOVED_MODULES[package], *parts[end:]])
+    return None
+
+
 class MovedModuleFinder(importlib.abc.MetaPathFinder):
-    """Finds 0.6's module paths (:data:`MOVED_MODULES`, :data:`SPLIT_MODULES`) for one version."""
+    """Finds 0.6's module paths (:data:`MOVED_MODULES`, submodules of its packages included, and
+    :data:`SPLIT_MODULES`) for one version."""
 
     def find_spec(self, fullname, path=None, target=None):
         if not fullname.startswith(PACKAGE + "."):
             return None
         old = fullname[len(PACKAGE) + 1:]
-        if old in MOVED_MODULES:
-            return importlib.util.spec_from_loader(fullname, _Alias(_full(MOVED_MODULES[old])))
+        new = moved_to(old)
+        if new is not None:
+            return importlib.util.spec_from_loader(fullname, _Alias(_full(new)))
         if old in SPLIT_MODULES:
             return importlib.util.spec_from_loader(fullname, _Split(tuple(map(_full, SPLIT_MODULES[old]))))
         return None
@@ -255,11 +311,13 @@ class _Room(types.ModuleType):
     """A room that exports a name 0.6 also had as a submodule (``benchmarks.clip_benchmark`` is a
     function and was a module): importing the old module path through :class:`MovedModuleFinder`
     must not replace the room's name by the module (the import system sets a loaded submodule as
-    an attribute of its parent)."""
+    an attribute of its parent), whether the room holds the name already or imports it on first
+    use (a name of its ``__all__`` that its ``__getattr__`` serves)."""
 
     def __setattr__(self, key, value):
+        exported = key in self.__dict__ or key in self.__dict__.get("__all__", ())
         if (isinstance(value, types.ModuleType) and value.__name__ != f"{self.__name__}.{key}"
-                and key in self.__dict__ and not isinstance(self.__dict__[key], types.ModuleType)):
+                and exported and not isinstance(self.__dict__.get(key), types.ModuleType)):
             return  # an old path's alias: the room keeps its own name
         super().__setattr__(key, value)
 
@@ -270,10 +328,14 @@ def keep_names(room: str) -> None:
 
 
 def install() -> None:
-    """Put :class:`MovedModuleFinder` on ``sys.meta_path`` (once; after the standard finders, so a
-    module that exists is always found first)."""
+    """Put :class:`MovedModuleFinder` on ``sys.meta_path``, once, before the standard finders: a
+    submodule of a moved package (``experiments.analysis.report``) would otherwise be found by the
+    path finder in the folder of the package it aliases, and loaded a second time under its old
+    name (two copies of every class). The finder answers only the old names of its tables, none of
+    which is a module that exists (a test holds every old name to that), so every other import
+    passes through it to the standard finders."""
     if not any(isinstance(finder, MovedModuleFinder) for finder in sys.meta_path):
-        sys.meta_path.append(MovedModuleFinder())
+        sys.meta_path.insert(0, MovedModuleFinder())
 
 
 def moved_name(room: str, name: str):
@@ -284,11 +346,12 @@ def moved_name(room: str, name: str):
     new = MOVED_NAMES.get(short, {}).get(name)
     if new is None:
         old_module = f"{short}.{name}" if short != PACKAGE else name
-        if old_module in MOVED_MODULES or old_module in SPLIT_MODULES:  # a submodule, by attribute access
+        if moved_to(old_module) is not None or old_module in SPLIT_MODULES:  # a submodule, by attribute access
             return importlib.import_module(f"{room}.{name}")
         raise AttributeError(f"module {room!r} has no attribute {name!r}")
     _warn(f"{room}.{name}", f"{_full(new)}.{name}")
     return getattr(importlib.import_module(_full(new)), name)
 
 
-__all__ = ["COMPUTED_NAMES", "MOVED_MODULES", "MOVED_NAMES", "MovedModuleFinder", "REMOVED_IN", "SPLIT_MODULES", "install", "keep_names", "moved_name"]
+__all__ = ["COMPUTED_NAMES", "MOVED_MODULES", "REMOVED_NAMES", "RENAMED_NAMES", "MOVED_NAMES", "MovedModuleFinder", "REMOVED_IN", "SPLIT_MODULES",
+           "install", "keep_names", "moved_name", "moved_to"]

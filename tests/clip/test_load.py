@@ -1,6 +1,10 @@
 """load_clip: real open_clip loading code, exercised with a tiny registered config."""
 
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -157,3 +161,67 @@ def test_bad_weights_origin(tiny_clip_name, tiny_with_openai_tag):
         load_clip(tiny_clip_name, pretrained=tiny_with_openai_tag, weights_origin="laion")
     with pytest.raises(ValueError, match="no pretrained weights are loaded"):
         load_clip(tiny_clip_name, pretrained=None, weights_origin="openai")
+
+
+# ------------------------------------------------------------------ the package's own models, by name
+def fresh_python(code: str, tmp_path) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter (nothing registered beforehand), the package's cache in ``tmp_path``."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root), "MORAM_AVALANCHE_CACHE": str(tmp_path / "cache"),
+           "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=300)
+
+
+def test_the_demos_tiny_clip_loads_by_name_in_a_fresh_process(tmp_path):
+    out = fresh_python(
+        "from moram_avalanche import load_clip\n"
+        "model, train_tf, eval_tf, tokenizer = load_clip('moram-synthetic-tiny', pretrained=None)\n"
+        "print(model.visual.image_size, len(model.visual.transformer.resblocks), len(model.transformer.resblocks),"
+        " model.visual.transformer.width, model.transformer.width, model.text_projection.shape[1],"
+        " tuple(tokenizer(['a cat']).shape))\n", tmp_path)
+    assert out.returncode == 0, out.stderr
+    # the config of moram_avalanche/clip/model_configs/moram-synthetic-tiny.json, as built by open_clip
+    assert out.stdout.split("\n")[-2] == "(32, 32) 3 3 96 64 64 (1, 16)"
+    assert not (tmp_path / "cache").exists()  # random weights: nothing made, nothing cached
+
+
+def test_an_unknown_name_or_tag_is_a_clear_error_in_a_fresh_process(tmp_path):
+    out = fresh_python(
+        "from moram_avalanche import load_clip\n"
+        "for name, tag in (('moram-synthetic-tinyy', None), ('moram-synthetic-tiny', 'openai')):\n"
+        "    try:\n"
+        "        load_clip(name, pretrained=tag)\n"
+        "    except ValueError as error:\n"
+        "        print(error)\n", tmp_path)
+    assert out.returncode == 0, out.stderr
+    unknown_name, unknown_tag = out.stdout.strip().splitlines()
+    assert unknown_name.startswith("unknown open_clip model 'moram-synthetic-tinyy'; known names include ViT-B-16")
+    assert unknown_name.endswith("and the package's own, moram-synthetic-tiny")
+    assert unknown_tag.startswith("pretrained='openai' is neither a known tag for 'moram-synthetic-tiny' nor an "
+                                  "existing file. Known tags for moram-synthetic-tiny: ['synthetic']")
+
+
+def test_the_synthetic_tag_is_the_demos_cached_pretraining_as_on_the_command_line(tmp_path, monkeypatch):
+    """``pretrained="synthetic"`` loads the file the demo's pre-training caches (here at the demo's
+    quick settings, to take seconds), made once; ``--pretrained synthetic`` loads the same."""
+    from argparse import Namespace
+
+    from moram_avalanche.experiments.clip import demo
+    from moram_avalanche.experiments.clip.loaders import clip_model_loader
+
+    quick = demo.DemoConfig.quick()
+    monkeypatch.setattr(demo, "DemoConfig", lambda: quick)  # synthetic_weights' settings
+    cache = tmp_path / "cache"
+    expected = demo.pretrained_tiny_clip(cache, quick, progress=False)
+    stamp = expected.stat().st_mtime_ns
+    saved = torch.load(expected, map_location="cpu", weights_only=True)
+    model, *_ = load_clip("moram-synthetic-tiny", pretrained="synthetic", cache_dir=str(cache))
+    args = Namespace(model="moram-synthetic-tiny", pretrained="synthetic", cache_dir=str(cache),
+                     weights_origin=None, dtype=None, gradient_checkpointing=False, fsdp=False, preset=None,
+                     benchmark="synthetic")
+    command_line, *_ = clip_model_loader(args, "cpu")()
+    for loaded in (model, command_line):
+        state = loaded.state_dict()
+        assert state.keys() == saved.keys() and all(torch.equal(state[k], saved[k]) for k in saved)
+    assert sorted(p.name for p in cache.glob("*.pt")) == [expected.name] and expected.stat().st_mtime_ns == stamp

@@ -140,8 +140,10 @@ def test_gem_refuses_a_gradient_store_that_does_not_fit_with_the_figures(monkeyp
 
 
 def test_dry_runs_print_every_changed_setting_with_its_source():
+    from moram_avalanche.experiments.paper.plan_text import plan_text
+    from moram_avalanche.experiments.text.paper_tables import get_text_table
     from moram_avalanche.experiments.text.recipes import describe, stream_settings, table_settings
-    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings, get_text_table, plan_text
+    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings
 
     for table in ("trace", "t5-standard", "t5-long"):
         spec = get_text_table(table)
@@ -167,28 +169,32 @@ def test_dry_runs_print_every_changed_setting_with_its_source():
 
 
 def test_t5_long_runs_olora_with_its_per_task_lambdas_and_mnli_epochs():
-    from moram_avalanche.experiments.text.reproduce import TEXT_TABLES, TextReproduceSettings, method_runs, run_options
+    from moram_avalanche.experiments.paper.runs import method_runs, run_options
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLES
+    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings
 
     settings = TextReproduceSettings()
     long_run = method_runs(TEXT_TABLES["t5-long"], "O-LoRA", settings)[0]
-    options = run_options(settings, long_run)
+    options = run_options(long_run, settings)
     # O-LoRA scripts/long.sh, by hand: WiC --lamda_1 5 --lamda_2 0.3; COPA 0.5 / 0.1; yelp 0 / 0; MNLI 2 epochs
     assert (options["lambda_orth"]["wic"], options["lambda_l2"]["wic"]) == (5.0, 0.3)
     assert (options["lambda_orth"]["copa"], options["lambda_l2"]["copa"]) == (0.5, 0.1)
     assert (options["lambda_orth"]["yelp"], options["lambda_l2"]["yelp"]) == (0.0, 0.0)
     assert options["epochs"]["mnli"] == 2 and set(options["epochs"].values()) == {1, 2}
     standard = method_runs(TEXT_TABLES["t5-standard"], "O-LoRA", settings)[0]
-    assert run_options(settings, standard) == {}  # order_1.sh's 0.5 / 0 are the strategy's defaults
+    assert run_options(standard, settings) == {}  # order_1.sh's 0.5 / 0 are the strategy's defaults
 
 
 def test_a_run_folder_made_before_the_prefix_is_not_resumed():
-    from moram_avalanche.experiments.text.reproduce import TEXT_TABLES, TextReproduceSettings, method_runs, run_settings
+    from moram_avalanche.experiments.paper.runs import method_runs, run_settings
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLES
+    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings
 
     settings = TextReproduceSettings()
     spec = TEXT_TABLES["t5-standard"]
     run = method_runs(spec, "MoRAM", settings)[0]
-    assert run_settings(run, spec, settings)["stream"]["task_prefix"] is True  # recorded, so checked on resume
-    json.dumps(run_settings(run, spec, settings))  # and writable
+    assert run_settings(run, settings)["stream"]["task_prefix"] is True  # recorded, so checked on resume
+    json.dumps(run_settings(run, settings))  # and writable
 
 
 def test_gemma_is_in_the_release_target_table():
@@ -201,7 +207,9 @@ def test_gemma_is_in_the_release_target_table():
 
 def test_a_row_the_package_cannot_run_says_why_and_a_run_row_not_yet_run_shows_the_papers_number(tmp_path):
     from moram_avalanche.experiments.paper.report import table_markdown
-    from moram_avalanche.experiments.text.reproduce import TEXT_TABLES, TextReproduceSettings, table_result
+    from moram_avalanche.experiments.paper.results import table_result
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLES
+    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings
 
     result = table_result(TEXT_TABLES["trace"], TextReproduceSettings(out=str(tmp_path)))
     rows = {r.method: r for r in result.rows if r.block == "LLaMA-2-7B-Chat"}

@@ -208,6 +208,25 @@ def synthetic(order: Sequence[str] = DEFAULT_ORDER, *, train_size: int = 60, tes
     )
 
 
+#: the stream options of the disk-backed streams (``--order``, ``--shots``, ``--data-seed``, ...;
+#: :func:`~moram_avalanche.benchmarks.images.streams.xtail`, :func:`~moram_avalanche.benchmarks.images.streams.mtil`)
+STREAM_OPTIONS = ("order", "shots", "seed", "prompts", "on_bad_image", "test_shots")
+#: the ones the synthetic stream takes too (``--order shapes,digits``, ``--data-seed``)
+SYNTHETIC_OPTIONS = ("order", "seed")
+
+
+def synthetic_from_options(data_root=None, **options):
+    """``--benchmark synthetic``: :func:`synthetic` from the stream options a run gives (no data
+    root; one ``--order`` domain as a one-domain stream); a disk-backed stream's option it does not
+    take (``--shots``, ...) is refused."""
+    unsupported = sorted(k for k in options if k in STREAM_OPTIONS and k not in SYNTHETIC_OPTIONS)
+    if unsupported:
+        raise ValueError(f"the synthetic benchmark takes no {unsupported} options")
+    if isinstance(options.get("order"), str):  # one domain
+        options["order"] = (options["order"],)
+    return synthetic(**options)
+
+
 def caption_pairs(count: int, seed: int = 0) -> Tuple[List[Image.Image], List[str]]:
     """The pre-training world: a coloured shape on a textured background, with a caption.
 

@@ -215,4 +215,13 @@ def lm_cl(data_root, order=1, *, layout: str = "auto", instructions: Optional[Ma
     return benchmark
 
 
-__all__ = ["ICLFormat", "KEEP", "PromptAnswers", "TextStreamTask", "capped", "collate_text", "lm_cl", "text_benchmark"]
+
+def lm_cl_from_options(data_root, order=1, *, layout: str = "auto", instructions: Optional[Mapping[str, str]] = None,
+                       task_prefix: bool = False):
+    """``--benchmark lm-cl``: :func:`lm_cl` from the stream options a run gives (``--order 1`` as the
+    number 1; no "Task:/Dataset:" prefix unless asked, as the MoRAM release's runs)."""
+    if isinstance(order, str) and order.isdigit():  # the command line's --order 1
+        order = int(order)
+    return lm_cl(data_root, order, layout=layout, instructions=instructions, task_prefix=task_prefix)
+
+__all__ = ["ICLFormat", "KEEP", "PromptAnswers", "TextStreamTask", "capped", "collate_text", "lm_cl", "lm_cl_from_options", "text_benchmark"]

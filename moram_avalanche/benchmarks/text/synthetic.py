@@ -75,4 +75,10 @@ def synthetic_text(order: Sequence[str] = tuple(SYNTHETIC_TASKS), *, seed: int =
     return text_benchmark(synthetic_text_tasks(order, seed=seed, **sizes))
 
 
-__all__ = ["SYNTHETIC_TASKS", "synthetic_text", "synthetic_text_tasks"]
+
+def synthetic_text_from_options(data_root=None, order=None, *, seed: int = 0, **sizes):
+    """``--benchmark synthetic-text``: :func:`synthetic_text` from the stream options a run gives (no
+    data root; ``order`` None: every task)."""
+    return synthetic_text(**({} if order is None else {"order": order}), seed=seed, **sizes)
+
+__all__ = ["SYNTHETIC_TASKS", "synthetic_text", "synthetic_text_from_options", "synthetic_text_tasks"]

@@ -1,11 +1,14 @@
 """The offline demo: ZeroShot, FineTune and MoRAM (all eight strategies with ``full``) on the
 synthetic stream.
 
-1. A tiny open_clip model (registered with open_clip under :data:`TINY_NAME`) gets a brief
-   contrastive pre-training on captioned images of a separate synthetic world
+1. A tiny open_clip model (registered with open_clip by the package as :data:`TINY_NAME`,
+   :mod:`moram_avalanche.clip.registry`) gets a brief contrastive pre-training on captioned
+   images of a separate synthetic world
    (:func:`~moram_avalanche.benchmarks.images.synthetic.caption_pairs`), so it starts with some
    zero-shot ability. The weights are cached (``cache_dir``) and loaded through
-   :func:`~moram_avalanche.clip.load.load_clip` as a local weights file.
+   :func:`~moram_avalanche.clip.load.load_clip` as a local weights file; at the default
+   settings they are the tiny CLIP's ``synthetic`` weights (:func:`synthetic_weights`,
+   ``load_clip(TINY_NAME, pretrained="synthetic")``, ``--pretrained synthetic``).
 2. The strategies are compared with :func:`~moram_avalanche.experiments.compare.run_comparison` on the
    synthetic stream (resumable per strategy): each writes ``results.json``,
    ``accuracy_matrix.csv`` / ``.png``, ``memory.json`` and ``time.json`` under
@@ -39,6 +42,7 @@ import json
 import logging
 import sys
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, Optional
@@ -47,19 +51,13 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from ...clip.registry import TINY_CONFIG, TINY_NAME
 from ...strategies.moram_setting import MORAM
-from ...utils.files import atomic_write, atomic_write_text, remove_temporaries
+from ...utils.files import atomic_write, remove_temporaries
 from ..demos import run_family_demo
 from ..family import Demo
 
 logger = logging.getLogger(__name__)
-
-TINY_NAME = "moram-synthetic-tiny"
-TINY_CONFIG = {
-    "embed_dim": 64,
-    "vision_cfg": {"image_size": 32, "layers": 3, "width": 96, "patch_size": 8, "head_width": 32},
-    "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 64, "heads": 2, "layers": 3},
-}
 
 
 @dataclass
@@ -99,15 +97,24 @@ class DemoConfig:
                    reference_sentences=20, ae_iterations=4, ae_reference_iterations=4)
 
 
-def register_tiny_clip(cache_dir) -> str:
-    """Make :data:`TINY_NAME` known to open_clip (a config file under ``cache_dir``)."""
-    import open_clip
+def register_tiny_clip(cache_dir=None) -> str:
+    """Deprecated (0.7; removed in 0.8): the package registers :data:`TINY_NAME` with open_clip
+    itself (:func:`~moram_avalanche.clip.registry.register_model_configs`, which
+    :func:`~moram_avalanche.clip.load.load_clip` calls); ``cache_dir`` is not used. Returns the name."""
+    from ...clip.registry import register_model_configs
 
-    path = Path(cache_dir) / "open_clip_configs" / f"{TINY_NAME}.json"
-    if not path.exists() or json.loads(path.read_text()) != TINY_CONFIG:
-        atomic_write_text(path, json.dumps(TINY_CONFIG, indent=2))
-    open_clip.add_model_config(path)
+    warnings.warn("register_tiny_clip is deprecated: load_clip registers the package's models "
+                  "(moram_avalanche.clip.registry.register_model_configs); it goes in 0.8",
+                  DeprecationWarning, stacklevel=2)
+    register_model_configs()
     return TINY_NAME
+
+
+def synthetic_weights(cache_dir, progress: bool = True) -> Path:
+    """The tiny CLIP's ``synthetic`` weights (:data:`~moram_avalanche.clip.registry.MADE_WEIGHTS`):
+    its pre-training at the demo's default settings, :class:`DemoConfig` (trained once, then
+    cached in ``cache_dir``)."""
+    return pretrained_tiny_clip(cache_dir, DemoConfig(), progress=progress)
 
 
 def pretrained_tiny_clip(cache_dir, config: DemoConfig, progress: bool = True) -> Path:
@@ -115,7 +122,6 @@ def pretrained_tiny_clip(cache_dir, config: DemoConfig, progress: bool = True) -
     from ...benchmarks.images.synthetic import caption_pairs
     from ...clip.load import load_clip
 
-    name = register_tiny_clip(cache_dir)
     remove_temporaries(cache_dir)  # of a pre-training killed while it saved
     settings = {"config": TINY_CONFIG, "steps": config.pretrain_steps, "batch": config.pretrain_batch,
                 "pairs": config.pretrain_pairs, "lr": config.pretrain_lr, "seed": config.seed, "v": 1}
@@ -125,7 +131,7 @@ def pretrained_tiny_clip(cache_dir, config: DemoConfig, progress: bool = True) -
         return path
     torch.manual_seed(config.seed)
     with _without_random_init_warning():  # random weights are the point here
-        model, _, eval_tf, tokenizer = load_clip(name, pretrained=None)
+        model, _, eval_tf, tokenizer = load_clip(TINY_NAME, pretrained=None)
     images, captions = caption_pairs(config.pretrain_pairs, seed=config.seed + 1000)
     pixels = torch.stack([eval_tf(image) for image in images])
     tokens = tokenizer(captions)
@@ -245,4 +251,4 @@ def demo_options(name: str, config: DemoConfig, eval_transform) -> dict:
 
 
 __all__ = ["DEMO", "DEMO_STRATEGIES", "FULL_DEMO_STRATEGIES", "TINY_CONFIG", "TINY_NAME", "DemoConfig",
-           "demo_options", "demo_setup", "pretrained_tiny_clip", "register_tiny_clip", "run_demo"]
+           "demo_options", "demo_setup", "pretrained_tiny_clip", "register_tiny_clip", "run_demo", "synthetic_weights"]

@@ -4,19 +4,21 @@ What the app reads of the family (:class:`~moram_avalanche.experiments.family.Fa
 model from ``--model`` / ``--pretrained`` and its streams from ``--benchmark``
 (:func:`~..loaders.clip_model_loader`, :func:`~..loaders.clip_benchmark_builder`), the
 paper-style comparison tables (:data:`~moram_avalanche.experiments.tables.PAPER_TABLES`), the
-offline demo on a tiny CLIP (:data:`.demo.DEMO`) and the paper's CLIP tables
-(:mod:`.paper_tables`, :mod:`.reproduce`, :mod:`..paper.report`).
+offline demo on a tiny CLIP (:data:`.demo.DEMO`), the paper's CLIP tables as data
+(:mod:`.paper_tables` on the streams of :mod:`.protocols`, with :class:`.reproduce.ReproduceSettings`),
+which the one pipeline of :mod:`..paper` runs, and its own tools, ``analyze`` and ``cost`` (:mod:`.tools`).
 """
 
 from __future__ import annotations
 
 from ..family import Family, Reproduction
-from ..paper.report import paper_markdown, table_result
+from ..paper.settings import parse_seeds
 from ..tables import PAPER_TABLES
 from .demo import DEMO
 from .loaders import check_clip_arguments, clip_benchmark_builder, clip_model_loader
-from .paper_tables import TABLE_CHOICES, resolve_tables
-from .reproduce import ReproduceSettings, check_needs, format_plan, plan, run_setup
+from .paper_tables import EVERY_TABLE, TABLES
+from .reproduce import ReproduceSettings
+from .tools import ANALYSIS, COST
 
 #: the flags of the language-model tables, which no CLIP table takes
 TEXT_TABLE_FLAGS = (("--dtype", "dtype"), ("--layout", "layout"), ("--gradient-checkpointing", "gradient_checkpointing"))
@@ -27,7 +29,6 @@ def reproduce_settings(args) -> ReproduceSettings:
     model, ViT-B-16 with OpenAI's weights, unless given)."""
     from ...utils.devices import resolve_device
     from ..stream_arguments import default_num_workers
-    from .reproduce import parse_seeds
 
     for flag, name in TEXT_TABLE_FLAGS:
         if getattr(args, name, None):
@@ -44,12 +45,9 @@ FAMILY = Family(
     name="clip", model_loader=clip_model_loader, benchmark_builder=clip_benchmark_builder,
     stream_options=lambda benchmark, name=None, preset=None: {},  # the strategies' own settings
     dtype=lambda args: None, tables=PAPER_TABLES, demo=DEMO, check_arguments=check_clip_arguments,
-    reproduction=Reproduction(
-        tables=TABLE_CHOICES, specs=resolve_tables, settings=reproduce_settings,
-        paper_text=lambda specs: "\n".join(paper_markdown(spec) for spec in specs),
-        plan_text=lambda specs, settings: format_plan(specs, settings, plan(specs, settings)),
-        plan=plan, check_needs=check_needs, setup=run_setup, table_result=table_result,
-        index=("index.md", "The MoRAM paper's CLIP tables, reproduced")),
+    analysis=ANALYSIS, cost=COST,
+    reproduction=Reproduction(specs=TABLES, every=EVERY_TABLE, settings=reproduce_settings,
+                              index=("index.md", "The MoRAM paper's CLIP tables, reproduced")),
 )
 
 __all__ = ["FAMILY", "reproduce_settings"]

@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..stream_arguments import pretrained_of, stream_options
 
 #: the flags of the language-model family, which no CLIP run takes
@@ -23,21 +21,18 @@ def check_clip_arguments(args, options=None) -> None:
 
 def clip_model_loader(args, device: str):
     """``() -> (CLIP, train transform, eval transform, tokenizer)`` of ``--model`` / ``--pretrained``
-    on ``device``. The demo's tiny CLIP (``--model moram-synthetic-tiny``) is registered with
-    open_clip, and with ``--pretrained synthetic`` pre-trained (cached), when the model is loaded."""
+    on ``device`` (:func:`~moram_avalanche.clip.load.load_clip`: the package's own models too, the
+    demo's tiny CLIP ``--model moram-synthetic-tiny``). Weights the package makes (``--pretrained
+    synthetic`` of the tiny CLIP) are cached in ``--cache-dir``; open_clip's downloads stay in
+    open_clip's cache."""
     check_clip_arguments(args)
 
     def load():
         from ...clip.load import load_clip  # looked up when the model is loaded
-        from ..demos import default_cache_dir
-        from .demo import TINY_NAME, DemoConfig, pretrained_tiny_clip, register_tiny_clip
+        from ...clip.registry import resolve_pretrained
 
         pretrained = None if pretrained_of(args).lower() == "none" else pretrained_of(args)
-        if args.model == TINY_NAME:  # the demo's model: known to open_clip once registered
-            cache_dir = Path(args.cache_dir) if args.cache_dir else default_cache_dir()
-            register_tiny_clip(cache_dir)
-            if pretrained == "synthetic":
-                pretrained = str(pretrained_tiny_clip(cache_dir, DemoConfig()))
+        pretrained = resolve_pretrained(args.model, pretrained, args.cache_dir)
         return load_clip(args.model, pretrained=pretrained or None, device=device, weights_origin=args.weights_origin)
 
     return load

@@ -1,6 +1,7 @@
 """What each of the MoRAM paper's CLIP tables is: its protocol, its rows, how each row is run.
 
-``moram-avalanche reproduce TABLE`` regenerates these tables (:mod:`..reproduce`):
+``moram-avalanche reproduce TABLE`` regenerates these tables (:mod:`...reproduce`, the pipeline of
+:mod:`..paper`; each table a :class:`~.table_spec.TableSpec` on a stream of :mod:`.protocols`):
 
 =========================  ==========================  ==========================================
 table (``TABLE``)          paper                       rows run
@@ -34,86 +35,16 @@ Errata of the paper, carried and flagged (never silently copied):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Dict, Tuple
 
-from ...benchmarks import BENCHMARK_PROTOCOLS, MTIL_ORDERS, XTAIL_ORDERS
-from ..paper.numbers import PaperNumbers, load_paper_numbers
+from ...benchmarks import XTAIL_ORDERS
+from ..paper.spec import NOT_IN_LIBRARY, Method, table_named
 from ..seeding import RELEASE_SEED
+from .protocols import MTIL_5SHOT, XTAIL_ORDER1, XTAIL_ORDER2
+from .table_spec import TableSpec
 
-#: the blocks of a per-domain table and what each reads from a run
-BLOCK_METRICS = {"CLIP": "diagonal", "Transfer": "transfer", "Average": "average", "Last": "last"}
-#: the summary columns of the routing / load-balancing / sweep tables -> report keys
-SUMMARY_METRICS = {"Transfer": "transfer", "Average": "average", "Last": "last"}
-#: the mean column of a per-domain table (the paper's "Average")
-MEAN_COLUMN = "Average"
-#: a stream kind -> its domain orders
-STREAM_ORDERS = {"xtail": XTAIL_ORDERS, "mtil": MTIL_ORDERS}
-
-
-@dataclass(frozen=True)
-class Protocol:
-    """A stream as the paper runs it.
-
-    Attributes:
-        key: folder name of its runs.
-        builder: the ``--benchmark`` name that builds it (``xtail``, ``mtil-5shot``).
-        benchmark: the stream kind, ``"xtail"`` or ``"mtil"`` (what a strategy's paper
-            settings read, :data:`~moram_avalanche.experiments.clip.recipes.PAPER_OPTIONS`).
-        order, shots, prompts: the stream's options.
-        description: what it is, in words.
-    """
-
-    key: str
-    builder: str
-    benchmark: str
-    order: Union[int, str]
-    shots: int
-    prompts: str
-    description: str
-
-    @property
-    def domains(self) -> Tuple[str, ...]:
-        return tuple(STREAM_ORDERS[self.benchmark][self.order])
-
-    def stream_options(self) -> Dict[str, Any]:
-        """The builder's keyword arguments (the seed is the run's)."""
-        return {"order": self.order, "shots": self.shots, "prompts": self.prompts}
-
-
-XTAIL_ORDER1 = Protocol(
-    "xtail-order1-16shot", "xtail", "xtail", 1, 16, "moram",
-    f"{BENCHMARK_PROTOCOLS['xtail']}; order 1 ({', '.join(XTAIL_ORDERS[1])}); the release's "
-    "per-domain prompts")
-XTAIL_ORDER2 = Protocol(
-    "xtail-order2-16shot", "xtail", "xtail", 2, 16, "moram",
-    f"X-TAIL, 16 shots per class, order 2 ({', '.join(XTAIL_ORDERS[2])}), every domain's classes "
-    "at test; the release's per-domain prompts")
-MTIL_5SHOT = Protocol(
-    "mtil-orderI-5shot", "mtil-5shot", "mtil", "I", 5, "zscl",
-    f"{BENCHMARK_PROTOCOLS['mtil-5shot']}; order I ({', '.join(MTIL_ORDERS['I'])}); ZSCL's "
-    "prompts (train on the first template, evaluate each domain with its template ensemble)")
-
-
-@dataclass(frozen=True)
-class Method:
-    """A method label of a paper table and how this package runs it.
-
-    Attributes:
-        label: the paper's label.
-        strategy: the registered strategy that runs it; None: not run (``reason`` says why).
-        options: keyword arguments on top of the strategy's paper settings.
-        reason: why it is not run.
-    """
-
-    label: str
-    strategy: Optional[str]
-    options: Tuple[Tuple[str, Any], ...] = ()
-    reason: str = ""
-
-
-NOT_IN_LIBRARY = "not implemented in this library"
-_NOT_RUN = {
+#: the rows no CLIP code of theirs lets this library run, and why
+NOT_RUN = {
     "NoRGa": Method("NoRGa", None, reason=f"{NOT_IN_LIBRARY}: its official code "
                     "[Minhchuyentoancbn/MoE_PromptCL] is prompt-based class-incremental ViT, no CLIP "
                     "version or CLIP settings published"),
@@ -121,75 +52,6 @@ _NOT_RUN = {
                       "[WuYichen-97/SD-Lora-CL] is class-incremental ViT, no CLIP version or CLIP "
                       "settings published"),
 }
-
-
-def find_method(methods, label: str, table: str) -> Method:
-    """The :class:`Method` of ``label`` among a table's ``methods``."""
-    for method in methods:
-        if method.label == label:
-            return method
-    raise KeyError(f"table {table!r} does not say how to run {label!r}")
-
-
-def _methods(*methods: Method) -> Tuple[Method, ...]:
-    return methods
-
-
-@dataclass(frozen=True)
-class TableSpec:
-    """One table of the paper and how to regenerate it.
-
-    Attributes:
-        name: the ``reproduce`` name. label: the paper's LaTeX label. title: its caption.
-        paper: the shipped numbers (:func:`~moram_avalanche.experiments.paper.numbers.load_paper_numbers`),
-            None for a figure without numbers.
-        protocol: the stream its rows run on.
-        layout: ``"domains"`` (blocks x methods x per-domain columns and the mean) or
-            ``"summary"`` (methods x :attr:`columns`).
-        methods: how each method label is run.
-        columns: the columns of a summary table.
-        rows: ``(block, method label)`` of a table without paper numbers (the sweeps).
-        seeds: the default seeds (``--seeds`` overrides them): the release's 42.
-        erratum: an error of the paper this table carries, said wherever it is shown.
-        notes: anything else the reader must know.
-        decimals: digits after the point, as the paper prints them.
-    """
-
-    name: str
-    label: str
-    title: str
-    paper: Optional[str]
-    protocol: Protocol
-    layout: str
-    methods: Tuple[Method, ...]
-    columns: Tuple[str, ...] = ()
-    rows: Tuple[Tuple[str, str], ...] = ()
-    seeds: Tuple[int, ...] = (RELEASE_SEED,)
-    erratum: str = ""
-    notes: Tuple[str, ...] = field(default_factory=tuple)
-    decimals: int = 1
-
-    def paper_numbers(self) -> Optional[PaperNumbers]:
-        return load_paper_numbers(self.paper) if self.paper else None
-
-    def table_rows(self) -> Tuple[Tuple[str, str], ...]:
-        """``(block, method label)`` in the paper's order."""
-        numbers = self.paper_numbers()
-        return tuple((r.block, r.method) for r in numbers.rows) if numbers else self.rows
-
-    def table_columns(self) -> Tuple[str, ...]:
-        """The value columns: the protocol's domains and the mean, or :attr:`columns`."""
-        if self.layout == "domains":
-            return (*self.protocol.domains, MEAN_COLUMN)
-        return self.columns
-
-    def method(self, label: str) -> Method:
-        return find_method(self.methods, label, self.name)
-
-    def metric(self, block: str, column: str) -> str:
-        """The report key a cell reads (``diagonal``, ``transfer``, ``average``, ``last``)."""
-        return BLOCK_METRICS[block] if self.layout == "domains" else SUMMARY_METRICS[column]
-
 
 ORDER2_NAMES_OVER_ORDER1_VALUES = (
     "Erratum of the paper, carried: it prints the column names of X-TAIL order 2 ("
@@ -221,8 +83,9 @@ _SWEEP_ROWS, _SWEEP_METHODS = _sweep_methods()
 
 TABLES: Dict[str, TableSpec] = {spec.name: spec for spec in (
     TableSpec(
-        "xtail", "tab:few_xtail", "Comparisons on X-TAIL (order 1): Transfer, Average and Last per domain (%)",
-        "xtail", XTAIL_ORDER1, "domains", _methods(
+        name="xtail", label="tab:few_xtail",
+        title="Comparisons on X-TAIL (order 1): Transfer, Average and Last per domain (%)",
+        paper="xtail", protocol=XTAIL_ORDER1, layout="domains", methods=(
             Method("Zero-shot", "zeroshot"), Method("Fine-tune", "finetune-alone"),
             Method("LwF", "lwf"), Method("WiSE-FT", "wiseft"), Method("iCaRL", "icarl"),
             Method("ZSCL", "zscl"), Method("MoE-Adapter", "moe-adapters"), Method("RAIL-Primal", "rail-primal"),
@@ -233,23 +96,24 @@ TABLES: Dict[str, TableSpec] = {spec.name: spec for spec in (
                "Erratum of the paper, carried: its iCaRL Last row equals its LwF Last row cell for "
                "cell (a copy); shown as printed, flagged.")),
     TableSpec(
-        "xtail-order2", "tab:few_xtail_order_2",
-        "Comparisons on X-TAIL (order 2): Transfer, Average and Last per domain (%)",
-        "xtail_order2", XTAIL_ORDER2, "domains", _methods(
+        name="xtail-order2", label="tab:few_xtail_order_2",
+        title="Comparisons on X-TAIL (order 2): Transfer, Average and Last per domain (%)",
+        paper="xtail_order2", protocol=XTAIL_ORDER2, layout="domains", methods=(
             Method("Zero-shot", "zeroshot"), Method("LwF", "lwf"), Method("WiSE-FT", "wiseft"),
             Method("ZSCL", "zscl"), Method("MoE-Adapter", "moe-adapters"), Method("RAIL-Primal", "rail-primal"),
             Method("CoDyRA", "codyra"), Method("MoRAM", "moram"))),
     TableSpec(
-        "mtil", "tab:few_mtil_full", "Comparisons on 5-shot MTIL: Transfer, Average and Last per domain (%)",
-        "mtil", MTIL_5SHOT, "domains", _methods(
+        name="mtil", label="tab:few_mtil_full",
+        title="Comparisons on 5-shot MTIL: Transfer, Average and Last per domain (%)",
+        paper="mtil", protocol=MTIL_5SHOT, layout="domains", methods=(
             Method("Zero-shot", "zeroshot"), Method("LwF", "lwf"), Method("LwF-VR", "lwf-vr"),
             Method("WiSE-FT", "wiseft"), Method("ZSCL", "zscl"), Method("MoE-Adapter", "moe-adapters"),
             Method("RAIL-Primal", "rail-primal"), Method("CoDyRA", "codyra"), Method("MoRAM", "moram")),
         notes=("The paper's MTIL is 5-shot (\"in line with RAIL, a 5-shot split for MTIL\"): "
                "MoE-Adapters' few-shot MTIL protocol (--benchmark mtil-5shot).",)),
     TableSpec(
-        "routing", "tab:mix_strategy", "Memory retrieval (routing) strategies on X-TAIL (order 1)",
-        "routing", XTAIL_ORDER1, "summary", _methods(
+        name="routing", label="tab:mix_strategy", title="Memory retrieval (routing) strategies on X-TAIL (order 1)",
+        paper="routing", protocol=XTAIL_ORDER1, layout="summary", methods=(
             Method("MoE-LoRA (Baseline)", "moe-lora"),
             Method("w/ Temperature Scaling (τ*)", None, reason="the paper does not give τ*"),
             Method("External Router (Learned W_r)", "moram-external-router"),
@@ -262,9 +126,9 @@ TABLES: Dict[str, TableSpec] = {spec.name: spec for spec in (
         notes=("Each \"w/\" row of the fine-grained block is self-activation plus that one "
                "component (see moram_avalanche.strategies.clip.moram for the reading).",)),
     TableSpec(
-        "robustness", "tab:supp_robustness",
-        "InfLoRA and performance robustness on X-TAIL (order 1): mean ± std over 3 runs (%)",
-        "robustness", XTAIL_ORDER1, "domains", _methods(
+        name="robustness", label="tab:supp_robustness",
+        title="InfLoRA and performance robustness on X-TAIL (order 1): mean ± std over 3 runs (%)",
+        paper="robustness", protocol=XTAIL_ORDER1, layout="domains", methods=(
             Method("InfLoRA", "inflora"), Method("CoDyRA", "codyra"), Method("MoRAM", "moram")),
         seeds=(RELEASE_SEED, RELEASE_SEED + 1, RELEASE_SEED + 2), erratum=ORDER2_NAMES_OVER_ORDER1_VALUES,
         decimals=2,
@@ -272,14 +136,15 @@ TABLES: Dict[str, TableSpec] = {spec.name: spec for spec in (
                "seed sets the few-shot subsets and the training (as the release's --seed); "
                "std is the sample standard deviation (n - 1).",)),
     TableSpec(
-        "pruning", "tab:prune", "Post-pruning on X-TAIL (order 1): the atoms covering 99% of the "
+        name="pruning", label="tab:prune", title="Post-pruning on X-TAIL (order 1): the atoms covering 99% of the "
         "activation mass kept after each task (%)",
-        "pruning", XTAIL_ORDER1, "domains", _methods(
+        paper="pruning", protocol=XTAIL_ORDER1, layout="domains", methods=(
             Method("MoRAM", "moram"), Method("MoRAM w/ pruning", "moram", (("prune_mass", 0.99),))),
         erratum=ORDER2_NAMES_OVER_ORDER1_VALUES),
     TableSpec(
-        "load-balance", "tab:load_balance", "Effect of load-balancing regularization on X-TAIL (order 1)",
-        "load_balance", XTAIL_ORDER1, "summary", _methods(
+        name="load-balance", label="tab:load_balance",
+        title="Effect of load-balancing regularization on X-TAIL (order 1)",
+        paper="load_balance", protocol=XTAIL_ORDER1, layout="summary", methods=(
             Method("MoRAM", "moram"), Method("MoRAM w/ load-bal.", "moram-load-balance")),
         columns=("Transfer", "Average", "Last"),
         notes=("The paper gives X-TAIL's Last only; its T5 columns (language models) are "
@@ -287,9 +152,10 @@ TABLES: Dict[str, TableSpec] = {spec.name: spec for spec in (
                "The paper does not give the balancing term or its weight: ours is 0.01 x the "
                "release's commented-out term (see moram_avalanche.strategies.clip.moram).")),
     TableSpec(
-        "sweeps", "fig:sweeps (Fig. 4)", "MoRAM's top-k budget, temperature and threshold on X-TAIL "
-        "(order 1): one parameter at a time, the others at the paper's values",
-        None, XTAIL_ORDER1, "summary", _SWEEP_METHODS, columns=("Transfer", "Average", "Last"),
+        name="sweeps", label="fig:sweeps (Fig. 4)", title="MoRAM's top-k budget, temperature and threshold on "
+        "X-TAIL (order 1): one parameter at a time, the others at the paper's values",
+        paper=None, protocol=XTAIL_ORDER1, layout="summary", methods=_SWEEP_METHODS,
+        columns=("Transfer", "Average", "Last"),
         rows=_SWEEP_ROWS,
         notes=("Fig. 4 of the paper plots these sweeps without numbers: there is no paper column. "
                "The grid is ours, around the paper's values (k 16, τ 0.01, δ 0.2): k in "
@@ -297,31 +163,24 @@ TABLES: Dict[str, TableSpec] = {spec.name: spec for spec in (
                + ", ".join(f"{v:g}" for v in SWEEP_GRID["temperature"][2]) + "; δ in "
                + ", ".join(f"{v:g}" for v in SWEEP_GRID["threshold"][2]) + " (0: no gate).",)),
     TableSpec(
-        "additional-baselines", "tab:additional_baselines",
-        "Comparisons with additional baselines on X-TAIL (order 1) (%)",
-        "additional_baselines", XTAIL_ORDER1, "domains", _methods(
-            _NOT_RUN["NoRGa"], _NOT_RUN["SD-LoRA"], Method("MoRAM", "moram"))),
+        name="additional-baselines", label="tab:additional_baselines",
+        title="Comparisons with additional baselines on X-TAIL (order 1) (%)",
+        paper="additional_baselines", protocol=XTAIL_ORDER1, layout="domains", methods=(
+            NOT_RUN["NoRGa"], NOT_RUN["SD-LoRA"], Method("MoRAM", "moram"))),
 )}
 
 #: every table, in the order ``reproduce all`` runs them
 TABLE_NAMES = tuple(TABLES)
+#: the name that stands for every CLIP table (``reproduce all``)
+EVERY_TABLE = "all"
 #: the values ``reproduce``'s TABLE takes for the CLIP tables
-TABLE_CHOICES = (*TABLE_NAMES, "all")
+TABLE_CHOICES = (*TABLE_NAMES, EVERY_TABLE)
 
 
 def get_table(name: str) -> TableSpec:
-    """The table ``name``; a clear error listing them for an unknown one."""
-    if name not in TABLES:
-        raise ValueError(f"unknown table {name!r}; the paper's CLIP tables: {', '.join(TABLE_NAMES)} "
-                         "(or 'all')")
-    return TABLES[name]
+    """The CLIP table ``name`` (:func:`~..paper.spec.table_named`)."""
+    return table_named(TABLES, name, "table")
 
 
-def resolve_tables(name: str) -> Tuple[TableSpec, ...]:
-    """``name`` or, for ``"all"``, every table."""
-    return tuple(TABLES.values()) if name == "all" else (get_table(name),)
-
-
-__all__ = ["BLOCK_METRICS", "MEAN_COLUMN", "find_method", "MTIL_5SHOT", "Method", "NOT_IN_LIBRARY",
-           "ORDER2_NAMES_OVER_ORDER1_VALUES", "Protocol", "SUMMARY_METRICS", "SWEEP_GRID", "TABLES",
-           "TABLE_CHOICES", "TABLE_NAMES", "TableSpec", "XTAIL_ORDER1", "XTAIL_ORDER2", "get_table", "resolve_tables"]
+__all__ = ["EVERY_TABLE", "NOT_RUN", "ORDER2_NAMES_OVER_ORDER1_VALUES", "SWEEP_GRID", "TABLES", "TABLE_CHOICES", "TABLE_NAMES",
+           "get_table"]

@@ -1,7 +1,7 @@
 """The tables of ``moram-avalanche reproduce``: ours beside the paper's, cell by cell.
 
-:func:`table_result` reads the finished runs of a table and pairs each cell with the paper's;
-:func:`write_table` writes, under ``<out>/<table>/``:
+:func:`write_table` writes a table read back from its runs (:func:`~.results.table_result`)
+under ``<out>/<table>/``:
 
 * ``table.md``: the paper's layout -- per method three lines, ``ours`` (``mean ± std`` when
   several seeds ran), ``paper`` and ``Δ`` (ours minus the paper's) -- with the protocol, the
@@ -9,11 +9,11 @@
   and "not run" with the reason;
 * ``table.csv``: the same rows with full precision, one line per (block, method, value) where
   value is ``ours``, ``ours_std``, ``paper``, ``paper_std`` or ``difference``;
-* ``table.png``: ours against the paper's (means; error bars over seeds), or the sweep curves;
+* ``table.png``: ours against the paper's (:func:`~.figure.table_figure`);
 * ``reproduction.json``: everything above as data; ``tensorboard/``: the table as text and the
   picture as an image.
 
-:func:`paper_markdown` is the paper's table alone (``reproduce --paper``).
+:func:`paper_markdown` is the paper's table alone, :func:`paper_text` several (``reproduce --paper``).
 """
 
 from __future__ import annotations
@@ -21,123 +21,21 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
 from ...utils.files import atomic_write_bytes, atomic_write_text
-from ..clip.paper_tables import MEAN_COLUMN, TableSpec
-from ..clip.reproduce import ReproduceSettings, method_runs, table_seeds
+from .figure import table_figure
+from .results import TableResult
+from .spec import PaperTable
 
 #: what a CSV line of a table holds
 CSV_VALUES = ("ours", "ours_std", "paper", "paper_std", "difference")
 FLAG = "†"
-
-
-@dataclass
-class Cell:
-    """One cell: our mean (and std, n seeds), the paper's number, the difference of the means."""
-
-    ours: Optional[float] = None
-    ours_std: Optional[float] = None
-    seeds: int = 0
-    paper: Optional[float] = None
-    paper_std: Optional[float] = None
-
-    @property
-    def difference(self) -> Optional[float]:
-        return None if self.ours is None or self.paper is None else self.ours - self.paper
-
-
-@dataclass
-class Row:
-    """A row of a reproduced table."""
-
-    block: str
-    method: str
-    status: str  # "run", "not run" or "incomplete"
-    reason: str = ""
-    note: str = ""
-    cells: Dict[str, Cell] = field(default_factory=dict)
-    runs: List[str] = field(default_factory=list)
-
-
-@dataclass
-class TableResult:
-    """A reproduced table: its spec, its rows, the seeds and whether this was a rehearsal."""
-
-    spec: TableSpec
-    rows: List[Row]
-    seeds: Sequence[int]
-    rehearsal: bool = False
-    budget: Optional[int] = None  # iterations per experience when not the paper's
-
-    @property
-    def columns(self) -> Sequence[str]:
-        return self.spec.table_columns()
-
-
-def read_report(folder: Path, strategy: str) -> Optional[dict]:
-    """``results.json`` of a finished run (a complete accuracy matrix), else None."""
-    try:
-        report = json.loads((Path(folder) / strategy / "results.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    if "per_domain" not in report or len(report.get("matrix") or []) != len(report.get("domains", ())):
-        return None
-    return report
-
-
-def cell_value(report: dict, metric: str, column: str) -> Optional[float]:
-    """One number of a run: ``metric`` ("diagonal", "transfer", "average", "last") of the domain
-    ``column``, or the table's mean column / a summary column (``column`` not a domain)."""
-    domains = list(report["domains"])
-    if column in domains:
-        index = domains.index(column)
-        value = (report["matrix"][index][index] if metric == "diagonal"
-                 else report["per_domain"][metric][index])
-    elif metric == "diagonal":
-        value = float(np.mean([report["matrix"][i][i] for i in range(len(domains))]))
-    else:
-        value = report[metric]
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
-
-
-def table_result(spec: TableSpec, settings: ReproduceSettings) -> TableResult:
-    """The table's rows from the runs under ``settings.root`` (rows whose runs are not all
-    finished are "incomplete") paired with the paper's numbers."""
-    numbers = spec.paper_numbers()
-    runs_root = settings.root / "runs"
-    rows = []
-    for block, label in spec.table_rows():
-        method = spec.method(label)
-        paper_row = numbers.row(block, label) if numbers else None
-        row = Row(block, label, "run", note=paper_row.note if paper_row else "")
-        runs = method_runs(spec, label, settings)
-        reports = [read_report(run.folder(runs_root), run.strategy) for run in runs]
-        row.runs = [str(run.folder(runs_root)) for run in runs]
-        if method.strategy is None:
-            row.status, row.reason = "not run", method.reason
-        elif any(report is None for report in reports):
-            row.status = "incomplete"
-            row.reason = f"{sum(r is None for r in reports)} of {len(reports)} runs not finished"
-        for column in spec.table_columns():
-            cell = Cell()
-            paper = paper_row.cell(column) if paper_row else None
-            if paper is not None:
-                cell.paper, cell.paper_std = paper.mean, paper.std
-            if row.status == "run":
-                values = [cell_value(report, spec.metric(block, column), column) for report in reports]
-                if all(v is not None for v in values):
-                    cell.ours, cell.seeds = float(np.mean(values)), len(values)
-                    cell.ours_std = float(np.std(values, ddof=1)) if len(values) > 1 else None
-            row.cells[column] = cell
-        rows.append(row)
-    return TableResult(spec, rows, table_seeds(spec, settings), settings.rehearse, settings.budget)
 
 
 # ---------------------------------------------------------------------------------------- text
@@ -149,13 +47,13 @@ def _number(value: Optional[float], decimals: int, std: Optional[float] = None, 
     return text if std is None else f"{text} ± {std:.{decimals}f}"
 
 
-def _header(spec: TableSpec) -> List[str]:
+def _header(spec: PaperTable) -> List[str]:
     columns = spec.table_columns()
     return ["| Block | Method | | " + " | ".join(columns) + " |",
             "|---|---|---|" + "---:|" * len(columns)]
 
 
-def _context(spec: TableSpec, seeds: Optional[Sequence[int]] = None, rehearsal: bool = False,
+def _context(spec: PaperTable, seeds: Optional[Sequence[int]] = None, rehearsal: bool = False,
              budget: Optional[int] = None) -> List[str]:
     lines = [f"## {spec.title}", "", f"Paper: `{spec.label}`. Protocol: {spec.protocol.description}."]
     if seeds is not None:
@@ -210,7 +108,7 @@ def table_markdown(result: TableResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def paper_markdown(spec: TableSpec) -> str:
+def paper_markdown(spec: PaperTable) -> str:
     """The paper's table alone (no data needed)."""
     lines = _context(spec) + [""]
     numbers = spec.paper_numbers()
@@ -232,6 +130,11 @@ def paper_markdown(spec: TableSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
+def paper_text(specs: Sequence[PaperTable]) -> str:
+    """The paper's tables alone, one after the other (``reproduce --paper``)."""
+    return "\n".join(paper_markdown(spec) for spec in specs)
+
+
 def table_csv(result: TableResult) -> str:
     """One line per (block, method, value) with the table's columns (full precision)."""
     buffer = io.StringIO()
@@ -247,99 +150,6 @@ def table_csv(result: TableResult) -> str:
             writer.writerow([row.block, row.method, value,
                              *["" if v is None else f"{v:.4f}" for v in numbers], seeds, status, row.note])
     return buffer.getvalue()
-
-
-# ---------------------------------------------------------------------------------------- picture
-def table_figure(result: TableResult):
-    """Ours against the paper's: per block, the mean column of each method (bars, error bars
-    over seeds); for the sweeps, Transfer / Average / Last against each parameter."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
-    from ..viz import figure_to_image
-
-    spec = result.spec
-    if spec.paper is None:  # the sweeps: curves per parameter
-        return _sweep_figure(result, Figure, figure_to_image)
-    if spec.layout == "summary":
-        return _summary_figure(result, Figure, figure_to_image)
-    blocks = list(dict.fromkeys(row.block for row in result.rows))
-    panels = [(block, [(r.method, r.cells[MEAN_COLUMN]) for r in result.rows if r.block == block])
-              for block in blocks]
-    width = max(6.0, 0.55 * max(len(items) for _, items in panels) + 2)
-    fig = Figure(figsize=(width, 2.6 * len(panels)), layout="constrained")
-    title = f"{spec.label}: ours vs the paper" + _caveat(result)
-    fig.suptitle(title)
-    for index, (name, items) in enumerate(panels):
-        ax = fig.add_subplot(len(panels), 1, index + 1)
-        x = np.arange(len(items))
-        ours = [np.nan if c.ours is None else c.ours for _, c in items]
-        errors = [0 if c.ours_std is None else c.ours_std for _, c in items]
-        paper = [np.nan if c.paper is None else c.paper for _, c in items]
-        ax.bar(x - 0.2, ours, 0.4, yerr=errors, label="ours", color="#3b75af")
-        ax.bar(x + 0.2, paper, 0.4, label="paper", color="#b8b8b8")
-        for position, value in zip(x, ours):
-            if np.isnan(value):
-                ax.text(position - 0.2, 2, "not run", rotation=90, fontsize=7, ha="center", va="bottom")
-        ax.set_xticks(x, labels=[label for label, _ in items], rotation=30, ha="right", fontsize=8)
-        ax.set_xlim(-0.6, max(len(items), 4) - 0.4)
-        ax.set_ylabel(f"{name}, mean (%)")
-        ax.set_ylim(0, 100)
-        if index == 0:
-            ax.legend(fontsize=8, loc="lower right")
-    return figure_to_image(fig)
-
-
-def _summary_figure(result: TableResult, Figure, figure_to_image):
-    """One panel per column (Transfer / Average / Last), one pair of horizontal bars per row."""
-    rows = result.rows
-    fig = Figure(figsize=(4 + 3 * len(result.spec.columns), 1.4 + 0.42 * len(rows)), layout="constrained")
-    fig.suptitle(f"{result.spec.label}: ours vs the paper" + _caveat(result))
-    y = np.arange(len(rows))[::-1]
-    for index, column in enumerate(result.spec.columns):
-        ax = fig.add_subplot(1, len(result.spec.columns), index + 1)
-        cells = [row.cells[column] for row in rows]
-        ours = [np.nan if c.ours is None else c.ours for c in cells]
-        ax.barh(y + 0.2, ours, 0.4, xerr=[0 if c.ours_std is None else c.ours_std for c in cells],
-                label="ours", color="#3b75af")
-        ax.barh(y - 0.2, [np.nan if c.paper is None else c.paper for c in cells], 0.4, label="paper",
-                color="#b8b8b8")
-        for position, value in zip(y, ours):
-            if np.isnan(value):
-                ax.text(1, position + 0.2, "not run", fontsize=7, va="center")
-        ax.set_yticks(y, labels=[row.method for row in rows] if index == 0 else [], fontsize=8)
-        ax.set_xlim(0, 100)
-        ax.set_xlabel(f"{column} (%)")
-        if index == 0:
-            ax.legend(fontsize=8, loc="lower right")
-    return figure_to_image(fig)
-
-
-def _sweep_figure(result: TableResult, Figure, figure_to_image):
-    blocks = list(dict.fromkeys(row.block for row in result.rows))
-    fig = Figure(figsize=(4.2 * len(blocks), 3.4), layout="constrained")
-    fig.suptitle(f"{result.spec.label}: Transfer / Average / Last" + _caveat(result))
-    for index, block in enumerate(blocks):
-        ax = fig.add_subplot(1, len(blocks), index + 1)
-        rows = [r for r in result.rows if r.block == block]
-        labels = [r.method.split("=")[-1].strip() for r in rows]
-        for column in result.spec.columns:
-            values = [np.nan if r.cells[column].ours is None else r.cells[column].ours for r in rows]
-            errors = [0 if r.cells[column].ours_std is None else r.cells[column].ours_std for r in rows]
-            ax.errorbar(range(len(rows)), values, yerr=errors, marker="o", label=column, capsize=3)
-        ax.set_xticks(range(len(rows)), labels=labels)
-        ax.set_xlabel(block)
-        ax.set_ylabel("accuracy (%)")
-        ax.legend(fontsize=8)
-    return figure_to_image(fig)
-
-
-def _caveat(result: TableResult) -> str:
-    if result.rehearsal:
-        return " (REHEARSAL: the numbers mean nothing)"
-    return "" if result.budget is None else f" (smoke run: {result.budget} iterations per task)"
 
 
 # ---------------------------------------------------------------------------------------- files
@@ -379,5 +189,4 @@ def _write_tensorboard(tb_dir: Path, name: str, markdown: str, image) -> None:
     staging.rename(tb_dir)
 
 
-__all__ = ["CSV_VALUES", "Cell", "Row", "TableResult", "cell_value", "paper_markdown", "read_report",
-           "table_csv", "table_figure", "table_markdown", "table_result", "write_table"]
+__all__ = ["CSV_VALUES", "FLAG", "paper_markdown", "paper_text", "table_csv", "table_markdown", "write_table"]

@@ -5,30 +5,23 @@ What the app reads of the family (:class:`~moram_avalanche.experiments.family.Fa
 model from ``--model`` (a Hugging Face name or a ``save_pretrained`` folder) and its streams from
 ``--benchmark`` (:func:`~..loaders.text_model_loader`, :func:`~..loaders.text_benchmark_builder`),
 the language-model comparison tables (OP, BWT: :data:`~moram_avalanche.experiments.tables.TEXT_TABLES`),
-the offline demo on a tiny T5 (:data:`.demo.TEXT_DEMO`) and the paper's language-model tables (:mod:`.reproduce`,
-whose protocols -- the standard benchmark, TRACE -- are records too:
-:data:`~moram_avalanche.experiments.text.reproduce.TEXT_STREAMS`).
+the offline demo on a tiny T5 (:data:`.demo.TEXT_DEMO`) and the paper's language-model tables as
+data (:mod:`.paper_tables`, whose streams -- the standard benchmark, TRACE, SuperNI, CodeAlpaca --
+are protocol records too: :data:`~.streams.TEXT_STREAMS`; with :class:`.reproduce.TextReproduceSettings`),
+which the one pipeline of :mod:`..paper` runs.
 """
 
 from __future__ import annotations
 
 from ..family import Family, Reproduction
-from ..tables import TEXT_TABLES
+from ..paper.settings import parse_seeds
+from ..tables import TEXT_TABLES as COMPARISON_TABLES
 from .demo import TEXT_DEMO
 from .loaders import check_text_arguments, text_benchmark_builder, text_dtype, text_model_loader
+from .paper_tables import TEXT_TABLES
 from .recipes import shared_stream_options
 from .recipes import stream_options as text_stream_options
-from .reproduce import (
-    TEXT_TABLE_NAMES,
-    TextReproduceSettings,
-    check_needs,
-    get_text_table,
-    paper_text,
-    plan,
-    plan_text,
-    run_setup,
-    table_result,
-)
+from .reproduce import TextReproduceSettings
 
 #: the flags of the CLIP tables, which no language-model table takes
 CLIP_TABLE_FLAGS = (("--pretrained", "pretrained"), ("--weights-origin", "weights_origin"),
@@ -39,7 +32,6 @@ def reproduce_settings(args) -> TextReproduceSettings:
     """:class:`~.reproduce.TextReproduceSettings` from ``reproduce``'s command line (the table's
     model and dtype unless given)."""
     from ...utils.devices import resolve_device
-    from ..clip.reproduce import parse_seeds
 
     for flag, name in CLIP_TABLE_FLAGS:
         if getattr(args, name, None) is not None:
@@ -60,15 +52,10 @@ def stream_options(benchmark: str, name=None, preset=None) -> dict:
 
 FAMILY = Family(
     name="text", model_loader=text_model_loader, benchmark_builder=text_benchmark_builder,
-    stream_options=stream_options, dtype=text_dtype, tables=TEXT_TABLES, demo=TEXT_DEMO,
+    stream_options=stream_options, dtype=text_dtype, tables=COMPARISON_TABLES, demo=TEXT_DEMO,
     check_arguments=check_text_arguments, data_workers=False,
-    reproduction=Reproduction(
-        tables=TEXT_TABLE_NAMES, specs=lambda table: [get_text_table(table)], settings=reproduce_settings,
-        paper_text=paper_text, plan_text=plan_text, plan=plan,
-        check_needs=lambda specs, settings, planned: check_needs(specs, settings),
-        setup=lambda run, settings: run_setup(run, get_text_table(run.spec_name), settings),
-        table_result=table_result, index=("index_language_models.md",
-                                          "The MoRAM paper's language-model tables, reproduced")),
+    reproduction=Reproduction(specs=TEXT_TABLES, settings=reproduce_settings,
+                              index=("index_language_models.md", "The MoRAM paper's language-model tables, reproduced")),
 )
 
 __all__ = ["FAMILY", "reproduce_settings"]

@@ -12,13 +12,14 @@ from ...layers.base import find_layers
 from ...layers.moram.layer import MoRAMLinear
 from ...layers.moram.paths import cpu_kernel as routing_kernel
 from .growth import GrowthPlugin
+from .run_hooks import RunHooks
 
 
 def bank_checksum(layer: MoRAMLinear) -> float:
     """A fingerprint of the bank a layer holds: the float64 sum of its keys and values.
 
     Frozen atoms never change, so the bank after task ``t`` is the final bank's rows of tasks
-    ``<= t``; the analysis (:mod:`moram_avalanche.experiments.analysis`) checks that against
+    ``<= t``; the analysis (:mod:`moram_avalanche.experiments.clip.analysis`) checks that against
     this number, recorded after each task.
     """
     return float(layer.keys.double().sum() + layer.values.double().sum())
@@ -56,7 +57,7 @@ def atom_usage(history_entry: dict, title: str = "share of activation mass by ta
             "title": title, "fmt": "{:.2f}", "vmin": 0, "vmax": 1}
 
 
-class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
+class MoRAMPlugin(GrowthPlugin, RunHooks, supports_distributed=True):
     """MoRAM's experience boundaries (method reference, "continual expansion"):
 
     * :meth:`grow` (once the experience's data is adapted, before the model adaptation and the
@@ -65,6 +66,9 @@ class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
     * :meth:`settle` (after the experience): the new atoms freeze; their statistics are kept in
       :attr:`history`; with ``prune_mass`` the atoms of the task outside the smallest set
       covering that share of the mass are dropped (paper: 0.99).
+
+    The run path's hooks (:class:`~.run_hooks.RunHooks`): :meth:`prepare_run` builds the CPU
+    routing kernel before a run's first experience; :meth:`run_pictures` draws ``atom_usage.png``.
 
     ``fresh_atoms_at_eval`` (the MoRAM release's order, an option; default off): :meth:`settle`
     ends by appending the next task's ``atoms_per_task`` atoms (Kaiming keys, zero values), so
@@ -91,7 +95,7 @@ class MoRAMPlugin(GrowthPlugin, supports_distributed=True):
     """
 
     layer_type = MoRAMLinear
-    #: the files it adds to a run folder (drawn by the run path from :meth:`run_pictures`)
+    #: the files it adds to a run folder (:attr:`RunHooks.run_files`; drawn from :meth:`run_pictures`)
     run_files = ("atom_usage.png",)
 
     def __init__(self, prune_mass: Optional[float] = None, record: bool = True,

@@ -121,14 +121,15 @@ def test_mtil_full_and_five_shot(fake_root):
 
 
 def test_mtil_5shot_is_the_papers_mtil_one_name_away(fake_root):
-    from moram_avalanche.benchmarks import BENCHMARK_PROTOCOLS, get_benchmark, mtil_5shot
+    from moram_avalanche.benchmarks import MTIL_PAPER_SHOTS, benchmark_entry, get_benchmark, mtil_5shot
 
     bench = get_benchmark("mtil-5shot")(fake_root, order="I")
     assert [e.domain for e in bench.train_stream] == list(MTIL_ORDERS["I"])
     assert bench.protocol == "mtil" and bench.shots == 5
     for experience in bench.train_stream:  # every fake class has at least 5 training images
         assert set(Counter(experience.dataset.targets).values()) == {5}
-    assert "5 shots" in BENCHMARK_PROTOCOLS["mtil-5shot"] and "paper" in BENCHMARK_PROTOCOLS["mtil-5shot"]
+    protocol = benchmark_entry("mtil-5shot").protocol  # the registry's words say the builder's shots
+    assert "5 shots" in protocol and f"{MTIL_PAPER_SHOTS} shots" in protocol and "paper" in protocol
     with pytest.raises(ValueError, match="mtil-5shot is MTIL with 5 training images per class"):
         mtil_5shot(fake_root, shots=16)
 

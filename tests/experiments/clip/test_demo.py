@@ -56,3 +56,13 @@ def test_demo_pipeline_end_to_end(tmp_path, capsys):
     run_demo(tmp_path / "again", cache_dir=cache, config=DemoConfig.quick(), strategies=("zeroshot",),
              progress=False)
     assert weights[0].stat().st_mtime_ns == stamp  # the pre-trained model came from the cache
+
+
+def test_register_tiny_clip_is_kept_for_one_version():
+    import open_clip
+
+    from moram_avalanche.experiments.clip.demo import TINY_NAME, register_tiny_clip
+
+    with pytest.warns(DeprecationWarning, match="register_tiny_clip is deprecated: load_clip registers"):
+        assert register_tiny_clip("unused") == TINY_NAME
+    assert TINY_NAME in open_clip.list_models()

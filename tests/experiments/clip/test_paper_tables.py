@@ -5,15 +5,9 @@ from pathlib import Path
 import pytest
 
 from moram_avalanche.benchmarks import MTIL_ORDERS, XTAIL_ORDERS
-from moram_avalanche.experiments.clip.paper_tables import (
-    MEAN_COLUMN,
-    SWEEP_GRID,
-    TABLE_NAMES,
-    TABLES,
-    get_table,
-    resolve_tables,
-)
+from moram_avalanche.experiments.clip.paper_tables import SWEEP_GRID, TABLE_NAMES, TABLES, get_table
 from moram_avalanche.experiments.paper.numbers import PaperCell, as_dict, load_paper_numbers, paper_files, parse_cell
+from moram_avalanche.experiments.paper.spec import MEAN_COLUMN
 
 PACKAGE = Path(__file__).resolve().parents[3] / "moram_avalanche"
 
@@ -27,7 +21,7 @@ def test_cells_parse_as_printed():
 
 
 def test_every_shipped_file_is_read_and_named_by_a_table():
-    from moram_avalanche.experiments.text.reproduce import TEXT_TABLES
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLES
 
     assert set(paper_files()) == {"xtail", "xtail_order2", "mtil", "routing", "additional_baselines",
                                   "robustness", "pruning", "load_balance",
@@ -122,11 +116,12 @@ def test_the_sweep_grid_surrounds_the_papers_values():
 
 def test_table_names():
     from moram_avalanche.cli import REPRODUCE_TABLES
+    from moram_avalanche.experiments.clip.family import FAMILY
     from moram_avalanche.experiments.clip.paper_tables import TABLE_CHOICES
 
     assert TABLE_NAMES == ("xtail", "xtail-order2", "mtil", "routing", "robustness", "pruning", "load-balance",
                            "sweeps", "additional-baselines")
     assert REPRODUCE_TABLES == TABLE_CHOICES == (*TABLE_NAMES, "all")
-    assert resolve_tables("all") == tuple(TABLES.values())
+    assert FAMILY.reproduction.resolve("all") == tuple(TABLES.values())
     with pytest.raises(ValueError, match="unknown table 'cifar'"):
         get_table("cifar")

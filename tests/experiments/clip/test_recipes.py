@@ -36,7 +36,8 @@ def test_a_strategy_without_a_recipe_gets_its_defaults():
 
 
 def test_each_strategy_of_the_papers_tables_declares_its_paper_settings():
-    from moram_avalanche.experiments.clip.paper_tables import TABLES, XTAIL_ORDER1
+    from moram_avalanche.experiments.clip.paper_tables import TABLES
+    from moram_avalanche.experiments.clip.protocols import XTAIL_ORDER1
     from moram_avalanche.strategies.clip.moram import ROUTING_ABLATIONS
 
     used = {m.strategy for spec in TABLES.values() for m in spec.methods if m.strategy}

@@ -15,10 +15,13 @@ import torch
 from PIL import Image
 
 from moram_avalanche.cli import main
-from moram_avalanche.experiments.clip.paper_tables import MEAN_COLUMN, TABLES, get_table
-from moram_avalanche.experiments.clip.reproduce import ReproduceSettings, method_runs
+from moram_avalanche.experiments.clip.paper_tables import TABLES, get_table
+from moram_avalanche.experiments.clip.reproduce import ReproduceSettings
 from moram_avalanche.experiments.paper.numbers import load_paper_numbers
-from moram_avalanche.experiments.paper.report import CSV_VALUES, table_markdown, table_result
+from moram_avalanche.experiments.paper.report import CSV_VALUES, table_markdown
+from moram_avalanche.experiments.paper.results import table_result
+from moram_avalanche.experiments.paper.runs import method_runs
+from moram_avalanche.experiments.paper.spec import MEAN_COLUMN
 
 
 def small_sweeps():

@@ -29,7 +29,7 @@ def test_the_shipped_numbers_are_the_papers_and_their_averages_agree():
 
 
 def test_every_row_of_the_papers_tables_says_how_it_runs():
-    from moram_avalanche.experiments.text.reproduce import TEXT_TABLES
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLES
     from moram_avalanche.strategies.registry import get_strategy
 
     for spec in TEXT_TABLES.values():
@@ -45,7 +45,7 @@ def test_every_row_of_the_papers_tables_says_how_it_runs():
 
 def test_cli_table_names_agree_with_the_module():
     from moram_avalanche.cli import REPRODUCE_TEXT_TABLES
-    from moram_avalanche.experiments.text.reproduce import TEXT_TABLE_NAMES
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLE_NAMES
 
     assert REPRODUCE_TEXT_TABLES == TEXT_TABLE_NAMES
 
@@ -78,7 +78,7 @@ def test_missing_data_is_named_before_anything_runs(tmp_path):
 @pytest.mark.parametrize("architecture", ["llama"])
 def test_a_rehearsal_runs_every_row_and_writes_the_table(tmp_path, architecture):
     from moram_avalanche.benchmarks.text.tasks import ORDERS
-    from moram_avalanche.experiments.text.reproduce import REHEARSAL_TEST
+    from moram_avalanche.experiments.text.rehearsal import REHEARSAL_TEST
 
     root = release_tree(tmp_path / "data", ORDERS[1])
     out = tmp_path / "out"
@@ -123,15 +123,16 @@ def test_a_t5_standard_rehearsal_runs_the_inflora_row(tmp_path, monkeypatch):
 
     from moram_avalanche.benchmarks.text.tasks import ORDERS
     from moram_avalanche.cli import main
-    from moram_avalanche.experiments.clip.paper_tables import Method
-    from moram_avalanche.experiments.text import reproduce as reproduce_text
-    from moram_avalanche.experiments.text.reproduce import REHEARSAL_TEST, TEXT_TABLES
+    from moram_avalanche.experiments.paper.spec import Method
+    from moram_avalanche.experiments.text import paper_tables
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLES
+    from moram_avalanche.experiments.text.rehearsal import REHEARSAL_TEST
 
     spec = TEXT_TABLES["t5-standard"]
     assert spec.method("InfLoRA") == Method("InfLoRA", "inf-lora")
     only = tuple(m if m.label == "InfLoRA" else Method(m.label, None, reason="set aside in this test")
                  for m in spec.methods)
-    monkeypatch.setitem(reproduce_text.TEXT_TABLES, "t5-standard", replace(spec, methods=only))
+    monkeypatch.setitem(paper_tables.TEXT_TABLES, "t5-standard", replace(spec, methods=only))
     root = release_tree(tmp_path / "data", ORDERS[1])
     out = tmp_path / "out"
     assert main(["reproduce", "t5-standard", "--rehearse", "--data-root", str(root), "--out", str(out),
@@ -180,13 +181,11 @@ def rehearse_trace_row(tmp_path, method, block, strategy, seeds=(1, 2)):
     tiny model) over ``seeds``; its cells must be the mean (and, with several seeds, the sample std)
     of the runs' ``results.json``. Returns the row and the first run's recorded options."""
     from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.text.reproduce import (
-        TEXT_TABLES,
-        TextReproduceSettings,
-        method_runs,
-        run_setup,
-        table_result,
-    )
+    from moram_avalanche.experiments.paper.results import table_result
+    from moram_avalanche.experiments.paper.runs import method_runs
+    from moram_avalanche.experiments.paper.setup import run_setup
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLES
+    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings
 
     root = trace_tree(tmp_path / "TRACE")
     spec = TEXT_TABLES["trace"]
@@ -195,7 +194,7 @@ def rehearse_trace_row(tmp_path, method, block, strategy, seeds=(1, 2)):
     runs = method_runs(spec, method, settings, block)
     assert [run.strategy for run in runs] == [strategy] * len(seeds)
     for run in runs:
-        run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
+        run_comparison(run_setup(run, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
     row = next(r for r in table_result(spec, settings).rows if (r.block, r.method) == (block, method))
     assert row.status == "run"
     folders = [run.folder(settings.root / "runs") / strategy for run in runs]

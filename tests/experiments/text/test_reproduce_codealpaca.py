@@ -57,7 +57,7 @@ def test_a_rehearsal_runs_every_row_and_its_cells_are_the_runs_results(tmp_path,
     pytest.importorskip("lm_eval")
     from transformers import LlamaConfig
 
-    from moram_avalanche.experiments.text.reproduce import REHEARSAL_TEST
+    from moram_avalanche.experiments.text.rehearsal import REHEARSAL_TEST
     from moram_avalanche.text.tiny import TINY_LLAMA
 
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-datasets"))  # lm-eval's csv reads cache there

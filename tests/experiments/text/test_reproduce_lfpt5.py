@@ -12,7 +12,8 @@ from fake_text_data import release_tree
 
 def test_the_t5_tables_run_lfpt5_with_its_sources_in_the_plan():
     from moram_avalanche.experiments.reproduce import plan_text
-    from moram_avalanche.experiments.text.reproduce import TEXT_TABLES, TextReproduceSettings
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLES
+    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings
 
     for name in ("t5-standard", "t5-long", "t5-order-robustness"):
         assert TEXT_TABLES[name].method("LFPT5").strategy == "lfpt5", name
@@ -34,40 +35,36 @@ def test_a_rehearsal_of_the_lfpt5_row_fills_its_cells_from_its_runs(tmp_path):
     draws): each cell is the mean of the last row of its run's accuracy matrix."""
     from moram_avalanche.benchmarks.text.tasks import ORDERS
     from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.text.reproduce import (
-        TEXT_TABLES,
-        TextReproduceSettings,
-        method_runs,
-        run_options,
-        run_settings,
-        run_setup,
-        table_result,
-    )
+    from moram_avalanche.experiments.paper.results import table_result
+    from moram_avalanche.experiments.paper.runs import method_runs, run_options, run_settings
+    from moram_avalanche.experiments.paper.setup import run_setup
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLES
+    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings
 
     root = release_tree(tmp_path / "data", ORDERS[1])
     spec = TEXT_TABLES["t5-order-robustness"]
     settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True, progress=False)
     runs = method_runs(spec, "LFPT5", settings)
     assert [run.strategy for run in runs] == ["lfpt5"] * 3
-    options = run_options(settings, runs[0])  # the strategy's own rehearsal caps
+    options = run_options(runs[0], settings)  # the strategy's own rehearsal caps
     assert (options["pseudo_draws"], options["pseudo_max_tokens"], options["prompt_length"]) == (8, 8, 4)
     for run in runs:
-        run_comparison(run_setup(run, TEXT_TABLES[run.spec_name], settings), [run.strategy],
+        run_comparison(run_setup(run, settings), [run.strategy],
                        run.folder(settings.root / "runs"), progress=False)
     rows = {row.method: row for row in table_result(spec, settings).rows}
     assert rows["LFPT5"].status == "run" and rows["MoRAM"].status == "incomplete"
     lasts = []
     for run in runs:
-        folder = settings.root / "runs" / f"lm-cl-order{run.order}-t5-large" / "seed42" / "lfpt5"
+        folder = settings.root / "runs" / f"lm-cl-order{run.protocol.order}-t5-large" / "seed42" / "lfpt5"
         assert run.folder(settings.root / "runs") == folder  # t5-standard's folder
         report = json.loads((folder / "lfpt5" / "results.json").read_text())
-        assert report["domains"] == list(ORDERS[run.order]) and np.array(report["matrix"]).shape == (4, 4)
+        assert report["domains"] == list(ORDERS[run.protocol.order]) and np.array(report["matrix"]).shape == (4, 4)
         lasts.append(float(np.mean(report["matrix"][-1])))
-        assert rows["LFPT5"].cells[f"Order {run.order}"].ours == pytest.approx(lasts[-1])
+        assert rows["LFPT5"].cells[f"Order {run.protocol.order}"].ours == pytest.approx(lasts[-1])
     summary = rows["LFPT5"].cells["Mean ± std"]
     assert summary.ours == pytest.approx(np.mean(lasts)) and summary.ours_std == pytest.approx(np.std(lasts, ddof=1))
     # what made the run, as recorded for its resume check: the caps among its options
-    recorded = run_settings(runs[0], spec, settings)
+    recorded = run_settings(runs[0], settings)
     assert recorded["strategy"] == "lfpt5" and recorded["model"] == "tiny random-init t5"
     assert {k: recorded["options"][k] for k in ("pseudo_draws", "prompt_length")} == {"pseudo_draws": "8",
                                                                                      "prompt_length": "4"}

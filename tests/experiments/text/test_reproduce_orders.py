@@ -35,13 +35,9 @@ def test_the_shipped_numbers_agree_with_the_tables_they_share_runs_with():
 
 
 def test_a_table_reads_the_runs_of_the_table_it_names():
-    from moram_avalanche.experiments.text.reproduce import (
-        TEXT_TABLES,
-        TextReproduceSettings,
-        method_runs,
-        plan,
-        run_settings,
-    )
+    from moram_avalanche.experiments.paper.runs import method_runs, plan, run_settings
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLES
+    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings
 
     settings = TextReproduceSettings(data_root="/data", out="/out")
     for name, source, extra in (("t5-order-robustness", "t5-standard", 0), ("t5-load-balance", "t5-long", 3)):
@@ -63,21 +59,22 @@ def test_a_table_reads_the_runs_of_the_table_it_names():
                     continue
                 assert run.folder(settings.root / "runs") in folders and shared == [run]
                 # the same record whichever table asks: a folder filled by one is read by the other
-                assert run_settings(run, spec, settings) == run_settings(shared[0], base, settings)
+                assert run_settings(run, settings) == run_settings(shared[0], settings)
         used_by = dict(both)
         assert any(entry.startswith(f"{name}: ") for entries in used_by.values() for entry in entries)
 
 
 def fake_reports(spec, label, settings, lasts):
     """``{run: results.json}`` whose ``last`` is ``lasts[(order, seed)]``."""
-    from moram_avalanche.experiments.text.reproduce import method_runs
+    from moram_avalanche.experiments.paper.runs import method_runs
 
     runs = method_runs(spec, label, settings)
-    return runs, {run: {"last": lasts[(run.order, run.seed)]} for run in runs}
+    return runs, {run: {"last": lasts[(run.protocol.order, run.seed)]} for run in runs}
 
 
 def test_the_summary_column_is_the_mean_and_sample_std_over_the_orders():
-    from moram_avalanche.experiments.text.reproduce import TEXT_TABLES, TextReproduceSettings
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLES
+    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings
 
     spec = TEXT_TABLES["t5-order-robustness"]
     paper_row = spec.paper_numbers().row("T5-large", "MoRAM")
@@ -109,7 +106,7 @@ def test_the_summary_column_is_the_mean_and_sample_std_over_the_orders():
 def test_a_summary_the_stream_does_not_know_is_refused():
     from dataclasses import replace
 
-    from moram_avalanche.experiments.text.reproduce import TEXT_TABLES
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLES
 
     with pytest.raises(ValueError, match="summary 'Median' is not one of"):
         replace(TEXT_TABLES["t5-standard"], summary="Median")
@@ -141,20 +138,18 @@ def test_a_rehearsal_cell_is_its_runs_results(tmp_path):
     the last row of its run's accuracy matrix, the summary their mean and sample std."""
     from moram_avalanche.benchmarks.text.tasks import ORDERS
     from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.text.reproduce import (
-        TEXT_TABLES,
-        TextReproduceSettings,
-        method_runs,
-        run_setup,
-        table_result,
-    )
+    from moram_avalanche.experiments.paper.results import table_result
+    from moram_avalanche.experiments.paper.runs import method_runs
+    from moram_avalanche.experiments.paper.setup import run_setup
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLES
+    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings
 
     root = release_tree(tmp_path / "data", ORDERS[1])
     spec = TEXT_TABLES["t5-order-robustness"]
     settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True, progress=False)
     runs = method_runs(spec, "MoRAM", settings)
     for run in runs:  # what reproduce does for each planned run (the row's three; the others stay unfinished)
-        run_comparison(run_setup(run, TEXT_TABLES[run.spec_name], settings), [run.strategy],
+        run_comparison(run_setup(run, settings), [run.strategy],
                        run.folder(settings.root / "runs"), progress=False)
     result = table_result(spec, settings)
     rows = {row.method: row for row in result.rows}
@@ -162,12 +157,12 @@ def test_a_rehearsal_cell_is_its_runs_results(tmp_path):
     assert rows["L2P"].status == "incomplete"  # its runs exist in the plan, not on disk
     lasts = []
     for run in runs:
-        folder = settings.root / "runs" / f"lm-cl-order{run.order}-t5-large" / "seed42" / "moram"
+        folder = settings.root / "runs" / f"lm-cl-order{run.protocol.order}-t5-large" / "seed42" / "moram"
         assert run.folder(settings.root / "runs") == folder  # t5-standard's folder
         report = json.loads((folder / "moram" / "results.json").read_text())
-        assert report["domains"] == list(ORDERS[run.order])
+        assert report["domains"] == list(ORDERS[run.protocol.order])
         lasts.append(float(np.mean(report["matrix"][-1])))
-        assert rows["MoRAM"].cells[f"Order {run.order}"].ours == pytest.approx(lasts[-1])
+        assert rows["MoRAM"].cells[f"Order {run.protocol.order}"].ours == pytest.approx(lasts[-1])
         assert report["last"] == pytest.approx(lasts[-1])
     summary = rows["MoRAM"].cells["Mean ± std"]
     assert summary.ours == pytest.approx(np.mean(lasts)) and summary.ours_std == pytest.approx(np.std(lasts, ddof=1))
@@ -183,22 +178,20 @@ def test_a_load_balancing_rehearsal_runs_its_row_beside_t5_longs_runs(tmp_path):
 
     from moram_avalanche.benchmarks.text.tasks import ORDERS
     from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.text.reproduce import (
-        TEXT_TABLES,
-        TextReproduceSettings,
-        method_runs,
-        run_setup,
-        table_result,
-    )
+    from moram_avalanche.experiments.paper.results import table_result
+    from moram_avalanche.experiments.paper.runs import method_runs
+    from moram_avalanche.experiments.paper.setup import run_setup
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLES
+    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings
 
     root = release_tree(tmp_path / "data", ORDERS[4])
     spec = replace(TEXT_TABLES["t5-load-balance"], orders=(4,))
     settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True, progress=False)
     (run,) = method_runs(spec, "MoRAM w/ load-bal.", settings)
-    assert (run.strategy, run.spec_name, run.order) == ("moram-load-balance", "t5-long", 4)
+    assert (run.strategy, run.protocol.table, run.protocol.order) == ("moram-load-balance", "t5-long", 4)
     folder = run.folder(settings.root / "runs")
     assert folder == settings.root / "runs" / "lm-cl-order4-t5-large" / "seed42" / "moram-load-balance"
-    run_comparison(run_setup(run, TEXT_TABLES[run.spec_name], settings), [run.strategy], folder, progress=False)
+    run_comparison(run_setup(run, settings), [run.strategy], folder, progress=False)
     rows = {row.method: row for row in table_result(spec, settings).rows}
     assert rows["MoRAM"].status == "incomplete" and rows["MoRAM w/ load-bal."].status == "run"
     report = json.loads((folder / "moram-load-balance" / "results.json").read_text())

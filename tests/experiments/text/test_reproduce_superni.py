@@ -55,14 +55,12 @@ def hand_ap_ft(matrix):
 def test_a_rehearsal_writes_ap_and_ft_of_its_runs(tmp_path):
     from moram_avalanche.benchmarks.text.superni import SUPERNI_ORDERS
     from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.text.reproduce import (
-        REHEARSAL_TEST,
-        TEXT_TABLES,
-        TextReproduceSettings,
-        method_runs,
-        run_setup,
-        table_result,
-    )
+    from moram_avalanche.experiments.paper.results import table_result
+    from moram_avalanche.experiments.paper.runs import method_runs
+    from moram_avalanche.experiments.paper.setup import run_setup
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLES
+    from moram_avalanche.experiments.text.rehearsal import REHEARSAL_TEST
+    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings
 
     root = superni_tree(tmp_path / "CL_Benchmark", train=10, test=6)
     pseudo = pseudo_tree(tmp_path / "generated_data" / "lora_gen_superni_t5")
@@ -73,7 +71,7 @@ def test_a_rehearsal_writes_ap_and_ft_of_its_runs(tmp_path):
     folders = {}
     for label in ("Replay", "SAPT", "MoRAM (with replay)"):
         (run,) = method_runs(spec, label, settings)
-        run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"),
+        run_comparison(run_setup(run, settings), [run.strategy], run.folder(settings.root / "runs"),
                        progress=False)
         folders[label] = run.folder(settings.root / "runs") / run.strategy
     result = table_result(spec, settings)
@@ -113,20 +111,18 @@ def test_a_rehearsal_of_the_l2p_row_writes_its_runs_ap_and_ft(tmp_path):
     """L2P's row (a prompt pool before T5's encoder input, the model frozen) on the real code path,
     capped: its cells are its run's results.json; the run used SAPT's loop and TRACE's pool settings."""
     from moram_avalanche.experiments.compare import run_comparison
-    from moram_avalanche.experiments.text.reproduce import (
-        TEXT_TABLES,
-        TextReproduceSettings,
-        method_runs,
-        run_setup,
-        table_result,
-    )
+    from moram_avalanche.experiments.paper.results import table_result
+    from moram_avalanche.experiments.paper.runs import method_runs
+    from moram_avalanche.experiments.paper.setup import run_setup
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLES
+    from moram_avalanche.experiments.text.reproduce import TextReproduceSettings
 
     root = superni_tree(tmp_path / "CL_Benchmark", train=10, test=6)
     spec = TEXT_TABLES["superni"]
     settings = TextReproduceSettings(data_root=str(root), out=str(tmp_path / "out"), rehearse=True, progress=False)
     (run,) = method_runs(spec, "L2P", settings)
     assert run.strategy == "l2p"
-    run_comparison(run_setup(run, spec, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
+    run_comparison(run_setup(run, settings), [run.strategy], run.folder(settings.root / "runs"), progress=False)
     folder = run.folder(settings.root / "runs") / "l2p"
     report = json.loads((folder / "results.json").read_text())
     ap, ft = hand_ap_ft(report["matrix"])

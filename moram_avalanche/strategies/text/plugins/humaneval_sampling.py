@@ -12,6 +12,7 @@ from ....algorithms.fsdp import holds_sharded_weights
 from ....benchmarks.text.code_sandbox import TIMEOUT
 from ....benchmarks.text.humaneval import completion_of, evaluate_completions, merge_reports
 from ...plugins.data_parallel import padded_eval_batches
+from ...plugins.run_hooks import RunHooks
 
 #: LoRI's HumanEval runs (juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh, bigcode harness):
 #: 20 samples per problem at temperature 0.2; top-p 0.95 (not set there: the bigcode harness's default,
@@ -19,14 +20,15 @@ from ...plugins.data_parallel import padded_eval_batches
 LORI_SAMPLING = {"n": 20, "temperature": 0.2, "top_p": 0.95}
 
 
-class HumanEvalSampling(SupervisedPlugin):
+class HumanEvalSampling(SupervisedPlugin, RunHooks):
     """After every evaluation of a HumanEval test experience (``experience.metric == "humaneval"``,
     :mod:`~moram_avalanche.benchmarks.text.codealpaca`): ``n`` sampled completions per problem
     (:meth:`~moram_avalanche.models.language_model.LanguageModel.sample`), each cut as a
     completion (:func:`~moram_avalanche.benchmarks.text.humaneval.completion_of`) and run in the
     sandbox, then pass@k for ``ks`` (:func:`~moram_avalanche.benchmarks.text.humaneval.evaluate_completions`).
 
-    The run path writes :attr:`report` to the run folder as ``humaneval.json`` (``run_reports``).
+    The run path writes :attr:`report` to the run folder as ``humaneval.json`` (its hook
+    :meth:`run_reports`, :class:`~moram_avalanche.strategies.plugins.run_hooks.RunHooks`).
 
     Data-parallel (``torchrun``): each process samples and runs its contiguous share of the
     problems (:func:`~moram_avalanche.algorithms.data_parallel.shard_indices`), and the shares'

@@ -6,12 +6,15 @@ from typing import Dict, Optional, Sequence
 
 from avalanche.core import SupervisedPlugin
 
+from ...plugins.run_hooks import RunHooks
 
-class MMLUEvaluation(SupervisedPlugin):
+
+class MMLUEvaluation(SupervisedPlugin, RunHooks):
     """After every evaluation that follows training, the model as it is (adapters in place) is
     wrapped in ``lm-eval``'s ``HFLM`` and scored on MMLU by ``lm_eval.simple_evaluate``
     (multiple-choice loglikelihood, accuracy), subject by subject; ``MMLU`` is the mean over
-    questions (``lm-eval``'s size-weighted group mean). Written to the run folder as ``mmlu.json``.
+    questions (``lm-eval``'s size-weighted group mean). Written to the run folder as ``mmlu.json``
+    (its hook :meth:`run_reports`, :class:`~moram_avalanche.strategies.plugins.run_hooks.RunHooks`).
 
     Args:
         folder: a local MMLU copy (:func:`~moram_avalanche.benchmarks.text.mmlu.mmlu_folder`); None:

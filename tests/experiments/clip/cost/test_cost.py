@@ -1,0 +1,80 @@
+"""``moram-avalanche cost`` on CPU with the tiny model: parameters and ms/image for every row."""
+
+import json
+import re
+
+import pytest
+
+from moram_avalanche.cli import main
+from moram_avalanche.experiments.clip.cost import CostOptions, measure_cost
+from moram_avalanche.experiments.clip.cost.measure import DEFAULT_STRATEGIES
+
+# the tiny model's MoRAM layers: per block q, k, v, out (64 -> 64) and c_fc, c_proj (64 <-> 256);
+# 2 blocks in each tower; 16 atoms per task
+MORAM_PER_TASK = 4 * (4 * 16 * (64 + 64) + 2 * 16 * (64 + 256))
+
+
+def table_rows(text, header):
+    """The rows (lists of cells) of the Markdown table under ``## header``."""
+    section = text.split(f"## {header}", 1)[1].split("\n## ", 1)[0]
+    return [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()
+            if line.startswith("|") and not line.startswith("|---")][1:]
+
+
+def test_cost_prints_parameters_and_ms_per_image_for_each_row(tiny_clip_name, tmp_path, capsys, one_thread):
+    code = main(["cost", "--model", tiny_clip_name, "--tasks", "2", "--batch-size", "4", "--iterations", "2",
+                 "--warmup", "0", "--classes", "2", "--eval-images", "4", "--repeats", "1", "--no-progress",
+                 "--no-paper", "--out", str(tmp_path)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert re.search(r"device: CPU .*; precision: fp32", out)
+    assert "peak memory: CPU proxy: held tensors" in out
+    params = {row[0]: row for row in table_rows(out, "Trainable parameters")}
+    assert list(params) == list(DEFAULT_STRATEGIES)
+    assert params["moram"][1] == "r·d_in + r·d_out" and params["moram"][3] == f"{16 * (64 + 256):,}"
+    assert params["moram"][4] == f"task 1: {MORAM_PER_TASK / 1e6:.2f}, task 2: {MORAM_PER_TASK / 1e6:.2f}"
+    assert params["zeroshot"][1] == "0 (nothing trains)"
+    latency = {row[0]: row for row in table_rows(out, "Latency and memory")}
+    assert list(latency) == list(DEFAULT_STRATEGIES)
+    for name, row in latency.items():
+        assert row[1] == "2"  # after task 2; task 1 ran no step (growth only)
+        assert float(row[3]) > 0  # inference ms/image
+        if name == "zeroshot":
+            assert row[2] == row[4] == "--"
+        else:
+            assert float(row[2]) > 0 and float(row[4]) > 0  # training ms/image, peak MiB
+    results = json.loads((tmp_path / "cost.json").read_text())
+    moram = next(r for r in results["strategies"] if r["strategy"] == "moram")
+    assert [t["trainable"] for t in moram["tasks"]] == [MORAM_PER_TASK, MORAM_PER_TASK]
+    assert (tmp_path / "cost.md").read_text().startswith("# Cost of zeroshot, moram")
+
+
+def test_parameters_only(tiny_clip_name, capsys, one_thread):
+    assert main(["cost", "--model", tiny_clip_name, "--strategies", "moram,seq-lora", "--tasks", "1,3",
+                 "--params-only", "--batch-size", "2", "--classes", "2", "--eval-images", "2",
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    params = {row[0]: row for row in table_rows(out, "Trainable parameters")}
+    per_task = MORAM_PER_TASK / 1e6
+    assert params["moram"][4] == f"task 1: {per_task:.2f}, task 3: {per_task:.2f}"
+    assert params["moram"][5].startswith(f"{3 * per_task:.2f} after task 3")  # 3 tasks of atoms
+    assert params["seq-lora"][5].startswith(f"{per_task:.2f} after task 3")  # one LoRA, never grows
+    assert "Not measured (parameters only)." in out
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"amp": True}, "amp \\(fp16 autocast\\) runs on CUDA only"),
+    ({"device": "cuda:7"}, "CUDA is not available"),
+    ({"strategies": ("moram", "moram")}, "strategies listed twice"),
+    ({"strategies": ("lora",)}, "unknown strategy 'lora'"),
+    ({"options": {"inflora": {"rank": 4}}, "strategies": ("moram",)}, "options for strategies that are not measured"),
+    ({"tasks": (0, 5)}, "tasks must be positive"),
+    ({"iterations": 0}, "iterations must be >= 1"),
+])
+def test_bad_options_fail_before_anything_runs(options, message):
+    import torch
+
+    if "device" in options and torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    with pytest.raises(ValueError, match=message):
+        measure_cost(CostOptions(**options), progress=False)
