@@ -8,6 +8,9 @@ MoRAM r 8, k 4, tau 0.1, delta 0.2 on the query and key projections) and, for th
 their own papers' (O-LoRA's ``LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1)``, lambdas 0.5 /
 0): :data:`DEFAULT_SOURCES` says where each comes from. On top of them:
 
+* every stream: the options where 0.7 made a method compute what its published code computes
+  (OGD's projection and stored directions, L2P's initial prompts, LoRI's loss), so a run folder
+  records them and a 0.6 folder of that method is refused (:func:`_method_rows`);
 * ``--benchmark trace`` (:func:`stream_settings`): the paper's TRACE setting for every text
   strategy and MoRAM's atoms, the release's decoding and targets, TRACE's own recipes for its
   full fine-tuning rows and FIX (ICL) (:data:`TRACE_STREAM`);
@@ -125,9 +128,9 @@ def _trace_stream() -> List[Tuple[str, Setting]]:
                                "--CL_method; ZinYY/TreeLoRA, whose DualPrompt this row follows, ships none for it)")),
         ("dualprompt", Setting("epochs", dict(TRACE_FULL_EPOCHS),
                                f"{_TRACE_FULL}: --num_train_epochs 5,3,7,5,3,5,5,7")),
-        ("ogd", Setting("gradients_per_task", 1,
-                        "ours: TRACE (model/Regular/OGD.py) stores the loss gradient of every training minibatch, "
-                        "25 GiB each for a 7B model in float32; one per task, after it trains (OGD's Algorithm 1)")),
+        ("ogd", Setting("lr", 1e-5, f"{_TRACE_FULL}: --learning_rate 1e-5 (the script of every TRACE --CL_method, "
+                        "OGD's included)")),
+        ("ogd", Setting("epochs", dict(TRACE_FULL_EPOCHS), f"{_TRACE_FULL}: --num_train_epochs 5,3,7,5,3,5,5,7")),
         *_treelora_trace(),
     ]
 
@@ -183,6 +186,29 @@ def _trace_l2p() -> List[Tuple[str, Any, str]]:
             ("prompt_length", TRACE_L2P["prompt_length"], f"{main}: args.prompt_length = 5"),
             ("top_k", TRACE_L2P["top_k"], f"{l2p}: top_k=3"),
             ("pull_coef", TRACE_L2P["pull_coef"], f"{l2p}: pull_constraint_coeff=0.5")]
+
+
+def _method_rows() -> List[Tuple[str, Setting]]:
+    """Where 0.7 made a method compute what its published code computes, the option that says so,
+    set on every stream: recorded in each run's folder (a 0.6 folder of that method, which lacks
+    it, is refused rather than continued under the other method) and printed by ``--dry-run``."""
+    from ...strategies.text.lori import LORI_LOSS, LORI_LOSS_SOURCE
+    from ...strategies.text.plugins.ogd import TRACE_OGD_SETTING as OGD
+    from ...text.prompt_pool import TRACE_L2P_SETTING as L2P
+
+    ogd = "BeyonderXX/TRACE model/Regular/OGD.py"
+    return [
+        ("ogd", Setting("projection", OGD.projection, f"{ogd}:53-71 project_vec, a hook on each LoRA parameter "
+                                                      "(OGD.py:169-171): its gradient on its own columns of the basis")),
+        ("ogd", Setting("directions", OGD.directions, f"{ogd}:134,141-142: one buffer appended at every step, so each "
+                                                      "task adds its last step's gradient")),
+        ("ogd", Setting("gradients_per_task", OGD.gradients_per_task, f"{ogd}:141-142 (the same tensor appended at "
+                                                                      "every step: one direction per task)")),
+        ("l2p", Setting("prompt_init_divisor", L2P.prompt_init_divisor,
+                        "BeyonderXX/TRACE model/Dynamic_network/L2P.py:31 convert_L2P_model (embedding rows copied "
+                        "undivided since commit 2eedb15)")),
+        *[(name, Setting("loss_reduction", LORI_LOSS, LORI_LOSS_SOURCE)) for name in ("lori-d", "lori-s")],
+    ]
 
 
 _SAPT = "circle-hit/SAPT gen_script_superni_t5.py"
@@ -355,27 +381,34 @@ DEFAULT_SOURCES: Dict[str, str] = {
              "lr 0.5, weight decay 1e-5, clipping 1.0 (Classification.sh, Classification.py); loss (task + 0.25 LM) "
              "x 0.99 + 0.01 KL on the pseudo-samples (--lm_lambda 0.25 --kd_lamda 0.01, model.py); 2 pseudo-samples "
              "per label of each earlier task (memnumforeveryclass), sampled top-k 64, repetition penalty 2.5, 128 "
-             "tokens (model.py _generative_samples) from 500 draws (BeyonderXX/TRACE model/Replay/LFPT5.py: 100 x "
-             "5); batch and epochs the table's loop (the official few-shot budget and model selection are not run)",
+             "tokens (model.py _generative_samples) from 500 draws per earlier task (ours: the official count is 3 "
+             "per line of the task's few-shot test file, Classification.py numberreturnseq / filecopynum); batch and "
+             "epochs the table's loop (the official few-shot budget and model selection are not run)",
     "icl": "TRACE scripts/ICL.sh: 6 random, label-balanced examples (inference/ICL.py)",
     "finetune": "every weight trains (SeqFT), the loop's defaults",
     "mtl": "every weight, jointly on every task so far (the upper bound), the loop's defaults",
-    "ogd": "every weight; each gradient minus its projection on the Gram-Schmidt basis of earlier tasks' token-loss "
-           "gradients (BeyonderXX/TRACE model/Regular/OGD.py; Farajtabar et al. 2020, Eq. 5), gradients_per_task 1 "
-           "(ours)",
+    "ogd": "a LoRA as seq-lora's (BeyonderXX/TRACE training/main.py:275-284 LoraConfig(r=8, lora_alpha=32, "
+           "lora_dropout=0.1); peft's default targets, q and v), each LoRA parameter's gradient minus its projection "
+           "on its own columns of the Gram-Schmidt basis of earlier tasks' token-loss gradients (model/Regular/OGD.py "
+           "project_vec, a hook per parameter), each task adding its last step's gradient (OGD.py:134,141-142: one "
+           "buffer appended at every step)",
     "treelora": "as seq-lora (one LoRA through the stream: ZinYY/TreeLoRA training/main.py LoraConfig(r=8, "
                 "lora_alpha=32, lora_dropout=0.1), r_sum=0), plus TreeLoRA's regulariser on the LoRAs' down-projections "
                 "through its task tree and LCB search, reg 0.5 (utils/kd_lora_tree.py, model/Regular/Tree_LoRA.py); the "
                 "draws seeded per step (ours)",
     "l2p": "the model frozen; a pool of 10 prompts of 5 vectors and their keys trains, the top 3 by cosine with the "
            "mean input embedding put before the input, loss minus 0.5 x their cosines; prompts start as embedding "
-           "rows of random tokens / 100 (BeyonderXX/TRACE training/main.py, model/Dynamic_network/L2P.py); keys "
-           "trainable (the L2P paper, Wang et al. 2022; TRACE keeps them fixed)",
+           "rows of random tokens, undivided (BeyonderXX/TRACE training/main.py, model/Dynamic_network/L2P.py:31); "
+           "keys trainable (the L2P paper, Wang et al. 2022; TRACE keeps them fixed)",
     "dualprompt": "the model frozen; a G-prompt of 2 vectors shared by the tasks and an E-prompt of 3 vectors with a "
                   "key per task (pool 10) before the input, prompts from embedding rows of random tokens, keys N(0, 1) "
                   "(ZinYY/TreeLoRA training/main.py, model/Dynamic_network/DualPrompt.py); the task's E-prompt in "
                   "training, key-matching loss weight 1 and the best key at test time (the DualPrompt paper, Wang et "
                   "al. 2022)",
+    "lori-d": "juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh, src/train_lori.py: frozen random A, B from zero, "
+              "rank 32, scale 2; each example's summed token loss averaged over the examples (src/mask_trainers.py); "
+              "each B's gradient clipped to 1 on its own",
+    "lori-s": "as lori-d, then B retrained from zero under the model-wide 90 % magnitude mask (src/extract_mask.py)",
     "*": "paper Sec. 4, LLM settings: AdamW, lr 1e-3 constant, batch 64, one epoch per task; betas (0.9, 0.999) and "
          "gradients clipped to global norm 1.0 (O-LoRA's Trainer: transformers' defaults, configs/ds_configs/"
          "stage2.config:44 \"gradient_clipping\": \"auto\"); a bf16 model computes in bf16 while AdamW steps float32 "
@@ -408,18 +441,26 @@ def _gem_note() -> str:
             "does not fit [avalanche training/plugins/gem.py; utils/memory.py gem_memory_bytes, training_state_bytes]")
 
 
+#: a rank-8 LoRA's numbers on q, k, v, o: r (d_in + d_out) per linear, summed over the layers
+#: (LLaMA-2-7B: 32 layers of 4096 -> 4096; Gemma-2B: 18 layers, q / o 2048 <-> 2048, k / v 2048 -> 256;
+#: LLaMA-3.2-1B: 16 layers, q / o 2048 <-> 2048, k / v 2048 -> 512)
+_TRACE_LORA_NUMBERS = {"LLaMA-2-7B": 32 * 8 * 4 * 8192, "Gemma-2B": 18 * 8 * (2 * 4096 + 2 * 2304),
+                       "LLaMA-3.2-1B": 16 * 8 * (2 * 4096 + 2 * 2560)}
+
+
 def _ogd_note() -> str:
     from ...strategies.text.plugins.ogd import basis_bytes
     from ...utils.memory import format_bytes
 
-    llama = format_bytes(basis_bytes(_LLAMA_7B, 7))  # LLaMA-2-7B, TRACE's 8 tasks, one gradient per task
-    gemma = format_bytes(basis_bytes(_GEMMA_2B, 7))  # Gemma-2B
-    small = format_bytes(basis_bytes(_LLAMA_1B, 7))  # LLaMA-3.2-1B
-    return (f"memory: a float32 basis of 7 past tasks x gradients_per_task vectors of every weight on the device, "
-            f"with three vectors to project (gradients_per_task 1: {llama} for LLaMA-2-7B, {gemma} for Gemma-2B, "
-            f"{small} for LLaMA-3.2-1B), beside the bf16 weights and training's own state (gradients, float32 masters "
-            f"and AdamW moments: {_full_training_state(_LLAMA_7B)} for LLaMA-2-7B); refused before the first task "
-            "when it does not fit [strategies/plugins/ogd.py check_basis_fits; utils/memory.py training_state_bytes]")
+    sizes = ", ".join(f"{format_bytes(basis_bytes(count, 7 + 1))} for {model}"  # 7 past tasks, the ring's 1
+                      for model, count in _TRACE_LORA_NUMBERS.items())
+    return (f"differs from TRACE's OGD: the projection and the basis in float32 (TRACE: bfloat16), Gram-Schmidt "
+            f"twice, a task's last gradient added once (TRACE appends the same buffer at every step of the last "
+            f"epoch, OGD.py:141-142, and its Gram-Schmidt turns the copies' rounding residue into unit vectors of "
+            f"noise); what the code meant, every step's gradient, is not offered (1,250 per TRACE task at batch 4); "
+            f"memory: a float32 basis of 7 past tasks x gradients_per_task vectors of the LoRA's numbers, with the "
+            f"task's last gradient and three vectors to project (gradients_per_task 1, q, k, v, o at r 8: {sizes}); "
+            "refused before the first task when it does not fit [strategies/text/plugins/ogd.py check_basis_fits]")
 
 
 def _precision_note(examples: Callable[[Callable[[int], str]], str]) -> str:
@@ -468,11 +509,26 @@ def _inflora_note() -> str:
 
 
 def _l2p_note() -> str:
-    return ("differs from TRACE's L2P: the keys train (TRACE computes them once from the initial prompts), and the "
+    return ("initial prompts: embedding rows as they are, TRACE's current convert_L2P_model (0.6 divided them by 100, "
+            "as TRACE's superseded commit f6a7aa6 did: --set prompt_init_divisor=100); "
+            "differs from TRACE's L2P: the keys train (TRACE computes them once from the initial prompts), and the "
             "query averages the prompt's own tokens (TRACE's the padded batch, a causal row's answer included); on "
             "T5 the prompts go before the encoder's input, and TRACE's pool settings serve there too: this package's "
             "sources give no L2P setting for T5 (O-LoRA's code, which the T5 tables' loop follows, has no L2P) "
             "[text/prompt_pool.py]")
+
+
+def _lfpt5_note() -> str:
+    return ("follows the official LFPT5 code, not TRACE's: TRACE's LFPT5 (model/Replay/LFPT5.py at 66a48b9, the "
+            "release's too) puts 300 prompt tokens before the input and trains each task with the earlier tasks' test "
+            "prompts answered by the model (temperature 0.1), no LM loss and no distillation; its LM weight 0.1 and "
+            "100 x 5 draws at temperature 0.7 were in commit 0ba4b64, replaced since [algorithms/lfpt5.py]")
+
+
+def _lori_note() -> str:
+    return ("loss: each example's answer tokens' cross-entropies summed and averaged over the examples, as LoRI's "
+            "code (src/mask_trainers.py:294,299,307), not the other rows' mean over the batch's tokens "
+            "(--set loss_reduction=token-mean, 0.6's) [strategies/text/lori.py]")
 
 
 def _dualprompt_note() -> str:
@@ -496,7 +552,8 @@ def _sapt_note() -> str:
 
 #: strategy -> a note of what running it costs (``reproduce --dry-run``)
 STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note, "dualprompt": _dualprompt_note,
-                                                "inf-lora": _inflora_note, "l2p": _l2p_note,
+                                                "inf-lora": _inflora_note, "l2p": _l2p_note, "lfpt5": _lfpt5_note,
+                                                "lori-d": _lori_note, "lori-s": _lori_note,
                                                 "moram-load-balance": _load_balance_note, "ogd": _ogd_note,
                                                 "sapt": _sapt_note, "treelora": _treelora_note}
 
@@ -575,7 +632,7 @@ def stream_settings(benchmark: str, name: str, preset: Optional[str] = None) -> 
     """The settings of text strategy ``name`` on ``benchmark`` (with ``preset`` on top), in order;
     a later setting of an option wins."""
     _check_preset(benchmark, preset)
-    rows = STREAMS[benchmark]() if benchmark in STREAMS else []
+    rows = _method_rows() + (STREAMS[benchmark]() if benchmark in STREAMS else [])
     if preset is not None:
         preset_rows = PRESETS[preset][1]()
         if not _select(preset_rows, name):  # it would be recorded as used while it changes nothing
