@@ -52,6 +52,12 @@ def test_citation_matches_the_package_and_names_the_paper():
     assert paper["year"] == 2026
     assert "ICML 2026" in paper["conference"]["name"]
     assert paper["repository-code"] == "https://github.com/Artificer-AI-Lab/MoRAM"
+    # CFF's schema requires the paper's authors; the release's BibTeX lists six, Lu first, Gong last
+    names = [(author["given-names"], author["family-names"]) for author in paper["authors"]]
+    assert len(names) == 6 and names[0] == ("Haodong", "Lu") and names[-1] == ("Dong", "Gong")
+    assert paper["url"] == "https://arxiv.org/abs/2506.21035"
+    assert "arXiv:2506.21035" in [identifier["value"] for identifier in paper["identifiers"]]
+    assert "arxiv.org/abs/2506.21035" in (ROOT / "README.md").read_text()  # the paper's link up front
 
 
 def test_changelog_has_every_version_newest_first():
