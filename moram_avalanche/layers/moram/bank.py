@@ -37,8 +37,9 @@ into them, so a bank created on the meta device loads. Routing lives in
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 from torch import nn
@@ -64,6 +65,49 @@ class BankRows(NamedTuple):
     num_frozen: int  # F: rows F.. are the trainable ones
     new_keys: Optional[torch.Tensor]  # the trainable keys as autograd sees them (cast), or None
     new_values: Optional[torch.Tensor]  # the trainable values as autograd sees them (cast, scaled), or None
+    keys_t: Optional[torch.Tensor] = None  # A^T [d_in, R], a view of keys kept with them (None: keys.t())
+
+
+def with_keys_t(keys, values, num_frozen, new_keys=None, new_values=None) -> BankRows:
+    """:class:`BankRows` with its ``keys_t`` view, for rows that are kept across calls."""
+    return BankRows(keys, values, num_frozen, new_keys, new_values, keys.t())
+
+
+def owns_storage(rows: torch.Tensor) -> bool:
+    """Whether ``rows`` is all of its storage (not a view into a larger tensor)."""
+    return rows.untyped_storage().nbytes() == rows.numel() * rows.element_size()
+
+
+def share_storage(frozen: torch.Tensor, new: nn.Parameter) -> torch.Tensor:
+    """Re-home ``frozen`` ``[F, width]`` and ``new`` ``[r, width]`` in one ``[F + r, width]`` tensor:
+    returns its first ``F`` rows (a view: the new frozen buffer) and points ``new``'s data at the
+    rest (``new`` stays the same Parameter, so an optimizer holding it keeps it). Rows on the meta
+    device, or of two devices or dtypes, are left as they are (``frozen`` is returned)."""
+    if frozen.is_meta or new.is_meta or frozen.dtype != new.dtype or frozen.device != new.device:
+        return frozen
+    with torch.no_grad():
+        whole = torch.cat([frozen.detach(), new.detach()])
+    new.data = whole[frozen.shape[0]:]
+    return whole[:frozen.shape[0]]
+
+
+def live_rows(frozen: torch.Tensor, new: torch.Tensor) -> Optional[torch.Tensor]:
+    """The one tensor ``[F + r, width]`` whose rows are ``frozen`` then ``new`` (:func:`share_storage`),
+    or None when they are not views of one (after ``.to()`` by FSDP, a deep copy, ...)."""
+    whole = frozen._base
+    if (whole is None or whole.dim() != 2 or not whole.is_contiguous() or frozen.dtype != new.dtype
+            or whole.shape[0] != frozen.shape[0] + new.shape[0] or whole.shape[1] != frozen.shape[1]
+            or frozen.data_ptr() != whole.data_ptr() or new.data_ptr() != whole[frozen.shape[0]:].data_ptr()):
+        return None
+    return whole
+
+
+def normal_tensors():
+    """A context in which new tensors are normal ones even inside ``torch.inference_mode()``: the
+    rows kept across calls may be saved for a later training step's backward."""
+    if torch.compiler.is_compiling() or not torch.is_inference_mode_enabled():
+        return contextlib.nullcontext()
+    return torch.inference_mode(False)
 
 
 def new_rows(count: int, width: int, init: str, like: torch.Tensor) -> nn.Parameter:
@@ -107,7 +151,9 @@ class AtomStore:
         #: start of a task), or ``"kaiming"`` like the keys (peft's ``init_weights=False``)
         self.values_init = "zero"
         self._recording = False
-        self._cast_rows = {}  # dtype -> (frozen_keys, frozen_values, their versions, cast keys, cast values)
+        self._cast_rows = {}  # dtype -> (frozen_keys, frozen_values, their versions, BankRows of the frozen bank)
+        self._live = None  # (frozen_keys, frozen_values, new_keys, new_values, data pointers, BankRows or None)
+        self._eval_rows = {}  # dtype -> (the four row tensors, frozen versions, BankRows, trainable tails)
         like = torch.empty(0, device=like.device, dtype=like.dtype)
         self.register_buffer("frozen_keys", like.new_zeros(0, self.in_features), persistent=persistent)
         self.register_buffer("frozen_values", like.new_zeros(0, self.out_features), persistent=persistent)
@@ -145,13 +191,35 @@ class AtomStore:
     def rows(self, dtype: torch.dtype) -> BankRows:
         """The whole bank in ``dtype`` for one forward: keys and values joined (frozen rows first).
 
-        The frozen rows are cast once per dtype and kept (:meth:`frozen_rows`), not at every
-        forward; only the trainable rows (``atoms_per_task`` of them) are cast and joined on each
-        call, and only while a task trains. With a frozen bank in its own dtype, nothing is copied.
+        Nothing is joined or cast per call where it can be kept:
+
+        * a frozen bank: the buffers in their own dtype, else a copy cast once per dtype and kept
+          until the buffers change (:meth:`frozen_rows`);
+        * a task's trainable atoms in the bank's own dtype (at scale 1): the one buffer per side
+          whose trainable rows are the parameters' own storage (:func:`share_storage`, made by
+          :meth:`expand` and loading), so an optimizer's in-place step is seen without a copy;
+        * other dtypes without autograd (evaluation under autocast while a task trains): a joined
+          copy kept per dtype, its trainable rows copied in at each call;
+        * other dtypes with autograd, under ``torch.compile``, or when the rows are no longer views
+          of one buffer (FSDP, a deep copy): the trainable rows cast and joined at each call
+          (:meth:`joined_rows`).
         """
+        new_keys = self.new_keys
+        if new_keys is None:
+            return self.frozen_bank(dtype)
+        if torch.compiler.is_compiling():
+            return self.joined_rows(dtype)
+        if dtype == new_keys.dtype and self.new_value_scale == 1:
+            live = self.live_bank()
+            if live is not None:
+                return live
+        if torch.is_grad_enabled():
+            return self.joined_rows(dtype)
+        return self.eval_bank(dtype)
+
+    def joined_rows(self, dtype: torch.dtype) -> BankRows:
+        """The bank in ``dtype``, the trainable rows cast and joined at this call (frozen rows: kept)."""
         frozen_keys, frozen_values = self.frozen_rows(dtype)
-        if self.new_keys is None:
-            return BankRows(frozen_keys, frozen_values, frozen_keys.shape[0], None, None)
         new_keys, new_values = self.new_keys.to(dtype), self.new_values.to(dtype)
         if self.new_value_scale != 1:
             new_values = new_values * self.new_value_scale
@@ -160,7 +228,57 @@ class AtomStore:
             values = torch.cat([frozen_values, new_values]) if frozen_values.shape[0] else new_values.detach()
         return BankRows(keys, values, frozen_keys.shape[0], new_keys, new_values)
 
-    def frozen_rows(self, dtype: torch.dtype):
+    def live_bank(self) -> Optional[BankRows]:
+        """The bank as the one buffer per side that holds the trainable parameters' rows (no copy),
+        or None when the rows are not views of one (checked by identity and data pointer)."""
+        fk, fv, nk, nv = self.frozen_keys, self.frozen_values, self.new_keys, self.new_values
+        pointers = (nk.data_ptr(), nv.data_ptr())
+        live = self._live
+        if (live is None or live[0] is not fk or live[1] is not fv or live[2] is not nk or live[3] is not nv
+                or live[4] != pointers):
+            keys, values = live_rows(fk, nk), live_rows(fv, nv)
+            rows = None if keys is None or values is None else with_keys_t(keys, values, fk.shape[0], nk, nv)
+            live = self._live = (fk, fv, nk, nv, pointers, rows)
+        return live[5]
+
+    def eval_bank(self, dtype: torch.dtype) -> BankRows:
+        """The bank in ``dtype`` without autograd: a joined copy kept per dtype, the trainable rows
+        (``atoms_per_task`` of them) copied into it at each call (so every change of theirs is seen)."""
+        fk, fv, nk, nv = self.frozen_keys, self.frozen_values, self.new_keys, self.new_values
+        entry = self._eval_rows.get(dtype)
+        if (entry is None or entry[0] is not fk or entry[1] is not fv or entry[2] is not nk or entry[3] is not nv
+                or entry[4] != (fk._version, fv._version)):
+            with normal_tensors():
+                rows = self.joined_rows(dtype)
+            rows = with_keys_t(rows.keys, rows.values, rows.num_frozen, nk, nv)
+            tails = (rows.keys[rows.num_frozen:], rows.values[rows.num_frozen:])
+            self._eval_rows[dtype] = (fk, fv, nk, nv, (fk._version, fv._version), rows, tails)
+            return rows
+        key_tail, value_tail = entry[6]
+        key_tail.copy_(nk)
+        value_tail.copy_(nv)
+        if self.new_value_scale != 1:
+            value_tail.mul_(self.new_value_scale)
+        return entry[5]
+
+    def frozen_bank(self, dtype: torch.dtype) -> BankRows:
+        """The frozen bank in ``dtype`` (:meth:`frozen_rows`), kept with its transposed keys."""
+        keys, values = self.frozen_keys, self.frozen_values
+        entry = self._cast_rows.get(dtype)
+        compiling = torch.compiler.is_compiling()
+        if (entry is None or entry[0] is not keys or entry[1] is not values
+                or (not compiling and entry[2] != (keys._version, values._version))):
+            with normal_tensors():
+                if keys.dtype == dtype:  # the buffers themselves (they hold no autograd history)
+                    cast_keys, cast_values = keys, values
+                else:
+                    cast_keys, cast_values = keys.detach().to(dtype), values.detach().to(dtype)
+            entry = (keys, values, None if compiling else (keys._version, values._version),
+                     with_keys_t(cast_keys, cast_values, keys.shape[0]))
+            self._cast_rows[dtype] = entry
+        return entry[3]
+
+    def frozen_rows(self, dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
         """``(frozen keys, frozen values)`` in ``dtype``: the buffers themselves in their own dtype,
         else a copy cast once and kept until the buffers change (expand, freeze, load, prune,
         ``.to()``, or an in-place edit, which bumps their version; under ``torch.compile`` only a
@@ -168,22 +286,19 @@ class AtomStore:
         keys, values = self.frozen_keys, self.frozen_values
         if keys.dtype == dtype:
             return keys, values
-        entry = self._cast_rows.get(dtype)
-        compiling = torch.compiler.is_compiling()
-        if (entry is None or entry[0] is not keys or entry[1] is not values
-                or (not compiling and entry[2] != (keys._version, values._version))):
-            entry = (keys, values, None if compiling else (keys._version, values._version),
-                     keys.detach().to(dtype), values.detach().to(dtype))
-            self._cast_rows[dtype] = entry
-        return entry[3], entry[4]
+        rows = self.frozen_bank(dtype)
+        return rows.keys, rows.values
 
     def __getstate__(self):
         state = dict(super().__getstate__())
         state["_cast_rows"] = {}  # derived copies: never pickled or deep-copied with the layer
+        state["_live"], state["_eval_rows"] = None, {}
         return state
 
     def __setstate__(self, state):
         state.setdefault("_cast_rows", {})
+        state.setdefault("_live", None)  # layers pickled before 0.8
+        state.setdefault("_eval_rows", {})
         state.setdefault("new_value_scale", 1.0)  # layers pickled before 0.6
         state.setdefault("values_init", "zero")
         super().__setstate__(state)
@@ -204,9 +319,27 @@ class AtomStore:
         task = int(self.atom_task.max()) + 1 if self.num_atoms and not self.atom_task.is_meta else 0
         self.new_keys = new_rows(self.atoms_per_task, self.in_features, "kaiming", self.frozen_keys)
         self.new_values = new_rows(self.atoms_per_task, self.out_features, self.values_init, self.frozen_values)
+        self.share_trainable_rows()
         self.atom_task = torch.cat([self.atom_task, self.atom_task.new_full((self.atoms_per_task,), task)])
         self.reset_stats()
         return self.num_atoms
+
+    def share_trainable_rows(self) -> None:
+        """Keep the frozen and the trainable rows of each side in one buffer (:func:`share_storage`),
+        the trainable parameters' data its last rows, unless they already are."""
+        if self.new_keys is None:
+            return
+        if live_rows(self.frozen_keys, self.new_keys) is None:
+            self.frozen_keys = share_storage(self.frozen_keys, self.new_keys)
+        if live_rows(self.frozen_values, self.new_values) is None:
+            self.frozen_values = share_storage(self.frozen_values, self.new_values)
+
+    def _apply(self, fn, recurse=True):
+        """``nn.Module._apply`` (``.to()``, ``.half()``, ...), then the rows shared again
+        (:meth:`share_trainable_rows`): a move copies each tensor on its own."""
+        module = super()._apply(fn, recurse)
+        self.share_trainable_rows()
+        return module
 
     def freeze(self) -> None:
         """Move the current task's atoms to the frozen rows (they stay in the bank, no longer trained)."""
@@ -307,11 +440,11 @@ class AtomStore:
                 frozen.copy_(rows[:num_frozen])
                 new.copy_(rows[num_frozen:])
             return frozen, new
-        rows = rows.contiguous()
-        tail = rows[num_frozen:]
+        if rows.shape[0] == num_frozen:
+            return rows.clone(memory_format=torch.contiguous_format), None
+        whole = rows.clone(memory_format=torch.contiguous_format)  # one buffer: the trainable rows are views
         requires_grad = True if new is None else new.requires_grad
-        return rows[:num_frozen].clone(), (nn.Parameter(tail.clone(), requires_grad=requires_grad)
-                                           if tail.shape[0] else None)
+        return whole[:num_frozen], nn.Parameter(whole[num_frozen:], requires_grad=requires_grad)
 
     # ------------------------------------------------------------------ activation statistics
     @property
@@ -463,6 +596,14 @@ class AtomBank(AtomStore, nn.Module):
         """The dtype the atoms are stored in."""
         return self.frozen_values.dtype
 
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        if not keep_vars:  # the rows share one buffer per side: each saved on its own (safetensors refuses aliases)
+            for name in ("frozen_keys", "frozen_values", "new_keys", "new_values"):
+                rows = destination.get(prefix + name)
+                if rows is not None and not rows.is_meta and not owns_storage(rows):
+                    destination[prefix + name] = rows.clone()
+
     def _load_from_state_dict(
         self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
     ):
@@ -532,4 +673,5 @@ def unknown_keys(state_dict, prefix: str, known, children) -> list:
     return out
 
 
-__all__ = ["AtomBank", "AtomStore", "BankRows", "MoRAMBank", "check_finite", "joined", "new_rows"]
+__all__ = ["AtomBank", "AtomStore", "BankRows", "MoRAMBank", "check_finite", "joined", "live_rows", "new_rows",
+           "normal_tensors", "owns_storage", "share_storage", "with_keys_t"]

@@ -40,8 +40,9 @@ from torch import nn
 
 from .bank import AtomBank, MoRAMBank
 from .config import PAPER_CLIP, MoRAMLayerConfig
-from .paths.choice import mixture_for
+from .paths import choice
 from .paths.reference import route
+from .paths.switch import token
 
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -73,6 +74,16 @@ class MoRAMRouting:
         self.topk = options["topk"]
         self.temperature = options["temperature"]
         self.threshold = options["threshold"]
+        self._path = None  # (switch token, (device, dtype, atoms, k, gated), the chosen path's mixture)
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())
+        state["_path"] = None  # chosen again where the layer lands
+        return state
+
+    def __setstate__(self, state):
+        state.setdefault("_path", None)  # layers pickled before 0.8
+        super().__setstate__(state)
 
     @property
     def options(self) -> Dict[str, object]:
@@ -102,7 +113,7 @@ class MoRAMRouting:
         """
         num_atoms = self.num_atoms
         dtype = compute_dtype(x)
-        tokens = x.reshape(-1, self.in_features).to(dtype)
+        tokens = (x if x.dim() == 2 else x.reshape(-1, self.in_features)).to(dtype)
         if weight is not None:
             weight = weight.to(dtype)
             bias = None if bias is None else bias.to(dtype)
@@ -114,7 +125,7 @@ class MoRAMRouting:
         out, idx, weights = self.mixture(tokens, weight, bias, k, gate)
         if self.recording:
             self.record(idx, weights)
-        return out.reshape(*x.shape[:-1], self.out_features)
+        return out if x.dim() == 2 else out.reshape(*x.shape[:-1], self.out_features)
 
     def check_input(self, x: torch.Tensor) -> None:
         """A floating-point ``[..., in_features]`` input, or a clear error."""
@@ -131,15 +142,27 @@ class MoRAMRouting:
 
         ``weight`` / ``bias`` are the base's (None: ``y`` is the atoms' term alone);
         ``threshold`` is the eval gate ``delta`` or None. The path that runs the steps is the
-        chooser's (:func:`~moram_avalanche.layers.moram.paths.choice.mixture_for`; each computes
+        chooser's, asked once and kept (:meth:`path`; each computes
         steps 1-6 without autograd and attaches a hand-written backward: gradients for the
         trainable atoms, the tokens, and ``W``, ``b`` where they require it). ``idx`` ``[N, k]`` and
         ``weights`` ``[N, k]`` are the kept atoms and their weights, or ``idx`` None and ``weights``
         dense ``[N, R]`` (what :meth:`record` reads).
         """
-        bank = self.rows(tokens.dtype)                        # A, B joined in the compute dtype
-        mixture = mixture_for(tokens, bank.keys.shape[0], k, gated=threshold is not None)
+        bank = self.rows(tokens.dtype)                        # A, B joined in the compute dtype, kept
+        mixture = self.path(tokens, bank.keys.shape[0], k, threshold is not None)
         return mixture(tokens, weight, bias, bank, k, self.temperature, threshold, self.recording)
+
+    def path(self, tokens: torch.Tensor, num_atoms: int, k: int, gated: bool):
+        """The chosen path's mixture for ``tokens`` (:func:`~moram_avalanche.layers.moram.paths.choice.mixture_for`),
+        chosen once per device, dtype, bank size, ``k`` and gate and kept until the switch's
+        :func:`~moram_avalanche.layers.moram.paths.switch.token` changes (``use_path``, the
+        variable set, the CPU kernel built): no ``os.environ`` read and no choice in a call that
+        reuses it."""
+        switch_token, key = token(), (tokens.device, tokens.dtype, num_atoms, k, gated)
+        chosen = self._path
+        if chosen is None or chosen[0] is not switch_token or chosen[1] != key:
+            chosen = self._path = (switch_token, key, choice.mixture_for(tokens, num_atoms, k, gated))
+        return chosen[2]
 
 
 class MoRAMLinear(MoRAMRouting, MoRAMBank):

@@ -91,6 +91,7 @@ def load():
     if _failure is None:
         try:
             _module = _build()
+            switch.changed()  # layers that chose the PyTorch steps choose again
         except Exception as error:  # no compiler, no ninja, no Python headers, ...: the PyTorch path
             _failure = _reason(error)
             if asked == "auto":

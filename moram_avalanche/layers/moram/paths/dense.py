@@ -95,7 +95,7 @@ def dense_forward(router: Router, tokens: torch.Tensor, weight: Optional[torch.T
     if torch.is_grad_enabled():
         with torch.no_grad():
             return dense_forward(router, tokens, weight, bias, bank, k, temperature, threshold, recording)
-    proj = F.linear(tokens, bank.keys)                                              # 1. p = A x
+    proj = F.linear(tokens, bank.keys) if bank.keys_t is None else torch.mm(tokens, bank.keys_t)  # 1. p = A x
     coef, state, usage = router.forward(proj, k, temperature, threshold, recording)  # 2.-5. c = w p
     if weight is None:
         out = coef @ bank.values                                                     # 6. c B

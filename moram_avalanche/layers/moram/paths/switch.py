@@ -11,8 +11,16 @@ It takes one setting (:data:`SETTINGS`):
   on the tensors it meets is an error that says why, never a silent substitute; ``cpu-kernel``
   also makes :func:`~.cpu_kernel.load` raise when the kernel cannot be built.
 
-``with use_path("dense"): ...`` wins over the variable inside the block. Names are read case-blind,
-with ``_`` for ``-``.
+``with use_path("dense"): ...`` wins over the variable inside the block, in the thread (and the
+``asyncio`` task) that entered it only: the forced setting is a :class:`~contextvars.ContextVar`.
+Names are read case-blind, with ``_`` for ``-``.
+
+Read once per choice, not per call: a layer keeps the path it chose (and its bank's rows) until
+:func:`token` changes. The token is the block's own object inside ``use_path`` (each entry a new
+one) and otherwise one object for the environment, replaced whenever Python code sets or unsets
+:data:`PATH_VARIABLE` or :data:`KERNEL_VARIABLE` (``os.environ[...] = ...``, ``monkeypatch.setenv``:
+an audit hook on ``os.putenv`` / ``os.unsetenv``, :pep:`578`) or calls :func:`changed` (the compiled
+CPU kernel does, once built). The hot call compares one object; it never reads ``os.environ``.
 
 Until 0.8 the switch also reads 0.6's ``MORAM_AVALANCHE_KERNEL`` (:data:`KERNEL_VARIABLE`) when
 ``MORAM_AVALANCHE_PATH`` is not set, with a DeprecationWarning that names the setting to use
@@ -25,7 +33,9 @@ Pure Python; nothing here imports the paths (they read the switch).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
+import sys
 import warnings
 from typing import Iterator, Optional
 
@@ -43,8 +53,51 @@ KERNEL_VARIABLE = "MORAM_AVALANCHE_KERNEL"
 KERNEL_SETTINGS = {"auto": "auto", "on": "cpu-kernel", "off": "no-cpu-kernel"}
 _KERNEL_SPELLINGS = {"": "auto", "1": "on", "true": "on", "0": "off", "false": "off"}  # 0.6 took these too
 
-_forced: Optional[str] = None  # set by use_path(); wins over the variables
 _warned = set()  # (old value, ignored) pairs already warned about in this process
+
+
+class Forced(str):
+    """A setting forced by one entry of :func:`use_path` (a ``str``; each entry its own object)."""
+
+    __slots__ = ()
+
+
+#: the setting use_path() forced in this thread / task (wins over the variables), or None
+_forced: contextvars.ContextVar = contextvars.ContextVar("moram_avalanche_path", default=None)
+
+
+class Environment:
+    """The token of the environment's setting (:func:`token`): a new object after each change."""
+
+    __slots__ = ()
+
+
+_environment = Environment()
+
+
+def changed() -> None:
+    """Say that what the chooser reads has changed (the variables, the compiled kernel's build):
+    every layer chooses its path again at its next call."""
+    global _environment
+    _environment = Environment()
+
+
+def token():
+    """What a layer's cached choice was made under: the ``use_path`` block's object, else the
+    environment's (module docstring). Cheap: no ``os.environ`` read."""
+    return _forced.get() or _environment
+
+
+_WATCHED = frozenset(name.encode() for name in (PATH_VARIABLE, KERNEL_VARIABLE)) | {PATH_VARIABLE, KERNEL_VARIABLE}
+
+
+def _audit(event: str, args) -> None:
+    """Replace the environment's token when one of the switch's variables is set or unset."""
+    if (event == "os.putenv" or event == "os.unsetenv") and args and args[0] in _WATCHED:
+        changed()
+
+
+sys.addaudithook(_audit)
 
 
 def check_path(name: str, source: str = "use_path()") -> str:
@@ -60,8 +113,9 @@ def check_path(name: str, source: str = "use_path()") -> str:
 def requested() -> str:
     """The setting asked for (one of :data:`SETTINGS`): :func:`use_path`'s, else
     :data:`PATH_VARIABLE`'s, else 0.6's :data:`KERNEL_VARIABLE`'s (deprecated), else ``auto``."""
-    if _forced is not None:
-        return _forced
+    forced = _forced.get()
+    if forced is not None:
+        return str(forced)
     raw = os.environ.get(PATH_VARIABLE)
     old = os.environ.get(KERNEL_VARIABLE)
     if old is not None:
@@ -72,8 +126,9 @@ def requested() -> str:
 def source() -> str:
     """Who asked for :func:`requested`'s setting, as an error names it: ``use_path('dense')``,
     ``MORAM_AVALANCHE_PATH=dense``, ``MORAM_AVALANCHE_KERNEL=on`` or the default."""
-    if _forced is not None:
-        return f"use_path({_forced!r})"
+    forced = _forced.get()
+    if forced is not None:
+        return f"use_path({str(forced)!r})"
     raw = os.environ.get(PATH_VARIABLE)
     if raw is not None and raw.strip():
         return f"{PATH_VARIABLE}={raw}"
@@ -104,14 +159,16 @@ def _read_kernel_variable(old: str, raw: Optional[str]) -> str:
 @contextlib.contextmanager
 def use_path(name: str) -> Iterator[str]:
     """Run every MoRAM layer inside the block with the setting ``name`` (one of :data:`SETTINGS`;
-    ``auto`` restores the chooser's pick), whatever the environment says."""
-    global _forced
-    before, _forced = _forced, check_path(name)
+    ``auto`` restores the chooser's pick), whatever the environment says: in this thread (and
+    ``asyncio`` task) only; other threads keep theirs. Layers choose again inside the block and
+    after it."""
+    forced = Forced(check_path(name))
+    reset = _forced.set(forced)
     try:
-        yield _forced
+        yield str(forced)
     finally:
-        _forced = before
+        _forced.reset(reset)
 
 
-__all__ = ["KERNEL_SETTINGS", "KERNEL_VARIABLE", "PATHS", "PATH_VARIABLE", "SETTINGS", "check_path", "requested",
-           "source", "use_path"]
+__all__ = ["Environment", "Forced", "KERNEL_SETTINGS", "KERNEL_VARIABLE", "PATHS", "PATH_VARIABLE", "SETTINGS",
+           "changed", "check_path", "requested", "source", "token", "use_path"]
