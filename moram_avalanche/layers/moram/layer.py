@@ -74,7 +74,7 @@ class MoRAMRouting:
         self.topk = options["topk"]
         self.temperature = options["temperature"]
         self.threshold = options["threshold"]
-        self._path = None  # (switch token, (device, dtype, atoms, k, gated), the chosen path's mixture)
+        self._path = None  # (switch token, {(device, dtype, atoms, k, gated): the chosen path's mixture})
 
     def __getstate__(self):
         state = dict(super().__getstate__())
@@ -160,9 +160,12 @@ class MoRAMRouting:
         reuses it."""
         switch_token, key = token(), (tokens.device, tokens.dtype, num_atoms, k, gated)
         chosen = self._path
-        if chosen is None or chosen[0] is not switch_token or chosen[1] != key:
-            chosen = self._path = (switch_token, key, choice.mixture_for(tokens, num_atoms, k, gated))
-        return chosen[2]
+        if chosen is None or chosen[0] is not switch_token:
+            chosen = self._path = (switch_token, {})
+        mixture = chosen[1].get(key)
+        if mixture is None:
+            mixture = chosen[1][key] = choice.mixture_for(tokens, num_atoms, k, gated)
+        return mixture
 
 
 class MoRAMLinear(MoRAMRouting, MoRAMBank):
