@@ -253,7 +253,7 @@ def test_an_optimizer_step_in_place_is_seen_by_the_next_forward(path, amp):
     x = torch.randn(4, 24)
     optimizer = torch.optim.SGD(layer.parameters(), lr=0.5)
     with use_path(path):
-        for step in range(3):
+        for _ in range(3):
             layer.train()
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
                 layer(x).float().square().sum().backward()
