@@ -10,6 +10,12 @@ per atom, frozen atoms first, in insertion order). :class:`MoRAMBank` keeps
 * ``atom_task`` ``[R]``: the expansion (task) that added each atom; ``atom_mass`` and
   ``atom_hits`` ``[R]``: the activation statistics recorded for pruning.
 
+While a task trains, the frozen and the trainable rows of each side are views of one ``[R, width]``
+tensor (:func:`share_storage`; made by :meth:`~AtomStore.expand`, loading and ``.to()``), so a
+forward reads the whole bank without joining it and sees an optimizer's in-place step at once;
+:meth:`~AtomStore.rows` keeps the bank a forward reads per dtype (issue "GPU path II": nothing
+re-joined or re-cast per call). The state dicts are unchanged: each tensor is saved on its own.
+
 The storage is one mixin, :class:`AtomStore`, kept by two hosts:
 
 * :class:`MoRAMBank` -- the bank of a layer over one frozen ``nn.Linear`` (``self.base``), the

@@ -7,8 +7,10 @@ of Rank-1 Associative Memory Experts", ICML 2026): for every token ``x``,
 
 One forward, in this file then one path's: :meth:`MoRAMLinear.forward` checks the input;
 :meth:`MoRAMRouting.read` reads the compute dtype (autocast's, :func:`compute_dtype`), ``k`` and the
-eval gate; :meth:`MoRAMRouting.mixture` joins the bank in that dtype and calls the path the chooser
-picks for the device (:func:`~moram_avalanche.layers.moram.paths.choice.mixture_for`; the switch
+eval gate; :meth:`MoRAMRouting.mixture` takes the bank in that dtype as the bank keeps it
+(:meth:`~moram_avalanche.layers.moram.bank.AtomStore.rows`: joined and cast once, the trainable rows
+views of the parameters) and calls the path the chooser picked for the device, asked once and kept
+(:meth:`MoRAMRouting.path`, :func:`~moram_avalanche.layers.moram.paths.choice.mixture_for`; the switch
 ``MORAM_AVALANCHE_PATH`` or ``use_path`` forces one: :mod:`moram_avalanche.layers.moram.paths`),
 which computes the steps without autograd and attaches the hand-written backward
 (:mod:`~moram_avalanche.layers.moram.backward`: gradients for the current task's atoms only).

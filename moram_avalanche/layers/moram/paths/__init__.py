@@ -16,10 +16,11 @@ against the naive reference, :mod:`moram_avalanche.layers.moram.naive`):
                 :mod:`.triton_kernels`, imported on first use).
 ==============  =============================================================================
 
-One chooser (:mod:`.choice`: :func:`~.choice.path_name` per call, :func:`~.choice.kernels_for`
-per step on ``cpu-kernel``) and one switch (:mod:`.switch`: the environment variable
-``MORAM_AVALANCHE_PATH``, or ``with use_path("dense"): ...``), which forces a path or says
-``no-cpu-kernel`` (``auto`` without the compiled CPU kernel).
+One chooser (:mod:`.choice`: :func:`~.choice.path_name` once per layer, device and dtype, kept
+by the layer; :func:`~.choice.kernels_for` per step on ``cpu-kernel``) and one switch
+(:mod:`.switch`: the environment variable ``MORAM_AVALANCHE_PATH``, or ``with use_path("dense"): ...``
+in one thread), which forces a path or says ``no-cpu-kernel`` (``auto`` without the compiled CPU
+kernel).
 """
 
 from .choice import kernels_for, mixture_for, path_name

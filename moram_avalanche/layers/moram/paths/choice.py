@@ -13,7 +13,11 @@ the one switch (:mod:`~moram_avalanche.layers.moram.paths.switch`, ``MORAM_AVALA
 On ``cpu-kernel``, :func:`kernels_for` picks who runs the three steps the compiled CPU kernels
 cover (the top-k with the norm, the gated read-out, the router's backward): the compiled one
 where its dtype and the bank's size make it the faster, the reference path's own step elsewhere.
-:func:`mixture_for` turns both answers into the function the layer calls.
+:func:`mixture_for` turns both answers into the function the layer calls. A layer asks it once
+per device, dtype, bank size, ``k`` and gate and keeps the answer
+(:meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.path`) until the switch's
+:func:`~moram_avalanche.layers.moram.paths.switch.token` changes: the hot call reads no variable
+and chooses nothing.
 """
 
 from __future__ import annotations

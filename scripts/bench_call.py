@@ -1,0 +1,108 @@
+"""Host microseconds of one MoRAM eval call beside the nn.Linear it wraps, per path: what a call costs besides its GEMMs.
+
+On a GPU a bf16 call of a 768-wide layer is host-bound: its kernels are shorter than the Python
+and dispatch that launch them (issue "GPU path II", item 1). This measures that host cost on
+the CPU, where it is the same code: a MoRAM layer (768 -> 768, 160 atoms: 10 tasks of 16,
+k = 16, tau = 0.01, delta = 0.2) on a few tokens (the GEMMs take a few microseconds), in eval
+mode under ``torch.no_grad()``, float32 and bfloat16 autocast, its bank frozen or its last
+task's atoms still trainable; the ``triton`` path with its kernel launch stubbed (a no-op, as
+``scripts/count_ops.py`` stubs it), ``dense`` and ``reference`` as they are.
+
+Calls are interleaved with the layer's own ``nn.Linear`` in one process: ``--rounds`` rounds of
+``--calls`` calls of each, one after the other; the columns are the medians over rounds of
+microseconds per call and their ratio, and the ATen operators one call dispatches (of the
+Linear's). Run it alone on the machine (nothing else timed or tested at once):
+
+    OMP_NUM_THREADS=1 python scripts/bench_call.py --threads 1
+
+It runs on older checkouts too (``PYTHONPATH=<checkout>``), which is how a before / after is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import types
+
+import torch
+from torch import nn
+
+from moram_avalanche.layers.moram.layer import MoRAMLinear
+from moram_avalanche.layers.moram.paths import triton as moram_triton
+from moram_avalanche.layers.moram.paths import use_path
+from moram_avalanche.utils.dispatch import OpCounter
+
+
+def stub_triton() -> None:
+    """The Triton launches replaced by no-ops, on any device."""
+    class Launcher:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: None
+
+    moram_triton._kernels = lambda: types.SimpleNamespace(route_forward_kernel=Launcher(),
+                                                          route_backward_kernel=Launcher())
+    moram_triton.usable = lambda tensor: True
+
+
+def build(width: int, tasks: int, frozen: bool) -> MoRAMLinear:
+    torch.manual_seed(0)
+    layer = MoRAMLinear(nn.Linear(width, width), atoms_per_task=16, topk=16, temperature=0.01, threshold=0.2)
+    for _ in range(tasks):
+        layer.expand()
+        with torch.no_grad():
+            layer.new_values.normal_(std=0.02)
+    if frozen:
+        layer.freeze()
+    return layer.eval()
+
+
+def per_call_us(fn, calls: int) -> float:
+    start = time.perf_counter_ns()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter_ns() - start) / calls / 1e3
+
+
+def measure(layer: MoRAMLinear, x: torch.Tensor, path: str, amp: bool, rounds: int, calls: int):
+    linear = layer.base
+    with use_path(path), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        for _ in range(3):  # warm: the first calls keep the bank in the compute dtype, choose the path
+            layer(x), linear(x)
+        with OpCounter() as moram_ops:
+            layer(x)
+        with OpCounter() as linear_ops:
+            linear(x)
+        moram_us, linear_us = [], []
+        for _ in range(rounds):
+            linear_us.append(per_call_us(lambda: linear(x), calls))
+            moram_us.append(per_call_us(lambda: layer(x), calls))
+    return statistics.median(moram_us), statistics.median(linear_us), moram_ops.total, linear_ops.total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--tokens", type=int, default=8)
+    parser.add_argument("--width", type=int, default=768)
+    parser.add_argument("--paths", default="triton,dense,reference")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    stub_triton()
+    x = torch.randn(1, args.tokens, args.width)
+    print(f"torch {torch.__version__}, {args.threads} thread(s); {args.width} -> {args.width}, 160 atoms, "
+          f"{args.tokens} tokens; medians of {args.rounds} rounds x {args.calls} calls, interleaved with nn.Linear")
+    print(f"{'path':10s} {'dtype':5s} {'bank':9s} {'MoRAM us':>9s} {'Linear us':>9s} {'ratio':>6s}  ops (Linear's)")
+    for path in args.paths.split(","):
+        for frozen in (True, False):
+            layer = build(args.width, 10, frozen)
+            for amp in (False, True):
+                moram, linear, ops, linear_ops = measure(layer, x, path, amp, args.rounds, args.calls)
+                print(f"{path:10s} {'bf16' if amp else 'fp32':5s} {'frozen' if frozen else 'trainable':9s} "
+                      f"{moram:9.1f} {linear:9.1f} {moram / linear:6.2f}x  {ops} ({linear_ops})", flush=True)
+
+
+if __name__ == "__main__":
+    main()
