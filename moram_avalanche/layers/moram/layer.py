@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .bank import AtomBank, MoRAMBank
+from .bank import AtomBank, MoRAMBank, normal_tensors
 from .config import PAPER_CLIP, MoRAMLayerConfig
 from .paths import choice
 from .paths.reference import route
@@ -77,15 +77,38 @@ class MoRAMRouting:
         self.temperature = options["temperature"]
         self.threshold = options["threshold"]
         self._path = None  # (switch token, {(device, dtype, atoms, k, gated): the chosen path's mixture})
+        #: keep the frozen base's weight and bias cast to the compute dtype across calls (autocast:
+        #: two casts fewer per call, for a copy of the weight in that dtype); off by default, and to
+        #: stay off under FSDP, whose weights are gathered per call (:func:`keep_base_casts`)
+        self.keep_base_cast = False
+        self._base_casts = {}  # dtype -> (weight, bias, their versions and data pointers, cast weight, cast bias)
 
     def __getstate__(self):
         state = dict(super().__getstate__())
-        state["_path"] = None  # chosen again where the layer lands
+        state["_path"], state["_base_casts"] = None, {}  # chosen and cast again where the layer lands
         return state
 
     def __setstate__(self, state):
         state.setdefault("_path", None)  # layers pickled before 0.8
+        state.setdefault("keep_base_cast", False)
+        state.setdefault("_base_casts", {})
         super().__setstate__(state)
+
+    def base_in(self, dtype: torch.dtype, weight: torch.Tensor, bias: Optional[torch.Tensor]):
+        """``(weight, bias)`` in ``dtype``: cast at this call, or with :attr:`keep_base_cast` a copy
+        kept until the tensors change (replaced, moved, edited in place, their data swapped) and
+        never under ``torch.compile`` (which fuses the cast into its graph)."""
+        if weight.dtype == dtype:
+            return weight, bias
+        if not self.keep_base_cast or torch.compiler.is_compiling():
+            return weight.to(dtype), None if bias is None else bias.to(dtype)
+        stamp = (weight._version, weight.data_ptr(), None if bias is None else (bias._version, bias.data_ptr()))
+        entry = self._base_casts.get(dtype)
+        if entry is None or entry[0] is not weight or entry[1] is not bias or entry[2] != stamp:
+            with torch.no_grad(), normal_tensors():
+                entry = (weight, bias, stamp, weight.detach().to(dtype), None if bias is None else bias.detach().to(dtype))
+            self._base_casts[dtype] = entry
+        return entry[3], entry[4]
 
     @property
     def options(self) -> Dict[str, object]:
@@ -117,8 +140,7 @@ class MoRAMRouting:
         dtype = compute_dtype(x)
         tokens = (x if x.dim() == 2 else x.reshape(-1, self.in_features)).to(dtype)
         if weight is not None:
-            weight = weight.to(dtype)
-            bias = None if bias is None else bias.to(dtype)
+            weight, bias = self.base_in(dtype, weight, bias)
         if num_atoms == 0:  # nothing to route: the base alone, or no term
             out = F.linear(tokens, weight, bias) if weight is not None else tokens.new_zeros(tokens.shape[0], self.out_features)
             return out.reshape(*x.shape[:-1], self.out_features)
@@ -246,5 +268,21 @@ class MoRAMAtoms(MoRAMRouting, AtomBank):
                 f"threshold={self.threshold}")
 
 
+def keep_base_casts(module: nn.Module, keep: bool = True) -> int:
+    """Set :attr:`MoRAMRouting.keep_base_cast` on every MoRAM layer in ``module``; returns how many.
+
+    Under bf16 autocast a kept cast saves each call two casts (the weight and the bias, as many
+    as ``nn.Linear`` makes) at the memory of the frozen weights in bf16 (half of float32's). Leave
+    it off where the weights are sharded and gathered per call (FSDP: the copy would hold the
+    whole weight) or where memory is short.
+    """
+    layers = [layer for layer in module.modules() if isinstance(layer, MoRAMRouting)]
+    for layer in layers:
+        layer.keep_base_cast = bool(keep)
+        layer._base_casts = {}
+    return len(layers)
+
+
 # route: steps 2-5 in PyTorch (paths.reference), a name of 0.6's layers.moram module
-__all__ = ["MoRAMAtoms", "MoRAMLinear", "MoRAMRouting", "compute_dtype", "route", "routing_options"]
+__all__ = ["MoRAMAtoms", "MoRAMLinear", "MoRAMRouting", "compute_dtype", "keep_base_casts", "route",
+           "routing_options"]

@@ -5,7 +5,7 @@ Counted on the CPU, never timed: the operators one eval call dispatches on the p
 choice reads no environment variable and asks the chooser nothing, while ``use_path`` and the
 variable still switch it (``use_path`` per thread); that the bank a forward reads is kept, its
 trainable rows views of the parameters (an optimizer's in-place step is seen, with no copy),
-and rebuilt when the bank grows, freezes, loads or moves.
+and rebuilt when the bank grows, freezes, loads or moves; the base's cast kept when asked.
 """
 
 import collections.abc
@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from moram_avalanche.layers.moram.bank import AtomBank, live_rows, owns_storage
-from moram_avalanche.layers.moram.layer import MoRAMLinear
+from moram_avalanche.layers.moram.layer import MoRAMLinear, keep_base_casts
 from moram_avalanche.layers.moram.naive import naive_moram
 from moram_avalanche.layers.moram.paths import PATH_VARIABLE, choice, switch, use_path
 from moram_avalanche.layers.moram.paths import triton as moram_triton
@@ -333,3 +333,35 @@ def test_the_banks_state_dicts_are_unchanged_and_save_each_tensor_on_its_own():
     torch.testing.assert_close(state["new_keys"], bank.new_keys.detach())
     safetensors = pytest.importorskip("safetensors.torch")
     safetensors.save(state)  # refuses tensors that share memory
+
+
+# ---------------------------------------------------------------- the base's cast kept (an option, off by default)
+def test_a_kept_base_cast_saves_two_casts_and_changes_no_number(stub_kernels):
+    model = nn.Sequential(grown().eval(), nn.ReLU(), grown(d_in=20, d_out=20, seed=1).eval())
+    x = torch.randn(2, 9, 24)
+    layer = model[0]
+    assert layer.keep_base_cast is False
+    with use_path("triton"):  # the launch stubbed: operators only (its coefficients are not written)
+        plain = ops_of(layer, x, True)
+        assert keep_base_casts(model) == 2
+        kept = ops_of(layer, x, True)
+    assert plain.counts["aten::_to_copy"] == 3 and kept.counts["aten::_to_copy"] == 1  # x only
+    assert kept.total == plain.total - 2
+    keep_base_casts(model, False)
+    with use_path("dense"), torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        expected = model(x)
+        assert keep_base_casts(model) == 2
+        assert torch.equal(model(x), expected) and torch.equal(model(x), expected)
+        layer.base.weight.mul_(2)  # an in-place edit of the base is seen
+        assert torch.equal(layer(x), cast_at_the_call(layer, x))
+        layer.base.weight.data = layer.base.weight.data / 2  # and a swap of its data
+        assert torch.equal(model(x), expected)
+        assert keep_base_casts(model, False) == 2
+        assert torch.equal(model(x), expected)
+
+
+def cast_at_the_call(layer, x):
+    """``layer``'s output with its base cast at the call (the option off, on a copy)."""
+    twin = copy.deepcopy(layer)
+    twin.keep_base_cast = False
+    return twin(x)
