@@ -502,12 +502,18 @@ class LanguageModel(nn.Module):
 def _stop_at_sequences(tokenizer, start: int, stops: Sequence[str]):
     """A ``transformers`` stopping criterion: a row is done once the text of its tokens from ``start`` on
     holds one of ``stops`` (bigcode-evaluation-harness ``bigcode_eval/generation.py`` EndOfFunctionCriteria,
-    row by row)."""
+    row by row). Checked after every step, so only the last tokens can complete a stop: a stop of ``L``
+    characters spans at most ``L`` tokens that each write a character, and only that many are decoded (not
+    the whole continuation). A stop missed here (spread over tokens that write nothing) costs steps, never
+    text: the caller's cut reads the whole continuation."""
     from transformers import StoppingCriteria
+
+    window = max(len(stop) for stop in stops)
 
     class StopAtSequences(StoppingCriteria):
         def __call__(self, input_ids, scores, **kwargs):
-            texts = tokenizer.batch_decode(input_ids[:, start:], skip_special_tokens=True)
+            texts = tokenizer.batch_decode(input_ids[:, max(start, input_ids.shape[1] - window):],
+                                           skip_special_tokens=True)
             return torch.tensor([any(stop in text for stop in stops) for text in texts], dtype=torch.bool,
                                 device=input_ids.device)
 
