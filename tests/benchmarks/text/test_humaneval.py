@@ -181,3 +181,19 @@ def test_a_bad_problems_file_is_named(tmp_path):
     with pytest.raises(ValueError, match="not found"):
         read_problems(tmp_path / "missing.jsonl")
     assert os.path.exists(path)
+
+
+def test_the_harness_settings_are_the_published_ones():
+    from moram_avalanche.benchmarks.text.code_sandbox import TIMEOUT
+    from moram_avalanche.benchmarks.text.humaneval import BIGCODE_HUMANEVAL, harness_value
+    from moram_avalanche.strategies.text.plugins.humaneval_sampling import LORI_SAMPLING, HumanEvalSampling
+
+    # juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh: --temperature 0.2 --n_samples 20; bigcode_eval/arguments.py
+    # EvalArguments: top_k 0, top_p 0.95; main.py --max_length_generation 512; tasks/humaneval.py timeout=3.0
+    assert LORI_SAMPLING == {"n": 20, "temperature": 0.2, "top_p": 0.95, "top_k": 0}
+    plugin = HumanEvalSampling()
+    assert (plugin.n, plugin.temperature, plugin.top_p, plugin.top_k) == (20, 0.2, 0.95, 0)
+    assert harness_value("max_length") == 512 and harness_value("timeout") == TIMEOUT == 3.0
+    assert all(setting.source for setting in BIGCODE_HUMANEVAL)
+    with pytest.raises(KeyError, match="no HumanEval harness setting 'beams'; known: prompt, stop_sequences"):
+        harness_value("beams")
