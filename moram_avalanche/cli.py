@@ -185,8 +185,9 @@ def add_reproduce_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pretrained", default=None, help="open_clip tag or local weights file "
                         "(default: openai, the paper's); 'none': random init")
     parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
-                        help="language-model tables: the weights' dtype (default: float32 for T5, "
-                             "bfloat16 for the LLaMA-shaped models)")
+                        help="language-model tables: the compute dtype, the frozen weights' too (default: float32 "
+                             "for T5, bfloat16 for the LLaMA-shaped models; bf16 trains float32 master copies of "
+                             "the trainable weights)")
     parser.add_argument("--gradient-checkpointing", action="store_true",
                         help="language-model tables: recompute activations in the backward pass")
     parser.add_argument("--layout", default=None, choices=("auto", "olora", "moram"),
@@ -220,8 +221,9 @@ def add_shared_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the open_clip tag a local --pretrained file was published under "
                              "(openai: OpenAI's weights, run with QuickGELU as they were trained)")
     parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
-                        help="text benchmarks: the language model's weights (default: float32; the "
-                             "paper's TRACE runs: bfloat16)")
+                        help="text benchmarks: the language model's compute dtype, the frozen weights' too "
+                             "(default: float32; the paper's TRACE runs: bfloat16, with float32 master copies "
+                             "of the trainable weights; --set master_weights=False: pure bf16)")
     parser.add_argument("--gradient-checkpointing", action="store_true",
                         help="text benchmarks: recompute activations in the backward pass (less memory)")
     parser.add_argument("--fsdp", action="store_true",

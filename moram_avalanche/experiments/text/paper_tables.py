@@ -31,8 +31,8 @@ Replay, EWC, LwF and GEM run as Avalanche's own strategies on the text loop
 (``avalanche.replay``, ``avalanche.ewc``, ``avalanche.lwf``, ``avalanche.gem``:
 :mod:`~moram_avalanche.strategies.text.builtins`) with Avalanche's defaults and those of its
 examples for the arguments it requires (the MoRAM paper does not give its settings); on TRACE
-the full fine-tuning rows take TRACE's own recipe (lr 1e-5 and its epochs per task,
-``scripts/train_seq_cl.sh``). Every setting a stream or table changes, with its source, is data
+the full fine-tuning rows, OGD, L2P and DualPrompt take TRACE's own recipe (lr 1e-5 and its
+epochs per task, ``scripts/train_seq_cl.sh``). Every setting a stream or table changes, with its source, is data
 in :mod:`~.recipes` and printed by ``--dry-run``.
 
 The order-robustness and load-balancing tables run nothing of their own but the load-balancing
@@ -75,11 +75,15 @@ def _methods(*extra: Method, long: bool = False) -> Tuple[Method, ...]:
 
 
 _L2P_T5_NOTE = ("L2P prepends its chosen prompts to T5's encoder input with TRACE's L2P settings (pool 10, "
-                "length 5, top 3, pull 0.5; BeyonderXX/TRACE training/main.py, model/Dynamic_network/L2P.py) and "
-                "the table's loop: this package's sources give no L2P setting for T5 (O-LoRA's code has no L2P).")
+                "length 5, top 3, pull 0.5, prompts starting as undivided embedding rows; BeyonderXX/TRACE "
+                "training/main.py, model/Dynamic_network/L2P.py) and the table's loop: this package's sources give "
+                "no L2P setting for T5 (O-LoRA's code has no L2P).")
+_LFPT5_T5_NOTE = ("LFPT5 follows the official code (qcwthu/Lifelong-Fewshot-Language-Learning: its prompt, losses "
+                  "and pseudo-sample selection; 500 draws per earlier task, ours), not TRACE's LFPT5, which trains "
+                  "on the earlier tasks' test prompts answered by the model (model/Replay/LFPT5.py at 66a48b9).")
 _T5_NOTES = ("MTL is joint training on every task seen (the upper bound); its last row is joint "
              "training on all four / fifteen tasks, so the paper gives one number for the three orders.",
-             "The paper does not give its seeds; ours is 42 (the release's).", _L2P_T5_NOTE)
+             "The paper does not give its seeds; ours is 42 (the release's).", _L2P_T5_NOTE, _LFPT5_T5_NOTE)
 _L2P_AVERAGE_ERRATUM = ("Erratum of the paper, carried: its L2P Average (60.7) is not the mean of its three "
                         "orders (61.03); tab:order_robustness prints 61.0 for the same orders. Shown as printed, "
                         "flagged.")
@@ -158,9 +162,14 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                "treelora.py); its script's lr 1e-4, epochs 2,1,3,2,1,2,2,3 and reg 0.5, the other LoRA "
                "rows' targets (q, k, v, o).",
                "Rehearsals use a tiny random-init LLaMA for every block (Gemma is LLaMA-shaped).",
-               "L2P runs TRACE's L2P (pool 10, length 5, top 3, pull 0.5, lr 1e-5 and epochs 5,3,7,5,3,5,5,7 "
-               "of scripts/train_seq_cl.sh) with trainable keys and a query over the prompt's own tokens "
-               "(text/prompt_pool.py says why).",
+               "L2P runs TRACE's L2P (pool 10, length 5, top 3, pull 0.5, prompts starting as undivided "
+               "embedding rows, lr 1e-5 and epochs 5,3,7,5,3,5,5,7 of scripts/train_seq_cl.sh) with "
+               "trainable keys and a query over the prompt's own tokens (text/prompt_pool.py says why).",
+               "OGD runs TRACE's OGD (model/Regular/OGD.py, training/main.py:275-284): a LoRA r 8, alpha 32, "
+               "dropout 0.1 on the other LoRA rows' targets, each LoRA parameter's gradient projected on "
+               "its own columns of the basis, each task adding its last step's gradient (the code appends "
+               "one buffer at every step), lr 1e-5 and epochs of scripts/train_seq_cl.sh; basis and "
+               "projection in float32 (TRACE: bfloat16).",
                "DualPrompt is prompt tuning at the input (a shared G-prompt and one E-prompt per task "
                "before the prompt, as TreeLoRA's DualPrompt on TRACE, ZinYY/TreeLoRA "
                "model/Dynamic_network/DualPrompt.py), not the paper's prefix tuning inside attention; its "
@@ -182,7 +191,7 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                "stays over the orders.",
                "The paper's L2P mean here, 61.0, is its orders' mean; tab:llm_cl_main prints 60.7 for the "
                "same orders (its erratum, flagged there).",
-               _L2P_T5_NOTE,
+               _L2P_T5_NOTE, _LFPT5_T5_NOTE,
                "The paper does not give its seeds; ours is 42 (the release's).")),
     TextTableSpec(
         name="t5-load-balance", label="tab:load_balance",
@@ -279,7 +288,8 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                "rank 32, alpha 64, frozen random A, lr 5e-5 / 5e-4 constant, 2 epochs, batch 32; LoRI-S: "
                "LoRI-D, then B retrained from zero under the model-wide 90 % magnitude mask); their "
                "parameters are B's trained entries, as LoRI counts them (the frozen A is not counted). "
-               "Each B's gradient is clipped to norm 1 on its own, as the code does.",
+               "Each B's gradient is clipped to norm 1 on its own, and the loss is each example's summed "
+               "token loss averaged over the examples (src/mask_trainers.py), as the code does.",
                "The paper does not give its seed; ours is 42 (the release's).")),
 )}
 
