@@ -30,11 +30,9 @@ def registered_task_manager():
                        include_defaults=False)
 
 
-def built_requests(config, shots, manager=None):
+def built_requests(config, shots, manager):
     """``[(context, continuation), ...]`` and the targets lm-eval builds for every test question of ``config``."""
-    from lm_eval.tasks import get_task_dict
-
-    (task,) = get_task_dict([config], manager).values()
+    (task,) = manager.load([config])["tasks"].values()
     task.set_config(key="num_fewshot", value=shots)
     task.set_fewshot_seed(seed=1234)
     task.build_all_requests(rank=0, world_size=1)
@@ -65,7 +63,7 @@ def test_a_local_copy_builds_the_registered_tasks_requests(copies, shots):
                       dataset_kwargs={"data_files": {s: str(copies / f"{s}.jsonl") for s in ("test", "dev")}})
     expected = built_requests(registered, shots, manager)
     (local,) = local_tasks(mmlu_folder(copies))
-    assert built_requests(local, shots) == expected
+    assert built_requests(local, shots, manager) == expected
     # what that is, by hand: the subject's header, the few-shot examples, the stripped question, " <letter>" each
     contexts = [context for context, _ in expected[0]]
     header = "The following are multiple choice questions (with answers) about high school microeconomics.\n\n"
