@@ -262,3 +262,12 @@ def test_fsdp_on_a_clip_benchmark_is_refused_naming_the_benchmarks_it_is_for(tmp
     refused(capsys, clip_run(tmp_path, tmp_path / "run", "moram", "--fsdp"), tmp_path / "run",
             "--fsdp shards a language model's frozen weights; no strategy of --benchmark synthetic trains that way",
             "(it is for the text benchmarks: lm-cl, trace, superni, codealpaca, synthetic-text)")
+
+
+# ---------------------------------------------------------------- issue 46: refused too late
+def test_a_dualprompt_pool_smaller_than_the_stream_is_refused_before_the_model_loads(model, tmp_path, capsys,
+                                                                                    no_loading):
+    # synthetic-text has five tasks: a pool of 3 used to stop the run at task 4, after three tasks trained
+    refused(capsys, text_run(model, tmp_path / "run", "--set", "pool_size=3", strategy="dualprompt"),
+            tmp_path / "run", "pool_size 3 holds fewer E-prompts than the stream has tasks (5)",
+            "give pool_size=5 or more")
