@@ -271,3 +271,14 @@ def test_a_dualprompt_pool_smaller_than_the_stream_is_refused_before_the_model_l
     refused(capsys, text_run(model, tmp_path / "run", "--set", "pool_size=3", strategy="dualprompt"),
             tmp_path / "run", "pool_size 3 holds fewer E-prompts than the stream has tasks (5)",
             "give pool_size=5 or more")
+
+
+@pytest.mark.parametrize("missing", [False, True], ids=["no-folder", "no-file"])
+def test_sapts_pseudo_samples_are_checked_before_the_model_loads(missing, model, tmp_path, capsys, no_loading):
+    # they were read at the first task, after the model loaded and run.json was written
+    root = tmp_path / "pseudo"
+    if missing:
+        (root / "colour").mkdir(parents=True)  # no train.json for any task
+    line = refused(capsys, text_run(model, tmp_path / "run", "--set", f"pseudo_data_root={str(root)!r}",
+                                    strategy="sapt"), tmp_path / "run", str(root))
+    assert ("missing file" if missing else "is not a folder") in line
