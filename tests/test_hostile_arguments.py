@@ -282,3 +282,15 @@ def test_sapts_pseudo_samples_are_checked_before_the_model_loads(missing, model,
     line = refused(capsys, text_run(model, tmp_path / "run", "--set", f"pseudo_data_root={str(root)!r}",
                                     strategy="sapt"), tmp_path / "run", str(root))
     assert ("missing file" if missing else "is not a folder") in line
+
+
+@pytest.mark.parametrize("strategy", ["moram", "moram-replay"])
+def test_a_forced_triton_path_on_a_cpu_is_refused_before_the_model_loads(strategy, model, tmp_path, capsys,
+                                                                       no_loading, monkeypatch):
+    # it was a traceback at MoRAM's first forward, after the model loaded and run.json was written
+    from moram_avalanche.layers.moram.paths import triton as moram_triton
+
+    monkeypatch.setattr(moram_triton, "interpreting", lambda: False)  # the test suite turns it on for the CPU
+    monkeypatch.setenv("MORAM_AVALANCHE_PATH", "triton")
+    refused(capsys, text_run(model, tmp_path / "run", "--device", "cpu", strategy=strategy), tmp_path / "run",
+            "MoRAM path 'triton' (MORAM_AVALANCHE_PATH=triton) cannot run on device cpu", "unset MORAM_AVALANCHE_PATH")
