@@ -162,6 +162,23 @@ class MoRAMConfig(PeftConfig):
             raise ValueError(f"init_weights must be True (new values zero, the paper) or False (drawn "
                              f"like the keys), got {self.init_weights!r}")
 
+    @classmethod
+    def check_kwargs(cls, **kwargs):
+        """What an ``adapter_config.json`` read by ``MoRAMConfig.from_pretrained`` (peft's reader calls
+        this with the file's fields) must say before a config is made: ``"peft_type": "MORAM"``.
+        Without the field peft failed naming neither the file nor the fix; with another method's
+        type it returned that method's config (a ``LoraConfig``) from ``MoRAMConfig.from_pretrained``."""
+        kind = kwargs.get("peft_type")
+        value = getattr(kind, "value", kind)
+        if value is None:
+            raise ValueError('adapter_config.json has no "peft_type": a MoRAM adapter\'s reads "peft_type": "MORAM" '
+                             '(save_pretrained writes it); add that field to the file, or save the adapter again')
+        if value != MoRAMPeftType.MORAM.value:
+            raise ValueError(f'adapter_config.json is a {value} adapter\'s ("peft_type": "{value}"), not MoRAM\'s '
+                             '("MORAM"): load it with peft (PeftModel.from_pretrained, or that method\'s config '
+                             "class), not with MoRAMConfig")
+        return super().check_kwargs(**kwargs)
+
     def routing_options(self) -> Dict[str, object]:
         """The bank's options (:class:`~moram_avalanche.layers.moram.layer.MoRAMAtoms`)."""
         return {"atoms_per_task": self.atoms_per_task, "topk": self.topk,
@@ -183,6 +200,12 @@ class MoRAMModel(BaseTuner):
     target_module_mapping = as_table()
 
     # --------------------------------------------------------------- injection
+    def inject_adapter(self, model: nn.Module, adapter_name: str, *args, **kwargs) -> None:
+        """peft's injection (``get_peft_model``, ``add_adapter``, ``load_adapter``), after
+        :func:`check_modules_to_save` of the adapter's config, before any module is wrapped."""
+        check_modules_to_save(model, self.peft_config[adapter_name])
+        super().inject_adapter(model, adapter_name, *args, **kwargs)
+
     def _create_and_replace(self, peft_config: MoRAMConfig, adapter_name: str, target: nn.Module,
                             target_name: str, parent: nn.Module, current_key: str,
                             parameter_name: Optional[str] = None) -> None:
@@ -260,6 +283,20 @@ class MoRAMModel(BaseTuner):
             raise ValueError(f"no adapter named {adapter_name!r}; this model has {sorted(self.peft_config)}")
         return adapter_name
 
+    def delete_adapter(self, adapter_name: str) -> None:
+        """peft's ``delete_adapter``, except for the model's only adapter: refused, since a ``PeftModel``
+        left without adapters cannot run a forward (peft's own forward looks up the deleted
+        adapter's config and raises a ``KeyError``; LoRA's does the same)."""
+        if adapter_name in self.peft_config and len(self.peft_config) == 1:
+            raise ValueError(f"adapter {adapter_name!r} is this model's only adapter: deleting it would leave a "
+                             "PeftModel whose forward fails (peft looks up an active adapter's config); call "
+                             "unload() to get the base model back without the atoms, or add another adapter "
+                             "(add_adapter) before deleting this one")
+        super().delete_adapter(adapter_name)
+
+    def add_weighted_adapter(self, *args, **kwargs) -> None:
+        raise NotImplementedError(WEIGHTED_REFUSED)
+
     # --------------------------------------------------------------- merging
     def merge_adapter(self, *args, **kwargs) -> None:
         raise ValueError(MERGE_REFUSED)
@@ -300,9 +337,64 @@ class MoRAMModel(BaseTuner):
                     strays.add(match["layer"].removeprefix("base_model.model."))
                 rest[key] = value
         warn_layer_mismatch(adapter_name, sorted(set(hosts) - loaded), sorted(strays), len(hosts))
+        check_no_base_keys(model, rest)
         if rest:
             out.update(super()._remap_adapter_state_dict_for_load(model, config, adapter_name, rest))
         return out
+
+
+#: where the state of an adapter lives in a peft model besides MoRAM's banks: peft's copies of the
+#: ``modules_to_save`` and its trainable tokens (``peft/utils/other.py``: ``ModulesToSaveWrapper``,
+#: ``TrainableTokensWrapper``); every other parameter or buffer of the model is the base's
+ADAPTER_PARTS = (".moram_bank.", ".moram_dropout.", ".modules_to_save.", ".token_adapter.")
+#: the heads peft adds to ``modules_to_save`` for a task type (``peft/peft_model.py``:
+#: ``PeftModelForSequenceClassification`` ... ``classifier_module_names``, ``qa_module_names``); a
+#: model has one of them, so the others may match nothing
+PEFT_TASK_HEADS = {"SEQ_CLS": ("classifier", "score"), "TOKEN_CLS": ("classifier", "score"),
+                   "QUESTION_ANS": ("qa_outputs",)}
+#: why MoRAM adapters are not combined by ``add_weighted_adapter``
+WEIGHTED_REFUSED = (
+    "add_weighted_adapter cannot combine MoRAM adapters: LoRA sums the weighted B A products of "
+    "its adapters (or concatenates their factors), one fixed matrix each, but a MoRAM adapter's "
+    "update sum_i w_i(x) B_i A_i x weighs rank-1 atoms by routing (top-k, softmax over the "
+    "adapter's own keys, eval gate), so no weighted sum of two adapters is a MoRAM adapter. Activate "
+    "several adapters instead (set_adapter([...]): each adds its routed term), or train one "
+    "adapter over the tasks (add_task)")
+
+
+def check_modules_to_save(model: nn.Module, config: PeftConfig) -> None:
+    """A ValueError naming the names of ``config.modules_to_save`` that match no module of ``model``
+    (peft's rule: a module whose name ends with the name). peft's LoRA accepts them and trains and
+    saves nothing for them; the heads peft adds itself for a task type (:data:`PEFT_TASK_HEADS`) may
+    be absent, as peft allows."""
+    task = getattr(config.task_type, "value", config.task_type)
+    wanted = [name for name in (getattr(config, "modules_to_save", None) or ())
+              if name not in PEFT_TASK_HEADS.get(str(task), ())]
+    names = [name for name, _ in model.named_modules(remove_duplicate=False) if name]
+    unknown = [want for want in wanted if not any(name.endswith(want) for name in names)]
+    if unknown:
+        raise ValueError(f"modules_to_save names {unknown}, which match no module of the model (peft matches a module "
+                         f"whose name ends with the given name, e.g. {names[-1]!r}): name modules that exist, or "
+                         "leave them out; nothing would be trained or saved for them")
+
+
+def check_no_base_keys(model: nn.Module, state_dict: Dict[str, torch.Tensor]) -> None:
+    """A ValueError naming the first key of ``state_dict`` (an adapter file's, beside the banks) that
+    names a weight of the base model -- its wrapped name (``...q_proj.base_layer.weight``), or its
+    name before wrapping (``...q_proj.weight``) -- instead of a module to save: loading the file would
+    overwrite the pre-trained weights (peft's LoRA does so without a word)."""
+    prefix = "base_model.model."
+    base = set()
+    for name, _ in [*model.named_parameters(), *model.named_buffers()]:
+        name = name.removeprefix(prefix)
+        if not any(part in f".{name}" for part in ADAPTER_PARTS):
+            base.update({name, name.replace(".base_layer.", ".")})
+    for key in state_dict:
+        if key.removeprefix(prefix) in base:
+            raise ValueError(f"the adapter file holds {key!r}, a weight of the base model: loading it would overwrite "
+                             "the pre-trained weights. An adapter file holds MoRAM's atoms (...moram_bank.*) and the "
+                             "modules_to_save only; remove that key from the file, or load such weights with the "
+                             "base model's from_pretrained")
 
 
 def warn_layer_mismatch(adapter_name: str, fresh: List[str], strays: List[str], layers: int) -> None:
@@ -344,5 +436,6 @@ def register_moram() -> None:
 
 register_moram()
 
-__all__ = ["LEGACY_KEYS", "MERGE_REFUSED", "MoRAMConfig", "MoRAMModel", "MoRAMPeftType", "MoRAMTunerLayer",
-           "register_moram", "warn_layer_mismatch"]
+__all__ = ["ADAPTER_PARTS", "LEGACY_KEYS", "MERGE_REFUSED", "MoRAMConfig", "MoRAMModel", "MoRAMPeftType",
+           "MoRAMTunerLayer", "PEFT_TASK_HEADS", "WEIGHTED_REFUSED", "check_modules_to_save", "check_no_base_keys", "register_moram",
+           "warn_layer_mismatch"]
