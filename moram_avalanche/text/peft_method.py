@@ -317,26 +317,30 @@ class MoRAMModel(BaseTuner):
         adapter's ``<layer>.atom_keys`` (and ``atom_values``, ``num_frozen``, ``atom_task``) goes
         to ``<layer>.moram_bank.<adapter>.atom_keys``, which the bank reads as its old format.
         Other keys (modules to save) are peft's."""
-        layers, hosts = set(), {}
+        layers, hosts, held = set(), {}, {}
         for name, layer in find_layers(model, MoRAMTunerLayer).items():
             name = name.removeprefix("_fsdp_wrapped_module.").replace("._fsdp_wrapped_module", "")
             short = name.removeprefix("base_model.model.")
             layers.update({name, short, "base_model.model." + short})
             if adapter_name in layer.moram_bank:
                 hosts[short] = name
+                held[short] = layer.moram_bank[adapter_name].num_atoms
         bank = re.compile(r"^(?P<layer>.*)\.moram_bank\.(?P<key>[^.]+)$")
         legacy = re.compile(r"^(?P<layer>.*)\.(?P<key>" + "|".join(LEGACY_KEYS) + r")$")
-        out, rest, loaded, strays = {}, {}, set(), set()
+        out, rest, loaded, strays, sizes = {}, {}, set(), set(), {}
         for key, value in state_dict.items():
             match = bank.match(key) or legacy.match(key)
             if match and match["layer"] in layers:
                 out[f"{match['layer']}.moram_bank.{adapter_name}.{match['key']}"] = value
                 loaded.add(match["layer"].removeprefix("base_model.model."))
+                if match["key"] == "atom_task":  # one entry per atom, in both formats
+                    sizes[match["layer"].removeprefix("base_model.model.")] = int(value.shape[0])
             else:
                 if match:  # a MoRAM layer the model does not have (passed on: peft ignores it)
                     strays.add(match["layer"].removeprefix("base_model.model."))
                 rest[key] = value
         warn_layer_mismatch(adapter_name, sorted(set(hosts) - loaded), sorted(strays), len(hosts))
+        check_no_shrinking(adapter_name, held, sizes)
         check_no_base_keys(model, rest)
         if rest:
             out.update(super()._remap_adapter_state_dict_for_load(model, config, adapter_name, rest))
@@ -376,6 +380,25 @@ def check_modules_to_save(model: nn.Module, config: PeftConfig) -> None:
         raise ValueError(f"modules_to_save names {unknown}, which match no module of the model (peft matches a module "
                          f"whose name ends with the given name, e.g. {names[-1]!r}): name modules that exist, or "
                          "leave them out; nothing would be trained or saved for them")
+
+
+def check_no_shrinking(adapter_name: str, held: Dict[str, int], loaded: Dict[str, int]) -> None:
+    """A ValueError when a checkpoint holds fewer atoms for a layer (``loaded``, by layer name) than
+    adapter ``adapter_name`` holds there now (``held``): the adapter has grown since (``add_task``),
+    and loading the checkpoint would shrink its bank back, dropping the later tasks' atoms -- with
+    ``transformers.Trainer``, a ``resume_from_checkpoint`` of an earlier task's checkpoint after
+    :func:`~moram_avalanche.text.trainer.start_task`, which then trained 0 steps of the current
+    task (its step count is already the earlier task's last). A bank is loaded at any size
+    otherwise (a fresh adapter grows to the checkpoint's)."""
+    for layer, atoms in sorted(loaded.items()):
+        now = held.get(layer)
+        if now is not None and atoms < now:
+            raise ValueError(
+                f"this checkpoint holds {atoms} atoms of {layer} and adapter {adapter_name!r} holds {now} now: it "
+                "was saved before the adapter's later tasks (add_task), and loading it would shrink the bank back, "
+                "dropping their atoms. Resume the current task from its own checkpoint (with transformers.Trainer: "
+                "a checkpoint-N under the output_dir start_task set), or load it into a model rebuilt with that "
+                "task's structure (get_peft_model, one add_task() per finished task) or under another adapter name")
 
 
 def check_no_base_keys(model: nn.Module, state_dict: Dict[str, torch.Tensor]) -> None:
@@ -437,5 +460,6 @@ def register_moram() -> None:
 register_moram()
 
 __all__ = ["ADAPTER_PARTS", "LEGACY_KEYS", "MERGE_REFUSED", "MoRAMConfig", "MoRAMModel", "MoRAMPeftType",
-           "MoRAMTunerLayer", "PEFT_TASK_HEADS", "WEIGHTED_REFUSED", "check_modules_to_save", "check_no_base_keys", "register_moram",
+           "MoRAMTunerLayer", "PEFT_TASK_HEADS", "WEIGHTED_REFUSED", "check_modules_to_save", "check_no_base_keys",
+           "check_no_shrinking", "register_moram",
            "warn_layer_mismatch"]
