@@ -5,10 +5,10 @@ after the weights loaded and ``run.json`` was written)."""
 
 import pytest
 
-from moram_avalanche.experiments.forced_path import check_forced_path, forced_path_problem
 from moram_avalanche.layers.moram.paths import cpu_kernel
 from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.layers.moram.paths.switch import PATH_VARIABLE
+from moram_avalanche.strategies.forced_path import check_forced_path, forced_path_problem
 
 
 class ModelLoaded(Exception):
