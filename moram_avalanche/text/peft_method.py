@@ -374,7 +374,7 @@ def check_modules_to_save(model: nn.Module, config: PeftConfig) -> None:
     task = getattr(config.task_type, "value", config.task_type)
     wanted = [name for name in (getattr(config, "modules_to_save", None) or ())
               if name not in PEFT_TASK_HEADS.get(str(task), ())]
-    names = [name for name, _ in model.named_modules(remove_duplicate=False) if name]
+    names = [name for name in find_layers(model, nn.Module) if name]  # every module, by name
     unknown = [want for want in wanted if not any(name.endswith(want) for name in names)]
     if unknown:
         raise ValueError(f"modules_to_save names {unknown}, which match no module of the model (peft matches a module "
