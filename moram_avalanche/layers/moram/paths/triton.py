@@ -32,7 +32,7 @@ from .reference import RELEVANCE_EPS, route_dtype
 #: one takes the PyTorch dense path (:func:`fits`)
 MAX_ATOMS = 8192
 
-#: the widest bank a warp holds one row of (32 entries a lane); a wider row spreads over a program
+#: the widest bank a warp holds one row of (32 entries a lane); a wider row spreads over warps
 ROW_PER_WARP = 1024
 
 
@@ -80,12 +80,13 @@ def _kernels():
 
 
 class Launch(NamedTuple):
-    """How a kernel is launched on ``N`` rows of ``R`` projections with ``k`` kept (:func:`launch`)."""
+    """How both kernels are launched on ``N`` rows of ``R`` projections with ``k`` kept (:func:`launch`)."""
 
     grid: Tuple[int]
-    block_n: int  # token rows per program
-    block_r: int  # the bank, rounded up to a power of two
-    block_k: int  # the kept set, rounded up to a power of two (the whole bank when every atom is kept)
+    block_n: int  # token rows a program takes
+    block_h: int  # a row's slices ...
+    block_w: int  # ... of this many columns: BLOCK_R = BLOCK_H * BLOCK_W, the bank rounded up to a power of two
+    block_k: int  # the kept set's slots: k rounded up (at least a row's lanes); the whole bank when all are kept
     num_warps: int
 
 
@@ -93,21 +94,27 @@ def _power_of_two(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
-def launch(num_rows: int, num_atoms: int, k: int) -> Launch:
-    """The launch of both kernels on ``num_rows`` tokens of ``num_atoms`` projections, ``k`` kept.
+def launch(num_rows: int, num_atoms: int, k: int, itemsize: int) -> Launch:
+    """The launch of both kernels on ``num_rows`` tokens of ``num_atoms`` projections of ``itemsize``
+    bytes, ``k`` of them kept.
 
-    Four warps; one row per warp up to :data:`ROW_PER_WARP` atoms (a warp of 32 lanes holding a
-    row of 16 bytes a lane, more rows per warp below that: a row's reductions then never leave its
-    warp), one row per program above it, over ``BLOCK_R / 512`` warps (16 entries a lane).
+    One row per warp (its reductions never leave the warp: shuffles, or one ``REDUX`` for a 32-bit
+    integer on sm_80 and later, no barrier), four warps a program. A lane loads 16 bytes at a time,
+    so a warp covers ``BLOCK_W = 32 * 16 / itemsize`` columns at once and holds a wider row as
+    ``BLOCK_H`` such slices ([BLOCK_H, BLOCK_N, BLOCK_W] blocks: Triton's layouts then give the
+    slices of a row to one warp instead of spreading them over warps); a narrower row shares its
+    warp with others. A row wider than :data:`ROW_PER_WARP` spreads over ``BLOCK_R / 1024`` warps.
     """
+    vector = 16 // itemsize
     block_r = max(16, _power_of_two(num_atoms))
-    block_k = block_r if k >= num_atoms else _power_of_two(k)
+    block_w = min(block_r, 32 * vector)
+    lanes = min(32, block_w // vector)  # the lanes one row takes
+    block_k = block_r if k >= num_atoms else max(_power_of_two(k), lanes)
     if block_r <= ROW_PER_WARP:
-        warps = 4
-        block_n = warps * max(1, 128 // block_r)
+        warps, block_n = 4, 4 * 32 // lanes
     else:
-        warps, block_n = min(32, block_r // 512), 1
-    return Launch((-(-num_rows // block_n),), block_n, block_r, block_k, warps)
+        warps, block_n = min(32, block_r // ROW_PER_WARP), 1
+    return Launch((-(-num_rows // block_n),), block_n, block_r // block_w, block_w, block_k, warps)
 
 
 def _numbers(k: int, temperature: float, threshold: Optional[float], num_atoms: int):
@@ -136,11 +143,11 @@ def route_forward(proj: torch.Tensor, k: int, temperature: float, threshold: Opt
         state = (torch.empty(rows, kept_k, device=proj.device, dtype=torch.int16),
                  torch.empty(rows, device=proj.device, dtype=route_dtype(proj.dtype)))
     kept, norm = state or (coef, coef)
-    grid, block_n, block_r, block_k, warps = launch(rows, atoms, k)
+    grid, block_n, block_h, block_w, block_k, warps = launch(rows, atoms, k, proj.element_size())
     _kernels().route_forward_kernel[grid](
         proj, coef, weights, kept, norm, rows, atoms, proj.stride(0), coef.stride(0), weights.stride(0), inv_tau,
-        delta, RELEVANCE_EPS, K=kept_k, WRITE_W=want_weights, SAVE=want_state, BLOCK_N=block_n, BLOCK_R=block_r,
-        BLOCK_K=block_k, num_warps=warps, **flags)
+        delta, RELEVANCE_EPS, K=kept_k, WRITE_W=want_weights, SAVE=want_state, BLOCK_N=block_n, BLOCK_H=block_h,
+        BLOCK_W=block_w, BLOCK_K=block_k, num_warps=warps, **flags)
     return coef, (weights if want_weights else None), state
 
 
@@ -158,14 +165,14 @@ def route_backward(grad_coef: Optional[torch.Tensor], proj: torch.Tensor, state:
         grad_coef = grad_coef.contiguous()
     anything = grad_proj if grad_proj is not None else coef
     kept_k, inv_tau, delta, flags = _numbers(k, temperature, threshold, atoms)
-    grid, block_n, block_r, block_k, warps = launch(rows, atoms, k)
+    grid, block_n, block_h, block_w, block_k, warps = launch(rows, atoms, k, proj.element_size())
     _kernels().route_backward_kernel[grid](
         anything if grad_coef is None else grad_coef, proj, kept, norm, anything if grad_proj is None else grad_proj,
         anything if coef is None else coef, rows, atoms,
         0 if grad_coef is None else grad_coef.stride(0), proj.stride(0),
         0 if grad_proj is None else grad_proj.stride(0), 0 if coef is None else coef.stride(0), inv_tau,
         delta, RELEVANCE_EPS, K=kept_k, WRITE_GRAD=grad_coef is not None, WRITE_COEF=want_coef, BLOCK_N=block_n,
-        BLOCK_R=block_r, BLOCK_K=block_k, num_warps=warps, **flags)
+        BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k, num_warps=warps, **flags)
     return grad_proj, coef
 
 

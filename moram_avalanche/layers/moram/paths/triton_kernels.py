@@ -42,8 +42,28 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-#: ``0xFFFF - column`` in a packed key's low 16 bits: the lower column gives the larger key
-_COLUMN_BITS = 16
+
+# ---------------------------------------------------------------- a block of rows, [BLOCK_H, BLOCK_N, BLOCK_W]
+@triton.jit
+def _row_max(t):
+    """Each row's maximum ``[BLOCK_N]`` of a dense ``[BLOCK_H, BLOCK_N, BLOCK_W]`` block."""
+    return tl.max(tl.max(t, axis=2), axis=0)
+
+
+@triton.jit
+def _row_min(t):
+    return tl.min(tl.min(t, axis=2), axis=0)
+
+
+@triton.jit
+def _row_sum(t):
+    return tl.sum(tl.sum(t, axis=2), axis=0)
+
+
+@triton.jit
+def _per_row(v):
+    """``[BLOCK_N]`` -> ``[1, BLOCK_N, 1]``, to meet a dense block."""
+    return v[None, :, None]
 
 
 @triton.jit
@@ -55,6 +75,7 @@ def _route_type(x):
         return x.to(tl.float32)
 
 
+# ---------------------------------------------------------------- step 3: the top-k
 @triton.jit
 def _ordered_bits(p):
     """Signed integers of ``p``'s width in ``p``'s order (``-0.0`` and ``+0.0`` equal; NaN unordered)."""
@@ -71,18 +92,6 @@ def _ordered_bits(p):
 
 
 @triton.jit
-def _sort_keys(p, valid, cols, PACKED: tl.constexpr):
-    """The keys the rounds reduce: packed ``(bits << 16) | (0xFFFF - column)`` int32 for a 16-bit
-    ``p``, the ordered bits alone otherwise; the lowest integer (never a key) off the bank."""
-    bits = _ordered_bits(p)
-    if PACKED:
-        key = (bits.to(tl.int32) << _COLUMN_BITS) | (0xFFFF - cols[None, :])
-    else:
-        key = bits
-    return tl.where(valid, key, _lowest(key))
-
-
-@triton.jit
 def _lowest(key):
     """The lowest integer of ``key``'s type: no entry's key (it would be a NaN's with every bit set)."""
     if key.dtype == tl.int64:
@@ -92,21 +101,33 @@ def _lowest(key):
 
 
 @triton.jit
+def _sort_keys(p, valid, cols, PACKED: tl.constexpr):
+    """The keys the rounds reduce: packed ``(bits << 16) | (0xFFFF - column)`` int32 for a 16-bit
+    ``p``, the ordered bits alone otherwise; the lowest integer off the bank."""
+    bits = _ordered_bits(p)
+    if PACKED:
+        key = (bits.to(tl.int32) << 16) | (0xFFFF - cols)
+    else:
+        key = bits
+    return tl.where(valid, key, _lowest(key))
+
+
+@triton.jit
 def _pick(key, cols, PACKED: tl.constexpr, BLOCK_R: tl.constexpr):
     """``(column [BLOCK_N], key with it removed)``: each row's largest key, the lower column on ties."""
-    top = tl.max(key, axis=1)
+    top = _row_max(key)
     if PACKED:
         column = 0xFFFF - (top & 0xFFFF)
     else:
-        column = tl.min(tl.where(key == top[:, None], cols[None, :], BLOCK_R), axis=1)
-    return column, tl.where(cols[None, :] == column[:, None], _lowest(key), key)
+        column = _row_min(tl.where(key == _per_row(top), cols, BLOCK_R))
+    return column, tl.where(cols == _per_row(column), _lowest(key), key)
 
 
 @triton.jit
 def _top_k(p, valid, cols, K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_R: tl.constexpr,
            BLOCK_K: tl.constexpr):
-    """``(kept [BLOCK_N, BLOCK_R], columns [BLOCK_N, BLOCK_K] int32)``: step 3's ``I`` of each row
-    as a mask and as its ``K`` columns in the order picked, largest first (slots past ``K``: 0)."""
+    """``(kept, columns [BLOCK_N, BLOCK_K] int32)``: step 3's ``I`` of each row, as a dense mask and
+    as its ``K`` columns in the order picked, largest first (slots past ``K``: 0)."""
     PACKED: tl.constexpr = p.dtype.primitive_bitwidth == 16
     key = _sort_keys(p, valid, cols, PACKED)
     slots = tl.arange(0, BLOCK_K)
@@ -117,6 +138,7 @@ def _top_k(p, valid, cols, K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_R: tl.c
     return valid & (key == _lowest(key)), columns
 
 
+# ---------------------------------------------------------------- steps 2, 4, 5 on the kept set, and the outputs
 @triton.jit
 def _weights(x_kept, live, norm, inv_tau, delta, GATED: tl.constexpr):
     """``(s, u, w)`` ``[BLOCK_N, BLOCK_K]`` of the kept projections ``x_kept`` (steps 2, 4, 5)."""
@@ -137,37 +159,52 @@ def _weights(x_kept, live, norm, inv_tau, delta, GATED: tl.constexpr):
 @triton.jit
 def _write(OUT, rows, stride, cols, off, off_values, columns, live, kept_values, KEEP_ALL: tl.constexpr):
     """Rows of ``OUT``: ``kept_values`` at the kept ``columns``, ``off_values`` where ``off`` (two
-    disjoint stores: the entries off the kept set, then the kept set, gathered)."""
+    disjoint stores: the dense block off the kept set, then the kept set, gathered)."""
     if not KEEP_ALL:
-        tl.store(OUT + rows[:, None] * stride + cols[None, :], off_values.to(OUT.dtype.element_ty), mask=off)
+        tl.store(OUT + _per_row(rows) * stride + cols, off_values.to(OUT.dtype.element_ty), mask=off)
     tl.store(OUT + rows[:, None] * stride + columns, kept_values.to(OUT.dtype.element_ty), mask=live)
+
+
+@triton.jit
+def _block(P, stride_p, n_rows, n_atoms, BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr):
+    """``(rows [BLOCK_N], row_ok, cols [BLOCK_H, 1, BLOCK_W], valid, x)``: the program's rows, their
+    projections ``x`` in the routing dtype as ``BLOCK_H`` slices of ``BLOCK_W`` columns a row."""
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    cols = tl.arange(0, BLOCK_H)[:, None, None] * BLOCK_W + tl.arange(0, BLOCK_W)[None, None, :]
+    row_ok = rows < n_rows
+    valid = _per_row(row_ok) & (cols < n_atoms)
+    p = tl.load(P + _per_row(rows) * stride_p + cols, mask=valid, other=0.0)
+    return rows, row_ok, cols, valid, p
+
+
+@triton.jit
+def _every_atom(rows, row_ok, valid, n_atoms, BLOCK_K: tl.constexpr):
+    """``(off, columns, live)`` where every atom is kept (``k >= R``): nothing off, all ``BLOCK_K = BLOCK_R``
+    columns."""
+    columns = tl.arange(0, BLOCK_K)[None, :] + rows[:, None] * 0
+    return valid & False, columns, row_ok[:, None] & (columns < n_atoms)
 
 
 @triton.jit
 def route_forward_kernel(P, C, W, KEPT, NORM, n_rows, n_atoms, stride_p, stride_c, stride_w, inv_tau, delta, eps,
                          K: tl.constexpr, GATED: tl.constexpr, KEEP_ALL: tl.constexpr, WRITE_W: tl.constexpr,
-                         SAVE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
-    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    cols = tl.arange(0, BLOCK_R)
-    row_ok = rows < n_rows
-    valid = row_ok[:, None] & (cols < n_atoms)[None, :]
-    p = tl.load(P + rows[:, None] * stride_p + cols[None, :], mask=valid, other=0.0)
+                         SAVE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr,
+                         BLOCK_K: tl.constexpr):
+    BLOCK_R: tl.constexpr = BLOCK_H * BLOCK_W
+    rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W)
     x = _route_type(p)
-    norm = tl.maximum(tl.sqrt(tl.sum(x * x, axis=1)), eps)                 # 2. n = max(||p||, eps)
+    norm = tl.maximum(tl.sqrt(_row_sum(x * x)), eps)                      # 2. n = max(||p||, eps)
     if KEEP_ALL:
-        off = valid & False
-        columns = cols[None, :] + rows[:, None] * 0
-        live = valid
-        x_kept = x
+        off, columns, live = _every_atom(rows, row_ok, valid, n_atoms, BLOCK_K)
     else:
         kept, columns = _top_k(p, valid, cols, K, BLOCK_N, BLOCK_R, BLOCK_K)  # 3. I = top-k
         off = valid & ~kept
         live = row_ok[:, None] & (tl.arange(0, BLOCK_K) < K)[None, :]
-        x_kept = _route_type(tl.load(P + rows[:, None] * stride_p + columns, mask=live, other=0.0))
         if SAVE:
             tl.store(KEPT + rows[:, None] * K + tl.arange(0, BLOCK_K)[None, :], columns.to(tl.int16), mask=live)
+    x_kept = _route_type(tl.load(P + rows[:, None] * stride_p + columns, mask=live, other=0.0))
     s, u, w = _weights(x_kept, live, norm, inv_tau, delta, GATED)          # 4.-5.
-    zeros = tl.zeros([BLOCK_N, BLOCK_R], dtype=tl.float32)
+    zeros = tl.zeros([BLOCK_H, BLOCK_N, BLOCK_W], dtype=tl.float32)
     _write(C, rows, stride_c, cols, off, zeros, columns, live, w * x_kept, KEEP_ALL)
     if WRITE_W:
         _write(W, rows, stride_w, cols, off, zeros, columns, live, w, KEEP_ALL)
@@ -179,30 +216,24 @@ def route_forward_kernel(P, C, W, KEPT, NORM, n_rows, n_atoms, stride_p, stride_
 def route_backward_kernel(G, P, KEPT, NORM, DP, C, n_rows, n_atoms, stride_g, stride_p, stride_dp, stride_c,
                           inv_tau, delta, eps, K: tl.constexpr, GATED: tl.constexpr, KEEP_ALL: tl.constexpr,
                           WRITE_GRAD: tl.constexpr, WRITE_COEF: tl.constexpr, BLOCK_N: tl.constexpr,
-                          BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr):
-    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    cols = tl.arange(0, BLOCK_R)
-    row_ok = rows < n_rows
-    valid = row_ok[:, None] & (cols < n_atoms)[None, :]
-    x = _route_type(tl.load(P + rows[:, None] * stride_p + cols[None, :], mask=valid, other=0.0))
+                          BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_K: tl.constexpr):
+    rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W)
+    x = _route_type(p)
     norm = tl.load(NORM + rows, mask=row_ok, other=1.0)
     if KEEP_ALL:
-        off = valid & False
-        columns = cols[None, :] + rows[:, None] * 0
-        live = valid
-        x_kept = x
+        off, columns, live = _every_atom(rows, row_ok, valid, n_atoms, BLOCK_K)
     else:  # the forward's kept columns; off them: below the last kept (p_j, -j) in (p_i, -i) order
         live = row_ok[:, None] & (tl.arange(0, BLOCK_K) < K)[None, :]
         columns = tl.load(KEPT + rows[:, None] * K + tl.arange(0, BLOCK_K)[None, :], mask=live, other=0)
         columns = columns.to(tl.int32)
-        x_kept = _route_type(tl.load(P + rows[:, None] * stride_p + columns, mask=live, other=0.0))
         cut = tl.load(KEPT + rows * K + (K - 1), mask=row_ok, other=0).to(tl.int32)
         x_cut = _route_type(tl.load(P + rows * stride_p + cut, mask=row_ok, other=0.0))
-        off = valid & ((x < x_cut[:, None]) | ((x == x_cut[:, None]) & (cols[None, :] > cut[:, None])))
+        off = valid & ((x < _per_row(x_cut)) | ((x == _per_row(x_cut)) & (cols > _per_row(cut))))
+    x_kept = _route_type(tl.load(P + rows[:, None] * stride_p + columns, mask=live, other=0.0))
     s, u, w = _weights(x_kept, live, norm, inv_tau, delta, GATED)
     if WRITE_COEF:
-        _write(C, rows, stride_c, cols, off, tl.zeros([BLOCK_N, BLOCK_R], dtype=tl.float32), columns, live,
-               w * x_kept, KEEP_ALL)
+        _write(C, rows, stride_c, cols, off, tl.zeros([BLOCK_H, BLOCK_N, BLOCK_W], dtype=tl.float32), columns,
+               live, w * x_kept, KEEP_ALL)
     if WRITE_GRAD:
         g = tl.load(G + rows[:, None] * stride_g + columns, mask=live, other=0.0).to(x.dtype)  # dL/dc at I
         if GATED:
@@ -212,9 +243,9 @@ def route_backward_kernel(G, P, KEPT, NORM, DP, C, n_rows, n_atoms, stride_g, st
         grad_z = u * (grad_u - tl.sum(grad_u * u, axis=1)[:, None])
         grad_s = grad_z * inv_tau
         norm_scale = -tl.sum(grad_s * s, axis=1) / (norm * norm)
-        norm_scale = tl.where(norm > eps, norm_scale, 0.0)[:, None]        # 0 where n was clamped at eps
-        _write(DP, rows, stride_dp, cols, off, x * norm_scale, columns, live,
-               x_kept * norm_scale + (g * w + grad_s / norm[:, None]), KEEP_ALL)
+        norm_scale = tl.where(norm > eps, norm_scale, 0.0)                 # 0 where n was clamped at eps
+        _write(DP, rows, stride_dp, cols, off, x * _per_row(norm_scale), columns, live,
+               x_kept * norm_scale[:, None] + (g * w + grad_s / norm[:, None]), KEEP_ALL)
 
 
 __all__ = ["route_backward_kernel", "route_forward_kernel"]
