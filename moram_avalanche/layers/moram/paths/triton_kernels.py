@@ -78,16 +78,21 @@ def _route_type(x):
 # ---------------------------------------------------------------- step 3: the top-k
 @triton.jit
 def _ordered_bits(p):
-    """Signed integers of ``p``'s width in ``p``'s order (``-0.0`` and ``+0.0`` equal; NaN unordered)."""
-    p = tl.where(p == 0, 0, p).to(p.dtype)
+    """Signed integers of ``p``'s width in ``p``'s order: a float's bits, all but the sign flipped
+    where it is set; ``-0.0`` (the sign bit alone) first read as ``+0.0``, so that the two tie as
+    they compare equal (NaN unordered). On the bits, not the float: Triton's interpreter holds a
+    bfloat16 as its 16 bits."""
     if p.dtype.primitive_bitwidth == 16:
         bits = p.to(tl.int16, bitcast=True)
+        bits = tl.where(bits == -32768, 0, bits).to(tl.int16)
         return bits ^ ((bits >> 15) & 0x7FFF)
     elif p.dtype.primitive_bitwidth == 32:
         bits = p.to(tl.int32, bitcast=True)
+        bits = tl.where(bits == -2147483648, 0, bits)
         return bits ^ ((bits >> 31) & 0x7FFFFFFF)
     else:
         bits = p.to(tl.int64, bitcast=True)
+        bits = tl.where(bits == -9223372036854775807 - 1, 0, bits)
         return bits ^ ((bits >> 63) & 0x7FFFFFFFFFFFFFFF)
 
 
