@@ -126,21 +126,23 @@ def flag_names(kernel):
 
 
 def combinations(kernel, every: bool = False):
-    """``(dtype, flags, num_warps)``: each code path in float32, bfloat16 and float64 at a 256-wide bank
-    with k = 16, and the widest bank once (``every``: float16 too, 16-, 128-, 256-, 2048- and 8192-wide
-    banks, k = 2, 5 and 16)."""
+    """``(dtype, flags, num_warps)``: each code path (each combination of the flags, keeping every atom
+    with the other flags all on or all off) in float32, bfloat16 and float64 at a 256-wide bank with
+    k = 16, and the widest bank once; ``every``: every combination of the flags, in float16 too, at
+    banks of 16, 120, 256, 1100 and 8192 atoms with k = 2, 4, 16, 5 and 2."""
     names = flag_names(kernel)
     dtypes = ("fp32", "bf16", "fp16", "fp64") if every else ("fp32", "bf16", "fp64")
-    shapes = ([(16, 2), (128, 5), (256, 16), (2048, 16), (8192, 2)] if every else [(256, 16)])
+    shapes = [(16, 2), (120, 4), (256, 16), (1100, 5), (8192, 2)] if every else [(256, 16)]
     variants = [(dtype, atoms, k, dict(zip(names, values))) for dtype, (atoms, k) in itertools.product(dtypes, shapes)
                 for values in itertools.product((False, True), repeat=len(names))]
     if not every:
+        variants = [variant for variant in variants if not variant[3]["KEEP_ALL"] or
+                    len({value for name, value in variant[3].items() if name != "KEEP_ALL"}) == 1]
         variants.append(("fp32", 8192, 16, dict.fromkeys(names, True)))
     for dtype, atoms, k, flags in variants:
-        if not any(flags.get(name, False) for name in ("WRITE_GRAD", "WRITE_COEF")) and "WRITE_GRAD" in names:
+        if "WRITE_GRAD" in names and not (flags["WRITE_GRAD"] or flags["WRITE_COEF"]):
             continue  # the backward always writes something
         if flags["KEEP_ALL"]:
-            atoms = max(16, atoms // 2)
             k = atoms
         launch = moram_triton.launch(1000, atoms, k, ITEMSIZE[dtype])
         yield dtype, dict(flags, F64=dtype == "fp64", K=0 if flags["KEEP_ALL"] else k, **blocks(launch)), launch.num_warps

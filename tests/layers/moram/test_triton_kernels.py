@@ -1,7 +1,8 @@
 """The Triton routing kernels (layers/moram/paths/triton_kernels.py, launched by paths/triton.py) against
 independent expectations, in every dtype the GPU path launches (bfloat16, float16, float32) and float64.
 
-Under Triton's interpreter (``TRITON_INTERPRET=1``, set by conftest.py on a machine without a GPU):
+On a GPU, or under Triton's interpreter (``TRITON_INTERPRET=1``, set by conftest.py on a machine
+without one):
 the kept set the forward saves is ``torch.topk``'s, ties to the lower column, in the order of a stable
 descending sort (many ties, ``-0.0`` beside ``+0.0``, rows past a program's end, a zero row, banks
 narrower and wider than a warp's row); the coefficients, weights and ``dL/dp`` equal a float64
@@ -22,8 +23,11 @@ import torch
 
 from moram_avalanche.layers.moram.paths import triton as moram_triton
 
-needs_interpreter = pytest.mark.skipif(not moram_triton.usable(torch.empty(0)),
-                                       reason="Triton's interpreter is off (TRITON_INTERPRET=1 not set early)")
+#: where the kernels run: the GPU where there is one (scripts/gpu_check.sh runs tests/layers there),
+#: else the CPU under Triton's interpreter
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+needs_interpreter = pytest.mark.skipif(not moram_triton.usable(torch.empty(0, device=DEVICE)),
+                                       reason="no GPU, and Triton's interpreter is off (TRITON_INTERPRET=1 not set early)")
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32, torch.float64]
 TAU = 0.05
@@ -66,10 +70,17 @@ def reference_coef(proj, kept, threshold):
 
 
 def kept_of(state, rows, atoms):
-    """The kept columns the forward saved, as int64 (all of them where every atom is kept)."""
+    """The kept columns the forward saved, as int64 on the CPU (all of them where every atom is kept)."""
     kept, norm = state
     assert kept.dtype == torch.int16 and norm.shape == (rows,)
-    return kept.long() if kept.shape[1] else torch.arange(atoms).expand(rows, atoms)
+    return kept.long().cpu() if kept.shape[1] else torch.arange(atoms).expand(rows, atoms)
+
+
+def forward(proj, k, threshold):
+    """``(c, w, state)`` of the forward on ``DEVICE``, ``c`` and ``w`` back on the CPU."""
+    coef, weights, state = moram_triton.route_forward(proj.to(DEVICE), k, TAU, threshold, want_weights=True,
+                                                      want_state=True)
+    return coef.cpu(), weights.cpu(), state
 
 
 # ---------------------------------------------------------------- step 3: the kept set
@@ -79,21 +90,21 @@ def kept_of(state, rows, atoms):
                                             (3, 1100, 16)])
 def test_the_saved_kept_set_is_the_stable_top_k(dtype, rows, atoms, k):
     proj = tied_projections(rows, atoms, dtype, seed=atoms + k)
-    coef, weights, state = moram_triton.route_forward(proj, k, TAU, None, want_weights=True, want_state=True)
+    coef, weights, state = forward(proj, k, None)
     kept = kept_of(state, rows, atoms)
     assert torch.equal(kept, expected_kept(proj, k))  # the same columns, in the same order
     off = torch.ones(rows, atoms, dtype=torch.bool).scatter(1, kept, False)
     assert (coef[off] == 0).all() and (weights[off] == 0).all()
     assert (weights.gather(1, kept) > 0).all()  # tau = 0.05 and |s| <= 1: no kept weight underflows
-    torch.testing.assert_close(state[1].double(), torch.linalg.vector_norm(proj.double(), dim=1).clamp_min(1e-12))
+    torch.testing.assert_close(state[1].cpu().double(), torch.linalg.vector_norm(proj.double(), dim=1).clamp_min(1e-12))
 
 
 @needs_interpreter
 def test_a_negative_zero_ties_with_a_positive_one_and_the_lower_column_wins():
     proj = torch.tensor([[-0.0, 0.0, -1.0, 0.0], [0.0, -0.0, -0.0, -2.0]])
     for dtype in DTYPES:
-        _, _, (kept, _) = moram_triton.route_forward(proj.to(dtype), 2, TAU, None, want_state=True)
-        assert kept.tolist() == [[0, 1], [0, 1]], dtype
+        _, _, state = forward(proj.to(dtype), 2, None)
+        assert state[0].tolist() == [[0, 1], [0, 1]], dtype
 
 
 # ---------------------------------------------------------------- steps 2-5 and the backward against float64
@@ -106,8 +117,10 @@ def test_forward_and_backward_equal_the_float64_reference(dtype, threshold, rows
     proj = torch.randn(rows, atoms, generator=gen).to(dtype)
     proj[-1] = 0.0  # a zero token: the norm clamped, every c = 0, no gradient through the norm
     upstream = torch.randn(rows, atoms, generator=gen).to(dtype)
-    coef, weights, state = moram_triton.route_forward(proj, k, TAU, threshold, want_weights=True, want_state=True)
-    grad, coef_again = moram_triton.route_backward(upstream, proj, state, k, TAU, threshold, want_coef=True)
+    coef, weights, state = forward(proj, k, threshold)
+    grad, coef_again = moram_triton.route_backward(upstream.to(DEVICE), proj.to(DEVICE), state, k, TAU, threshold,
+                                                   want_coef=True)
+    grad, coef_again = grad.cpu(), coef_again.cpu()
 
     kept = kept_of(state, rows, atoms)
     assert torch.equal(kept.sort(1).values, expected_kept(proj, k).sort(1).values)
@@ -126,7 +139,8 @@ def test_forward_and_backward_equal_the_float64_reference(dtype, threshold, rows
 @pytest.mark.parametrize("atoms, k, itemsize, expected", [
     (160, 16, 2, moram_triton.Launch((3152,), 4, 1, 256, 32, 4)),   # CLIP tower, bf16: a row of 256 per warp
     (160, 16, 4, moram_triton.Launch((3152,), 4, 2, 128, 32, 4)),   # float32: two slices of 128 per warp
-    (120, 4, 2, moram_triton.Launch((1576,), 8, 1, 128, 16, 4)),    # LLaMA-1B, bf16: two rows per warp
+    (120, 4, 2, moram_triton.Launch((3152,), 4, 4, 32, 32, 4)),     # LLaMA-1B, bf16: rows not 16-byte aligned
+    (128, 4, 2, moram_triton.Launch((1576,), 8, 1, 128, 16, 4)),    # bf16, 16-byte rows of 128: two a warp
     (160, 160, 2, moram_triton.Launch((3152,), 4, 1, 256, 256, 4)),  # every atom kept: no top-k
     (8192, 16, 4, moram_triton.Launch((12608,), 1, 64, 128, 32, 8)),  # the widest bank: a row over 8 warps
 ])

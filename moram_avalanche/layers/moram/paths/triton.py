@@ -6,9 +6,14 @@ top-k, divisions, softmax, gate, scatter). Two Triton kernels
 (:mod:`~moram_avalanche.layers.moram.paths.triton_kernels`) do them in one pass over each token's
 ``R`` projections:
 
-* :func:`route_forward` -- ``p`` ``[N, R]`` -> ``c = w * p`` ``[N, R]`` (and ``w`` on request);
-* :func:`route_backward` -- ``(dL/dc, p)`` -> ``dL/dp`` (and ``c`` on request), recomputing the
-  routing from ``p`` so that the forward keeps nothing else for the backward.
+* :func:`route_forward` -- ``p`` ``[N, R]`` -> ``c = w * p`` ``[N, R]`` (and ``w`` on request),
+  and, when a backward will follow, the state it reads: the kept columns ``[N, k]`` (int16) and
+  the norms ``[N]``, ``6 + 2k`` bytes a token beside the ``2R`` of ``p`` in bfloat16;
+* :func:`route_backward` -- ``(dL/dc, p, state)`` -> ``dL/dp`` (and ``c`` on request), without a
+  second top-k.
+
+:func:`launch` chooses both kernels' blocks and warps (one row per warp: the kernels' module
+docstring says why).
 
 Triton is imported on first use only (a CPU-only install may not have it). :func:`usable` says
 whether these calls can run on a tensor: a CUDA tensor with Triton installed, or any tensor
@@ -29,7 +34,8 @@ import torch
 from .reference import RELEVANCE_EPS, route_dtype
 
 #: the widest bank a program holds in registers (atoms, rounded up to a power of two); a wider
-#: one takes the PyTorch dense path (:func:`fits`)
+#: one takes the PyTorch dense path (:func:`fits`). Below 2 ** 15: the kept columns are saved as
+#: int16, and a packed key holds ``0xFFFF - column`` in 16 bits
 MAX_ATOMS = 8192
 
 #: the widest bank a warp holds one row of (32 entries a lane); a wider row spreads over warps
@@ -99,13 +105,15 @@ def launch(num_rows: int, num_atoms: int, k: int, itemsize: int) -> Launch:
     bytes, ``k`` of them kept.
 
     One row per warp (its reductions never leave the warp: shuffles, or one ``REDUX`` for a 32-bit
-    integer on sm_80 and later, no barrier), four warps a program. A lane loads 16 bytes at a time,
-    so a warp covers ``BLOCK_W = 32 * 16 / itemsize`` columns at once and holds a wider row as
-    ``BLOCK_H`` such slices ([BLOCK_H, BLOCK_N, BLOCK_W] blocks: Triton's layouts then give the
-    slices of a row to one warp instead of spreading them over warps); a narrower row shares its
-    warp with others. A row wider than :data:`ROW_PER_WARP` spreads over ``BLOCK_R / 1024`` warps.
+    integer on sm_80 and later, no barrier), four warps a program. A lane loads 16 bytes at a time
+    where Triton knows the rows are 16-byte aligned (it hints a row stride divisible by 16), else
+    one entry, so a warp covers ``BLOCK_W = 32 * 16 / itemsize`` (or 32) columns at once and holds a
+    wider row as ``BLOCK_H`` such slices ([BLOCK_H, BLOCK_N, BLOCK_W] blocks: Triton's layouts then
+    give the slices of a row to one warp instead of spreading them over warps); a narrower row
+    shares its warp with others. A row wider than :data:`ROW_PER_WARP` spreads over ``BLOCK_R / 1024``
+    warps.
     """
-    vector = 16 // itemsize
+    vector = 16 // itemsize if num_atoms % 16 == 0 else 1
     block_r = max(16, _power_of_two(num_atoms))
     block_w = min(block_r, 32 * vector)
     lanes = min(32, block_w // vector)  # the lanes one row takes

@@ -1,10 +1,12 @@
 """MoRAM's routing (steps 2-5) as two Triton kernels: one token row per warp, the top-k by integer keys.
 
 Imported only by :mod:`~moram_avalanche.layers.moram.paths.triton`, once it knows Triton is installed
-(this module imports it at the top), which also chooses the launch (:func:`~.triton.launch`). Each
-program takes ``BLOCK_N`` token rows of ``R <= BLOCK_R`` projections, one row per warp where the row
-fits (``BLOCK_R <= 1024``), so that a row's reductions stay inside its warp (shuffles, or one
-``REDUX`` instruction on sm_80 and later for a 32-bit integer; no barrier):
+(this module imports it at the top), which also chooses the launch
+(:func:`~moram_avalanche.layers.moram.paths.triton.launch`). Each program takes ``BLOCK_N`` token rows
+of ``R <= BLOCK_R = BLOCK_H * BLOCK_W`` projections, a row as ``BLOCK_H`` slices of ``BLOCK_W``
+columns (``[BLOCK_H, BLOCK_N, BLOCK_W]`` blocks), one row per warp where the row fits
+(``BLOCK_R <= 1024``): a row's reductions stay inside its warp (shuffles, or one ``REDUX``
+instruction on sm_80 and later for a 32-bit integer; no barrier, no shared memory):
 
 * :func:`route_forward_kernel` -- ``p`` ``[N, R]`` in, the dense coefficients ``c = w * p``
   ``[N, R]`` out (zero off the kept atoms), on request the weights ``w`` (for the activation
