@@ -174,8 +174,8 @@ def _write(OUT, rows, stride, cols, off, off_values, columns, live, kept_values,
 
 @triton.jit
 def _block(P, stride_p, n_rows, n_atoms, BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr):
-    """``(rows [BLOCK_N], row_ok, cols [BLOCK_H, 1, BLOCK_W], valid, x)``: the program's rows, their
-    projections ``x`` in the routing dtype as ``BLOCK_H`` slices of ``BLOCK_W`` columns a row."""
+    """``(rows [BLOCK_N], row_ok, cols [BLOCK_H, 1, BLOCK_W], valid, p)``: the program's rows and their
+    projections ``p`` (in ``P``'s dtype, 0 off the bank), a row as ``BLOCK_H`` slices of ``BLOCK_W`` columns."""
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     cols = tl.arange(0, BLOCK_H)[:, None, None] * BLOCK_W + tl.arange(0, BLOCK_W)[None, None, :]
     row_ok = rows < n_rows
