@@ -107,6 +107,24 @@ def test_a_negative_zero_ties_with_a_positive_one_and_the_lower_column_wins():
         assert state[0].tolist() == [[0, 1], [0, 1]], dtype
 
 
+@needs_interpreter
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_the_kept_set_spans_the_whole_range_of_keys(dtype):  # (the norms overflow: NumPy warns, a GPU does not)
+    """The dtype's extremes (infinities, the largest and the least positive numbers of either sign,
+    both zeros) in shuffled rows: the keys reach both ends of their integer type, where a wrong
+    wrap of the rounds' ``(top - 1) - key`` would misorder them."""
+    info = torch.finfo(dtype)
+    extremes = torch.tensor([float("inf"), -float("inf"), info.max, -info.max, info.tiny, -info.tiny,
+                             info.smallest_normal * info.eps, -info.smallest_normal * info.eps, 0.0, -0.0, 1.0, -1.0],
+                            dtype=torch.float64).to(dtype)
+    gen = torch.Generator().manual_seed(7)
+    proj = torch.stack([extremes[torch.randperm(len(extremes), generator=gen)] for _ in range(6)])
+    for k in (2, 5, len(extremes) - 1):
+        _, _, state = forward(proj, k, None)
+        assert torch.equal(kept_of(state, *proj.shape), expected_kept(proj, k)), k
+
+
 # ---------------------------------------------------------------- steps 2-5 and the backward against float64
 @needs_interpreter
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -19,15 +19,18 @@ instruction on sm_80 and later for a 32-bit integer; no barrier, no shared memor
 The arithmetic is steps 2-5 and the router's backward as
 :mod:`~moram_avalanche.layers.moram.paths.reference` states them (the same gathered ``[k]`` form as
 its :func:`~moram_avalanche.layers.moram.paths.reference.route`); what differs is how the kept set
-``I`` is found (:func:`_pick`).
+``I`` is found (:func:`_top_k`).
 
 The top-k (step 3): ``k`` rounds, each taking the largest remaining entry of the row. Every entry
 of ``p`` is first mapped to an integer with the same order (:func:`_ordered_bits`: the float's bits,
 all but the sign flipped for a negative number, ``-0.0`` read as ``+0.0``); a 16-bit ``p`` (bfloat16,
 float16) packs that integer and its column into one 32-bit key, ``(bits << 16) | (0xFFFF - column)``,
-so one integer maximum finds the value and, among equal values, the lower column -- one reduction a
-round. A 32- or 64-bit ``p`` does not fit one machine integer with its column; its round takes two
-reductions: the largest key, then the lowest column holding it. Either way ``I`` is the set
+so one integer maximum finds the value and, among equal values, the lower column; the keys are
+distinct, so the next round's is the largest key below the last one picked, and no key is removed
+(:func:`_below`: a subtraction a key and one unsigned minimum a row, ``REDUX.MIN.U32`` -- about 16
+instructions a round where removing the picked key took 25 to 35). A 32- or 64-bit ``p`` does not
+fit one machine integer with its column; its round takes two reductions (:func:`_pick`): the
+largest key, then the lowest column holding it, which it removes. Either way ``I`` is the set
 ``torch.topk`` selects, ties going to the lower index (as the compiled CPU kernel breaks them). The
 softmax, the gate and the gradient then run on the ``k`` gathered entries of each row, not on its
 ``BLOCK_R``; the dense outputs are written as two disjoint stores: zeros (``dL/dp = p * scale`` in
@@ -120,13 +123,21 @@ def _sort_keys(p, valid, cols, PACKED: tl.constexpr):
 
 
 @triton.jit
-def _pick(key, cols, PACKED: tl.constexpr, BLOCK_R: tl.constexpr):
-    """``(column [BLOCK_N], key with it removed)``: each row's largest key, the lower column on ties."""
+def _below(key, top):
+    """Each row's largest packed key below ``top`` ``[BLOCK_N]`` (keys are distinct: they hold their
+    column), the rest of the row untouched: the least unsigned ``(top - 1) - key``. The subtraction
+    wraps, so every key at or above ``top`` lands above every key below it: one subtraction a key and
+    one unsigned minimum a row, no key removed."""
+    gap = (_per_row(top - 1) - key).to(tl.uint32, bitcast=True)
+    return (top - 1) - _row_min(gap).to(tl.int32, bitcast=True)
+
+
+@triton.jit
+def _pick(key, cols, BLOCK_R: tl.constexpr):
+    """``(column [BLOCK_N], key with it removed)`` for keys without their column (32 or 64 bits): each
+    row's largest key, then the lowest column holding it."""
     top = _row_max(key)
-    if PACKED:
-        column = 0xFFFF - (top & 0xFFFF)
-    else:
-        column = _row_min(tl.where(key == _per_row(top), cols, BLOCK_R))
+    column = _row_min(tl.where(key == _per_row(top), cols, BLOCK_R))
     return column, tl.where(cols == _per_row(column), _lowest(key), key)
 
 
@@ -139,10 +150,19 @@ def _top_k(p, valid, cols, K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_R: tl.c
     key = _sort_keys(p, valid, cols, PACKED)
     slots = tl.arange(0, BLOCK_K)
     columns = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.int32)
-    for i in tl.static_range(K):
-        column, key = _pick(key, cols, PACKED, BLOCK_R)
-        columns = tl.where(slots[None, :] == i, column[:, None], columns)
-    return valid & (key == _lowest(key)), columns
+    if PACKED:  # each round the largest key below the last one picked
+        top = _row_max(key)
+        for i in tl.static_range(K):
+            if i > 0:
+                top = _below(key, top)
+            columns = tl.where(slots[None, :] == i, (0xFFFF - (top & 0xFFFF))[:, None], columns)
+        kept = valid & (key >= _per_row(top))
+    else:  # each round the largest key and its lowest column, removed
+        for i in tl.static_range(K):
+            column, key = _pick(key, cols, BLOCK_R)
+            columns = tl.where(slots[None, :] == i, column[:, None], columns)
+        kept = valid & (key == _lowest(key))
+    return kept, columns
 
 
 # ---------------------------------------------------------------- steps 2, 4, 5 on the kept set, and the outputs
