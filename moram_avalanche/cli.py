@@ -179,13 +179,15 @@ def add_reproduce_arguments(parser: argparse.ArgumentParser) -> None:
                         help="run the whole plan at real model size with 2 iterations per task on 2 "
                              "test images per class (OUT/rehearsal): finds a missing file or a crash in minutes")
     parser.add_argument("--model", default=None, help="open_clip model name (the paper: ViT-B-16); for a "
-                        "language-model table a Hugging Face name or local folder (default: the paper's, "
-                        "t5-large / meta-llama/Llama-2-7b-hf)")
+                        "language-model table a Hugging Face name or local folder (default: the table's, as "
+                        "the paper's: t5-large, meta-llama/Llama-2-7b-hf, TRACE's three chat models, "
+                        "meta-llama/Llama-3.1-8B)")
     parser.add_argument("--pretrained", default=None, help="open_clip tag or local weights file "
                         "(default: openai, the paper's); 'none': random init")
     parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
-                        help="language-model tables: the weights' dtype (default: float32 for T5, "
-                             "bfloat16 for LLaMA2-7B)")
+                        help="language-model tables: the compute dtype, the frozen weights' too (default: float32 "
+                             "for T5, bfloat16 for the LLaMA-shaped models; bf16 trains float32 master copies of "
+                             "the trainable weights)")
     parser.add_argument("--gradient-checkpointing", action="store_true",
                         help="language-model tables: recompute activations in the backward pass")
     parser.add_argument("--layout", default=None, choices=("auto", "olora", "moram"),
@@ -219,8 +221,9 @@ def add_shared_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the open_clip tag a local --pretrained file was published under "
                              "(openai: OpenAI's weights, run with QuickGELU as they were trained)")
     parser.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
-                        help="text benchmarks: the language model's weights (default: float32; the "
-                             "paper's TRACE runs: bfloat16)")
+                        help="text benchmarks: the language model's compute dtype, the frozen weights' too "
+                             "(default: float32; the paper's TRACE runs: bfloat16, with float32 master copies "
+                             "of the trainable weights; --set master_weights=False: pure bf16)")
     parser.add_argument("--gradient-checkpointing", action="store_true",
                         help="text benchmarks: recompute activations in the backward pass (less memory)")
     parser.add_argument("--fsdp", action="store_true",
@@ -353,8 +356,13 @@ COMMANDS: Dict[str, Command] = {
                     "routing, robustness (3 seeds), pruning, load-balance, sweeps (Fig. 4), "
                     "additional-baselines, all (the CLIP tables); the language-model tables: "
                     "t5-standard (T5-large, orders 1-3), t5-long (orders 4-6), llama-standard "
-                    "(LLaMA2-7B, orders 1-3), each on --benchmark lm-cl's data; trace (TRACE, three "
-                    "chat models, 3 seeds, OP and BWT) on --benchmark trace's.",
+                    "(LLaMA2-7B, orders 1-3), t5-order-robustness (t5-standard's runs, mean ± std over "
+                    "the orders), t5-load-balance (t5-long's, without / with load balancing), each on "
+                    "--benchmark lm-cl's data; trace (TRACE, three chat models, 3 seeds, OP and BWT) on "
+                    "--benchmark trace's; superni (SAPT's 15 SuperNI tasks, AP and FT) on --benchmark "
+                    "superni's; codealpaca (Llama-3.1-8B on CodeAlpaca: HumanEval pass@k, MMLU and eight "
+                    "of its subjects, parameters) on --benchmark codealpaca's. --paper prints a table's "
+                    "every paper cell.",
         arguments=add_reproduce_arguments, check=check_reproduce, handler="reproduce"),
 }
 

@@ -2,8 +2,10 @@
 
 Sizes are CLIP ViT-B/16's residual block (q, k, v, out: 768->768; c_fc: 768->3072; c_proj:
 3072->768), ``--atoms`` atoms per linear (160 = 10 tasks of r = 16; k = 16, tau = 0.01,
-delta = 0.2) on ``--batch`` x 197 tokens. Four ways, timed round-robin in this one process
-(medians of ``--repeats``; the clock waits for queued CUDA work):
+delta = 0.2) on ``--batch`` x 197 tokens. Three ways, timed round-robin in this one process
+(medians of ``--repeats``) by each of three clocks (``bench_timing``: ``synced``, one call
+between two waits for the device; ``back-to-back``, ``--calls`` calls queued, as a model calls
+its layers; ``graph``, the calls replayed from a CUDA graph, the device's time alone):
 
 * ``linear``  -- the frozen ``nn.Linear`` alone (what the atoms ride on);
 * ``moram``   -- :class:`~moram_avalanche.layers.moram.layer.MoRAMLinear` on the path the library picks
@@ -14,18 +16,20 @@ delta = 0.2) on ``--batch`` x 197 tokens. Four ways, timed round-robin in this o
   full ``-inf`` mask filled by ``scatter``, softmax over the whole bank, the eval gate as a
   float mask, one dense ``(w * p) B^T`` read-out, autograd for the backward.
 
-Modes: ``eval`` (forward under ``torch.inference_mode`` in eval mode, gate on) and ``train``
-(forward + backward in train mode with a dense upstream gradient; the input requires grad, as
-inside a model with atoms in earlier layers; the newest 16 atoms trainable), each in float32
+Modes: ``eval`` (forward under ``torch.inference_mode`` in eval mode, gate on, on a frozen bank:
+every atom frozen, what an evaluation after a task meets) and ``train`` (forward + backward in
+train mode with a dense upstream gradient; the input requires grad, as inside a model with atoms
+in earlier layers; the newest 16 atoms trainable), each in float32
 and under bfloat16 autocast (``--dtypes``). Before timing, the outputs and gradients of
 ``moram`` and ``release`` are compared with ours in float32 (relative error of the whole
 tensor, the worst of the block): in float32 the two must agree; under bfloat16 the column shows
 how far each drifts (ours routes in float32, the release in bfloat16).
 
-Prints one line per mode and dtype: MoRAM / nn.Linear and release / MoRAM (above 1: ours is
-faster), against the project's goals (:data:`GOALS`).
+Prints one line per clock, mode and dtype: MoRAM / nn.Linear and release / MoRAM (above 1: ours
+is faster), against the project's goals (:data:`GOALS`, :data:`RELEASE_GOAL`).
 
 Usage: python scripts/bench_block.py [--device cuda] [--batch 64] [--atoms 160] [--repeats 20]
+       python scripts/bench_block.py --quick      (tiny linears on the CPU: checks the script only)
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from typing import Dict, Optional
 
 import torch
 import torch.nn.functional as F
-from bench_timing import add_timing_options, apply_threads, time_round_robin
+from bench_copies import frozen_copy
+from bench_timing import CLOCKS, add_timing_options, apply_threads, autocast_to, ratio, time_clocks
 from torch import nn
 
 from moram_avalanche.layers.moram.layer import MoRAMLinear
@@ -47,8 +52,11 @@ from moram_avalanche.layers.moram.paths import path_name, use_path
 BLOCK = {"q": (768, 768), "k": (768, 768), "v": (768, 768), "out": (768, 768),
          "c_fc": (768, 3072), "c_proj": (3072, 768)}
 TOKENS_PER_IMAGE = 197
-#: the project's goals for one block at 160 atoms (issue "MoRAM fast on the GPU")
-GOALS = {("eval", "float32"): 1.35, ("eval", "bfloat16"): 2.0}
+#: ``--quick``: a block of tiny linears on few tokens (every figure meaningless; checks the script)
+QUICK_BLOCK = {"q": (32, 32), "c_fc": (32, 64), "c_proj": (64, 32)}
+QUICK_TOKENS = 5
+#: the project's goals for one block at 160 atoms, eval: MoRAM / nn.Linear (issue "GPU path II")
+GOALS = {("eval", "float32"): 1.35, ("eval", "bfloat16"): 1.60}
 #: ours must be this much faster than the release's way, in every cell
 RELEASE_GOAL = 1.2
 
@@ -94,17 +102,11 @@ def build(d_in: int, d_out: int, atoms: int, device, per_task: int = 16, seed: i
     return {"linear": base.to(device), "moram": layer.to(device), "release": ReleaseWayLinear(layer).to(device)}
 
 
-def autocast(device, dtype: str):
-    if dtype == "float32":
-        return contextlib.nullcontext()
-    return torch.autocast(torch.device(device).type, dtype=getattr(torch, dtype))
-
-
 def eval_call(module: nn.Module, x: torch.Tensor, dtype: str):
     module.eval()
 
     def run():
-        with torch.inference_mode(), autocast(x.device, dtype):
+        with torch.inference_mode(), autocast_to(x.device, dtype):
             module(x)
     return run
 
@@ -113,7 +115,7 @@ def train_call(module: nn.Module, x: torch.Tensor, grad: torch.Tensor, dtype: st
     def run():
         module.train()
         inp = x.detach().requires_grad_()
-        with autocast(x.device, dtype):
+        with autocast_to(x.device, dtype):
             out = module(inp)
         out.backward(grad.to(out.dtype))
         for p in module.parameters():
@@ -130,7 +132,7 @@ def outputs_and_grads(module: nn.Module, x: torch.Tensor, grad: torch.Tensor, dt
     """``[y, dL/dx, dL/dA_new, dL/dB_new]`` of one forward and backward (values' gradient as ``[d_out, r]``)."""
     module.train(training)
     inp = x.detach().requires_grad_()
-    with autocast(x.device, dtype):
+    with autocast_to(x.device, dtype):
         out = module(inp)
     out.backward(grad.to(out.dtype))
     values = module.new_values.grad
@@ -155,67 +157,101 @@ def errors(models: Dict[str, nn.Module], x: torch.Tensor, dtype: str) -> Dict[st
 
 
 def measure(device, batch: int, atoms: int, repeats: int, dtypes=("float32", "bfloat16"),
-            path: Optional[str] = None, modes=("eval", "train")) -> Dict[tuple, dict]:
-    """``{(mode, dtype): {"linear", "moram", "release"} seconds}`` summed over the block's six linears,
-    plus ``("error", dtype)``: each way's worst relative error against ours in float32 (:func:`errors`)."""
-    totals = {}
+            path: Optional[str] = None, modes=("eval", "train"), clocks=tuple(CLOCKS), calls: int = 20,
+            shapes: Optional[Dict[str, tuple]] = None, tokens: int = TOKENS_PER_IMAGE) -> Dict[tuple, dict]:
+    """``{(mode, dtype): {clock: {"linear", "moram", "release"}: seconds or None}}`` summed over the block's
+    linears (``shapes``, default :data:`BLOCK`), plus ``("error", dtype)``: each way's worst relative
+    error against ours in float32 (:func:`errors`), and ``("notes",)``: ``{why a clock timed nothing:
+    [the cells it did not time]}``.
+
+    Eval times a frozen bank (:func:`bench_copies.frozen_copy`: every atom frozen, as after a task),
+    training the bank with its newest ``per_task`` atoms trainable. A sum holds None when a linear's
+    time is None (a graph that could not be captured)."""
+    totals: Dict[tuple, dict] = {("notes",): {}}
     with (use_path(path) if path else contextlib.nullcontext()):
-        for d_in, d_out in BLOCK.values():
+        for d_in, d_out in (shapes or BLOCK).values():
             models = build(d_in, d_out, atoms, device)
-            x = torch.randn(batch, TOKENS_PER_IMAGE, d_in, device=device)
-            grad = torch.randn(batch, TOKENS_PER_IMAGE, d_out, device=device)
+            evaluated = dict(models, moram=frozen_copy(models["moram"]))
+            x = torch.randn(batch, tokens, d_in, device=device)
+            grad = torch.randn(batch, tokens, d_out, device=device)
             for dtype in dtypes:
                 worst = totals.setdefault(("error", dtype), {"moram": 0.0, "release": 0.0})
                 for way, error in errors(models, x[: max(1, batch // 8)], dtype).items():
                     worst[way] = max(worst[way], error)
                 for mode in modes:
-                    calls = {key: (eval_call(m, x, dtype) if mode == "eval" else train_call(m, x, grad, dtype))
-                             for key, m in models.items()}
-                    if mode == "train":
-                        del calls["linear"]  # a frozen nn.Linear has nothing to train; the ratio is vs release
-                    times = time_round_robin(calls, repeats)
-                    cell = totals.setdefault((mode, dtype), {})
-                    for key, seconds in times.items():
-                        cell[key] = cell.get(key, 0.0) + seconds
+                    calls_of = ({key: eval_call(m, x, dtype) for key, m in evaluated.items()} if mode == "eval" else
+                                {key: train_call(m, x, grad, dtype) for key, m in models.items() if key != "linear"})
+                    # (a frozen nn.Linear has nothing to train: the training ratio is against the release's way)
+                    times, notes = time_clocks(calls_of, repeats, device, clocks, calls)
+                    for key, why in notes.items():  # grouped by reason: "clock way" of each linear
+                        totals[("notes",)].setdefault(why, []).append(f"{key} {mode} {dtype} {d_in}->{d_out}")
+                    cell = totals.setdefault((mode, dtype), {clock: {} for clock in clocks})
+                    for clock, seconds in times.items():
+                        for key, value in seconds.items():
+                            held = cell[clock].get(key, 0.0)
+                            cell[clock][key] = None if held is None or value is None else held + value
     return totals
 
 
+def cells(totals: Dict[tuple, dict]):
+    """``(mode, dtype)`` of every timed cell of :func:`measure`'s result, in order."""
+    return [key for key in totals if len(key) == 2 and key[0] != "error"]
+
+
 def report(totals: Dict[tuple, dict]) -> str:
-    lines = [f"{'mode':5s} {'dtype':8s} {'MoRAM/Linear':>12s} {'goal':>6s} {'release/MoRAM':>13s} "
+    """One line per clock, mode and dtype: MoRAM / nn.Linear and the release's way / MoRAM against their goals."""
+    lines = [f"{'clock':12s} {'mode':5s} {'dtype':8s} {'MoRAM/Linear':>12s} {'goal':>6s} {'release/MoRAM':>13s} "
              f"{'goal':>6s} {'ms linear':>9s} {'ms MoRAM':>9s} {'ms release':>10s} {'err MoRAM':>9s} "
              f"{'err release':>11s}"]
-    for (mode, dtype), cell in totals.items():
-        if mode == "error":
-            continue
-        ours = cell["moram"] / cell["linear"] if "linear" in cell else float("nan")
-        goal = GOALS.get((mode, dtype))
-        release = cell["release"] / cell["moram"]
-        lines.append(
-            f"{mode:5s} {dtype:8s} {ours:11.2f}x {('<=' + format(goal, 'g')) if goal else '':>6s} "
-            f"{release:12.2f}x {'>=' + format(RELEASE_GOAL, 'g'):>6s} "
-            f"{1e3 * cell.get('linear', float('nan')):9.2f} {1e3 * cell['moram']:9.2f} {1e3 * cell['release']:10.2f} "
-            f"{totals[('error', dtype)]['moram']:9.1e} {totals[('error', dtype)]['release']:11.1e}")
+    show = lambda value, scale=1e3, form="9.2f": format(scale * value, form) if value is not None else "-"  # noqa: E731
+    for mode, dtype in cells(totals):
+        error = totals[("error", dtype)]
+        for clock, cell in totals[(mode, dtype)].items():
+            goal = GOALS.get((mode, dtype))
+            ours, release = ratio(cell["moram"], cell.get("linear")), ratio(cell["release"], cell["moram"])
+            lines.append(
+                f"{clock:12s} {mode:5s} {dtype:8s} {show(ours, 1, '11.2f') + 'x' if ours else '-':>12s} "
+                f"{('<=' + format(goal, 'g')) if goal else '':>6s} "
+                f"{show(release, 1, '12.2f') + 'x' if release else '-':>13s} {'>=' + format(RELEASE_GOAL, 'g'):>6s} "
+                f"{show(cell.get('linear')):>9s} {show(cell['moram']):>9s} {show(cell['release']):>10s} "
+                f"{error['moram']:9.1e} {error['release']:11.1e}")
+    lines += [f"  not timed ({len(where)} cells, e.g. {where[0]}): {why}" for why, where in totals[("notes",)].items()]
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv=None) -> Dict[tuple, dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=8, help="images of 197 tokens (GPU goal: 64)")
     parser.add_argument("--atoms", type=int, default=160)
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"], choices=["float32", "bfloat16"])
     parser.add_argument("--path", default=None, help="force a MoRAM path (default: the library's choice)")
+    parser.add_argument("--clocks", nargs="+", default=list(CLOCKS), choices=list(CLOCKS),
+                        help="synced, back-to-back, graph (CUDA) (default: all)")
+    parser.add_argument("--calls", type=int, default=20, help="calls per back-to-back or graph sample (default 20)")
+    parser.add_argument("--quick", action="store_true", help="tiny linears, 1 repeat: checks the script only")
     add_timing_options(parser, repeats=10)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     apply_threads(args)
     device = torch.device(args.device)
+    shapes, tokens = (QUICK_BLOCK, QUICK_TOKENS) if args.quick else (BLOCK, TOKENS_PER_IMAGE)
+    if args.quick:
+        args.batch, args.atoms, args.repeats, args.calls = 1, 32, 1, 2
     if device.type == "cpu":
         routing_kernel.load()  # MoRAM's CPU routing kernel, built before anything is timed
     probe = torch.empty(1, device=device)
     chosen = args.path or path_name(probe, args.atoms, 16, gated=True)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{torch.get_num_threads()} CPU threads"
-    print(f"torch {torch.__version__}, {where}; block of 6 linears (ViT-B/16), {args.atoms} atoms each, "
-          f"{args.batch} x {TOKENS_PER_IMAGE} tokens; MoRAM path: {chosen}; median of {args.repeats}")
-    print(report(measure(device, args.batch, args.atoms, args.repeats, args.dtypes, args.path)))
+    print(f"torch {torch.__version__}, {where}; block of {len(shapes)} linears "
+          f"({'--quick, tiny' if args.quick else 'ViT-B/16'}), {args.atoms} atoms each, {args.batch} x {tokens} "
+          f"tokens; MoRAM path: {chosen}; median of {args.repeats}, {args.calls} calls per back-to-back or graph sample")
+    totals = measure(device, args.batch, args.atoms, args.repeats, args.dtypes, args.path, clocks=args.clocks,
+                     calls=args.calls, shapes=shapes, tokens=tokens)
+    print(report(totals))
+    return totals
+
+
+__all__ = ["BLOCK", "GOALS", "QUICK_BLOCK", "QUICK_TOKENS", "RELEASE_GOAL", "TOKENS_PER_IMAGE", "ReleaseWayLinear", "build",
+           "cells", "errors", "eval_call", "main", "measure", "outputs_and_grads", "relative_error", "report", "train_call"]
 
 
 if __name__ == "__main__":

@@ -8,10 +8,14 @@ targets: the release's query, key, value and output projections
 (:data:`moram_avalanche.text.targets.RELEASE_TARGET_MODULES`, what ``--benchmark trace`` adapts;
 ``--targets paper``: the classification streams' query and key).
 
-One training step is measured, the first of a task: forward with the teacher-forced token loss
-as the library's text loop computes it (only the answer positions go through the LM head,
-:func:`moram_avalanche.models.language_model.causal_answer_logits`; ``--full-logits``: the
-model's own ``labels=`` loss over every position, for comparison), backward, and the first
+One training step is measured, the first of a task: the optimizer built as the library's text
+loop builds it (:func:`moram_avalanche.algorithms.mixed_precision.training_optimizer`: on a
+bf16 model, float32 master copies of the trainable weights, allocated in the step; gradients
+clipped to norm 1.0 on their float32 copies; ``--pure-bf16``: AdamW on the bf16 weights
+themselves, as the library trained before it kept master weights), forward with the
+teacher-forced token loss as the loop computes it (only the answer positions go through the LM
+head, :func:`moram_avalanche.models.language_model.causal_answer_logits`; ``--full-logits``:
+the model's own ``labels=`` loss over every position, for comparison), backward, and the first
 AdamW step (which allocates the optimizer's state), in train mode (MoRAM's dropout on). Rows:
 
 * ``lora``         -- a rank-16 LoRA on the same linears (as many trainable parameters as one
@@ -26,7 +30,8 @@ What "memory" is: bytes allocated through torch's allocator, as ``torch.cuda.max
 counts them (not what the CUDA caching allocator reserves, which is more). ``held`` is the
 weights and buffers of the model (one copy: the three models share the base's tensors,
 ``bench_text.sharing_copy``) and the inputs; ``step peak`` the most allocated on top of them
-during the step (activations, gradients, optimizer state, temporaries); ``peak`` their sum. On
+during the step (activations, gradients, master copies, optimizer state, temporaries);
+``peak`` their sum. On
 CUDA the step peak is the allocator's own peak statistic; on the CPU it is counted from the
 allocation and free events of torch's profiler (``profile_memory=True``): the same quantity,
 measured by the allocator's hooks. CPU kernels are not CUDA kernels: on a GPU, attention runs
@@ -67,7 +72,9 @@ from bench_text import (
 from bench_timing import apply_threads
 from torch import nn
 
+from moram_avalanche.algorithms.mixed_precision import GradientClip, training_optimizer
 from moram_avalanche.models.language_model import causal_answer_logits, token_loss
+from moram_avalanche.strategies.moram_setting import MORAM_TEXT_LOOP
 from moram_avalanche.strategies.text.loop import TEXT_BETAS
 from moram_avalanche.text.inject import PAPER_TRACE_OPTIONS
 from moram_avalanche.text.layer import PAPER_DROPOUT
@@ -120,14 +127,21 @@ def held_bytes(model: nn.Module, inputs: dict) -> int:
     return sum(storages.values())
 
 
-def training_step(model: nn.Module, inputs: dict, full_logits: bool = False) -> Callable[[], None]:
+def training_step(model: nn.Module, inputs: dict, full_logits: bool = False,
+                  master_weights: bool = True) -> Callable[[], None]:
     """The first training step of a task: a fresh AdamW (the text loop's betas, no weight decay),
-    forward with the token loss (the library's, or with ``full_logits`` the model's own), backward, step."""
+    over float32 masters of bf16 trainable weights unless ``master_weights`` is False, its gradients
+    clipped as the loop clips them (module docstring), forward with the token loss (the library's,
+    or with ``full_logits`` the model's own), backward, step."""
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=TRACE_LR, betas=TEXT_BETAS, weight_decay=0.0)
     features = {k: v for k, v in inputs.items() if k != "labels"}
+    kept = []  # the optimizer outlives the step, as the loop's does (its state is what the step leaves)
 
     def run():
+        optimizer = training_optimizer(  # inside the step: its master copies are the step's
+            params, lambda group: torch.optim.AdamW(group, lr=TRACE_LR, betas=TEXT_BETAS, weight_decay=0.0),
+            clip=GradientClip(MORAM_TEXT_LOOP.max_grad_norm), master_weights=master_weights)
+        kept.append(optimizer)
         model.train()
         optimizer.zero_grad(set_to_none=True)
         if full_logits:
@@ -155,7 +169,8 @@ def variants(base: nn.Module, rank: int, options: dict, dropout: float, tasks: i
 
 
 def measure(base: nn.Module, inputs: dict, device: torch.device, rank: int, options: dict, dropout: float,
-            tasks: int, checkpointing=(False, True), full_logits: bool = False, targets=None) -> List[dict]:
+            tasks: int, checkpointing=(False, True), full_logits: bool = False, targets=None,
+            master_weights: bool = True) -> List[dict]:
     """One row per variant and checkpointing setting (module docstring)."""
     held = held_bytes(base, inputs)
     rows = []
@@ -164,7 +179,7 @@ def measure(base: nn.Module, inputs: dict, device: torch.device, rank: int, opti
             model = build()
             if checkpoint:
                 enable_gradient_checkpointing(model)
-            numbers = allocated_peak(training_step(model, inputs, full_logits), device)
+            numbers = allocated_peak(training_step(model, inputs, full_logits, master_weights), device)
             adapter = held_bytes(model, {}) - held_bytes(base, {})  # the adapters' own tensors
             rows.append({"variant": name, "gradient_checkpointing": checkpoint, "held": held + adapter,
                          "step_peak": numbers["peak"], "step_net": numbers["net"],
@@ -212,7 +227,7 @@ def run_depth(args, layers: Optional[int], answer: int) -> List[dict]:
           + ("" if depth == full_depth(args.model) else f" -- SHRUNK from {full_depth(args.model)}"), flush=True)
     checkpointing = {"both": (False, True), "off": (False,), "on": (True,)}[args.checkpointing]
     return measure(base, inputs, device, PAPER_TRACE_OPTIONS["atoms_per_task"], PAPER_TRACE_OPTIONS, PAPER_DROPOUT,
-                   args.tasks, checkpointing, args.full_logits, TARGETS[args.targets])
+                   args.tasks, checkpointing, args.full_logits, TARGETS[args.targets], not args.pure_bf16)
 
 
 def main(argv: Optional[List[str]] = None) -> List[dict]:
@@ -224,7 +239,8 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
                              "too large for this machine's memory; an estimate, printed as one)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16",
-                        help="weights' dtype (the paper's TRACE runs: bfloat16)")
+                        help="the model's weights and compute (the paper's TRACE runs: bfloat16; the trainable "
+                             "weights' float32 masters beside them unless --pure-bf16)")
     parser.add_argument("--batch", type=int, default=TRACE_BATCH, help="sequences per step (paper: 4)")
     parser.add_argument("--seq-len", type=int, default=TRACE_CONTEXT, help="tokens per sequence (paper: 1024)")
     parser.add_argument("--answer-len", type=int, default=None,
@@ -233,6 +249,9 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     parser.add_argument("--checkpointing", choices=("both", "off", "on"), default="both")
     parser.add_argument("--full-logits", action="store_true",
                         help="the model's own labels= loss over every position's logits instead of the library's")
+    parser.add_argument("--pure-bf16", action="store_true",
+                        help="AdamW on the bf16 weights themselves (the library's master_weights=False; its only way "
+                             "before it kept master weights) instead of float32 master copies")
     parser.add_argument("--targets", choices=sorted(TARGETS), default="trace",
                         help="trace: the release's q, k, v, o (what --benchmark trace adapts); paper: q, k")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU)")
@@ -248,7 +267,9 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     apply_threads(args)
     device = torch.device(args.device)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"torch {torch.__version__}, {where}, {args.dtype}; memory: bytes allocated "
+    precision = ("" if args.dtype == "float32" else
+                 ", pure bf16 weights" if args.pure_bf16 else ", float32 master weights")
+    print(f"torch {torch.__version__}, {where}, {args.dtype}{precision}; memory: bytes allocated "
           f"({'CUDA peak statistic' if device.type == 'cuda' else 'CPU allocator events'})")
     print(f"batch {args.batch} x {args.seq_len} tokens ({answer} answer tokens), MoRAM {PAPER_TRACE_OPTIONS} "
           f"dropout {PAPER_DROPOUT}, LoRA rank {PAPER_TRACE_OPTIONS['atoms_per_task']}, on "

@@ -34,7 +34,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from moram_avalanche.layers.moram.layer import MoRAMLinear
 
 SYNCS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero", "aten::masked_select", "aten::_unique2"}
-GEMMS = {"aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm"}
+#: matrix products: ``aten::linear`` and ``aten::matmul`` reach a dispatch mode whole in recent PyTorch
+#: (their ``addmm`` runs below it), so they are counted with the products they hold
+GEMMS = {"aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm", "aten::linear", "aten::matmul"}
 
 
 class Count(TorchDispatchMode):

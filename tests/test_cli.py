@@ -147,6 +147,23 @@ def test_every_help_text_renders(capsys):
     assert "analyze" in out and "99%," in out and "cost" in out
 
 
+def test_the_reproduce_help_describes_every_table():
+    import re
+
+    from moram_avalanche.cli import build_parser
+    from moram_avalanche.experiments.clip.paper_tables import TABLE_CHOICES
+    from moram_avalanche.experiments.text.paper_tables import TEXT_TABLE_NAMES
+
+    commands = next(a for a in build_parser()._actions if a.dest == "command")
+    reproduce = commands.choices["reproduce"]
+    table = next(a for a in reproduce._actions if a.dest == "table")
+    for name in (*TABLE_CHOICES, *TEXT_TABLE_NAMES):
+        word = rf"(?<![\w-]){re.escape(name)}(?![\w-])"
+        assert re.search(word, reproduce.description) and re.search(word, table.help), name
+    for name in TEXT_TABLE_NAMES:  # each language-model table said in words: its model, stream or columns
+        assert f"{name} (" in reproduce.description, name
+
+
 def _words(text: str) -> set:
     return {word.lower().replace("-", "") for word in text.replace(",", " ").replace(":", " ").split()}
 

@@ -23,9 +23,13 @@ before the task. Facts from the official code (qcwthu/Lifelong-Fewshot-Language-
   the prompt the task started from, on the pseudo-samples only (``model.py``: the rows whose
   ``ifmem`` is 0, which ``dataset.py`` sets for the earlier tasks' rows; :func:`kd_loss`).
 
-TRACE's re-implementation (BeyonderXX/TRACE ``model/Replay/LFPT5.py``) differs: LM weight 0.1, no
-distillation, every parsed sample kept (no label check, no per-label cap), sampled at temperature
-0.7 with top-p 0.95; the T5 tables follow the official code.
+The T5 tables follow the official code. TRACE's LFPT5 (BeyonderXX/TRACE ``model/Replay/LFPT5.py``
+at 66a48b9, its last commit; the MoRAM release ships the same file) is another method: a 300-token
+prompt before the input (``training/main.py:249-260``), and before each task every earlier task's
+*test* prompts answered by the current model (``generate_pseudo_data``, LFPT5.py:93-118: sampled
+at temperature 0.1) join its training data; no generation token, no LM loss, no distillation.
+The "LM weight 0.1, 100 x 5 draws at temperature 0.7" once cited here are from its commit
+0ba4b64, which 66a48b9 replaced.
 """
 
 from __future__ import annotations
@@ -36,11 +40,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 import torch.nn.functional as F
 
-#: the separator of a pseudo-example's prompt and answer (official ``answertoken``; TRACE's too)
+#: the separator of a pseudo-example's prompt and answer (official ``answertoken``)
 ANSWER_TOKEN = "__ans__"
-#: the LM loss weight (official ``Classification.sh --lm_lambda 0.25``; TRACE: 0.1)
+#: the LM loss weight (official ``Classification.sh --lm_lambda 0.25``)
 LM_LAMBDA = 0.25
-#: the distillation weight (official ``Classification.sh --kd_lamda 0.01``; TRACE: none)
+#: the distillation weight (official ``Classification.sh --kd_lamda 0.01``)
 KD_LAMBDA = 0.01
 #: pseudo-samples trained on per label of each earlier task (official ``memnumforeveryclass = 2``)
 PSEUDO_PER_LABEL = 2
@@ -48,8 +52,8 @@ PSEUDO_PER_LABEL = 2
 
 def generation_token(task_name: str) -> str:
     """The token that asks for an example of ``task_name``: ``"__<name>__"`` with spaces as ``_``
-    (TRACE's form; the official code's ``"classify<name>"`` tokens are likewise one added token
-    per task)."""
+    (the form of TRACE's superseded commit 0ba4b64; the official code's ``"classify<name>"`` tokens
+    are likewise one added token per task)."""
     if not isinstance(task_name, str) or not task_name.strip():
         raise ValueError(f"a task name must be a non-empty string to name its generation token, got {task_name!r}")
     return "__" + "_".join(task_name.split()) + "__"

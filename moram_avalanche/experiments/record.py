@@ -299,6 +299,18 @@ def weights_checksum(model) -> float:
         return sharded_sum([*model.parameters(), *model.buffers()], finite_sum)
 
 
+def unrecorded_options(stored: Mapping[str, Any], now: Mapping[str, Any]) -> bool:
+    """Whether ``stored`` is a record of 0.4-0.6 for one of Avalanche's own strategies, whose options
+    those versions never kept (the runner recorded ``options: {}`` for them: a killed run of
+    ``avalanche.*`` could not resume), while ``now`` records some: the one case where a folder's
+    options are unknown rather than different."""
+    from ..strategies.avalanche_ranges import AVALANCHE_PREFIX
+
+    strategy = (stored.get("run") or {}).get("strategy")
+    return (stored.get("options") == {} and bool(now.get("options")) and isinstance(strategy, str)
+            and strategy.startswith(AVALANCHE_PREFIX))
+
+
 def check_record(folder, record: Mapping[str, Any], *, what: str, fix: str,
                  keys: Iterable[str] = CHECKED) -> None:
     """Refuse when ``folder`` records a run made with another ``record`` (only ``keys``): a
@@ -306,6 +318,12 @@ def check_record(folder, record: Mapping[str, Any], *, what: str, fix: str,
     stored = read_record(folder, what)
     if stored is None:
         return
+    keys = list(CHECKED if keys is None else keys)
+    if "options" in keys and unrecorded_options(stored, as_stored(record)):
+        keys.remove("options")
+        logger.warning("%s was made before 0.7, which recorded no options for Avalanche's strategy %s: its "
+                       "options cannot be compared; resuming with this run's, recorded from now on", what,
+                       (stored.get("run") or {}).get("strategy"))
     changed = differences(stored, as_stored(record), keys)
     if changed:
         raise ValueError(f"{what} was made with other settings ({'; '.join(changed)}): {fix}")
@@ -325,4 +343,4 @@ __all__ = ["BENCHMARK_ATTRIBUTES", "CHECKED", "CHECKED_BEFORE_BUILDING", "CHECKS
            "DAMAGED_FIX", "check_contents", "content_differences", "contents_of", "LEGACY_COMPARE_NAME",
            "LEGACY_SETTINGS_NAME", "RECORD_FORMAT", "RECORD_NAME", "UNRECORDED_OPTIONS", "as_stored",
            "check_record", "describe", "describe_benchmark", "describe_options", "differences", "make_record",
-           "migrate", "read_record", "weights_checksum", "write_record"]
+           "migrate", "read_record", "unrecorded_options", "weights_checksum", "write_record"]

@@ -15,7 +15,10 @@ and its tokenizer, and owns the language-model family's scoring (one scoring per
   and their float32 copy for the loss are the largest tensors of a training step at a long
   context with a large vocabulary, and the prompt's positions are never scored. The loss is
   the same mean token cross-entropy as the model's own ``labels=`` loss (a test checks values
-  and gradients).
+  and gradients). :attr:`LanguageModel.loss_reduction` ``"example-sum"`` makes it each answer's
+  summed token cross-entropy (its negative log-likelihood) averaged over the answers, LoRI's
+  loss (juzhengz/LoRI ``src/mask_trainers.py``: ``_get_batch_logps(average_log_prob=False)``,
+  then ``losses.mean()``).
 * :meth:`LanguageModel.answer_logits` -- the teacher-forced logits of exactly the positions
   :meth:`loss` scores (one row per answer token), for distillation between two models
   (LwF on text, :mod:`moram_avalanche.strategies.text.plugins.avalanche`).
@@ -96,6 +99,10 @@ MAX_TARGET_LENGTH = 50
 IGNORE_INDEX = -100
 #: compiled generation pads a batch's prompts to a multiple of this many tokens (module docstring)
 GENERATION_BUCKET = 64
+#: how :meth:`LanguageModel.loss` reduces the answer tokens' cross-entropies: their mean over the
+#: batch's answer tokens (``transformers``' ``labels=`` loss), or each answer's sum averaged over the
+#: answers (LoRI's; module docstring)
+LOSS_REDUCTIONS = ("token-mean", "example-sum")
 
 
 def check_compile_generation(value) -> Union[bool, str]:
@@ -197,6 +204,8 @@ class LanguageModel(nn.Module):
         self.compile_config = compile_config
         #: why compiled generation was turned off (``"auto"`` after a failure), or None
         self.compile_failure: Optional[str] = None
+        #: how :meth:`loss` reduces the answer tokens' cross-entropies (one of :data:`LOSS_REDUCTIONS`)
+        self.loss_reduction = LOSS_REDUCTIONS[0]
         #: prompt vectors put in front of every prompt's embeddings (a
         #: :class:`~moram_avalanche.text.soft_prompt.PromptPrefix`: L2P, LFPT5), or None (section
         #: "Soft prompts" of the module docstring); a module, so its weights are in ``state_dict``
@@ -348,11 +357,20 @@ class LanguageModel(nn.Module):
     def loss(self, prompts: Sequence[str], answers: Sequence[str],
              cuts: Optional[Sequence[PromptCut]] = None) -> torch.Tensor:
         """Mean token cross-entropy of ``answers`` given ``prompts`` (teacher forcing, padding
-        ignored); ``cuts``: how each long prompt is cut (None: the model's way)."""
+        ignored); ``cuts``: how each long prompt is cut (None: the model's way). With
+        :attr:`loss_reduction` ``"example-sum"``, each answer's summed token cross-entropy,
+        averaged over the answers."""
+        if self.loss_reduction not in LOSS_REDUCTIONS:
+            raise ValueError(f"loss_reduction must be one of {LOSS_REDUCTIONS}, got {self.loss_reduction!r}")
+        rows = None if self.loss_reduction == LOSS_REDUCTIONS[0] else len(_strings(answers))
         inputs, labels = self._teacher_forced(prompts, answers, cuts)
         if self.seq2seq:
-            return self.model(**inputs, labels=labels).loss
-        return token_loss(*causal_answer_logits(self.model, inputs, labels))
+            out = self.model(**inputs, labels=labels)
+            if rows is None:
+                return out.loss
+            scored = labels != IGNORE_INDEX
+            return token_loss(out.logits[scored], labels[scored], rows)
+        return token_loss(*causal_answer_logits(self.model, inputs, labels), rows)
 
     def answer_logits(self, prompts: Sequence[str], answers: Sequence[str],
                       cuts: Optional[Sequence[PromptCut]] = None) -> torch.Tensor:
@@ -496,10 +514,13 @@ def causal_answer_logits(model: nn.Module, inputs: dict, labels: torch.Tensor):
     return logits, targets
 
 
-def token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+def token_loss(logits: torch.Tensor, targets: torch.Tensor, rows: Optional[int] = None) -> torch.Tensor:
     """Mean cross-entropy of ``[N, V]`` logits against ``[N]`` targets, in float32 (what
-    ``transformers``' causal-LM loss computes over the non-ignored tokens)."""
-    return F.cross_entropy(logits.float(), targets)
+    ``transformers``' causal-LM loss computes over the non-ignored tokens); with ``rows``, their
+    sum divided by ``rows`` (each row's summed cross-entropy, averaged over the rows)."""
+    if rows is None:
+        return F.cross_entropy(logits.float(), targets)
+    return F.cross_entropy(logits.float(), targets, reduction="sum") / rows
 
 
 def _keeps_logits(model: nn.Module) -> Optional[str]:
@@ -548,5 +569,6 @@ def _strings(texts) -> List[str]:
     return texts
 
 
-__all__ = ["Decoding", "GENERATION_BUCKET", "IGNORE_INDEX", "check_compile_generation", "KEEP_SIDES", "LanguageModel", "PromptCut", "prompt_cuts", "MAX_SOURCE_LENGTH", "MAX_TARGET_LENGTH", "causal_answer_logits",
+__all__ = ["Decoding", "GENERATION_BUCKET", "IGNORE_INDEX", "LOSS_REDUCTIONS", "check_compile_generation", "KEEP_SIDES",
+           "LanguageModel", "PromptCut", "prompt_cuts", "MAX_SOURCE_LENGTH", "MAX_TARGET_LENGTH", "causal_answer_logits",
            "token_loss"]

@@ -62,6 +62,10 @@ class Range:
 
 
 _MEMORY = Range(low=1, integer=True, hint="examples kept in the replay memory")
+#: the registry names of Avalanche's own strategies begin with it, in both families
+#: (``avalanche.naive``, ``avalanche.ewc``, ...)
+AVALANCHE_PREFIX = "avalanche."
+
 #: Avalanche class name -> {argument: its range} (Avalanche 0.6.0's arguments)
 RANGES: Dict[str, Dict[str, Range]] = {
     "EWC": {"ewc_lambda": Range(low=0, hint="the penalty's weight; 0 is plain fine-tuning, e.g. 0.4"),
@@ -107,4 +111,4 @@ def check_avalanche_values(strategy: str, options: Mapping[str, Any]) -> None:
                          "importances by it), got None: give it, e.g. decay_factor=0.9, or mode='separate'")
 
 
-__all__ = ["RANGES", "Range", "check_avalanche_benchmark", "check_avalanche_values"]
+__all__ = ["AVALANCHE_PREFIX", "RANGES", "Range", "check_avalanche_benchmark", "check_avalanche_values"]

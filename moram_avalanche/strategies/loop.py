@@ -13,6 +13,12 @@ update mixin, ``training/templates/common_templates.py``):
   plugins added theirs before it is built; the MoRAM release's habit, and O-LoRA's Trainer
   per task), with ``foreach=True`` (CUDA's default implementation, also on the CPU, where it
   gives the per-tensor loop's numbers bit for bit, faster);
+* mixed precision as DeepSpeed's bf16 mode does it
+  (:mod:`~moram_avalanche.algorithms.mixed_precision`): the optimizer steps float32 master
+  copies of the trainable parameters held in bf16 / fp16 (:attr:`~ContinualLoop.master_weights`),
+  each step's gradients clipped on their float32 copies first
+  (:attr:`~ContinualLoop.max_grad_norm`; a family declares its own clipping,
+  :meth:`~ContinualLoop.gradient_clip`); a float32 model with no clipping steps the plain AdamW;
 * training batches of ``train_mb_size`` in ``DataLoader(shuffle=True)``'s order, each split
   between the data-parallel processes
   (:class:`~moram_avalanche.algorithms.data_parallel.ShardedBatches`);
@@ -30,12 +36,14 @@ and its budget (iterations with a cosine schedule; epochs or iterations at a con
 from __future__ import annotations
 
 import inspect
+from typing import Optional
 
 import torch
 from avalanche.training.templates import SupervisedTemplate
 from torch.utils.data import DataLoader
 
 from ..algorithms.data_parallel import ShardedBatches, world_size
+from ..algorithms.mixed_precision import GradientClip, training_optimizer
 from ..layers.base import load_trained_state_dict, trained_state_dict
 from ..utils.devices import resolve_device
 from .needs import StrategyNeeds
@@ -63,6 +71,13 @@ class ContinualLoop(SupervisedTemplate):
     #: how the family's items become a training batch (None: the dataset's own ``collate_fn``);
     #: the DataParallel plugin's evaluation shards read it too
     batch_collate = None
+    #: the bound on the global L2 norm of each step's gradients (None: no clipping; the text loop
+    #: takes it as an option, default 1.0); read when an experience's optimizer is built
+    max_grad_norm: Optional[float] = None
+    #: whether trainable parameters in bf16 / fp16 are stepped through float32 master copies
+    #: (:class:`~moram_avalanche.algorithms.mixed_precision.MasterWeights`); False: pure low-precision
+    #: weights. Nothing changes for float32 parameters
+    master_weights: bool = True
 
     def __new__(cls, *args, **kwargs):
         """Check the keyword options (names, types, ranges; nothing built yet) and keep them.
@@ -118,16 +133,30 @@ class ContinualLoop(SupervisedTemplate):
     # ------------------------------------------------------------------ optimisation
     # override: a fresh AdamW per experience (Avalanche's make_optimizer keeps one)
     def make_optimizer(self, **kwargs):
-        """A fresh optimizer over the parameters that require grad now (:meth:`fresh_optimizer`);
+        """A fresh optimizer over the parameters that require grad now (:meth:`training_optimizer`);
         None when there are none (:meth:`nothing_to_train` says whether that is a mistake)."""
         params = [p for p in self.model.parameters() if p.requires_grad]
         self.optimized_param_id = {}  # tells Avalanche the optimizer is initialised
-        self.optimizer = self.fresh_optimizer(params) if params else None
+        self.optimizer = self.training_optimizer(params) if params else None
         if self.optimizer is None:
             self.nothing_to_train()
 
+    def training_optimizer(self, params):
+        """What steps ``params``: :meth:`fresh_optimizer` over float32 master copies of those in
+        bf16 / fp16 (:attr:`master_weights`), the step's gradients clipped first by
+        :meth:`gradient_clip` (:func:`~moram_avalanche.algorithms.mixed_precision.training_optimizer`;
+        a family may wrap it)."""
+        return training_optimizer(params, self.fresh_optimizer, clip=self.gradient_clip(),
+                                  master_weights=self.master_weights)
+
+    def gradient_clip(self) -> Optional[GradientClip]:
+        """The clipping of each step's (float32) gradients: their global L2 norm bounded by
+        :attr:`max_grad_norm`; None without (a strategy may clip otherwise)."""
+        return None if self.max_grad_norm is None else GradientClip(self.max_grad_norm)
+
     def fresh_optimizer(self, params):
-        """AdamW over ``params`` at :meth:`experience_lr` (a family may wrap it)."""
+        """AdamW over ``params`` (float32: the masters of low-precision parameters) at
+        :meth:`experience_lr` (a strategy may build another optimizer)."""
         return torch.optim.AdamW(params, lr=self.experience_lr(), betas=self.betas, weight_decay=self.weight_decay,
                                  foreach=True)
 

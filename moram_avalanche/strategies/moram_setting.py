@@ -18,7 +18,10 @@ task, top-k budget k = 16, temperature tau = 0.01, eval threshold delta = 0.2
 -- the same on X-TAIL (16 shots) and 5-shot MTIL. The language models' classification setting
 (paper Sec. 4, LLM settings): AdamW at a constant lr 1e-3, batch 64, one epoch per task, with
 torch's / transformers' Trainer betas (0.9, 0.999), which O-LoRA's T5 runs use
-(``scripts/order_1.sh`` sets none).
+(``scripts/order_1.sh`` sets none), and gradients clipped to global norm 1.0: O-LoRA's DeepSpeed
+configuration asks for the Trainer's (``configs/ds_configs/stage2.config:44``:
+``"gradient_clipping": "auto"``, ``transformers`` ``TrainingArguments.max_grad_norm`` 1.0), and the
+MoRAM release's TRACE runs clip at 1.0 too (``TRACE/utils/ds_utils.py:43``).
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class TextLoopSetting:
     Attributes:
         lr: AdamW's constant learning rate. train_mb_size: the training batch.
         epochs: passes over each task's training data. betas, weight_decay: AdamW's.
+        max_grad_norm: the bound on each step's global gradient norm.
     """
 
     lr: float = 1e-3
@@ -72,6 +76,7 @@ class TextLoopSetting:
     epochs: int = 1
     betas: Tuple[float, float] = (0.9, 0.999)
     weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
 
 
 #: the MoRAM paper's CLIP setting (the one place its values are written)

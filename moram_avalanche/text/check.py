@@ -17,10 +17,11 @@ every model that transformers would load wrongly without stopping:
   ``<unk>``), a SentencePiece-only tokenizer without the ``sentencepiece`` package, a tokenizer
   that does not load, or whose ids run past the model's embedding (an ``IndexError`` in the
   middle of training), or a causal tokenizer with neither a pad nor an EOS token;
-* ``dtype="float16"`` (:func:`check_dtype`): the language-model loop keeps its trainable weights
-  in the model's dtype and does no loss scaling, so float16 training gives NaN at any learning
-  rate (AdamW's ``eps`` 1e-8 is 0 in float16, small gradients underflow); bfloat16 has float32's
-  range at float16's memory and needs neither.
+* ``dtype="float16"`` (:func:`check_dtype`): the language-model loop does no loss scaling, which
+  float16 training needs (its gradients underflow below 6e-8 and its activations overflow above
+  65504; with ``master_weights=False`` AdamW's ``eps`` 1e-8 is 0 in float16 too); bfloat16 has
+  float32's range at float16's memory and needs none (the loop steps float32 master copies of its
+  trainable weights, :mod:`moram_avalanche.algorithms.mixed_precision`).
 
 :func:`~moram_avalanche.text.load.load_language_model` runs this check first, then loads, then
 compares transformers' own loading report with the same rule (weights in ``*.bin`` files or
@@ -90,10 +91,11 @@ def check_dtype(dtype, option: str = "--dtype") -> str:
     and the fix (module docstring), anything else with the choices."""
     if dtype == "float16":
         raise ValueError(
-            f"{option} float16 is refused: the language-model loop trains its weights in the model's dtype without "
-            "loss scaling, and in float16 AdamW's eps (1e-8) is 0 and small gradients underflow, so the loss turns "
-            f"NaN at any learning rate; use {option} bfloat16 (float16's memory with float32's range: no loss "
-            f"scaling needed; GPUs since Ampere, and the CPU) or {option} float32")
+            f"{option} float16 is refused: the language-model loop does no loss scaling, which float16 needs (its "
+            "gradients underflow below 6e-8, its activations overflow above 65504; with master_weights=False AdamW's "
+            "eps, 1e-8, is 0 in float16 too: NaN at any learning rate); use "
+            f"{option} bfloat16 (float16's memory with float32's range: no loss scaling needed; GPUs since Ampere, "
+            f"and the CPU) or {option} float32")
     if dtype not in DTYPES:
         raise ValueError(f"{option} must be one of {', '.join(DTYPES)}, got {dtype!r}")
     return dtype

@@ -29,6 +29,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from ..utils import checks
 from ..utils.checks import check_int_range
 from .soft_prompt import SoftPrompt
 
@@ -44,9 +45,7 @@ MAX_PROMPT_LENGTH = 4096
 
 def check_choice(name: str, value, choices: Sequence[str]) -> str:
     """``value`` if it is one of ``choices`` (the first: LFPT5's code's); else a one-line ValueError."""
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {tuple(choices)} (LFPT5's code: {choices[0]!r}), got {value!r}")
-    return value
+    return checks.check_choice(name, value, choices, hint=f"LFPT5's code: {choices[0]!r}")
 
 
 class AppendedSoftPrompt(SoftPrompt):

@@ -16,8 +16,12 @@ Settings and where they come from (:class:`L2PConfig`, which checks them; :data:
   ``args.prompt_length = 5``), also the L2P paper's M = 10, L_p = 5;
 * top-k 3, coefficient 0.5, the query the mean of the input embeddings (``embedding_key='mean'``):
   TRACE ``model/Dynamic_network/L2P.py`` (``top_k=3``, ``pull_constraint_coeff=0.5``);
-* initial prompts: rows of the embedding table of random tokens, divided by 100 (TRACE
-  ``convert_L2P_model``, ``prompt_init='uniform'``): :func:`embedding_rows_init`.
+* initial prompts: rows of the embedding table at random tokens, copied as they are (TRACE
+  ``convert_L2P_model``, ``prompt_init='uniform'``: ``model/Dynamic_network/L2P.py:29-32``):
+  :func:`embedding_rows_init`, ``prompt_init_divisor`` 1. TRACE divided them by 100 in one
+  commit (f6a7aa6) and stopped in the next (2eedb15), the code since; 0.6 followed the divided
+  rows, which start the prompts 100 times smaller than the embeddings they sit beside (at lr
+  1e-5 they barely move from there): ``prompt_init_divisor=100`` gives them back.
 
 Where this differs from TRACE, and why:
 
@@ -41,8 +45,14 @@ from torch import nn
 from ..utils.checks import check_number
 from .soft_prompt import PromptPrefix, check_shape
 
-#: TRACE's scale of the initial prompts: embedding rows of random tokens / 100
-INIT_DIVISOR = 100.0
+#: what the initial prompts' embedding rows are divided by: 1, TRACE's current ``convert_L2P_model``
+#: (``model/Dynamic_network/L2P.py:31``, the rows copied as they are since commit 2eedb15)
+INIT_DIVISOR = 1.0
+#: the divisor of TRACE's superseded commit f6a7aa6 (``w/100``) and of 0.6
+SUPERSEDED_INIT_DIVISOR = 100.0
+#: a pool's initial prompts when none are given are N(0, 1) / this (as 0.6 drew them; the strategy
+#: always gives TRACE's embedding rows)
+RANDOM_INIT_DIVISOR = 100.0
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,8 @@ class L2PConfig:
         prompt_length: the vectors of each prompt (5).
         top_k: the prompts each input reads (3), at most ``pool_size``.
         pull_coef: the pull term's weight in the loss (0.5).
+        prompt_init_divisor: what the initial prompts' embedding rows are divided by (1: TRACE's
+            current code; 100: its superseded commit and 0.6; :data:`INIT_DIVISOR`).
 
     Checked once, when it is made: a ValueError naming the option, what was given and TRACE's value.
     """
@@ -62,10 +74,13 @@ class L2PConfig:
     prompt_length: int = 5
     top_k: int = 3
     pull_coef: float = 0.5
+    prompt_init_divisor: float = INIT_DIVISOR
 
     def __post_init__(self) -> None:
         check_pool(self.pool_size, self.prompt_length, 1, self.top_k)
         check_number("pull_coef", self.pull_coef, low=0, hint=f"TRACE's L2P: {L2PConfig.pull_coef}")
+        check_number("prompt_init_divisor", self.prompt_init_divisor, low=0, low_open=True,
+                     hint=f"TRACE's L2P: {INIT_DIVISOR:g}, its superseded commit and 0.6: {SUPERSEDED_INIT_DIVISOR:g}")
 
 
 def check_pool(pool_size, length, dim, top_k) -> None:
@@ -81,14 +96,15 @@ def check_pool(pool_size, length, dim, top_k) -> None:
 
 #: TRACE's L2P setting (module docstring): the defaults of :class:`L2PConfig`
 TRACE_L2P_SETTING = L2PConfig()
-#: 0.6's name of :data:`TRACE_L2P_SETTING`, a read-only view with its keys; goes in 0.8
-TRACE_L2P = MappingProxyType(dataclasses.asdict(TRACE_L2P_SETTING))
+#: 0.6's name of :data:`TRACE_L2P_SETTING`, a read-only view with 0.6's keys; goes in 0.8
+TRACE_L2P = MappingProxyType({key: value for key, value in dataclasses.asdict(TRACE_L2P_SETTING).items()
+                              if key in ("pool_size", "prompt_length", "top_k", "pull_coef")})
 
 
 def embedding_rows_init(table: torch.Tensor, pool_size: int, length: int,
                         generator: Optional[torch.Generator] = None, divisor: float = INIT_DIVISOR) -> torch.Tensor:
     """``[pool_size, length, H]`` rows of the ``[V, H]`` embedding ``table`` at random token ids,
-    divided by ``divisor`` (TRACE ``convert_L2P_model``: :data:`INIT_DIVISOR`)."""
+    divided by ``divisor`` (TRACE ``convert_L2P_model``: the rows as they are, :data:`INIT_DIVISOR`)."""
     ids = torch.randint(table.shape[0], (pool_size * length,), generator=generator)
     return (table.detach().float().cpu()[ids] / divisor).view(pool_size, length, table.shape[1])
 
@@ -112,7 +128,7 @@ class PromptPool(PromptPrefix):
     Args:
         pool_size, length, dim, top_k: the pool's size, a prompt's vectors, the hidden size, the
             prompts chosen per row.
-        init: the initial prompts (default: N(0, 1) / :data:`INIT_DIVISOR`; the strategy passes
+        init: the initial prompts (default: N(0, 1) / :data:`RANDOM_INIT_DIVISOR`; the strategy passes
             :func:`embedding_rows_init`); the keys start as each prompt's mean vector.
 
     Attributes:
@@ -124,7 +140,7 @@ class PromptPool(PromptPrefix):
         super().__init__()
         check_pool(pool_size, length, dim, top_k)
         if init is None:
-            init = torch.randn(pool_size, length, dim) / INIT_DIVISOR
+            init = torch.randn(pool_size, length, dim) / RANDOM_INIT_DIVISOR
         elif tuple(init.shape) != (pool_size, length, dim):
             raise ValueError(f"the pool's init must be [pool_size, length, dim] = [{pool_size}, {length}, {dim}], "
                              f"got {tuple(init.shape)}")
@@ -161,5 +177,5 @@ class PromptPool(PromptPrefix):
         return f"pool_size={size}, length={length}, dim={dim}, top_k={self.top_k}"
 
 
-__all__ = ["INIT_DIVISOR", "L2PConfig", "PromptPool", "TRACE_L2P", "TRACE_L2P_SETTING", "check_pool",
-           "embedding_rows_init", "l2_normalize", "mean_query"]
+__all__ = ["INIT_DIVISOR", "L2PConfig", "PromptPool", "RANDOM_INIT_DIVISOR", "SUPERSEDED_INIT_DIVISOR", "TRACE_L2P",
+           "TRACE_L2P_SETTING", "check_pool", "embedding_rows_init", "l2_normalize", "mean_query"]

@@ -49,4 +49,12 @@ def check_number(name: str, value, *, low: float = -math.inf, high: float = math
     return value
 
 
-__all__ = ["check_int_range", "check_nonnegative_int", "check_number", "check_positive_int"]
+def check_choice(name: str, value, choices, *, hint: str = ""):
+    """``value`` if it is one of ``choices``; else a ValueError naming ``name``, the choices and
+    ``hint`` (e.g. which one the published code makes)."""
+    if value not in tuple(choices):
+        raise ValueError(f"{name} must be one of {tuple(choices)}{hint and f' ({hint})'}, got {value!r}")
+    return value
+
+
+__all__ = ["check_choice", "check_int_range", "check_nonnegative_int", "check_number", "check_positive_int"]

@@ -1,5 +1,5 @@
-"""Sizes checked before anything is built: what MoRAM's atom banks will take, and whether that
-fits in the memory of the device that is to hold them.
+"""Sizes checked before anything is built: what MoRAM's atom banks and training's own state will
+take, and whether that fits in the memory of the device that is to hold them.
 
 ``--set atoms_per_task=1000000000`` would otherwise pass every check, write the run's records
 and fail allocating hundreds of GB; :func:`check_fits` refuses it first, in one line.
@@ -10,13 +10,48 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Iterable, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Optional, Sequence, Tuple
 
 #: bytes per atom outside the key / value rows: ``atom_task`` and ``atom_hits`` (int64) and
 #: ``atom_mass`` (float32) [layers/moram.py MoRAMLinear.__init__]
 ATOM_BOOKKEEPING_BYTES = 8 + 8 + 4
-#: copies of the trainable atoms while training: the gradient and Adam(W)'s two moments
+#: copies of a float32 trainable atom while training: the gradient and Adam(W)'s two moments
+#: (:func:`training_state_bytes` gives every dtype's, master weights included)
 TRAINING_COPIES = 3
+#: bytes of a float32 element: master weights, their gradients and AdamW's moments beside them
+FLOAT32_BYTES = 4
+
+
+def training_state_bytes(trainable: int, param_bytes: int, *, master_weights: bool = True) -> Dict[str, int]:
+    """Bytes training holds for ``trainable`` parameters of ``param_bytes`` each, beyond the
+    parameters themselves, by part (sum the values for the total):
+
+    * ``gradients``: one per parameter, in its dtype (backward writes them; accumulated there);
+    * ``masters``: a float32 copy of each parameter held in 2 bytes or fewer, when
+      ``master_weights`` (:class:`~moram_avalanche.algorithms.mixed_precision.MasterWeights`,
+      DeepSpeed's bf16 mode), allocated when the optimizer is built;
+    * ``step_gradients``: the float32 copy of those gradients each step makes (freed after it);
+    * ``moments``: AdamW's two, float32 with master weights or float32 parameters, else in the
+      parameters' dtype.
+
+    bf16 with master weights: 2 + 4 + 4 + 8 = 18 bytes per trainable parameter; pure bf16
+    (``master_weights=False``): 2 + 4 = 6; float32: 4 + 8 = 12.
+    """
+    trainable, param_bytes = _count("trainable", trainable), _count("param_bytes", param_bytes)
+    masters = bool(master_weights) and param_bytes < FLOAT32_BYTES
+    moment = FLOAT32_BYTES if masters else param_bytes
+    return {"gradients": trainable * param_bytes,
+            "masters": trainable * FLOAT32_BYTES if masters else 0,
+            "step_gradients": trainable * FLOAT32_BYTES if masters else 0,
+            "moments": 2 * trainable * moment}
+
+
+def step_state_bytes(trainable: int, param_bytes: int, *, master_weights: bool = True) -> int:
+    """The part of :func:`training_state_bytes` a training step allocates: all but the masters,
+    which exist once the optimizer is built. What a check made between the two (a plugin's
+    ``before_training_exp``) adds to its own size."""
+    state = training_state_bytes(trainable, param_bytes, master_weights=master_weights)
+    return sum(state.values()) - state["masters"]
 
 
 def _count(name: str, value) -> int:
@@ -26,7 +61,7 @@ def _count(name: str, value) -> int:
 
 
 def atom_bank_bytes(shapes: Iterable[Tuple[int, int]], atoms_per_task: int, tasks: int, *,
-                    dtype_bytes: int = 4, training: bool = True) -> int:
+                    dtype_bytes: int = 4, training: bool = True, master_weights: bool = True) -> int:
     """Bytes MoRAM's atom banks take after ``tasks`` tasks of ``atoms_per_task`` atoms each.
 
     Args:
@@ -35,9 +70,12 @@ def atom_bank_bytes(shapes: Iterable[Tuple[int, int]], atoms_per_task: int, task
         atoms_per_task: atoms each task appends to every layer (the paper's ``r``).
         tasks: number of tasks (experiences) trained.
         dtype_bytes: bytes per element of the banks (4: float32, 2: float16 / bfloat16).
-        training: add the trainable atoms' gradient and optimizer moments
-            (:data:`TRAINING_COPIES` copies of one task's atoms) and the transient second bank
-            :meth:`MoRAMLinear.expand` builds while it appends a task (the largest layer's).
+        training: add what training holds for one task's trainable atoms
+            (:func:`training_state_bytes`: their gradient and AdamW's moments, and with 2-byte
+            banks and ``master_weights`` their float32 masters and step gradients) and the
+            transient second bank :meth:`MoRAMLinear.expand` builds while it appends a task (the
+            largest layer's).
+        master_weights: the loop's float32 master copies of low-precision atoms (default on).
 
     Every atom of a layer holds a key row (``d_in``), a value row (``d_out``) and
     :data:`ATOM_BOOKKEEPING_BYTES` of counters. Activations are not counted.
@@ -54,7 +92,8 @@ def atom_bank_bytes(shapes: Iterable[Tuple[int, int]], atoms_per_task: int, task
         layer = atoms * ((d_in + d_out) * dtype_bytes + ATOM_BOOKKEEPING_BYTES)
         total += layer
         if training:
-            total += TRAINING_COPIES * atoms_per_task * (d_in + d_out) * dtype_bytes
+            total += sum(training_state_bytes(atoms_per_task * (d_in + d_out), dtype_bytes,
+                                              master_weights=master_weights).values())
         largest = max(largest, layer)
     return total + (largest if training else 0)
 
@@ -127,10 +166,10 @@ def check_fits(size: int, device, what: str = "the atom banks", *, fix: str = ""
 
 def check_atom_banks_fit(shapes: Sequence[Tuple[int, int]], atoms_per_task: int, tasks: int,
                          device, *, dtype_bytes: int = 4, what: str = "MoRAM's atom banks",
-                         fix: str = "", available: Optional[int] = None) -> int:
+                         fix: str = "", available: Optional[int] = None, master_weights: bool = True) -> int:
     """:func:`atom_bank_bytes` then :func:`check_fits`; returns the bytes. The message names
     the atoms per task and the tasks it was computed for."""
-    size = atom_bank_bytes(shapes, atoms_per_task, tasks, dtype_bytes=dtype_bytes)
+    size = atom_bank_bytes(shapes, atoms_per_task, tasks, dtype_bytes=dtype_bytes, master_weights=master_weights)
     return check_fits(size, device, f"{what} ({atoms_per_task} atoms per task x {tasks} tasks x "
                       f"{len(shapes)} layers)", available=available,
                       fix=fix or "lower atoms_per_task (--set atoms_per_task=N; the paper's is 16) "
@@ -160,5 +199,6 @@ def gem_memory_bytes(num_params: int, past_tasks: int, grad_bytes: int) -> Tuple
     return device, host
 
 
-__all__ = ["ATOM_BOOKKEEPING_BYTES", "FLOAT64_BYTES", "gem_memory_bytes", "TRAINING_COPIES", "atom_bank_bytes", "available_bytes",
-           "check_atom_banks_fit", "check_fits", "format_bytes"]
+__all__ = ["ATOM_BOOKKEEPING_BYTES", "FLOAT32_BYTES", "FLOAT64_BYTES", "gem_memory_bytes", "TRAINING_COPIES",
+           "atom_bank_bytes", "available_bytes", "check_atom_banks_fit", "check_fits", "format_bytes",
+           "step_state_bytes", "training_state_bytes"]

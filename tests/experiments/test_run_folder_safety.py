@@ -179,3 +179,24 @@ def test_run_stream_names_what_it_takes(make_stream, tokenizer, tmp_path, strate
     with pytest.raises(TypeError, match=message):
         run_stream(built if strategy == "ok" else strategy, bench if benchmark == "bench" else benchmark, tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+def test_a_0_6_record_of_an_avalanche_strategy_resumes_though_its_options_were_not_recorded(tmp_path, caplog):
+    # 0.4-0.6 recorded options {} for Avalanche's strategies on CLIP (none kept): their options are
+    # unknown, not different; any other strategy's empty options still differ from given ones
+    from moram_avalanche.experiments.record import check_record, make_record, write_record
+
+    for strategy, refused in (("avalanche.naive", False), ("moram", True)):
+        folder = tmp_path / strategy
+        folder.mkdir()
+        write_record(folder, make_record({"strategy": strategy, "iterations": 6}, strategy="Naive", options={}))
+        now = make_record({"strategy": strategy, "iterations": 6}, strategy="Naive", options={"lr": 0.01})
+        if refused:
+            with pytest.raises(ValueError, match=r'options.lr: "\(absent\)" there, 0.01 now'):
+                check_record(folder, now, what="the run", fix="start over")
+        else:
+            check_record(folder, now, what="the run", fix="start over")
+            assert "recorded no options for Avalanche's strategy avalanche.naive" in caplog.text
+    changed = make_record({"strategy": "avalanche.naive", "iterations": 7}, strategy="Naive", options={"lr": 0.01})
+    with pytest.raises(ValueError, match='run.iterations: 6 there, 7 now'):  # the rest is still compared
+        check_record(tmp_path / "avalanche.naive", changed, what="the run", fix="start over")

@@ -105,3 +105,24 @@ def test_the_default_rows_adapt_traces_targets(bench):
         for model, kind in ((lora, LoRALinear), (moram, MoRAMLinear)):
             wrapped = [name for name, module in model.named_modules() if isinstance(module, kind)]
             assert len(wrapped) == 2 * per_layer and all(".self_attn." in name for name in wrapped)
+
+
+def test_float32_master_weights_cost_what_they_hold_on_a_bf16_step(bench, one_thread):
+    """The step on a bf16 model keeps, per trainable weight, its bf16 gradient (2 bytes), a float32
+    master (4) and AdamW's two float32 moments (8): 14 bytes, where pure bf16 keeps 2 + 2 x 2 = 6, so
+    the first step leaves exactly 8 more bytes per trainable weight (the step's float32 gradients are
+    freed before it ends); both also hold AdamW's step counters, the same in both."""
+    from bench_text import build_base, model_config
+
+    base = build_base("llama-1b", model_config("llama-1b", 1, **TINY), "cpu", torch.bfloat16)
+    inputs = bench.make_inputs(base.config, 2, 6, 2, "cpu")["train"]
+    options = dict(bench.PAPER_TRACE_OPTIONS, atoms_per_task=4, topk=4)
+    mixed, pure = (bench.measure(base, inputs, torch.device("cpu"), 4, options, 0.1, tasks=1, checkpointing=(False,),
+                                 master_weights=flag) for flag in (True, False))
+    for with_masters, without in zip(mixed, pure):
+        trainable = with_masters["trainable"]
+        assert trainable > 0 and without["trainable"] == trainable
+        assert with_masters["step_net"] - without["step_net"] == 8 * trainable, (with_masters, without)
+        assert with_masters["step_net"] >= 14 * trainable
+        # at the peak the float32 copies of the gradients (4 bytes each) exist too
+        assert with_masters["step_peak"] >= with_masters["step_net"] + 4 * trainable

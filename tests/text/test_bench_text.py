@@ -58,3 +58,39 @@ def test_task_counts_are_parsed_and_checked(bench):
     assert bench.parse_tasks("15,4") == [4, 15]
     with pytest.raises(argparse.ArgumentTypeError, match="4,15"):
         bench.parse_tasks("0,4")
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_lora_has_moram_s_dropout_and_generation_meets_a_frozen_bank(bench, monkeypatch, one_thread, name):
+    """The training step's baseline drops its input as MoRAM drops the atoms' (the same dropout);
+    generation runs MoRAM's bank frozen, as after the task, and leaves the trained model's atoms trainable."""
+    from moram_avalanche.layers.base import find_layers
+    from moram_avalanche.layers.lora import LoRALinear
+    from moram_avalanche.layers.moram.layer import MoRAMLinear
+    from moram_avalanche.text.lora_layers import DropoutLoRALinear
+
+    models = bench.build_models(name, 2, "cpu", torch.float32, dropout=0.25, **TINY[name])
+    loras, morams = find_layers(models["lora"], LoRALinear), find_layers(models["moram"], MoRAMLinear)
+    assert all(isinstance(layer, DropoutLoRALinear) and layer.lora_dropout.p == 0.25 for layer in loras.values())
+    assert {layer.dropout for layer in morams.values()} == {0.25} and len(loras) == len(morams)
+    assert all(type(layer) is LoRALinear for layer in find_layers(bench.with_lora(models["base"]), LoRALinear).values())
+
+    generated = []
+    generate_call = bench.generate_call
+
+    def spy(model, *args, **kwargs):
+        generated.append(sorted({layer.num_trainable for layer in find_layers(model, MoRAMLinear).values()}))
+        return generate_call(model, *args, **kwargs)
+
+    monkeypatch.setattr(bench, "generate_call", spy)
+    inputs = bench.make_inputs(models["base"].config, batch=2, source_len=5, target_len=3, device="cpu")
+    bench.measure(models, inputs, 2, new_tokens=2, batch=2, repeats=1, warmup=0)
+    assert generated == [[], [], [0]]  # base, LoRA (no MoRAM layer), MoRAM with nothing trainable
+    assert {layer.num_trainable for layer in morams.values()} == {8}
+
+
+def test_the_quick_run(bench, capsys, one_thread):
+    rows = bench.main(["--quick", "--model", "llama-1b"])
+    out = capsys.readouterr().out
+    assert [row["tasks"] for row in rows] == [1, 2] and "tiny widths (--quick)" in out
+    assert "LoRA rank 8, dropout 0.1 (the same)" in out and "train<=1.1" in out and "gen<=1.15" in out

@@ -153,12 +153,20 @@ def test_prompt_strategies_run_in_bf16_with_gradient_checkpointing_and_resume(mo
 
     state = torch.load(log_dir / "checkpoint.pt", map_location="cpu", weights_only=False)["model"]
     assert all(key.startswith("prefix.") for key in state)  # the prompts only, not the model
-    # the prompts started as rows of the (bf16) embedding table (/ 100 for L2P): some trained away from them
+    # the prompts started as rows of the (bf16) embedding table, undivided for both (L2P: BeyonderXX/TRACE
+    # model/Dynamic_network/L2P.py:31, rows copied as they are since commit 2eedb15; 0.6 divided them by 100)
     table = AutoModelForSeq2SeqLM.from_pretrained(model_folder).get_input_embeddings().weight.detach()
-    table = table.to(torch.bfloat16).float() / (100.0 if strategy == "l2p" else 1.0)
+    table = table.to(torch.bfloat16).float() / 1.0
     vectors = torch.cat([v.reshape(-1, table.shape[1]) for k, v in state.items()
                          if k in ("prefix.weight", "prefix.g_prompt", "prefix.e_prompts")])
     moved = [not any(torch.allclose(v, row) for row in table) for v in vectors]
     assert any(moved)  # the prompts trained in bf16 with gradient checkpointing
     if strategy == "l2p":  # the pool's unchosen prompts kept their initial rows (seeded run: the same each time)
         assert not all(moved)
+        # a folder of 0.6's L2P (its prompts divided by 100) records no prompt_init_divisor: refused, not continued
+        assert record["options"]["prompt_init_divisor"] == 1.0
+        del record["options"]["prompt_init_divisor"]
+        (log_dir / "run.json").write_text(json.dumps(record))
+        refused = cli(*args)
+        assert refused.returncode == 2
+        assert 'options.prompt_init_divisor: "(absent)" there, 1.0 now' in refused.stderr, refused.stderr[-2000:]

@@ -129,14 +129,43 @@ def test_gem_refuses_a_gradient_store_that_does_not_fit_with_the_figures(monkeyp
                      max_new_tokens=2, patterns_per_exp=2, evaluator=EvaluationPlugin(loggers=[]))
     bench = synthetic_text(TASKS, train_per_label=1, test_per_label=1)
     params = sum(p.numel() for p in strategy.model.parameters())
-    # 3 tasks: 2 past gradients before the last; float32 gradients on the CPU, the float64 copies beside them
-    need = (2 + 2) * params * 4 + 2 * params * (4 + 8) + params * (4 + 8 + 8 + 4)
+    # 3 tasks: 2 past gradients before the last; float32 gradients on the CPU, the float64 copies beside them;
+    # and what the training step allocates for its trainable (here every) float32 weight: its gradient and
+    # AdamW's two moments, 4 + 8 bytes (utils/memory.py step_state_bytes: the fit counts training's own state)
+    need = (2 + 2) * params * 4 + 2 * params * (4 + 8) + params * (4 + 8 + 8 + 4) + params * (4 + 8)
     monkeypatch.setattr(memory, "available_bytes", lambda device: need)  # 90% of it usable: too little
     with pytest.raises(ValueError, match=rf"GEM's gradient store \(2 past tasks x {params:,} parameters x 4 bytes.*"
                                          rf"need {memory.format_bytes(need)}.*avalanche.agem"):
         strategy.train(bench.train_stream[0])
     monkeypatch.setattr(memory, "available_bytes", lambda device: 2 * need)
     strategy.train(bench.train_stream[0])  # fits: trains
+
+
+def test_every_trace_row_steps_adam_at_traces_betas_clipped_at_one_on_float32_masters():
+    """TRACE's training/main.py builds Adam with betas (0.9, 0.95) for every --CL_method
+    (BeyonderXX/TRACE training/main.py:392-395), and its DeepSpeed configuration trains in bf16 with
+    float32 masters, clipping at 1.0 (utils/ds_utils.py:48; the release's TRACE/utils/ds_utils.py:43):
+    every text strategy on --benchmark trace takes the three, and the optimizer it builds steps with
+    them. SAPT's Trainer clips at 1.0 on SuperNI (transformers' max_grad_norm default)."""
+    from moram_avalanche.algorithms.mixed_precision import MasterWeights
+    from moram_avalanche.experiments.text.recipes import stream_options, text_strategy_classes
+    from moram_avalanche.text.load import prepare_tokenizer
+    from tiny_text import word_tokenizer
+
+    for name in text_strategy_classes():
+        options = stream_options("trace", name)
+        assert (options["betas"], options["max_grad_norm"], options["master_weights"]) == ((0.9, 0.95), 1.0, True), name
+        assert stream_options("superni", name)["max_grad_norm"] == 1.0, name
+    tokenizer = prepare_tokenizer(word_tokenizer(), seq2seq=False)
+    for name in ("l2p", "finetune", "seq-lora"):  # (MoRAM's atoms are added as a task starts)
+        strategy = build(name, tiny_llama().to(torch.bfloat16), tokenizer, **stream_options("trace", name))
+        strategy.make_optimizer()
+        groups = strategy.optimizer.param_groups
+        assert all(group["betas"] == (0.9, 0.95) for group in groups), name
+        # what AdamW steps is float32: masters of the bf16 weights (L2P's prompt pool is float32 itself)
+        assert all(p.dtype == torch.float32 for group in groups for p in group["params"]), name
+        assert isinstance(strategy.optimizer, MasterWeights) == (name != "l2p"), name
+        assert strategy.gradient_clip().max_norm == 1.0
 
 
 def test_dry_runs_print_every_changed_setting_with_its_source():
@@ -161,6 +190,11 @@ def test_dry_runs_print_every_changed_setting_with_its_source():
     assert "q_proj, k_proj, v_proj, o_proj (llama, gemma, gemma2" in trace and "my_peft/utils/other.py" in trace
     assert "MeetingBank keeps the head of its transcripts, up to 4096 tokens" in trace
     assert "collect_results.py" in trace and "GiB on the GPU" in trace  # the release's BWT; GEM's memory
+    # TRACE's optimiser and precision, and what the float32 state costs (utils/memory.py training_state_bytes:
+    # 18 bytes per trainable bf16 weight, 6 in pure bf16)
+    assert "betas (0.9, 0.95)  [BeyonderXX/TRACE training/main.py:392-395" in trace
+    assert "max_grad_norm 1  [TRACE/utils/ds_utils.py:43" in trace and "master_weights True  [" in trace
+    assert "memory: 18 bytes per trainable weight" in trace and "--set master_weights=False: 6)" in trace
     standard = plan_text([get_text_table("t5-standard")], TextReproduceSettings())
     assert "--add_task_name True --add_dataset_name True" in standard and "articles kept" in standard
     assert "LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1)" in standard
@@ -214,16 +248,18 @@ def test_a_row_the_package_cannot_run_says_why_and_a_run_row_not_yet_run_shows_t
     result = table_result(TEXT_TABLES["trace"], TextReproduceSettings(out=str(tmp_path)))
     rows = {r.method: r for r in result.rows if r.block == "LLaMA-2-7B-Chat"}
     assert all(row.status != "not run" for row in rows.values())  # every TRACE row runs now
-    for name in ("DualPrompt", "HiDeLoRA", "L2P"):
+    # transcribed since (they were empty, flagged †): paper_tables_lm.md, tab:llm_cl's LLaMA-2-7B-Chat OP row
+    for name, op in (("DualPrompt", 37.69), ("HiDeLoRA", 41.60), ("L2P", 36.23)):
         assert rows[name].status == "incomplete"  # it runs; nothing was run here
-        assert rows[name].cells["OP"].paper is None  # no number transcribed: never invented
+        assert rows[name].cells["OP"].paper == op
     assert rows["TreeLoRA"].status == "incomplete"
     assert (rows["TreeLoRA"].cells["OP"].paper, rows["TreeLoRA"].cells["BWT"].paper) == (43.52, 3.46)  # tab:llm_cl
     lines = table_markdown(result).splitlines()
-    at = lines.index("|  | TreeLoRA † | ours | incomplete |  |  |")
-    assert lines[at + 1] == "|  |  | paper | 43.52 | 3.46 | – |"  # OP, BWT; the release's BWT has no paper number
-    at = lines.index("|  | HiDeLoRA † | ours | incomplete |  |  |")
-    assert lines[at + 1] == "|  |  | paper | – | – | – |"
+    # with their std, and no note left (no †): tab:llm_cl "43.52 ± 1.0", "3.46 ± 0.4", "41.60 ± 0.8", "7.12 ± 0.4"
+    at = lines.index("|  | TreeLoRA | ours | incomplete |  |  |")
+    assert lines[at + 1] == "|  |  | paper | 43.52 ± 1.00 | 3.46 ± 0.40 | – |"  # the release's BWT: no paper number
+    at = lines.index("|  | HiDeLoRA | ours | incomplete |  |  |")
+    assert lines[at + 1] == "|  |  | paper | 41.60 ± 0.80 | 7.12 ± 0.40 | – |"
     # a row the package cannot run (SuperNI's C-LoRA: no published code) says why
     superni = table_result(TEXT_TABLES["superni"], TextReproduceSettings(out=str(tmp_path)))
     [clora] = [r for r in superni.rows if r.method == "C-LoRA"]

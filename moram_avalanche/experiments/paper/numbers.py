@@ -1,20 +1,28 @@
-"""The numbers of the MoRAM paper's CLIP tables, as data shipped with the package.
+"""The numbers of the MoRAM paper's tables, as data shipped with the package.
 
 One CSV file per table under ``moram_avalanche/experiments/paper/`` (package data), transcribed
-from the paper's LaTeX source (ICML 2026, ViT-B/16): ``block, method, <columns...>, note``. A
-cell is a number, ``mean ± std`` (the robustness table) or empty (the paper's "--": no value,
-e.g. the Transfer of the first domain). Domain columns use this package's domain names
-(``Caltech`` -> ``Caltech101``, ``OxPet`` -> ``OxfordPet``, ``Cars`` -> ``StanfordCars``); the
-paper's "Average" column is ``Average``. ``note`` flags a row the reader must know about (an
-erratum of the paper is carried and flagged, never silently copied).
+from the paper's LaTeX source (ICML 2026): ``block, method, <columns...>, note``. A cell is a
+number, ``mean ± std`` (the robustness, TRACE and order-robustness tables) or empty (the paper's
+"--": no value, e.g. the Transfer of the first domain). ``note`` flags a row the reader must know
+about (an erratum of the paper is carried and flagged, never silently copied; a row the paper
+quotes from another paper says so).
 
-Files: ``xtail`` (``tab:few_xtail``), ``xtail_order2`` (``tab:few_xtail_order_2``), ``mtil``
-(``tab:few_mtil_full``), ``routing`` (``tab:mix_strategy``), ``additional_baselines``
-(``tab:additional_baselines``), ``robustness`` (``tab:supp_robustness``), ``pruning``
-(``tab:prune``), ``load_balance`` (``tab:load_balance``, X-TAIL column only; its T5 columns are
-the language models' ``t5_load_balance``). The robustness
-and pruning files hold their values under the **order-1** domain names: the paper prints
-order-2 names over order-1 values (see :mod:`~moram_avalanche.experiments.clip.paper_tables`).
+The CLIP tables (ViT-B/16): ``xtail`` (``tab:few_xtail``), ``xtail_order2``
+(``tab:few_xtail_order_2``), ``mtil`` (``tab:few_mtil_full``), ``routing`` (``tab:mix_strategy``),
+``additional_baselines`` (``tab:additional_baselines``), ``robustness`` (``tab:supp_robustness``),
+``pruning`` (``tab:prune``), ``load_balance`` (``tab:load_balance``, X-TAIL column only; its T5
+columns are the language models' ``t5_load_balance``). Domain columns use this package's domain
+names (``Caltech`` -> ``Caltech101``, ``OxPet`` -> ``OxfordPet``, ``Cars`` -> ``StanfordCars``); the
+paper's "Average" column is ``Average``. The robustness and pruning files hold their values under
+the **order-1** domain names: the paper prints order-2 names over order-1 values (see
+:mod:`~moram_avalanche.experiments.clip.paper_tables`).
+
+The language-model tables, every cell of each (:mod:`~moram_avalanche.experiments.text.paper_tables`):
+``t5_standard`` (``tab:llm_cl_main``), ``t5_long`` (``tab:supp_llm_cl_long``), ``llama_standard``
+(``tab:llama``), ``trace`` (``tab:llm_cl``), ``t5_order_robustness`` (``tab:order_robustness``),
+``t5_load_balance`` (``tab:load_balance``'s T5 columns), ``superni`` (``tab:sapt``) and
+``codealpaca`` (``tab:llm_ood_main`` with ``tab:supp_humaneval``'s pass@1 / 5 / 10). Order columns
+are ``Order <k>``; a percentage of parameters is stored without its "%".
 """
 
 from __future__ import annotations

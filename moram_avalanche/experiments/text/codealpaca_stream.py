@@ -1,22 +1,71 @@
 """``codealpaca``: one fine-tuning task (CodeAlpaca-20k) tested on HumanEval and MMLU, as a table's
 stream (:class:`CodeAlpacaStream`); its columns (:data:`CODEALPACA_COLUMNS`) read each run's
-sampled and greedy HumanEval results, its MMLU accuracy and the adapter's parameter counts
+sampled and greedy HumanEval results, its MMLU accuracies (the whole benchmark and the paper's eight
+subject columns, :data:`MMLU_SUBJECT_COLUMNS`) and the adapter's parameter counts
 (:func:`parameter_counts`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ...benchmarks.text.mmlu import GROUPS
 from ..paper.results import mean_over_seeds, paper_cell
 from ..paper.runs import run_options
 from .rehearsal import REHEARSAL_NEW_TOKENS, REHEARSAL_TEST, REHEARSAL_TRAIN
 from .stream_protocol import TextProtocol, TextStream, cell_of, model_slug
 
-#: the CodeAlpaca table's columns -> what fills each: ``results.json``'s key, a parameter count, or nothing
-#: yet (the reason is in the table's notes)
+#: ``tab:llm_ood_main``'s MMLU subject columns (the paper's heads) -> the lm-eval task each is the accuracy
+#: of: a subject's (``mmlu_<subject>``) or a group's (:data:`~moram_avalanche.benchmarks.text.mmlu.GROUPS`: the
+#: mean over its subjects' questions, as lm-eval scores its groups); which tasks stand behind "Econ.", "STEM" and
+#: "Phys.", and why: :data:`MMLU_COLUMNS_NOTE`
+MMLU_SUBJECT_COLUMNS: Dict[str, str] = {
+    "Logic": "mmlu_formal_logic", "Phil.": "mmlu_philosophy", "Reli.": "mmlu_world_religions",
+    "Econ.": "mmlu_high_school_microeconomics", "Pub. Rel.": "mmlu_public_relations", "STEM": "mmlu_stem",
+    "Phys.": "mmlu_college_physics", "ML": "mmlu_machine_learning"}
+
+
+def task_subjects(task: str) -> Tuple[str, ...]:
+    """The MMLU subjects an lm-eval task scores: a group's (:data:`~moram_avalanche.benchmarks.text.mmlu.GROUPS`),
+    else the subject of ``mmlu_<subject>``."""
+    return GROUPS.get(task, (task.removeprefix("mmlu_"),))
+
+
+#: the MMLU subject columns, in words, with the reason for the three the paper only abbreviates (the
+#: table's notes and its plan print it)
+MMLU_COLUMNS_NOTE = (
+    "MMLU's subject columns are read from the same lm-eval run as MMLU (mmlu.json), one lm-eval task each: "
+    + ", ".join(f"{column} {task}" + (f" (its {len(task_subjects(task))} subjects, the mean over their questions)"
+                                      if task in GROUPS else "") for column, task in MMLU_SUBJECT_COLUMNS.items())
+    + ". The paper names Econ., STEM and Phys. by these heads only; its figures choose the tasks: to its printed "
+    "digits every Econ. cell is k / 238 for a whole k (high_school_microeconomics's 238 test questions: the base "
+    "model's 70.17 = 167 / 238), every Phys. cell k / 102 (college_physics: 39.22 = 40 / 102) and every STEM cell "
+    "k / 3153 (the stem group: 54.84 = 1729 / 3153), which no other economics or physics subject gives "
+    "(high_school_macroeconomics has 390 questions, econometrics 114, high_school_physics 151, conceptual_physics "
+    "235). A column is empty when a run's MMLU lacks one of its subjects (a partial local copy).")
+#: the CodeAlpaca table's columns, in the paper's order: HumanEval pass@k (sampled; ``tab:supp_humaneval``),
+#: pass@1 of one greedy completion (``tab:llm_ood_main``'s Pass@1), MMLU's subject columns and the whole
+#: benchmark, the adapter's parameters in millions and in % of the adapted model's (``tab:llm_ood_main``)
 CODEALPACA_COLUMNS = ("HumanEval pass@1", "HumanEval pass@5", "HumanEval pass@10", "HumanEval pass@1 (greedy)",
-                      "MMLU", "Params added (M)", "Params activated (M)")
+                      *MMLU_SUBJECT_COLUMNS, "MMLU", "Params added (M)", "Params activated (M)",
+                      "Params added (%)", "Params activated (%)")
+
+
+def in_millions(count: int, counts: Dict[str, Optional[int]]) -> float:
+    """A parameter count in millions."""
+    return count / 1e6
+
+
+def in_percent(count: int, counts: Dict[str, Optional[int]]) -> Optional[float]:
+    """A parameter count in % of every parameter of the adapted model (the pre-trained model's and the
+    adapter's added ones), as peft's ``print_trainable_parameters`` divides (``get_nb_trainable_parameters``:
+    trainable / all); None without the pre-trained model's count."""
+    return None if counts["base"] is None else 100 * count / (counts["base"] + counts["added"])
+
+
+#: the parameter columns -> which count of :func:`parameter_counts` each shows, and in what unit
+PARAMETER_COLUMNS = {"Params added (M)": ("added", in_millions), "Params activated (M)": ("activated", in_millions),
+                     "Params added (%)": ("added", in_percent), "Params activated (%)": ("activated", in_percent)}
 
 
 class CodeAlpacaStream(TextStream):
@@ -24,9 +73,10 @@ class CodeAlpacaStream(TextStream):
     (:mod:`~moram_avalanche.benchmarks.text.codealpaca`). Its columns (:data:`CODEALPACA_COLUMNS`):
     pass@1 / 5 / 10 from each run's ``humaneval.json`` (sampled completions,
     :class:`~moram_avalanche.strategies.text.plugins.humaneval_sampling.HumanEvalSampling`), greedy
-    pass@1 from its ``results.json`` (the last row of its one-task matrix), the adapter's added and
-    per-token activated parameters from the model's configuration
-    (:mod:`~moram_avalanche.text.adapter_params`), and MMLU (``mmlu.json``)."""
+    pass@1 from its ``results.json`` (the last row of its one-task matrix), MMLU and the paper's eight
+    subject columns from its ``mmlu.json`` (:data:`MMLU_SUBJECT_COLUMNS`), and the adapter's added and
+    per-token activated parameters, in millions and in % of the adapted model's, from the model's
+    configuration (:func:`parameter_counts`)."""
 
     benchmark = "codealpaca"
 
@@ -37,8 +87,9 @@ class CodeAlpacaStream(TextStream):
         return TextProtocol(f"codealpaca-{model_slug(spec.model)}",
                             "fine-tuning on CodeAlpaca-20k (code_alpaca_20k.json, Alpaca prompts; --benchmark "
                             "codealpaca), then HumanEval's 164 problems, 20 sampled completions each (pass@1/5/10) and "
-                            "a greedy one (pass@1 (greedy)), each run in a sandboxed process (%); parameters of the "
-                            "adapter in millions (added; activated per token)")
+                            "a greedy one (pass@1 (greedy)), each run in a sandboxed process (%); MMLU through "
+                            "lm-eval, 0-shot: eight subject columns and the whole benchmark (%); parameters of the "
+                            "adapter in millions and in % of the adapted model's (added; activated per token)")
 
     def run_key(self, protocol) -> str:
         return f"codealpaca-{model_slug(protocol.model)}"
@@ -84,7 +135,8 @@ class CodeAlpacaStream(TextStream):
         return codealpaca(settings.data_root, seed=run.seed, **limits)
 
     def plan_lines(self, spec) -> List[str]:
-        return [f"  stream: {spec.protocol.description}"]
+        """The stream, and what MMLU's subject columns read (:data:`MMLU_COLUMNS_NOTE`)."""
+        return [f"  stream: {spec.protocol.description}", f"  {MMLU_COLUMNS_NOTE}"]
 
     def task_reports(self, specs, settings) -> list:
         from ...benchmarks.text.codealpaca import check_codealpaca_data
@@ -92,6 +144,9 @@ class CodeAlpacaStream(TextStream):
         return check_codealpaca_data(settings.data_root)
 
     def cells(self, spec, paper_row, runs, reports, settings=None) -> Dict[str, Any]:
+        """The paper's cells, and ours: pass@1 / 5 / 10 from ``humaneval.json``, greedy pass@1 from
+        ``results.json``, MMLU and its subject columns (:data:`MMLU_SUBJECT_COLUMNS`, :func:`subject_accuracy`)
+        from ``mmlu.json``, each a mean over seeds; the parameter columns from :func:`parameter_counts`."""
         cells = {column: paper_cell(paper_row, column) for column in spec.columns}
         if reports is None:
             return cells
@@ -102,13 +157,25 @@ class CodeAlpacaStream(TextStream):
                 mean_over_seeds(cells[f"HumanEval pass@{k}"], [(s or {}).get(f"pass@{k}") for s in sampled])
             mmlu = [_read_json(run.folder(settings.root / "runs") / run.strategy / "mmlu.json") for run in runs]
             mean_over_seeds(cells["MMLU"], [(m or {}).get("mmlu") for m in mmlu])
+            for column, task in MMLU_SUBJECT_COLUMNS.items():
+                mean_over_seeds(cells[column], [subject_accuracy((m or {}).get("subjects") or {}, task_subjects(task))
+                                                for m in mmlu])
         counts = parameter_counts(runs[0], settings) if runs and settings is not None else None
         if counts is not None:
-            cells["Params added (M)"].ours = counts["added"] / 1e6
-            cells["Params activated (M)"].ours = counts["activated"] / 1e6
-            for column in ("Params added (M)", "Params activated (M)"):
-                cells[column].seeds = len(runs)
+            for column, (count, unit) in PARAMETER_COLUMNS.items():
+                cells[column].ours = unit(counts[count], counts)
+                cells[column].seeds = len(runs) if cells[column].ours is not None else 0
         return cells
+
+
+def subject_accuracy(subjects: Mapping[str, dict], wanted: Sequence[str]) -> Optional[float]:
+    """The accuracy (%) over every question of the MMLU subjects ``wanted``, from ``mmlu.json``'s
+    ``subjects`` (``{subject: {"acc", "questions"}}``): lm-eval's group score (``weight_by_size``);
+    None unless every one of them was scored (a part of a group is not the group)."""
+    found = [subjects.get(subject) or {} for subject in wanted]
+    if not found or any(entry.get("acc") is None or not entry.get("questions") for entry in found):
+        return None
+    return sum(entry["acc"] * entry["questions"] for entry in found) / sum(entry["questions"] for entry in found)
 
 
 def _read_json(path: Path) -> Optional[dict]:
@@ -120,12 +187,28 @@ def _read_json(path: Path) -> Optional[dict]:
         return None
 
 
-def parameter_counts(run, settings) -> Optional[Dict[str, int]]:
-    """The adapter's added and per-token activated parameters of ``run``
-    (:mod:`~moram_avalanche.text.adapter_params`) from its model's configuration (the tiny model's in
-    a rehearsal) and its options (:func:`~moram_avalanche.experiments.paper.runs.run_options`: MoRAM's
-    ``atoms_per_task`` and ``topk``, or a LoRA row's ``rank``); None when the configuration cannot be
-    read or the row sets neither."""
+def base_parameters(config) -> Optional[int]:
+    """The parameters of the model ``config`` describes (the pre-trained model, no adapter), counted on
+    the meta device (no memory, no weights): ``transformers``' own layers, so tied embeddings count once.
+    None for a configuration ``AutoModelForCausalLM`` does not know."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except (KeyError, ValueError):
+        return None
+    return sum(parameter.numel() for parameter in model.parameters())
+
+
+def parameter_counts(run, settings) -> Optional[Dict[str, Optional[int]]]:
+    """The adapter's ``added`` and per-token ``activated`` parameters of ``run``
+    (:mod:`~moram_avalanche.text.adapter_params`) and the pre-trained model's (``base``,
+    :func:`base_parameters`) from its model's configuration (the tiny model's in a rehearsal) and its
+    options (:func:`~moram_avalanche.experiments.paper.runs.run_options`: MoRAM's ``atoms_per_task``
+    and ``topk``, or a LoRA row's ``rank``); None when the configuration cannot be read or the row sets
+    neither."""
     from ...text.adapter_params import linear_shapes, lora_parameters, moram_parameters
     from ...text.targets import resolve_targets
 
@@ -151,12 +234,15 @@ def parameter_counts(run, settings) -> Optional[Dict[str, int]]:
 
     counter = getattr(text_strategy_classes().get(run.strategy), "adapter_parameters", None)
     if counter is not None:  # a row that says how it counts (LoRI: the trained entries of B)
-        return counter(shapes, options)
-    if "atoms_per_task" in options and "topk" in options:  # a bank of atoms routed top-k (MoRAM)
-        return moram_parameters(shapes, options["atoms_per_task"], options["topk"])
-    if "rank" in options:  # a LoRA row
-        return lora_parameters(shapes, options["rank"])
-    return None  # the base model: no adapter trained
+        counts = counter(shapes, options)
+    elif "atoms_per_task" in options and "topk" in options:  # a bank of atoms routed top-k (MoRAM)
+        counts = moram_parameters(shapes, options["atoms_per_task"], options["topk"])
+    elif "rank" in options:  # a LoRA row
+        counts = lora_parameters(shapes, options["rank"])
+    else:
+        return None  # the base model: no adapter trained
+    return {**counts, "base": base_parameters(config)}
 
 
-__all__ = ["CODEALPACA_COLUMNS", "CodeAlpacaStream", "parameter_counts"]
+__all__ = ["CODEALPACA_COLUMNS", "CodeAlpacaStream", "MMLU_COLUMNS_NOTE", "MMLU_SUBJECT_COLUMNS", "PARAMETER_COLUMNS",
+           "base_parameters", "in_millions", "in_percent", "parameter_counts", "subject_accuracy", "task_subjects"]

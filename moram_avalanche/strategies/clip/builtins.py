@@ -30,6 +30,7 @@ each process loads ``train_mb_size / N`` of every global batch).
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass, field
 from importlib import import_module
@@ -41,7 +42,7 @@ from avalanche.training.plugins.evaluation import default_evaluator
 from ...algorithms.data_parallel import world_size
 from ...models.classifier import CLIPClassifier
 from ...utils.devices import resolve_device
-from ..avalanche_ranges import check_avalanche_benchmark, check_avalanche_values
+from ..avalanche_ranges import AVALANCHE_PREFIX, check_avalanche_benchmark, check_avalanche_values
 from ..moram_setting import MORAM
 from ..needs import StrategyNeeds
 from ..plugins.agem import checkpointable_agem
@@ -51,13 +52,28 @@ from ..plugins.validate import check_plugins
 from .loop import EVAL_BATCH_FACTOR
 
 #: the prefix of Avalanche's strategies' names
-PREFIX = "avalanche."
+PREFIX = AVALANCHE_PREFIX
 #: the arguments :class:`BuiltinStrategy` sets itself (the harness's budget and optimisation)
 HARNESS_ARGUMENTS = ("model", "optimizer", "criterion", "train_mb_size", "train_epochs", "eval_mb_size",
                      "device", "plugins", "evaluator", "eval_every")
 #: the options :meth:`BuiltinStrategy.__call__` takes besides the strategy's own arguments
 HARNESS_OPTIONS = ("model", "tokenizer", "iterations", "lr", "betas", "weight_decay", "warmup", "criterion",
                    "train_mb_size", "eval_mb_size", "device", "plugins", "evaluator", "progress")
+
+
+def keeps_given_options(build):
+    """``build(self, **options) -> strategy``, which also keeps the keyword arguments it was given
+    on the strategy (``given_options``), as the package's own strategies keep theirs
+    (:class:`~moram_avalanche.strategies.loop.ContinualLoop`): what a run folder records and a
+    resume compares. (0.6 kept none for Avalanche's strategies on CLIP, so a killed run of one could
+    not resume.) The signature stays ``build``'s: the options check reads it."""
+    @functools.wraps(build)
+    def call(self, **options):
+        strategy = build(self, **options)
+        strategy.given_options = dict(options)
+        return strategy
+
+    return call
 
 
 @dataclass(frozen=True)
@@ -117,6 +133,7 @@ class BuiltinStrategy:
         return {name: p for name, p in params.items()
                 if name not in ("self", *HARNESS_ARGUMENTS) and p.kind is p.KEYWORD_ONLY}
 
+    @keeps_given_options
     def __call__(self, *, model, tokenizer, iterations: int = MORAM.iterations, lr: float = 1e-5,
                  betas=MORAM.betas, weight_decay: float = MORAM.weight_decay, warmup: int = MORAM.warmup,
                  criterion: Optional[torch.nn.Module] = None, train_mb_size: int = MORAM.train_mb_size,

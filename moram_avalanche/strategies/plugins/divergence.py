@@ -43,6 +43,15 @@ class StopOnDivergence(SupervisedPlugin, supports_distributed=True):
             (None): for losses off the CPU only.
     """
 
+    # A 0.4 whole-strategy checkpoint (Avalanche's strategies) pickled this plugin before it held any
+    # state, and pickle restores an empty state without calling ``__setstate__``: the class holds
+    # the defaults such an instance reads.
+    check_every = CHECK_EVERY
+    deferred = None
+    _first = None
+    _loss = None
+    _unread = 0
+
     def __init__(self, check_every: int = CHECK_EVERY, deferred=None) -> None:
         super().__init__()
         self.check_every = check_positive_int("check_every", check_every)

@@ -8,6 +8,7 @@ import torch
 from avalanche.core import SupervisedPlugin
 
 from ...algorithms.fsdp import local_tensor
+from ...algorithms.mixed_precision import master_copies
 
 #: what :func:`memory_footprint` counts (the CPU proxy's label)
 PROXY_LABEL = ("held tensors: model parameters and buffers, gradients, optimizer state, "
@@ -22,8 +23,9 @@ def tensors_bytes(tensors: Iterable[torch.Tensor]) -> int:
 def memory_footprint(strategy) -> dict[str, int]:
     """Bytes of the tensors ``strategy`` holds, by owner.
 
-    ``model`` (parameters and buffers), ``gradients``, ``optimizer`` (its state tensors), and
-    one entry per plugin with a ``held_bytes()`` method (teachers, weight copies).
+    ``model`` (parameters and buffers), ``gradients``, ``optimizer`` (its state tensors and the
+    float32 master copies of low-precision weights, :mod:`~moram_avalanche.algorithms.mixed_precision`),
+    and one entry per plugin with a ``held_bytes()`` method (teachers, weight copies).
     """
     model = strategy.model
     footprint = {
@@ -33,7 +35,8 @@ def memory_footprint(strategy) -> dict[str, int]:
     }
     if strategy.optimizer is not None:
         footprint["optimizer"] = tensors_bytes(
-            v for state in strategy.optimizer.state.values() for v in state.values())
+            v for state in strategy.optimizer.state.values() for v in state.values()) + tensors_bytes(
+            master_copies(strategy.optimizer))
     for plugin in strategy.plugins:
         if hasattr(plugin, "held_bytes"):
             footprint[type(plugin).__name__] = int(plugin.held_bytes())

@@ -59,13 +59,13 @@ from typing import Any, Dict
 from avalanche.training import AGEM, EWC, GEM, LwF, Naive, Replay
 
 from ...layers.base import find_layers
-from ..avalanche_ranges import check_avalanche_benchmark, check_avalanche_values
+from ..avalanche_ranges import AVALANCHE_PREFIX, check_avalanche_benchmark, check_avalanche_values
 from ..needs import StrategyNeeds
 from .adapters import wrap
 from .loop import TextStrategy
 
 #: the prefix of Avalanche's strategies' names (as on CLIP)
-PREFIX = "avalanche."
+PREFIX = AVALANCHE_PREFIX
 
 
 def token_loss(output, answers):

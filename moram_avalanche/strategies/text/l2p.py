@@ -30,11 +30,13 @@ class TextL2P(PromptStrategy):
     averaged over the rows: TRACE's ``reduce_sim``).
 
     Args (besides TextStrategy's; defaults TRACE's, :class:`~moram_avalanche.text.prompt_pool.L2PConfig`):
-        pool_size (10), prompt_length (5), top_k (3), pull_coef (0.5).
+        pool_size (10), prompt_length (5), top_k (3), pull_coef (0.5), prompt_init_divisor (1).
 
-    The initial prompts are rows of the model's embedding table at random tokens, divided by 100
-    (TRACE's ``convert_L2P_model``), drawn from torch's generator (the run's seed). Run
-    checkpoints hold the pool and its keys only (the model never changes).
+    The initial prompts are rows of the model's embedding table at random tokens, as they are
+    (TRACE's ``convert_L2P_model``, ``model/Dynamic_network/L2P.py:31``; divided by
+    ``prompt_init_divisor``, 100 in TRACE's superseded commit and in 0.6), drawn from torch's
+    generator (the run's seed). Run checkpoints hold the pool and its keys only (the model never
+    changes).
     """
 
     #: one process or data-parallel (the pool's gradients are averaged with the rest); not --fsdp
@@ -48,9 +50,10 @@ class TextL2P(PromptStrategy):
     # defaults: TRACE's L2P, written once (moram_avalanche.text.prompt_pool.L2PConfig)
     def __init__(self, *, model, tokenizer=None, pool_size: int = TRACE.pool_size,
                  prompt_length: int = TRACE.prompt_length, top_k: int = TRACE.top_k,
-                 pull_coef: float = TRACE.pull_coef, plugins=None, **kwargs):
+                 pull_coef: float = TRACE.pull_coef, prompt_init_divisor: float = TRACE.prompt_init_divisor,
+                 plugins=None, **kwargs):
         #: the options, checked once (:class:`~moram_avalanche.text.prompt_pool.L2PConfig`)
-        self.config = L2PConfig(pool_size, prompt_length, top_k, pull_coef)
+        self.config = L2PConfig(pool_size, prompt_length, top_k, pull_coef, prompt_init_divisor)
         model = self.prompted(wrap(model, tokenizer))
         self.l2p_plugin = L2PPlugin(self.config.pull_coef)
         super().__init__(model=model, tokenizer=tokenizer, plugins=[self.l2p_plugin, *(plugins or [])], **kwargs)
@@ -58,8 +61,9 @@ class TextL2P(PromptStrategy):
     def build_prefix(self, model) -> PromptPool:
         """A pool of TRACE's initial prompts (:func:`~moram_avalanche.text.prompt_pool.embedding_rows_init`)."""
         config, table = self.config, model.model.get_input_embeddings().weight
+        init = embedding_rows_init(table, config.pool_size, config.prompt_length, divisor=config.prompt_init_divisor)
         return PromptPool(config.pool_size, config.prompt_length, hidden_size(model), config.top_k,
-                          init=embedding_rows_init(table, config.pool_size, config.prompt_length)).to(table.device)
+                          init=init).to(table.device)
 
     @staticmethod
     def prefix_shape(pool: PromptPool) -> tuple:

@@ -18,6 +18,8 @@ not its few-shot budget or its model selection.
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ...models.language_model import LanguageModel
 from ...text.lfpt5_prompt import (
     LFPT5_LR,
@@ -31,7 +33,6 @@ from ...text.lfpt5_prompt import (
 from ...text.lfpt5_prompt import LFPT5_PROMPT_SETTING as PROMPT
 from ..needs import StrategyNeeds
 from .loop import TextStrategy
-from .plugins.accumulation import AccumulatedSteps
 from .plugins.lfpt5 import LFPT5_PLUGIN_SETTING as PLUGIN
 from .plugins.lfpt5 import LFPT5Plugin, LFPT5PluginConfig
 from .settings import given_config
@@ -55,6 +56,11 @@ class TextLFPT5(TextStrategy):
             classification", the first task's name and labels, set as it starts, then frequent
             tokens) or ``"vocabulary"`` (frequent tokens only).
         prompt_optimizer: ``"adafactor"`` (LFPT5's) or ``"adamw"`` (the loop's).
+        max_grad_norm: None (no clipping of the gradients' norm): LFPT5's code passes its
+            ``--max_grad_norm 1.0`` to Adafactor as ``clip_threshold``, the update clipping
+            :func:`~moram_avalanche.text.lfpt5_prompt.adafactor` keeps, and clips no gradient
+            (qcwthu/Lifelong-Fewshot-Language-Learning ``Classification/Classification.py:59``);
+            a number: the loop's global-norm clipping.
         lm_lambda (0.25), kd_lambda (0.01), pseudo_per_label (2), pseudo_draws (500),
         pseudo_top_k (64), pseudo_repetition_penalty (2.5), pseudo_max_tokens (128),
         lm_target_length (256), pseudo_seed (42):
@@ -78,7 +84,8 @@ class TextLFPT5(TextStrategy):
                  pseudo_top_k: int = PLUGIN.pseudo_top_k,
                  pseudo_repetition_penalty: float = PLUGIN.pseudo_repetition_penalty,
                  pseudo_max_tokens: int = PLUGIN.pseudo_max_tokens, lm_target_length: int = PLUGIN.lm_target_length,
-                 pseudo_seed: int = PLUGIN.pseudo_seed, plugins=None, **kwargs):
+                 pseudo_seed: int = PLUGIN.pseudo_seed, max_grad_norm: Optional[float] = None, plugins=None,
+                 **kwargs):
         #: the prompt's options, checked once (the plugin's are its own: :attr:`lfpt5_plugin` ``.config``)
         self.config = config = LFPT5PromptConfig(prompt_length, prompt_position, prompt_init, prompt_optimizer)
         model = model if isinstance(model, LanguageModel) else LanguageModel(model, tokenizer)
@@ -101,14 +108,14 @@ class TextLFPT5(TextStrategy):
                                         pseudo_max_tokens=pseudo_max_tokens, lm_target_length=lm_target_length,
                                         pseudo_seed=pseudo_seed, label_rows=config.prompt_init == "labels")
         super().__init__(model=model, tokenizer=tokenizer, lr=lr, weight_decay=weight_decay,
-                         plugins=[self.lfpt5_plugin, *(plugins or [])], **kwargs)
+                         max_grad_norm=max_grad_norm, plugins=[self.lfpt5_plugin, *(plugins or [])], **kwargs)
 
     def fresh_optimizer(self, params):
-        """LFPT5's Adafactor (or the loop's AdamW), stepping once per ``accumulation_steps`` minibatches."""
+        """LFPT5's Adafactor (or the loop's AdamW); the loop clips its gradients and accumulates
+        its steps (:meth:`~moram_avalanche.strategies.text.loop.TextStrategy.training_optimizer`)."""
         if self.optimizer_name == "adamw":
             return super().fresh_optimizer(params)
-        optimizer = adafactor(params, lr=self.experience_lr(), weight_decay=self.weight_decay)
-        return AccumulatedSteps(optimizer, self.accumulation_steps) if self.accumulation_steps > 1 else optimizer
+        return adafactor(params, lr=self.experience_lr(), weight_decay=self.weight_decay)
 
     def checkpoint_model_state(self) -> dict:
         """The prompt, the only weights that train (the frozen model and its added rows are rebuilt)."""

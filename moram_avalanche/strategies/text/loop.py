@@ -20,6 +20,13 @@ guard) whose problem -- model, loss, evaluation -- is a
   epoch per task, Sec. 4 LLM settings), or one count per task (the release's TRACE run:
   2,1,3,2,1,2,2,3), or, with ``iterations``, exactly that many optimizer steps per
   task, cycling the data (:class:`~moram_avalanche.strategies.plugins.budget.FixedBatches`);
+* precision as the published runs train (:mod:`~moram_avalanche.algorithms.mixed_precision`): a
+  model loaded in bf16 computes in bf16 while AdamW steps float32 master copies of its trainable
+  weights, with float32 moments (DeepSpeed's bf16 mode, which the MoRAM release, TRACE and
+  TreeLoRA run: ``utils/ds_utils.py``; ``master_weights=False``: pure bf16 weights), and each
+  step's gradients, accumulated over ``accumulation_steps`` minibatches, are clipped to global
+  norm ``max_grad_norm`` (1.0: their DeepSpeed configurations' ``"gradient_clipping": 1.0``,
+  ``transformers``' Trainer's ``max_grad_norm`` for O-LoRA's and SAPT's) on their float32 copies;
 * prompts: a long prompt is cut as its task declares (``experience.tasks``: TRACE's MeetingBank
   keeps its head, up to 4,096 tokens) or else as the model cuts it (a causal model keeps the
   prompt's end, in training sharing ``max_source_length + max_target_length`` with the answer;
@@ -58,6 +65,7 @@ import torch
 from avalanche.training.plugins import EvaluationPlugin
 from torch.utils.data import DataLoader
 
+from ...algorithms.mixed_precision import GradientClip
 from ...benchmarks.text.metrics import TEXT_METRICS
 from ...benchmarks.text.stream import collate_text
 from ...models.language_model import (
@@ -105,6 +113,8 @@ def check_text_loop_options(options) -> None:
         check_compile_generation(options["compile_generation"])
     if "lr_schedule" in options and options["lr_schedule"] not in LR_SCHEDULES:
         schedule_plugins(options["lr_schedule"])  # the one-line error
+    if options.get("max_grad_norm") is not None:
+        GradientClip(options["max_grad_norm"])  # the one-line error
 
 
 def check_epochs(epochs) -> None:
@@ -190,6 +200,12 @@ class TextStrategy(ContinualLoop):
             steps (:class:`~moram_avalanche.strategies.text.plugins.schedule.TaskCosine`; the
             paper's CodeAlpaca fine-tuning, "cosine from 5e-4").
         weight_decay, betas: AdamW's (0; (0.9, 0.999), module constants).
+        max_grad_norm: each optimizer step's gradients (after accumulation, in float32) are
+            scaled to global L2 norm at most this (1.0: the published runs' DeepSpeed and
+            Trainer setting, module docstring); None: no clipping.
+        master_weights: step float32 master copies of bf16 / fp16 trainable weights (True, as
+            DeepSpeed's bf16 mode); False: pure low-precision weights (updates below half a
+            bf16 spacing are lost). A float32 model is the same either way.
         max_source_length, max_target_length, max_new_tokens: prompt tokens kept, answer
             tokens trained, tokens generated (O-LoRA: 512, 50, 50).
         repetition_penalty, no_repeat_ngram_size: greedy decoding's extras (1.0 and 0: plain
@@ -247,7 +263,8 @@ class TextStrategy(ContinualLoop):
                  eval_mb_size: Optional[int] = None, device="cpu", plugins=None, evaluator=default_text_evaluator,
                  eval_every: int = -1, accumulation_steps: int = 1, repetition_penalty: float = 1.0,
                  no_repeat_ngram_size: int = 0, compile_generation: Union[bool, Literal["auto"]] = "auto",
-                 lr_schedule: str = "constant", **base_kwargs):
+                 lr_schedule: str = "constant", max_grad_norm: Optional[float] = LOOP.max_grad_norm,
+                 master_weights: bool = True, **base_kwargs):
         # the options were checked once, by __new__ (check_strategy_options), before this runs
         if not isinstance(model, LanguageModel):
             model = LanguageModel(model, tokenizer, max_source_length=max_source_length,
@@ -265,6 +282,8 @@ class TextStrategy(ContinualLoop):
         self.epochs = (tuple(epochs) if isinstance(epochs, (list, tuple))
                        else dict(epochs) if isinstance(epochs, Mapping) else epochs)
         self.accumulation_steps = accumulation_steps
+        self.max_grad_norm = None if max_grad_norm is None else float(max_grad_norm)
+        self.master_weights = bool(master_weights)
         self.max_new_tokens = max_new_tokens
         #: greedy decoding's extras (the release's TRACE inference: repetition penalty 1.2, no repeated 3-grams)
         self.decoding = Decoding(repetition_penalty, no_repeat_ngram_size)
@@ -291,10 +310,11 @@ class TextStrategy(ContinualLoop):
             self.train_epochs = epochs_of(self.epochs, self.experience)
         super()._before_training_exp(**kwargs)
 
-    def fresh_optimizer(self, params):
-        """The loop's AdamW (a constant learning rate), stepping once per ``accumulation_steps``
-        minibatches (:class:`~moram_avalanche.strategies.text.plugins.accumulation.AccumulatedSteps`)."""
-        optimizer = super().fresh_optimizer(params)
+    def training_optimizer(self, params):
+        """The loop's optimizer (float32 masters, clipping: the harness's), stepping once per
+        ``accumulation_steps`` minibatches
+        (:class:`~moram_avalanche.strategies.text.plugins.accumulation.AccumulatedSteps`)."""
+        optimizer = super().training_optimizer(params)
         return AccumulatedSteps(optimizer, self.accumulation_steps) if self.accumulation_steps > 1 else optimizer
 
     def training_epoch(self, **kwargs):

@@ -18,22 +18,33 @@ What runs (facts from juzhengz/LoRI, ``scripts/codealpaca_llama3_r_32.sh``, ``sr
   the first task's mask. The mask is in the checkpoint, so a resumed run does not redo stage 1.
   An ``iterations`` budget (a smoke run, a rehearsal) applies to each stage: twice the steps.
 
+The loss is the code's: each example's answer tokens' cross-entropies summed (its negative
+log-likelihood), averaged over the examples (``src/mask_trainers.py:294,299,307``:
+``_get_batch_logps(..., average_log_prob=False)``, ``losses = -policy_chosen_logps``,
+``losses.mean()``; :data:`LORI_LOSS`), not the mean over the batch's tokens the other rows take:
+with the clipping below, that changes the updates, not only their scale. ``loss_reduction=
+"token-mean"`` gives the token mean (0.6's).
+
 Each ``B``'s gradient is clipped to norm ``max_grad_norm`` (1) on its own before each step, as the
-code does (``max_grad_norm=1``, ``grad_norm_strategy=even``: per parameter, not global); with
-gradient accumulation that would clip partial sums, so ``accumulation_steps`` > 1 needs
-``max_grad_norm=None``. Where this differs from the code: it draws ``A`` from torch's default
-generator before any seed is set (the same ``A`` in both calls); here ``A`` comes from the run's
-seed, the same in both stages (it is never redrawn).
+code does (``max_grad_norm=1``, ``grad_norm_strategy=even``: per parameter, not global), on the
+float32 gradient the step reads (the code trains float32 weights, ``config/model/llama3.yaml``
+``policy_dtype: float32``; here the float32 masters of bf16 weights,
+:mod:`~moram_avalanche.algorithms.mixed_precision`), once per optimizer step (with
+``accumulation_steps`` > 1, the accumulated gradient). Where this differs from the code: it draws
+``A`` from torch's default generator before any seed is set (the same ``A`` in both calls); here
+``A`` comes from the run's seed, the same in both stages (it is never redrawn).
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
+from ...algorithms.mixed_precision import GradientClip
 from ...layers.base import find_layers
 from ...layers.lori import LoRILinear, clip_each_gradient, magnitude_masks
 from ...layers.replace import replace_linears
-from ...utils.checks import check_number, check_positive_int
+from ...models.language_model import LOSS_REDUCTIONS
+from ...utils.checks import check_choice, check_number, check_positive_int
 from ..needs import StrategyNeeds
 from .adapters import Targets, lora_targets, wrap
 from .loop import TextStrategy
@@ -43,6 +54,11 @@ _SCRIPT = "juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh"
 #: learning rates, epochs, batch, and LoRI-S's sparsity of B
 LORI_CODEALPACA = {"rank": 32, "scale": 64 / 32, "dense_lr": 5e-5, "sparse_lr": 5e-4, "epochs": 2,
                    "train_mb_size": 32, "sparsity": 0.9, "max_grad_norm": 1.0}
+#: LoRI's loss: each example's summed token cross-entropy, averaged over the examples (module docstring)
+LORI_LOSS = "example-sum"
+#: where :data:`LORI_LOSS` comes from
+LORI_LOSS_SOURCE = ("juzhengz/LoRI src/mask_trainers.py:294,299,307 (-_get_batch_logps(average_log_prob=False), "
+                    "losses.mean())")
 
 
 def lori_targets(model, targets: Targets) -> list:
@@ -65,14 +81,12 @@ def check_lori_options(options) -> None:
     if options.get("max_grad_norm") is not None:
         check_number("max_grad_norm", options["max_grad_norm"], low=0, low_open=True,
                      hint=f"each B's gradient norm bound; {_SCRIPT}: max_grad_norm=1; None: no clipping")
-    clip = options.get("max_grad_norm", LORI_CODEALPACA["max_grad_norm"])
-    if clip is not None and options.get("accumulation_steps", 1) > 1:
-        raise ValueError(f"max_grad_norm={clip} would clip each minibatch's partial gradient with accumulation_steps="
-                         f"{options['accumulation_steps']}: pass max_grad_norm=None or accumulation_steps=1 "
-                         "(LoRI's script: no accumulation)")
     if "sparsity" in options:
         check_number("sparsity", options["sparsity"], low=0, high=1, high_open=True,
                      hint=f"the fraction of B's entries masked out; {_SCRIPT}: 0.9")
+    if "loss_reduction" in options:
+        check_choice("loss_reduction", options["loss_reduction"], LOSS_REDUCTIONS,
+                     hint=f"LoRI's src/mask_trainers.py: {LORI_LOSS!r}")
 
 
 def check_lori_s_options(options) -> None:
@@ -89,7 +103,9 @@ class TextLoRID(TextStrategy):
     Args (besides TextStrategy's, whose lr / epochs / train_mb_size default to LoRI-D's 5e-5 / 2 /
     32 here): rank (32), scale (2: ``lora_alpha`` 64 / 32), target_modules (None: every projection
     of each block; names, a regular expression or a mapping of ``model_type`` to names),
-    max_grad_norm (1: each trained parameter's gradient clipped on its own; None: no clipping).
+    max_grad_norm (1: each trained parameter's gradient clipped on its own; None: no clipping),
+    loss_reduction (``"example-sum"``: LoRI's; ``"token-mean"``: the other rows', 0.6's; set on
+    the model, :attr:`~moram_avalanche.models.language_model.LanguageModel.loss_reduction`).
     """
 
     #: a gradient hook masks B (LoRI-S): not through FSDP's flattened parameters
@@ -101,21 +117,21 @@ class TextLoRID(TextStrategy):
                  scale: float = LORI_CODEALPACA["scale"], target_modules: Targets = None,
                  lr: float = LORI_CODEALPACA["dense_lr"], epochs=LORI_CODEALPACA["epochs"],
                  train_mb_size: int = LORI_CODEALPACA["train_mb_size"],
-                 max_grad_norm: Optional[float] = LORI_CODEALPACA["max_grad_norm"], **kwargs):
+                 max_grad_norm: Optional[float] = LORI_CODEALPACA["max_grad_norm"], loss_reduction: str = LORI_LOSS,
+                 **kwargs):
         model = wrap(model, tokenizer)
         if not find_layers(model, LoRILinear):
             names = lori_targets(model, target_modules)
             model.requires_grad_(False)
             replace_linears(model.model, names, lambda linear: LoRILinear(linear, rank, scale=scale))
+        model.loss_reduction = loss_reduction
         super().__init__(model=model, tokenizer=tokenizer, lr=lr, epochs=epochs, train_mb_size=train_mb_size,
-                         **kwargs)
-        self.max_grad_norm = max_grad_norm
+                         max_grad_norm=max_grad_norm, **kwargs)
 
-    def optimizer_step(self):
-        """Each trained parameter's gradient clipped to ``max_grad_norm`` on its own, then the step."""
-        if self.max_grad_norm is not None:
-            clip_each_gradient([p for p in self.model.parameters() if p.requires_grad], self.max_grad_norm)
-        super().optimizer_step()
+    def gradient_clip(self):
+        """Each trained parameter's (float32) gradient clipped to ``max_grad_norm`` on its own
+        before each step (:func:`~moram_avalanche.layers.lori.clip_each_gradient`), not their global norm."""
+        return None if self.max_grad_norm is None else GradientClip(self.max_grad_norm, clip_each_gradient)
 
     @staticmethod
     def adapter_parameters(shapes, options):
@@ -176,4 +192,4 @@ class TextLoRIS(TextLoRID):
         super()._train_exp(experience, eval_streams, **kwargs)
 
 
-__all__ = ["LORI_CODEALPACA", "TextLoRID", "TextLoRIS", "check_lori_options", "check_lori_s_options", "lori_targets"]
+__all__ = ["LORI_CODEALPACA", "LORI_LOSS", "LORI_LOSS_SOURCE", "TextLoRID", "TextLoRIS", "check_lori_options", "check_lori_s_options", "lori_targets"]

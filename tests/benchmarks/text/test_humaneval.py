@@ -138,6 +138,30 @@ def test_the_shipped_problems_are_read_and_their_canonical_solutions_pass():
         assert not check_program(problems[task], "    return None\n").passed, task
 
 
+def test_every_canonical_solution_passes_in_the_sandbox():
+    """All 164 problems' own solutions pass (run by parallel workers, as a sampled evaluation is)."""
+    problems = read_problems()
+    report = evaluate_completions(problems, {task: [p["canonical_solution"]] for task, p in problems.items()},
+                                  ks=(1,), workers=4)
+    failed = {task: results for task, results in report["results"].items() if results != ["passed"]}
+    assert failed == {} and report["pass@1"] == 100.0
+
+
+def test_evaluate_completions_never_raises_for_what_a_program_does():
+    nasty = ["    import os\n    os.write(1, b'@@not-a-verdict@@{')\n    return a + b\n",  # stray, malformed output
+             "    import os\n    os.closerange(3, 256)\n    return a + b\n",  # the verdict's descriptor closed
+             "    import posix\n    posix._exit(0)\n",  # gone before its test ends
+             "    import posix\n    posix.kill(posix.getpid(), 9)\n",  # killed
+             "    raise SystemExit(0)\n", "    def f(): return f()\n    return f()\n", "    return ???\n"]
+    report = evaluate_completions({"Toy/0": ADD}, {"Toy/0": nasty + [RIGHT]}, ks=(1,), workers=2)
+    results = report["results"]["Toy/0"]
+    assert results[0] == "passed" and results[-1] == "passed"
+    assert all(r.startswith("failed") for r in results[1:-1]), results
+    assert report["samples"] == {"Toy/0": [8, 2]} and report["pass@1"] == pytest.approx(25.0)
+    with pytest.raises(ValueError, match="lacks test, entry_point"):  # a bad problem: before anything runs
+        evaluate_completions({"Toy/0": {"task_id": "Toy/0", "prompt": ""}}, {"Toy/0": [RIGHT]})
+
+
 def test_a_bad_problems_file_is_named(tmp_path):
     path = tmp_path / "problems.jsonl.gz"
     with gzip.open(path, "wt") as handle:

@@ -19,13 +19,17 @@ def test_the_shipped_numbers_are_the_papers_and_their_averages_agree():
     assert long["MoRAM"]["Order 6"] == 71.95 and long["O-LoRA"]["Average"] == 68.8
     llama = as_dict(load_paper_numbers("llama_standard"))["LLaMA2-7B"]
     assert llama["MoRAM"]["Average"] == 78.4 and llama["O-LoRA"]["Order 1"] == 76.8
-    # an independent check of the transcription: each row's Average is the mean of its orders
+    # an independent check of the transcription: each row's Average is the mean of its orders. Every row is
+    # transcribed since, and the paper cuts some means instead of rounding them (paper_tables_lm.md,
+    # tab:llm_cl_main: LwF's 54.4 / 53.1 / 49.6, mean 52.37, printed 52.3), so the bound grows from 0.06 to 0.07;
+    # its L2P Average is its erratum (the note under tab:order_robustness: "L2P's average is 60.7 in
+    # tab:llm_cl_main and 61.0 here"), flagged in the row's note
     for name in ("t5_standard", "t5_long", "llama_standard"):
-        for block in as_dict(load_paper_numbers(name)).values():
-            for method, cells in block.items():
-                orders = [v for k, v in cells.items() if k.startswith("Order")]
-                if all(v is not None for v in orders):
-                    assert abs(np.mean(orders) - cells["Average"]) < 0.06, (name, method)
+        for row in load_paper_numbers(name).rows:
+            cells = dict(row.cells)
+            orders = [cell.mean if cell else None for k, cell in cells.items() if k.startswith("Order")]
+            if all(v is not None for v in orders):
+                assert (abs(np.mean(orders) - cells["Average"].mean) < 0.07) != ("erratum" in row.note), (name, row.method)
 
 
 def test_every_row_of_the_papers_tables_says_how_it_runs():
@@ -151,7 +155,8 @@ def test_a_t5_standard_rehearsal_runs_the_inflora_row(tmp_path, monkeypatch):
         assert json.loads((folder / "run.json").read_text())["strategy"] == "TextInfLoRA"
         lasts.append(matrix[-1].mean())
         assert row["cells"][f"Order {order}"]["ours"] == pytest.approx(lasts[-1])
-        assert row["cells"][f"Order {order}"]["paper"] is None  # no number transcribed for the row
+        # transcribed since (it was empty): paper_tables_lm.md, tab:llm_cl_main "| InfLoRA | 75.2 | 75.4 | 75.8 | 75.5 |"
+        assert row["cells"][f"Order {order}"]["paper"] == {1: 75.2, 2: 75.4, 3: 75.8}[order]
     assert row["cells"]["Average"]["ours"] == pytest.approx(np.mean(lasts))
 
 
@@ -218,7 +223,8 @@ def test_a_trace_rehearsal_writes_op_and_bwt_over_three_seeds(tmp_path):
 def test_a_trace_rehearsal_of_the_ogd_row_runs_it_with_traces_settings(tmp_path):
     """OGD's row (TRACE's full fine-tuning recipe, its basis) on the real code path, capped."""
     row, options = rehearse_trace_row(tmp_path, "OGD", "LLaMA-3-1B-Instruct", "ogd")
-    assert row.cells["OP"].paper is None  # no OGD number in this package's transcription
+    # transcribed since (it was None): paper_tables_lm.md, tab:llm_cl, LLaMA-3-1B-Instruct OP "30.12 ± 2.0"
+    assert (row.cells["OP"].paper, row.cells["OP"].paper_std) == (30.12, 2.0)
     assert eval(options["gradients_per_task"]) == 1 and eval(options["lr"]) == 1e-5  # TRACE's train_seq_cl.sh
 
 
@@ -235,7 +241,8 @@ def test_a_trace_rehearsal_of_the_hidelora_row_runs_it_with_its_codes_settings(t
     """HiDeLoRA's row (TreeLoRA's hidelora.sh: lr 1e-4, epochs 5,3,7,...; its contrastive term) on the
     real code path, capped: the table's cells are the mean of the runs' results.json."""
     row, options = rehearse_trace_row(tmp_path, "HiDeLoRA", "Gemma-2B-it", "hidelora")
-    assert row.cells["OP"].paper is None  # no HiDeLoRA number in this package's transcription
+    # transcribed since (it was None): paper_tables_lm.md, tab:llm_cl, Gemma-2B-it OP "33.25 ± 0.9"
+    assert (row.cells["OP"].paper, row.cells["OP"].paper_std) == (33.25, 0.9)
     assert eval(options["lr"]) == 1e-4 and "lambda_contrast" not in options  # hidelora.sh; HideLoRA.py default 0.5
     assert eval(options["epochs"])["MeetingBank"] == 7 and eval(options["betas"]) == (0.9, 0.95)
 
@@ -244,7 +251,8 @@ def test_a_trace_rehearsal_of_the_l2p_row_runs_it_with_traces_settings(tmp_path)
     """L2P's row (a prompt pool on a frozen causal model) on the real code path, capped: its cells
     are the mean of its runs' results.json, and the runs recorded TRACE's L2P settings."""
     row, options = rehearse_trace_row(tmp_path, "L2P", "Gemma-2B-it", "l2p")
-    assert row.cells["OP"].paper is None
+    # transcribed since (it was None): paper_tables_lm.md, tab:llm_cl, Gemma-2B-it OP "31.14 ± 1.2"
+    assert (row.cells["OP"].paper, row.cells["OP"].paper_std) == (31.14, 1.2)
     assert eval(options["lr"]) == 1e-5 and eval(options["pool_size"]) == 10 and eval(options["top_k"]) == 3
     assert eval(options["pull_coef"]) == 0.5 and eval(options["prompt_length"]) == 5
 
@@ -253,5 +261,6 @@ def test_a_trace_rehearsal_of_the_dualprompt_row_matches_its_results(tmp_path):
     """DualPrompt's row (G- and E-prompts before a frozen causal model's input) on the real code
     path, capped, one seed: its cells are its run's results.json."""
     row, options = rehearse_trace_row(tmp_path, "DualPrompt", "LLaMA-3-1B-Instruct", "dualprompt", seeds=(1,))
-    assert row.cells["OP"].paper is None
+    # transcribed since (it was None): paper_tables_lm.md, tab:llm_cl, LLaMA-3-1B-Instruct OP "30.76 ± 1.2"
+    assert (row.cells["OP"].paper, row.cells["OP"].paper_std) == (30.76, 1.2)
     assert eval(options["lr"]) == 1e-5  # TRACE's train_seq_cl.sh

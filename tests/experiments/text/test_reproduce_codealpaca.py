@@ -39,7 +39,9 @@ def test_a_missing_or_broken_codealpaca_file_is_named(tmp_path):
 def test_paper_and_dry_run_name_every_row_and_setting():
     paper = cli("reproduce", "codealpaca", "--paper")
     assert paper.returncode == 0, paper.stderr[-2000:]
-    assert "LoRA r = 32" in paper.stdout and "no number transcribed" in paper.stdout
+    # every cell transcribed since (the rows were empty, "no number transcribed"): paper_tables_lm.md,
+    # tab:llm_ood_main "| LoRA (r=32) | 47.56 | 42.85 | ..." and tab:supp_humaneval
+    assert "LoRA r = 32 | – | – | – | 47.56 | 42.85 |" in paper.stdout and "no number transcribed" not in paper.stdout
     plan = cli("reproduce", "codealpaca", "--dry-run")
     assert plan.returncode == 0, plan.stderr[-2000:]
     for text in ("runs (8;", "seq-lora-rank4", "seq-lora-iterations0", "atoms_per_task 16", "topk 4",
@@ -49,8 +51,11 @@ def test_paper_and_dry_run_name_every_row_and_setting():
                  "rank 32  [juzhengz/LoRI", "scale 2  [juzhengz/LoRI", "/lori-s  (used by codealpaca",
                  "max_grad_norm 1  [juzhengz/LoRI"):
         assert text in plan.stdout, text
-    # no LoRI number is transcribed: their paper cells stay empty
-    assert "LoRI-S † | – | – | – | – | – | – | – |" in paper.stdout
+    # LoRI's pass@1 / 5 / 10, transcribed since (they were empty): tab:supp_humaneval "| LoRI-S | 41.3 | 54.4 | 59.6 |";
+    # tab:llm_ood_main has no LoRI row, so its other cells stay empty
+    assert "LoRI-S | 41.30 | 54.40 | 59.60 |" + " – |" * 14 in paper.stdout
+    for text in ("mmlu_high_school_microeconomics", "mmlu_stem", "mmlu_college_physics", "k / 238"):
+        assert text in paper.stdout and text in plan.stdout, text  # the choice of the MMLU columns and why
 
 
 def test_a_rehearsal_runs_every_row_and_its_cells_are_the_runs_results(tmp_path, monkeypatch):
@@ -108,12 +113,22 @@ def test_a_rehearsal_runs_every_row_and_its_cells_are_the_runs_results(tmp_path,
         for value in [v["acc"] for v in mmlu["subjects"].values()]:
             assert value * REHEARSAL_TEST / 100 == pytest.approx(round(value * REHEARSAL_TEST / 100))
         assert mmlu["mmlu"] == pytest.approx(np.mean([v["acc"] for v in mmlu["subjects"].values()]))
-        assert row["cells"]["MMLU"]["ours"] == pytest.approx(mmlu["mmlu"]) and row["cells"]["MMLU"]["paper"] is None
+        # the paper's MMLU, transcribed since (it was None): paper_tables_lm.md, tab:llm_ood_main's MMLU column
+        paper_mmlu = {"Base model": 63.45, "LoRA r = 4": 63.28, "LoRA r = 8": 63.03, "LoRA r = 16": 63.35,
+                      "LoRA r = 32": 63.59, "MoRAM": 63.70}.get(label)
+        assert row["cells"]["MMLU"]["ours"] == pytest.approx(mmlu["mmlu"]) and row["cells"]["MMLU"]["paper"] == paper_mmlu
+        # the fake copy holds astronomy and college_biology only: no subject column is whole
+        assert all(row["cells"][column]["ours"] is None for column in ("Logic", "STEM", "Phys.", "ML")), label
     assert rows["MoRAM"]["cells"]["Params activated (M)"]["ours"] == pytest.approx(4 * width / 1e6)
     assert rows["LoRA r = 8"]["cells"]["Params activated (M)"]["ours"] == pytest.approx(8 * width / 1e6)
     for label in ("LoRI-D", "LoRI-S"):
         assert rows[label]["cells"]["Params activated (M)"]["ours"] == rows[label]["cells"]["Params added (M)"]["ours"]
-        assert all(cell["paper"] is None for cell in rows[label]["cells"].values())
+        # their pass@1 / 5 / 10, transcribed since (they were None): paper_tables_lm.md, tab:supp_humaneval; the
+        # rest of their cells stay empty (tab:llm_ood_main has no LoRI row)
+        passes = {"LoRI-D": (43.2, 57.6, 63.2), "LoRI-S": (41.3, 54.4, 59.6)}[label]
+        assert tuple(rows[label]["cells"][f"HumanEval pass@{k}"]["paper"] for k in (1, 5, 10)) == passes
+        assert all(cell["paper"] is None for column, cell in rows[label]["cells"].items() if "pass@" not in column
+                   or "greedy" in column)
     lori_s = json.loads((runs / "lori-s" / "lori-s" / "run.json").read_text())["run"]["options"]
     assert (eval(lori_s["sparsity"]), eval(lori_s["dense_lr"]), eval(lori_s["lr"])) == (0.9, 5e-5, 5e-4)
     assert eval(lori_s["lr_schedule"]) == "constant" and eval(lori_s["epochs"]) == 2

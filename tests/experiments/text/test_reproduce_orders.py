@@ -24,10 +24,15 @@ def test_the_shipped_numbers_agree_with_the_tables_they_share_runs_with():
     assert round(float(np.mean(orders)), 1) == 77.6 and round(float(np.std(orders, ddof=1)), 2) == 0.26
     olora = robustness.row("T5-large", "O-LoRA")
     assert [olora.cell(f"Order {k}").mean for k in (1, 2, 3)] == [standard["O-LoRA"][f"Order {k}"] for k in (1, 2, 3)]
-    assert olora.cell("Mean ± std") == PaperCell(75.8) and "n/a" in olora.note  # the paper's std not transcribed
-    for label in ("SeqFT", "L2P", "LFPT5"):  # no number from elsewhere
+    # the paper's std, transcribed since (it was n/a): paper_tables_lm.md, tab:order_robustness "| O-LoRA | ... | 75.8 ± 0.46 |"
+    assert olora.cell("Mean ± std") == PaperCell(75.8, 0.46) and not olora.note
+    # the other rows, transcribed since (they were empty): tab:order_robustness's SeqFT, L2P and LFPT5 rows, whose
+    # orders are tab:llm_cl_main's
+    for label, mean_std in (("SeqFT", PaperCell(28.5, 11.82)), ("L2P", PaperCell(61.0, 0.70)),
+                            ("LFPT5", PaperCell(72.7, 5.15))):
         row = robustness.row("T5-large", label)
-        assert all(cell is None for _, cell in row.cells) and "no number transcribed" in row.note
+        assert [row.cell(f"Order {k}").mean for k in (1, 2, 3)] == [standard[label][f"Order {k}"] for k in (1, 2, 3)]
+        assert row.cell("Mean ± std") == mean_std
     balance = as_dict(load_paper_numbers("t5_load_balance"))["T5-large: 15-task"]
     long = as_dict(load_paper_numbers("t5_long"))["T5-large"]["MoRAM"]
     assert balance["MoRAM"] == {f"Order {k}": long[f"Order {k}"] for k in (4, 5, 6)}
@@ -118,8 +123,10 @@ def test_paper_and_dry_run_name_the_numbers_runs_and_settings():
 
     done = cli("reproduce", "t5-order-robustness", "--paper")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "| T5-large | SeqFT † | – | – | – | – |" in done.stdout
-    assert "| MoRAM † | 77.40 | 77.50 | 77.90 | 77.60 ± 0.26 |" in done.stdout
+    # every row transcribed since (SeqFT's was empty, both flagged †): paper_tables_lm.md, tab:order_robustness
+    # "| SeqFT | 18.9 | 24.9 | 41.7 | 28.5 ± 11.82 |" and "| MoRAM | 77.4 | 77.5 | 77.9 | 77.6 ± 0.26 |", no note left
+    assert "| T5-large | SeqFT | 18.90 | 24.90 | 41.70 | 28.50 ± 11.82 |" in done.stdout
+    assert "| MoRAM | 77.40 | 77.50 | 77.90 | 77.60 ± 0.26 |" in done.stdout
     done = cli("reproduce", "t5-load-balance", "--dry-run")
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| T5-large: 15-task | MoRAM |" not in done.stdout  # the plan, not the numbers

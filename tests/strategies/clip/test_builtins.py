@@ -146,3 +146,9 @@ def test_built_ins_by_name_on_the_command_line(tmp_path, capsys):
     assert names == {"zeroshot", "avalanche.ewc"} and len(rows) == 1 + 3 * 2, rows
     matrix = json.loads((tmp_path / "out" / "avalanche.ewc" / "results.json").read_text())["matrix"]
     assert len(matrix) == 5 and all(0 <= v <= 100 for row in matrix for v in row)
+    # the folder records what the strategy was given, so the same command resumes it (0.6 recorded
+    # nothing for Avalanche's strategies on CLIP and refused: "made with other settings")
+    assert recorded["options"] == {"ewc_lambda": 1, "iterations": 2, "train_mb_size": 8}
+    assert main(["compare", *common, "--strategies", "zeroshot,avalanche.ewc", "--set", "avalanche.ewc.ewc_lambda=1",
+                 "--out", str(tmp_path / "out")]) == 0
+    assert json.loads((tmp_path / "out" / "avalanche.ewc" / "results.json").read_text())["matrix"] == matrix

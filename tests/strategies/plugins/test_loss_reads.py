@@ -75,6 +75,20 @@ def test_check_every_must_be_a_positive_int():
         StopOnDivergence(check_every=0)
 
 
+def test_a_stateless_04_pickle_restores_a_working_plugin():
+    """0.4 pickled this plugin with an empty state; pickle then skips ``__setstate__`` altogether."""
+    import pickle
+
+    old = StopOnDivergence()
+    old.__dict__.clear()  # what a 0.4 checkpoint holds
+    plugin, strategy = pickle.loads(pickle.dumps(old)), fake_strategy()
+    assert vars(plugin) == {}
+    plugin.before_training_exp(strategy)
+    assert step(plugin, strategy, 0, 1.0) == ["aten::_local_scalar_dense"]
+    with pytest.raises(TrainingDiverged, match="the loss is inf at iteration 1 "):
+        step(plugin, strategy, 1, float("inf"))
+
+
 def test_the_progress_bar_reads_the_loss_only_when_shown_and_once_a_second(monkeypatch):
     from moram_avalanche.strategies.plugins import progress
 

@@ -49,15 +49,40 @@ def test_selection_and_pull_term_by_hand():
     assert pool.pop_pulls() == []
 
 
-def test_initial_prompts_are_embedding_rows_over_100_and_keys_their_means():
+def test_initial_prompts_are_embedding_rows_as_they_are_and_keys_their_means():
     from moram_avalanche.text.prompt_pool import PromptPool, embedding_rows_init
 
     table = torch.arange(40.0).view(10, 4)
     init = embedding_rows_init(table, 3, 2, torch.Generator().manual_seed(0))
-    rows = init.view(6, 4) * 100
-    assert all(any(torch.allclose(row, t) for t in table) for row in rows)
+    # the rows undivided: BeyonderXX/TRACE model/Dynamic_network/L2P.py:31 (convert_L2P_model copies
+    # embed_tokens.weight[j] as it is since commit 2eedb15; its superseded commit f6a7aa6 divided it by 100)
+    rows = init.view(6, 4)
+    assert all(any(torch.equal(row, t) for t in table) for row in rows)
+    superseded = embedding_rows_init(table, 3, 2, torch.Generator().manual_seed(0), divisor=100.0)
+    torch.testing.assert_close(superseded * 100, init)  # prompt_init_divisor=100: 0.6's prompts
     pool = PromptPool(3, 2, 4, 1, init=init)
     torch.testing.assert_close(pool.keys.detach(), init.mean(1))
+
+
+@pytest.mark.parametrize("divisor", [None, 100.0])
+def test_an_initial_prompts_norm_is_its_tokens_embedding_norm(divisor):
+    """TRACE's convert_L2P_model by hand (model/Dynamic_network/L2P.py:29-32): each prompt vector is
+    the embedding row of a random token, so its norm is that row's norm (0.6: a hundredth of it)."""
+    options = {} if divisor is None else {"prompt_init_divisor": divisor}
+    torch.manual_seed(0)
+    strategy, _ = build("l2p", "llama", pool_size=4, prompt_length=2, top_k=2, **options)
+    table = strategy.model.model.get_input_embeddings().weight.detach().float()
+    vectors = strategy.model.prefix.weight.detach().reshape(-1, table.shape[1])
+    scale = divisor or 1.0  # TRACE's current code: 1
+    for vector in vectors:
+        distances = (table - vector * scale).norm(dim=1)
+        token = int(distances.argmin())
+        assert distances[token].item() <= 1e-6 * table[token].norm().item()  # a row of the table, / scale
+        if scale == 1.0:
+            assert torch.equal(vector, table[token])  # TRACE's: the row itself
+        assert vector.norm().item() == pytest.approx(table[token].norm().item() / scale, rel=1e-6)
+    mean_norm = vectors.norm(dim=1).mean().item()
+    assert table.norm(dim=1).min().item() / scale <= mean_norm <= table.norm(dim=1).max().item() / scale
 
 
 def test_the_plugin_subtracts_coef_times_the_pull_term():

@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from avalanche.core import SupervisedPlugin
 from torch import nn
 
 from text_runs import benchmark, build
@@ -169,6 +170,58 @@ def test_defaults_are_the_codealpaca_scripts():
     assert layer.scale == 2.0  # lora_alpha 64 / r 32
 
 
+def lori_loss_by_hand(lm, prompts, answers):
+    """juzhengz/LoRI src/mask_trainers.py, by hand: per example the sum of the answer tokens' log
+    probabilities (_get_batch_logps with average_log_prob=False: labels shifted by one for a causal
+    model), the loss the mean of their negatives over the examples (lines 294, 299, 307)."""
+    inputs, labels = lm.teacher_forced(prompts, answers)
+    if lm.seq2seq:
+        logits = lm.model(**inputs, labels=labels).logits
+    else:
+        logits, labels = lm.model(**inputs).logits[:, :-1], labels[:, 1:]
+    mask = labels != -100
+    picked = torch.gather(logits.float().log_softmax(-1), 2, labels.clamp(min=0).unsqueeze(2)).squeeze(2)
+    per_example = (picked * mask).sum(-1)
+    return -per_example.mean(), -(picked * mask).sum() / mask.sum()
+
+
+@pytest.mark.parametrize("family", ["llama", "t5"])
+def test_loris_loss_sums_each_examples_tokens_and_averages_over_examples(family):
+    options = {"rank": 4} if family == "llama" else {"rank": 4, "target_modules": ["q", "v"]}
+    strategy, _ = build("lori-d", family, **options)
+    lm = strategy.model
+    assert lm.loss_reduction == "example-sum"
+    prompts, answers = ["colour red", "size"], ["warm", "big small warm red"]  # answers of unequal lengths
+    summed, token_mean = lori_loss_by_hand(lm, prompts, answers)
+    torch.testing.assert_close(lm.loss(prompts, answers), summed, rtol=1e-5, atol=1e-6)
+    lm.loss_reduction = "token-mean"  # the other rows' (and 0.6's) loss: the mean over the batch's tokens
+    torch.testing.assert_close(lm.loss(prompts, answers), token_mean, rtol=1e-5, atol=1e-6)
+    assert abs(summed.item() - token_mean.item()) > 1e-3
+
+
+class LossSeen(SupervisedPlugin):
+    """The loss the loop backpropagates at each step and LoRI's, by hand, on the same batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.pairs = []
+
+    def before_backward(self, strategy, **kwargs):
+        with torch.no_grad():
+            by_hand, _ = lori_loss_by_hand(strategy.model, strategy.mb_x, strategy.mb_y)
+        self.pairs.append((float(strategy.loss.detach()), float(by_hand)))
+
+
+@pytest.mark.parametrize("name", ["lori-d", "lori-s"])
+def test_the_strategy_trains_on_loris_summed_loss(name):
+    seen = LossSeen()
+    strategy, _ = build(name, "llama", rank=4, plugins=[seen])
+    strategy.train(benchmark().train_stream[0])
+    assert seen.pairs and all(loss == pytest.approx(hand, rel=1e-5) for loss, hand in seen.pairs)
+    with pytest.raises(ValueError, match=r"loss_reduction must be one of .*LoRI's src/mask_trainers.py"):
+        build(name, "llama", loss_reduction="sum")
+
+
 def test_each_gradient_is_clipped_on_its_own():
     """LoRI clips every parameter's gradient by itself (grad_norm_strategy=even), not the global norm."""
     from moram_avalanche.layers.lori import clip_each_gradient
@@ -193,6 +246,11 @@ def test_the_strategy_clips_every_trained_b_before_each_step(monkeypatch):
     unclipped, _ = build("lori-d", "llama", rank=4, max_grad_norm=None)
     unclipped.train(benchmark().train_stream[0])
     assert calls == []
-    with pytest.raises(ValueError, match="max_grad_norm=1.0 would clip each minibatch's partial gradient"):
-        build("lori-s", "llama", accumulation_steps=2)
+    # The clip is the optimizer's step pre-hook (moram_avalanche.algorithms.mixed_precision), so with
+    # gradient accumulation it clips the accumulated float32 gradient once per optimizer step; the
+    # refusal of accumulation_steps > 1 (the clip used to run on every minibatch's partial sum) is gone:
+    # 2 optimizer steps of 2 minibatches each, 2 clips
+    accumulated, _ = build("lori-d", "llama", rank=4, accumulation_steps=2)
+    accumulated.train(benchmark().train_stream[0])
+    assert calls == [(len(layers), 1.0)] * 2
     build("lori-s", "llama", accumulation_steps=2, max_grad_norm=None)

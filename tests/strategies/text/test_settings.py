@@ -13,6 +13,7 @@ from moram_avalanche.strategies.registry import get_strategy
 def configs():
     """``(config class, its default setting, the values read from the papers' code by hand)``."""
     from moram_avalanche.strategies.text.plugins.lfpt5 import LFPT5_PLUGIN_SETTING, LFPT5PluginConfig
+    from moram_avalanche.strategies.text.plugins.ogd import TRACE_OGD_SETTING, OGDConfig
     from moram_avalanche.strategies.text.plugins.olora import OLoRAConfig
     from moram_avalanche.strategies.text.sapt import SAPT_SETTING, SAPTConfig
     from moram_avalanche.text.dual_prompt import TREELORA_DUALPROMPT_SETTING, DualPromptConfig
@@ -28,14 +29,20 @@ def configs():
         # SAPT gen_script_superni_t5.py: lora_r 4, lora_alpha 32, dropout 0, kl_ratio 0.5; query width 100
         (SAPTConfig, SAPT_SETTING, dict(rank=4, scale=8.0, dropout=0.0, kl_ratio=0.5, temperature=None,
                                         query_hidden=100)),
-        # TRACE training/main.py and L2P.py: pool 10, length 5, top-k 3, pull 0.5
-        (L2PConfig, TRACE_L2P_SETTING, dict(pool_size=10, prompt_length=5, top_k=3, pull_coef=0.5)),
+        # TRACE training/main.py and L2P.py: pool 10, length 5, top-k 3, pull 0.5; the initial prompts' embedding
+        # rows undivided (model/Dynamic_network/L2P.py:31, convert_L2P_model since commit 2eedb15)
+        (L2PConfig, TRACE_L2P_SETTING, dict(pool_size=10, prompt_length=5, top_k=3, pull_coef=0.5,
+                                            prompt_init_divisor=1.0)),
+        # TRACE model/Regular/OGD.py: one buffer appended at every step (OGD.py:141-142: one direction per task),
+        # project_vec per LoRA parameter (OGD.py:53-71)
+        (OGDConfig, TRACE_OGD_SETTING, dict(gradients_per_task=1, directions="last-steps",
+                                            projection="per-parameter")),
         # TreeLoRA training/main.py: pool 10, G 2, E 3; the DualPrompt paper's matching weight 1
         (DualPromptConfig, TREELORA_DUALPROMPT_SETTING, dict(pool_size=10, g_length=2, e_length=3, match_coef=1.0)),
         # LFPT5 Classification.sh: --prompt_number 300, the prompt after the input, Adafactor
         (LFPT5PromptConfig, LFPT5_PROMPT_SETTING, dict(prompt_length=300, prompt_position="after",
                                                        prompt_init="labels", prompt_optimizer="adafactor")),
-        # LFPT5 Classification.sh (--lm_lambda 0.25 --kd_lamda 0.01 --seed 42), model.py's sampling, TRACE's 500 draws
+        # LFPT5 Classification.sh (--lm_lambda 0.25 --kd_lamda 0.01 --seed 42), model.py's sampling, 500 draws (ours)
         (LFPT5PluginConfig, LFPT5_PLUGIN_SETTING, dict(lm_lambda=0.25, kd_lambda=0.01, pseudo_per_label=2,
                                                        pseudo_draws=500, pseudo_top_k=64,
                                                        pseudo_repetition_penalty=2.5, pseudo_max_tokens=128,
@@ -55,7 +62,8 @@ def test_each_setting_holds_its_papers_values_and_is_frozen():
 # strategy -> the settings its keyword defaults come from
 STRATEGY_SETTINGS = {"seq-lora": ["LoRALayerConfig"], "inc-lora": ["LoRALayerConfig"],
                      "o-lora": ["LoRALayerConfig", "OLoRAConfig"], "sapt": ["SAPTConfig"], "l2p": ["L2PConfig"],
-                     "dualprompt": ["DualPromptConfig"], "lfpt5": ["LFPT5PromptConfig", "LFPT5PluginConfig"]}
+                     "dualprompt": ["DualPromptConfig"], "lfpt5": ["LFPT5PromptConfig", "LFPT5PluginConfig"],
+                     "ogd": ["LoRALayerConfig", "OGDConfig"]}
 
 
 @pytest.mark.parametrize("name", sorted(STRATEGY_SETTINGS))
@@ -87,6 +95,12 @@ BAD = [
     ("lfpt5", {"prompt_init": "zeros"}, "prompt_init must be one of ('labels', 'vocabulary') (LFPT5's code: "
                                         "'labels'), got 'zeros'"),
     ("lfpt5", {"pseudo_seed": -1}, "pseudo_seed must be an int in [0, 2147483647] (LFPT5: 42), got -1"),
+    ("ogd", {"directions": "every-step"}, "directions must be one of ('last-steps', 'after-task') (TRACE's "
+                                          "model/Regular/OGD.py: 'last-steps'), got 'every-step'"),
+    ("l2p", {"prompt_init_divisor": 0}, "prompt_init_divisor must be a finite number > 0 (TRACE's L2P: 1, its "
+                                        "superseded commit and 0.6: 100), got 0"),
+    ("lori-d", {"loss_reduction": "sum"}, "loss_reduction must be one of ('token-mean', 'example-sum') (LoRI's "
+                                          "src/mask_trainers.py: 'example-sum'), got 'sum'"),
 ]
 
 

@@ -31,6 +31,7 @@ back with one warning when the build fails.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import platform
 import sys
@@ -112,9 +113,24 @@ def _reason(error: Exception) -> str:
     return f"{type(error).__name__}: {(errors or lines or [''])[0][:300]}"
 
 
+class _NoCudaRuntimeNote(logging.Filter):
+    """Drops torch's "No CUDA runtime is found, using CUDA_HOME=..." (logged when
+    ``torch.utils.cpp_extension`` is first imported on a machine with a CUDA toolkit but no GPU):
+    this kernel is C++ for the CPU, and the note only puzzled users of CPU machines."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("No CUDA runtime is found")
+
+
 def _build():
-    from torch.utils.cpp_extension import get_default_build_root
-    from torch.utils.cpp_extension import load as load_extension
+    note = _NoCudaRuntimeNote()
+    torch_logger = logging.getLogger("torch.utils.cpp_extension")
+    torch_logger.addFilter(note)
+    try:
+        from torch.utils.cpp_extension import get_default_build_root
+        from torch.utils.cpp_extension import load as load_extension
+    finally:
+        torch_logger.removeFilter(note)
 
     name = f"moram_routing_{_machine_tag()}"
     root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())

@@ -8,12 +8,15 @@ minibatches: ``zero_grad`` clears the gradients only at the start of a cycle, ``
 only at its end, and the loop divides each minibatch's loss by ``steps`` (so the update is the
 mean over the cycle's minibatches, as one minibatch ``steps`` times larger gives when their
 token counts are equal). A last, shorter cycle at the end of an epoch is stepped by
-:meth:`flush` with its gradients rescaled to the mean over the minibatches it holds.
+:meth:`flush` with its gradients rescaled to the mean over the minibatches it holds. The
+gradients accumulate in the parameters' dtype, as DeepSpeed's ZeRO optimizer accumulates them
+(``grad_accum_dtype``: the model's), and the wrapped optimizer clips and steps their float32
+copies (:mod:`~moram_avalanche.algorithms.mixed_precision`) once per cycle.
 """
 
 from __future__ import annotations
 
-from typing import Iterable
+from ....algorithms.mixed_precision import stepped_parameters
 
 
 class AccumulatedSteps:
@@ -42,7 +45,7 @@ class AccumulatedSteps:
         if self.pending == 0:
             return False
         scale = self.steps / self.pending
-        for param in _params(self.optimizer.param_groups):
+        for param in stepped_parameters(self.optimizer):
             if param.grad is not None:
                 param.grad.mul_(scale)
         self.optimizer.step()
@@ -54,11 +57,6 @@ class AccumulatedSteps:
         if name == "optimizer":  # not set yet (unpickling): no recursion
             raise AttributeError(name)
         return getattr(self.optimizer, name)
-
-
-def _params(groups: Iterable[dict]):
-    for group in groups:
-        yield from group["params"]
 
 
 __all__ = ["AccumulatedSteps"]

@@ -21,7 +21,10 @@ loss, so each gets a text counterpart here that overrides exactly the method tou
   every parameter per past task, on the device, and copies them to the host as float64 to
   project: before the first task trains it works out what the stream's last task will need
   (:func:`~moram_avalanche.utils.memory.gem_memory_bytes`; a 7B model in bf16 after 7 tasks:
-  ~113 GiB on the GPU, ~577 GiB on the host) and refuses, with the figures, what does not fit;
+  ~113 GiB on the GPU, ~577 GiB on the host), adds what a training step allocates for the
+  trainable weights (their gradients, AdamW's float32 moments and the step's float32 gradients:
+  ~88 GiB more for that model, :func:`~moram_avalanche.utils.memory.step_state_bytes`) and
+  refuses, with the figures, what does not fit;
 * :class:`TextAGEMPlugin` -- the reference gradient is the token loss's on a memory sample
   drawn group-balanced as Avalanche's loader draws it, from state that pickles (Avalanche's
   running loader iterator is a generator, which broke every whole-strategy checkpoint); memory
@@ -109,9 +112,10 @@ class TextEWCPlugin(EWCPlugin):
         return importances
 
 
-def check_gem_fits(model, past_tasks: int, device, available=None) -> None:
-    """Refuse, with the figures, a GEM run whose gradient store will not fit (module docstring)."""
-    from ....utils.memory import check_fits, format_bytes, gem_memory_bytes
+def check_gem_fits(model, past_tasks: int, device, available=None, *, master_weights: bool = True) -> None:
+    """Refuse, with the figures, a GEM run whose gradient store will not fit beside what a training
+    step allocates for the trainable weights (module docstring; ``master_weights``: the loop's)."""
+    from ....utils.memory import check_fits, format_bytes, gem_memory_bytes, step_state_bytes
 
     parameters = list(model.parameters())
     if not parameters or past_tasks < 1:
@@ -119,8 +123,13 @@ def check_gem_fits(model, past_tasks: int, device, available=None) -> None:
     count = sum(p.numel() for p in parameters)
     grad_bytes = parameters[0].element_size()
     on_device, on_host = gem_memory_bytes(count, past_tasks, grad_bytes)
+    trainable = [p for p in parameters if p.requires_grad]
+    step = step_state_bytes(sum(p.numel() for p in trainable), trainable[0].element_size() if trainable else 4,
+                            master_weights=master_weights)
+    on_device += step
     what = (f"GEM's gradient store ({past_tasks} past tasks x {count:,} parameters x {grad_bytes} bytes, one full "
-            f"gradient per past task, {format_bytes(count * grad_bytes)} each)")
+            f"gradient per past task, {format_bytes(count * grad_bytes)} each) beside a training step's gradients "
+            f"and AdamW state ({format_bytes(step)}: utils/memory.py training_state_bytes)")
     fix = ("use A-GEM (avalanche.agem: one reference gradient), EWC, or an adapter strategy, or fewer tasks; "
            "GEM keeps a gradient of every parameter of the model per past task")
     kind = str(device).partition(":")[0]
@@ -140,7 +149,8 @@ class TextGEMPlugin(GEMPlugin):
         """Before the first task: refuse a stream whose last task's gradient store will not fit."""
         if strategy.clock.train_exp_counter == 0:
             tasks = getattr(strategy.experience, "tasks", None) or getattr(strategy.experience, "origin_stream", ())
-            check_gem_fits(strategy.model, len(tasks) - 1, strategy.device)
+            check_gem_fits(strategy.model, len(tasks) - 1, strategy.device,
+                           master_weights=getattr(strategy, "master_weights", True))
 
     def before_training_iteration(self, strategy, **kwargs):
         if strategy.clock.train_exp_counter == 0:

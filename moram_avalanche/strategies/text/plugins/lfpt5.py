@@ -28,10 +28,13 @@ Where this differs from the official code: the distillation sums over the answer
 count depends on the batch's longest answer); a task without label words (a generation task)
 keeps any non-empty answer.
 
-How many draws: the official code samples ``numberreturnseq`` (3, 6 or 12) texts for every line of
-a copy of the task's few-shot test file, thousands per task; TRACE's re-implementation 100 rounds
-of 5 (``model/Replay/LFPT5.py``: ``times_of_generation=100``, ``num_return_sequences=5``), the
-default here (:data:`PSEUDO_DRAWS`).
+How many draws: the official code samples ``numberreturnseq`` texts for each of ``filecopynum``
+copies of every line of the task's few-shot test file (``Classification.py:365-366, 491-493,
+510-512``: 3 x 1 per line in its first run, 12 x 3 and 12 x 4 in the other two), so the count
+follows a file these loops do not read; :data:`PSEUDO_DRAWS` (500 per earlier task) is this
+library's choice, ample for the ``2 x pseudo_per_label`` per label the selection draws from.
+(The "100 x 5" once cited for it came from TRACE's commit 0ba4b64, since replaced: TRACE's LFPT5
+now writes no pseudo-samples from a generation token at all, :mod:`moram_avalanche.algorithms.lfpt5`.)
 """
 
 from __future__ import annotations
@@ -66,7 +69,8 @@ from ..settings import given_config
 
 logger = logging.getLogger(__name__)
 
-#: sampled texts per earlier task (TRACE ``model/Replay/LFPT5.py``: 100 rounds x 5 sequences)
+#: sampled texts per earlier task: this library's choice (module docstring: the official count
+#: follows the task's few-shot test file)
 PSEUDO_DRAWS = 500
 #: sampling (official ``model.py`` ``_generative_samples``: ``top_k=64``, ``repetition_penalty=2.5``,
 #: ``max_length=args.max_length`` = 128)
@@ -109,7 +113,7 @@ class LFPT5PluginConfig:
         check_positive_int("pseudo_max_tokens", self.pseudo_max_tokens)
         check_positive_int("lm_target_length", self.lm_target_length)
         check_int_range("pseudo_draws", self.pseudo_draws, high=MAX_PSEUDO_DRAWS,
-                        hint=f"texts sampled per earlier task; TRACE's LFPT5: {PSEUDO_DRAWS}")
+                        hint=f"texts sampled per earlier task; this library's default: {PSEUDO_DRAWS}")
         check_int_range("pseudo_per_label", self.pseudo_per_label, low=0, high=MAX_PSEUDO_DRAWS,
                         hint=f"pseudo-samples per label of each earlier task; LFPT5: {PSEUDO_PER_LABEL}; 0: none")
         check_int_range("pseudo_top_k", self.pseudo_top_k, low=0, high=10 ** 7, hint=f"LFPT5: {PSEUDO_TOP_K}; 0: no cut")

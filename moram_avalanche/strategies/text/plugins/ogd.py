@@ -1,55 +1,110 @@
-"""OGDPlugin: Orthogonal Gradient Descent (Farajtabar et al., 2020) on the language-model loop.
+"""OGDPlugin: Orthogonal Gradient Descent (Farajtabar et al., 2020) on the language-model loop, as
+TRACE's OGD row runs it.
 
-OGD keeps an orthonormal basis ``u_1 .. u_k`` of gradient directions of the tasks already
-learned and trains each new task with the part of its gradient orthogonal to all of them:
-``g <- g - sum_i <g, u_i> u_i`` (paper Eq. 5), after every backward pass and before the
-optimizer steps (``after_backward``). What TRACE's OGD baseline does (BeyonderXX/TRACE
-``model/Regular/OGD.py``; the facts taken from it):
+TRACE's code (BeyonderXX/TRACE ``model/Regular/OGD.py``; the MoRAM release ships the same file as
+``TRACE/model/Regular/OGD.py``), the facts taken from it, and what this plugin does:
 
-* the stored directions are gradients of the training loss (the token cross-entropy), not of
-  the model's outputs (the paper's OGD-ALL / OGD-GTL); this plugin does the same
-  (:func:`~moram_avalanche.strategies.text.plugins.avalanche.text_batch_loss`);
-* over every parameter of the model (``model.parameters()``; TRACE's OGD row fine-tunes every
-  weight, ``scripts/train_seq_cl.sh``); here over the parameters that require grad, which for
-  that row are all of them (and for an adapter model, its adapters);
-* orthonormalised by Gram-Schmidt (``orthonormalize``), each new vector minus its projection
-  on those before it, then normalised; here each new vector is orthogonalised twice against
-  the basis ("twice is enough": float32 loses orthogonality after one pass on long bases), and
-  one whose remainder is below ``1e-6`` of its norm (already in the span) is not added;
-* the projection is ``g - B B^T g`` (``project_vec``).
+* **what trains**: a LoRA (``training/main.py:275-284``: ``LoraConfig(r=8, lora_alpha=32,
+  lora_dropout=0.1)``, every parameter named ``lora`` trainable), built by the strategy
+  (:class:`~moram_avalanche.strategies.text.ogd.TextOGD`); the basis spans those parameters
+  (``grad_dims``, OGD.py:42-44), here every parameter that requires grad, which for that model
+  are the LoRA's;
+* **the stored directions** are gradients of the training loss (the token cross-entropy), not of
+  the model's outputs (the paper's OGD-ALL / OGD-GTL);
+* **the projection** (``projection="per-parameter"``, the default): a hook on each LoRA parameter
+  (OGD.py:169-171) replaces its gradient ``g_p``, as each backward pass produces it, by
+  ``g_p - B_p^T B_p g_p`` with ``B_p`` that parameter's own columns of the basis (``project_vec``,
+  OGD.py:53-71; :func:`~moram_avalanche.algorithms.ogd.project_each`); with gradient accumulation
+  each minibatch's share is projected, as there. ``projection="whole"`` projects the whole
+  gradient at once, after the backward pass: the paper's Eq. 5 (0.6's behaviour);
+* **what each task adds** (``directions="last-steps"``, ``gradients_per_task=1``, the defaults):
+  TRACE copies every step's (projected) gradient into one buffer (``cur_grads``, OGD.py:128-135)
+  and appends that buffer -- the same tensor, not a copy -- to its list at each step of the
+  task's last epoch (OGD.py:141-142). When the task ends, the list holds as many references to
+  the last step's gradient, and Gram-Schmidt keeps one direction of them: the code, as it runs,
+  adds the gradient of the task's last training step. This plugin follows the code: it keeps the
+  gradients of the task's last ``gradients_per_task`` backward passes (each as it was applied,
+  after the projection; with accumulation, the gradient summed so far in its step) and adds
+  them, oldest first. What the code meant -- every step's gradient of the last epoch -- is not
+  offered: a TRACE task of 5,000 examples at the paper's batch 4 would add 1,250 directions,
+  39 GiB of float32 for LLaMA-2-7B's q, k, v, o LoRA, per task. ``directions="after-task"``
+  stores instead, as OGD's Algorithm 1 does (and 0.6 did), the gradients of ``gradients_per_task``
+  minibatches of the task's training data at its final weights: ``train_mb_size`` examples
+  each, drawn in a shuffled order seeded by the task's index, the model in eval mode so dropout
+  does not change them, unprojected;
+* **the basis** is orthonormalised by Gram-Schmidt (``orthonormalize``;
+  :func:`~moram_avalanche.algorithms.ogd.add_direction`): in float32 (TRACE: bfloat16), each new
+  vector orthogonalised twice, one already in the span left out (TRACE divides its rounding
+  residue by its own norm: :mod:`moram_avalanche.algorithms.ogd`).
 
-Where this plugin differs, and why: TRACE appends the gradient of *every* training minibatch
-at the end of every epoch (so later epochs of a task are projected against the task's own
-earlier gradients, too); for a 7B model each vector is 25 GiB in float32, which no device
-holds thousands of. Here, as in the paper's Algorithm 1, the directions are stored once per
-task, after it trains, at its final weights: the gradients of ``gradients_per_task``
-minibatches of the task's training data (all of them when it holds fewer), ``train_mb_size``
-examples each, drawn in a shuffled order seeded by the task's index, the model in eval mode
-so dropout does not change them. ``gradients_per_task`` has no source for language models (TRACE stores them all);
-its default of 1 is this library's choice, the smallest basis.
+Where else this differs: a hook knows its parameter by closure (TRACE's counts down from the last
+parameter, OGD.py:55-58, assuming the backward pass reaches them in reverse order); the
+projection is computed in float32 and cast back to the gradient's dtype.
 
 The basis lives on the training device in float32, ``(vectors, parameters)``, allocated once
-before the first task trains for what it will hold before the stream's last task (``(tasks -
-1) x gradients_per_task`` vectors: the last task stores none, as no task after it projects),
-and filled in place; a basis that will not fit is refused then, with the figures. It is plain
-tensors on the plugin: whole-strategy checkpoints (the strategy's ``lean_checkpoints = False``)
-carry it, so a resumed run projects against the basis the uninterrupted run had.
+before the first task trains for what it will hold before the stream's last task (``(tasks - 1)
+x gradients_per_task`` vectors: the last task stores none, as no task after it projects), and
+filled in place; a basis that will not fit beside what a training step allocates for the
+trainable weights (their gradients, AdamW's float32 moments, the step's float32 gradients:
+:func:`~moram_avalanche.utils.memory.step_state_bytes`) is refused then, with the figures. It is
+the plugin's checkpoint state (:meth:`OGDPlugin.state_dict`), so a resumed run projects against
+the basis the uninterrupted run had.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+from dataclasses import dataclass
 from typing import List, Optional
 
 import torch
 from avalanche.core import SupervisedPlugin
 from torch.utils.data import DataLoader
 
-from ....utils.checks import check_positive_int
+from ....algorithms.ogd import add_direction, basis_bytes, extend_basis, project_out
+from ....utils.checks import check_choice, check_positive_int
+from ....utils.memory import step_state_bytes
 
-#: stored gradients per task when none is given: this library's choice (module docstring)
+logger = logging.getLogger(__name__)
+
+#: directions each task adds: TRACE's code as it runs (one buffer appended at every step:
+#: OGD.py:141-142, so one direction per task; module docstring)
 OGD_GRADIENTS_PER_TASK = 1
-#: a new vector whose remainder after projection is below this share of its norm is in the span
-SPAN_TOLERANCE = 1e-6
+#: where a task's directions come from: its last training steps (TRACE's code) or fresh gradients
+#: at its final weights (OGD's Algorithm 1; 0.6)
+DIRECTIONS = ("last-steps", "after-task")
+#: how a gradient is projected: each LoRA parameter on its own columns of the basis (TRACE's
+#: ``project_vec``) or the whole gradient at once (OGD's Eq. 5; 0.6)
+PROJECTIONS = ("per-parameter", "whole")
+
+
+@dataclass(frozen=True)
+class OGDConfig:
+    """OGD's options (defaults TRACE's code, module docstring).
+
+    Attributes:
+        gradients_per_task: the gradients each task adds to the basis (1).
+        directions: one of :data:`DIRECTIONS` ("last-steps").
+        projection: one of :data:`PROJECTIONS` ("per-parameter").
+
+    Checked once, when it is made: a ValueError naming the option, what was given and TRACE's value.
+    """
+
+    gradients_per_task: int = OGD_GRADIENTS_PER_TASK
+    directions: str = DIRECTIONS[0]
+    projection: str = PROJECTIONS[0]
+
+    def __post_init__(self) -> None:
+        check_positive_int("gradients_per_task", self.gradients_per_task)
+        check_choice("directions", self.directions, DIRECTIONS,
+                     hint=f"TRACE's model/Regular/OGD.py: {DIRECTIONS[0]!r}")
+        check_choice("projection", self.projection, PROJECTIONS,
+                     hint=f"TRACE's model/Regular/OGD.py project_vec: {PROJECTIONS[0]!r}")
+
+
+#: TRACE's OGD (module docstring): the defaults of :class:`OGDConfig`
+TRACE_OGD_SETTING = OGDConfig()
 
 
 def trainable(model) -> List[tuple]:
@@ -64,80 +119,43 @@ def flat_grad(params, device) -> torch.Tensor:
                       for p in params])
 
 
-def project_out(g: torch.Tensor, basis: Optional[torch.Tensor]) -> torch.Tensor:
-    """``g - sum_i <g, u_i> u_i`` for the orthonormal rows ``u_i`` of ``basis`` (``g`` if none)."""
-    if basis is None or basis.shape[0] == 0:
-        return g
-    return g - basis.t().mv(basis.mv(g))
-
-
-def add_direction(store: torch.Tensor, count: int, vector: torch.Tensor) -> int:
-    """Gram-Schmidt in place: ``vector`` orthogonalised twice against the orthonormal rows
-    ``store[:count]``, normalised and written to ``store[count]``; the new count (unchanged when
-    the vector is zero or already in their span)."""
-    norm = float(vector.norm())
-    if norm == 0.0:
-        return count
-    rows = store[:count]
-    rest = project_out(project_out(vector, rows), rows)
-    left = float(rest.norm())
-    if left <= SPAN_TOLERANCE * norm:
-        return count
-    if count == store.shape[0]:
-        raise ValueError(f"OGD's basis holds {count} directions, all it was sized for: the stream has more "
-                         "tasks than it had when its first task started")
-    store[count] = rest / left
-    return count + 1
-
-
-def extend_basis(basis: Optional[torch.Tensor], vectors: List[torch.Tensor]) -> torch.Tensor:
-    """``basis`` (orthonormal rows) with ``vectors`` added by Gram-Schmidt (:func:`add_direction`),
-    as a new tensor; a vector already in their span is left out."""
-    if basis is None and not vectors:
-        raise ValueError("extend_basis: no basis and no vectors to start one from")
-    old = 0 if basis is None else basis.shape[0]
-    width = (basis if basis is not None else vectors[0]).shape[-1]
-    store = torch.empty(old + len(vectors), width, dtype=torch.float32,
-                        device=(basis if basis is not None else vectors[0]).device)
-    if old:
-        store[:old] = basis
-    count = old
-    for vector in vectors:
-        count = add_direction(store, count, vector)
-    return store[:count].clone()
-
-
-def basis_bytes(num_params: int, vectors: int) -> int:
-    """Bytes of a float32 basis of ``vectors`` directions over ``num_params`` parameters, plus the
-    flattened gradient being projected, its projection and their difference (three more vectors)."""
-    return (vectors + 3) * num_params * 4
-
-
-def check_basis_fits(num_params: int, past_tasks: int, per_task: int, device, available=None) -> None:
-    """Refuse, with the figures, a basis that will not fit on ``device`` before the last task."""
+def check_basis_fits(num_params: int, past_tasks: int, per_task: int, device, available=None, held: int = 0, *,
+                     beside: int = 0) -> None:
+    """Refuse, with the figures, a basis that will not fit on ``device`` before the last task
+    (``held``: vectors kept beside it while a task trains, the ``last-steps`` gradients), beside
+    ``beside`` bytes the training step will allocate (its gradients and AdamW state,
+    :func:`~moram_avalanche.utils.memory.step_state_bytes`)."""
     from ....utils.memory import check_fits, format_bytes
 
     if past_tasks < 1 or num_params < 1:
         return
-    vectors = past_tasks * per_task
+    vectors = past_tasks * per_task + held
+    kept = f" and the task's last {held} gradients" if held else ""
     what = (f"OGD's basis ({past_tasks} past tasks x {per_task} gradients x {num_params:,} parameters x 4 bytes "
-            f"(float32), {format_bytes(num_params * 4)} each, plus the gradient being projected)")
-    check_fits(basis_bytes(num_params, vectors), device, what,
-               fix="lower --set gradients_per_task, train adapters instead of every weight (a smaller vector), "
-                   "use a smaller model or fewer tasks", available=available)
+            f"(float32), {format_bytes(num_params * 4)} each, plus the gradient being projected{kept})"
+            + (f" beside a training step's gradients and AdamW state ({format_bytes(beside)})" if beside else ""))
+    check_fits(basis_bytes(num_params, vectors) + beside, device, what,
+               fix="lower --set gradients_per_task, train a smaller LoRA (--set rank, --set target_modules), use "
+                   "a smaller model or fewer tasks", available=available)
 
 
 class OGDPlugin(SupervisedPlugin):
-    """Projects every gradient orthogonally to the stored directions of earlier tasks (module docstring).
+    """Projects the gradients against the stored directions of earlier tasks and stores each
+    finished task's (module docstring).
 
-    Args:
-        gradients_per_task: minibatch loss gradients stored after each task (default 1; fewer
-            when the task's training data holds fewer minibatches).
+    Args (:class:`OGDConfig`, defaults TRACE's):
+        gradients_per_task: gradients each task adds (fewer when its training gives fewer).
+        directions: ``"last-steps"`` (the task's last training gradients: TRACE) or
+            ``"after-task"`` (minibatch gradients at its final weights: OGD's Algorithm 1).
+        projection: ``"per-parameter"`` (TRACE's ``project_vec``) or ``"whole"`` (OGD's Eq. 5).
     """
 
-    def __init__(self, gradients_per_task: int = OGD_GRADIENTS_PER_TASK) -> None:
+    def __init__(self, gradients_per_task: int = OGD_GRADIENTS_PER_TASK, directions: str = DIRECTIONS[0],
+                 projection: str = PROJECTIONS[0]) -> None:
         super().__init__()
-        self.gradients_per_task = check_positive_int("gradients_per_task", gradients_per_task)
+        #: the options, checked once
+        self.config = OGDConfig(gradients_per_task, directions, projection)
+        self.gradients_per_task = self.config.gradients_per_task
         #: room for every direction the stream will store, allocated once before the first task
         #: (float32, on the training device; rows past :attr:`count` unused); None before
         self.store: Optional[torch.Tensor] = None
@@ -147,7 +165,15 @@ class OGDPlugin(SupervisedPlugin):
         self.names: Optional[List[str]] = None
         #: how many directions each finished task added (its index's entry)
         self.added: List[int] = []
+        #: the current task's last gradients (``"last-steps"``), a ring of ``gradients_per_task`` rows
+        self.recent: Optional[torch.Tensor] = None
+        #: backward passes written into :attr:`recent` in the current task
+        self.recent_seen = 0
+        #: whether the parameter hooks project (while a task trains; not while it stores directions)
+        self.projecting = False
+        self._hooks: list = []
 
+    # ------------------------------------------------------------------ the basis
     @property
     def basis(self) -> Optional[torch.Tensor]:
         """The orthonormal directions so far, one per row (a view of :attr:`store`); None when none."""
@@ -158,6 +184,17 @@ class OGDPlugin(SupervisedPlugin):
         self.store = None if rows is None else rows.detach().to(torch.float32).clone()
         self.count = 0 if rows is None else rows.shape[0]
 
+    def state_dict(self) -> dict:
+        """What a run checkpoint keeps: the basis (with its unused rows), its count, the parameter
+        names and the directions each task added."""
+        return {"store": None if self.store is None else self.store.detach().cpu().clone(), "count": self.count,
+                "names": None if self.names is None else list(self.names), "added": list(self.added)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.store = state["store"]  # moved to the training device when the next task starts
+        self.count, self.added = int(state["count"]), [int(n) for n in state["added"]]
+        self.names = None if state["names"] is None else [str(n) for n in state["names"]]
+
     def _params(self, model) -> list:
         named = trainable(model)
         names = [name for name, _ in named]
@@ -167,31 +204,72 @@ class OGDPlugin(SupervisedPlugin):
                              "(an adapter strategy that adds parameters per task does not compose with it)")
         return [p for _, p in named]
 
+    # ------------------------------------------------------------------ a task starts
     def before_training_exp(self, strategy, **kwargs):
         """Before the first task: refuse a basis that will not fit before the stream's last task,
-        else allocate it (the last task stores nothing: no task after it projects)."""
+        else allocate it (the last task stores nothing: no task after it projects). Before every
+        task: the hooks of the per-parameter projection, and the ring of the last gradients."""
+        params = self._params(strategy.model)
+        size = sum(p.numel() for p in params)
+        past = len(_stream_of(strategy)) - 1
+        last_steps = self.config.directions == DIRECTIONS[0]
         if self.store is None:
-            past = len(_stream_of(strategy)) - 1
-            count = sum(p.numel() for _, p in trainable(strategy.model))
-            check_basis_fits(count, past, self.gradients_per_task, strategy.device)
+            step = step_state_bytes(size, params[0].element_size() if params else 4,
+                                    master_weights=getattr(strategy, "master_weights", True))
+            check_basis_fits(size, past, self.gradients_per_task, strategy.device,
+                             held=self.gradients_per_task if last_steps else 0, beside=step)
             if past > 0:
-                self.store = torch.empty(past * self.gradients_per_task, count, dtype=torch.float32,
+                self.store = torch.zeros(past * self.gradients_per_task, size, dtype=torch.float32,
                                          device=strategy.device)
         elif self.store.device != torch.device(strategy.device):
             self.store = self.store.to(strategy.device)
+        if self.config.projection == PROJECTIONS[0] and not self._hooks:
+            self._hook(params)
+        stores = self.store is not None and strategy.experience.current_experience < past
+        self.recent = (torch.zeros(self.gradients_per_task, size, dtype=torch.float32, device=strategy.device)
+                       if last_steps and stores else None)
+        self.recent_seen = 0
+        self.projecting = True
 
-    def after_backward(self, strategy, **kwargs):
-        """The gradient minus its projection on the basis, written back before the optimizer steps."""
-        if self.basis is None:
-            return
-        params = self._params(strategy.model)
-        g = project_out(flat_grad(params, self.basis.device), self.basis)
+    def _hook(self, params) -> None:
+        """A hook on each parameter: its gradient projected on its own columns of the basis."""
         offset = 0
         for p in params:
-            n = p.numel()
-            if p.grad is not None:
-                p.grad.copy_(g[offset:offset + n].view_as(p.grad).to(p.grad.dtype))
-            offset += n
+            self._hooks.append(p.register_hook(functools.partial(self._project_slice, offset, p.numel())))
+            offset += p.numel()
+
+    def _project_slice(self, offset: int, size: int, grad: torch.Tensor) -> torch.Tensor:
+        if not self.projecting or self.count == 0:
+            return grad
+        rows = self.store[:self.count, offset:offset + size]
+        flat = grad.reshape(-1).to(device=rows.device, dtype=torch.float32)
+        return project_out(flat, rows).reshape(grad.shape).to(device=grad.device, dtype=grad.dtype)
+
+    # ------------------------------------------------------------------ each step
+    def after_backward(self, strategy, **kwargs):
+        """``projection="whole"``: the gradient minus its projection on the basis, written back
+        before the optimizer steps. ``directions="last-steps"``: the gradient kept in the ring."""
+        params = self._params(strategy.model)
+        if self.config.projection == PROJECTIONS[1] and self.basis is not None:
+            g = project_out(flat_grad(params, self.basis.device), self.basis)
+            offset = 0
+            for p in params:
+                n = p.numel()
+                if p.grad is not None:
+                    p.grad.copy_(g[offset:offset + n].view_as(p.grad).to(p.grad.dtype))
+                offset += n
+        if self.recent is not None:
+            self.recent[self.recent_seen % self.recent.shape[0]] = flat_grad(params, self.recent.device)
+            self.recent_seen += 1
+
+    # ------------------------------------------------------------------ a task ends
+    def last_gradients(self) -> List[torch.Tensor]:
+        """The task's last ``gradients_per_task`` gradients (:attr:`recent`), oldest first."""
+        if self.recent is None or self.recent_seen == 0:
+            return []
+        rows, seen = self.recent.shape[0], self.recent_seen
+        order = range(seen) if seen <= rows else [(seen + i) % rows for i in range(rows)]
+        return [self.recent[i] for i in order]
 
     def task_gradients(self, strategy):
         """The loss gradients of ``gradients_per_task`` minibatches of the task's training data,
@@ -221,15 +299,22 @@ class OGDPlugin(SupervisedPlugin):
     def after_training_exp(self, strategy, **kwargs):
         """Store the finished task's directions (Gram-Schmidt against the basis so far); the
         stream's last task stores none (no task after it would project against them)."""
+        self.projecting = False  # from here on, gradients (this plugin's, other plugins') are left as they are
         if strategy.experience.current_experience >= len(_stream_of(strategy)) - 1:
+            self.recent = None
             return
-        before = self.count
+        before, offered = self.count, 0
         names = [name for name, _ in trainable(strategy.model)]
-        for vector in self.task_gradients(strategy):
+        vectors = self.last_gradients() if self.config.directions == DIRECTIONS[0] else self.task_gradients(strategy)
+        for vector in vectors:
+            offered += 1
             self.count = add_direction(self.store, self.count, vector)
-        if self.count == 0:
+        self.recent = None
+        if self.count == 0 and offered:
             raise ValueError("OGD stored no gradient direction: every gradient of the task was zero "
                              "(nothing trainable, or a zero loss); check the model's trainable parameters")
+        if not offered:
+            logger.info("OGD: task %d trained no step, so it adds no direction", strategy.experience.current_experience)
         self.names = names
         self.added.append(self.count - before)
 
@@ -240,5 +325,6 @@ def _stream_of(strategy):
     return getattr(experience, "tasks", None) or getattr(experience, "origin_stream", ())
 
 
-__all__ = ["OGDPlugin", "OGD_GRADIENTS_PER_TASK", "add_direction", "basis_bytes", "check_basis_fits", "extend_basis",
-           "flat_grad", "project_out"]
+__all__ = ["DIRECTIONS", "OGDConfig", "OGDPlugin", "OGD_GRADIENTS_PER_TASK", "PROJECTIONS", "TRACE_OGD_SETTING",
+           "add_direction", "basis_bytes", "check_basis_fits", "extend_basis", "flat_grad", "project_out",
+           "trainable"]
