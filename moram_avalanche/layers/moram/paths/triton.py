@@ -8,7 +8,7 @@ top-k, divisions, softmax, gate, scatter). Two Triton kernels
 
 * :func:`route_forward` -- ``p`` ``[N, R]`` -> ``c = w * p`` ``[N, R]`` (and ``w`` on request),
   and, when a backward will follow, the state it reads: the kept columns ``[N, k]`` (int16) and
-  the norms ``[N]``, ``6 + 2k`` bytes a token beside the ``2R`` of ``p`` in bfloat16;
+  the norms ``[N]``, ``2k + 4`` bytes a token (float32 norms; ``2k + 8`` in float64) beside the ``2R`` of ``p`` in bfloat16;
 * :func:`route_backward` -- ``(dL/dc, p, state)`` -> ``dL/dp`` (and ``c`` on request), without a
   second top-k.
 
