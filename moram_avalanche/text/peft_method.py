@@ -283,17 +283,6 @@ class MoRAMModel(BaseTuner):
             raise ValueError(f"no adapter named {adapter_name!r}; this model has {sorted(self.peft_config)}")
         return adapter_name
 
-    def delete_adapter(self, adapter_name: str) -> None:
-        """peft's ``delete_adapter``, except for the model's only adapter: refused, since a ``PeftModel``
-        left without adapters cannot run a forward (peft's own forward looks up the deleted
-        adapter's config and raises a ``KeyError``; LoRA's does the same)."""
-        if adapter_name in self.peft_config and len(self.peft_config) == 1:
-            raise ValueError(f"adapter {adapter_name!r} is this model's only adapter: deleting it would leave a "
-                             "PeftModel whose forward fails (peft looks up an active adapter's config); call "
-                             "unload() to get the base model back without the atoms, or add another adapter "
-                             "(add_adapter) before deleting this one")
-        super().delete_adapter(adapter_name)
-
     def add_weighted_adapter(self, *args, **kwargs) -> None:
         raise NotImplementedError(WEIGHTED_REFUSED)
 
