@@ -262,3 +262,35 @@ def test_fsdp_on_a_clip_benchmark_is_refused_naming_the_benchmarks_it_is_for(tmp
     refused(capsys, clip_run(tmp_path, tmp_path / "run", "moram", "--fsdp"), tmp_path / "run",
             "--fsdp shards a language model's frozen weights; no strategy of --benchmark synthetic trains that way",
             "(it is for the text benchmarks: lm-cl, trace, superni, codealpaca, synthetic-text)")
+
+
+# ---------------------------------------------------------------- issue 46: refused too late
+def test_a_dualprompt_pool_smaller_than_the_stream_is_refused_before_the_model_loads(model, tmp_path, capsys,
+                                                                                    no_loading):
+    # synthetic-text has five tasks: a pool of 3 used to stop the run at task 4, after three tasks trained
+    refused(capsys, text_run(model, tmp_path / "run", "--set", "pool_size=3", strategy="dualprompt"),
+            tmp_path / "run", "pool_size 3 holds fewer E-prompts than the stream has tasks (5)",
+            "give pool_size=5 or more")
+
+
+@pytest.mark.parametrize("missing", [False, True], ids=["no-folder", "no-file"])
+def test_sapts_pseudo_samples_are_checked_before_the_model_loads(missing, model, tmp_path, capsys, no_loading):
+    # they were read at the first task, after the model loaded and run.json was written
+    root = tmp_path / "pseudo"
+    if missing:
+        (root / "colour").mkdir(parents=True)  # no train.json for any task
+    line = refused(capsys, text_run(model, tmp_path / "run", "--set", f"pseudo_data_root={str(root)!r}",
+                                    strategy="sapt"), tmp_path / "run", str(root))
+    assert ("missing file" if missing else "is not a folder") in line
+
+
+@pytest.mark.parametrize("strategy", ["moram", "moram-replay"])
+def test_a_forced_triton_path_on_a_cpu_is_refused_before_the_model_loads(strategy, model, tmp_path, capsys,
+                                                                       no_loading, monkeypatch):
+    # it was a traceback at MoRAM's first forward, after the model loaded and run.json was written
+    from moram_avalanche.layers.moram.paths import triton as moram_triton
+
+    monkeypatch.setattr(moram_triton, "interpreting", lambda: False)  # the test suite turns it on for the CPU
+    monkeypatch.setenv("MORAM_AVALANCHE_PATH", "triton")
+    refused(capsys, text_run(model, tmp_path / "run", "--device", "cpu", strategy=strategy), tmp_path / "run",
+            "MoRAM path 'triton' (MORAM_AVALANCHE_PATH=triton) cannot run on device cpu", "unset MORAM_AVALANCHE_PATH")

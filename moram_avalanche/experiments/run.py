@@ -105,10 +105,16 @@ class Prepared(NamedTuple):
 
 def prepare_runs(setup: Setup, names: Sequence[str]) -> Dict[str, Prepared]:
     """``{name: Prepared}``: every strategy's options, given the eval transform of one model
-    load, checked without building any strategy; the records' parts known before building."""
+    load, checked without building any strategy; the records' parts known before building.
+    Before the model loads, a MoRAM path forced by ``MORAM_AVALANCHE_PATH`` that the setup's
+    device cannot run is refused when a strategy runs MoRAM's layers (its ``needs.atoms``;
+    :func:`~moram_avalanche.strategies.forced_path.check_forced_path`)."""
+    from ..strategies.forced_path import check_forced_path
     from ..strategies.options import check_strategy_options
     from ..strategies.registry import get_strategy
 
+    if any(get_strategy(name, setup.family).needs.atoms for name in names):  # they run MoRAM's layers
+        check_forced_path(setup.device)  # before the model loads: a forced path this device cannot run
     seed_everything(setup.seed)
     model, train_tf, eval_tf, _ = setup.make_model()
     built = setup.make_benchmark(train_tf, eval_tf)

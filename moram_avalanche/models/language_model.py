@@ -117,18 +117,35 @@ KEEP_SIDES = ("tail", "head")
 
 class PromptCut(NamedTuple):
     """How one prompt is cut: at most ``limit`` tokens (None: the model's ``max_source_length``),
-    keeping its ``keep`` end ("tail" or "head"; None: the model's way, module docstring)."""
+    keeping its ``keep`` end ("tail" or "head"; None: the model's way, module docstring); and how
+    long and how its generated answer is: at most ``max_length`` tokens of prompt and answer together
+    (``transformers``' ``max_length``, bigcode-evaluation-harness's ``max_length_generation``; None:
+    ``max_new_tokens`` alone bounds it), stripped of surrounding spaces (``strip``; False: as decoded, a code
+    completion's leading line break and indentation kept). Training reads ``limit`` and ``keep`` only."""
 
     limit: Optional[int] = None
     keep: Optional[str] = None
+    max_length: Optional[int] = None
+    strip: bool = True
 
 
 def prompt_cuts(tasks, task_ids) -> Optional[List[PromptCut]]:
     """One :class:`PromptCut` per sample from its task's declaration (``tasks[task_id]``'s
-    ``prompt_limit`` and ``keep``); None when no task declares one (the model's way for all)."""
-    cuts = [PromptCut(getattr(tasks[int(t)], "prompt_limit", None), getattr(tasks[int(t)], "keep", None))
-            for t in task_ids]
+    ``prompt_limit``, ``keep``, ``max_length`` and ``strip_answers``); None when no task declares one
+    (the model's way for all)."""
+    cuts = [PromptCut(getattr(task, "prompt_limit", None), getattr(task, "keep", None),
+                      getattr(task, "max_length", None), getattr(task, "strip_answers", True))
+            for task in (tasks[int(t)] for t in task_ids)]
     return cuts if any(cut != PromptCut() for cut in cuts) else None
+
+
+def answer_budgets(sources: Sequence[Sequence[int]], cuts: Optional[Sequence[PromptCut]],
+                   max_new_tokens: int) -> List[int]:
+    """The most tokens each prompt's answer may have: ``max_new_tokens``, and what its cut's ``max_length``
+    leaves after its ``sources`` ids (none left: an empty answer, as the harness returns the prompt alone)."""
+    cuts = list(cuts) if cuts is not None else [PromptCut()] * len(sources)
+    return [max_new_tokens if cut.max_length is None else max(0, min(max_new_tokens, cut.max_length - len(source)))
+            for source, cut in zip(sources, cuts)]
 
 
 @dataclass(frozen=True)
@@ -392,17 +409,21 @@ class LanguageModel(nn.Module):
     def generate(self, prompts: Sequence[str], max_new_tokens: int = MAX_TARGET_LENGTH,
                  cuts: Optional[Sequence[PromptCut]] = None, decoding: Optional[Decoding] = None) -> List[str]:
         """Greedy answers to ``prompts``: decoded strings, special tokens and surrounding spaces
-        removed; ``cuts``: how each long prompt is cut; ``decoding``: :class:`Decoding`'s options.
-        With :attr:`compiles_generation`, a static KV cache and the decode step compiled."""
+        removed; ``cuts``: how each long prompt is cut, how long its answer may be and whether it is
+        stripped (:class:`PromptCut`); ``decoding``: :class:`Decoding`'s options.
+        With :attr:`compiles_generation`, a static KV cache and the decode step compiled (``max_new_tokens``
+        steps, one graph per prompt bucket; each answer then cut to its own length)."""
         prompts = _strings(prompts)
         if not prompts:
             return []
         sources = self._prompt_ids(prompts, cuts)
+        budgets = self._answer_budgets(sources, cuts, max_new_tokens)
         left = not self.seq2seq
         compiled = self.compiles_generation
         width = -(-max(len(row) for row in sources) // GENERATION_BUCKET) * GENERATION_BUCKET if compiled else None
         input_ids = self._pad(sources, self.pad_id, left=left, width=width)
-        options = dict(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1, pad_token_id=self.pad_id,
+        steps = max_new_tokens if compiled else max(1, max(budgets))
+        options = dict(max_new_tokens=steps, do_sample=False, num_beams=1, pad_token_id=self.pad_id,
                        eos_token_id=self.eos_id, synced_gpus=self.synced_generation,
                        **(decoding or Decoding()).generate_kwargs())
         if compiled:
@@ -423,26 +444,24 @@ class LanguageModel(nn.Module):
                           "cache from now on (compile_generation=False skips the attempt)", RuntimeWarning,
                           stacklevel=2)
             return self.generate(prompts, max_new_tokens, cuts, decoding)
-        new = self._new_tokens(out, inputs)
-        answers = []
-        for row in new.tolist():
-            if self.eos_id is not None and self.eos_id in row:
-                row = row[: row.index(self.eos_id)]
-            row = [token for token in row if token != self.pad_id]
-            answers.append(self.tokenizer.decode(row, skip_special_tokens=True).strip())
-        return answers
+        strips = [True] * len(prompts) if cuts is None else [cut.strip for cut in cuts]
+        return [text.strip() if strip else text
+                for text, strip in zip(self._decoded(self._new_tokens(out, inputs), budgets), strips)]
 
     @torch.no_grad()
     def sample(self, prompts: Sequence[str], n: int, max_new_tokens: int = MAX_TARGET_LENGTH, *,
                temperature: float = 1.0, top_p: float = 1.0, top_k: Optional[int] = None,
-               repetition_penalty: float = 1.0,
-               cuts: Optional[Sequence[PromptCut]] = None) -> List[List[str]]:
+               repetition_penalty: float = 1.0, cuts: Optional[Sequence[PromptCut]] = None,
+               stop_sequences: Sequence[str] = ()) -> List[List[str]]:
         """``n`` sampled continuations of each prompt (nucleus sampling at ``temperature`` and
         ``top_p``; HumanEval's pass@k needs them), decoded with special tokens removed and
         **not stripped** (a code completion's first indentation is kept). Sampling draws from
         torch's generator: seed it for repeatable samples. ``top_k`` (None: ``transformers``'
-        default) and ``repetition_penalty`` (1: none) as ``generate`` takes them (LFPT5's pseudo-samples:
-        top-k 64, penalty 2.5)."""
+        default, 50; 0: no cut) and ``repetition_penalty`` (1: none) as ``generate`` takes them (LFPT5's
+        pseudo-samples: top-k 64, penalty 2.5). ``cuts``: how each prompt is cut and how long its answers may
+        be (:class:`PromptCut`'s ``max_length``). ``stop_sequences``: a continuation stops being generated once
+        its text holds one of them (bigcode-evaluation-harness's ``EndOfFunctionCriteria``, reading the new
+        tokens only): time saved, nothing lost for a caller that cuts at the first of them."""
         prompts = _strings(prompts)
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n (samples per prompt) must be a positive integer, got {n!r}")
@@ -458,21 +477,36 @@ class LanguageModel(nn.Module):
         if not prompts:
             return []
         sources = self._prompt_ids(prompts, cuts)
+        budgets = self._answer_budgets(sources, cuts, max_new_tokens)
         left = not self.seq2seq
         input_ids = self._pad(sources, self.pad_id, left=left, width=None)
         inputs = self._prefixed(dict(input_ids=input_ids, attention_mask=self._mask(sources, left=left, width=None)),
                                 left=left)
+        if stop_sequences:
+            start = inputs["input_ids"].shape[1] if "input_ids" in inputs and not self.seq2seq else 0
+            extra["stopping_criteria"] = [_stop_at_sequences(self.tokenizer, start, tuple(stop_sequences))]
         out = self.model.generate(**inputs,
-                                  max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature,
+                                  max_new_tokens=max(1, max(budgets)), do_sample=True, temperature=temperature,
                                   top_p=top_p, num_return_sequences=n, pad_token_id=self.pad_id,
                                   eos_token_id=self.eos_id, synced_gpus=self.synced_generation, **extra)
-        new = self._new_tokens(out, inputs)
+        texts = self._decoded(self._new_tokens(out, inputs), [budget for budget in budgets for _ in range(n)])
+        return [texts[i * n:(i + 1) * n] for i in range(len(prompts))]
+
+    def _answer_budgets(self, sources, cuts, max_new_tokens: int) -> List[int]:
+        """:func:`answer_budgets` of a causal model's prompts; a seq2seq model's ``max_length`` counts its
+        answer alone (``transformers``' counts the decoder's tokens)."""
+        return answer_budgets([[]] * len(sources) if self.seq2seq else sources, cuts, max_new_tokens)
+
+    def _decoded(self, new: torch.Tensor, budgets: Sequence[int]) -> List[str]:
+        """Each row of generated tokens up to its EOS and at most its budget, decoded without padding and
+        special tokens (not stripped)."""
         texts = []
-        for row in new.tolist():
+        for row, budget in zip(new.tolist(), budgets):
             if self.eos_id is not None and self.eos_id in row:
                 row = row[: row.index(self.eos_id)]
-            texts.append(self.tokenizer.decode([t for t in row if t != self.pad_id], skip_special_tokens=True))
-        return [texts[i * n:(i + 1) * n] for i in range(len(prompts))]
+            row = [token for token in row[:budget] if token != self.pad_id]
+            texts.append(self.tokenizer.decode(row, skip_special_tokens=True))
+        return texts
 
     def _new_tokens(self, out: torch.Tensor, inputs: dict) -> torch.Tensor:
         """The generated tokens of ``generate``'s output: a seq2seq model's after its start token; a
@@ -481,6 +515,27 @@ class LanguageModel(nn.Module):
         if self.seq2seq:
             return out[:, 1:]
         return out if "input_ids" not in inputs else out[:, inputs["input_ids"].shape[1]:]
+
+
+def _stop_at_sequences(tokenizer, start: int, stops: Sequence[str]):
+    """A ``transformers`` stopping criterion: a row is done once the text of its tokens from ``start`` on
+    holds one of ``stops`` (bigcode-evaluation-harness ``bigcode_eval/generation.py`` EndOfFunctionCriteria,
+    row by row). Checked after every step, so only the last tokens can complete a stop: a stop of ``L``
+    characters spans at most ``L`` tokens that each write a character, and only that many are decoded (not
+    the whole continuation). A stop missed here (spread over tokens that write nothing) costs steps, never
+    text: the caller's cut reads the whole continuation."""
+    from transformers import StoppingCriteria
+
+    window = max(len(stop) for stop in stops)
+
+    class StopAtSequences(StoppingCriteria):
+        def __call__(self, input_ids, scores, **kwargs):
+            texts = tokenizer.batch_decode(input_ids[:, max(start, input_ids.shape[1] - window):],
+                                           skip_special_tokens=True)
+            return torch.tensor([any(stop in text for stop in stops) for text in texts], dtype=torch.bool,
+                                device=input_ids.device)
+
+    return StopAtSequences()
 
 
 def causal_answer_logits(model: nn.Module, inputs: dict, labels: torch.Tensor):
@@ -570,5 +625,5 @@ def _strings(texts) -> List[str]:
 
 
 __all__ = ["Decoding", "GENERATION_BUCKET", "IGNORE_INDEX", "LOSS_REDUCTIONS", "check_compile_generation", "KEEP_SIDES",
-           "LanguageModel", "PromptCut", "prompt_cuts", "MAX_SOURCE_LENGTH", "MAX_TARGET_LENGTH", "causal_answer_logits",
-           "token_loss"]
+           "LanguageModel", "PromptCut", "answer_budgets", "prompt_cuts", "MAX_SOURCE_LENGTH", "MAX_TARGET_LENGTH",
+           "causal_answer_logits", "token_loss"]

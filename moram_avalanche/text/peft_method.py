@@ -162,6 +162,23 @@ class MoRAMConfig(PeftConfig):
             raise ValueError(f"init_weights must be True (new values zero, the paper) or False (drawn "
                              f"like the keys), got {self.init_weights!r}")
 
+    @classmethod
+    def check_kwargs(cls, **kwargs):
+        """What an ``adapter_config.json`` read by ``MoRAMConfig.from_pretrained`` (peft's reader calls
+        this with the file's fields) must say before a config is made: ``"peft_type": "MORAM"``.
+        Without the field peft failed naming neither the file nor the fix; with another method's
+        type it returned that method's config (a ``LoraConfig``) from ``MoRAMConfig.from_pretrained``."""
+        kind = kwargs.get("peft_type")
+        value = getattr(kind, "value", kind)
+        if value is None:
+            raise ValueError('adapter_config.json has no "peft_type": a MoRAM adapter\'s reads "peft_type": "MORAM" '
+                             '(save_pretrained writes it); add that field to the file, or save the adapter again')
+        if value != MoRAMPeftType.MORAM.value:
+            raise ValueError(f'adapter_config.json is a {value} adapter\'s ("peft_type": "{value}"), not MoRAM\'s '
+                             '("MORAM"): load it with peft (PeftModel.from_pretrained, or that method\'s config '
+                             "class), not with MoRAMConfig")
+        return super().check_kwargs(**kwargs)
+
     def routing_options(self) -> Dict[str, object]:
         """The bank's options (:class:`~moram_avalanche.layers.moram.layer.MoRAMAtoms`)."""
         return {"atoms_per_task": self.atoms_per_task, "topk": self.topk,
@@ -183,6 +200,12 @@ class MoRAMModel(BaseTuner):
     target_module_mapping = as_table()
 
     # --------------------------------------------------------------- injection
+    def inject_adapter(self, model: nn.Module, adapter_name: str, *args, **kwargs) -> None:
+        """peft's injection (``get_peft_model``, ``add_adapter``, ``load_adapter``), after
+        :func:`check_modules_to_save` of the adapter's config, before any module is wrapped."""
+        check_modules_to_save(model, self.peft_config[adapter_name])
+        super().inject_adapter(model, adapter_name, *args, **kwargs)
+
     def _create_and_replace(self, peft_config: MoRAMConfig, adapter_name: str, target: nn.Module,
                             target_name: str, parent: nn.Module, current_key: str,
                             parameter_name: Optional[str] = None) -> None:
@@ -260,6 +283,9 @@ class MoRAMModel(BaseTuner):
             raise ValueError(f"no adapter named {adapter_name!r}; this model has {sorted(self.peft_config)}")
         return adapter_name
 
+    def add_weighted_adapter(self, *args, **kwargs) -> None:
+        raise NotImplementedError(WEIGHTED_REFUSED)
+
     # --------------------------------------------------------------- merging
     def merge_adapter(self, *args, **kwargs) -> None:
         raise ValueError(MERGE_REFUSED)
@@ -280,29 +306,107 @@ class MoRAMModel(BaseTuner):
         adapter's ``<layer>.atom_keys`` (and ``atom_values``, ``num_frozen``, ``atom_task``) goes
         to ``<layer>.moram_bank.<adapter>.atom_keys``, which the bank reads as its old format.
         Other keys (modules to save) are peft's."""
-        layers, hosts = set(), {}
+        layers, hosts, held = set(), {}, {}
         for name, layer in find_layers(model, MoRAMTunerLayer).items():
             name = name.removeprefix("_fsdp_wrapped_module.").replace("._fsdp_wrapped_module", "")
             short = name.removeprefix("base_model.model.")
             layers.update({name, short, "base_model.model." + short})
             if adapter_name in layer.moram_bank:
                 hosts[short] = name
+                held[short] = layer.moram_bank[adapter_name].num_atoms
         bank = re.compile(r"^(?P<layer>.*)\.moram_bank\.(?P<key>[^.]+)$")
         legacy = re.compile(r"^(?P<layer>.*)\.(?P<key>" + "|".join(LEGACY_KEYS) + r")$")
-        out, rest, loaded, strays = {}, {}, set(), set()
+        out, rest, loaded, strays, sizes = {}, {}, set(), set(), {}
         for key, value in state_dict.items():
             match = bank.match(key) or legacy.match(key)
             if match and match["layer"] in layers:
                 out[f"{match['layer']}.moram_bank.{adapter_name}.{match['key']}"] = value
                 loaded.add(match["layer"].removeprefix("base_model.model."))
+                if match["key"] == "atom_task":  # one entry per atom, in both formats
+                    sizes[match["layer"].removeprefix("base_model.model.")] = int(value.shape[0])
             else:
                 if match:  # a MoRAM layer the model does not have (passed on: peft ignores it)
                     strays.add(match["layer"].removeprefix("base_model.model."))
                 rest[key] = value
         warn_layer_mismatch(adapter_name, sorted(set(hosts) - loaded), sorted(strays), len(hosts))
+        check_no_shrinking(adapter_name, held, sizes)
+        check_no_base_keys(model, rest)
         if rest:
             out.update(super()._remap_adapter_state_dict_for_load(model, config, adapter_name, rest))
         return out
+
+
+#: where the state of an adapter lives in a peft model besides MoRAM's banks: peft's copies of the
+#: ``modules_to_save`` and its trainable tokens (``peft/utils/other.py``: ``ModulesToSaveWrapper``,
+#: ``TrainableTokensWrapper``); every other parameter or buffer of the model is the base's
+ADAPTER_PARTS = (".moram_bank.", ".moram_dropout.", ".modules_to_save.", ".token_adapter.")
+#: the heads peft adds to ``modules_to_save`` for a task type (``peft/peft_model.py``:
+#: ``PeftModelForSequenceClassification`` ... ``classifier_module_names``, ``qa_module_names``); a
+#: model has one of them, so the others may match nothing
+PEFT_TASK_HEADS = {"SEQ_CLS": ("classifier", "score"), "TOKEN_CLS": ("classifier", "score"),
+                   "QUESTION_ANS": ("qa_outputs",)}
+#: why MoRAM adapters are not combined by ``add_weighted_adapter``
+WEIGHTED_REFUSED = (
+    "add_weighted_adapter cannot combine MoRAM adapters: LoRA sums the weighted B A products of "
+    "its adapters (or concatenates their factors), one fixed matrix each, but a MoRAM adapter's "
+    "update sum_i w_i(x) B_i A_i x weighs rank-1 atoms by routing (top-k, softmax over the "
+    "adapter's own keys, eval gate), so no weighted sum of two adapters is a MoRAM adapter. Activate "
+    "several adapters instead (set_adapter([...]): each adds its routed term), or train one "
+    "adapter over the tasks (add_task)")
+
+
+def check_modules_to_save(model: nn.Module, config: PeftConfig) -> None:
+    """A ValueError naming the names of ``config.modules_to_save`` that match no module of ``model``
+    (peft's rule: a module whose name ends with the name). peft's LoRA accepts them and trains and
+    saves nothing for them; the heads peft adds itself for a task type (:data:`PEFT_TASK_HEADS`) may
+    be absent, as peft allows."""
+    task = getattr(config.task_type, "value", config.task_type)
+    wanted = [name for name in (getattr(config, "modules_to_save", None) or ())
+              if name not in PEFT_TASK_HEADS.get(str(task), ())]
+    names = [name for name in find_layers(model, nn.Module) if name]  # every module, by name
+    unknown = [want for want in wanted if not any(name.endswith(want) for name in names)]
+    if unknown:
+        raise ValueError(f"modules_to_save names {unknown}, which match no module of the model (peft matches a module "
+                         f"whose name ends with the given name, e.g. {names[-1]!r}): name modules that exist, or "
+                         "leave them out; nothing would be trained or saved for them")
+
+
+def check_no_shrinking(adapter_name: str, held: Dict[str, int], loaded: Dict[str, int]) -> None:
+    """A ValueError when a checkpoint holds fewer atoms for a layer (``loaded``, by layer name) than
+    adapter ``adapter_name`` holds there now (``held``): the adapter has grown since (``add_task``),
+    and loading the checkpoint would shrink its bank back, dropping the later tasks' atoms -- with
+    ``transformers.Trainer``, a ``resume_from_checkpoint`` of an earlier task's checkpoint after
+    :func:`~moram_avalanche.text.trainer.start_task`, which then trained 0 steps of the current
+    task (its step count is already the earlier task's last). A bank is loaded at any size
+    otherwise (a fresh adapter grows to the checkpoint's)."""
+    for layer, atoms in sorted(loaded.items()):
+        now = held.get(layer)
+        if now is not None and atoms < now:
+            raise ValueError(
+                f"this checkpoint holds {atoms} atoms of {layer} and adapter {adapter_name!r} holds {now} now: it "
+                "was saved before the adapter's later tasks (add_task), and loading it would shrink the bank back, "
+                "dropping their atoms. Resume the current task from its own checkpoint (with transformers.Trainer: "
+                "a checkpoint-N under the output_dir start_task set), or load it into a model rebuilt with that "
+                "task's structure (get_peft_model, one add_task() per finished task) or under another adapter name")
+
+
+def check_no_base_keys(model: nn.Module, state_dict: Dict[str, torch.Tensor]) -> None:
+    """A ValueError naming the first key of ``state_dict`` (an adapter file's, beside the banks) that
+    names a weight of the base model -- its wrapped name (``...q_proj.base_layer.weight``), or its
+    name before wrapping (``...q_proj.weight``) -- instead of a module to save: loading the file would
+    overwrite the pre-trained weights (peft's LoRA does so without a word)."""
+    prefix = "base_model.model."
+    base = set()
+    for name, _ in [*model.named_parameters(), *model.named_buffers()]:
+        name = name.removeprefix(prefix)
+        if not any(part in f".{name}" for part in ADAPTER_PARTS):
+            base.update({name, name.replace(".base_layer.", ".")})
+    for key in state_dict:
+        if key.removeprefix(prefix) in base:
+            raise ValueError(f"the adapter file holds {key!r}, a weight of the base model: loading it would overwrite "
+                             "the pre-trained weights. An adapter file holds MoRAM's atoms (...moram_bank.*) and the "
+                             "modules_to_save only; remove that key from the file, or load such weights with the "
+                             "base model's from_pretrained")
 
 
 def warn_layer_mismatch(adapter_name: str, fresh: List[str], strays: List[str], layers: int) -> None:
@@ -344,5 +448,7 @@ def register_moram() -> None:
 
 register_moram()
 
-__all__ = ["LEGACY_KEYS", "MERGE_REFUSED", "MoRAMConfig", "MoRAMModel", "MoRAMPeftType", "MoRAMTunerLayer",
-           "register_moram", "warn_layer_mismatch"]
+__all__ = ["ADAPTER_PARTS", "LEGACY_KEYS", "MERGE_REFUSED", "MoRAMConfig", "MoRAMModel", "MoRAMPeftType",
+           "MoRAMTunerLayer", "PEFT_TASK_HEADS", "WEIGHTED_REFUSED", "check_modules_to_save", "check_no_base_keys",
+           "check_no_shrinking", "register_moram",
+           "warn_layer_mismatch"]

@@ -25,7 +25,10 @@ Resuming: a Trainer checkpoint holds the adapter (the whole bank: frozen atoms a
 trainable ones), the optimizer, the schedule and the random states. Rebuild the model with the
 task's structure (``get_peft_model`` then one ``add_task()`` per finished task) and call
 ``trainer.train(resume_from_checkpoint=...)``: peft's ``load_adapter`` loads the bank, whatever
-its size, and training goes on as if never interrupted.
+its size, and training goes on as if never interrupted. A checkpoint of an earlier task (fewer
+atoms than the bank holds after :func:`start_task`) is refused before it loads
+(:func:`~moram_avalanche.text.peft_method.check_no_shrinking`): it would shrink the bank back and,
+its step count being the earlier task's last, train 0 steps of the current task.
 """
 
 from __future__ import annotations

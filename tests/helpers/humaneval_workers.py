@@ -29,7 +29,7 @@ class ScriptedModel(nn.Module):
         super().__init__()
         self.asked = []
 
-    def sample(self, prompts, n, max_new_tokens, *, temperature, top_p):
+    def sample(self, prompts, n, max_new_tokens, **options):
         self.asked.append(list(prompts))
         out = []
         for prompt in prompts:

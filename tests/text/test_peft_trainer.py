@@ -88,3 +88,26 @@ def test_a_task_grown_without_start_task_is_refused_before_training(tmp_path):
         trainer.train()
     with pytest.raises(TypeError, match="not a MoRAM peft model"):
         start_task(Trainer(model=tiny_llama(), args=arguments(tmp_path)))
+
+
+def test_resuming_from_an_earlier_tasks_checkpoint_is_refused_and_the_bank_kept(tmp_path):
+    """Issue 46: after start_task, train(resume_from_checkpoint=<task 1's checkpoint>) loaded task
+    1's smaller bank over the grown one (task 2's atoms dropped) and trained 0 steps, silently."""
+    from transformers import Trainer
+
+    from moram_avalanche.text import MoRAMTaskCallback, start_task
+
+    model = moram_llama()
+    trainer = Trainer(model=model, args=arguments(tmp_path / "task1"), train_dataset=Examples(1),
+                      callbacks=[MoRAMTaskCallback()])
+    trainer.train()
+    assert start_task(trainer, Examples(2), output_dir=tmp_path / "task2") == 8
+    grown = bank_rows(model)
+    with pytest.raises(ValueError, match=r"this checkpoint holds 4 atoms of .* and adapter 'default' holds 8 now: .*"
+                                         r"shrink the bank back.*Resume the current task from its own checkpoint") as error:
+        trainer.train(resume_from_checkpoint=str(tmp_path / "task1" / "checkpoint-4"))
+    assert "\n" not in str(error.value)
+    for name, (keys, values) in bank_rows(model).items():  # nothing was loaded
+        assert torch.equal(keys, grown[name][0]) and torch.equal(values, grown[name][1]), name
+    trainer.train()  # task 2 trains, from its first step
+    assert trainer.state.global_step == 4 and (tmp_path / "task2" / "checkpoint-4").is_dir()

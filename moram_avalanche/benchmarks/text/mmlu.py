@@ -8,15 +8,22 @@ Two ways to the questions, both scored by ``lm-eval``'s own multiple-choice logl
   ``cais/mmlu``, found in the Hugging Face cache or downloaded);
 * a local copy in the authors' layout (hendrycks/test ``data.tar``: ``data/test/<subject>_test.csv``
   and ``data/dev/<subject>_dev.csv``, no header, columns question, A, B, C, D, answer letter), for
-  which :func:`local_tasks` writes one ``lm-eval`` task configuration per subject with the prompt
-  of ``lm-eval``'s own MMLU template (``lm_eval/tasks/mmlu/default/_default_template_yaml``:
-  question, the four lettered options, "Answer:"; choices A-D; few-shot examples from dev, first n).
+  which :func:`local_tasks` writes one ``lm-eval`` task configuration per subject that builds, for
+  the same question, the prompt ``lm-eval``'s registered ``mmlu_<subject>`` task builds from
+  ``cais/mmlu``: the subject's description header (:func:`description`, ``lm-eval``'s
+  ``lm_eval/tasks/mmlu/_generate_configs.py``: "The following are multiple choice questions (with
+  answers) about <subject, its underscores as spaces>." and a blank line), then its MMLU template
+  (``lm_eval/tasks/mmlu/default/_default_template_yaml``: the stripped question, the four lettered
+  options, "Answer:"; choices A-D; few-shot examples from dev, first n), every cell read as the text
+  the file holds (:data:`CSV_AS_WRITTEN`: ``cais/mmlu`` holds strings, while the CSV reader would
+  make "1.50" the number 1.5 and "N/A" or "None" a missing value).
 
 Pure Python: nothing here imports ``lm-eval`` (only the plugin does, when it runs).
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -24,6 +31,13 @@ from typing import Dict, List, Optional, Sequence, Tuple
 COLUMNS = ("question", "A", "B", "C", "D", "answer")
 #: lm-eval's MMLU prompt (lm_eval/tasks/mmlu/default/_default_template_yaml), over the CSV's columns
 PROMPT = "{{question.strip()}}\nA. {{A}}\nB. {{B}}\nC. {{C}}\nD. {{D}}\nAnswer:"
+#: the header before every prompt of a subject (lm-eval's lm_eval/tasks/mmlu/_generate_configs.py, the
+#: ``description`` of each registered ``mmlu_<subject>`` task); :func:`description` fills it in
+DESCRIPTION = "The following are multiple choice questions (with answers) about {subject}.\n\n"
+#: how the CSV reader (``datasets``' csv builder, pandas ``read_csv``) must read a local copy so that every cell
+#: is the text the file holds, as in ``cais/mmlu``: no type guessed (``converters``: each cell as its string),
+#: no missing value guessed (``na_filter`` off: "N/A", "None", "NaN" and empty cells stay text)
+CSV_AS_WRITTEN = {"converters": {column: str for column in COLUMNS}, "na_filter": False}
 LETTERS = ("A", "B", "C", "D")
 #: where a local copy's ``test`` and ``dev`` folders are looked for under a root, in order
 PLACES = ("data", ".", "mmlu/data", "mmlu")
@@ -59,10 +73,17 @@ def local_subjects(folder) -> Dict[str, Tuple[Path, Optional[Path]]]:
     return found
 
 
+def description(subject: str) -> str:
+    """The header lm-eval's registered task of ``subject`` puts before each prompt (:data:`DESCRIPTION`,
+    the subject's underscores as spaces)."""
+    return DESCRIPTION.format(subject=" ".join(subject.split("_")))
+
+
 def local_tasks(folder, subjects: Optional[Sequence[str]] = None) -> List[dict]:
     """One ``lm-eval`` task configuration (a dict ``simple_evaluate`` takes) per subject of a local
-    copy; ``subjects``: a selection (None: every one found). An unknown subject is a ValueError
-    naming the ones found."""
+    copy, building the prompts of lm-eval's registered ``mmlu_<subject>`` (module docstring);
+    ``subjects``: a selection (None: every one found). An unknown subject is a ValueError naming the
+    ones found."""
     found = local_subjects(folder)
     if not found:
         raise ValueError(f"no MMLU subject under {folder}: expected test/<subject>_test.csv (hendrycks/test data.tar)")
@@ -75,8 +96,10 @@ def local_tasks(folder, subjects: Optional[Sequence[str]] = None) -> List[dict]:
         test, dev = found[subject]
         files = {"test": str(test), **({"dev": str(dev)} if dev else {})}
         task = {"task": f"mmlu_local_{subject}", "dataset_path": "csv",
-                "dataset_kwargs": {"data_files": files, "column_names": list(COLUMNS)},
-                "test_split": "test", "output_type": "multiple_choice", "doc_to_text": PROMPT,
+                "dataset_kwargs": {"data_files": files, "column_names": list(COLUMNS),
+                                   **copy.deepcopy(CSV_AS_WRITTEN)},
+                "test_split": "test", "output_type": "multiple_choice", "description": description(subject),
+                "doc_to_text": PROMPT,
                 "doc_to_choice": list(LETTERS), "doc_to_target": "{{['A', 'B', 'C', 'D'].index(answer.strip())}}",
                 "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True}]}
         if dev:
@@ -95,5 +118,5 @@ def lm_eval_available() -> Optional[str]:
     return None
 
 
-__all__ = ["COLUMNS", "GROUPS", "LETTERS", "PLACES", "PROMPT", "STEM_SUBJECTS", "lm_eval_available", "local_subjects",
-           "local_tasks", "mmlu_folder"]
+__all__ = ["COLUMNS", "CSV_AS_WRITTEN", "DESCRIPTION", "GROUPS", "LETTERS", "PLACES", "PROMPT", "STEM_SUBJECTS",
+           "description", "lm_eval_available", "local_subjects", "local_tasks", "mmlu_folder"]

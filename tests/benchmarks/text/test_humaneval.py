@@ -13,6 +13,8 @@ from moram_avalanche.benchmarks.text.code_sandbox import check_program
 from moram_avalanche.benchmarks.text.humaneval import (
     completion_of,
     evaluate_completions,
+    harness_problem,
+    harness_prompt,
     humaneval_pass,
     pass_at_k,
     problem_answer,
@@ -24,6 +26,8 @@ ADD = {"task_id": "Toy/0", "prompt": 'def add(a, b):\n    """Their sum."""\n',
        "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(-4, 4) == 0\n",
        "entry_point": "add"}
 RIGHT, WRONG = "    return a + b\n", "    return a - b\n"
+#: the Codex paper's five stop sequences (Sec. 2.3), what completions were cut at before the harness's eight
+CODEX_STOPS = ("\nclass", "\ndef", "\n#", "\nif", "\nprint")
 
 
 def naive_pass_at_k(n, c, k):
@@ -114,18 +118,48 @@ def test_evaluate_completions_runs_each_sample_and_reports_pass_at_k():
     assert report["results"]["Toy/0"][:4] == ["passed"] * 3 + [report["results"]["Toy/0"][3]]
 
 
-def test_completion_of_cuts_at_the_codex_stop_sequences_and_restores_the_body_indent():
+def test_completion_of_cuts_at_the_harness_stop_sequences():
+    # the expectations follow bigcode-evaluation-harness (LoRI's): bigcode_eval/base.py Task._stop_at_stop_token
+    # keeps what comes before the first stop sequence, no indentation added, no newline appended (they were
+    # "    return a + b\n", "    x = 1\n    return x\n" and "    return 1\n" under the Codex cut that re-indented
+    # a stripped answer)
     generated = "return a + b\n\ndef other():\n    pass"
-    assert completion_of(generated) == "    return a + b\n"
-    assert completion_of("    x = 1\n    return x\nprint(add(1, 2))") == "    x = 1\n    return x\n"
-    assert completion_of("    return 1\n# a comment\nif True: pass") == "    return 1\n"
+    assert completion_of(generated) == "return a + b\n"
+    assert completion_of("    x = 1\n    return x\nprint(add(1, 2))") == "    x = 1\n    return x"
+    assert completion_of("    return 1\n# a comment\nif True: pass") == "    return 1"
+
+
+@pytest.mark.parametrize("stop", ["\nclass", "\ndef", "\n#", "\n@", "\nprint", "\nif", "\n```", "<file_sep>"])
+def test_each_of_the_harness_eight_stop_sequences_ends_a_completion(stop):
+    # bigcode_eval/tasks/humaneval.py GeneralHumanEval: stop_words=["\nclass", "\ndef", "\n#", "\n@", "\nprint",
+    # "\nif", "\n```", "<file_sep>"]
+    assert completion_of("\n    return a + b" + stop + " anything after") == "\n    return a + b"
+    # the first stop in the text wins, whichever it is in the list
+    assert completion_of("\n    y = 2" + stop + "\nclass X: pass\n@dec") == "\n    y = 2"
+    assert completion_of("\n    z = 3  # no line starts a stop") == "\n    z = 3  # no line starts a stop"
+
+
+def test_a_body_followed_by_a_closing_fence_passes_as_the_harness_scores_it():
+    # what an Alpaca-tuned model writes after the stripped prompt: a line break, the body, then a closing
+    # fence and prose; the harness keeps prompt.strip() + the text before "\n```"
+    # (bigcode_eval/tasks/humaneval.py get_prompt and postprocess_generation)
+    problem = harness_problem(ADD)
+    assert problem["prompt"] == 'def add(a, b):\n    """Their sum."""' == harness_prompt(ADD["prompt"])
+    generated = "\n    return a + b\n```\n\nThis function returns the sum of a and b."
+    assert completion_of(generated) == "\n    return a + b"
+    assert check_program(problem, completion_of(generated)).passed
+    # the Codex paper's five stops keep the fence and the prose: a syntax error, scored 0
+    assert completion_of(generated, CODEX_STOPS) == generated
+    assert not check_program(problem, completion_of(generated, CODEX_STOPS)).passed
 
 
 def test_the_humaneval_text_metric_scores_each_answer_by_execution():
     score = TEXT_METRICS["humaneval"]
     answers = [problem_answer(ADD)] * 2
-    assert score(["return a + b", "return a * b"], answers) == pytest.approx(50.0)
-    assert humaneval_pass(["return a + b"], answers[:1]) == 100.0
+    # the answers as generated, not stripped (the harness's, the codealpaca task's strip_answers=False): each
+    # continues ADD's prompt with the body's indentation (they were "return a + b" when the metric re-indented)
+    assert score(["    return a + b", "    return a * b"], answers) == pytest.approx(50.0)
+    assert humaneval_pass(["    return a + b"], answers[:1]) == 100.0
     with pytest.raises(ValueError, match="problem as JSON"):
         score(["return 1"], ["not a problem"])
 
@@ -171,3 +205,19 @@ def test_a_bad_problems_file_is_named(tmp_path):
     with pytest.raises(ValueError, match="not found"):
         read_problems(tmp_path / "missing.jsonl")
     assert os.path.exists(path)
+
+
+def test_the_harness_settings_are_the_published_ones():
+    from moram_avalanche.benchmarks.text.humaneval import BIGCODE_HUMANEVAL, harness_value
+    from moram_avalanche.benchmarks.text.sandbox import TIMEOUT
+    from moram_avalanche.strategies.text.plugins.humaneval_sampling import LORI_SAMPLING, HumanEvalSampling
+
+    # juzhengz/LoRI scripts/codealpaca_llama3_r_32.sh: --temperature 0.2 --n_samples 20; bigcode_eval/arguments.py
+    # EvalArguments: top_k 0, top_p 0.95; main.py --max_length_generation 512; tasks/humaneval.py timeout=3.0
+    assert LORI_SAMPLING == {"n": 20, "temperature": 0.2, "top_p": 0.95, "top_k": 0}
+    plugin = HumanEvalSampling()
+    assert (plugin.n, plugin.temperature, plugin.top_p, plugin.top_k) == (20, 0.2, 0.95, 0)
+    assert harness_value("max_length") == 512 and harness_value("timeout") == TIMEOUT == 3.0
+    assert all(setting.source for setting in BIGCODE_HUMANEVAL)
+    with pytest.raises(KeyError, match="no HumanEval harness setting 'beams'; known: prompt, stop_sequences"):
+        harness_value("beams")

@@ -56,6 +56,12 @@ def test_paper_and_dry_run_name_every_row_and_setting():
     assert "LoRI-S | 41.30 | 54.40 | 59.60 |" + " – |" * 14 in paper.stdout
     for text in ("mmlu_high_school_microeconomics", "mmlu_stem", "mmlu_college_physics", "k / 238"):
         assert text in paper.stdout and text in plan.stdout, text  # the choice of the MMLU columns and why
+    # HumanEval's settings as bigcode-evaluation-harness's humaneval task has them, each with its source, and where
+    # ours differs (bigcode_eval/tasks/humaneval.py stop_words and get_prompt; main.py --max_length_generation 512;
+    # arguments.py top_k 0, top_p 0.95; LoRI's --temperature 0.2 --n_samples 20; main.py --precision fp32)
+    for text in ("prompt 'stripped'", "'\\n@', '\\nprint', '\\nif', '\\n```', '<file_sep>')", "max_length 512",
+                 "n 20", "temperature 0.2", "top_p 0.95", "top_k 0", "Where ours differs", "fp32"):
+        assert text in paper.stdout and text in plan.stdout, text
 
 
 def test_a_rehearsal_runs_every_row_and_its_cells_are_the_runs_results(tmp_path, monkeypatch):

@@ -1,20 +1,42 @@
-"""Compile MoRAM's two Triton kernels for NVIDIA GPUs without one: Triton's own compiler, to PTX and cubin.
+"""Compile MoRAM's two Triton kernels for NVIDIA GPUs without one, and report what a GPU would run.
 
 Run as a script by tests/layers/moram/test_paths.py, in a process without ``TRITON_INTERPRET``
-(with it, ``triton.jit`` makes interpreted functions): each code path of the kernels'
-compile-time flags, in the pointer dtypes the GPU path launches (``--every``: every combination
-of flags, dtypes and bank widths), for the targets named on the command line (default: 90 =
-Hopper, H100 / H200; 80 = Ampere). A type or shape error that the
-interpreter lets through (it runs NumPy) fails here, as it would at the first launch on a GPU.
-Prints one line per kernel and target and exits 1 on the first error.
+(with it, ``triton.jit`` makes interpreted functions). Two parts, for each target named on the
+command line (default: 90 = Hopper, H100 / H200; 80 = Ampere):
 
-    python tests/layers/moram/compile_triton_for_gpu.py [90 80] [--every]
+1. The check: Triton's own compiler, to PTX and cubin, on each code path of the kernels'
+   compile-time flags, in the pointer dtypes the GPU path launches (``--every``: every
+   combination of flags, dtypes, bank widths and kept counts). A type or shape error that the
+   interpreter lets through (it runs NumPy) fails here, as it would at the first launch on a GPU.
+   One ``ok`` line per kernel and target; exit 1 on the first error.
+2. The report: each kernel at the shapes that matter -- a CLIP ViT-B/16 tower layer (R = 160 atoms,
+   k = 16, 64 x 197 tokens; d = 768 or 3072 changes the GEMMs around the kernels, not the kernels,
+   which see only ``p`` ``[N, R]``) and LLaMA-3.2-1B decoding (R = 120, k = 4, 8 tokens) -- compiled
+   as a launch of the GPU path compiles it (its block sizes and warps from
+   :func:`~moram_avalanche.layers.moram.paths.triton.launch`, the alignment hints Triton's launcher
+   derives: 16-byte-aligned pointers, integers divisible by 16), with what its cubin says
+   (``cuobjdump``, shipped with Triton): SASS instructions per token row (the instructions one warp
+   issues, a loop counted as many times as it runs -- ``k`` for a top-k loop --, division's slow
+   path not counted, times the warps per program, over the rows per program), registers per
+   thread, spills, shared memory, barriers, and the theoretical occupancy, programs and waves on
+   the target (132 SMs for sm_90, 108 for sm_80). ``--against REV`` reports the kernels of a
+   git revision beside (the module and its launch rule read from that revision).
+
+    python tests/layers/moram/compile_triton_for_gpu.py [90 80] [--every] [--against REV]
 """
 
+import ast
+import importlib.util
 import itertools
+import math
 import os
+import re
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
+from typing import NamedTuple
 
 os.environ.pop("TRITON_INTERPRET", None)
 
@@ -22,16 +44,52 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
+from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.layers.moram.paths import triton_kernels as triton_routing
 
+ROOT = Path(__file__).resolve().parents[3]
+KERNELS = "moram_avalanche/layers/moram/paths/triton_kernels.py"
+LAUNCHER = "moram_avalanche/layers/moram/paths/triton.py"
+TOOLS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+
 SCALARS = {"n_rows": "i32", "n_atoms": "i32", "k": "i32", "inv_tau": "fp32", "delta": "fp32", "eps": "fp32"}
-POINTERS = {"fp32": "*fp32", "bf16": "*bf16", "fp16": "*fp16", "fp64": "*fp64"}
+STORAGE = {"fp32": "*fp32", "bf16": "*bf16", "fp16": "*fp16", "fp64": "*fp64"}
+ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2, "fp64": 8}
+FLAGS = ("GATED", "KEEP_ALL", "WRITE_W", "SAVE", "WRITE_GRAD", "WRITE_COEF")
 
 
-def signature(kernel, dtype, flags):
+class Target(NamedTuple):
+    """What bounds a program's residency on one SM (CUDA's occupancy rules for the architecture)."""
+
+    sms: int
+    registers: int = 65536
+    threads: int = 2048
+    blocks: int = 32
+    shared: int = 228 * 1024  # per SM; each block also reserves 1 KiB
+    register_unit: int = 256  # registers are allocated per warp in units of 256
+
+
+TARGETS = {90: Target(sms=132), 80: Target(sms=108, shared=164 * 1024)}
+
+
+class Workload(NamedTuple):
+    name: str
+    rows: int
+    atoms: int
+    k: int
+
+
+WORKLOADS = (Workload("CLIP tower, 64 x 197 tokens", 64 * 197, 160, 16),
+             Workload("LLaMA-1B decode, 8 tokens", 8, 120, 4))
+
+
+# ---------------------------------------------------------------- signatures and compiling
+def signature(kernel, dtype):
+    """Each non-constexpr argument's Triton type, by its name."""
     types = {}
-    for name in kernel.arg_names:
-        if name in flags:
+    for param in kernel.params:
+        name = param.name
+        if param.is_constexpr:
             types[name] = "constexpr"
         elif name.startswith("stride"):
             types[name] = "i32"
@@ -39,46 +97,226 @@ def signature(kernel, dtype, flags):
             types[name] = SCALARS[name]
         elif name == "W":
             types[name] = "*fp32"  # the weights for the statistics: always float32
+        elif name == "KEPT":
+            types[name] = "*i16"   # the kept columns
+        elif name == "NORM":
+            types[name] = "*fp64" if dtype == "fp64" else "*fp32"  # the routing dtype
         else:
-            types[name] = POINTERS[dtype]
+            types[name] = STORAGE[dtype]
     return types
 
 
+def compile_kernel(kernel, dtype, flags, arch, num_warps=4, aligned=()):
+    """Triton's compile of ``kernel`` for ``sm_<arch>``; ``aligned``: the arguments a launch hints as
+    divisible by 16 (Triton's launcher does so for 16-byte-aligned tensors and such integers)."""
+    constexprs = {name: value for name, value in flags.items() if name in kernel.arg_names}
+    attrs = {(kernel.arg_names.index(name),): [["tt.divisibility", 16]] for name in aligned}
+    source = ASTSource(kernel, signature(kernel, dtype), constexprs=constexprs, attrs=attrs)
+    return triton.compile(source, target=GPUTarget("cuda", arch, 32), options={"num_warps": num_warps})
+
+
+def blocks(launch):
+    """The block sizes of a launch as the kernels' constexprs (``BLOCK_R`` for kernels that take it whole)."""
+    return dict(BLOCK_N=launch.block_n, BLOCK_H=launch.block_h, BLOCK_W=launch.block_w,
+                BLOCK_R=launch.block_h * launch.block_w, BLOCK_K=launch.block_k)
+
+
+def flag_names(kernel):
+    return [name for name in FLAGS if name in kernel.arg_names]
+
+
 def combinations(kernel, every: bool = False):
-    """The flag and dtype variants: each code path in float32, bfloat16 and float64 at a 256-wide
-    bank, and the widest bank once (``every``: float16 too, and 16-, 256- and 4096-wide banks)."""
-    writes = ("WRITE_W",) if "WRITE_W" in kernel.arg_names else ("WRITE_GRAD", "WRITE_COEF")
-    dtypes, widths = (("fp32", "bf16", "fp16", "fp64"), (16, 256, 4096)) if every else (("fp32", "bf16", "fp64"), (256,))
-    variants = list(itertools.product(dtypes, (False, True), (False, True), widths, *[(False, True)] * len(writes)))
+    """``(dtype, flags, num_warps)``: each code path (each combination of the flags, keeping every atom
+    with the other flags all on or all off) in float32, bfloat16 and float64 at a 256-wide bank with
+    k = 16, and the widest bank once; ``every``: every combination of the flags, in float16 too, at
+    banks of 16, 120, 256, 1100 and 8192 atoms with k = 2, 4, 16, 5 and 2."""
+    names = flag_names(kernel)
+    dtypes = ("fp32", "bf16", "fp16", "fp64") if every else ("fp32", "bf16", "fp64")
+    shapes = [(16, 2), (120, 4), (256, 16), (1100, 5), (8192, 2)] if every else [(256, 16)]
+    variants = [(dtype, atoms, k, dict(zip(names, values))) for dtype, (atoms, k) in itertools.product(dtypes, shapes)
+                for values in itertools.product((False, True), repeat=len(names))]
     if not every:
-        variants.append(("fp32", True, False, 4096) + (True,) * len(writes))
-    for dtype, gated, keep_all, block_r, *write in variants:
-        if not any(write) and len(writes) == 2:
+        variants = [variant for variant in variants if not variant[3]["KEEP_ALL"] or
+                    len({value for name, value in variant[3].items() if name != "KEEP_ALL"}) == 1]
+        variants.append(("fp32", 8192, 16, dict.fromkeys(names, True)))
+    for dtype, atoms, k, flags in variants:
+        if "WRITE_GRAD" in names and not (flags["WRITE_GRAD"] or flags["WRITE_COEF"]):
             continue  # the backward always writes something
-        flags = {"GATED": gated, "KEEP_ALL": keep_all, "F64": dtype == "fp64",
-                 "BLOCK_N": max(1, min(64, 4096 // block_r)), "BLOCK_R": block_r, **dict(zip(writes, write))}
-        yield dtype, flags
+        if flags["KEEP_ALL"]:
+            k = atoms
+        launch = moram_triton.launch(1000, atoms, k, ITEMSIZE[dtype])
+        yield dtype, dict(flags, F64=dtype == "fp64", K=0 if flags["KEEP_ALL"] else k, **blocks(launch)), launch.num_warps
 
 
-def main(targets, every=False):
+def check(arch, every):
+    """Part 1: every variant of both kernels to cubin; prints an ok line per kernel, False on an error."""
+    for kernel in (triton_routing.route_forward_kernel, triton_routing.route_backward_kernel):
+        start, count = time.perf_counter(), 0
+        for dtype, flags, warps in combinations(kernel, every):
+            try:
+                compiled = compile_kernel(kernel, dtype, flags, arch, warps)
+            except Exception as error:
+                while error.__cause__ is not None:  # the innermost of Triton's chained errors says what
+                    error = error.__cause__
+                print(f"FAIL {kernel.fn.__name__} sm_{arch} {dtype} {flags}: {type(error).__name__}: "
+                      f"{str(error)[-800:]}")
+                return False
+            assert "cubin" in compiled.asm
+            count += 1
+        print(f"ok   {kernel.fn.__name__} sm_{arch}: {count} variants to cubin in {time.perf_counter() - start:.0f} s")
+    return True
+
+
+# ---------------------------------------------------------------- what the cubin says
+def cuobjdump(cubin: bytes, *options):
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as file:
+        file.write(cubin)
+        file.flush()
+        return subprocess.run([str(TOOLS / "cuobjdump"), *options, file.name], capture_output=True, text=True,
+                              check=True).stdout
+
+
+def sass(cubin: bytes):
+    """``[(address, instruction)]`` of the kernel's SASS."""
+    return [(int(address, 16), text.strip()) for address, text in
+            re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", cuobjdump(cubin, "-sass"))]
+
+
+def issued(instructions, trips: int) -> int:
+    """Instructions one warp issues: up to the final ``EXIT`` (a slow path placed after it is not
+    counted), an instruction inside a loop (a backward branch) ``trips`` times, ``NOP`` padding not."""
+    last_exit = max(i for i, (_, text) in enumerate(instructions) if "EXIT" in text)
+    body = instructions[:last_exit + 1]
+    where = {address: i for i, (address, _) in enumerate(body)}
+    weight = [1] * len(body)
+    for i, (address, text) in enumerate(body):
+        branch = re.search(r"\bBRA\b.*?0x([0-9a-f]+)\s*$", text)
+        if branch and int(branch.group(1), 16) < address and int(branch.group(1), 16) in where:
+            for j in range(where[int(branch.group(1), 16)], i + 1):
+                weight[j] = trips
+    return sum(w for w, (_, text) in zip(weight, body) if not text.startswith("NOP"))
+
+
+def resources(cubin: bytes):
+    usage = cuobjdump(cubin, "--dump-resource-usage")
+    number = lambda field: int(re.search(fr"\b{field}:(\d+)", usage).group(1))  # noqa: E731
+    return number("REG"), number("LOCAL") + number("STACK")
+
+
+def occupancy(target: Target, registers: int, shared: int, warps: int):
+    """``(resident programs per SM, fraction of the SM's warps)``."""
+    per_warp = math.ceil(registers * 32 / target.register_unit) * target.register_unit
+    by_registers = (target.registers // per_warp) // warps
+    by_threads = target.threads // (32 * warps)
+    by_shared = target.shared // (shared + 1024)
+    programs = min(by_registers, by_threads, by_shared, target.blocks)
+    return programs, programs * warps / (target.threads // 32)
+
+
+# ---------------------------------------------------------------- the report
+class Version(NamedTuple):
+    """A version of the kernels: its module and launch rule ``(rows, atoms, k, itemsize) -> Launch``."""
+
+    name: str
+    kernels: object
+    launch: object
+
+
+def old_version(revision: str, folder: Path) -> Version:
+    """The kernels and launch rule of ``revision`` (its ``_launch(rows, atoms)``), read with git."""
+    text = subprocess.run(["git", "-C", str(ROOT), "show", f"{revision}:{KERNELS}"], capture_output=True, text=True,
+                          check=True).stdout
+    path = folder / f"triton_kernels_{re.sub(r'[^A-Za-z0-9]', '_', revision)}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    launcher = subprocess.run(["git", "-C", str(ROOT), "show", f"{revision}:{LAUNCHER}"], capture_output=True,
+                              text=True, check=True).stdout
+    (function,) = [node for node in ast.parse(launcher).body
+                   if isinstance(node, ast.FunctionDef) and node.name in ("_launch", "launch")]
+    namespace = {}
+    exec(compile(ast.Module([function], []), LAUNCHER, "exec"), namespace)
+
+    def launch(rows, atoms, k, itemsize):
+        grid, block_n, block_r, warps = namespace[function.name](rows, atoms)[:4]
+        return moram_triton.Launch(grid, block_n, 1, block_r, block_r, warps)
+
+    return Version(revision, module, launch)
+
+
+def kernel_runs(version: Version, workload: Workload, dtype: str):
+    """``(label, kernel, flags, launch, trips)`` of the three calls a layer makes: the training forward
+    (the statistics' weights written, the kept set saved), the eval forward (gated) and the backward."""
+    launch = version.launch(workload.rows, workload.atoms, workload.k, ITEMSIZE[dtype])
+    common = dict(KEEP_ALL=False, F64=dtype == "fp64", K=workload.k, **blocks(launch))
+    kernels = version.kernels
+    trips = workload.k  # a top-k loop runs k times
+    yield "forward, train", kernels.route_forward_kernel, dict(common, GATED=False, WRITE_W=True, SAVE=True), launch, trips
+    yield "forward, eval", kernels.route_forward_kernel, dict(common, GATED=True, WRITE_W=False, SAVE=False), launch, trips
+    yield "backward", kernels.route_backward_kernel, dict(common, GATED=False, WRITE_GRAD=True, WRITE_COEF=True), \
+        launch, trips
+
+
+def aligned(kernel, workload: Workload):
+    """The arguments a launch hints as divisible by 16: pointers (fresh, contiguous tensors), and the
+    integers that are (the row counts, the bank's width, a contiguous row's stride)."""
+    values = {"n_rows": workload.rows, "n_atoms": workload.atoms, "k": workload.k}
+    names = []
+    for param in kernel.params:
+        if param.is_constexpr or param.name in ("inv_tau", "delta", "eps"):
+            continue
+        value = workload.atoms if param.name.startswith("stride") else values.get(param.name, 0)
+        if value % 16 == 0:
+            names.append(param.name)
+    return names
+
+
+def report(arch: int, versions, dtypes=("bf16", "fp16", "fp32")):
+    target = TARGETS[arch]
+    print(f"\nsm_{arch} ({target.sms} SMs): per token row, SASS instructions issued (all warps); registers a thread, "
+          "spilled bytes, shared memory, barriers; occupancy; programs (waves)")
+    for workload in WORKLOADS:
+        print(f"  {workload.name}: R = {workload.atoms}, k = {workload.k}, N = {workload.rows}")
+        for dtype in dtypes:
+            for version in versions:
+                for label, kernel, flags, launch, trips in kernel_runs(version, workload, dtype):
+                    compiled = compile_kernel(kernel, dtype, flags, arch, launch.num_warps, aligned(kernel, workload))
+                    cubin = compiled.asm["cubin"]
+                    instructions = sass(cubin)
+                    per_row = issued(instructions, trips) * launch.num_warps / launch.block_n
+                    registers, spilled = resources(cubin)
+                    shared = compiled.metadata.shared
+                    barriers = sum(text.startswith("BAR") for _, text in instructions)
+                    resident, fraction = occupancy(target, registers, shared, launch.num_warps)
+                    programs = launch.grid[0]
+                    waves = programs / (resident * target.sms)
+                    print(f"    {dtype} {version.name:>8} {label:<15} {per_row:7.0f} instr/row  {registers:3d} regs  "
+                          f"{spilled:3d} B spilled  {shared:5d} B shared  {barriers:2d} bar  "
+                          f"occupancy {fraction:4.0%} ({resident:2d} x {launch.num_warps} warps)  "
+                          f"{programs} programs ({waves:.2f} waves)  [{launch.block_n} x {launch.block_h * launch.block_w} rows x atoms]")
+
+
+def main(targets, every=False, against=None):
     for arch in targets:
-        for kernel in (triton_routing.route_forward_kernel, triton_routing.route_backward_kernel):
-            start, count = time.perf_counter(), 0
-            for dtype, flags in combinations(kernel, every):
-                constexprs = {(kernel.arg_names.index(name),): value for name, value in flags.items()}
-                source = ASTSource(kernel, signature(kernel, dtype, flags), constexprs=constexprs)
-                try:
-                    compiled = triton.compile(source, target=GPUTarget("cuda", arch, 32))
-                except Exception as error:
-                    print(f"FAIL {kernel.fn.__name__} sm_{arch} {dtype} {flags}: {type(error).__name__}: "
-                          f"{str(error)[-800:]}")
-                    return 1
-                assert "cubin" in compiled.asm
-                count += 1
-            print(f"ok   {kernel.fn.__name__} sm_{arch}: {count} variants to cubin in {time.perf_counter() - start:.0f} s")
+        if not check(arch, every):
+            return 1
+    with tempfile.TemporaryDirectory() as folder:
+        versions = [Version("now", triton_routing, moram_triton.launch)]
+        if against:
+            versions.insert(0, old_version(against, Path(folder)))
+        for arch in targets:
+            if arch in TARGETS:
+                report(arch, versions)
     return 0
 
 
 if __name__ == "__main__":
-    every = "--every" in sys.argv
-    sys.exit(main([int(arch) for arch in sys.argv[1:] if arch != "--every"] or [90], every))
+    arguments = sys.argv[1:]
+    against = None
+    if "--against" in arguments:
+        at = arguments.index("--against")
+        against = arguments[at + 1]
+        del arguments[at:at + 2]
+    every = "--every" in arguments
+    sys.exit(main([int(arch) for arch in arguments if arch != "--every"] or [90], every, against))

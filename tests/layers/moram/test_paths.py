@@ -292,7 +292,7 @@ def test_triton_forward_keeps_the_k_largest_ties_to_the_lower_index():
     proj = torch.tensor([[1.0, 3.0, 3.0, 3.0, -5.0],
                          [0.0, 0.0, 0.0, 0.0, 0.0],   # a zero token: norm clamped, every c = 0
                          [2.0, -1.0, 0.5, 4.0, 4.0]])
-    coef, weights = moram_triton.route_forward(proj, 2, 1.0, None, want_weights=True)
+    coef, weights, _ = moram_triton.route_forward(proj, 2, 1.0, None, want_weights=True)
     kept = weights > 0
     assert kept[0].tolist() == [False, True, True, False, False]
     assert kept[2].tolist() == [False, False, False, True, True]
@@ -307,12 +307,12 @@ def test_triton_forward_keeps_the_k_largest_ties_to_the_lower_index():
 def test_triton_forward_weights_equal_the_naive_mixture(rows, atoms, k, threshold):
     torch.manual_seed(rows + atoms)
     proj = torch.randn(rows, atoms, dtype=torch.float64)
-    coef, weights = moram_triton.route_forward(proj, k, 0.05, threshold, want_weights=True)
+    coef, weights, state = moram_triton.route_forward(proj, k, 0.05, threshold, want_weights=True, want_state=True)
     expected = naive_mixture(proj, topk=k, temperature=0.05, threshold=threshold or 0.0,
                              training=threshold is None)
     torch.testing.assert_close(weights.double(), expected, rtol=1e-6, atol=1e-7)
     torch.testing.assert_close(coef, expected * proj, rtol=1e-12, atol=1e-12)
-    only, _ = moram_triton.route_backward(None, proj, k, 0.05, threshold, want_coef=True)[::-1]
+    only, _ = moram_triton.route_backward(None, proj, state, k, 0.05, threshold, want_coef=True)[::-1]
     assert torch.equal(only, coef)  # the backward's recomputed coefficients are the forward's
 
 
@@ -390,6 +390,7 @@ def test_the_triton_kernels_compile_for_hopper_gpus_without_one():
     interpreter: catches what the interpreter lets through (a loop-carried value changing shape
     did, before this check existed)."""
     import os
+    import re
     import subprocess
     import sys
     from pathlib import Path
@@ -401,3 +402,15 @@ def test_the_triton_kernels_compile_for_hopper_gpus_without_one():
                             timeout=900)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     assert result.stdout.count("ok ") == 2
+    # its report: at the CLIP tower's shape, nothing spills, and in bfloat16 (where users run) the eval
+    # forward and the backward keep each row in its warp: no barrier, no shared memory
+    tower = [line for line in result.stdout.split("CLIP tower")[1].split("LLaMA")[0].splitlines()[1:] if line.strip()]
+    assert len(tower) == 9 and all(" 0 B spilled" in line for line in tower), tower
+    for line in tower:
+        if line.split()[0] == "bf16" and ("eval" in line or "backward" in line):
+            assert "  0 B shared   0 bar" in line, line
+    # and every kernel there holds a thread in at most 48 registers, for at least 75% of sm_90's warps
+    # (the issue's estimate: ~40 registers; the kernels it measured took 104-215, for 12-25%)
+    for line in tower:
+        registers, occupancy = re.search(r"(\d+) regs .* occupancy +(\d+)%", line).groups()
+        assert int(registers) <= 48 and int(occupancy) >= 75, line

@@ -117,3 +117,20 @@ def test_bad_options_are_refused_in_one_line(options, match):
     with pytest.raises(ValueError, match=match) as error:
         build("dualprompt", "t5", **options)
     assert "\n" not in str(error.value)
+
+
+def test_a_pool_smaller_than_the_streams_tasks_is_refused_against_the_stream():
+    """Issue 46: the default pool of 10 on a 15-task stream was refused only at task 11, after ten
+    tasks trained; it is refused when the options are checked against the stream."""
+    from moram_avalanche.strategies.registry import get_strategy
+
+    cls = get_strategy("dualprompt", family="text")
+    fifteen = SimpleNamespace(train_stream=[object()] * 15)
+    with pytest.raises(ValueError, match=r"pool_size 10 holds fewer E-prompts than the stream has tasks \(15\)"
+                                         r".*task 11 would find none: give pool_size=15 or more") as error:
+        cls.check_benchmark({}, fifteen)  # TreeLoRA's default pool
+    assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match="pool_size 14 "):
+        cls.check_benchmark({"pool_size": 14}, fifteen)
+    cls.check_benchmark({"pool_size": 15}, fifteen)  # one E-prompt per task: enough
+    cls.check_benchmark({"pool_size": 3}, benchmark())  # the three tasks of the tiny stream

@@ -16,13 +16,17 @@ from moram_avalanche.text.tiny import tiny_language_model, word_tokenizer
 # answers A A A A B B C D: a model that always picks one letter scores 50, 25 or 12.5, so agreeing
 # with the naive reference means choosing the same letters
 ROWS = [[f"Which colour is thing {i}?", "red", "green", "blue", "black", "AAAABBCD"[i]] for i in range(8)]
+# the header lm-eval's registered mmlu_astronomy puts before every prompt (lm_eval/tasks/mmlu/_generate_configs.py:
+# "The following are multiple choice questions (with answers) about {subject}." and a blank line), written out here
+HEADER = "The following are multiple choice questions (with answers) about astronomy.\n\n"
 
 
 def naive_accuracy(model, tokenizer, rows):
-    """Pick the letter whose continuation " X" after lm-eval's MMLU prompt is the most likely."""
+    """Pick the letter whose continuation " X" after lm-eval's MMLU prompt (the subject's header, then the
+    question, its options and "Answer:") is the most likely."""
     hits = 0
     for question, a, b, c, d, answer in rows:
-        context = f"{question}\nA. {a}\nB. {b}\nC. {c}\nD. {d}\nAnswer:"
+        context = f"{HEADER}{question}\nA. {a}\nB. {b}\nC. {c}\nD. {d}\nAnswer:"
         context_ids = tokenizer(context, add_special_tokens=False)["input_ids"]
         scores = []
         for letter in "ABCD":
@@ -40,7 +44,7 @@ def test_mmlu_accuracy_is_the_naive_loglikelihood_choice(tmp_path, monkeypatch):
     (tmp_path / "data" / "test").mkdir(parents=True)
     with open(tmp_path / "data" / "test" / "astronomy_test.csv", "w", newline="") as handle:
         csv.writer(handle).writerows(ROWS)
-    tokenizer = word_tokenizer([" ".join(map(str, row)) + " A B C D Answer : ? . Which" for row in ROWS])
+    tokenizer = word_tokenizer([HEADER, *(" ".join(map(str, row)) + " A B C D Answer : ? . Which" for row in ROWS)])
     model = tiny_language_model("llama", tokenizer, seed=1)
     plugin = MMLUEvaluation(folder=str(mmlu_folder(tmp_path)), batch_size=3)
     strategy = SimpleNamespace(model=LanguageModel(model, tokenizer), device=torch.device("cpu"),

@@ -179,3 +179,44 @@ def test_the_pseudo_sample_reader(tmp_path):
     assert line.endswith("1 task(s) missing or broken: task3") and str(root.resolve()) in line
     assert pseudo_data_line(repository / "CL_Benchmark", ["task1"]).endswith(", 2 for 1 tasks")
     assert "no generated_data/lora_gen_superni_t5 beside" in pseudo_data_line(tmp_path / "elsewhere", ["task1"])
+
+
+def test_the_pseudo_samples_are_checked_against_the_stream_before_anything_is_built(tmp_path):
+    """Issue 46: a missing pseudo-sample file failed at the first task, after the model loaded;
+    it is refused when the options are checked against the stream. Only the tasks reflection
+    reads are needed (every task but the last)."""
+    from moram_avalanche.strategies.registry import get_strategy
+
+    cls = get_strategy("sapt", family="text")
+    stream = benchmark()  # colour, mood, size
+    with pytest.raises(ValueError, match="sapt needs pseudo_data_root"):
+        cls.check_benchmark({}, stream)
+    with pytest.raises(ValueError, match="is not a folder"):
+        cls.check_benchmark({"pseudo_data_root": str(tmp_path / "nowhere")}, stream)
+    root = pseudo_tree(tmp_path / "pseudo", tasks=TASKS[:1])  # mood's file is missing
+    with pytest.raises(ValueError, match=r"pseudo-samples of task 'mood' .*missing.*missing file") as error:
+        cls.check_benchmark({"pseudo_data_root": str(root)}, stream)
+    assert "\n" not in str(error.value)
+    cls.check_benchmark({"pseudo_data_root": str(root), "kl_ratio": 0.0}, stream)  # no reflection: nothing read
+    whole = pseudo_tree(tmp_path / "whole", tasks=TASKS[:2])  # size's is never read (the last task)
+    cls.check_benchmark({"pseudo_data_root": str(whole)}, stream)
+
+
+@pytest.mark.parametrize("train_limit", [None, 2])
+def test_pseudo_data_root_at_the_real_data_is_refused(tmp_path, train_limit):
+    """Issue 46: pseudo_data_root at SAPT's CL_Benchmark (the same layout) replayed the earlier
+    tasks' real training examples as "pseudo-samples", without a word."""
+    from fake_superni import superni_tree
+    from moram_avalanche.benchmarks.text.superni import SUPERNI_TASKS, superni
+    from moram_avalanche.strategies.registry import get_strategy
+
+    cls = get_strategy("sapt", family="text")
+    tasks = list(SUPERNI_TASKS[:2])
+    data = superni_tree(tmp_path / "CL_Benchmark", tasks=tasks)
+    stream = superni(data, tasks, train_limit=train_limit)
+    for root in (data, data / "SuperNI"):
+        with pytest.raises(ValueError, match=rf"pseudo_data_root {root} holds the stream's own training prompts of "
+                                             rf"task '{tasks[0]}' \(all {train_limit or 6} of them\).*real data") as error:
+            cls.check_benchmark({"pseudo_data_root": str(root)}, stream)
+        assert "\n" not in str(error.value)
+    cls.check_benchmark({"pseudo_data_root": str(pseudo_tree(tmp_path / "pseudo", tasks=tasks))}, stream)

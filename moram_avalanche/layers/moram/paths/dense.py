@@ -18,8 +18,9 @@ float32 whatever the autocast dtype). This path:
 Every shape depends on the bank and the batch, never on the data: no ``nonzero``, no boolean
 indexing, no ``.item()``; the calls can be captured in a CUDA graph and traced by
 ``torch.compile``. The hand-written backward
-(:class:`~moram_avalanche.layers.moram.backward.MoRAMFunction`) keeps ``p`` (and, for the PyTorch
-router, the ``[N, k]`` routing; the Triton router recomputes it from ``p``); what differs from
+(:class:`~moram_avalanche.layers.moram.backward.MoRAMFunction`) keeps ``p`` and the router's
+state (the PyTorch router's ``[N, k]`` routing; the Triton router's kept columns ``[N, k]`` and
+norms ``[N]``, written only when a backward will follow); what differs from
 the reference path's is where ``dL/dc`` comes from: ``dL/dc = g B^T``, one GEMM over the bank,
 then the router's backward gives ``dL/dp``; the trainable values' gradient reads the dense
 ``c_tail``.
@@ -33,7 +34,7 @@ from typing import Callable, NamedTuple, Optional
 import torch
 import torch.nn.functional as F
 
-from ..backward import attach_backward
+from ..backward import attach_backward, needs_grad
 from ..bank import BankRows
 from . import triton as moram_triton
 from .reference import Routing, kept_router_backward, route, route_dtype
@@ -42,9 +43,10 @@ from .reference import Routing, kept_router_backward, route, route_dtype
 class Router(NamedTuple):
     """Who runs steps 2-5 of the dense path, forward and backward.
 
-    ``forward(proj, k, tau, threshold, recording) -> (coef, state, usage)``: dense ``c = w * p``
-    in ``proj``'s dtype, the tensors the backward needs besides ``proj``, and what the
-    activation statistics read (``(idx, weights)``, ``idx`` None for dense ``[N, R]`` weights).
+    ``forward(proj, k, tau, threshold, recording, saving) -> (coef, state, usage)``: dense ``c = w * p``
+    in ``proj``'s dtype, the tensors the backward needs besides ``proj`` (``saving``: a backward
+    will follow), and what the activation statistics read (``(idx, weights)``, ``idx`` None for
+    dense ``[N, R]`` weights).
     ``backward(grad_coef or None, proj, state, k, tau, threshold, want_coef) -> (dL/dp or None,
     c or None)``.
     """
@@ -55,7 +57,7 @@ class Router(NamedTuple):
 
 
 # ---------------------------------------------------------------- the PyTorch router
-def _torch_forward(proj, k, temperature, threshold, recording):
+def _torch_forward(proj, k, temperature, threshold, recording, saving):
     routing = route(proj.to(route_dtype(proj.dtype)), k, temperature, threshold)   # 2.-5. (gathered)
     coef = torch.zeros_like(proj).scatter_(1, routing.idx, (routing.weights * routing.kept_proj).to(proj.dtype))
     return coef, tuple(routing), ((routing.idx, routing.weights) if recording else None)
@@ -74,13 +76,14 @@ def _torch_backward(grad_coef, proj, state, k, temperature, threshold, want_coef
 
 
 # ---------------------------------------------------------------- the Triton router
-def _triton_forward(proj, k, temperature, threshold, recording):
-    coef, weights = moram_triton.route_forward(proj, k, temperature, threshold, want_weights=recording)
-    return coef, (), ((None, weights) if recording else None)
+def _triton_forward(proj, k, temperature, threshold, recording, saving):
+    coef, weights, state = moram_triton.route_forward(proj, k, temperature, threshold, want_weights=recording,
+                                                      want_state=saving)
+    return coef, state, ((None, weights) if recording else None)
 
 
 def _triton_backward(grad_coef, proj, state, k, temperature, threshold, want_coef):
-    return moram_triton.route_backward(grad_coef, proj, k, temperature, threshold, want_coef=want_coef)
+    return moram_triton.route_backward(grad_coef, proj, state, k, temperature, threshold, want_coef=want_coef)
 
 
 TORCH_ROUTER = Router("torch", _torch_forward, _torch_backward)
@@ -90,13 +93,14 @@ TRITON_ROUTER = Router("triton", _triton_forward, _triton_backward)
 # ---------------------------------------------------------------- forward and backward
 def dense_forward(router: Router, tokens: torch.Tensor, weight: Optional[torch.Tensor],
                   bias: Optional[torch.Tensor], bank: BankRows, k: int, temperature: float,
-                  threshold: Optional[float], recording: bool):
-    """Steps 1-6 without autograd: ``(y [N, d_out], proj, router state, usage)`` (module docstring)."""
+                  threshold: Optional[float], recording: bool, saving: bool = False):
+    """Steps 1-6 without autograd: ``(y [N, d_out], proj, router state, usage)`` (module docstring;
+    ``saving``: a backward will follow, the router keeps what it needs)."""
     if torch.is_grad_enabled():
         with torch.no_grad():
-            return dense_forward(router, tokens, weight, bias, bank, k, temperature, threshold, recording)
+            return dense_forward(router, tokens, weight, bias, bank, k, temperature, threshold, recording, saving)
     proj = F.linear(tokens, bank.keys) if bank.keys_t is None else torch.mm(tokens, bank.keys_t)  # 1. p = A x
-    coef, state, usage = router.forward(proj, k, temperature, threshold, recording)  # 2.-5. c = w p
+    coef, state, usage = router.forward(proj, k, temperature, threshold, recording, saving)  # 2.-5. c = w p
     if weight is None:
         out = coef @ bank.values                                                     # 6. c B
     else:
@@ -112,7 +116,7 @@ def dense_mixture(router: Router, tokens: torch.Tensor, weight: Optional[torch.T
     is needed (``idx``/``weights``: what :meth:`~moram_avalanche.layers.moram.bank.MoRAMBank.record`
     reads, None when not ``recording``)."""
     out, proj, state, usage = dense_forward(router, tokens, weight, bias, bank, k, temperature, threshold,
-                                            recording)
+                                            recording, needs_grad(tokens, weight, bias, bank))
     out = attach_backward(out, tokens, weight, bias, bank, proj, state,
                           functools.partial(dense_router_backward, router, k, temperature, threshold))
     idx, weights = usage if usage is not None else (None, None)

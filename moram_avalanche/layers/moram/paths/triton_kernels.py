@@ -1,27 +1,45 @@
-"""MoRAM's routing (steps 2-5) as two Triton kernels: one token row per lane, the bank's ``R`` atoms in registers.
+"""MoRAM's routing (steps 2-5) as two Triton kernels: one token row per warp, the top-k by integer keys.
 
 Imported only by :mod:`~moram_avalanche.layers.moram.paths.triton`, once it knows Triton is installed
-(this module imports it at the top). Each program takes ``BLOCK_N`` tokens and the whole row of
-``R <= BLOCK_R`` projections of each, so a token's routing never leaves the chip:
+(this module imports it at the top), which also chooses the launch
+(:func:`~moram_avalanche.layers.moram.paths.triton.launch`). Each program takes ``BLOCK_N`` token rows
+of ``R <= BLOCK_R = BLOCK_H * BLOCK_W`` projections, a row as ``BLOCK_H`` slices of ``BLOCK_W``
+columns (``[BLOCK_H, BLOCK_N, BLOCK_W]`` blocks), one row per warp where the row fits
+(``BLOCK_R <= 1024``): a row's reductions stay inside its warp (shuffles, or one ``REDUX``
+instruction on sm_80 and later for a 32-bit integer; no barrier, no shared memory):
 
 * :func:`route_forward_kernel` -- ``p`` ``[N, R]`` in, the dense coefficients ``c = w * p``
-  ``[N, R]`` out (zero off the kept atoms), and on request the weights ``w`` themselves (for
-  the activation statistics);
-* :func:`route_backward_kernel` -- ``dL/dc`` ``[N, R]`` and ``p`` in, ``dL/dp`` out. It
-  recomputes the routing from ``p`` (a few reductions per row) instead of reading saved
-  ``[N, k]`` state, so the forward saves nothing but ``p``; on request it also writes ``c``
-  (what the values' gradient ``c^T dL/dy`` needs).
+  ``[N, R]`` out (zero off the kept atoms), on request the weights ``w`` (for the activation
+  statistics), and, when a backward will follow, the kept set: its ``k`` columns ``[N, k]`` (int16,
+  in the order they were picked, largest first) and the row's norm ``[N]``;
+* :func:`route_backward_kernel` -- ``dL/dc`` and ``p`` ``[N, R]`` and that kept set in, ``dL/dp``
+  out, and on request ``c`` (what the values' gradient ``c^T dL/dy`` needs). It reads ``dL/dc``
+  only at the ``k`` kept columns and selects nothing.
 
 The arithmetic is steps 2-5 and the router's backward as
-:mod:`~moram_avalanche.layers.moram.paths.reference` states them, in the dense form of
-:mod:`~moram_avalanche.layers.moram.paths.dense`: the kept set ``I`` is a mask over the row
-(:func:`_kept_set`; ties go to the lower index, as in the compiled CPU kernel), the softmax's
-logits are ``s / tau`` on ``I`` and ``-inf`` elsewhere, and the backward reads ``g = dL/dc`` dense
-``[N, R]`` (the reference path gathers its ``k`` columns first).
+:mod:`~moram_avalanche.layers.moram.paths.reference` states them (the same gathered ``[k]`` form as
+its :func:`~moram_avalanche.layers.moram.paths.reference.route`); what differs is how the kept set
+``I`` is found (:func:`_top_k`).
 
-Arithmetic is float32 for float32 / bfloat16 / float16 projections (the routing's float32 of
-the PyTorch paths) and float64 for float64 ones. Under ``TRITON_INTERPRET=1`` (set before
-Triton is imported) the same kernels run on CPU tensors, which is how the test suite checks them.
+The top-k (step 3): ``k`` rounds, each taking the largest remaining entry of the row. Every entry
+of ``p`` is first mapped to an integer with the same order (:func:`_ordered_bits`: the float's bits,
+all but the sign flipped for a negative number, ``-0.0`` read as ``+0.0``); a 16-bit ``p`` (bfloat16,
+float16) packs that integer and its column into one 32-bit key, ``(bits << 16) | (0xFFFF - column)``,
+so one integer maximum finds the value and, among equal values, the lower column; the keys are
+distinct, so the next round's is the largest key below the last one picked, and no key is removed
+(:func:`_below`: a subtraction a key and one unsigned minimum a row, ``REDUX.MIN.U32`` -- about 16
+instructions a round where removing the picked key took 25 to 35). A 32- or 64-bit ``p`` does not
+fit one machine integer with its column; its round takes two reductions (:func:`_pick`): the
+largest key, then the lowest column holding it, which it removes. Either way ``I`` is the set
+``torch.topk`` selects, ties going to the lower index (as the compiled CPU kernel breaks them). The
+softmax, the gate and the gradient then run on the ``k`` gathered entries of each row, not on its
+``BLOCK_R``; the dense outputs are written as two disjoint stores: zeros (``dL/dp = p * scale`` in
+the backward) off ``I``, the gathered values at ``I``. The backward finds which entries are off
+``I`` from the last kept column ``j`` (the cut): an entry is kept when ``(p_i, -i) >= (p_j, -j)``.
+
+Arithmetic is float32 for float32 / bfloat16 / float16 projections (the routing's float32 of the
+PyTorch paths) and float64 for float64 ones. Under ``TRITON_INTERPRET=1`` (set before Triton is
+imported) the same kernels run on CPU tensors, which is how the test suite checks them.
 """
 
 from __future__ import annotations
@@ -30,37 +48,129 @@ import triton
 import triton.language as tl
 
 
+# ---------------------------------------------------------------- a block of rows, [BLOCK_H, BLOCK_N, BLOCK_W]
 @triton.jit
-def _kept_set(p, valid, cols, k, KEEP_ALL: tl.constexpr, BLOCK_R: tl.constexpr):
-    """Boolean ``[BLOCK_N, BLOCK_R]``: the ``k`` largest valid entries of each row (step 3)."""
-    if KEEP_ALL:
-        kept = valid
-    else:
-        work = tl.where(valid, p, float("-inf"))
-        kept = valid & (cols[None, :] < 0)  # all False, of the loop's [BLOCK_N, BLOCK_R] shape
-        for _ in range(k):
-            top = tl.max(work, axis=1)
-            first = tl.min(tl.where(work == top[:, None], cols[None, :], BLOCK_R), axis=1)
-            pick = cols[None, :] == first[:, None]
-            kept = kept | pick
-            work = tl.where(pick, float("-inf"), work)
-    return kept
+def _row_max(t):
+    """Each row's maximum ``[BLOCK_N]`` of a dense ``[BLOCK_H, BLOCK_N, BLOCK_W]`` block."""
+    return tl.max(tl.max(t, axis=2), axis=0)
 
 
 @triton.jit
-def _routing(P, rows, cols, n_rows, n_atoms, stride_p, k, inv_tau, delta, eps,
-             GATED: tl.constexpr, KEEP_ALL: tl.constexpr, F64: tl.constexpr, BLOCK_R: tl.constexpr):
-    """``(p, valid, kept, n, s, u, w)`` of a block of rows (steps 2-5)."""
-    valid = (rows < n_rows)[:, None] & (cols < n_atoms)[None, :]
-    p = tl.load(P + rows[:, None] * stride_p + cols[None, :], mask=valid, other=0.0)
-    if F64:
-        p = p.to(tl.float64)
+def _row_min(t):
+    return tl.min(tl.min(t, axis=2), axis=0)
+
+
+@triton.jit
+def _row_sum(t):
+    return tl.sum(tl.sum(t, axis=2), axis=0)
+
+
+@triton.jit
+def _per_row(v):
+    """``[BLOCK_N]`` -> ``[1, BLOCK_N, 1]``, to meet a dense block."""
+    return v[None, :, None]
+
+
+@triton.jit
+def _route_type(x):
+    """``x`` in the routing dtype: float64 stays, the rest routes in float32."""
+    if x.dtype == tl.float64:
+        return x
     else:
-        p = p.to(tl.float32)
-    norm = tl.maximum(tl.sqrt(tl.sum(p * p, axis=1)), eps)                 # 2. n = max(||p||, eps)
-    kept = _kept_set(p, valid, cols, k, KEEP_ALL, BLOCK_R)                 # 3. I = top-k
-    s = p / norm[:, None]                                                  # 2. s = p / n
-    logits = tl.where(kept, s * inv_tau, float("-inf"))
+        return x.to(tl.float32)
+
+
+# ---------------------------------------------------------------- step 3: the top-k
+@triton.jit
+def _ordered_bits(p):
+    """Signed integers of ``p``'s width in ``p``'s order: a float's bits, all but the sign flipped
+    where it is set; ``-0.0`` (the sign bit alone) first read as ``+0.0``, so that the two tie as
+    they compare equal (NaN unordered). On the bits, not the float: Triton's interpreter holds a
+    bfloat16 as its 16 bits."""
+    if p.dtype.primitive_bitwidth == 16:
+        bits = p.to(tl.int16, bitcast=True)
+        bits = tl.where(bits == -32768, 0, bits).to(tl.int16)
+        return bits ^ ((bits >> 15) & 0x7FFF)
+    elif p.dtype.primitive_bitwidth == 32:
+        bits = p.to(tl.int32, bitcast=True)
+        bits = tl.where(bits == -2147483648, 0, bits)
+        return bits ^ ((bits >> 31) & 0x7FFFFFFF)
+    else:
+        bits = p.to(tl.int64, bitcast=True)
+        bits = tl.where(bits == -9223372036854775807 - 1, 0, bits)
+        return bits ^ ((bits >> 63) & 0x7FFFFFFFFFFFFFFF)
+
+
+@triton.jit
+def _lowest(key):
+    """The lowest integer of ``key``'s type: no entry's key (it would be a NaN's with every bit set)."""
+    if key.dtype == tl.int64:
+        return -9223372036854775807 - 1
+    else:
+        return -2147483648
+
+
+@triton.jit
+def _sort_keys(p, valid, cols, PACKED: tl.constexpr):
+    """The keys the rounds reduce: packed ``(bits << 16) | (0xFFFF - column)`` int32 for a 16-bit
+    ``p``, the ordered bits alone otherwise; the lowest integer off the bank."""
+    bits = _ordered_bits(p)
+    if PACKED:
+        key = (bits.to(tl.int32) << 16) | (0xFFFF - cols)
+    else:
+        key = bits
+    return tl.where(valid, key, _lowest(key))
+
+
+@triton.jit
+def _below(key, top):
+    """Each row's largest packed key below ``top`` ``[BLOCK_N]`` (keys are distinct: they hold their
+    column), the rest of the row untouched: the least unsigned ``(top - 1) - key``. The subtraction
+    wraps, so every key at or above ``top`` lands above every key below it: one subtraction a key and
+    one unsigned minimum a row, no key removed."""
+    gap = (_per_row(top - 1) - key).to(tl.uint32, bitcast=True)
+    return (top - 1) - _row_min(gap).to(tl.int32, bitcast=True)
+
+
+@triton.jit
+def _pick(key, cols, BLOCK_R: tl.constexpr):
+    """``(column [BLOCK_N], key with it removed)`` for keys without their column (32 or 64 bits): each
+    row's largest key, then the lowest column holding it."""
+    top = _row_max(key)
+    column = _row_min(tl.where(key == _per_row(top), cols, BLOCK_R))
+    return column, tl.where(cols == _per_row(column), _lowest(key), key)
+
+
+@triton.jit
+def _top_k(p, valid, cols, K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_R: tl.constexpr,
+           BLOCK_K: tl.constexpr):
+    """``(kept, columns [BLOCK_N, BLOCK_K] int32)``: step 3's ``I`` of each row, as a dense mask and
+    as its ``K`` columns in the order picked, largest first (slots past ``K``: 0)."""
+    PACKED: tl.constexpr = p.dtype.primitive_bitwidth == 16
+    key = _sort_keys(p, valid, cols, PACKED)
+    slots = tl.arange(0, BLOCK_K)
+    columns = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.int32)
+    if PACKED:  # each round the largest key below the last one picked
+        top = _row_max(key)
+        for i in tl.static_range(K):
+            if i > 0:
+                top = _below(key, top)
+            columns = tl.where(slots[None, :] == i, (0xFFFF - (top & 0xFFFF))[:, None], columns)
+        kept = valid & (key >= _per_row(top))
+    else:  # each round the largest key and its lowest column, removed
+        for i in tl.static_range(K):
+            column, key = _pick(key, cols, BLOCK_R)
+            columns = tl.where(slots[None, :] == i, column[:, None], columns)
+        kept = valid & (key == _lowest(key))
+    return kept, columns
+
+
+# ---------------------------------------------------------------- steps 2, 4, 5 on the kept set, and the outputs
+@triton.jit
+def _weights(x_kept, live, norm, inv_tau, delta, GATED: tl.constexpr):
+    """``(s, u, w)`` ``[BLOCK_N, BLOCK_K]`` of the kept projections ``x_kept`` (steps 2, 4, 5)."""
+    s = x_kept / norm[:, None]                                             # 2. s = p / n
+    logits = tl.where(live, s * inv_tau, float("-inf"))
     top = tl.max(logits, axis=1)
     top = tl.where(top == float("-inf"), 0.0, top)                         # rows past N: nothing kept
     e = tl.exp(logits - top[:, None])
@@ -70,45 +180,99 @@ def _routing(P, rows, cols, n_rows, n_atoms, stride_p, k, inv_tau, delta, eps,
         w = tl.where(s >= delta, u, 0.0)                                   # 5. w = u [s >= delta]
     else:
         w = u
-    return p, valid, kept, norm, s, u, w
+    return s, u, w
 
 
 @triton.jit
-def route_forward_kernel(P, C, W, n_rows, n_atoms, stride_p, stride_c, stride_w, k, inv_tau, delta, eps,
-                         GATED: tl.constexpr, KEEP_ALL: tl.constexpr, WRITE_W: tl.constexpr,
-                         F64: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_R: tl.constexpr):
+def _write(OUT, rows, stride, cols, off, off_values, columns, live, kept_values, KEEP_ALL: tl.constexpr):
+    """Rows of ``OUT``: ``kept_values`` at the kept ``columns``, ``off_values`` where ``off`` (two
+    disjoint stores: the dense block off the kept set, then the kept set, gathered)."""
+    if not KEEP_ALL:
+        tl.store(OUT + _per_row(rows) * stride + cols, off_values.to(OUT.dtype.element_ty), mask=off)
+    tl.store(OUT + rows[:, None] * stride + columns, kept_values.to(OUT.dtype.element_ty), mask=live)
+
+
+@triton.jit
+def _block(P, stride_p, n_rows, n_atoms, BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr):
+    """``(rows [BLOCK_N], row_ok, cols [BLOCK_H, 1, BLOCK_W], valid, p)``: the program's rows and their
+    projections ``p`` (in ``P``'s dtype, 0 off the bank), a row as ``BLOCK_H`` slices of ``BLOCK_W`` columns."""
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    cols = tl.arange(0, BLOCK_R)
-    p, valid, kept, norm, s, u, w = _routing(P, rows, cols, n_rows, n_atoms, stride_p, k, inv_tau, delta, eps,
-                                             GATED, KEEP_ALL, F64, BLOCK_R)
-    tl.store(C + rows[:, None] * stride_c + cols[None, :], (w * p).to(C.dtype.element_ty), mask=valid)
+    cols = tl.arange(0, BLOCK_H)[:, None, None] * BLOCK_W + tl.arange(0, BLOCK_W)[None, None, :]
+    row_ok = rows < n_rows
+    valid = _per_row(row_ok) & (cols < n_atoms)
+    p = tl.load(P + _per_row(rows) * stride_p + cols, mask=valid, other=0.0)
+    return rows, row_ok, cols, valid, p
+
+
+@triton.jit
+def _every_atom(rows, row_ok, valid, n_atoms, BLOCK_K: tl.constexpr):
+    """``(off, columns, live)`` where every atom is kept (``k >= R``): nothing off, all ``BLOCK_K = BLOCK_R``
+    columns."""
+    columns = tl.arange(0, BLOCK_K)[None, :] + rows[:, None] * 0
+    return valid & False, columns, row_ok[:, None] & (columns < n_atoms)
+
+
+@triton.jit
+def route_forward_kernel(P, C, W, KEPT, NORM, n_rows, n_atoms, stride_p, stride_c, stride_w, inv_tau, delta, eps,
+                         K: tl.constexpr, GATED: tl.constexpr, KEEP_ALL: tl.constexpr, WRITE_W: tl.constexpr,
+                         SAVE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr,
+                         BLOCK_K: tl.constexpr):
+    BLOCK_R: tl.constexpr = BLOCK_H * BLOCK_W
+    rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W)
+    x = _route_type(p)
+    norm = tl.maximum(tl.sqrt(_row_sum(x * x)), eps)                      # 2. n = max(||p||, eps)
+    if KEEP_ALL:
+        off, columns, live = _every_atom(rows, row_ok, valid, n_atoms, BLOCK_K)
+    else:
+        kept, columns = _top_k(p, valid, cols, K, BLOCK_N, BLOCK_R, BLOCK_K)  # 3. I = top-k
+        off = valid & ~kept
+        live = row_ok[:, None] & (tl.arange(0, BLOCK_K) < K)[None, :]
+        if SAVE:
+            tl.store(KEPT + rows[:, None] * K + tl.arange(0, BLOCK_K)[None, :], columns.to(tl.int16), mask=live)
+    x_kept = _route_type(tl.load(P + rows[:, None] * stride_p + columns, mask=live, other=0.0))
+    s, u, w = _weights(x_kept, live, norm, inv_tau, delta, GATED)          # 4.-5.
+    zeros = tl.zeros([BLOCK_H, BLOCK_N, BLOCK_W], dtype=tl.float32)
+    _write(C, rows, stride_c, cols, off, zeros, columns, live, w * x_kept, KEEP_ALL)
     if WRITE_W:
-        tl.store(W + rows[:, None] * stride_w + cols[None, :], w.to(W.dtype.element_ty), mask=valid)
+        _write(W, rows, stride_w, cols, off, zeros, columns, live, w, KEEP_ALL)
+    if SAVE:
+        tl.store(NORM + rows, norm, mask=row_ok)
 
 
 @triton.jit
-def route_backward_kernel(G, P, DP, C, n_rows, n_atoms, stride_g, stride_p, stride_dp, stride_c, k, inv_tau,
-                          delta, eps, GATED: tl.constexpr, KEEP_ALL: tl.constexpr, WRITE_GRAD: tl.constexpr,
-                          WRITE_COEF: tl.constexpr, F64: tl.constexpr, BLOCK_N: tl.constexpr,
-                          BLOCK_R: tl.constexpr):
-    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    cols = tl.arange(0, BLOCK_R)
-    p, valid, kept, norm, s, u, w = _routing(P, rows, cols, n_rows, n_atoms, stride_p, k, inv_tau, delta, eps,
-                                             GATED, KEEP_ALL, F64, BLOCK_R)
+def route_backward_kernel(G, P, KEPT, NORM, DP, C, n_rows, n_atoms, stride_g, stride_p, stride_dp, stride_c,
+                          inv_tau, delta, eps, K: tl.constexpr, GATED: tl.constexpr, KEEP_ALL: tl.constexpr,
+                          WRITE_GRAD: tl.constexpr, WRITE_COEF: tl.constexpr, BLOCK_N: tl.constexpr,
+                          BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_K: tl.constexpr):
+    rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W)
+    x = _route_type(p)
+    norm = tl.load(NORM + rows, mask=row_ok, other=1.0)
+    if KEEP_ALL:
+        off, columns, live = _every_atom(rows, row_ok, valid, n_atoms, BLOCK_K)
+    else:  # the forward's kept columns; off them: below the last kept (p_j, -j) in (p_i, -i) order
+        live = row_ok[:, None] & (tl.arange(0, BLOCK_K) < K)[None, :]
+        columns = tl.load(KEPT + rows[:, None] * K + tl.arange(0, BLOCK_K)[None, :], mask=live, other=0)
+        columns = columns.to(tl.int32)
+        cut = tl.load(KEPT + rows * K + (K - 1), mask=row_ok, other=0).to(tl.int32)
+        x_cut = _route_type(tl.load(P + rows * stride_p + cut, mask=row_ok, other=0.0))
+        off = valid & ((x < _per_row(x_cut)) | ((x == _per_row(x_cut)) & (cols > _per_row(cut))))
+    x_kept = _route_type(tl.load(P + rows[:, None] * stride_p + columns, mask=live, other=0.0))
+    s, u, w = _weights(x_kept, live, norm, inv_tau, delta, GATED)
     if WRITE_COEF:
-        tl.store(C + rows[:, None] * stride_c + cols[None, :], (w * p).to(C.dtype.element_ty), mask=valid)
+        _write(C, rows, stride_c, cols, off, tl.zeros([BLOCK_H, BLOCK_N, BLOCK_W], dtype=tl.float32), columns,
+               live, w * x_kept, KEEP_ALL)
     if WRITE_GRAD:
-        g = tl.load(G + rows[:, None] * stride_g + cols[None, :], mask=valid, other=0.0).to(p.dtype)
+        g = tl.load(G + rows[:, None] * stride_g + columns, mask=live, other=0.0).to(x.dtype)  # dL/dc at I
         if GATED:
-            grad_u = tl.where(kept & (s >= delta), g * p, 0.0)
+            grad_u = tl.where(live & (s >= delta), g * x_kept, 0.0)        # dL/du = m dL/dc p_I
         else:
-            grad_u = tl.where(kept, g * p, 0.0)
+            grad_u = tl.where(live, g * x_kept, 0.0)
         grad_z = u * (grad_u - tl.sum(grad_u * u, axis=1)[:, None])
         grad_s = grad_z * inv_tau
         norm_scale = -tl.sum(grad_s * s, axis=1) / (norm * norm)
-        norm_scale = tl.where(norm > eps, norm_scale, 0.0)
-        grad_p = g * w + grad_s / norm[:, None] + p * norm_scale[:, None]
-        tl.store(DP + rows[:, None] * stride_dp + cols[None, :], grad_p.to(DP.dtype.element_ty), mask=valid)
+        norm_scale = tl.where(norm > eps, norm_scale, 0.0)                 # 0 where n was clamped at eps
+        _write(DP, rows, stride_dp, cols, off, x * _per_row(norm_scale), columns, live,
+               x_kept * norm_scale[:, None] + (g * w + grad_s / norm[:, None]), KEEP_ALL)
 
 
 __all__ = ["route_backward_kernel", "route_forward_kernel"]

@@ -17,8 +17,10 @@ class MMLUEvaluation(SupervisedPlugin, RunHooks):
     (its hook :meth:`run_reports`, :class:`~moram_avalanche.strategies.plugins.run_hooks.RunHooks`).
 
     Args:
-        folder: a local MMLU copy (:func:`~moram_avalanche.benchmarks.text.mmlu.mmlu_folder`); None:
-            ``lm-eval``'s registered ``mmlu_<subject>`` tasks (Hugging Face ``cais/mmlu``).
+        folder: a local MMLU copy (:func:`~moram_avalanche.benchmarks.text.mmlu.mmlu_folder`), prompted as
+            ``lm-eval``'s registered tasks prompt the same questions (the subject's description header
+            included, :func:`~moram_avalanche.benchmarks.text.mmlu.local_tasks`); None: ``lm-eval``'s registered
+            ``mmlu_<subject>`` tasks (Hugging Face ``cais/mmlu``).
         subjects: the subjects (None: every one: the local copy's, or ``lm-eval``'s ``mmlu`` group).
         num_fewshot: examples before each question (0: ``lm-eval``'s default for MMLU; the paper
             does not say).

@@ -1,0 +1,80 @@
+"""What ``torch.compile(fullgraph=True)`` captures of a MoRAM layer on the Triton path, without a GPU.
+
+Run as a script by tests/layers/moram/test_triton_kernels.py, in a process without ``TRITON_INTERPRET``
+(under the interpreter ``triton.jit`` makes interpreted functions, which Dynamo cannot tell from
+Python code). The layer and its input are fake CUDA tensors (``FakeTensorMode``: shapes, dtypes and
+devices, no data, no GPU); Dynamo is told Triton is usable (it asks for a GPU before it treats a
+Triton kernel as a graph node: ``torch.utils._triton.has_triton``); the backend records each graph
+and runs nothing. A graph break is an error (``fullgraph=True``). Prints, as JSON, each case's
+operators: the graph's, and those of the subgraphs Dynamo makes of the autograd function's
+forward and backward.
+
+    python tests/helpers/triton_capture.py
+"""
+
+import json
+import os
+
+os.environ.pop("TRITON_INTERPRET", None)
+
+import torch
+import torch.utils._triton
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from moram_avalanche.layers.moram.layer import MoRAMLinear
+from moram_avalanche.layers.moram.paths import use_path
+
+torch.utils._triton.has_triton = lambda *args, **kwargs: True
+
+
+class Recorded(Exception):
+    """Raised instead of running a captured graph (its tensors are fake)."""
+
+
+def operators(graph_module):
+    return [getattr(node.target, "__name__", str(node.target)) for node in graph_module.graph.nodes
+            if node.op in ("call_function", "call_method")]
+
+
+def capture(layer, x):
+    graphs = []
+
+    def backend(graph_module, example_inputs):
+        graphs.append(graph_module)
+
+        def run(*args):
+            raise Recorded
+
+        return run
+
+    compiled = torch.compile(layer, fullgraph=True, backend=backend)
+    try:
+        compiled(x)
+    except Recorded:
+        pass
+    torch._dynamo.reset()
+    (graph,) = graphs
+    return {name or "graph": operators(module) for name, module in graph.named_modules()
+            if hasattr(module, "graph")}
+
+
+def main():
+    torch.manual_seed(0)
+    layer = MoRAMLinear(nn.Linear(24, 20), atoms_per_task=6, topk=4, temperature=0.05, threshold=0.2)
+    for _ in range(4):
+        layer.expand()
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        layer = layer.to("cuda")
+        x = torch.randn(2, 5, 24, device="cuda", requires_grad=True)
+        frozen_x = torch.randn(2, 5, 24, device="cuda")
+    cases = {}
+    with use_path("triton"):
+        cases["train"] = capture(layer.train(), x)
+        layer.freeze()
+        cases["eval"] = capture(layer.eval(), frozen_x)
+    print(json.dumps(cases))
+
+
+if __name__ == "__main__":
+    main()
