@@ -19,6 +19,7 @@ error, never a crash: the profile keeps working while the layer changes.
 from __future__ import annotations
 
 import contextlib
+import inspect
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Callable, Dict, Optional, Tuple, Union
@@ -113,13 +114,21 @@ def routers() -> Dict[str, object]:
     return {value.name: value for value in vars(dense).values() if isinstance(value, kind)}
 
 
+def route(router, proj, case, saving: bool):
+    """``router.forward`` on ``proj`` with ``case``'s routing; ``saving``: a backward will follow (a
+    version whose routers take no ``saving`` flag, before 0.7, is called without it)."""
+    args = (proj, case.topk, case.temperature, case.threshold, False)
+    takes_saving = len(inspect.signature(router.forward).parameters) > len(args)
+    return router.forward(*args, saving) if takes_saving else router.forward(*args)
+
+
 def routed(ctx, router) -> tuple:
     """``(p, c, state)`` of ``router`` on ``ctx``'s input, computed once (a NotHere if it cannot run here)."""
     keys, _ = bank_rows(ctx)
     proj = F.linear(ctx.x, keys)
     case = ctx.case
     try:
-        coef, state, _ = router.forward(proj, case.topk, case.temperature, case.threshold, False)
+        coef, state, _ = route(router, proj, case, saving=True)  # its state feeds the backward piece
     except Exception as error:  # a router this device cannot run (Triton without CUDA, say)
         raise NotHere(f"cannot run here: {type(error).__name__}: {str(error).splitlines()[0][:90]}") from None
     return proj, coef, state
@@ -210,7 +219,7 @@ def _router_pieces(ctx) -> Dict[str, Union[Callable, str]]:
             continue
         grad_coef = torch.randn_like(coef)
         pieces[f"  routing, {name} router"] = (
-            lambda router=router, proj=proj: router.forward(proj, case.topk, case.temperature, case.threshold, False))
+            lambda router=router, proj=proj: route(router, proj, case, saving=False))
         pieces[f"  routing backward, {name} router"] = (
             lambda router=router, proj=proj, state=state, grad_coef=grad_coef: router.backward(
                 grad_coef, proj, state, case.topk, case.temperature, None, True))

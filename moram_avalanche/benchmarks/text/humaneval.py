@@ -289,6 +289,20 @@ def humaneval_pass(predictions: Sequence[str], references: Sequence[str], source
     return 100.0 * passed / len(predictions)
 
 
+def __getattr__(name: str):
+    """0.6's ``BODY_INDENT`` (the four spaces put back before a completion's first line), kept until 0.8
+    with a DeprecationWarning: completions are no longer re-indented (bigcode-evaluation-harness keeps
+    the generated text as it is, :func:`completion_of`)."""
+    if name == "BODY_INDENT":
+        import warnings
+
+        warnings.warn("moram_avalanche.benchmarks.text.humaneval.BODY_INDENT is deprecated and unused since 0.7 "
+                      "(completions are cut, not re-indented, as bigcode-evaluation-harness does); it goes in 0.8",
+                      DeprecationWarning, stacklevel=2)
+        return "    "
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = ["BIGCODE_HUMANEVAL", "HARNESS_DIFFERENCES", "HarnessSetting", "PROBLEM_KEYS", "STOP_SEQUENCES",
            "completion_of", "default_problems_file", "evaluate_completions", "harness_problem", "harness_prompt",
            "harness_value", "humaneval_pass", "merge_reports", "pass_at_k", "problem_answer", "read_problems",

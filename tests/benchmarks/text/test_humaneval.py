@@ -221,3 +221,12 @@ def test_the_harness_settings_are_the_published_ones():
     assert all(setting.source for setting in BIGCODE_HUMANEVAL)
     with pytest.raises(KeyError, match="no HumanEval harness setting 'beams'; known: prompt, stop_sequences"):
         harness_value("beams")
+
+
+def test_body_indent_of_0_6_still_reads_with_a_deprecation_warning():
+    import moram_avalanche.benchmarks.text.humaneval as humaneval
+
+    with pytest.warns(DeprecationWarning, match="BODY_INDENT is deprecated"):
+        assert humaneval.BODY_INDENT == "    "  # 0.6's four spaces
+    with pytest.raises(AttributeError, match="no attribute 'NOT_A_NAME'"):
+        humaneval.NOT_A_NAME  # noqa: B018
