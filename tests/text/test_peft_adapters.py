@@ -4,22 +4,9 @@ import copy
 
 import pytest
 import torch
-from torch import nn
 
+from tiny_layers import TwoLinears
 from tiny_text import batch, tiny_llama
-
-
-class TwoLinears(nn.Module):
-    """Two linear layers in float64 (exact comparisons)."""
-
-    def __init__(self, seed=0):
-        super().__init__()
-        torch.manual_seed(seed)
-        self.lin0 = nn.Linear(10, 12).double()
-        self.lin1 = nn.Linear(12, 4).double()
-
-    def forward(self, x):
-        return self.lin1(torch.relu(self.lin0(x)))
 
 
 def config(**kwargs):

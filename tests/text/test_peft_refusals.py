@@ -7,18 +7,8 @@ import json
 
 import pytest
 import torch
-from torch import nn
 
-
-class TwoLinears(nn.Module):
-    def __init__(self, seed=0):
-        super().__init__()
-        torch.manual_seed(seed)
-        self.lin0 = nn.Linear(10, 12).double()
-        self.lin1 = nn.Linear(12, 4).double()
-
-    def forward(self, x):
-        return self.lin1(torch.relu(self.lin0(x)))
+from tiny_layers import TwoLinears
 
 
 def config(**kwargs):

@@ -19,24 +19,17 @@ import torch
 from torch import nn
 
 from moram_avalanche.layers.moram.bank import AtomBank, live_rows, owns_storage
-from moram_avalanche.layers.moram.layer import MoRAMLinear, keep_base_casts
+from moram_avalanche.layers.moram.layer import keep_base_casts
 from moram_avalanche.layers.moram.naive import naive_moram
 from moram_avalanche.layers.moram.paths import PATH_VARIABLE, choice, switch, use_path
 from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.utils.dispatch import OpCounter
+from tiny_layers import grown as tiny_layer
 
 
-def grown(d_in=24, d_out=20, tasks=3, per_task=6, topk=4, frozen=True, seed=0):
-    torch.manual_seed(seed)
-    layer = MoRAMLinear(nn.Linear(d_in, d_out), atoms_per_task=per_task, topk=topk, temperature=0.05,
-                        threshold=0.2)
-    for _ in range(tasks):
-        layer.expand()
-        with torch.no_grad():
-            layer.new_values.normal_(std=0.5)
-    if frozen:
-        layer.freeze()
-    return layer
+def grown(**options):
+    """The shared grown layer (``tiny_layers.grown``), three tasks unless told."""
+    return tiny_layer(**{"tasks": 3, **options})
 
 
 def naive_of(layer, x):

@@ -26,22 +26,10 @@ from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.layers.moram.paths.reference import GATED_TORCH_KERNELS
 from moram_avalanche.text.layer import DropoutMoRAMLinear
 from moram_avalanche.utils.dispatch import OpCounter
+from tiny_layers import grown
 
 needs_interpreter = pytest.mark.skipif(not moram_triton.usable(torch.empty(0)),
                                        reason="Triton's interpreter is off (TRITON_INTERPRET=1 not set early)")
-
-
-def grown(d_in=24, d_out=20, tasks=4, per_task=6, topk=4, frozen=True, dtype=torch.float32, seed=0):
-    torch.manual_seed(seed)
-    layer = MoRAMLinear(nn.Linear(d_in, d_out).to(dtype), atoms_per_task=per_task, topk=topk,
-                        temperature=0.05, threshold=0.2)
-    for _ in range(tasks):
-        layer.expand()
-        with torch.no_grad():
-            layer.new_values.normal_(std=0.5)
-    if frozen:
-        layer.freeze()
-    return layer
 
 
 def tokens_like(device):
