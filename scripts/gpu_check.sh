@@ -55,10 +55,11 @@ RESERVE=15     # s: kept for the summary and the archive at the end
 # check on the CPU. The budgets add up to the 8 minutes less the wheels, the environment and the reserve.
 STEPS=(
   "numerics|gpu_checks.txt|95"
-  "table|gpu_table.txt|215"
+  "table|gpu_table.txt|195"
   "profile|profile.txt|50"
   "tool|tool.txt|50"
   "suite|suite.txt|30"
+  "compile|triton_compile.txt|20"
 )
 
 run_numerics() {
@@ -92,7 +93,10 @@ run_suite() {
   fi
   "$PY" -m pytest -q -x -rs -p no:cacheprovider tests/layers/moram
 }
-export -f run_numerics run_table run_profile run_tool run_suite
+run_compile() {  # the kernels' registers, occupancy and instructions per row as sm_90 compiles them (no GPU used)
+  env -u TRITON_INTERPRET "$PY" tests/layers/moram/compile_triton_for_gpu.py 90
+}
+export -f run_numerics run_table run_profile run_tool run_suite run_compile
 
 list_steps() {
   local total=0 entry name file budget
