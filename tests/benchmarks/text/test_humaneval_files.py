@@ -8,7 +8,6 @@ import json
 import pytest
 
 from fake_text_data import codealpaca_tree
-
 from moram_avalanche.benchmarks.text.codealpaca import codealpaca
 from moram_avalanche.benchmarks.text.data_checks import check_codealpaca_layout
 from moram_avalanche.benchmarks.text.humaneval import read_problems

@@ -8,7 +8,6 @@ import csv
 import pytest
 
 from fake_text_data import codealpaca_tree, mmlu_tree
-
 from moram_avalanche.benchmarks.text.data_checks import check_codealpaca_layout
 from moram_avalanche.benchmarks.text.mmlu import check_mmlu_copy, local_tasks
 
