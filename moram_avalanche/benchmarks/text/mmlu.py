@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import csv
 import io
+import os
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -172,6 +173,34 @@ def local_tasks(folder, subjects: Optional[Sequence[str]] = None) -> List[dict]:
     return tasks
 
 
+#: the Hugging Face dataset lm-eval's registered MMLU tasks read (``dataset_path`` of lm_eval/tasks/mmlu/default)
+CAIS_MMLU = "cais/mmlu"
+#: environment variables that keep ``datasets`` off the network (any of them set to 1, true, yes or on)
+OFFLINE_VARIABLES = ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")
+
+
+def cais_mmlu_cached() -> bool:
+    """Whether :data:`CAIS_MMLU` is in the Hugging Face caches (the hub's ``datasets--cais--mmlu``, or
+    ``datasets``' prepared ``cais___mmlu``), the folders read from the environment as ``huggingface_hub``
+    and ``datasets`` read them (``HF_HUB_CACHE``, ``HF_DATASETS_CACHE``, else under ``HF_HOME``)."""
+    home = Path(os.environ.get("HF_HOME") or "~/.cache/huggingface").expanduser()
+    hub = Path(os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or home / "hub").expanduser()
+    prepared = Path(os.environ.get("HF_DATASETS_CACHE") or home / "datasets").expanduser()
+    return (hub / "datasets--cais--mmlu").is_dir() or (prepared / "cais___mmlu").is_dir()
+
+
+def registered_mmlu_problem(root) -> Optional[str]:
+    """None when lm-eval's registered MMLU tasks can read :data:`CAIS_MMLU` (fetched when online, else
+    from the cache: :func:`cais_mmlu_cached`), else the one-line fix, naming ``root`` (where a local
+    copy would be found, :func:`mmlu_folder`)."""
+    offline = [name for name in OFFLINE_VARIABLES if os.environ.get(name, "").lower() in ("1", "true", "yes", "on")]
+    if not offline or cais_mmlu_cached():
+        return None
+    return (f"MMLU: no local copy under {root} and {CAIS_MMLU} is not in the Hugging Face cache while "
+            f"{offline[0]} is set: put hendrycks/test's data/test/<subject>_test.csv (and data/dev/) under {root}, "
+            f"or fetch {CAIS_MMLU} once where there is a network (datasets.load_dataset('{CAIS_MMLU}', 'all'))")
+
+
 def lm_eval_available() -> Optional[str]:
     """None when ``lm-eval`` can be imported, else the one-line fix."""
     try:
@@ -182,5 +211,5 @@ def lm_eval_available() -> Optional[str]:
     return None
 
 
-__all__ = ["COLUMNS", "CSV_AS_WRITTEN", "DESCRIPTION", "GROUPS", "LETTERS", "PLACES", "PROMPT", "STEM_SUBJECTS",
-           "check_mmlu_copy", "count_questions", "count_rows", "description", "lm_eval_available", "local_subjects", "local_tasks", "mmlu_folder"]
+__all__ = ["CAIS_MMLU", "COLUMNS", "CSV_AS_WRITTEN", "DESCRIPTION", "GROUPS", "LETTERS", "PLACES", "PROMPT", "STEM_SUBJECTS",
+           "OFFLINE_VARIABLES", "cais_mmlu_cached", "check_mmlu_copy", "count_questions", "count_rows", "description", "lm_eval_available", "local_subjects", "local_tasks", "mmlu_folder", "registered_mmlu_problem"]
