@@ -1,4 +1,6 @@
-"""Parsers for the on-disk formats of the X-TAIL and MTIL datasets, and their one error type.
+"""Parsers for the on-disk formats of the X-TAIL and MTIL datasets, the one decoder of every
+dataset reader's JSON and JSON lines (:func:`read_text`, :func:`read_json`, :func:`read_json_lines`),
+and their one error type.
 
 Every problem with a dataset on disk is a :class:`DataError` naming the domain, the file or
 folder that was expected, the layout that is understood, and how to obtain what is missing;
@@ -7,8 +9,10 @@ folder that was expected, the layout that is understood, and how to obtain what 
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import zlib
 from pathlib import Path
 from typing import Dict, List, Sequence, Tuple
 
@@ -41,15 +45,48 @@ class UnreadableJSON(ValueError):
     column of a syntax error)."""
 
 
-def read_json(path: Path):
-    """The JSON value held by ``path`` (a UTF-8 byte order mark is allowed, as Windows editors
-    write it); an :class:`UnreadableJSON` naming the file otherwise: an unreadable file, a
-    syntax error (with its line and column), nesting deeper than Python's reader allows, an
-    integer longer than Python converts. The one JSON reader of the dataset readers."""
+#: the first two bytes of gzip data (RFC 1952, section 2.3.1: ID1 ID2)
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _first_byte(data: bytes) -> str:
+    """The first byte of ``data`` in words: the character when it is printable ASCII, else its value."""
+    if not data:
+        return "nothing (the file is empty)"
+    return repr(chr(data[0])) if 32 <= data[0] < 127 else f"the byte 0x{data[0]:02x}"
+
+
+def read_text(path: Path) -> str:
+    """The text of a UTF-8 data file, gunzipped when its name ends in ``.gz``; a UTF-8 byte order
+    mark is allowed (``utf-8-sig``, as Windows editors write it). An :class:`UnreadableJSON` naming
+    the file otherwise: unreadable, a ``.gz`` that is not gzip data (saying what it starts with) or
+    is cut short, text that is not UTF-8. The one decoder of the dataset readers' JSON and JSON lines."""
+    path = Path(path)
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as error:
+        data = path.read_bytes()
+    except OSError as error:
         raise UnreadableJSON(f"cannot read {path}: {error}") from None
+    if path.name.endswith(".gz"):
+        if not data.startswith(GZIP_MAGIC):
+            raise UnreadableJSON(f"{path} is not gzip data: it starts with {_first_byte(data)}; rename it to "
+                                 f"{path.name[:-3]} or gzip it")
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as error:
+            raise UnreadableJSON(f"{path} is not whole gzip data ({error}): an interrupted copy? fetch it "
+                                 "again") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise UnreadableJSON(f"{path} is not UTF-8 text ({error}): save it as UTF-8") from None
+
+
+def read_json(path: Path):
+    """The JSON value held by ``path`` (:func:`read_text`: a UTF-8 byte order mark is allowed, as
+    Windows editors write it); an :class:`UnreadableJSON` naming the file otherwise: an unreadable
+    file, a syntax error (with its line and column), nesting deeper than Python's reader allows, an
+    integer longer than Python converts. The one JSON reader of the dataset readers."""
+    text = read_text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
@@ -58,6 +95,23 @@ def read_json(path: Path):
         raise UnreadableJSON(f"bad JSON in {path}: nested deeper than Python's JSON reader allows") from None
     except ValueError as error:  # e.g. an integer of more than 4300 digits
         raise UnreadableJSON(f"bad JSON in {path}: {error}") from None
+
+
+def read_json_lines(path: Path) -> List[Tuple[int, object]]:
+    """``(line number, JSON value)`` of every non-blank line of a JSON-lines file (``.jsonl``, or
+    ``.jsonl.gz``: :func:`read_text`, so a byte order mark is allowed and a ``.gz`` that is not gzip
+    is named); an :class:`UnreadableJSON` naming the file and the line of a line that is not JSON.
+    The one JSON-lines reader of the dataset readers."""
+    values = []
+    for number, line in enumerate(read_text(path).split("\n"), 1):  # not splitlines: U+2028 is JSON text
+        if not line.strip():
+            continue
+        try:
+            values.append((number, json.loads(line)))
+        except (json.JSONDecodeError, RecursionError, ValueError) as error:
+            raise UnreadableJSON(f"{path} line {number} is not JSON ({error}); expected one JSON value per "
+                                 "line") from None
+    return values
 
 
 def find_dir(root: Path, candidates: Sequence[str], *, domain: str, layout: str, fix: str) -> Path:
@@ -187,3 +241,8 @@ def zscl_random_split(n: int, ratio: float = 0.8, seed: int = 42) -> Tuple[List[
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
     cut = int(ratio * n)
     return order[:cut], order[cut:]
+
+
+__all__ = ["COOP_DATASETS_MD", "DataError", "GZIP_MAGIC", "UnreadableJSON", "find_dir", "load_mat", "malformed",
+           "read_coop_split", "read_idx", "read_json", "read_json_lines", "read_lines", "read_text", "require",
+           "zscl_random_split"]

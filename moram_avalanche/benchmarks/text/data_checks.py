@@ -34,13 +34,21 @@ def check_superni_layout(root, verify_images: bool = False, progress: bool = Tru
 
 
 def check_codealpaca_layout(root, verify_images: bool = False, progress: bool = True):
-    """``check-data --benchmark codealpaca``: CodeAlpaca-20k and the HumanEval problems under ``root``, and
-    the report."""
+    """``check-data --benchmark codealpaca``: CodeAlpaca-20k and the HumanEval problems under ``root``, a
+    local MMLU copy's rows when there is one (what ``reproduce codealpaca`` reads), and the report."""
     reports = check_codealpaca_data(root)
     report = reports[0]
     text = (f"codealpaca in {root}: {report.train} CodeAlpaca examples, {report.test} HumanEval problems "
             f"({report.folder})\nthe codealpaca stream can be built" if report.usable else
             f"codealpaca in {root}: {report.status}\n{report.message}\nthe codealpaca stream cannot be built")
+    mmlu = [r for r in reports if r.name == "mmlu"]
+    if not mmlu:
+        text += (f"\nMMLU: no local copy under {root} (reproduce codealpaca scores lm-eval's cais/mmlu; a "
+                 "rehearsal needs hendrycks/test's data/test/<subject>_test.csv)")
+    elif mmlu[0].usable:
+        text += f"\nMMLU: {mmlu[0].test} test questions, every row readable ({mmlu[0].folder})"
+    else:
+        text += f"\nMMLU: {mmlu[0].status}\n{mmlu[0].message}\nreproduce codealpaca cannot score MMLU from it"
     return reports, text
 
 

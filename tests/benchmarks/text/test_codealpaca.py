@@ -31,3 +31,20 @@ def test_a_bad_max_length_is_named():
 
     with pytest.raises(ValueError, match="max_length must be a positive number of tokens .* got 0"):
         HumanEvalTestedTask("x", [("a", "b")], [("c", "d")], max_length=0)
+
+
+def test_a_codealpaca_file_whose_every_output_is_empty_is_refused_at_the_data_check(tmp_path):
+    from moram_avalanche.benchmarks.readers import DataError
+    from moram_avalanche.benchmarks.text.codealpaca import codealpaca
+    from moram_avalanche.benchmarks.text.data_checks import check_codealpaca_layout
+
+    root = codealpaca_tree(tmp_path / "data", examples=7)
+    path = root / "code_alpaca_20k.json"
+    path.write_text(json.dumps([{**item, "output": " \n" if i % 2 else ""}
+                                for i, item in enumerate(json.loads(path.read_text()))]))
+    expected = f"{path}: every one of its 7 examples has an empty output: nothing to train on"
+    with pytest.raises(DataError) as info:  # not "train must be a non-empty sequence"
+        codealpaca(root)
+    assert info.value.problem == expected and info.value.status == "malformed"
+    reports, text = check_codealpaca_layout(root)
+    assert reports[0].status == "malformed" and expected in reports[0].message and "cannot be built" in text
