@@ -28,9 +28,20 @@ from avalanche.logging import CSVLogger, TextLogger
 from avalanche.training import Naive
 from avalanche.training.plugins import EvaluationPlugin
 
-from moram_avalanche import (AccuracyMatrix, CLIPClassifier, IterationBudget, IterationSchedule, MoRAMLinear,
-                             MoRAMPlugin, find_layers, inject_moram, load_clip, seed_everything, synthetic,
-                             xtail)
+from moram_avalanche import (
+    AccuracyMatrix,
+    CLIPClassifier,
+    IterationBudget,
+    IterationSchedule,
+    MoRAMLinear,
+    MoRAMPlugin,
+    find_layers,
+    inject_moram,
+    load_clip,
+    seed_everything,
+    synthetic,
+    xtail,
+)
 
 
 def parse_args(argv=None):
