@@ -60,22 +60,14 @@ def tokenized(pairs, tokenizer):
              "labels": tokenizer(answer, truncation=True, max_length=50)["input_ids"]} for prompt, answer in pairs]
 
 
-def save_tiny_t5(folder, tasks):
-    """The ``--tiny`` model: a random 2-layer T5 and a tokenizer over the tasks' words, saved as a folder."""
-    from moram_avalanche.text.tiny import tiny_language_model, word_tokenizer
-
-    tokenizer = word_tokenizer(text for task in tasks for pair in task.train + task.test for text in pair)
-    tiny_language_model("t5", tokenizer).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return str(folder)
-
-
 def main(argv=None):
     args = parse_args(argv)
     out = Path(args.out)
     seed_everything(args.seed)
     tasks = synthetic_text_tasks(args.tasks.split(","), train_per_label=args.train_per_label, test_per_label=8)
-    if args.tiny:
+    if args.tiny:  # a tiny random T5 saved as a folder, loaded below as a Hub name is
+        from tiny_t5 import save_tiny_t5
+
         args.model = save_tiny_t5(out / "tiny-t5", tasks)
     base, tokenizer = load_language_model(args.model)
     model = get_peft_model(base, MoRAMConfig(task_type="SEQ_2_SEQ_LM"))  # task 1's atoms: outputs unchanged

@@ -131,3 +131,16 @@ def test_compare_on_your_stream(tmp_path, tiny_clip_weights):
     assert table[0] == "metric,strategy,colours,stripes,mean"
     assert sorted({line.split(",")[1] for line in table[1:]}) == ["finetune", "moram", "zeroshot"]
     assert (out / "accuracy_matrices.png").stat().st_size > 0
+
+
+def test_language_model_moram(tmp_path):
+    out = tmp_path / "lm"
+    printed = run_example("language_model_moram.py", out)
+    tasks = ["colour", "mood", "topic"]
+    matrix = check_report(out, tasks)
+    report = json.loads((out / "results.json").read_text())
+    # OP and BWT as the paper defines them: the last row's mean; the mean drop from A[j, j] to A[N, j]
+    assert report["op"] == pytest.approx(matrix[-1].mean())
+    assert report["bwt"] == pytest.approx(np.mean([matrix[j, j] - matrix[-1, j] for j in range(len(tasks) - 1)]))
+    assert json.loads(printed)["domains"] == tasks
+    assert (out / "tiny-t5" / "config.json").is_file()
