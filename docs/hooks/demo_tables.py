@@ -90,14 +90,21 @@ def on_pre_build(config, **kwargs) -> None:
     MARKER.start()
 
 
-def on_page_markdown(markdown, page, config, files, **kwargs):
+def on_files(files, config, **kwargs):
+    """Before any page is read: stop the build with one line when a page needs a missing demo run."""
     from mkdocs.exceptions import Abort
 
+    if any(MARKER.holds(file.content_string) for file in files.documentation_pages()):
+        try:
+            check_demo_folder(demo_folder(Path(config.config_file_path).parent))
+        except DemoRunMissing as error:
+            raise Abort(str(error)) from None
+    return files
+
+
+def on_page_markdown(markdown, page, config, files, **kwargs):
     folder = demo_folder(Path(config.config_file_path).parent)
-    try:
-        return MARKER.replace(markdown, page.file.src_uri, lambda: demo_tables_markdown(folder))
-    except DemoRunMissing as error:
-        raise Abort(str(error)) from None
+    return MARKER.replace(markdown, page.file.src_uri, lambda: demo_tables_markdown(folder))
 
 
 def on_post_build(config, **kwargs) -> None:
