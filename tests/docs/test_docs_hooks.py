@@ -18,6 +18,7 @@ import api_coverage  # noqa: E402  (docs/hooks/ is no package)
 import cli_reference  # noqa: E402
 import demo_tables  # noqa: E402
 import house_comments  # noqa: E402
+import page_markers  # noqa: E402
 
 from moram_avalanche.cli import COMMANDS, build_parser  # noqa: E402
 
@@ -156,7 +157,7 @@ def test_demo_folder_is_the_variable_or_runs_demo(tmp_path, monkeypatch):
 
 
 def test_marker_is_replaced_only_on_its_own_line_and_missed_when_absent():
-    marker = cli_reference.MARKER.__class__("thing")
+    marker = page_markers.MarkerLine("thing")
     page = "# Title\n\nsee <!-- thing --> inline\n<!-- thing -->\nafter\n"
     assert marker.replace(page, "a.md", lambda: "GENERATED\n") == "# Title\n\nsee <!-- thing --> inline\nGENERATED\nafter\n"
     assert marker.pages == ["a.md"]
