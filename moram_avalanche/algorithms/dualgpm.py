@@ -56,6 +56,7 @@ import torch
 #: threshold schedule of InfLoRA's configs: lambda_b 0.95 (CIFAR-100, DomainNet; 0.98 for
 #: ImageNet-R), lambda_e 1.0 [InfLoRA configs/*.json "lamb", "lame"]
 LAMBDA_B = 0.95
+#: InfLoRA's lambda_e, the threshold at the end of the schedule (see :data:`LAMBDA_B`)
 LAMBDA_E = 1.0
 
 

@@ -21,10 +21,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+#: where a :class:`WeightCopy` lives: "cpu" (float32, no accelerator memory) or "model" (each
+#: parameter's own device and dtype)
 PLACES = ("cpu", "model")
 
 
 def check_place(on: str) -> str:
+    """``on`` when it is one of :data:`PLACES`; a ValueError naming them otherwise."""
     if on not in PLACES:
         raise ValueError(f"weight copies go on 'cpu' or 'model' (the model's device and dtype), got {on!r}")
     return on

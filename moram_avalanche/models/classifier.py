@@ -22,6 +22,7 @@ class _Omitted:
         return "<omitted>"
 
 
+#: the default of ``task_labels``: the model was called as ``model(x)``, not ``model(x, None)``
 OMITTED = _Omitted()
 
 

@@ -43,6 +43,7 @@ from transformers.pytorch_utils import Conv1D
 
 from ..layers.moram.layer import MoRAMAtoms, compute_dtype
 
+#: the error a merge of MoRAM into the base weights raises, and why (the update depends on the input)
 MERGE_REFUSED = (
     "MoRAM cannot be merged into the base weights: its update sum_i w_i(x) B_i A_i x depends on "
     "the input through the routing weights w(x) (top-k, softmax, eval gate), so it is no fixed "

@@ -46,10 +46,12 @@ def atomic_write(path, write: Callable[[Any], None], mode: str = "w") -> Path:
 
 
 def atomic_write_text(path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (:func:`atomic_write`); returns ``path``."""
     return atomic_write(path, lambda f: f.write(text))
 
 
 def atomic_write_bytes(path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (:func:`atomic_write`); returns ``path``."""
     return atomic_write(path, lambda f: f.write(data), mode="wb")
 
 

@@ -26,6 +26,8 @@ from typing import List, Sequence, Tuple
 
 from torch.utils.data import Dataset
 
+#: the label spaces a sample is scored in: "all" (X-TAIL: every class of the stream) or "domain"
+#: (MTIL: the experience's own classes)
 LABEL_SPACES = ("all", "domain")
 
 

@@ -31,6 +31,8 @@ from PIL import Image
 
 from ...utils.errors import UserError
 
+#: what an unreadable image does (``on_bad_image``, ``--on-bad-image``): "skip" it with a warning,
+#: counted in results.json, or "raise"
 BAD_IMAGE_POLICIES = ("skip", "raise")
 
 #: what decoding a bad file raises: PIL's errors for corrupt, truncated or unknown files,
