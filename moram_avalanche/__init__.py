@@ -2,8 +2,7 @@
 
 The public face of the package. Every name is imported on first use, so ``import
 moram_avalanche`` (and the command line's ``--help``) stays instant and pulls in neither
-torch, Avalanche nor open_clip. The rooms behind it (see DESIGN.md and the README's module
-table):
+torch, Avalanche nor open_clip. The rooms behind it (see docs/architecture.md):
 
 * :mod:`~moram_avalanche.layers` -- pure-torch adapter layers (MoRAMLinear, LoRA, MoE-LoRA,
   MoE-Adapters' experts), the adapter protocol and the one layer finder;

@@ -1,6 +1,6 @@
 """Training and evaluation cost per image of each strategy of the paper's tables, relative to MoRAM.
 
-The README's GPU-time estimates for ``moram-avalanche reproduce`` scale the paper's measured
+The GPU-time estimates of docs/guides/reproducing.md for ``moram-avalanche reproduce`` scale the paper's measured
 MoRAM cost (8.32 ms per training image, 2.07-2.52 ms per test image; ``tab:latency``) by these
 ratios. Measured at real model size (random weights: timing only) on one synthetic domain of
 ``--classes`` classes (X-TAIL averages 110 per domain) with the strategies' paper settings,

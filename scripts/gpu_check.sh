@@ -7,7 +7,7 @@
 #                                                    quick check (tiny sizes; every figure meaningless)
 #
 # For a GPU machine without network: wheels brought along in .whl/ (scripts/gpu_wheels.sh makes
-# them; README, "GPU check") are installed first, without network, into a private folder put on
+# them; docs/concepts/gpu-path.md, "GPU check") are installed first, without network, into a private folder put on
 # PYTHONPATH. Then, each step under its own time limit (its budget, and never past the run's
 # 8 minutes: a step that would end later is cut to the time left), every step running even when
 # an earlier one fails:

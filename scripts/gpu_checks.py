@@ -257,7 +257,7 @@ def check_strategy_amp():
     try:
         import avalanche  # noqa: F401
     except ImportError as error:
-        LINES.append(f"skip the MoRAM strategy run: {error} (bring avalanche-lib's wheels: README, 'GPU check')")
+        LINES.append(f"skip the MoRAM strategy run: {error} (bring avalanche-lib's wheels: docs/concepts/gpu-path.md, 'GPU check')")
         print(LINES[-1])
         return
     import open_clip
