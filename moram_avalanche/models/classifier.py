@@ -89,6 +89,13 @@ class CLIPClassifier(MultiTaskModule):
         self._heads = {mode: TextHead(model, tokenizer, batch_size=text_batch_size)
                        for mode in (True, False)}
         self._text_stale = False
+        #: the image encoder evaluation uses instead of :meth:`encode_image`'s eager one, while one is
+        #: set (:class:`~moram_avalanche.strategies.clip.plugins.compiled_eval.CompiledEvaluation`
+        #: sets a compiled one for each evaluation); never pickled
+        self.eval_image_encoder = None
+
+    def __getstate__(self):
+        return {**self.__dict__, "eval_image_encoder": None}  # a compiled function does not pickle
 
     # ------------------------------------------------------------------ Avalanche adaptation
     def adaptation(self, experience) -> None:
@@ -131,7 +138,9 @@ class CLIPClassifier(MultiTaskModule):
         return {task: self.logits(image, task) for task in sorted(self.known_train_tasks_labels)}
 
     def encode_image(self, x: torch.Tensor) -> torch.Tensor:
-        """Normalised image features ``[B, D]``."""
+        """Normalised image features ``[B, D]`` (in evaluation, through :attr:`eval_image_encoder` when set)."""
+        if self.eval_image_encoder is not None and not self.training:
+            return self.eval_image_encoder(x)
         return F.normalize(self.model.encode_image(x), dim=-1)
 
     def logits(self, image: torch.Tensor, task_labels) -> torch.Tensor:

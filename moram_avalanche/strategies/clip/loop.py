@@ -179,6 +179,9 @@ class CLIPStrategy(ContinualLoop):
                             if cache_image_features and self.replays_image_features else None)
         self._replaying = False
         self._eval_features = None  # what eval_image_features computed for this minibatch
+        #: the image encoder evaluation uses instead of the eager one while one is set
+        #: (:class:`~moram_avalanche.strategies.clip.plugins.compiled_eval.CompiledEvaluation`)
+        self.eval_image_encoder = None
         self._space: Optional[LabelSpace] = None
         self._batch_text = {}  # domain index -> class embeddings, for the current minibatch
 
@@ -267,7 +270,10 @@ class CLIPStrategy(ContinualLoop):
         """Normalised image features of the evaluation minibatch (replayed ones when cached)."""
         if self._replaying:
             return self.mb_x
-        self._eval_features = F.normalize(self.model.encode_image(self.mb_x), dim=-1)
+        if self.eval_image_encoder is not None:
+            self._eval_features = self.eval_image_encoder(self.mb_x)
+        else:
+            self._eval_features = F.normalize(self.model.encode_image(self.mb_x), dim=-1)
         return self._eval_features
 
     # override: the CLIP loss (image->text over own domain + text->image over seen + current classes)

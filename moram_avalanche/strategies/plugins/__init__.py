@@ -9,6 +9,7 @@ A family's own plugins live in its wing (:mod:`moram_avalanche.strategies.clip.p
 """
 
 from ...utils.moved import moved_name
+from .base_casts import KeepBaseCasts
 from .budget import IterationBudget
 from .data_parallel import DataParallel
 from .divergence import StopOnDivergence, TrainingDiverged
@@ -28,5 +29,5 @@ def __getattr__(name):  # 0.6's names of this room now in a wing, for one versio
 
 
 __all__ = ["DataParallel", "GrowthPlugin", "InfLoRAPlugin", "IterationBudget", "IterationSchedule",
-           "LoadBalancePlugin", "MoRAMPlugin", "PeakMemory", "PluginRunHooks", "RunHooks", "RunTime",
+           "KeepBaseCasts", "LoadBalancePlugin", "MoRAMPlugin", "PeakMemory", "PluginRunHooks", "RunHooks", "RunTime",
            "StopOnDivergence", "TrainingDiverged", "TrainingProgress", "memory_footprint"]
