@@ -49,3 +49,20 @@ def test_growing_the_embeddings_for_new_tokens_draws_nothing_from_torchs_generat
     add_tokens(model, tokenizer, ["__ans__", "__x__"])  # transformers initialises the grown rows from it
     assert model.get_input_embeddings().weight.shape[0] == len(tokenizer) == 12
     assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_what_a_plugin_draws_while_the_run_is_prepared_is_put_back():
+    """A resumed run prepares its plugins after its checkpoint's generators are set, an uninterrupted one
+    before its first experience: a draw there must leave the numbers drawn after unchanged."""
+    from types import SimpleNamespace
+
+    from moram_avalanche.experiments.runner import prepare_plugins
+
+    class Drawing:
+        def prepare_run(self, strategy):
+            self.drawn = _draws()
+
+    plugin = Drawing()
+    state = torch.get_rng_state()
+    prepare_plugins(SimpleNamespace(plugins=[plugin]))
+    assert plugin.drawn and torch.equal(torch.get_rng_state(), state)
