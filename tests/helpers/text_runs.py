@@ -20,7 +20,8 @@ def killed_and_resumed(fresh, tmp_path, kill_after=1):
     """``fresh()`` (a new ``(strategy, accuracy matrix)``, as a new process builds it) run over
     :func:`benchmark` whole, then again killed after ``kill_after`` experiences and resumed by
     another ``fresh()``: the resumed run must end with the whole run's accuracy matrix (lean
-    checkpoints: each strategy's own matrix). Returns the whole, killed and resumed strategies."""
+    checkpoints: each strategy's own matrix) and its last checkpoint hold what the whole run's does,
+    every tensor equal (:func:`assert_same_run_states`). Returns the whole, killed and resumed strategies."""
     from moram_avalanche.experiments.runner import run_stream
 
     whole, whole_matrix = fresh()
