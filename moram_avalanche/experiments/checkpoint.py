@@ -4,8 +4,8 @@ A checkpoint holds what changes during a run -- the strategy's
 :meth:`~moram_avalanche.strategies.clip.loop.CLIPStrategy.checkpoint_model_state` (the declared
 state of the adapter layers, e.g. MoRAM's atom banks; full fine-tuning: the whole model), the
 training clock, the domains seen, the state of plugins and metrics that have one
-(``state_dict``/``load_state_dict``) and every RNG -- so a run resumed from it ends exactly as
-an uninterrupted run. It is written atomically and loads with ``torch.load(weights_only=True)``.
+(``state_dict``/``load_state_dict``) and every RNG (:mod:`~moram_avalanche.utils.random_state`) -- so a
+run resumed from it ends exactly as an uninterrupted run. It is written atomically and loads with ``torch.load(weights_only=True)``.
 
 Damage is named and survivable: :func:`save_run_state` keeps the checkpoint it replaces
 (``checkpoint.prev.pt`` beside ``checkpoint.pt``: one experience earlier), and
@@ -27,15 +27,14 @@ import io
 import logging
 import os
 import pickle
-import random
 from pathlib import Path
 from typing import Dict, Iterator, Optional, Tuple
 
-import numpy as np
 import torch
 
 from ..benchmarks.images.clip_benchmark import Domain
 from ..utils.files import atomic_write, atomic_write_bytes
+from ..utils.random_state import rng_state, set_rng_state
 
 logger = logging.getLogger(__name__)
 
@@ -81,25 +80,6 @@ def save_checkpoint(strategy, path, exclude=None) -> Path:
     with optimizer_names_for_dill():
         return atomic_write(path, lambda file: avalanche_save_checkpoint(strategy, file, exclude=exclude),
                             mode="wb")
-
-
-def _rng_state() -> dict:
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    state = {"torch": torch.get_rng_state(), "python": random.getstate(),
-             "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                       "has_gauss": int(has_gauss), "gauss": float(gauss)}}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict) -> None:
-    torch.set_rng_state(state["torch"])
-    random.setstate(state["python"])
-    n = state["numpy"]
-    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def _stateful(strategy):
@@ -185,7 +165,7 @@ def save_run_state(strategy, path, *, keep_previous: bool = True, identity: Opti
             for d in getattr(strategy, "seen_domains", ())  # the CLIP loop's; the text loop has none
         ],
         "stateful": {key: item.state_dict() for key, item in _stateful(strategy).items()},
-        "rng": _rng_state(),
+        "rng": rng_state(),
     }
     buffer = io.BytesIO()
     torch.save(state, buffer)
@@ -294,7 +274,7 @@ def restore_run_state(strategy, state: dict, path, identity: Optional[dict] = No
         item.load_state_dict(state["stateful"][key])
     if getattr(strategy, "text_head", None) is not None:  # the CLIP loop's cached class embeddings
         strategy.text_head.clear()
-    _set_rng_state(state["rng"])
+    set_rng_state(state["rng"])
     return int(state["experiences_done"])
 
 

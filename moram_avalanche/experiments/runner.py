@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 
 from ..algorithms.data_parallel import barrier, is_main_process
 from ..utils.checks import check_nonnegative_int, check_positive_int
+from ..utils.random_state import kept_rng_state
 from .checkpoint import load_latest_run_state, previous_path, read_latest_run_state, save_checkpoint, save_run_state
 from .record import CHECKED, RECORD_NAME, make_record
 from .run_folder import BAD_IMAGES_NAME, CHECKPOINT_NAME, RUN_FILES, RunFolder, run_folder
@@ -57,9 +58,13 @@ def prepare_plugins(strategy) -> None:
     outside every timed step: each plugin's
     :meth:`~moram_avalanche.strategies.plugins.run_hooks.RunHooks.prepare_run`
     (:class:`~moram_avalanche.strategies.plugins.moram.MoRAMPlugin` builds the CPU routing kernel
-    there, so that no experience's time -- ``Train s / exp.`` of the tables -- includes the build)."""
-    for hooks in run_hooks(strategy):
-        hooks.prepare_run(strategy)
+    there, so that no experience's time -- ``Train s / exp.`` of the tables -- includes the build).
+    A resumed run prepares after its checkpoint's generators are set, an uninterrupted one before
+    its first experience: what a plugin draws here is put back
+    (:func:`~moram_avalanche.utils.random_state.kept_rng_state`), so both draw the same numbers after."""
+    with kept_rng_state():
+        for hooks in run_hooks(strategy):
+            hooks.prepare_run(strategy)
 
 
 def plugin_files(strategy) -> tuple:

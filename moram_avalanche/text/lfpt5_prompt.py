@@ -31,6 +31,7 @@ from torch import nn
 
 from ..utils import checks
 from ..utils.checks import check_int_range
+from ..utils.random_state import kept_rng_state
 from .soft_prompt import SoftPrompt
 
 #: LFPT5's prompt length (official ``Classification.sh --prompt_number 300``)
@@ -106,7 +107,11 @@ def word_rows(embedding: nn.Embedding, tokenizer, texts: Sequence[str]) -> torch
 
 def add_tokens(model: nn.Module, tokenizer, tokens: Sequence[str]) -> None:
     """Add ``tokens`` the tokenizer lacks; grow ``model``'s embeddings (frozen) when they do not fit,
-    each new row drawn from N(0, std of the existing rows) seeded by its token's text."""
+    each new row drawn from N(0, std of the existing rows) seeded by its token's text. The global
+    random generators are left as they were (``transformers`` initialises the grown rows from torch's
+    before they are set): a run resumed after its first task grows the embeddings then, not at the
+    first task, and must draw the numbers an uninterrupted run draws
+    (:func:`~moram_avalanche.utils.random_state.kept_rng_state`)."""
     missing = [token for token in dict.fromkeys(tokens) if token not in tokenizer.get_vocab()]
     if not missing:
         return
@@ -116,7 +121,8 @@ def add_tokens(model: nn.Module, tokenizer, tokens: Sequence[str]) -> None:
     if len(tokenizer) <= rows:
         return
     std = float(embedding.weight.detach().float().std())
-    model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+    with kept_rng_state():
+        model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
     weights = [model.get_input_embeddings().weight]
     output = model.get_output_embeddings()
     if output is not None and output.weight.data_ptr() != weights[0].data_ptr():  # untied: its rows too

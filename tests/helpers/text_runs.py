@@ -20,7 +20,8 @@ def killed_and_resumed(fresh, tmp_path, kill_after=1):
     """``fresh()`` (a new ``(strategy, accuracy matrix)``, as a new process builds it) run over
     :func:`benchmark` whole, then again killed after ``kill_after`` experiences and resumed by
     another ``fresh()``: the resumed run must end with the whole run's accuracy matrix (lean
-    checkpoints: each strategy's own matrix). Returns the whole, killed and resumed strategies."""
+    checkpoints: each strategy's own matrix) and its last checkpoint hold what the whole run's does,
+    every tensor equal (:func:`assert_same_run_states`). Returns the whole, killed and resumed strategies."""
     from moram_avalanche.experiments.runner import run_stream
 
     whole, whole_matrix = fresh()
@@ -31,7 +32,35 @@ def killed_and_resumed(fresh, tmp_path, kill_after=1):
     resumed, matrix = fresh()
     assert run_stream(resumed, benchmark(), tmp_path / "killed", progress=False) == len(TASKS)
     np.testing.assert_array_equal(matrix.result(), whole_matrix.result())
+    assert_same_run_states(tmp_path / "whole", tmp_path / "killed")
     return whole, killed, resumed
+
+
+def assert_same_run_states(folder, other):
+    """The last checkpoints of two run folders hold the same entries, every tensor exactly equal
+    (``torch.equal``): the trained state, each plugin's and metric's state, the clock and every
+    random generator's state (a resumed run that drew one number more or less fails here)."""
+    from moram_avalanche.experiments.checkpoint import read_run_state
+    from moram_avalanche.experiments.runner import CHECKPOINT_NAME
+
+    differences = _differences(read_run_state(folder / CHECKPOINT_NAME), read_run_state(other / CHECKPOINT_NAME))
+    assert not differences, f"the run states differ at: {', '.join(differences[:8])}"
+
+
+def _differences(a, b, where="state"):
+    """The places (``state.model.prefix.weight``, ``state.rng.torch``, ...) where ``a`` and ``b`` differ."""
+    import torch
+
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        same = isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+        return [] if same else [where]
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            return [f"{where} (keys {sorted(map(str, a.keys() ^ b.keys()))})"]
+        return [place for key in a for place in _differences(a[key], b[key], f"{where}.{key}")]
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and len(a) == len(b):
+        return [place for i, (x, y) in enumerate(zip(a, b)) for place in _differences(x, y, f"{where}[{i}]")]
+    return [] if a == b else [where]
 
 
 def build(name, family="t5", seed=0, plugins=None, **options):

@@ -282,6 +282,70 @@ def test_a_killed_run_resumes_to_the_same_matrix_prompt_and_pseudo_samples(tmp_p
     assert torch.equal(resumed.lfpt5_plugin.previous, strategy.lfpt5_plugin.previous)
 
 
+def _writing_t5_state():
+    """A tiny T5 without spare embedding rows (LFPT5's tokens grow it, as they do a tokenizer that fills its
+    model's vocabulary) taught to write ``"<word> __ans__ <label>"`` after each task's generation token, so
+    that real sampling gives parsable pseudo-samples: its state with the grown rows cut off (the strategy
+    grows the same rows again, :func:`~moram_avalanche.text.lfpt5_prompt.add_tokens`)."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    from moram_avalanche.models.language_model import LanguageModel
+    from moram_avalanche.text.lfpt5_prompt import add_tokens
+    from tiny_text import T5_KWARGS
+
+    tokenizer = stream_tokenizer()
+    rows = len(tokenizer)
+    torch.manual_seed(0)
+    model = T5ForConditionalGeneration(T5Config(**{**T5_KWARGS, "vocab_size": rows}))
+    tasks = benchmark().train_stream[0].tasks
+    add_tokens(model, tokenizer, ["__ans__", *(f"__{task.name}__" for task in tasks)])
+    model.requires_grad_(True).get_input_embeddings().requires_grad_(False)  # the grown rows stay the seeded ones
+    pairs = [(f"__{task.name}__", f"{word} __ans__ {label}") for task in tasks for word in ("sit", "elit", "lorem")
+             for label in task.label_words]
+    teacher = LanguageModel(model.train(), tokenizer)
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    for _ in range(50):
+        optimizer.zero_grad()
+        teacher.loss([p for p, _ in pairs], [t for _, t in pairs]).backward()
+        optimizer.step()
+    return {key: value[:rows] if value.shape[:1] == (len(tokenizer),) else value
+            for key, value in model.state_dict().items()}, rows
+
+
+def test_a_killed_run_with_real_pseudo_samples_resumes_bit_for_bit(tmp_path):
+    """No scripted sampler: the model writes the pseudo-samples, its embeddings grow when the tokens are
+    added (at the first task, or at the first task after a resume), T5's dropout draws from torch's
+    generator; the killed and resumed run's last checkpoint equals the uninterrupted one's in every tensor,
+    random generators' states included (:func:`text_runs.assert_same_run_states`)."""
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    from moram_avalanche.strategies.registry import get_strategy
+    from tiny_text import T5_KWARGS
+
+    state, rows = _writing_t5_state()
+
+    def fresh():
+        from avalanche.training.plugins import EvaluationPlugin
+
+        from moram_avalanche.experiments.metrics import AccuracyMatrix
+
+        torch.manual_seed(0)
+        tokenizer = stream_tokenizer()
+        model = T5ForConditionalGeneration(T5Config(**{**T5_KWARGS, "vocab_size": rows}))
+        model.load_state_dict(state)
+        matrix = AccuracyMatrix()
+        strategy = get_strategy("lfpt5", family="text")(
+            model=model.eval(), tokenizer=tokenizer, evaluator=EvaluationPlugin(matrix, loggers=[]),
+            train_mb_size=4, iterations=2, max_new_tokens=2, prompt_length=4, pseudo_draws=12, pseudo_max_tokens=4)
+        return strategy, matrix
+
+    whole, _, resumed = killed_and_resumed(fresh, tmp_path, kill_after=1)
+    assert resumed.model.model.get_input_embeddings().weight.shape[0] > rows  # the tokens grew the embeddings
+    assert resumed.lfpt5_plugin.pseudo == whole.lfpt5_plugin.pseudo
+    assert whole.lfpt5_plugin.pseudo  # sampled by the model and parsed
+    assert torch.equal(resumed.model.prefix.weight, whole.model.prefix.weight)
+
+
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_the_first_task_starts_the_prompt_from_the_official_word_rows(family):
     bench = benchmark()

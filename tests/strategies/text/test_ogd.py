@@ -10,6 +10,7 @@ import pytest
 import torch
 from avalanche.core import SupervisedPlugin
 
+from text_runs import assert_same_run_states
 from tiny_stream import FAMILIES, TASKS, stream_tokenizer
 
 FAST = dict(train_mb_size=4, iterations=2, lr=1e-2, max_new_tokens=2)
@@ -258,6 +259,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_runs_matrix_and_basis(tmp_pat
     torch.testing.assert_close(resumed.ogd_plugin.basis, whole.ogd_plugin.basis, atol=0, rtol=0)
     after, before = resumed.model.state_dict(), whole.model.state_dict()
     assert all(torch.equal(after[k], before[k]) for k in before)
+    assert_same_run_states(tmp_path / "whole", tmp_path / "killed")  # the basis, the generators: every entry
 
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, "2", True])

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from text_runs import benchmark, build, killed_and_resumed
+from text_runs import assert_same_run_states, benchmark, build, killed_and_resumed
 
 
 @pytest.mark.parametrize("name,family", [("moram", "t5"), ("inc-lora", "llama"), ("finetune", "t5"), ("hidelora", "llama"),
@@ -33,6 +33,7 @@ def test_killed_run_resumes_to_the_same_matrix(tmp_path, name, family):
     after, before = resumed.checkpoint_model_state(), strategy.checkpoint_model_state()
     assert after.keys() == before.keys()
     assert all(torch.equal(after[k], before[k]) for k in after)
+    assert_same_run_states(tmp_path / "whole", tmp_path / "killed")  # plugins' states and generators too
 
 
 def test_a_killed_sapt_run_resumes_to_the_same_matrix_and_state(tmp_path):

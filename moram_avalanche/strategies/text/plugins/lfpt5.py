@@ -65,6 +65,7 @@ from ....algorithms.lfpt5 import (
 )
 from ....text.lfpt5_prompt import PROMPT_INIT_WORDS, add_tokens, word_rows
 from ....utils.checks import check_int_range, check_number, check_positive_int
+from ....utils.random_state import kept_rng_state
 from ..settings import given_config
 
 logger = logging.getLogger(__name__)
@@ -249,10 +250,10 @@ class LFPT5Plugin(SupervisedPlugin):
 
     def sample(self, model, token: str, *, seed: int, batch: int) -> List[str]:
         """``draws`` texts sampled after ``token``, ``batch`` at a time, from a generator seeded by
-        ``seed`` (torch's global state is restored afterwards)."""
+        ``seed`` (every global generator, each CUDA device's included, is put back afterwards:
+        :func:`~moram_avalanche.utils.random_state.kept_rng_state`)."""
         texts: List[str] = []
-        devices = [model.device] if model.device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices), warnings.catch_warnings():
+        with kept_rng_state(), warnings.catch_warnings():
             # transformers warns that the penalty skips the prompt given as embeddings: LFPT5's T5 applies it
             # to the decoder's tokens only too (the prompt is the encoder's input)
             warnings.filterwarnings("ignore", message=".*repetition_penalty.*inputs_embeds.*")
