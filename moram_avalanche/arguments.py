@@ -127,12 +127,24 @@ def check_shared_arguments(args) -> str:
     if args.cache_dir is not None:
         check_output_folder(args.cache_dir, "--cache-dir")
     check_fsdp_arguments(args)
+    check_speed_switches(args, device)
     for option, value, kind in (("--ref-images", args.ref_images, "dir"),
                                 ("--ref-sentences", args.ref_sentences, "file")):
         if value is not None and value not in NOT_PATHS:
             check_input_path(value, option, kind=kind, fix="give an existing "
                              f"{'folder' if kind == 'dir' else 'file'}, or 'synthetic' for a small generated set")
     return device
+
+
+def check_speed_switches(args, device: str) -> None:
+    """``--compile-eval`` records CUDA graphs (a CUDA device); ``--keep-base-casts`` keeps whole
+    frozen weights, which ``--fsdp`` shards (issue 44's switches, :mod:`~moram_avalanche.strategies.plugins.base_casts`)."""
+    if getattr(args, "compile_eval", False) and not str(device).startswith("cuda"):
+        raise ValueError(f"--compile-eval records the image tower's evaluation as CUDA graphs: it needs a CUDA "
+                         f"device (--device resolves to {device}); leave --compile-eval out")
+    if getattr(args, "keep_base_casts", False) and getattr(args, "fsdp", False):
+        raise ValueError("--keep-base-casts keeps each frozen weight whole in the compute dtype, and --fsdp "
+                         "shards them (the copy would hold the gathered weight): leave one of them out")
 
 
 def check_family_arguments(args, options: Mapping[str, Mapping[str, object]]) -> None:

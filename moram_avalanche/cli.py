@@ -274,6 +274,12 @@ def add_shared_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-augment", action="store_true",
                         help="train on the model's evaluation transform (no random crops); a "
                              "data-parallel run (torchrun) then reproduces a one-process run")
+    parser.add_argument("--compile-eval", action="store_true",
+                        help="CLIP benchmarks on a CUDA device: the image tower's evaluation compiled once per task "
+                             "(torch.compile, reduce-overhead: CUDA graphs, one launch per batch); training unchanged")
+    parser.add_argument("--keep-base-casts", action="store_true",
+                        help="MoRAM layers keep their frozen weights' bf16 / fp16 copy under autocast (two casts "
+                             "fewer per call, at that copy's memory); not with --fsdp")
     parser.add_argument("--no-resume", action="store_true",
                         help="start over: remove the run's checkpoint and results instead of resuming")
     parser.add_argument("--no-progress", action="store_true",

@@ -50,7 +50,7 @@ def setup_from_arguments(args, options: Mapping[str, Mapping[str, object]],
     keeps the one asked for). The model and the benchmark are the family's of ``--benchmark``
     (:class:`~moram_avalanche.experiments.family.Family`)."""
     from .families import family_of_benchmark
-    from .from_arguments import shared_settings, with_references
+    from .from_arguments import shared_settings, switch_plugins, switches_of, with_references
     from .run import Setup
     from .stream_arguments import data_roots, default_num_workers
 
@@ -62,7 +62,8 @@ def setup_from_arguments(args, options: Mapping[str, Mapping[str, object]],
         strategy_settings=lambda name: {k: repr(v) for k, v in overrides.get(name, {}).items()},
         family=record.name, tables=record.tables, seed=args.seed, device=device,
         num_workers=default_num_workers(args) if record.data_workers else 0,  # text: strings in memory
-        environment={"cache_dir": args.cache_dir, "device": args.device}, data_roots=tuple(data_roots(args)))
+        environment={"cache_dir": args.cache_dir, "device": args.device, **switches_of(args)},
+        data_roots=tuple(data_roots(args)), plugins=lambda: switch_plugins(args))
 
 
 def run(args) -> int:

@@ -9,6 +9,10 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 from .paper.spec import table_named
 
 
+def _no_plugins(args) -> list:
+    return []
+
+
 def _nothing_to_check(args, options=None) -> None:
     """A family whose command-line arguments need no check beyond the shared ones."""
 
@@ -111,6 +115,9 @@ class Family:
             this family can check without loading the model's weights (options it does not use,
             the model's files, the stream's data), run by :mod:`moram_avalanche.arguments` after
             the strategies' options and before any model loads or the output folder exists.
+        run_plugins: ``(args) -> plugins`` the family's own command-line switches add to every
+            strategy of a run (CLIP: ``--compile-eval``); the shared ones (``--keep-base-casts``) are
+            added for every family (:func:`~.from_arguments.switch_plugins`).
         data_workers: whether its data is decoded by DataLoader worker processes (images: yes;
             the text streams' examples are strings in memory, read with none).
         analysis: ``analyze``: the paper's figures from a run of this family, ``run(args) -> the
@@ -128,6 +135,7 @@ class Family:
     demo: Demo
     reproduction: Reproduction
     check_arguments: Callable[..., None] = _nothing_to_check
+    run_plugins: Callable[[Any], list] = _no_plugins
     data_workers: bool = True
     analysis: Optional[Tool] = None
     cost: Optional[Tool] = None

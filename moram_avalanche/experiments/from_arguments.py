@@ -115,5 +115,23 @@ def __getattr__(name: str):
     return lambda args: benchmark_family(args.benchmark)
 
 
+def switch_plugins(args) -> list:
+    """The plugins the command line's speed switches add to every strategy of a run: the shared
+    ``--keep-base-casts`` (:class:`~moram_avalanche.strategies.plugins.base_casts.KeepBaseCasts`),
+    then the family's own (:attr:`~.family.Family.run_plugins`, e.g. CLIP's ``--compile-eval``)."""
+    plugins = []
+    if getattr(args, "keep_base_casts", False):
+        from ..strategies.plugins.base_casts import KeepBaseCasts
+
+        plugins.append(KeepBaseCasts())
+    return plugins + family_of_benchmark(args.benchmark).run_plugins(args)
+
+
+def switches_of(args) -> dict:
+    """The speed switches as the record's ``environment`` keeps them (recorded, never checked: they
+    change how fast a run goes, not what it computes)."""
+    return {name: True for name in ("compile_eval", "keep_base_casts") if getattr(args, name, False)}
+
+
 __all__ = ["DEFAULT_BATCH_SIZE", "base_options", "batch_size_of", "command_options", "dtype_of", "shared_settings",
-           "strategy_options", "with_references"]
+           "strategy_options", "switch_plugins", "switches_of", "with_references"]

@@ -74,6 +74,8 @@ class Setup:
             setup's once (:func:`prepare_runs`).
         tables: what a comparison of these runs writes (:class:`~.tables.Tables`; the family's:
             the paper-style CLIP tables by default, OP / BWT per strategy for language models).
+        plugins: ``() -> plugins`` added to every strategy it builds, fresh for each (the command
+            line's speed switches: :func:`~.from_arguments.switch_plugins`).
     """
 
     make_model: Callable[[], tuple]
@@ -89,6 +91,7 @@ class Setup:
     data_roots: tuple = ()
     options_checked: bool = False
     tables: Tables = PAPER_TABLES
+    plugins: Callable[[], list] = list
 
     def run_settings(self, name: str) -> dict:
         """The ``run`` part of strategy ``name``'s record: the shared settings, the seed, the
@@ -192,7 +195,7 @@ def _run_one(setup: Setup, name: str, prepared: Prepared, folder: RunFolder, tb_
     matrix = AccuracyMatrix(out_dir=folder.path)
     options = dict(prepared.options)
     parallel = [DataParallel()] if world_size() > 1 else []
-    plugins = [PeakMemory(), RunTime(), StopOnDivergence(), *parallel, *options.pop("plugins", [])]
+    plugins = [PeakMemory(), RunTime(), StopOnDivergence(), *parallel, *setup.plugins(), *options.pop("plugins", [])]
     loggers = (lambda: [TensorboardLogger(tb_dir)]) if main else list  # rank 0 logs (Avalanche's rule)
     # the evaluator (and its TensorBoard folder) is made once the strategy passed its checks
     evaluator = lambda: EvaluationPlugin(matrix, loggers=loggers())  # noqa: E731

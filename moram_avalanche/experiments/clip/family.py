@@ -15,7 +15,7 @@ from ..family import Family, Reproduction
 from ..paper.settings import parse_seeds
 from ..tables import PAPER_TABLES
 from .demo import DEMO
-from .loaders import check_clip_arguments, clip_benchmark_builder, clip_model_loader
+from .loaders import check_clip_arguments, clip_benchmark_builder, clip_model_loader, clip_run_plugins
 from .paper_tables import EVERY_TABLE, TABLES
 from .reproduce import ReproduceSettings
 from .tools import ANALYSIS, COST
@@ -45,7 +45,7 @@ FAMILY = Family(
     name="clip", model_loader=clip_model_loader, benchmark_builder=clip_benchmark_builder,
     stream_options=lambda benchmark, name=None, preset=None: {},  # the strategies' own settings
     dtype=lambda args: None, tables=PAPER_TABLES, demo=DEMO, check_arguments=check_clip_arguments,
-    analysis=ANALYSIS, cost=COST,
+    run_plugins=clip_run_plugins, analysis=ANALYSIS, cost=COST,
     reproduction=Reproduction(specs=TABLES, every=EVERY_TABLE, settings=reproduce_settings,
                               index=("index.md", "The MoRAM paper's CLIP tables, reproduced")),
 )

@@ -19,6 +19,16 @@ def check_clip_arguments(args, options=None) -> None:
                              f"leave it out for --benchmark {args.benchmark}")
 
 
+def clip_run_plugins(args) -> list:
+    """The plugins a CLIP run's switches add to every strategy: ``--compile-eval``
+    (:class:`~moram_avalanche.strategies.clip.plugins.compiled_eval.CompiledEvaluation`)."""
+    if not getattr(args, "compile_eval", False):
+        return []
+    from ...strategies.clip.plugins.compiled_eval import CompiledEvaluation
+
+    return [CompiledEvaluation()]
+
+
 def clip_model_loader(args, device: str):
     """``() -> (CLIP, train transform, eval transform, tokenizer)`` of ``--model`` / ``--pretrained``
     on ``device`` (:func:`~moram_avalanche.clip.load.load_clip`: the package's own models too, the
@@ -49,4 +59,4 @@ def clip_benchmark_builder(args):
         **options)
 
 
-__all__ = ["TEXT_FLAGS", "check_clip_arguments", "clip_benchmark_builder", "clip_model_loader"]
+__all__ = ["TEXT_FLAGS", "check_clip_arguments", "clip_benchmark_builder", "clip_model_loader", "clip_run_plugins"]

@@ -16,6 +16,8 @@ CLIP_FLAGS = (
     ("--num-workers", "num_workers", "text examples are strings in memory, read without worker processes: "
                                      "leave it out"),
     ("--no-augment", "no_augment", "text is never augmented (it is the CLIP image crops): leave it out"),
+    ("--compile-eval", "compile_eval", "it compiles a CLIP image tower; a language model's generation compiles "
+                                       "its decode step on CUDA already (LanguageModel's compile_generation)"),
 )
 
 
