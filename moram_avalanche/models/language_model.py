@@ -30,8 +30,8 @@ and its tokenizer, and owns the language-model family's scoring (one scoring per
   the MoRAM release's inference passes to ``generate`` (``TRACE/inference/infer_part.py``:
   ``repetition_penalty=1.2``, ``no_repeat_ngram_size=3``, still greedy); its defaults (1.0, 0)
   are plain greedy decoding. Decoding follows a generation config built from scratch
-  (:meth:`LanguageModel.greedy_config`: these settings and the token ids), never the model
-  folder's ``generation_config.json``, whose repetition penalty, ``min_new_tokens``, ``top_k`` or
+  (:meth:`LanguageModel.base_generation_config`, the token ids, and :meth:`LanguageModel.greedy_settings`
+  by name), never the model folder's ``generation_config.json``, whose repetition penalty, ``min_new_tokens``, ``top_k`` or
   suppressed tokens ``transformers`` would otherwise apply to every ``generate`` call
   (:func:`own_generation_config`); :meth:`LanguageModel.sample` likewise.
 
@@ -281,12 +281,14 @@ class LanguageModel(nn.Module):
         (module docstring). Recorded in a run's record."""
         return {"do_sample": False, "num_beams": 1, **(decoding or Decoding()).settings(), **self.token_settings()}
 
-    def greedy_config(self, max_new_tokens: int, decoding: Optional[Decoding] = None):
-        """A ``transformers.GenerationConfig`` built from scratch: :meth:`greedy_settings` and
-        ``max_new_tokens``, nothing of the model folder's ``generation_config.json``."""
+    def base_generation_config(self):
+        """A ``transformers.GenerationConfig`` built from scratch, :meth:`token_settings` and nothing
+        else: the model's own while it generates (:func:`own_generation_config`), so that nothing of
+        the model folder's ``generation_config.json`` reaches decoding; the settings themselves are
+        passed to ``generate`` by name (:meth:`greedy_settings`)."""
         from transformers import GenerationConfig
 
-        return GenerationConfig(max_new_tokens=max_new_tokens, **self.greedy_settings(decoding))
+        return GenerationConfig(**self.token_settings())
 
     @property
     def synced_generation(self) -> bool:
@@ -478,18 +480,18 @@ class LanguageModel(nn.Module):
         width = -(-max(len(row) for row in sources) // GENERATION_BUCKET) * GENERATION_BUCKET if compiled else None
         input_ids = self._pad(sources, self.pad_id, left=left, width=width)
         steps = max_new_tokens if compiled else max(1, max(budgets))
-        config = self.greedy_config(steps, decoding)
+        options = dict(max_new_tokens=steps, synced_gpus=self.synced_generation, **self.greedy_settings(decoding))
         if compiled:
-            config.cache_implementation = "static"
+            options["cache_implementation"] = "static"
             if self.compile_config is not None:
-                config.compile_config = self.compile_config
+                options["compile_config"] = self.compile_config
         inputs = self._prefixed(dict(input_ids=input_ids, attention_mask=self._mask(sources, left=left, width=width)),
                                 left=left)
         try:
             with warnings.catch_warnings():  # said once, in the module docstring (soft prompts)
                 warnings.filterwarnings("ignore", message=r"Passing `\w+` with `inputs_embeds` and without `input_ids`")
-                with own_generation_config(self.model, config):
-                    out = self.model.generate(**inputs, generation_config=config, synced_gpus=self.synced_generation)
+                with own_generation_config(self.model, self.base_generation_config()):
+                    out = self.model.generate(**inputs, **options)
         except Exception as error:
             if not compiled or self.compile_generation is True:
                 raise
@@ -524,7 +526,8 @@ class LanguageModel(nn.Module):
         extra: Dict[str, object] = {}
         if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
             raise ValueError(f"top_k must be a non-negative int (0: no cut), got {top_k!r}")
-        penalty = Decoding(repetition_penalty).repetition_penalty
+        extra.update(top_k=SAMPLING_TOP_K if top_k is None else top_k,
+                     repetition_penalty=float(Decoding(repetition_penalty).repetition_penalty))
         if not prompts:
             return []
         sources = self._prompt_ids(prompts, cuts)
@@ -536,13 +539,10 @@ class LanguageModel(nn.Module):
         if stop_sequences:
             start = inputs["input_ids"].shape[1] if "input_ids" in inputs and not self.seq2seq else 0
             extra["stopping_criteria"] = [_stop_at_sequences(self.tokenizer, start, tuple(stop_sequences))]
-        from transformers import GenerationConfig
-
-        config = GenerationConfig(max_new_tokens=max(1, max(budgets)), do_sample=True, num_beams=1,
-                                  temperature=temperature, top_p=top_p, top_k=SAMPLING_TOP_K if top_k is None else top_k,
-                                  repetition_penalty=float(penalty), num_return_sequences=n, **self.token_settings())
-        with own_generation_config(self.model, config):
-            out = self.model.generate(**inputs, generation_config=config, synced_gpus=self.synced_generation, **extra)
+        with own_generation_config(self.model, self.base_generation_config()):
+            out = self.model.generate(**inputs, max_new_tokens=max(1, max(budgets)), do_sample=True, num_beams=1,
+                                      temperature=temperature, top_p=top_p, num_return_sequences=n,
+                                      synced_gpus=self.synced_generation, **self.token_settings(), **extra)
         texts = self._decoded(self._new_tokens(out, inputs), [budget for budget in budgets for _ in range(n)])
         return [texts[i * n:(i + 1) * n] for i in range(len(prompts))]
 
