@@ -100,8 +100,8 @@ def test_the_recorded_settings_are_the_ones_generate_receives():
 
 @pytest.mark.parametrize("name", ["config", "generation_config", "tokenizer"])
 def test_the_file_fingerprints_follow_the_folder(name, tmp_path):
-    from moram_avalanche.text.load import load_language_model
     from moram_avalanche.models.language_model import LanguageModel
+    from moram_avalanche.text.load import load_language_model
 
     folder = tmp_path / "model"
     tiny_t5().save_pretrained(folder)
