@@ -179,8 +179,9 @@ def contents_of(benchmark: Any = None, environment: Optional[Mapping[str, Any]] 
 #: sum's order on another device differs by ~1e-12; a changed weight moves it far more)
 CHECKSUM_TOLERANCE = 1e-7
 #: what a resume refused for its data or weights advises
-CONTENTS_FIX = ("restore the data files and the weights the run was made with, or start a new run in another "
-                "folder (another --log-dir / --out; --no-resume starts this one over and removes its results)")
+CONTENTS_FIX = ("restore the data files and the weights (and the model's other files) the run was made with, or start "
+                "a new run in another folder (another --log-dir / --out; --no-resume starts this one over and removes "
+                "its results)")
 
 
 def content_differences(stored: Mapping[str, Any], now: Mapping[str, Any]) -> list:
@@ -205,7 +206,8 @@ def content_differences(stored: Mapping[str, Any], now: Mapping[str, Any]) -> li
         else:
             found.append(f"{name}: hash {json.dumps(old)} in {RECORD_NAME}, {json.dumps(new)} now")
     old, new = there.get("weights_checksum"), here.get("weights_checksum")
-    if (isinstance(old, (int, float)) and isinstance(new, (int, float))
+    hashed = there.get("weights") is not None and here.get("weights") is not None  # the bytes' hash says more
+    if (not hashed and isinstance(old, (int, float)) and isinstance(new, (int, float))
             and not math.isclose(old, new, rel_tol=CHECKSUM_TOLERANCE)):
         found.append(f"the model's weights checksum {old!r} in {RECORD_NAME}, {new!r} now")
     return found
