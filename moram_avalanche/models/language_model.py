@@ -31,9 +31,9 @@ and its tokenizer, and owns the language-model family's scoring (one scoring per
   ``repetition_penalty=1.2``, ``no_repeat_ngram_size=3``, still greedy); its defaults (1.0, 0)
   are plain greedy decoding. Decoding follows a generation config built from scratch
   (:meth:`LanguageModel.base_generation_config`, the token ids, and :meth:`LanguageModel.greedy_settings`
-  by name), never the model folder's ``generation_config.json``, whose repetition penalty, ``min_new_tokens``, ``top_k`` or
-  suppressed tokens ``transformers`` would otherwise apply to every ``generate`` call
-  (:func:`own_generation_config`); :meth:`LanguageModel.sample` likewise.
+  by name), never the model folder's ``generation_config.json``, whose repetition penalty,
+  ``min_new_tokens``, ``top_k`` or suppressed tokens ``transformers`` would otherwise apply to every
+  ``generate`` call (:func:`own_generation_config`); :meth:`LanguageModel.sample` likewise.
 
 Compiled generation (``compile_generation``): a decode step runs one token per sequence through
 every layer, so on a GPU it is bound by kernel launches, and MoRAM's layers add a few per
@@ -193,13 +193,14 @@ def own_generation_config(model: nn.Module, config):
     """``model.generation_config`` is ``config`` inside the block (the one it had after). ``transformers``
     fills every field a given ``generation_config`` leaves unset from the model's own (read from the
     folder's ``generation_config.json``), so a config built from scratch is the whole story only while
-    it is the model's own too."""
-    kept = model.generation_config
-    model.generation_config = config
+    it is the model's own too. A peft model's is its base model's (the one whose ``generate`` reads it)."""
+    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    kept = base.generation_config
+    base.generation_config = config
     try:
         yield config
     finally:
-        model.generation_config = kept
+        base.generation_config = kept
 
 
 class LanguageModel(nn.Module):

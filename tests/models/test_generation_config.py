@@ -117,3 +117,18 @@ def test_the_file_fingerprints_follow_the_folder(name, tmp_path):
 
 def test_a_model_built_in_memory_has_no_file_fingerprints():
     assert language_model().file_fingerprints() == {}
+
+
+def test_a_peft_wrapped_model_decodes_without_its_base_models_generation_config():
+    from peft import LoraConfig, get_peft_model
+
+    from moram_avalanche.models.language_model import LanguageModel
+
+    plain = with_folder_settings(language_model())
+    expected = [naive_greedy(plain, prompt) for prompt in PROMPTS]  # LoRA starts at B = 0: the same function
+    wrapped = get_peft_model(plain.model, LoraConfig(r=2, target_modules=["q", "v"]))
+    lm = LanguageModel(wrapped, plain.tokenizer)
+    lm.eos_id = None
+    kept = wrapped.get_base_model().generation_config
+    assert lm.generate(PROMPTS, STEPS) == expected
+    assert wrapped.get_base_model().generation_config is kept and "generation_config" not in vars(wrapped)
