@@ -232,9 +232,11 @@ def check_contents(stored: Mapping[str, Any], now: Mapping[str, Any], what: str,
                          f"they changed since it began; {CONTENTS_FIX}")
     unchecked = unchecked_fingerprints(stored, now) if warn else []
     if unchecked:
-        logger.warning("%s was made by moram-avalanche 0.7.0 or before, which recorded no fingerprint of %s: they "
-                       "cannot be checked (its weights checksum is); resuming, and recording them from now on",
-                       what, ", ".join(unchecked))
+        checksum = ((stored.get("contents") or {}).get("weights_checksum")
+                    or (stored.get("environment") or {}).get("weights_checksum"))
+        logger.warning("%s records no fingerprint of %s (made by moram-avalanche %s, or given none): they cannot be "
+                       "checked%s; resuming, and recording them from now on", what, ", ".join(unchecked),
+                       stored.get("version") or "0.7.0 or before", " (its weights checksum is)" if isinstance(checksum, (int, float)) else "")
     if not (stored.get("contents") or {}).get("train") and (now.get("contents") or {}).get("train"):
         logger.info("%s records no hash of its data (made before 0.6.0, or of a dataset without one): its data "
                     "files are not compared", what)
