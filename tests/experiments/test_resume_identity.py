@@ -269,3 +269,24 @@ def test_a_record_of_the_streams_change_resumes(text_run):
     record["version"] = "0.6.0"
     (log_dir / "run.json").write_text(json.dumps(record))
     assert main(argv) == 0
+
+
+# ---------------------------------------------------------------- CLIP: the same fingerprint
+def test_a_clip_weights_file_with_a_sign_flipped_is_refused(tmp_path, capsys):
+    from moram_avalanche.clip.load import load_clip
+
+    torch.manual_seed(0)
+    weights = tmp_path / "tiny.pt"
+    torch.save(load_clip("moram-synthetic-tiny", pretrained=None)[0].state_dict(), weights)
+    argv = ["run", "--benchmark", "synthetic", "--strategy", "zeroshot", "--model", "moram-synthetic-tiny",
+            "--pretrained", str(weights), "--cache-dir", str(tmp_path / "cache"), "--log-dir", str(tmp_path / "run"),
+            "--batch-size", "8", "--no-progress", "--order", "shapes,digits"]
+    assert main(argv) == 0
+    recorded = record_of(tmp_path / "run")["contents"]
+    assert set(recorded) >= {"weights", "weights_checksum"} and "config" not in recorded  # CLIP: weights alone
+    assert main(argv) == 0  # unchanged: resumes
+    state = torch.load(weights, weights_only=True)
+    name = next(key for key, value in state.items() if value.ndim == 2 and "proj" in key)
+    state[name] = -state[name]
+    torch.save(state, weights)
+    refused_resume(capsys, argv, tmp_path / "run", f"the weights' bytes: hash \"{recorded['weights']}\" in run.json")
