@@ -21,21 +21,9 @@ data are not compared when the run resumes.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from typing import Any, Iterable, Optional
+from typing import Optional
 
-#: characters of a recorded hash (hex of SHA-256: 64 bits, plenty to tell two data sets apart)
-HASH_CHARS = 16
-
-
-def digest(parts: Iterable[Any]) -> str:
-    """A short hex SHA-256 of ``parts`` (JSON-able values, or bytes), in order."""
-    sha = hashlib.sha256()
-    for part in parts:
-        sha.update(part if isinstance(part, bytes) else json.dumps(part, ensure_ascii=False).encode("utf-8"))
-        sha.update(b"\x1e")
-    return sha.hexdigest()[:HASH_CHARS]
+from ..utils.digests import HASH_CHARS, digest
 
 
 def fingerprint(dataset) -> Optional[str]:

@@ -248,7 +248,7 @@ def check_identity(path, stored: Optional[dict], identity: Optional[dict]) -> No
         raise ValueError(f"{path} was written by another run ({'; '.join(changed[:6])}"
                          f"{'; ...' if len(changed) > 6 else ''}): resume it with the settings it was made "
                          "with, use another output folder, or start over (--no-resume, resume=False)")
-    check_contents(stored, as_stored(identity), f"the run that wrote {path}")
+    check_contents(stored, as_stored(identity), f"the run that wrote {path}", warn=False)
 
 
 def restore_run_state(strategy, state: dict, path, identity: Optional[dict] = None) -> int:

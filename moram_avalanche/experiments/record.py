@@ -15,14 +15,24 @@ A run folder (``run --log-dir``, ``OUT/<strategy>`` of a ``compare`` or the demo
   checked on resume: the cache folder, the device asked for, the base weights' checksum;
 * ``contents``: what the run read, as short hashes: ``train`` and ``test``, one per split of the
   benchmark's data (:func:`~moram_avalanche.benchmarks.fingerprint.split_hashes`: the text
-  streams' (prompt, answer) pairs, the image streams' (path, label) pairs), and
-  ``weights_checksum``, the base model's (:func:`weights_checksum`).
+  streams' (prompt, answer) pairs, the image streams' (path, label) pairs); the base model's
+  ``weights`` by their bytes and, for a language model, its ``config``, ``tokenizer`` and
+  ``generation_config`` files (:mod:`~moram_avalanche.experiments.fingerprints`, since 0.7.1);
+  ``decoding``, the settings a language model's evaluation decodes with (a generation config
+  built from scratch: the strategy's ``decoding_settings``); and ``weights_checksum``, 0.7's
+  sum of the weights' absolute values (:func:`weights_checksum`);
+* ``version``: the moram-avalanche that wrote it (since 0.7.1; :mod:`.stream_changes`).
 
 Resuming compares ``contents`` too (:func:`content_differences`): a data file edited since the
-run began (the same number of items, so ``benchmark`` looks the same) or other base weights
-under the same name are refused, naming the recorded and the current value and the way out
-(restore the files, or start the run in another folder). A record made before 0.6.0 has no
-``contents``: its data are not compared (its ``environment.weights_checksum`` is), with a note.
+run began (the same number of items, so ``benchmark`` looks the same), other base weights under
+the same name (a sign flipped, two rows swapped), an edited ``config.json``, tokenizer or
+``generation_config.json`` are refused, in one line naming what changed, its recorded and its
+current hash, and the way out (restore the files, or start the run in another folder), before
+anything is trained or written. A value a record lacks is not compared: a record made before
+0.6.0 has no data hashes (a note says so), one made by 0.7.0 or before no fingerprints of the
+weights' bytes or the model's files (a warning names what cannot be checked; its weights
+checksum still is). A record an older version wrote than its stream's last change of prompts or
+metric is refused (:func:`~moram_avalanche.experiments.stream_changes.check_stream_version`).
 
 Resuming in the folder with a record that differs in :data:`CHECKED` is refused with the keys
 that differ, their values there and now, and the way out (another folder, or starting over);
@@ -135,11 +145,16 @@ def as_stored(value: Mapping[str, Any]) -> Dict[str, Any]:
 
 def make_record(run: Mapping[str, Any], *, strategy: Optional[str] = None,
                 options: Optional[Mapping[str, Any]] = None, model: Any = None, benchmark: Any = None,
-                environment: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-    """A record (see the module docstring) as it reads back from ``run.json``."""
+                environment: Optional[Mapping[str, Any]] = None, fingerprints: Optional[Mapping[str, Any]] = None,
+                decoding: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """A record (see the module docstring) as it reads back from ``run.json``; ``fingerprints``:
+    the base model's (:func:`~moram_avalanche.experiments.fingerprints.model_fingerprints`);
+    ``decoding``: what evaluation decodes with."""
+    from .. import __version__
+
     return as_stored({
-        "contents": contents_of(benchmark, environment),
-        "format": RECORD_FORMAT, "run": dict(run), "strategy": strategy,
+        "contents": contents_of(benchmark, environment, fingerprints, decoding),
+        "format": RECORD_FORMAT, "version": __version__, "run": dict(run), "strategy": strategy,
         "options": describe_options(options or {}),
         "model": describe(model) if model is not None else None,
         "benchmark": describe_benchmark(benchmark) if benchmark is not None else None,
@@ -147,47 +162,81 @@ def make_record(run: Mapping[str, Any], *, strategy: Optional[str] = None,
     })
 
 
-def contents_of(benchmark: Any = None, environment: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
-    """The record's ``contents``: one hash per split of ``benchmark``'s data (None: not known) and
-    the base weights' checksum of ``environment`` (module docstring)."""
+def contents_of(benchmark: Any = None, environment: Optional[Mapping[str, Any]] = None,
+                fingerprints: Optional[Mapping[str, Any]] = None,
+                decoding: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """The record's ``contents``: one hash per split of ``benchmark``'s data (None: not known), the
+    base weights' checksum of ``environment``, the model's ``fingerprints`` and the ``decoding``
+    settings (module docstring; a part not given is left out)."""
     from ..benchmarks.fingerprint import split_hashes
 
     hashes = split_hashes(benchmark) if benchmark is not None else {"train": None, "test": None}
-    return {**hashes, "weights_checksum": dict(environment or {}).get("weights_checksum")}
+    extra = {**dict(fingerprints or {}), **({"decoding": dict(decoding)} if decoding is not None else {})}
+    return {**hashes, "weights_checksum": dict(environment or {}).get("weights_checksum"), **extra}
 
 
 #: the relative difference of two weights checksums that still counts as the same weights (the
 #: sum's order on another device differs by ~1e-12; a changed weight moves it far more)
 CHECKSUM_TOLERANCE = 1e-7
 #: what a resume refused for its data or weights advises
-CONTENTS_FIX = ("restore the data files and the weights the run was made with, or start a new run in another "
-                "folder (another --log-dir / --out; --no-resume starts this one over and removes its results)")
+CONTENTS_FIX = ("restore the data files and the weights (and the model's other files) the run was made with, or start "
+                "a new run in another folder (another --log-dir / --out; --no-resume starts this one over and removes "
+                "its results)")
 
 
 def content_differences(stored: Mapping[str, Any], now: Mapping[str, Any]) -> list:
-    """``["the train data's hash 1f.. in run.json, 9c.. now", ...]``: where the data and weights a
-    stored record read differ from ``now``'s (module docstring); a value either side lacks is
-    not compared (a record made before 0.6.0 has no data hashes)."""
+    """``["the train data's hash 1f.. in run.json, 9c.. now", ...]``: where the data, weights and
+    model files a stored record read differ from ``now``'s (module docstring); a value either side
+    lacks is not compared (a record made before 0.6.0 has no data hashes, one made by 0.7.0 no
+    fingerprints: :func:`unchecked_fingerprints`)."""
+    from .fingerprints import FINGERPRINTS
+
     there, here = dict(stored.get("contents") or {}), dict(now.get("contents") or {})
     there.setdefault("weights_checksum", dict(stored.get("environment") or {}).get("weights_checksum"))
     found = []
     for split in ("train", "test"):
         if there.get(split) and here.get(split) and there[split] != here[split]:
             found.append(f"the {split} data's hash {there[split]} in {RECORD_NAME}, {here[split]} now")
+    for key, name in FINGERPRINTS.items():
+        old, new = there.get(key), here.get(key)
+        if old is None or new is None or old == new:
+            continue
+        if isinstance(old, dict) and isinstance(new, dict):
+            found.append(f"{name} ({'; '.join(_differences(key, old, new)).replace(' there,', f' in {RECORD_NAME},')})")
+        else:
+            found.append(f"{name}: hash {json.dumps(old)} in {RECORD_NAME}, {json.dumps(new)} now")
     old, new = there.get("weights_checksum"), here.get("weights_checksum")
-    if (isinstance(old, (int, float)) and isinstance(new, (int, float))
+    hashed = there.get("weights") is not None and here.get("weights") is not None  # the bytes' hash says more
+    if (not hashed and isinstance(old, (int, float)) and isinstance(new, (int, float))
             and not math.isclose(old, new, rel_tol=CHECKSUM_TOLERANCE)):
         found.append(f"the model's weights checksum {old!r} in {RECORD_NAME}, {new!r} now")
     return found
 
 
-def check_contents(stored: Mapping[str, Any], now: Mapping[str, Any], what: str) -> None:
-    """Refuse, in one line, a resume whose data or base weights are not the ones ``stored`` read
-    (:func:`content_differences`, :data:`CONTENTS_FIX`)."""
+def unchecked_fingerprints(stored: Mapping[str, Any], now: Mapping[str, Any]) -> list:
+    """What ``now`` fingerprints that ``stored`` does not (a record made by 0.7.0 or before), by the
+    names messages give them (:data:`~moram_avalanche.experiments.fingerprints.FINGERPRINTS`)."""
+    from .fingerprints import FINGERPRINTS
+
+    there, here = dict(stored.get("contents") or {}), dict(now.get("contents") or {})
+    return [name for key, name in FINGERPRINTS.items() if there.get(key) is None and here.get(key) is not None]
+
+
+def check_contents(stored: Mapping[str, Any], now: Mapping[str, Any], what: str, *, warn: bool = True) -> None:
+    """Refuse, in one line, a resume whose data, base weights or model files are not the ones
+    ``stored`` read (:func:`content_differences`, :data:`CONTENTS_FIX`); ``warn``: say in one line
+    what ``stored`` cannot check (:func:`unchecked_fingerprints`)."""
     changed = content_differences(stored, now)
     if changed:
-        raise ValueError(f"{what} read other data or weights than it finds now ({'; '.join(changed)}): the files "
-                         f"changed since it began; {CONTENTS_FIX}")
+        raise ValueError(f"{what} read other data, weights or model files than it finds now ({'; '.join(changed)}): "
+                         f"they changed since it began; {CONTENTS_FIX}")
+    unchecked = unchecked_fingerprints(stored, now) if warn else []
+    if unchecked:
+        checksum = ((stored.get("contents") or {}).get("weights_checksum")
+                    or (stored.get("environment") or {}).get("weights_checksum"))
+        logger.warning("%s records no fingerprint of %s (made by moram-avalanche %s, or given none): they cannot be "
+                       "checked%s; resuming, and recording them from now on", what, ", ".join(unchecked),
+                       stored.get("version") or "0.7.0 or before", " (its weights checksum is)" if isinstance(checksum, (int, float)) else "")
     if not (stored.get("contents") or {}).get("train") and (now.get("contents") or {}).get("train"):
         logger.info("%s records no hash of its data (made before 0.6.0, or of a dataset without one): its data "
                     "files are not compared", what)
@@ -315,10 +364,14 @@ def check_record(folder, record: Mapping[str, Any], *, what: str, fix: str,
                  keys: Iterable[str] = CHECKED) -> None:
     """Refuse when ``folder`` records a run made with another ``record`` (only ``keys``): a
     ValueError with ``what`` (e.g. "the run in runs/x"), every difference, and ``fix``."""
+    from .stream_changes import check_stream_version
+
     stored = read_record(folder, what)
     if stored is None:
         return
+    check_stream_version(stored, what)
     keys = list(CHECKED if keys is None else keys)
+    whole = set(CHECKED) <= set(keys)  # the last comparison before the run: the one that warns
     if "options" in keys and unrecorded_options(stored, as_stored(record)):
         keys.remove("options")
         logger.warning("%s was made before 0.7, which recorded no options for Avalanche's strategy %s: its "
@@ -327,7 +380,7 @@ def check_record(folder, record: Mapping[str, Any], *, what: str, fix: str,
     changed = differences(stored, as_stored(record), keys)
     if changed:
         raise ValueError(f"{what} was made with other settings ({'; '.join(changed)}): {fix}")
-    check_contents(stored, as_stored(record), what)
+    check_contents(stored, as_stored(record), what, warn=whole)
 
 
 def write_record(folder, record: Mapping[str, Any]) -> Path:
@@ -343,4 +396,5 @@ __all__ = ["BENCHMARK_ATTRIBUTES", "CHECKED", "CHECKED_BEFORE_BUILDING", "CHECKS
            "DAMAGED_FIX", "check_contents", "content_differences", "contents_of", "LEGACY_COMPARE_NAME",
            "LEGACY_SETTINGS_NAME", "RECORD_FORMAT", "RECORD_NAME", "UNRECORDED_OPTIONS", "as_stored",
            "check_record", "describe", "describe_benchmark", "describe_options", "differences", "make_record",
-           "migrate", "read_record", "unrecorded_options", "weights_checksum", "write_record"]
+           "migrate", "read_record", "unchecked_fingerprints", "unrecorded_options", "weights_checksum",
+           "write_record"]

@@ -35,6 +35,7 @@ from typing import Callable, Dict, Mapping, NamedTuple, Optional, Sequence
 from ..algorithms.data_parallel import barrier, is_main_process, world_size
 from ..utils.files import atomic_write_text
 from ..utils.memory import check_atom_banks_fit
+from .fingerprints import model_fingerprints
 from .record import CHECKED_BEFORE_BUILDING, contents_of, describe_benchmark, make_record, weights_checksum
 from .run_folder import RunFolder, run_folder
 from .seeding import RELEASE_SEED, seed_everything
@@ -124,6 +125,7 @@ def prepare_runs(setup: Setup, names: Sequence[str]) -> Dict[str, Prepared]:
     benchmark = describe_benchmark(built)
     shapes = linear_shapes(model)
     environment = {**setup.environment, "weights_checksum": weights_checksum(model)}
+    fingerprints = model_fingerprints(model)
     del model
     prepared = {}
     for name in names:
@@ -140,7 +142,7 @@ def prepare_runs(setup: Setup, names: Sequence[str]) -> Dict[str, Prepared]:
         record = make_record(setup.run_settings(name), strategy=cls.__name__, options=options,
                              environment=environment)
         record["benchmark"] = benchmark
-        record["contents"] = contents_of(built, environment)
+        record["contents"] = contents_of(built, environment, fingerprints)
         prepared[name] = Prepared(options, record)
     return prepared
 
@@ -191,6 +193,7 @@ def _run_one(setup: Setup, name: str, prepared: Prepared, folder: RunFolder, tb_
     seed_everything(setup.seed)
     model, train_tf, eval_tf, tokenizer = setup.make_model()
     environment = {**setup.environment, "weights_checksum": weights_checksum(model)}
+    fingerprints = model_fingerprints(model)
     benchmark = setup.make_benchmark(train_tf, eval_tf)
     matrix = AccuracyMatrix(out_dir=folder.path)
     options = dict(prepared.options)
@@ -202,7 +205,8 @@ def _run_one(setup: Setup, name: str, prepared: Prepared, folder: RunFolder, tb_
     strategy = get_strategy(name, setup.family)(model=model, tokenizer=tokenizer, evaluator=evaluator, device=setup.device,
                                   progress=progress and main, plugins=plugins, **options)
     run_stream(strategy, benchmark, folder, resume=resume, progress=progress and main,
-               num_workers=setup.num_workers, settings=prepared.record["run"], environment=environment)
+               num_workers=setup.num_workers, settings=prepared.record["run"], environment=environment,
+               fingerprints=fingerprints)
     # a whole-strategy resume (Avalanche's strategies) replaced the metric and plugins
     peak, clock = (next(p for p in strategy.plugins if isinstance(p, kind)) for kind in (PeakMemory, RunTime))
     report = {**accuracy_matrix_of(strategy).report(), "memory": peak.report(), "time": clock.report()}

@@ -83,7 +83,8 @@ def plugin_files(strategy) -> tuple:
 def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
                max_experiences: Optional[int] = None, progress: bool = True,
                num_workers: int = 0, settings: Optional[Mapping[str, Any]] = None,
-               environment: Optional[Mapping[str, Any]] = None) -> int:
+               environment: Optional[Mapping[str, Any]] = None,
+               fingerprints: Optional[Mapping[str, Any]] = None) -> int:
     """Train on each experience of ``benchmark.train_stream`` and evaluate ``test_stream`` after each.
 
     Args:
@@ -104,6 +105,10 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
             domains in the folder's record ``out_dir/run.json`` and checked when it resumes.
         environment: facts recorded beside them but never checked (cache folder, device,
             the base weights' checksum).
+        fingerprints: the base model's weights and files as hashes, taken before the strategy
+            injected its adapters (:func:`~moram_avalanche.experiments.fingerprints.model_fingerprints`),
+            recorded and checked when it resumes (None: not known, not compared). The strategy's
+            ``decoding_settings`` (a text strategy's) are recorded and checked too.
 
     The folder is owned while the run goes on (a second process is refused, naming this one).
     Resuming in a folder whose recorded settings differ is a ValueError that lists the
@@ -121,7 +126,7 @@ def run_stream(strategy, benchmark, out_dir, *, resume: bool = True,
     check_nonnegative_int("num_workers", num_workers)
     check_run_arguments(strategy, benchmark)
     folder = run_folder(out_dir)
-    record = run_record(strategy, benchmark, settings, environment)
+    record = run_record(strategy, benchmark, settings, environment, fingerprints)
     with folder.owned(is_main_process()):
         return _run(strategy, benchmark, folder, record, resume=resume, max_experiences=max_experiences,
                     progress=progress, num_workers=num_workers)
@@ -266,13 +271,16 @@ def _load(strategy, path: Path, identity: Optional[dict] = None):
 
 
 def run_record(strategy, benchmark, settings: Optional[Mapping[str, Any]] = None,
-               environment: Optional[Mapping[str, Any]] = None) -> dict:
+               environment: Optional[Mapping[str, Any]] = None,
+               fingerprints: Optional[Mapping[str, Any]] = None) -> dict:
     """The folder's record (:mod:`~moram_avalanche.experiments.record`): ``run`` (the caller's
     ``settings``), the strategy's class and recorded options, the model's class and size, the
-    benchmark's description, and the unchecked ``environment``."""
+    benchmark's description, the unchecked ``environment``, the model's ``fingerprints`` and the
+    strategy's ``decoding_settings`` when it has them (a text strategy)."""
     return make_record(settings or {}, strategy=type(strategy).__name__,
                        options=getattr(strategy, "given_options", {}),
-                       model=getattr(strategy, "model", None), benchmark=benchmark, environment=environment)
+                       model=getattr(strategy, "model", None), benchmark=benchmark, environment=environment,
+                       fingerprints=fingerprints, decoding=getattr(strategy, "decoding_settings", None))
 
 
 def hide_later_points(strategy, step: int) -> None:

@@ -29,7 +29,11 @@ and its tokenizer, and owns the language-model family's scoring (one scoring per
   from the same last column) and only the new tokens are decoded. :class:`Decoding` adds what
   the MoRAM release's inference passes to ``generate`` (``TRACE/inference/infer_part.py``:
   ``repetition_penalty=1.2``, ``no_repeat_ngram_size=3``, still greedy); its defaults (1.0, 0)
-  are plain greedy decoding.
+  are plain greedy decoding. Decoding follows a generation config built from scratch
+  (:meth:`LanguageModel.base_generation_config`, the token ids, and :meth:`LanguageModel.greedy_settings`
+  by name), never the model folder's ``generation_config.json``, whose repetition penalty,
+  ``min_new_tokens``, ``top_k`` or suppressed tokens ``transformers`` would otherwise apply to every
+  ``generate`` call (:func:`own_generation_config`); :meth:`LanguageModel.sample` likewise.
 
 Compiled generation (``compile_generation``): a decode step runs one token per sequence through
 every layer, so on a GPU it is bound by kernel launches, and MoRAM's layers add a few per
@@ -78,6 +82,7 @@ wrapped model's under the prefix ``model.``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import sys
@@ -99,6 +104,9 @@ MAX_TARGET_LENGTH = 50
 IGNORE_INDEX = -100
 #: compiled generation pads a batch's prompts to a multiple of this many tokens (module docstring)
 GENERATION_BUCKET = 64
+#: :meth:`LanguageModel.sample`'s top-k when none is given: ``transformers``' own default
+#: (``GenerationConfig``), set explicitly so that no model folder's ``generation_config.json`` changes it
+SAMPLING_TOP_K = 50
 #: how :meth:`LanguageModel.loss` reduces the answer tokens' cross-entropies: their mean over the
 #: batch's answer tokens (``transformers``' ``labels=`` loss), or each answer's sum averaged over the
 #: answers (LoRI's; module docstring)
@@ -166,6 +174,10 @@ class Decoding:
             raise ValueError(f"no_repeat_ngram_size must be a non-negative int (0: none; the release's TRACE "
                              f"inference: 3), got {size!r}")
 
+    def settings(self) -> Dict[str, object]:
+        """Both options, as ``generate`` keywords (what a run's record holds)."""
+        return {"repetition_penalty": float(self.repetition_penalty), "no_repeat_ngram_size": self.no_repeat_ngram_size}
+
     def generate_kwargs(self) -> Dict[str, object]:
         """What differs from plain greedy decoding, as ``generate`` keywords."""
         kwargs: Dict[str, object] = {}
@@ -174,6 +186,21 @@ class Decoding:
         if self.no_repeat_ngram_size:
             kwargs["no_repeat_ngram_size"] = self.no_repeat_ngram_size
         return kwargs
+
+
+@contextlib.contextmanager
+def own_generation_config(model: nn.Module, config):
+    """``model.generation_config`` is ``config`` inside the block (the one it had after). ``transformers``
+    fills every field a given ``generation_config`` leaves unset from the model's own (read from the
+    folder's ``generation_config.json``), so a config built from scratch is the whole story only while
+    it is the model's own too. A peft model's is its base model's (the one whose ``generate`` reads it)."""
+    base = model.get_base_model() if callable(getattr(model, "get_base_model", None)) else model
+    kept = base.generation_config
+    base.generation_config = config
+    try:
+        yield config
+    finally:
+        base.generation_config = kept
 
 
 class LanguageModel(nn.Module):
@@ -232,6 +259,37 @@ class LanguageModel(nn.Module):
     def config(self):
         """The wrapped model's config (what target tables read)."""
         return self.model.config
+
+    def file_fingerprints(self) -> Dict[str, str]:
+        """Short hashes of the model's ``config.json``, ``generation_config.json`` and tokenizer files
+        (:func:`~moram_avalanche.text.model_files.language_model_files`), for a run's record."""
+        from ..text.model_files import language_model_files
+
+        return language_model_files(self.model, self.tokenizer)
+
+    def token_settings(self) -> Dict[str, int]:
+        """The token ids decoding needs: pad and EOS (the tokenizer's, as :meth:`generate` pads and
+        stops), BOS and a seq2seq decoder's start token (the model's ``config.json``)."""
+        config = self.model.config
+        ids = {"pad_token_id": self.pad_id, "eos_token_id": self.eos_id,
+               "bos_token_id": getattr(config, "bos_token_id", None),
+               "decoder_start_token_id": getattr(config, "decoder_start_token_id", None) if self.seq2seq else None}
+        return {name: int(value) for name, value in ids.items() if value is not None}
+
+    def greedy_settings(self, decoding: Optional[Decoding] = None) -> Dict[str, object]:
+        """What :meth:`generate` decodes with besides the number of new tokens: one beam, no sampling,
+        ``decoding``'s options (:class:`Decoding`; default plain greedy) and :meth:`token_settings`
+        (module docstring). Recorded in a run's record."""
+        return {"do_sample": False, "num_beams": 1, **(decoding or Decoding()).settings(), **self.token_settings()}
+
+    def base_generation_config(self):
+        """A ``transformers.GenerationConfig`` built from scratch, :meth:`token_settings` and nothing
+        else: the model's own while it generates (:func:`own_generation_config`), so that nothing of
+        the model folder's ``generation_config.json`` reaches decoding; the settings themselves are
+        passed to ``generate`` by name (:meth:`greedy_settings`)."""
+        from transformers import GenerationConfig
+
+        return GenerationConfig(**self.token_settings())
 
     @property
     def synced_generation(self) -> bool:
@@ -423,9 +481,7 @@ class LanguageModel(nn.Module):
         width = -(-max(len(row) for row in sources) // GENERATION_BUCKET) * GENERATION_BUCKET if compiled else None
         input_ids = self._pad(sources, self.pad_id, left=left, width=width)
         steps = max_new_tokens if compiled else max(1, max(budgets))
-        options = dict(max_new_tokens=steps, do_sample=False, num_beams=1, pad_token_id=self.pad_id,
-                       eos_token_id=self.eos_id, synced_gpus=self.synced_generation,
-                       **(decoding or Decoding()).generate_kwargs())
+        options = dict(max_new_tokens=steps, synced_gpus=self.synced_generation, **self.greedy_settings(decoding))
         if compiled:
             options["cache_implementation"] = "static"
             if self.compile_config is not None:
@@ -435,7 +491,8 @@ class LanguageModel(nn.Module):
         try:
             with warnings.catch_warnings():  # said once, in the module docstring (soft prompts)
                 warnings.filterwarnings("ignore", message=r"Passing `\w+` with `inputs_embeds` and without `input_ids`")
-                out = self.model.generate(**inputs, **options)
+                with own_generation_config(self.model, self.base_generation_config()):
+                    out = self.model.generate(**inputs, **options)
         except Exception as error:
             if not compiled or self.compile_generation is True:
                 raise
@@ -468,12 +525,10 @@ class LanguageModel(nn.Module):
         if not (temperature > 0 and 0 < top_p <= 1):
             raise ValueError(f"sampling needs temperature > 0 and 0 < top_p <= 1, got {temperature!r} and {top_p!r}")
         extra: Dict[str, object] = {}
-        if top_k is not None:  # None: transformers' default (50)
-            if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0:
-                raise ValueError(f"top_k must be a non-negative int (0: no cut), got {top_k!r}")
-            extra["top_k"] = top_k
-        if repetition_penalty != 1.0:
-            extra["repetition_penalty"] = Decoding(repetition_penalty).repetition_penalty
+        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
+            raise ValueError(f"top_k must be a non-negative int (0: no cut), got {top_k!r}")
+        extra.update(top_k=SAMPLING_TOP_K if top_k is None else top_k,
+                     repetition_penalty=float(Decoding(repetition_penalty).repetition_penalty))
         if not prompts:
             return []
         sources = self._prompt_ids(prompts, cuts)
@@ -485,10 +540,10 @@ class LanguageModel(nn.Module):
         if stop_sequences:
             start = inputs["input_ids"].shape[1] if "input_ids" in inputs and not self.seq2seq else 0
             extra["stopping_criteria"] = [_stop_at_sequences(self.tokenizer, start, tuple(stop_sequences))]
-        out = self.model.generate(**inputs,
-                                  max_new_tokens=max(1, max(budgets)), do_sample=True, temperature=temperature,
-                                  top_p=top_p, num_return_sequences=n, pad_token_id=self.pad_id,
-                                  eos_token_id=self.eos_id, synced_gpus=self.synced_generation, **extra)
+        with own_generation_config(self.model, self.base_generation_config()):
+            out = self.model.generate(**inputs, max_new_tokens=max(1, max(budgets)), do_sample=True, num_beams=1,
+                                      temperature=temperature, top_p=top_p, num_return_sequences=n,
+                                      synced_gpus=self.synced_generation, **self.token_settings(), **extra)
         texts = self._decoded(self._new_tokens(out, inputs), [budget for budget in budgets for _ in range(n)])
         return [texts[i * n:(i + 1) * n] for i in range(len(prompts))]
 
@@ -626,4 +681,4 @@ def _strings(texts) -> List[str]:
 
 __all__ = ["Decoding", "GENERATION_BUCKET", "IGNORE_INDEX", "LOSS_REDUCTIONS", "check_compile_generation", "KEEP_SIDES",
            "LanguageModel", "PromptCut", "answer_budgets", "prompt_cuts", "MAX_SOURCE_LENGTH", "MAX_TARGET_LENGTH",
-           "causal_answer_logits", "token_loss"]
+           "SAMPLING_TOP_K", "causal_answer_logits", "own_generation_config", "token_loss"]

@@ -142,7 +142,8 @@ def test_the_release_decoding_reaches_generate():
     lm.generate(["w1 w2"], 3)
     lm.generate(["w1 w2"], 3, decoding=Decoding(repetition_penalty=1.2, no_repeat_ngram_size=3))
     plain, release = spy.calls
-    assert "repetition_penalty" not in plain and "no_repeat_ngram_size" not in plain
+    # plain greedy says its neutral values by name: no model folder's generation_config.json sets them
+    assert plain["repetition_penalty"] == 1.0 and plain["no_repeat_ngram_size"] == 0
     assert plain["do_sample"] is False and plain["num_beams"] == 1
     assert release["repetition_penalty"] == 1.2 and release["no_repeat_ngram_size"] == 3
     assert release["do_sample"] is False  # still greedy (infer_part.py: do_sample=False)

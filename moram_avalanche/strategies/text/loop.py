@@ -290,6 +290,13 @@ class TextStrategy(ContinualLoop):
         #: the answers generated for the current evaluation minibatch
         self.mb_predictions: List[str] = []
 
+    @property
+    def decoding_settings(self) -> dict:
+        """What evaluation decodes with (recorded in a run's record, ``contents.decoding``):
+        ``max_new_tokens`` and the model's :meth:`~moram_avalanche.models.language_model.LanguageModel.greedy_settings`,
+        a generation config built from scratch (the model folder's ``generation_config.json`` is not read)."""
+        return {"max_new_tokens": self.max_new_tokens, **self.model.greedy_settings(self.decoding)}
+
     # ------------------------------------------------------------------ data
     def make_eval_dataloader(self, num_workers=0, pin_memory=None, persistent_workers=False, **kwargs):
         """Batches of ``eval_mb_size`` in the experience's order, collated as text (:attr:`batch_collate`)."""
