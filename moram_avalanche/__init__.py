@@ -22,7 +22,7 @@ from importlib import import_module
 
 from .utils.moved import install as _install_moved_modules
 
-__version__ = "0.7.0"
+__version__ = "0.7.1"
 _install_moved_modules()  # 0.6's module paths, for one version (utils/moved.py)
 
 #: public name -> the module that defines it
