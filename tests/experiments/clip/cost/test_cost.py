@@ -107,3 +107,17 @@ def test_parameters_only_counts_what_a_timed_run_builds_and_trains(tiny_clip_nam
     # and keeps every task's (each atom with its bookkeeping buffers)
     (_, first, added_first), (_, third, added_third) = counted["moram"][3]
     assert first == third == MORAM_PER_TASK and added_first > MORAM_PER_TASK and added_third == 3 * added_first
+
+
+def test_parameters_only_embeds_no_text(tiny_clip_name, one_thread, monkeypatch):
+    """Growing a task with 0 steps needs no text: the text->image term's seen classes (every class
+    of every earlier task, through the text tower) were embedded per task for steps never taken."""
+    from moram_avalanche.clip.head import TextHead
+
+    embedded = []
+    embed = TextHead.embed
+    monkeypatch.setattr(TextHead, "embed", lambda self, prompts, *a, **k: embedded.append(len(prompts))
+                        or embed(self, prompts, *a, **k))
+    measure_cost(CostOptions(model=tiny_clip_name, strategies=("moram", "seq-lora"), tasks=(3,), batch_size=2,
+                             classes=2, timing=False), progress=False)
+    assert embedded == []
