@@ -75,7 +75,9 @@ class CostOptions:
         seed: the seed before each strategy's model is built.
         cache_dir: where the weights the package makes are cached (``pretrained="synthetic"`` of
             the demo's tiny CLIP, ``moram-synthetic-tiny``; default: the package's cache).
-        timing: measure memory and time; False counts parameters only (every task runs 0 steps).
+        timing: measure memory and time; False counts parameters only (every task runs 0 steps,
+            on copies of one load, with :data:`PARAMS_ONLY_IMAGES` training images per task and
+            no CPU-kernel build: the counts of the full measurement, in seconds).
     """
 
     model: str = "ViT-B-16"
