@@ -77,7 +77,7 @@ class CostOptions:
             the demo's tiny CLIP, ``moram-synthetic-tiny``; default: the package's cache).
         timing: measure memory and time; False counts parameters only (every task runs 0 steps,
             on copies of one load, with :data:`PARAMS_ONLY_IMAGES` training images per task and
-            no CPU-kernel build: the counts of the full measurement, in seconds).
+            no CPU-kernel build: what 0-step tasks of the full measurement count).
     """
 
     model: str = "ViT-B-16"
