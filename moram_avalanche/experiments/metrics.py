@@ -139,6 +139,7 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
         self.domains: List[str] = []
         self.rows: Dict[int, Dict[int, float]] = {}
         self._accuracy: Optional[TopOneAccuracy] = None
+        self._drawn = None  # (the matrix and domains drawn, their heatmap): heatmap()
         #: the benchmark's record of skipped images, when it has one (set by the first
         #: evaluation, or by the runner)
         self.bad_images = None
@@ -213,13 +214,27 @@ class AccuracyMatrix(PluginMetric[np.ndarray]):
         if summary.get("bwt") is not None:  # after the last domain: the paper's backward transfer
             values.append(MetricValue(self, "AccMatrix/BWT", float(summary["bwt"]), row + 1))
             values.append(MetricValue(self, "AccMatrix/BWT_release", float(summary["release_bwt"]), row + 1))
-        from .viz import accuracy_heatmap
-
-        image = accuracy_heatmap(matrix, self.domains)
+        image = self.heatmap()
         values.append(MetricValue(self, "AccMatrix/heatmap", image, row + 1))
         if self.out_dir is not None and is_main_process():
             self.write(self.out_dir, image)
         return values
+
+    def heatmap(self):
+        """:meth:`result` drawn as a heatmap image (:func:`~.viz.accuracy_heatmap`; None while it is
+        empty), drawn once per matrix: the evaluation's TensorBoard image and the run's
+        ``accuracy_matrix.png``, written after the checkpoint (:func:`~.runner.rewrite_results`),
+        are one picture."""
+        from .viz import accuracy_heatmap
+
+        matrix = self.result()
+        if matrix.size == 0:
+            return None
+        key = (matrix.tobytes(), tuple(self.domains))
+        drawn = getattr(self, "_drawn", None)  # a metric pickled by an earlier version has none
+        if drawn is None or drawn[0] != key:
+            self._drawn = drawn = (key, accuracy_heatmap(matrix, self.domains))
+        return drawn[1]
 
     # ------------------------------------------------------------------ files
     def report(self) -> dict:

@@ -301,15 +301,12 @@ def rewrite_results(strategy, bad_images=None) -> None:
     """Write the files of every :class:`~moram_avalanche.experiments.metrics.AccuracyMatrix`
     with an output folder again (a finished run resumed: files deleted or damaged since)."""
     from .metrics import AccuracyMatrix
-    from .viz import accuracy_heatmap
 
     for metric in getattr(getattr(strategy, "evaluator", None), "metrics", ()) or ():
         if isinstance(metric, AccuracyMatrix) and metric.out_dir is not None and metric.result().size:
             if bad_images is not None:
                 metric.bad_images = bad_images
-            matrix = metric.result()
-            image = None if matrix.size == 0 else accuracy_heatmap(matrix, metric.domains)
-            metric.write(metric.out_dir, image)
+            metric.write(metric.out_dir, metric.heatmap())  # the evaluation's picture, not drawn again
 
 
 __all__ = ["BAD_IMAGES_NAME", "CHECKPOINT_NAME", "RUN_FILES", "check_unrecorded_checkpoint", "hide_later_points",

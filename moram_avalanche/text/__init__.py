@@ -12,11 +12,13 @@
 * :mod:`.peft_method` -- MoRAM as a peft method (:class:`MoRAMConfig`, registered on import);
 * :mod:`.soft_prompt` -- prompt vectors in front of the input embeddings (:class:`PromptPrefix`, :class:`SoftPrompt`);
   :mod:`.prompt_pool` (L2P's pool) and :mod:`.dual_prompt` (DualPrompt's prompts) build on it;
-* :mod:`.trainer` -- ``transformers.Trainer`` across tasks (:func:`start_task`, :class:`MoRAMTaskCallback`).
+* :mod:`.trainer` -- ``transformers.Trainer`` across tasks (:func:`start_task`, :class:`MoRAMTaskCallback`);
+* :mod:`.host_notes` -- imported first: the host libraries' import-time notes that are noise here, dropped.
 
 The method's math stays in :mod:`moram_avalanche.layers`; no Avalanche, no open_clip here.
 """
 
+from . import host_notes  # noqa: F401 -- first: drops bitsandbytes' import-time note before peft imports it
 from .blocks import transformer_blocks
 from .check import ModelRefused, check_dtype, check_language_model
 from .inject import (

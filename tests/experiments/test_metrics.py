@@ -72,3 +72,23 @@ def test_accuracy_matrix_writes_results_atomically(tmp_path):
     assert report["matrix"] == MATRIX.tolist() and report["last"] == pytest.approx(80.0)
     assert (tmp_path / "accuracy_matrix.csv").read_text() == matrix_csv(MATRIX, ["a", "b", "c"])
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left
+
+
+def test_the_heatmap_is_drawn_once_per_matrix(monkeypatch):
+    """The evaluation's TensorBoard image and the run's accuracy_matrix.png (written after the
+    checkpoint) are one picture: drawn again only when the matrix or the domains change."""
+    from moram_avalanche.experiments import viz
+    from moram_avalanche.experiments.metrics import AccuracyMatrix
+
+    drawn = []
+    monkeypatch.setattr(viz, "accuracy_heatmap", lambda matrix, domains: drawn.append(matrix.copy()) or len(drawn))
+    metric = AccuracyMatrix()
+    assert metric.heatmap() is None and not drawn  # nothing evaluated yet
+    metric.domains = ["a", "b", "c"]
+    metric.rows = {0: dict(enumerate(MATRIX[0].tolist()))}
+    assert metric.heatmap() == metric.heatmap() == 1
+    metric.rows[1] = dict(enumerate(MATRIX[1].tolist()))
+    assert metric.heatmap() == metric.heatmap() == 2
+    metric.domains = ["a", "b", "x"]
+    assert metric.heatmap() == 3
+    np.testing.assert_array_equal(drawn[1], MATRIX[:2])

@@ -54,6 +54,7 @@ from tqdm.auto import tqdm
 from ...clip.registry import TINY_CONFIG, TINY_NAME
 from ...strategies.moram_setting import MORAM
 from ...utils.files import atomic_write, remove_temporaries
+from ...utils.log_notes import note_dropped
 from ..demos import run_family_demo
 from ..family import Demo
 
@@ -130,7 +131,7 @@ def pretrained_tiny_clip(cache_dir, config: DemoConfig, progress: bool = True) -
     if path.exists():
         return path
     torch.manual_seed(config.seed)
-    with _without_random_init_warning():  # random weights are the point here
+    with note_dropped("", "No pretrained weights loaded"):  # random weights are the point here
         model, _, eval_tf, tokenizer = load_clip(TINY_NAME, pretrained=None)
     images, captions = caption_pairs(config.pretrain_pairs, seed=config.seed + 1000)
     pixels = torch.stack([eval_tf(image) for image in images])
@@ -163,21 +164,6 @@ def pretrained_tiny_clip(cache_dir, config: DemoConfig, progress: bool = True) -
     atomic_write(path, lambda f: torch.save(model.state_dict(), f), mode="wb")
     logger.info("pre-trained tiny CLIP saved to %s (%.0f s)", path, time.perf_counter() - began)
     return path
-
-
-@contextlib.contextmanager
-def _without_random_init_warning():
-    """Drop open_clip's root-logger warning that a model was built without pretrained weights."""
-
-    def keep(record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("No pretrained weights loaded")
-
-    root = logging.getLogger()
-    root.addFilter(keep)
-    try:
-        yield
-    finally:
-        root.removeFilter(keep)
 
 
 #: what ``moram-avalanche demo`` runs: the reference row, the forgetting baseline, the method

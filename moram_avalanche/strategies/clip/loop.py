@@ -383,7 +383,10 @@ class CLIPStrategy(ContinualLoop):
         super()._before_training_exp(**kwargs)  # plugins may add parameters here
         self._vision_trains = _any_trainable(self.model.visual.parameters())
         self._text_trains = _any_trainable(text_parameters(self.model))
-        prompts = [p for d in self.seen_domains for p in d.prompts()] if self._uses_text_to_image() else []
+        # the text->image term's seen classes, embedded for the steps to come: none when the experience
+        # takes no step (``moram-avalanche cost`` grows the tasks it does not time with 0 iterations)
+        steps = not self.trains_by_iterations or self.iterations > 0
+        prompts = [p for d in self.seen_domains for p in d.prompts()] if steps and self._uses_text_to_image() else []
         self._seen_text = self.text_head.embed(prompts) if prompts else None
 
     # override: the experience's classes join the text->image term's seen classes

@@ -29,6 +29,7 @@ The report says which device and precision it measured.
 
 from __future__ import annotations
 
+import copy
 import logging
 import platform
 import statistics
@@ -51,6 +52,10 @@ DEFAULT_STRATEGIES = ("zeroshot", "moram", "moe-adapters", "inflora", "seq-lora"
 PAPER_TASKS = (1, 5, 10)
 #: X-TAIL's 1,100 classes over 10 domains: 110 classes per task on average
 DEFAULT_CLASSES = 110
+#: training images per task when only parameters are counted (``timing=False``): what grows from
+#: data (InfLoRA's designed projections, MoE-Adapters' autoencoders) grows to the same shapes from
+#: any number of images, and two keep every statistic over images defined
+PARAMS_ONLY_IMAGES = 2
 
 
 @dataclass
@@ -70,7 +75,9 @@ class CostOptions:
         seed: the seed before each strategy's model is built.
         cache_dir: where the weights the package makes are cached (``pretrained="synthetic"`` of
             the demo's tiny CLIP, ``moram-synthetic-tiny``; default: the package's cache).
-        timing: measure memory and time; False counts parameters only (every task runs 0 steps).
+        timing: measure memory and time; False counts parameters only (every task runs 0 steps,
+            on copies of one load, with :data:`PARAMS_ONLY_IMAGES` training images per task and
+            no CPU-kernel build: what 0-step tasks of the full measurement count).
     """
 
     model: str = "ViT-B-16"
@@ -173,8 +180,9 @@ def measure_cost(options: CostOptions, progress: bool = True) -> dict:
                "strategies": []}
     bar = tqdm(total=len(options.strategies) * max(options.tasks), desc="cost",
                disable=None if progress else True)  # None: terminals only
+    clip = _FreshCLIP(options)
     for name in options.strategies:
-        results["strategies"].append(_measure_one(name, options, bar))
+        results["strategies"].append(_measure_one(name, options, clip, bar))
     bar.close()
     return results
 
@@ -211,31 +219,60 @@ def _build(name: str, model, tokenizer, plugins: list, options: CostOptions, ima
     return cls(**kwargs), needs.trains
 
 
-def _measure_one(name: str, options: CostOptions, bar) -> dict:
-    from ....clip.load import load_clip
-    from ....clip.registry import resolve_pretrained
+class _FreshCLIP:
+    """The model each strategy is built on: loaded after ``torch.manual_seed(seed)``, as a fresh
+    load per strategy when timing (a copy kept on the device would count in the GPU's peak
+    memory); when counting parameters only, loaded once and copied, the random generator set to
+    where the load left it, so that every strategy is built exactly as on its own load."""
+
+    def __init__(self, options: CostOptions) -> None:
+        self.options = options
+        self.model = self.tokenizer = self.rng = None
+
+    def take(self):
+        """``(model, tokenizer)``: a freshly loaded model (or a copy of the one kept)."""
+        if self.model is None:
+            model, tokenizer = self._load()
+            if self.options.timing:
+                return model, tokenizer
+            self.model, self.tokenizer, self.rng = model, tokenizer, torch.get_rng_state()
+        torch.set_rng_state(self.rng)
+        return copy.deepcopy(self.model), self.tokenizer
+
+    def _load(self):
+        from ....clip.load import load_clip
+        from ....clip.registry import resolve_pretrained
+
+        options = self.options
+        pretrained = resolve_pretrained(options.model, options.pretrained, options.cache_dir)  # made weights: their file
+        torch.manual_seed(options.seed)
+        previous = logging.getLogger().level
+        logging.getLogger().setLevel(logging.ERROR)  # open_clip warns that the weights are random
+        try:
+            model, _, _, tokenizer = load_clip(options.model, pretrained=pretrained, device=torch.device(options.device))
+        finally:
+            logging.getLogger().setLevel(previous)
+        return model, tokenizer
+
+
+def _measure_one(name: str, options: CostOptions, clip: _FreshCLIP, bar) -> dict:
     from ...runner import prepare_plugins
 
-    pretrained = resolve_pretrained(options.model, options.pretrained, options.cache_dir)  # made weights: their file
     device = torch.device(options.device)
-    torch.manual_seed(options.seed)
-    previous = logging.getLogger().level
-    logging.getLogger().setLevel(logging.ERROR)  # open_clip warns that the weights are random
-    try:
-        model, _, _, tokenizer = load_clip(options.model, pretrained=pretrained, device=device)
-    finally:
-        logging.getLogger().setLevel(previous)
+    model, tokenizer = clip.take()
     clip_size = _held(model)
     image_size = _image_size(model)
     last = max(options.tasks)
-    stream = random_stream(last, options.classes, options.batch_size, options.eval_images, image_size,
-                           options.seed)
+    # counting parameters needs every task's growth, not its data (PARAMS_ONLY_IMAGES)
+    train_images = options.batch_size if options.timing else PARAMS_ONLY_IMAGES
+    stream = random_stream(last, options.classes, train_images, options.eval_images, image_size, options.seed)
     # the timer first: its iteration spans end before the probe counts memory
     timer, probe = RunTime(iterations=("train", "eval"), warmup=options.warmup), CostProbe()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # no loggers; warm-up longer than the timed steps; ...
         strategy, trains = _build(name, model, tokenizer, [timer, probe], options, image_size)
-        prepare_plugins(strategy)  # e.g. MoRAM's CPU routing kernel: built here, outside every timed step
+        if options.timing:  # nothing runs a timed step without timing: no kernel to build
+            prepare_plugins(strategy)  # e.g. MoRAM's CPU routing kernel: built here, outside every timed step
         row = {"strategy": name, "class": type(strategy).__name__, "trains": trains, "tasks": []}
         for task in range(1, last + 1):
             measured = task in options.tasks
@@ -277,5 +314,5 @@ def _inference_ms(strategy, timer: RunTime, experience, options: CostOptions) ->
     return _median_ms(timer.iterations["eval"])
 
 
-__all__ = ["CostOptions", "DEFAULT_CLASSES", "DEFAULT_STRATEGIES", "PAPER_TASKS", "RandomImages",
+__all__ = ["CostOptions", "DEFAULT_CLASSES", "DEFAULT_STRATEGIES", "PAPER_TASKS", "PARAMS_ONLY_IMAGES", "RandomImages",
            "describe_device", "measure_cost", "random_stream"]

@@ -31,7 +31,6 @@ back with one warning when the build fails.
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import platform
 import sys
@@ -41,6 +40,7 @@ from typing import Optional
 
 import torch
 
+from ....utils.log_notes import note_dropped
 from ....utils.moved import REMOVED_IN
 from . import switch
 
@@ -114,24 +114,13 @@ def _reason(error: Exception) -> str:
     return f"{type(error).__name__}: {(errors or lines or [''])[0][:300]}"
 
 
-class _NoCudaRuntimeNote(logging.Filter):
-    """Drops torch's "No CUDA runtime is found, using CUDA_HOME=..." (logged when
-    ``torch.utils.cpp_extension`` is first imported on a machine with a CUDA toolkit but no GPU):
-    this kernel is C++ for the CPU, and the note only puzzled users of CPU machines."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("No CUDA runtime is found")
-
-
 def _build():
-    note = _NoCudaRuntimeNote()
-    torch_logger = logging.getLogger("torch.utils.cpp_extension")
-    torch_logger.addFilter(note)
-    try:
+    # torch logs "No CUDA runtime is found, using CUDA_HOME=..." when torch.utils.cpp_extension is first
+    # imported on a machine with a CUDA toolkit but no GPU: this kernel is C++ for the CPU, and the note
+    # only puzzled users of CPU machines
+    with note_dropped("torch.utils.cpp_extension", "No CUDA runtime is found"):
         from torch.utils.cpp_extension import get_default_build_root
         from torch.utils.cpp_extension import load as load_extension
-    finally:
-        torch_logger.removeFilter(note)
 
     name = f"moram_routing_{_machine_tag()}"
     root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root())

@@ -78,3 +78,46 @@ def test_bad_options_fail_before_anything_runs(options, message):
         pytest.skip("a CUDA device is present")
     with pytest.raises(ValueError, match=message):
         measure_cost(CostOptions(**options), progress=False)
+
+
+def test_parameters_only_counts_what_a_timed_run_builds_and_trains(tiny_clip_name, one_thread):
+    """``--params-only`` takes shortcuts (one load copied per strategy, a few images per task, no
+    kernel build); its counts must be those of the full measurement, whose models are loaded,
+    grown from a full batch and trained for real -- every default row, every task. One count
+    depends on training itself: MoE-Adapters freeze the experts their routers chose most
+    (MoE-Adapters' activation-based freezing), which steps that never run cannot do, so after
+    task 1 params-only counts those experts as trainable still."""
+    common = dict(model=tiny_clip_name, tasks=(1, 3), batch_size=4, classes=3, eval_images=2, repeats=1)
+    counted = measure_cost(CostOptions(**common, timing=False), progress=False)
+    timed = measure_cost(CostOptions(**common, iterations=1, warmup=0), progress=False)
+
+    def counts(results):
+        return {row["strategy"]: (row["class"], row["trains"], row.get("per_matrix"),
+                                  [(t["task"], t["trainable"], t["added"]) for t in row["tasks"]])
+                for row in results["strategies"]}
+
+    counted, timed = counts(counted), counts(timed)
+    assert list(counted) == list(DEFAULT_STRATEGIES)
+    moe_counted, moe_timed = counted.pop("moe-adapters"), timed.pop("moe-adapters")
+    assert counted == timed
+    assert moe_counted[:3] == moe_timed[:3] and moe_counted[3][0] == moe_timed[3][0]  # task 1: nothing frozen yet
+    (task, trainable, added), (task_timed, trainable_timed, added_timed) = moe_counted[3][1], moe_timed[3][1]
+    assert (task, added) == (task_timed, added_timed) and trainable > trainable_timed  # frozen only by training
+    # and by hand, from the tiny model's shapes (MORAM_PER_TASK above): MoRAM trains one task's atoms
+    # and keeps every task's (each atom with its bookkeeping buffers)
+    (_, first, added_first), (_, third, added_third) = counted["moram"][3]
+    assert first == third == MORAM_PER_TASK and added_first > MORAM_PER_TASK and added_third == 3 * added_first
+
+
+def test_parameters_only_embeds_no_text(tiny_clip_name, one_thread, monkeypatch):
+    """Growing a task with 0 steps needs no text: the text->image term's seen classes (every class
+    of every earlier task, through the text tower) were embedded per task for steps never taken."""
+    from moram_avalanche.clip.head import TextHead
+
+    embedded = []
+    embed = TextHead.embed
+    monkeypatch.setattr(TextHead, "embed", lambda self, prompts, *a, **k: embedded.append(len(prompts))
+                        or embed(self, prompts, *a, **k))
+    measure_cost(CostOptions(model=tiny_clip_name, strategies=("moram", "seq-lora"), tasks=(3,), batch_size=2,
+                             classes=2, timing=False), progress=False)
+    assert embedded == []
