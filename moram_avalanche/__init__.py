@@ -18,12 +18,27 @@ torch, Avalanche nor open_clip. The rooms behind it (see docs/architecture.md):
   paper's figures from a run (``analyze``) and cost tables (``measure_cost``).
 """
 
+import sys
 from importlib import import_module
 
+from .utils.after_import import after_import as _after_import
 from .utils.moved import install as _install_moved_modules
 
 __version__ = "0.7.1"
 _install_moved_modules()  # 0.6's module paths, for one version (utils/moved.py)
+
+
+def _register_with_peft(peft_module) -> None:
+    """MoRAM as a peft method (``"MORAM"``) once peft is imported, before or after this package:
+    ``PeftModel.from_pretrained`` of a saved MoRAM adapter then works after ``import moram_avalanche``
+    alone (peft has no plugin registry: without that import it raises ``KeyError: 'MORAM'``)."""
+    text = sys.modules.get(f"{__name__}.text")
+    if text is not None and getattr(getattr(text, "__spec__", None), "_initializing", False):
+        return  # the text room is importing peft itself, and registers MoRAM when it is done
+    import_module(".text.peft_method", __name__)
+
+
+_after_import("peft", _register_with_peft)
 
 #: public name -> the module that defines it
 _PUBLIC = {
