@@ -60,6 +60,10 @@ class InfLoRAPlugin(GrowthPlugin, supports_distributed=True):
         memories: ``{group: DualGPM}``. tasks_done: experiences taken into the memories.
         history: per experience ``{"domain", "threshold", "old_space": {group: dims},
             "kind": {group: "remove"|"retain"}}``.
+        shapes_only: grow every task's layers with the right shapes and nothing else: no
+            covariance pass, no SVD, no memory update (the down-projection is the first ``rank``
+            unit vectors). For counting parameters (``moram-avalanche cost --params-only``), never
+            for training: the adapters it grows are not InfLoRA's.
     """
 
     #: the adapters it designs: CLIP's mergeable one-LoRA layers (the text family's subclass: one LoRA per task)
@@ -86,20 +90,27 @@ class InfLoRAPlugin(GrowthPlugin, supports_distributed=True):
         self.memories = {name: DualGPM(g["dim"], dual=memory == "dual") for name, g in self.groups.items()}
         self.tasks_done = 0
         self.history: List[dict] = []
+        self.shapes_only = False
 
     # ------------------------------------------------------------------ growth
     def grow(self, strategy) -> None:
         self._threshold(strategy.experience)  # fail before any work if the stream is too long
-        covariances = self.covariances(strategy, num_workers=self.loader_options.get("num_workers", 0))
         layers = self.layers(strategy.model)
-        for name, down in self.design(covariances).items():
+        if self.shapes_only:
+            downs = {name: torch.eye(self.rank, g["dim"]) for name, g in self.groups.items()}
+        else:
+            downs = self.design(self.covariances(strategy, num_workers=self.loader_options.get("num_workers", 0)))
+        for name, down in downs.items():
             for layer_name in self.groups[name]["layers"]:
                 self.install(layers[layer_name], down)
 
     def settle(self, strategy) -> None:
         eps = self._threshold(strategy.experience)
-        covariances = self.covariances(strategy, num_workers=self.loader_options.get("num_workers", 0))
-        self.remember(covariances, eps, self.experience_name(strategy.experience))
+        if self.shapes_only:
+            self.tasks_done += 1
+        else:
+            covariances = self.covariances(strategy, num_workers=self.loader_options.get("num_workers", 0))
+            self.remember(covariances, eps, self.experience_name(strategy.experience))
         for layer in self.layers(strategy.model).values():
             self.finish(layer)
 

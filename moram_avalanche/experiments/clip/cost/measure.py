@@ -271,6 +271,9 @@ def _measure_one(name: str, options: CostOptions, clip: _FreshCLIP, bar) -> dict
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # no loggers; warm-up longer than the timed steps; ...
         strategy, trains = _build(name, model, tokenizer, [timer, probe], options, image_size)
+        for plugin in strategy.plugins:  # growth that can follow shapes alone (InfLoRA's: no covariances, no SVD)
+            if hasattr(plugin, "shapes_only"):
+                plugin.shapes_only = not options.timing
         if options.timing:  # nothing runs a timed step without timing: no kernel to build
             prepare_plugins(strategy)  # e.g. MoRAM's CPU routing kernel: built here, outside every timed step
         row = {"strategy": name, "class": type(strategy).__name__, "trains": trains, "tasks": []}

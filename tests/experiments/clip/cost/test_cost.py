@@ -121,3 +121,20 @@ def test_parameters_only_embeds_no_text(tiny_clip_name, one_thread, monkeypatch)
     measure_cost(CostOptions(model=tiny_clip_name, strategies=("moram", "seq-lora"), tasks=(3,), batch_size=2,
                              classes=2, timing=False), progress=False)
     assert embedded == []
+
+
+def test_parameters_only_grows_inflora_by_shapes_alone(tiny_clip_name, one_thread, monkeypatch):
+    """InfLoRA's covariance passes and SVDs dominated ``--params-only`` (468 SVDs of 768 x 768 at 10
+    tasks); its counts follow the shapes, so a count runs neither (the counts themselves are checked
+    against a timed run above)."""
+    import moram_avalanche.strategies.plugins.inflora as inflora
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a parameter count ran InfLoRA's covariance pass or its SVD")
+
+    monkeypatch.setattr(inflora, "input_covariances", refuse)
+    monkeypatch.setattr(inflora, "design_down_projection", refuse)
+    result = measure_cost(CostOptions(model=tiny_clip_name, strategies=("inflora",), tasks=(1, 2), batch_size=2,
+                                      classes=2, timing=False), progress=False)
+    [row] = result["strategies"]
+    assert [t["task"] for t in row["tasks"]] == [1, 2] and row["tasks"][0]["trainable"] > 0
