@@ -3,36 +3,25 @@
 import pytest
 
 from moram_avalanche.cli import main
+from spies import RunStopped, spy_on_run_stream
 
 RUN = ["run", "--benchmark", "synthetic", "--strategy", "zeroshot", "--model", "moram-synthetic-tiny",
        "--pretrained", "none", "--no-progress"]
 
 
-class Stop(Exception):
-    pass
-
-
 @pytest.fixture
 def spy_run(monkeypatch):
     """Replace the run loop: record the strategy and the loader options, then stop."""
-    import moram_avalanche.experiments.runner as runner
-
-    seen = {}
-
-    def fake_run_stream(strategy, benchmark, out_dir, **kwargs):
-        seen.update(device=str(strategy.device), eval_mb_size=strategy.eval_mb_size,
-                    train_mb_size=strategy.train_mb_size, **kwargs)
-        raise Stop
-
-    monkeypatch.setattr(runner, "run_stream", fake_run_stream)
-    return seen
+    return spy_on_run_stream(monkeypatch, lambda strategy, kwargs: dict(
+        device=str(strategy.device), eval_mb_size=strategy.eval_mb_size, train_mb_size=strategy.train_mb_size,
+        **kwargs))
 
 
 def test_auto_device_is_the_cpu_without_a_gpu_and_eval_batches_are_larger(tmp_path, spy_run, monkeypatch):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(Stop):
+    with pytest.raises(RunStopped):
         main(RUN + ["--log-dir", str(tmp_path / "a"), "--cache-dir", str(tmp_path / "c"),
                     "--batch-size", "8"])
     assert spy_run["device"] == "cpu"
@@ -41,7 +30,7 @@ def test_auto_device_is_the_cpu_without_a_gpu_and_eval_batches_are_larger(tmp_pa
 
 
 def test_explicit_values_win(tmp_path, spy_run):
-    with pytest.raises(Stop):
+    with pytest.raises(RunStopped):
         main(RUN + ["--log-dir", str(tmp_path / "a"), "--cache-dir", str(tmp_path / "c"),
                     "--device", "cpu", "--num-workers", "2", "--eval-batch-size", "5"])
     assert (spy_run["device"], spy_run["num_workers"], spy_run["eval_mb_size"]) == ("cpu", 2, 5)

@@ -7,39 +7,28 @@ import pytest
 
 from moram_avalanche.arguments import check_speed_switches
 from moram_avalanche.cli import main
+from spies import RunStopped, spy_on_run_stream
 
 RUN = ["run", "--benchmark", "synthetic", "--strategy", "moram", "--model", "moram-synthetic-tiny",
        "--pretrained", "none", "--no-progress", "--device", "cpu", "--iterations", "1"]
 
 
-class Stop(Exception):
-    pass
-
-
 @pytest.fixture
 def spy_run(monkeypatch):
     """Replace the run loop: record the strategy's plugins and the recorded environment, then stop."""
-    import moram_avalanche.experiments.runner as runner
-
-    seen = {}
-
-    def fake_run_stream(strategy, benchmark, out_dir, **kwargs):
-        seen.update(plugins=[type(p).__name__ for p in strategy.plugins], environment=kwargs["environment"])
-        raise Stop
-
-    monkeypatch.setattr(runner, "run_stream", fake_run_stream)
-    return seen
+    return spy_on_run_stream(monkeypatch, lambda strategy, kwargs: dict(
+        plugins=[type(p).__name__ for p in strategy.plugins], environment=kwargs["environment"]))
 
 
 def test_keep_base_casts_reaches_the_strategy_and_the_record(tmp_path, spy_run):
-    with pytest.raises(Stop):
+    with pytest.raises(RunStopped):
         main(RUN + ["--log-dir", str(tmp_path / "a"), "--cache-dir", str(tmp_path / "c"), "--keep-base-casts"])
     assert "KeepBaseCasts" in spy_run["plugins"] and "CompiledEvaluation" not in spy_run["plugins"]
     assert spy_run["environment"]["keep_base_casts"] is True and "compile_eval" not in spy_run["environment"]
 
 
 def test_without_switches_no_plugin_is_added(tmp_path, spy_run):
-    with pytest.raises(Stop):
+    with pytest.raises(RunStopped):
         main(RUN + ["--log-dir", str(tmp_path / "a"), "--cache-dir", str(tmp_path / "c")])
     assert not {"KeepBaseCasts", "CompiledEvaluation"} & set(spy_run["plugins"])
     assert "keep_base_casts" not in spy_run["environment"]

@@ -14,41 +14,20 @@ import pytest
 import torch
 
 from moram_avalanche.cli import main
-from tiny_text import tiny_t5, word_tokenizer
-
-TRACE_TASKS = ("C-STANCE", "FOMC")
+from tiny_text import tiny_t5
+from trace_runs import error_lines, snapshot, trace_run_arguments, write_trace_inputs
 
 
 def pairs(answer="red", count=3, split="train"):
     return [{"prompt": f"what colour is {split} item {i}", "answer": answer} for i in range(count)]
 
 
-def snapshot(folder):
-    """Every file of ``folder`` with its bytes (to see that nothing was written)."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and "tb" not in p.relative_to(folder).parts and p.name != ".moram-run.lock"}
-
-
-def error_lines(capsys):
-    """The command's error lines (transformers' loading bars, on stderr too, left out)."""
-    return [line for line in capsys.readouterr().err.strip().splitlines() if line.startswith("moram-avalanche")]
-
-
 @pytest.fixture
 def text_run(tmp_path):
     """A finished tiny T5 MoRAM run on two TRACE tasks: ``(argv, log_dir, data_root, model_folder)``."""
-    model = tmp_path / "model"
-    tiny_t5().save_pretrained(model)
-    word_tokenizer().save_pretrained(model)
-    root = tmp_path / "TRACE"
-    for name in TRACE_TASKS:
-        (root / name).mkdir(parents=True)
-        for split in ("train", "eval", "test"):
-            (root / name / f"{split}.json").write_text(json.dumps(pairs(split=split)))
+    model, root = write_trace_inputs(tmp_path, pairs)
     log_dir = tmp_path / "run"
-    argv = ["run", "--benchmark", "trace", "--order", ",".join(TRACE_TASKS), "--data-root", str(root), "--strategy",
-            "moram", "--model", str(model), "--log-dir", str(log_dir), "--iterations", "1", "--batch-size", "2",
-            "--dtype", "float32", "--set", "max_new_tokens=2", "--no-progress"]
+    argv = trace_run_arguments(root, model, log_dir)
     assert main(argv) == 0
     return argv, log_dir, root, model
 

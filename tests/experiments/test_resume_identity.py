@@ -13,43 +13,23 @@ import pytest
 import torch
 
 from moram_avalanche.cli import main
-from tiny_text import tiny_t5, word_tokenizer
-
-TRACE_TASKS = ("C-STANCE", "FOMC")
+from tiny_text import tiny_t5
+from trace_runs import error_lines, snapshot, trace_run_arguments, write_trace_inputs
 
 
 def pairs(count=3, split="train"):
     return [{"prompt": f"what is the topic {split} {i}", "answer": "sports"} for i in range(count)]
 
 
-def snapshot(folder):
-    """Every file of ``folder`` with its bytes (to see that nothing was written)."""
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file() and "tb" not in p.relative_to(folder).parts and p.name != ".moram-run.lock"}
-
-
-def error_lines(capsys):
-    return [line for line in capsys.readouterr().err.strip().splitlines() if line.startswith("moram-avalanche")]
-
-
 def arguments(root, model, log_dir):
-    return ["run", "--benchmark", "trace", "--order", ",".join(TRACE_TASKS), "--data-root", str(root), "--strategy",
-            "moram", "--model", str(model), "--log-dir", str(log_dir), "--iterations", "1", "--batch-size", "2",
-            "--dtype", "float32", "--set", "max_new_tokens=2", "--no-progress"]
+    return trace_run_arguments(root, model, log_dir)
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
     """One finished tiny T5 MoRAM run on two TRACE tasks: ``(folder, a pristine copy of it)``."""
     base = tmp_path_factory.mktemp("identity")
-    model = base / "model"
-    tiny_t5().save_pretrained(model)
-    word_tokenizer().save_pretrained(model)
-    root = base / "TRACE"
-    for name in TRACE_TASKS:
-        (root / name).mkdir(parents=True)
-        for split in ("train", "eval", "test"):
-            (root / name / f"{split}.json").write_text(json.dumps(pairs(split=split)))
+    model, root = write_trace_inputs(base, pairs)
     assert main(arguments(root, model, base / "run")) == 0
     pristine = tmp_path_factory.mktemp("pristine")
     for name in FOLDERS:

@@ -4,6 +4,7 @@
 import pytest
 import torch
 
+from spies import spy_on_generate
 from tiny_stream import FAMILIES, stream_tokenizer
 
 PROMPTS = ["What is the colour of the following paragraph ? Answer:", "lorem ipsum Answer:",
@@ -31,17 +32,6 @@ def with_moram(family, **options):
     # no end of sequence: every answer is max_new_tokens long (a random tiny T5 ends at once)
     lm.eos_id = model.generation_config.eos_token_id = model.config.eos_token_id = None
     return lm
-
-
-def spy_on_generate(lm):
-    calls = []
-    generate = lm.model.generate
-
-    def spy(**kwargs):
-        calls.append(kwargs)
-        return generate(**kwargs)
-    lm.model.generate = spy
-    return calls
 
 
 def eager_compile_config():

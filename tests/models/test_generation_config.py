@@ -9,6 +9,7 @@ generation config at all.
 import pytest
 import torch
 
+from spies import spy_on_generate
 from tiny_text import tiny_t5, word_tokenizer
 
 PROMPTS = ["what is the topic of following paragraph", "choose one from option a b c"]
@@ -83,13 +84,7 @@ def test_the_recorded_settings_are_the_ones_generate_receives():
     from moram_avalanche.models.language_model import Decoding
 
     lm = language_model()
-    calls = []
-    generate = lm.model.generate
-
-    def spy(**kwargs):
-        calls.append(kwargs)
-        return generate(**kwargs)
-    lm.model.generate = spy
+    calls = spy_on_generate(lm)
     decoding = Decoding(repetition_penalty=1.2, no_repeat_ngram_size=3)
     lm.generate(PROMPTS, STEPS, decoding=decoding)
     settings = lm.greedy_settings(decoding)
