@@ -15,7 +15,7 @@ import torch
 
 from moram_avalanche.cli import main
 from tiny_text import tiny_t5
-from trace_runs import error_lines, snapshot, trace_run_arguments, write_trace_inputs
+from trace_runs import error_lines, refused_resume, snapshot, trace_run_arguments, write_trace_inputs
 
 
 def pairs(answer="red", count=3, split="train"):
@@ -30,18 +30,6 @@ def text_run(tmp_path):
     argv = trace_run_arguments(root, model, log_dir)
     assert main(argv) == 0
     return argv, log_dir, root, model
-
-
-def refused_resume(capsys, argv, log_dir, *fragments):
-    before = snapshot(log_dir)
-    capsys.readouterr()
-    assert main(argv) == 2
-    err = error_lines(capsys)
-    assert len(err) == 1, err
-    for fragment in fragments:
-        assert fragment in err[0], err[0]
-    assert snapshot(log_dir) == before  # nothing written, nothing lost
-    return err[0]
 
 
 # ---------------------------------------------------------------- class 2: data and weights on resume

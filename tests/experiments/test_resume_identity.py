@@ -14,7 +14,7 @@ import torch
 
 from moram_avalanche.cli import main
 from tiny_text import tiny_t5
-from trace_runs import error_lines, snapshot, trace_run_arguments, write_trace_inputs
+from trace_runs import refused_resume, trace_run_arguments, write_trace_inputs
 
 
 def pairs(count=3, split="train"):
@@ -53,18 +53,6 @@ def text_run(finished):
 
 def record_of(log_dir):
     return json.loads((log_dir / "run.json").read_text())
-
-
-def refused_resume(capsys, argv, log_dir, *fragments):
-    before = snapshot(log_dir)
-    capsys.readouterr()
-    assert main(argv) == 2
-    err = error_lines(capsys)
-    assert len(err) == 1, err
-    for fragment in fragments:
-        assert fragment in err[0], err[0]
-    assert snapshot(log_dir) == before  # nothing trained or written
-    return err[0]
 
 
 def edit_weights(model_folder, edit):

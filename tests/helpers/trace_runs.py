@@ -3,6 +3,7 @@ inputs written to a folder, its command line, and what a refused resume must lea
 
 import json
 
+from moram_avalanche.cli import main
 from tiny_text import tiny_t5, word_tokenizer
 
 #: the two TRACE tasks of the tiny run
@@ -38,3 +39,17 @@ def snapshot(folder):
 def error_lines(capsys):
     """The command's error lines (transformers' loading bars, on stderr too, left out)."""
     return [line for line in capsys.readouterr().err.strip().splitlines() if line.startswith("moram-avalanche")]
+
+
+def refused_resume(capsys, argv, log_dir, *fragments):
+    """``argv`` run again in ``log_dir`` is refused in one line holding every fragment, and nothing
+    in the folder is trained, written or lost; returns the line."""
+    before = snapshot(log_dir)
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = error_lines(capsys)
+    assert len(err) == 1, err
+    for fragment in fragments:
+        assert fragment in err[0], err[0]
+    assert snapshot(log_dir) == before  # nothing trained or written
+    return err[0]
