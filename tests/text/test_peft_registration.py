@@ -22,8 +22,12 @@ model = PeftModel.from_pretrained(tiny_llama(seed=0), {folder!r})
 ids = torch.arange(6).reshape(1, 6)
 with torch.no_grad():
     logits = model(input_ids=ids).logits
+    base = tiny_llama(seed=0)(input_ids=ids).logits
 expected = torch.load({expected!r})
-print(type(model.peft_config["default"]).__name__, torch.equal(logits, expected))
+# the saved model's logits (to float rounding: this process may sum in another order, e.g. other thread
+# counts), and not the base's (the atoms' values are far from zero)
+print(type(model.peft_config["default"]).__name__, torch.allclose(logits, expected, rtol=1e-4, atol=1e-5),
+      not torch.allclose(base, expected, rtol=1e-2, atol=1e-2))
 """
 
 
@@ -56,7 +60,7 @@ def test_the_adapter_loads_after_importing_the_package_alone(saved, imports):
     done = subprocess.run([sys.executable, "-W", "error::RuntimeWarning", "-c", script], capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.split()[-2:] == ["MoRAMConfig", "True"]
+    assert done.stdout.split()[-3:] == ["MoRAMConfig", "True", "True"]
 
 
 def test_importing_the_package_imports_neither_torch_nor_peft():
