@@ -46,7 +46,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
             sys.meta_path.remove(self)  # once; and the search below must not find this finder again
         spec = importlib.util.find_spec(fullname)
         if spec is not None and spec.loader is not None:
-            spec.loader = _ThenRun(spec.loader, self.then)
+            spec.loader = _ThenRun(spec.loader, _quietly(self.then, self.name))
         return spec
 
 
@@ -63,11 +63,10 @@ def _quietly(then: Callable, name: str) -> Callable:
 def after_import(name: str, then: Callable) -> None:
     """Call ``then(module)`` once top-level module ``name`` is imported: now if it already is, else
     right after its import finishes. An error of ``then`` is a warning, never a failed import."""
-    run = _quietly(then, name)
     if name in sys.modules:
-        run(sys.modules[name])
+        _quietly(then, name)(sys.modules[name])
     elif not any(isinstance(f, _AfterImport) and f.name == name and f.then is then for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport(name, run))  # before the path finder, which would find it
+        sys.meta_path.insert(0, _AfterImport(name, then))  # before the path finder, which would find it
 
 
 __all__ = ["after_import"]

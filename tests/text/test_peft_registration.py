@@ -76,10 +76,13 @@ def test_after_import_runs_once_and_a_failure_is_a_warning(tmp_path, monkeypatch
     (tmp_path / "fresh_module_for_after_import.py").write_text("VALUE = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     seen = []
-    after_import("fresh_module_for_after_import", lambda module: seen.append(module.VALUE))
+    record = lambda module: seen.append(module.VALUE)  # noqa: E731
+    after_import("fresh_module_for_after_import", record)
+    after_import("fresh_module_for_after_import", record)  # asked twice before the import: runs once
     assert seen == []
     import fresh_module_for_after_import  # noqa: F401
     assert seen == [1]
+    assert not [f for f in sys.meta_path if getattr(f, "name", None) == "fresh_module_for_after_import"]  # none left
     after_import("fresh_module_for_after_import", lambda module: seen.append(2))  # already imported: now
     assert seen == [1, 2]
     with pytest.warns(RuntimeWarning, match="after importing fresh_module_for_after_import: ValueError: no"):
