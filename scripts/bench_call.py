@@ -5,7 +5,8 @@ and dispatch that launch them (issue "GPU path II", item 1). This measures that 
 the CPU, where it is the same code: a MoRAM layer (768 -> 768, 160 atoms: 10 tasks of 16,
 k = 16, tau = 0.01, delta = 0.2) on a few tokens (the GEMMs take a few microseconds), in eval
 mode under ``torch.no_grad()``, float32 and bfloat16 autocast, its bank frozen or its last
-task's atoms still trainable; the ``triton`` path with its kernel launch stubbed (a no-op, as
+task's atoms still trainable, the base read apart or kept (``keep_base_casts``: on the GPU paths,
+stacked with the keys, ``layers.moram.stacked``); the ``triton`` path with its kernel launch stubbed (a no-op, as
 ``scripts/count_ops.py`` stubs it), ``dense`` and ``reference`` as they are.
 
 Calls are interleaved with the layer's own ``nn.Linear`` in one process: ``--rounds`` rounds of
@@ -29,6 +30,11 @@ import torch
 from torch import nn
 
 from moram_avalanche.layers.moram.layer import MoRAMLinear
+
+try:
+    from moram_avalanche.layers.moram.layer import keep_base_casts
+except ImportError:  # a checkout before 0.7.0: the base is read apart
+    keep_base_casts = None
 from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.layers.moram.paths import use_path
 from moram_avalanche.utils.dispatch import OpCounter
@@ -94,14 +100,19 @@ def main() -> None:
     x = torch.randn(1, args.tokens, args.width)
     print(f"torch {torch.__version__}, {args.threads} thread(s); {args.width} -> {args.width}, 160 atoms, "
           f"{args.tokens} tokens; medians of {args.rounds} rounds x {args.calls} calls, interleaved with nn.Linear")
-    print(f"{'path':10s} {'dtype':5s} {'bank':9s} {'MoRAM us':>9s} {'Linear us':>9s} {'ratio':>6s}  ops (Linear's)")
+    print(f"{'path':10s} {'dtype':5s} {'bank':9s} {'base':5s} {'MoRAM us':>9s} {'Linear us':>9s} {'ratio':>6s}  "
+          "ops (Linear's)")
     for path in args.paths.split(","):
         for frozen in (True, False):
             layer = build(args.width, 10, frozen)
-            for amp in (False, True):
-                moram, linear, ops, linear_ops = measure(layer, x, path, amp, args.rounds, args.calls)
-                print(f"{path:10s} {'bf16' if amp else 'fp32':5s} {'frozen' if frozen else 'trainable':9s} "
-                      f"{moram:9.1f} {linear:9.1f} {moram / linear:6.2f}x  {ops} ({linear_ops})", flush=True)
+            for kept in (False, True) if keep_base_casts is not None else (False,):
+                if keep_base_casts is not None:
+                    keep_base_casts(layer, kept)
+                for amp in (False, True):
+                    moram, linear, ops, linear_ops = measure(layer, x, path, amp, args.rounds, args.calls)
+                    print(f"{path:10s} {'bf16' if amp else 'fp32':5s} {'frozen' if frozen else 'trainable':9s} "
+                          f"{'kept' if kept else 'apart':5s} {moram:9.1f} {linear:9.1f} {moram / linear:6.2f}x  "
+                          f"{ops} ({linear_ops})", flush=True)
 
 
 if __name__ == "__main__":

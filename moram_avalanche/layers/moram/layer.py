@@ -40,11 +40,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .bank import AtomBank, MoRAMBank, normal_tensors
+from .bank import AtomBank, MoRAMBank, joined, normal_tensors
 from .config import PAPER_CLIP, MoRAMLayerConfig
 from .paths import choice
 from .paths.reference import route
 from .paths.switch import token
+from .stacked import StackedBase, stack_base
 
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -82,16 +83,18 @@ class MoRAMRouting:
         #: stay off under FSDP, whose weights are gathered per call (:func:`keep_base_casts`)
         self.keep_base_cast = False
         self._base_casts = {}  # dtype -> (weight, bias, their versions and data pointers, cast weight, cast bias)
+        self._stacked = {}  # dtype -> (the tensors it was built from, their versions and data pointers, StackedBase)
 
     def __getstate__(self):
         state = dict(super().__getstate__())
-        state["_path"], state["_base_casts"] = None, {}  # chosen and cast again where the layer lands
+        state["_path"], state["_base_casts"], state["_stacked"] = None, {}, {}  # chosen and cast again where it lands
         return state
 
     def __setstate__(self, state):
         state.setdefault("_path", None)  # layers pickled before 0.8
         state.setdefault("keep_base_cast", False)
         state.setdefault("_base_casts", {})
+        state.setdefault("_stacked", {})
         super().__setstate__(state)
 
     def base_in(self, dtype: torch.dtype, weight: torch.Tensor, bias: Optional[torch.Tensor]):
@@ -105,10 +108,50 @@ class MoRAMRouting:
         stamp = (weight._version, weight.data_ptr(), None if bias is None else (bias._version, bias.data_ptr()))
         entry = self._base_casts.get(dtype)
         if entry is None or entry[0] is not weight or entry[1] is not bias or entry[2] != stamp:
+            self._stacked.clear()  # one copy of the base at a time: the stacked one goes
             with torch.no_grad(), normal_tensors():
                 entry = (weight, bias, stamp, weight.detach().to(dtype), None if bias is None else bias.detach().to(dtype))
             self._base_casts[dtype] = entry
         return entry[3], entry[4]
+
+    def stacks_base(self, weight: Optional[torch.Tensor]) -> bool:
+        """Whether this call reads the base and the keys as one stacked GEMM
+        (:mod:`~moram_avalanche.layers.moram.stacked`): a base is fused into the call, its copy is
+        kept (:attr:`keep_base_cast`) and no backward follows (grad mode off). A subclass whose
+        routing does not read the keys says no."""
+        return weight is not None and self.keep_base_cast and not torch.is_grad_enabled()
+
+    def stacked_base(self, dtype: torch.dtype, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> StackedBase:
+        """The base ``weight``, ``bias`` and this bank stacked in ``dtype``
+        (:func:`~moram_avalanche.layers.moram.stacked.stack_base`), kept until one of the tensors it
+        was built from is replaced (expand, load, prune, ``.to()``) or edited in place (an optimizer's
+        step, ``copy_``: their versions), or the bank's ``new_value_scale`` changes. Under
+        ``torch.compile`` a kept copy is read as it is (only a replaced tensor is noticed) and none is
+        made (the graph stacks at each call): call the layer once eagerly first."""
+        sources = (weight, bias, self.frozen_keys, self.frozen_values, self.new_keys, self.new_values)
+        entry = self._stacked.get(dtype)
+        compiling = torch.compiler.is_compiling()
+        if (entry is not None and all(kept is now for kept, now in zip(entry[0], sources))
+                and (compiling or entry[1] == _stamp(sources, self.new_value_scale))):
+            return entry[2]
+        values = self.joined_values(dtype)
+        if compiling:
+            return stack_base(weight, bias, self.keys, values, dtype)
+        self._base_casts.pop(dtype, None)  # one copy of the base at a time: the plain cast goes, and
+        self._stacked.clear()               # a copy of other tensors or another dtype
+        with torch.no_grad(), normal_tensors():
+            stacked = stack_base(weight, bias, self.keys, values, dtype)
+        self._stacked[dtype] = (sources, _stamp(sources, self.new_value_scale), stacked)
+        return stacked
+
+    def joined_values(self, dtype: torch.dtype) -> torch.Tensor:
+        """Every value ``[R, d_out]`` in ``dtype``, frozen first, the trainable ones times
+        ``new_value_scale`` (detached): the values a forward reads."""
+        new_values = self.new_values
+        if new_values is not None and self.new_value_scale != 1:
+            new_values = new_values * self.new_value_scale
+        with torch.no_grad():
+            return joined(self.frozen_values, new_values, dtype)
 
     @property
     def options(self) -> Dict[str, object]:
@@ -139,14 +182,19 @@ class MoRAMRouting:
         num_atoms = self.num_atoms
         dtype = compute_dtype(x)
         tokens = (x if x.dim() == 2 else x.reshape(-1, self.in_features)).to(dtype)
-        if weight is not None:
-            weight, bias = self.base_in(dtype, weight, bias)
-        if num_atoms == 0:  # nothing to route: the base alone, or no term
-            out = F.linear(tokens, weight, bias) if weight is not None else tokens.new_zeros(tokens.shape[0], self.out_features)
-            return out.reshape(*x.shape[:-1], self.out_features)
         gate = self.threshold if (not self.training and self.threshold > 0) else None  # step 5 at inference
         k = num_atoms if self.topk is None else min(max(self.topk, 2), num_atoms)      # effective_topk
-        out, idx, weights = self.mixture(tokens, weight, bias, k, gate)
+        stacked = num_atoms and self.stacks_base(weight) and self.path(tokens, num_atoms, k, gate is not None, True)
+        if stacked:  # the base and the keys in one GEMM (no backward follows)
+            out, idx, weights = stacked(tokens, self.stacked_base(dtype, weight, bias), k, self.temperature, gate,
+                                        self.recording)
+        else:
+            if weight is not None:
+                weight, bias = self.base_in(dtype, weight, bias)
+            if num_atoms == 0:  # nothing to route: the base alone, or no term
+                out = F.linear(tokens, weight, bias) if weight is not None else tokens.new_zeros(tokens.shape[0], self.out_features)
+                return out.reshape(*x.shape[:-1], self.out_features)
+            out, idx, weights = self.mixture(tokens, weight, bias, k, gate)
         if self.recording:
             self.record(idx, weights)
         return out if x.dim() == 2 else out.reshape(*x.shape[:-1], self.out_features)
@@ -176,19 +224,20 @@ class MoRAMRouting:
         mixture = self.path(tokens, bank.keys.shape[0], k, threshold is not None)
         return mixture(tokens, weight, bias, bank, k, self.temperature, threshold, self.recording)
 
-    def path(self, tokens: torch.Tensor, num_atoms: int, k: int, gated: bool):
-        """The chosen path's mixture for ``tokens`` (:func:`~moram_avalanche.layers.moram.paths.choice.mixture_for`),
-        chosen once per device, dtype, bank size, ``k`` and gate and kept until the switch's
+    def path(self, tokens: torch.Tensor, num_atoms: int, k: int, gated: bool, stacked: bool = False):
+        """The chosen path's mixture for ``tokens`` (:func:`~moram_avalanche.layers.moram.paths.choice.mixture_for`;
+        ``stacked``: its form over the stacked base and keys, or None where it has none),
+        chosen once per device, dtype, bank size, ``k``, gate and form and kept until the switch's
         :func:`~moram_avalanche.layers.moram.paths.switch.token` changes (``use_path``, the
         variable set, the CPU kernel built): no ``os.environ`` read and no choice in a call that
         reuses it."""
-        switch_token, key = token(), (tokens.device, tokens.dtype, num_atoms, k, gated)
+        switch_token, key = token(), (tokens.device, tokens.dtype, num_atoms, k, gated, stacked)
         chosen = self._path
         if chosen is None or chosen[0] is not switch_token:
             chosen = self._path = (switch_token, {})
-        mixture = chosen[1].get(key)
-        if mixture is None:
-            mixture = chosen[1][key] = choice.mixture_for(tokens, num_atoms, k, gated)
+        if key in chosen[1]:
+            return chosen[1][key]
+        mixture = chosen[1][key] = choice.mixture_for(tokens, num_atoms, k, gated, stacked)
         return mixture
 
 
@@ -271,16 +320,30 @@ class MoRAMAtoms(MoRAMRouting, AtomBank):
 def keep_base_casts(module: nn.Module, keep: bool = True) -> int:
     """Set :attr:`MoRAMRouting.keep_base_cast` on every MoRAM layer in ``module``; returns how many.
 
-    Under bf16 autocast a kept cast saves each call two casts (the weight and the bias, as many
-    as ``nn.Linear`` makes) at the memory of the frozen weights in bf16 (half of float32's). Leave
-    it off where the weights are sharded and gathered per call (FSDP: the copy would hold the
-    whole weight) or where memory is short.
+    Memory for speed, on the layers' frozen base weights:
+
+    * with a backward (training), under bf16 autocast: the weight and bias kept cast, two casts
+      fewer per call (as many as ``nn.Linear`` makes), at the memory of the weights in bf16;
+    * without one (``torch.no_grad()``, inference mode: evaluation, generation), on the GPU paths
+      (``dense``, ``triton``): the weight stacked with the bank's keys, ``[W; A]``, in the compute
+      dtype (:mod:`~moram_avalanche.layers.moram.stacked`), so the base and step 1 are one GEMM that
+      reads the tokens once. In float32 this is a float32 copy of each weight (plus ``R`` rows).
+
+    A layer keeps one of the two copies at a time (per compute dtype), built again when its
+    tensors change. Leave it off where the weights are sharded and gathered per call (FSDP: the
+    copy would hold the whole weight) or where memory is short.
     """
     layers = [layer for layer in module.modules() if isinstance(layer, MoRAMRouting)]
     for layer in layers:
         layer.keep_base_cast = bool(keep)
-        layer._base_casts = {}
+        layer._base_casts, layer._stacked = {}, {}
     return len(layers)
+
+
+def _stamp(tensors, scale: float) -> tuple:
+    """What an in-place edit or a swapped storage of ``tensors`` changes (their versions and data
+    pointers), and the trainable values' ``scale``."""
+    return tuple(None if t is None else (t._version, t.data_ptr()) for t in tensors) + (scale,)
 
 
 # route: steps 2-5 in PyTorch (paths.reference), a name of 0.6's layers.moram module

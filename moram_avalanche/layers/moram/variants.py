@@ -235,6 +235,10 @@ class MoRAMAblationLinear(MoRAMLinear):
         terms, self.balance_terms = self.balance_terms, []
         return terms
 
+    def stacks_base(self, weight) -> bool:
+        """Never with an external router: the routing reads the router's rows, not the keys."""
+        return not self.router and super().stacks_base(weight)
+
     def mixture(self, tokens, weight, bias, k, threshold):
         """The plain-autograd path (:func:`plain_mixture`) when routing needs gradients, else the method's."""
         balance = self.load_balance if self.training and torch.is_grad_enabled() else None

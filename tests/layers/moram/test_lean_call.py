@@ -339,7 +339,14 @@ def test_a_kept_base_cast_saves_two_casts_and_changes_no_number(stub_kernels):
         assert keep_base_casts(model) == 2
         kept = ops_of(layer, x, True)
     assert plain.counts["aten::_to_copy"] == 3 and kept.counts["aten::_to_copy"] == 1  # x only
-    assert kept.total == plain.total - 2
+    # no backward follows: the base stacked with the keys (layers.moram.stacked), one GEMM fewer too
+    assert kept.total == plain.total - 3 and kept.counts["aten::mm"] == 0 and kept.counts["aten::addmm"] == 2
+    keep_base_casts(model, False)
+    with use_path("triton"):  # with a backward: the base's cast kept apart, two casts fewer
+        plain, kept = training_ops_of(layer, x), None
+        keep_base_casts(model)
+        kept = training_ops_of(layer, x)
+    assert plain.counts["aten::_to_copy"] - kept.counts["aten::_to_copy"] == 2 and kept.total == plain.total - 2
     keep_base_casts(model, False)
     with use_path("dense"), torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
         expected = model(x)
@@ -351,6 +358,16 @@ def test_a_kept_base_cast_saves_two_casts_and_changes_no_number(stub_kernels):
         assert torch.equal(model(x), expected)
         assert keep_base_casts(model, False) == 2
         assert torch.equal(model(x), expected)
+
+
+def training_ops_of(layer, x):
+    """The operators of one bf16 autocast forward of ``layer`` that a backward follows (the input requires grad)."""
+    x = x.clone().requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        layer(x)
+        with OpCounter() as ops:
+            layer(x)
+    return ops
 
 
 def cast_at_the_call(layer, x):

@@ -23,13 +23,13 @@ and chooses nothing.
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
 from . import cpu_kernel
 from . import triton as moram_triton
-from .dense import TORCH_ROUTER, TRITON_ROUTER, dense_mixture
+from .dense import TORCH_ROUTER, TRITON_ROUTER, dense_mixture, stacked_mixture
 from .reference import (
     GATED_TORCH_KERNELS,
     TORCH_KERNELS,
@@ -78,11 +78,22 @@ def kernels_for(tokens: torch.Tensor, num_atoms: int, k: int, gated: bool) -> Ke
     )
 
 
-def mixture_for(tokens: torch.Tensor, num_atoms: int, k: int, gated: bool) -> Callable:
+def mixture_for(tokens: torch.Tensor, num_atoms: int, k: int, gated: bool, stacked: bool = False
+                ) -> Optional[Callable]:
     """``mixture(tokens, weight, bias, bank, k, temperature, threshold, recording) -> (y, idx, weights)``
     of the chosen path (:func:`path_name`); a forced path that cannot run here is a RuntimeError
-    that says why."""
+    that says why.
+
+    ``stacked``: the path's form over a stacked base and keys instead,
+    ``mixture(tokens, stacked, k, temperature, threshold, recording)``
+    (:func:`~moram_avalanche.layers.moram.paths.dense.stacked_mixture`, no backward), or None
+    where the chosen path has none (the CPU paths: the reference path reads the base apart)."""
     name = path_name(tokens, num_atoms, k, gated)
+    if stacked:
+        if name not in ("dense", "triton"):
+            return None
+        mixture_for(tokens, num_atoms, k, gated)  # the same refusal, where a forced path cannot run
+        return _STACKED[name]
     if name == "reference":
         return _REFERENCE[gated]
     if name == "cpu-kernel":
@@ -106,6 +117,8 @@ _REFERENCE = {False: functools.partial(sparse_mixture, TORCH_KERNELS),
               True: functools.partial(sparse_mixture, GATED_TORCH_KERNELS)}
 _DENSE = functools.partial(dense_mixture, TORCH_ROUTER)
 _TRITON = functools.partial(dense_mixture, TRITON_ROUTER)
+_STACKED = {"dense": functools.partial(stacked_mixture, TORCH_ROUTER),
+            "triton": functools.partial(stacked_mixture, TRITON_ROUTER)}
 
 
 __all__ = ["kernels_for", "mixture_for", "path_name"]

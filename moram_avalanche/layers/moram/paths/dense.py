@@ -15,6 +15,10 @@ float32 whatever the autocast dtype). This path:
 * step 6 is the base GEMM with its bias and one more GEMM, ``c B``, accumulated into it (the
   official release's read-out, ``(w * p) B^T``), in the compute dtype.
 
+Where no backward follows and the layer keeps its base's copy, :func:`stacked_mixture` takes
+steps 1 and the base's ``W x + b`` as ONE GEMM over the stacked ``[W; A]``
+(:mod:`~moram_avalanche.layers.moram.stacked`): the tokens are read once, not twice.
+
 Every shape depends on the bank and the batch, never on the data: no ``nonzero``, no boolean
 indexing, no ``.item()``; the calls can be captured in a CUDA graph and traced by
 ``torch.compile``. The hand-written backward
@@ -36,6 +40,7 @@ import torch.nn.functional as F
 
 from ..backward import attach_backward, needs_grad
 from ..bank import BankRows
+from ..stacked import StackedBase
 from . import triton as moram_triton
 from .reference import Routing, kept_router_backward, route, route_dtype
 
@@ -123,6 +128,22 @@ def dense_mixture(router: Router, tokens: torch.Tensor, weight: Optional[torch.T
     return out, idx, weights
 
 
+def stacked_mixture(router: Router, tokens: torch.Tensor, stacked: StackedBase, k: int, temperature: float,
+                    threshold: Optional[float], recording: bool):
+    """``(y, idx or None, weights)`` of steps 1-6 where no backward follows, the base and the keys in
+    ONE GEMM (:mod:`~moram_avalanche.layers.moram.stacked`): ``[W x + b | p] = x [W; A]^T + [b; 0]``,
+    the router on the ``p`` view, then ``y = (W x + b) + c B`` in one more GEMM written to a new
+    tensor (it reads the base's view once, as ``addmm_`` would read and write it, and ``y`` is
+    contiguous)."""
+    weight_keys_t, bias = stacked.weight_keys_t, stacked.bias
+    full = torch.mm(tokens, weight_keys_t) if bias is None else torch.addmm(bias, tokens, weight_keys_t)  # 1. + W x + b
+    base_out, proj = full.split((stacked.out_features, stacked.num_atoms), 1)
+    coef, _, usage = router.forward(proj, k, temperature, threshold, recording, False)  # 2.-5. c = w p
+    out = torch.addmm(base_out, coef, stacked.values)                                      # 6. + c B
+    idx, weights = usage if usage is not None else (None, None)
+    return out, idx, weights
+
+
 def dense_router_backward(router: Router, k: int, temperature: float, threshold: Optional[float], grad_out,
                           values, proj, state, start: int, upstream: bool, tail: bool):
     """``(dL/dp or None, c_tail or None)``: ``dL/dc = g B^T`` (one GEMM over the bank), then the router's backward."""
@@ -131,4 +152,5 @@ def dense_router_backward(router: Router, k: int, temperature: float, threshold:
     return grad_proj, (coef[:, start:] if tail else None)
 
 
-__all__ = ["Router", "TORCH_ROUTER", "TRITON_ROUTER", "dense_forward", "dense_mixture", "dense_router_backward"]
+__all__ = ["Router", "TORCH_ROUTER", "TRITON_ROUTER", "dense_forward", "dense_mixture", "dense_router_backward",
+           "stacked_mixture"]

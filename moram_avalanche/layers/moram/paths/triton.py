@@ -140,10 +140,12 @@ def route_forward(proj: torch.Tensor, k: int, temperature: float, threshold: Opt
     ``state`` (``want_state``: a backward will follow; else ``()``) is what :func:`route_backward`
     reads instead of selecting again: the kept columns ``[N, k]`` int16, largest first (``[N, 0]``
     where every atom is kept), and the norms ``max(||p||, eps)`` ``[N]`` in the routing dtype.
+    ``proj`` may be a view with rows apart (the stacked GEMM's ``p``): only its last stride must be 1.
     """
-    proj = proj.contiguous()
+    if proj.stride(1) != 1:
+        proj = proj.contiguous()
     rows, atoms = proj.shape
-    coef = torch.empty_like(proj)
+    coef = torch.empty_like(proj)  # contiguous even for a view with rows apart (not dense)
     weights = torch.empty(rows, atoms, device=proj.device, dtype=torch.float32) if want_weights else coef
     kept_k, inv_tau, delta, flags = _numbers(k, temperature, threshold, atoms)
     state = ()

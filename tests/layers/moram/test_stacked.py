@@ -1,0 +1,231 @@
+"""The base and the keys as one GEMM, ``x [W; A]^T + [b; 0]`` (``layers.moram.stacked``; issue "GPU path II", item 3).
+
+Where the layer keeps its base's copy (``keep_base_casts``) and no backward follows, the GPU paths
+read the tokens once: these tests hold its numbers to the float64 naive layer on both GPU paths,
+count the GEMMs that read the tokens, and check when the stacked copy is (and is not) built again.
+"""
+
+import copy
+import pickle
+import re
+
+import pytest
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from moram_avalanche.layers.moram.layer import keep_base_casts
+from moram_avalanche.layers.moram.naive import naive_moram
+from moram_avalanche.layers.moram.paths import triton as moram_triton
+from moram_avalanche.layers.moram.paths import use_path
+from moram_avalanche.layers.moram.stacked import stack_base
+from moram_avalanche.layers.moram.variants import MoRAMAblationLinear
+from tiny_layers import grown
+
+GPU_PATHS = ["dense", pytest.param("triton", marks=pytest.mark.skipif(
+    not moram_triton.usable(torch.empty(0)), reason="Triton's interpreter is off (TRITON_INTERPRET=1 not set early)"))]
+
+
+def naive_of(layer, x):
+    """Steps 1-6 by the naive float64 layer, with ``layer``'s base, atoms (the trainable values times
+    ``new_value_scale``) and mode."""
+    base = layer.base
+    values = layer.values.double().clone()
+    values[:, layer.num_frozen:] *= layer.new_value_scale
+    out = naive_moram(x.reshape(-1, layer.in_features).double(), base.weight.double(),
+                      None if base.bias is None else base.bias.double(), [layer.keys.double()], [values],
+                      topk=layer.effective_topk, temperature=layer.temperature, threshold=layer.threshold,
+                      training=layer.training)
+    return out.reshape(*x.shape[:-1], layer.out_features)
+
+
+def assert_naive(layer, x, out, amp):
+    tolerance = 3e-2 if amp else 1e-5
+    torch.testing.assert_close(out.double(), naive_of(layer, x), rtol=tolerance, atol=tolerance)
+
+
+def call(layer, x, amp):
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        return layer(x)
+
+
+class Gemms(TorchDispatchMode):
+    """Each matrix product's ``(first operand's shape, output's shape)``."""
+
+    NAMES = {"aten::mm", "aten::addmm", "aten::addmm_"}
+
+    def __init__(self):
+        super().__init__()
+        self.shapes = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func._schema.name in self.NAMES:
+            first = args[0] if func._schema.name == "aten::mm" else args[1]
+            self.shapes.append((tuple(first.shape), tuple(out.shape)))
+        return out
+
+
+# ---------------------------------------------------------------- the numbers
+@pytest.mark.parametrize("path", GPU_PATHS)
+@pytest.mark.parametrize("amp", [False, True])
+@pytest.mark.parametrize("bank", ["frozen", "trainable", "scaled", "no-bias"])
+def test_the_stacked_call_equals_the_naive_layer(path, amp, bank):
+    layer = grown(frozen=bank == "frozen").eval()
+    if bank == "scaled":
+        layer.new_value_scale = 2.0  # the release's atom scaling: the trainable values read twice
+    if bank == "no-bias":
+        layer.base.bias = None
+    keep_base_casts(layer)
+    x = torch.randn(2, 9, 24)
+    with use_path(path):
+        out = call(layer, x, amp)
+        again = call(layer, x, amp)
+    assert len(layer._stacked) == 1 and not layer._base_casts
+    assert out.dtype == (torch.bfloat16 if amp else torch.float32) and out.is_contiguous()
+    assert_naive(layer, x, out, amp)
+    assert torch.equal(again, out)
+    with use_path(path):  # the same numbers as the call that reads the base apart
+        keep_base_casts(layer, False)
+        torch.testing.assert_close(call(layer, x, amp), out, rtol=0, atol=2e-2 if amp else 1e-6)
+
+
+@pytest.mark.parametrize("path", GPU_PATHS)
+def test_the_gate_closing_every_atom_leaves_the_base_alone(path):
+    layer = grown().eval()
+    layer.threshold = 1.0  # no relevance reaches 1 (the keys are not parallel to x): every term gated
+    keep_base_casts(layer)
+    x = torch.randn(3, 24)
+    with use_path(path):
+        out = call(layer, x, False)
+    torch.testing.assert_close(out, layer.base(x), rtol=0, atol=1e-6)
+
+
+# ---------------------------------------------------------------- one GEMM reads the tokens
+@pytest.mark.parametrize("path", GPU_PATHS)
+def test_the_tokens_are_read_by_one_gemm_that_gives_the_base_and_the_projections(path):
+    layer = grown(tasks=3).eval()  # 18 atoms: no product's operand has the tokens' shape by chance
+    x = torch.randn(2, 9, 24)
+    with use_path(path):
+        call(layer, x, True)
+        with Gemms() as apart:
+            call(layer, x, True)
+        keep_base_casts(layer)
+        call(layer, x, True)
+        with Gemms() as stacked:
+            call(layer, x, True)
+    tokens, atoms = (18, 24), layer.num_atoms
+    assert [shape for shape in apart.shapes if shape[0] == tokens] == [(tokens, (18, atoms)), (tokens, (18, 20))]
+    assert stacked.shapes == [(tokens, (18, 20 + atoms)), ((18, atoms), (18, 20))]  # [W x + b | p], then + c B
+
+
+# ---------------------------------------------------------------- when the copy is built again
+@pytest.mark.parametrize("change", ["base in place", "base swapped", "keys stepped", "expand", "scale", "to float64"])
+def test_the_stacked_copy_is_built_again_when_what_it_holds_changes(change):
+    layer = grown(frozen=False).eval()
+    keep_base_casts(layer)
+    x = torch.randn(4, 24)
+    with use_path("dense"):
+        call(layer, x, False)
+        kept = layer._stacked[torch.float32][2]
+        call(layer, x, False)
+        assert layer._stacked[torch.float32][2] is kept  # nothing changed: nothing built
+        with torch.no_grad():
+            if change == "base in place":
+                layer.base.weight.mul_(2)
+            elif change == "base swapped":
+                layer.base.weight.data = layer.base.weight.data * 3
+            elif change == "keys stepped":  # an optimizer's step on the trainable rows
+                layer.new_keys.add_(torch.randn_like(layer.new_keys))
+                layer.new_values.add_(1.0)
+            elif change == "expand":
+                layer.expand()
+                layer.new_values.normal_(std=0.5)
+            elif change == "scale":
+                layer.new_value_scale = 0.5
+            else:
+                layer.to(torch.float64)
+                x = x.double()
+        out = call(layer, x, False)
+    assert_naive(layer, x, out, False)
+    assert list(layer._stacked) == [x.dtype] and layer._stacked[x.dtype][2] is not kept  # the old copy let go
+
+
+def test_a_layer_keeps_one_copy_of_its_base_at_a_time():
+    layer = grown(frozen=False)
+    keep_base_casts(layer)
+    x = torch.randn(4, 24)
+    with use_path("dense"), torch.autocast("cpu", dtype=torch.bfloat16):
+        layer.train()
+        layer(x).float().sum().backward()  # a backward follows: the base cast apart
+        assert list(layer._base_casts) == [torch.bfloat16] and not layer._stacked
+        layer.eval()
+        with torch.no_grad():
+            layer(x)
+        assert list(layer._stacked) == [torch.bfloat16] and not layer._base_casts
+        layer.train()
+        layer(x).float().sum().backward()
+        assert list(layer._base_casts) == [torch.bfloat16] and not layer._stacked
+
+
+# ---------------------------------------------------------------- where it is not used
+def test_no_stack_where_a_backward_follows_or_on_the_cpu_paths_or_with_the_option_off():
+    layer = grown(frozen=False).eval()
+    x = torch.randn(4, 24, requires_grad=True)
+    with use_path("dense"):
+        call(layer, x, False)
+        assert not layer._stacked  # the option is off
+        keep_base_casts(layer)
+        out = layer(x)  # grad mode on: the backward needs W and A apart
+        out.sum().backward()
+        assert not layer._stacked and layer.new_keys.grad is not None and x.grad is not None
+    with use_path("reference"):
+        assert_naive(layer, x.detach(), call(layer, x.detach(), False), False)
+    assert not layer._stacked
+
+
+def test_an_external_router_never_stacks_the_keys():
+    torch.manual_seed(0)
+    layer = MoRAMAblationLinear(nn.Linear(24, 20), atoms_per_task=6, topk=4, temperature=0.05, threshold=0.2,
+                                router=True).eval()
+    layer.expand()
+    keep_base_casts(layer)
+    x = torch.randn(4, 24)
+    with use_path("dense"):
+        expected = call(layer, x, False)
+        keep_base_casts(layer, False)
+        assert torch.equal(call(layer, x, False), expected)
+    assert not layer._stacked
+
+
+def test_copies_and_pickles_carry_no_stacked_copy():
+    layer = grown().eval()
+    keep_base_casts(layer)
+    with use_path("dense"):
+        call(layer, torch.randn(4, 24), False)
+    assert layer._stacked
+    assert not copy.deepcopy(layer)._stacked and not pickle.loads(pickle.dumps(layer))._stacked
+
+
+def test_torch_compile_reads_the_kept_copy_without_stacking_again():
+    layer = grown(frozen=False).eval()
+    keep_base_casts(layer)
+    x = torch.randn(2, 9, 24)
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    with use_path("dense"), torch.no_grad():
+        eager = layer(x)  # the eager call keeps the stacked copy
+        compiled = torch.compile(layer, backend=backend, fullgraph=True)(x)
+    assert torch.equal(compiled, eager) and len(graphs) == 1
+    called = [str(node.target) for node in graphs[0].graph.nodes if node.op in ("call_function", "call_method")]
+    assert not any(re.search(r"\b(cat|concat|stack)\b", name) for name in called)  # nothing stacked in the graph
+    assert sum("addmm" in name for name in called) == 2
+
+
+def test_stack_base_refuses_rows_of_other_widths():
+    with pytest.raises(ValueError, match=r"expected keys \[R, 24\]"):
+        stack_base(torch.zeros(20, 24), None, torch.zeros(6, 23), torch.zeros(6, 20), torch.float32)
