@@ -3,7 +3,9 @@
 A 768 -> 768 layer with 160 atoms (10 tasks of 16, k = 16, tau = 0.01, delta = 0.2) on
 4 x 197 tokens, read on the CPU with a ``TorchDispatchMode`` (what the same calls ask of a GPU):
 
-* eval  -- a frozen bank (after a task), gated, under ``torch.no_grad()``;
+* eval  -- a frozen bank (after a task), gated, under ``torch.no_grad()``; and the same with the base's
+  copy kept (``keep_base_casts``: on the GPU paths the base stacked with the keys, one GEMM for
+  ``W x + b`` and ``p = A x``, ``layers.moram.stacked``);
 * train -- 144 frozen atoms and 16 trainable, forward and backward, the input requiring grad;
 
 each in float32 and under bfloat16 autocast (a second call: the first casts the frozen bank).
@@ -32,6 +34,11 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from moram_avalanche.layers.moram.layer import MoRAMLinear
+
+try:
+    from moram_avalanche.layers.moram.layer import keep_base_casts
+except ImportError:  # a checkout before 0.7.0
+    keep_base_casts = None
 
 SYNCS = {"aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero", "aten::masked_select", "aten::_unique2"}
 #: matrix products: ``aten::linear`` and ``aten::matmul`` reach a dispatch mode whole in recent PyTorch
@@ -83,6 +90,14 @@ def measure(path_context, launches):
                 with Count() as count:
                     ev(x)
             rows.append((f"eval  {'bf16' if dtype else 'fp32'} forward ", count, len(launches)))
+            if keep_base_casts is not None:
+                keep_base_casts(ev)
+                with torch.no_grad(), amp:
+                    ev(x)  # the first call keeps the base's copy
+                    launches.clear()
+                    with Count() as count:
+                        ev(x)
+                rows.append((f"eval  {'bf16' if dtype else 'fp32'} kept base", count, len(launches)))
             tr = layer(False).train()
             inp = x.clone().requires_grad_()
             launches.clear()
@@ -109,7 +124,8 @@ def main() -> None:
                 return lambda *args, **kwargs: launches.append(1)
 
         moram_triton._kernels = lambda: types.SimpleNamespace(route_forward_kernel=Launcher(),
-                                                              route_backward_kernel=Launcher())
+                                                              route_backward_kernel=Launcher(),
+                                                              route_read_out_kernel=Launcher())
         moram_triton.usable = lambda tensor: True
         paths = {name: (lambda name=name: use_path(name)) for name in ("reference", "dense", "triton")}
     switches = "; ".join(f"{name}={os.environ[name]}" for name in ("MORAM_AVALANCHE_PATH", "MORAM_AVALANCHE_KERNEL")

@@ -205,3 +205,25 @@ def test_the_librarys_task_functions_grow_a_peft_model_too():
     assert freeze_task(model) == 8 and all(bank.num_trainable == 0 for bank in banks(model).values())
     with pytest.raises(ValueError, match="holds no MoRAM layers of inject_moram"):
         add_task(tiny_llama())
+
+
+def test_kept_base_casts_stack_each_layer_with_its_one_adapter_and_change_no_logit():
+    """Generation-style calls (no grad) on the GPU paths read ``[W; A]`` in one GEMM per layer
+    (``layers.moram.stacked``); the logits are those of the layer that reads them apart."""
+    from peft import get_peft_model
+
+    from moram_avalanche.layers.moram.layer import keep_base_casts
+    from moram_avalanche.layers.moram.paths import use_path
+    from moram_avalanche.text import MoRAMConfig
+
+    model = get_peft_model(tiny_llama(), MoRAMConfig(init_weights=False))  # values drawn: terms not zero
+    model.eval()
+    x, _ = batch()
+    with use_path("dense"), torch.no_grad():
+        apart = model(input_ids=x).logits
+        layers = keep_base_casts(model)
+        stacked = model(input_ids=x).logits
+    kept = [bank for bank in banks(model).values() if bank._stacked]
+    assert layers == len(banks(model)) == len(kept) > 0
+    assert not torch.equal(apart, get_peft_model(tiny_llama(), MoRAMConfig()).eval()(input_ids=x).logits)
+    torch.testing.assert_close(stacked, apart, rtol=1e-5, atol=1e-5)

@@ -130,10 +130,13 @@ class MoRAMRouting:
         made (the graph stacks at each call): call the layer once eagerly first."""
         sources = (weight, bias, self.frozen_keys, self.frozen_values, self.new_keys, self.new_values)
         entry = self._stacked.get(dtype)
+        if entry is not None:
+            kept = entry[0]
+            if (kept[0] is weight and kept[1] is bias and kept[2] is sources[2] and kept[3] is sources[3]
+                    and kept[4] is sources[4] and kept[5] is sources[5]
+                    and (torch.compiler.is_compiling() or entry[1] == _stamp(sources, self.new_value_scale))):
+                return entry[2]
         compiling = torch.compiler.is_compiling()
-        if (entry is not None and all(kept is now for kept, now in zip(entry[0], sources))
-                and (compiling or entry[1] == _stamp(sources, self.new_value_scale))):
-            return entry[2]
         values = self.joined_values(dtype)
         if compiling:
             return stack_base(weight, bias, self.keys, values, dtype)
@@ -343,7 +346,7 @@ def keep_base_casts(module: nn.Module, keep: bool = True) -> int:
 def _stamp(tensors, scale: float) -> tuple:
     """What an in-place edit or a swapped storage of ``tensors`` changes (their versions and data
     pointers), and the trainable values' ``scale``."""
-    return tuple(None if t is None else (t._version, t.data_ptr()) for t in tensors) + (scale,)
+    return tuple([None if t is None else (t._version, t.data_ptr()) for t in tensors]) + (scale,)
 
 
 # route: steps 2-5 in PyTorch (paths.reference), a name of 0.6's layers.moram module

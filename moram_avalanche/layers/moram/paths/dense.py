@@ -137,7 +137,7 @@ def stacked_mixture(router: Router, tokens: torch.Tensor, stacked: StackedBase, 
     contiguous)."""
     weight_keys_t, bias = stacked.weight_keys_t, stacked.bias
     full = torch.mm(tokens, weight_keys_t) if bias is None else torch.addmm(bias, tokens, weight_keys_t)  # 1. + W x + b
-    base_out, proj = full.split((stacked.out_features, stacked.num_atoms), 1)
+    base_out, proj = full.split_with_sizes((stacked.out_features, stacked.num_atoms), 1)
     coef, _, usage = router.forward(proj, k, temperature, threshold, recording, False)  # 2.-5. c = w p
     out = torch.addmm(base_out, coef, stacked.values)                                      # 6. + c B
     idx, weights = usage if usage is not None else (None, None)
