@@ -121,13 +121,15 @@ class MoRAMRouting:
         routing does not read the keys says no."""
         return weight is not None and self.keep_base_cast and not torch.is_grad_enabled()
 
-    def stacked_base(self, dtype: torch.dtype, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> StackedBase:
+    def stacked_base(self, dtype: torch.dtype, weight: torch.Tensor, bias: Optional[torch.Tensor]
+                     ) -> Optional[StackedBase]:
         """The base ``weight``, ``bias`` and this bank stacked in ``dtype``
         (:func:`~moram_avalanche.layers.moram.stacked.stack_base`), kept until one of the tensors it
         was built from is replaced (expand, load, prune, ``.to()``) or edited in place (an optimizer's
         step, ``copy_``: their versions), or the bank's ``new_value_scale`` changes. Under
         ``torch.compile`` a kept copy is read as it is (only a replaced tensor is noticed) and none is
-        made (the graph stacks at each call): call the layer once eagerly first."""
+        made: None (the call reads the base apart; a copy made while tracing would be stacked again
+        at every call of the graph). An eager call before compiling makes it."""
         sources = (weight, bias, self.frozen_keys, self.frozen_values, self.new_keys, self.new_values)
         entry = self._stacked.get(dtype)
         if entry is not None:
@@ -136,10 +138,9 @@ class MoRAMRouting:
                     and kept[4] is sources[4] and kept[5] is sources[5]
                     and (torch.compiler.is_compiling() or entry[1] == _stamp(sources, self.new_value_scale))):
                 return entry[2]
-        compiling = torch.compiler.is_compiling()
+        if torch.compiler.is_compiling():
+            return None  # a copy made while tracing would be stacked again at every call: read apart
         values = self.joined_values(dtype)
-        if compiling:
-            return stack_base(weight, bias, self.keys, values, dtype)
         self._base_casts.pop(dtype, None)  # one copy of the base at a time: the plain cast goes, and
         self._stacked.clear()               # a copy of other tensors or another dtype
         with torch.no_grad(), normal_tensors():
@@ -188,9 +189,9 @@ class MoRAMRouting:
         gate = self.threshold if (not self.training and self.threshold > 0) else None  # step 5 at inference
         k = num_atoms if self.topk is None else min(max(self.topk, 2), num_atoms)      # effective_topk
         stacked = num_atoms and self.stacks_base(weight) and self.path(tokens, num_atoms, k, gate is not None, True)
-        if stacked:  # the base and the keys in one GEMM (no backward follows)
-            out, idx, weights = stacked(tokens, self.stacked_base(dtype, weight, bias), k, self.temperature, gate,
-                                        self.recording)
+        base = stacked and self.stacked_base(dtype, weight, bias)
+        if base:  # the base and the keys in one GEMM (no backward follows)
+            out, idx, weights = stacked(tokens, base, k, self.temperature, gate, self.recording)
         else:
             if weight is not None:
                 weight, bias = self.base_in(dtype, weight, bias)
