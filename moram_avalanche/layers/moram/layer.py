@@ -126,19 +126,25 @@ class MoRAMRouting:
         """The base ``weight``, ``bias`` and this bank stacked in ``dtype``
         (:func:`~moram_avalanche.layers.moram.stacked.stack_base`), kept until one of the tensors it
         was built from is replaced (expand, load, prune, ``.to()``) or edited in place (an optimizer's
-        step, ``copy_``: their versions), or the bank's ``new_value_scale`` changes. Under
-        ``torch.compile`` a kept copy is read as it is (only a replaced tensor is noticed) and none is
-        made: None (the call reads the base apart; a copy made while tracing would be stacked again
-        at every call of the graph). An eager call before compiling makes it."""
+        step, ``copy_``: their versions), or the bank's ``new_value_scale`` changes.
+
+        Under ``torch.compile`` (None: the call reads the base apart) a graph cannot read versions,
+        so a kept copy is read only for a frozen bank (what a strategy evaluates: MoRAM's plugin
+        freezes the bank after each task), where only a replaced tensor can change it, and none is
+        made (it would be stacked again at every call of the graph): an eager call before
+        compiling makes it."""
         sources = (weight, bias, self.frozen_keys, self.frozen_values, self.new_keys, self.new_values)
         entry = self._stacked.get(dtype)
+        compiling = torch.compiler.is_compiling()
+        if compiling and sources[4] is not None:
+            return None  # a graph cannot see an optimizer's step on the task's rows in a kept copy: read apart
         if entry is not None:
             kept = entry[0]
             if (kept[0] is weight and kept[1] is bias and kept[2] is sources[2] and kept[3] is sources[3]
                     and kept[4] is sources[4] and kept[5] is sources[5]
-                    and (torch.compiler.is_compiling() or entry[1] == _stamp(sources, self.new_value_scale))):
+                    and (compiling or entry[1] == _stamp(sources, self.new_value_scale))):
                 return entry[2]
-        if torch.compiler.is_compiling():
+        if compiling:
             return None  # a copy made while tracing would be stacked again at every call: read apart
         values = self.joined_values(dtype)
         self._base_casts.pop(dtype, None)  # one copy of the base at a time: the plain cast goes, and
