@@ -5,7 +5,10 @@ per-matrix adapter can reach them. SplitAttention has the same call signature an
 value, holds four ordinary ``nn.Linear`` modules (``q_proj``, ``k_proj``, ``v_proj``,
 ``out_proj``) initialised from the packed weights, and computes the same function (up to
 float rounding), so it can replace the attention of any open_clip residual block and
-then any adapter (MoRAM atoms, LoRA) can wrap each of the four matrices.
+then any adapter (MoRAM atoms, LoRA) can wrap each of the four matrices. Where MoRAM wraps q, k
+and v of a self-attention and no backward follows, the three are read by one GEMM again, with
+their keys (:func:`~moram_avalanche.layers.moram.together.read_together`, when the bases' copies are
+kept).
 
 :func:`split_attention` replaces the attention of every block of a model, choosing how by the
 attention module's type (:data:`ATTENTION_SPLITTERS`, peft's ``dispatch_default`` pattern).
@@ -20,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..layers.moram.together import read_together
 from .towers import ENCODERS, blocks
 
 
@@ -108,6 +112,7 @@ class SplitAttention(nn.Module):
             raise RuntimeError(
                 "Need attn_mask if specifying the is_causal hint (as nn.MultiheadAttention)."
             )
+        self_attention = query is key and key is value
         batched = query.dim() == 3
         if not batched:
             query, key, value = query.unsqueeze(0), key.unsqueeze(0), value.unsqueeze(0)
@@ -117,9 +122,13 @@ class SplitAttention(nn.Module):
             query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
         batch, tgt_len, src_len = query.shape[0], query.shape[1], key.shape[1]
 
-        q = self._heads(self.q_proj(query))
-        k = self._heads(self.k_proj(key))
-        v = self._heads(self.v_proj(value))
+        together = read_together((self.q_proj, self.k_proj, self.v_proj), query) if self_attention else None
+        if together is not None:  # MoRAM on q, k and v, no backward: one GEMM, as a packed in_proj
+            q, k, v = (self._heads(t) for t in together)
+        else:
+            q = self._heads(self.q_proj(query))
+            k = self._heads(self.k_proj(key))
+            v = self._heads(self.v_proj(value))
         mask = self._merged_mask(attn_mask, key_padding_mask, batch, tgt_len, src_len, q.dtype)
         dropout_p = self.dropout if self.training else 0.0
 

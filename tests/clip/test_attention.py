@@ -140,3 +140,47 @@ def test_the_split_is_chosen_by_the_attention_type_along_its_mro(tiny_clip, monk
     assert all(isinstance(block.attn, SplitAttention) for block in blocks)
     assert split_attention(tiny_clip, ("visual",)) == 0  # idempotent
     assert module.ATTENTION_SPLITTERS is ATTENTION_SPLITTERS
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+def test_moram_on_q_k_v_is_read_by_one_gemm_where_no_backward_follows(batch_first):
+    """With MoRAM on q, k and v and the bases' copies kept, a self-attention reads its input with one
+    GEMM (``layers.moram.together``), as the packed in_proj does; the output is the same."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from moram_avalanche.layers.moram.layer import MoRAMLinear, keep_base_casts
+    from moram_avalanche.layers.moram.paths import use_path
+
+    class InputReads(TorchDispatchMode):
+        def __init__(self, width):
+            super().__init__()
+            self.width, self.outputs = width, []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func._schema.name in ("aten::mm", "aten::addmm"):
+                first = args[0] if func._schema.name == "aten::mm" else args[1]
+                if first.shape[-1] == self.width and first.shape[0] == B * L:
+                    self.outputs.append(out.shape[-1])
+            return out
+
+    _, split = pair(batch_first=batch_first)
+    for name in ("q_proj", "k_proj", "v_proj"):
+        layer = MoRAMLinear(getattr(split, name), atoms_per_task=5, topk=3, temperature=0.1, threshold=0.1)
+        for _ in range(2):
+            layer.expand()
+            with torch.no_grad():
+                layer.new_values.normal_()
+        setattr(split, name, layer)
+    split.eval()
+    q, k, v = inputs(batch_first)
+    with use_path("dense"), torch.no_grad():
+        expected, _ = split(q, k, v, need_weights=False)
+        keep_base_casts(split)
+        split(q, k, v, need_weights=False)  # the first call keeps the three layers' one copy
+        with InputReads(E) as reads:
+            out, _ = split(q, k, v, need_weights=False)
+        cross, _ = split(q, k.clone(), v.clone(), need_weights=False)  # not a self-attention: each layer alone
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(cross, expected, rtol=1e-5, atol=1e-5)
+    assert reads.outputs == [3 * (E + 10), E]  # [W_q; A_q; W_k; A_k; W_v; A_v]: the input read once; out_proj

@@ -34,7 +34,7 @@ Three routing ablations of the paper only change numbers and keep this layer:
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -45,7 +45,7 @@ from .config import PAPER_CLIP, MoRAMLayerConfig
 from .paths import choice
 from .paths.reference import route
 from .paths.switch import token
-from .stacked import StackedBase, stack_base
+from .stacked import StackedBase, StackedGroup, stack_bases
 
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -83,7 +83,8 @@ class MoRAMRouting:
         #: stay off under FSDP, whose weights are gathered per call (:func:`keep_base_casts`)
         self.keep_base_cast = False
         self._base_casts = {}  # dtype -> (weight, bias, their versions and data pointers, cast weight, cast bias)
-        self._stacked = {}  # dtype -> (the tensors it was built from, their versions and data pointers, StackedBase)
+        self._stacked = {}  # dtype -> (the tensors it was built from, their versions and data pointers, StackedBase,
+        #                             the StackedGroup it is part of)
 
     def __getstate__(self):
         state = dict(super().__getstate__())
@@ -124,7 +125,8 @@ class MoRAMRouting:
     def stacked_base(self, dtype: torch.dtype, weight: torch.Tensor, bias: Optional[torch.Tensor]
                      ) -> Optional[StackedBase]:
         """The base ``weight``, ``bias`` and this bank stacked in ``dtype``
-        (:func:`~moram_avalanche.layers.moram.stacked.stack_base`), kept until one of the tensors it
+        (:func:`~moram_avalanche.layers.moram.stacked.stack_base`; or its part of a group's copy,
+        :func:`keep_stacked`), kept until one of the tensors it
         was built from is replaced (expand, load, prune, ``.to()``) or edited in place (an optimizer's
         step, ``copy_``: their versions), or the bank's ``new_value_scale`` changes.
 
@@ -133,26 +135,40 @@ class MoRAMRouting:
         freezes the bank after each task), where only a replaced tensor can change it, and none is
         made (it would be stacked again at every call of the graph): an eager call before
         compiling makes it."""
-        sources = (weight, bias, self.frozen_keys, self.frozen_values, self.new_keys, self.new_values)
-        entry = self._stacked.get(dtype)
+        sources = self.stack_sources(weight, bias)
         compiling = torch.compiler.is_compiling()
         if compiling and sources[4] is not None:
             return None  # a graph cannot see an optimizer's step on the task's rows in a kept copy: read apart
+        entry = self.kept_stacked(dtype, sources)
         if entry is not None:
-            kept = entry[0]
-            if (kept[0] is weight and kept[1] is bias and kept[2] is sources[2] and kept[3] is sources[3]
-                    and kept[4] is sources[4] and kept[5] is sources[5]
-                    and (compiling or entry[1] == _stamp(sources, self.new_value_scale))):
-                return entry[2]
+            return entry[2]
         if compiling:
             return None  # a copy made while tracing would be stacked again at every call: read apart
-        values = self.joined_values(dtype)
-        self._base_casts.pop(dtype, None)  # one copy of the base at a time: the plain cast goes, and
-        self._stacked.clear()               # a copy of other tensors or another dtype
-        with torch.no_grad(), normal_tensors():
-            stacked = stack_base(weight, bias, self.keys, values, dtype)
-        self._stacked[dtype] = (sources, _stamp(sources, self.new_value_scale), stacked)
-        return stacked
+        return keep_stacked([self], [sources], dtype).parts[0]
+
+    def stack_sources(self, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> tuple:
+        """The tensors a stacked copy is built from: the base's ``weight``, ``bias`` and the bank's rows."""
+        return weight, bias, self.frozen_keys, self.frozen_values, self.new_keys, self.new_values
+
+    def kept_stacked(self, dtype: torch.dtype, sources: tuple) -> Optional[tuple]:
+        """The kept entry ``(sources, stamp, StackedBase, StackedGroup)`` in ``dtype`` if it was built
+        from ``sources`` (:meth:`stack_sources`) as they are now (under ``torch.compile``: the same
+        objects), else None."""
+        entry = self._stacked.get(dtype)
+        if entry is None:
+            return None
+        kept = entry[0]
+        if (kept[0] is sources[0] and kept[1] is sources[1] and kept[2] is sources[2] and kept[3] is sources[3]
+                and kept[4] is sources[4] and kept[5] is sources[5]
+                and (torch.compiler.is_compiling() or entry[1] == _stamp(sources, self.new_value_scale))):
+            return entry
+        return None
+
+    def routing_now(self, num_atoms: int) -> Tuple[int, Optional[float]]:
+        """``(k, gate)`` of a call now on a bank of ``num_atoms``: :attr:`effective_topk`, and the eval
+        gate ``delta`` (None in training mode or where ``threshold`` is 0)."""
+        gate = self.threshold if (not self.training and self.threshold > 0) else None  # step 5 at inference
+        return (num_atoms if self.topk is None else min(max(self.topk, 2), num_atoms)), gate  # effective_topk
 
     def joined_values(self, dtype: torch.dtype) -> torch.Tensor:
         """Every value ``[R, d_out]`` in ``dtype``, frozen first, the trainable ones times
@@ -192,8 +208,7 @@ class MoRAMRouting:
         num_atoms = self.num_atoms
         dtype = compute_dtype(x)
         tokens = (x if x.dim() == 2 else x.reshape(-1, self.in_features)).to(dtype)
-        gate = self.threshold if (not self.training and self.threshold > 0) else None  # step 5 at inference
-        k = num_atoms if self.topk is None else min(max(self.topk, 2), num_atoms)      # effective_topk
+        k, gate = self.routing_now(num_atoms)
         stacked = num_atoms and self.stacks_base(weight) and self.path(tokens, num_atoms, k, gate is not None, True)
         base = stacked and self.stacked_base(dtype, weight, bias)
         if base:  # the base and the keys in one GEMM (no backward follows)
@@ -350,6 +365,21 @@ def keep_base_casts(module: nn.Module, keep: bool = True) -> int:
     return len(layers)
 
 
+def keep_stacked(layers, sources, dtype: torch.dtype) -> StackedGroup:
+    """Stack the bases and banks of ``layers`` (MoRAM layers reading the same input; ``sources``: each
+    one's :meth:`~MoRAMRouting.stack_sources`) in ``dtype`` as ONE copy
+    (:func:`~moram_avalanche.layers.moram.stacked.stack_bases`); each layer keeps its part, a view,
+    in place of any copy of its base it held (one copy at a time)."""
+    with torch.no_grad(), normal_tensors():
+        group = stack_bases([(kept[0], kept[1], layer.keys, layer.joined_values(dtype))
+                             for layer, kept in zip(layers, sources)], dtype)
+    for layer, kept, part in zip(layers, sources, group.parts):
+        layer._base_casts.pop(dtype, None)  # the plain cast goes, and a copy of other tensors or another dtype
+        layer._stacked.clear()
+        layer._stacked[dtype] = (kept, _stamp(kept, layer.new_value_scale), part, group)
+    return group
+
+
 def _stamp(tensors, scale: float) -> tuple:
     """What an in-place edit or a swapped storage of ``tensors`` changes (their versions and data
     pointers), and the trainable values' ``scale``."""
@@ -357,5 +387,5 @@ def _stamp(tensors, scale: float) -> tuple:
 
 
 # route: steps 2-5 in PyTorch (paths.reference), a name of 0.6's layers.moram module
-__all__ = ["MoRAMAtoms", "MoRAMLinear", "MoRAMRouting", "compute_dtype", "keep_base_casts", "route",
+__all__ = ["MoRAMAtoms", "MoRAMLinear", "MoRAMRouting", "compute_dtype", "keep_base_casts", "keep_stacked", "route",
            "routing_options"]

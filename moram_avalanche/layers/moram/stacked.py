@@ -20,7 +20,7 @@ any tensor it was built from is replaced or edited in place
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Sequence, Tuple
 
 import torch
 
@@ -35,21 +35,54 @@ class StackedBase(NamedTuple):
     num_atoms: int  # R
 
 
+class StackedGroup(NamedTuple):
+    """Several layers' :class:`StackedBase` over the same input, side by side in one copy: one GEMM
+    ``x [W_1; A_1; W_2; A_2; ...]^T + [b_1; 0; b_2; 0; ...]`` gives every layer's base and
+    projections (open_clip's packed ``in_proj`` for q, k and v, with their keys)."""
+
+    weight_keys_t: torch.Tensor  # [d_in, sum of (d_out + R)]
+    bias: Optional[torch.Tensor]  # [sum of (d_out + R)], or None where no base has a bias
+    parts: Tuple[StackedBase, ...]  # each layer's, views of the above
+    columns: Tuple[Tuple[int, int], ...]  # each layer's columns (start, stop) of the GEMM's output
+
+
+def stack_bases(parts: Sequence[Tuple[torch.Tensor, Optional[torch.Tensor], torch.Tensor, torch.Tensor]],
+                dtype: torch.dtype) -> StackedGroup:
+    """Each ``(W [d_out, d_in], b or None, keys [R, d_in], values [R, d_out])`` (the bank's rows
+    frozen first, the trainable values already scaled) stacked in ``dtype``, every layer's rows
+    beside the last one's, in one tensor (detached: no autograd reads them)."""
+    if not parts:
+        raise ValueError("stack_bases needs at least one (weight, bias, keys, values)")
+    width = parts[0][0].shape[1]
+    rows, biases, columns, sizes = [], [], [], []
+    start = 0
+    for weight, bias, keys, values in parts:
+        out_features, num_atoms = weight.shape[0], keys.shape[0]
+        if weight.shape[1] != width or keys.shape[1] != width or values.shape != (num_atoms, out_features):
+            raise ValueError(f"cannot stack a base {tuple(weight.shape)} with keys {tuple(keys.shape)} and values "
+                             f"{tuple(values.shape)}: expected keys [R, {width}] and values [R, {out_features}], "
+                             f"every base reading {width} features")
+        rows += [weight.detach().to(dtype), keys.detach().to(dtype)]
+        biases += [None if bias is None else bias.detach().to(dtype), weight.new_zeros(num_atoms, dtype=dtype)]
+        columns.append((start, start + out_features + num_atoms))
+        sizes.append((out_features, num_atoms))
+        start += out_features + num_atoms
+    whole = torch.cat(rows).t()
+    bias = None
+    if any(b is not None for b in biases[::2]):
+        bias = torch.cat([b if b is not None else whole.new_zeros(parts[i // 2][0].shape[0])
+                          for i, b in enumerate(biases)])
+    stacked = tuple(
+        StackedBase(whole[:, first:last], None if bias is None else bias[first:last],
+                    values.detach().to(dtype).contiguous(), out_features, num_atoms)
+        for (first, last), (out_features, num_atoms), (_, _, _, values) in zip(columns, sizes, parts))
+    return StackedGroup(whole, bias, stacked, tuple(columns))
+
+
 def stack_base(weight: torch.Tensor, bias: Optional[torch.Tensor], keys: torch.Tensor, values: torch.Tensor,
                dtype: torch.dtype) -> StackedBase:
-    """``W`` ``[d_out, d_in]`` and ``b`` (or None) of the base, and the whole bank's ``keys`` ``[R, d_in]``
-    and ``values`` ``[R, d_out]`` (frozen rows first, the trainable ones already scaled), stacked in
-    ``dtype`` (detached: no autograd reads them)."""
-    out_features, num_atoms = weight.shape[0], keys.shape[0]
-    if keys.shape[1] != weight.shape[1] or values.shape != (num_atoms, out_features):
-        raise ValueError(f"cannot stack a base [{out_features}, {weight.shape[1]}] with keys {tuple(keys.shape)} and "
-                         f"values {tuple(values.shape)}: expected keys [R, {weight.shape[1]}] and values "
-                         f"[R, {out_features}]")
-    rows = torch.cat([weight.detach().to(dtype), keys.detach().to(dtype)])
-    stacked_bias = None
-    if bias is not None:
-        stacked_bias = torch.cat([bias.detach().to(dtype), bias.new_zeros(num_atoms, dtype=dtype)])
-    return StackedBase(rows.t(), stacked_bias, values.detach().to(dtype).contiguous(), out_features, num_atoms)
+    """One layer's :class:`StackedBase` (:func:`stack_bases` of one)."""
+    return stack_bases([(weight, bias, keys, values)], dtype).parts[0]
 
 
-__all__ = ["StackedBase", "stack_base"]
+__all__ = ["StackedBase", "StackedGroup", "stack_base", "stack_bases"]

@@ -19,6 +19,7 @@ from moram_avalanche.layers.moram.naive import naive_moram
 from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.layers.moram.paths import use_path
 from moram_avalanche.layers.moram.stacked import stack_base
+from moram_avalanche.layers.moram.together import read_together
 from moram_avalanche.layers.moram.variants import MoRAMAblationLinear
 from tiny_layers import grown
 
@@ -241,3 +242,60 @@ def test_torch_compile_reads_a_frozen_banks_kept_copy_and_never_stacks_in_the_gr
 def test_stack_base_refuses_rows_of_other_widths():
     with pytest.raises(ValueError, match=r"expected keys \[R, 24\]"):
         stack_base(torch.zeros(20, 24), None, torch.zeros(6, 23), torch.zeros(6, 20), torch.float32)
+
+
+# ---------------------------------------------------------------- several layers over one input (q, k, v)
+def three_layers(frozen=True):
+    """Three MoRAM layers over bases reading the same 24 features: q, k, v-like (two with a bias)."""
+    layers = [grown(d_out=20, tasks=3, seed=0, frozen=frozen), grown(d_out=16, tasks=2, seed=1, frozen=frozen),
+              grown(d_out=20, tasks=1, seed=2, frozen=frozen)]  # (no bank of 24 atoms: the input's width)
+    layers[1].base.bias = None
+    return [layer.eval() for layer in layers]
+
+
+@pytest.mark.parametrize("path", GPU_PATHS)
+@pytest.mark.parametrize("amp", [False, True])
+def test_layers_read_together_give_each_layers_own_output_from_one_gemm(path, amp):
+    layers = three_layers(frozen=amp)  # (a task still trainable in float32)
+    x = torch.randn(2, 9, 24)
+    with use_path(path):
+        alone = [call(layer, x, amp) for layer in layers]  # the option off: each read apart
+        keep_base_casts(nn.ModuleList(layers))
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            read_together(layers, x)  # the first call keeps the group's copy
+            with Gemms() as gemms:
+                together = read_together(layers, x)
+    for layer, out, expected in zip(layers, together, alone):
+        assert out.shape == expected.shape and out.dtype == expected.dtype and out.is_contiguous()
+        assert_naive(layer, x, out, amp)
+        torch.testing.assert_close(out, expected, rtol=0, atol=2e-2 if amp else 1e-6)
+    widths = [layer.out_features + layer.num_atoms for layer in layers]
+    reads = [shape for shape in gemms.shapes if shape[0] == (18, 24)]
+    assert reads == [((18, 24), (18, sum(widths)))]  # the input read once, by one GEMM
+    assert len(gemms.shapes) == 1 + len(layers)  # and one read-out each
+    group = layers[0]._stacked[torch.bfloat16 if amp else torch.float32][3]
+    assert all(layer._stacked[key][3] is group for layer in layers for key in layer._stacked)  # one copy
+    assert all(part.weight_keys_t._base is group.weight_keys_t._base for part in group.parts)
+
+
+def test_the_group_is_built_again_when_one_layer_changes_and_refused_where_a_call_would_not_stack():
+    layers = three_layers()
+    x = torch.randn(5, 24)
+    keep_base_casts(nn.ModuleList(layers))
+    with use_path("dense"), torch.no_grad():
+        read_together(layers, x)
+        group = layers[0]._stacked[torch.float32][3]
+        layers[1].base.weight.mul_(-1)  # one base edited in place
+        outs = read_together(layers, x)
+        assert layers[0]._stacked[torch.float32][3] is not group
+        for layer, out in zip(layers, outs):
+            assert_naive(layer, x, out, False)
+        assert read_together(layers + [nn.Linear(24, 4)], x) is None  # not every layer is MoRAM's
+        assert read_together(layers, torch.randn(5, 23)) is None  # an input they refuse: their own error
+    with use_path("reference"), torch.no_grad():
+        assert read_together(layers, x) is None  # a CPU path reads the base apart
+    with use_path("dense"):
+        assert read_together(layers, x) is None  # grad mode on: a backward may follow
+        keep_base_casts(nn.ModuleList(layers), False)
+        with torch.no_grad():
+            assert read_together(layers, x) is None  # the option off

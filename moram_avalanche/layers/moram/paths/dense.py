@@ -129,14 +129,16 @@ def dense_mixture(router: Router, tokens: torch.Tensor, weight: Optional[torch.T
 
 
 def stacked_mixture(router: Router, tokens: torch.Tensor, stacked: StackedBase, k: int, temperature: float,
-                    threshold: Optional[float], recording: bool):
+                    threshold: Optional[float], recording: bool, full: Optional[torch.Tensor] = None):
     """``(y, idx or None, weights)`` of steps 1-6 where no backward follows, the base and the keys in
     ONE GEMM (:mod:`~moram_avalanche.layers.moram.stacked`): ``[W x + b | p] = x [W; A]^T + [b; 0]``,
     the router on the ``p`` view, then ``y = (W x + b) + c B`` in one more GEMM written to a new
     tensor (it reads the base's view once, as ``addmm_`` would read and write it, and ``y`` is
-    contiguous)."""
-    weight_keys_t, bias = stacked.weight_keys_t, stacked.bias
-    full = torch.mm(tokens, weight_keys_t) if bias is None else torch.addmm(bias, tokens, weight_keys_t)  # 1. + W x + b
+    contiguous). ``full``: that GEMM's output ``[N, d_out + R]`` where a group's one GEMM made it
+    (:func:`~moram_avalanche.layers.moram.together.read_together`; a view of its columns)."""
+    if full is None:
+        weight_keys_t, bias = stacked.weight_keys_t, stacked.bias
+        full = torch.mm(tokens, weight_keys_t) if bias is None else torch.addmm(bias, tokens, weight_keys_t)  # 1. + W x + b
     base_out, proj = full.split_with_sizes((stacked.out_features, stacked.num_atoms), 1)
     coef, _, usage = router.forward(proj, k, temperature, threshold, recording, False)  # 2.-5. c = w p
     out = torch.addmm(base_out, coef, stacked.values)                                      # 6. + c B
