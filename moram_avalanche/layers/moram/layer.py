@@ -207,7 +207,9 @@ class MoRAMRouting:
         """
         num_atoms = self.num_atoms
         dtype = compute_dtype(x)
-        tokens = (x if x.dim() == 2 else x.reshape(-1, self.in_features)).to(dtype)
+        tokens = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
+        if tokens.dtype != dtype:
+            tokens = tokens.to(dtype)
         k, gate = self.routing_now(num_atoms)
         stacked = num_atoms and self.stacks_base(weight) and self.path(tokens, num_atoms, k, gate is not None, True)
         base = stacked and self.stacked_base(dtype, weight, bias)
@@ -222,7 +224,7 @@ class MoRAMRouting:
             out, idx, weights = self.mixture(tokens, weight, bias, k, gate)
         if self.recording:
             self.record(idx, weights)
-        return out if x.dim() == 2 else out.reshape(*x.shape[:-1], self.out_features)
+        return out if x.dim() == 2 else out.reshape(*x.shape[:-1], out.shape[-1])
 
     def check_input(self, x: torch.Tensor) -> None:
         """A floating-point ``[..., in_features]`` input, or a clear error."""
