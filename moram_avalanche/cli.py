@@ -278,8 +278,10 @@ def add_shared_arguments(parser: argparse.ArgumentParser) -> None:
                         help="CLIP benchmarks on a CUDA device: the image tower's evaluation compiled once per task "
                              "(torch.compile, reduce-overhead: CUDA graphs, one launch per batch); training unchanged")
     parser.add_argument("--keep-base-casts", action="store_true",
-                        help="MoRAM layers keep their frozen weights' bf16 / fp16 copy under autocast (two casts "
-                             "fewer per call, at that copy's memory); not with --fsdp")
+                        help="MoRAM layers keep a copy of their frozen weights in the compute dtype, at that copy's "
+                             "memory: in training under autocast two casts fewer per call; where no backward follows "
+                             "(evaluation, generation) on a GPU path the weight stacked with the keys, so one GEMM "
+                             "gives W x + b and A x (q, k and v of an attention one GEMM); not with --fsdp")
     parser.add_argument("--no-resume", action="store_true",
                         help="start over: remove the run's checkpoint and results instead of resuming")
     parser.add_argument("--no-progress", action="store_true",

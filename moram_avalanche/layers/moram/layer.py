@@ -362,8 +362,9 @@ def keep_base_casts(module: nn.Module, keep: bool = True) -> int:
     """
     layers = [layer for layer in module.modules() if isinstance(layer, MoRAMRouting)]
     for layer in layers:
-        layer.keep_base_cast = bool(keep)
-        layer._base_casts, layer._stacked = {}, {}
+        if layer.keep_base_cast != bool(keep):  # (asked again, a layer keeps its copies: each is checked per call)
+            layer.keep_base_cast = bool(keep)
+            layer._base_casts, layer._stacked = {}, {}
     return len(layers)
 
 

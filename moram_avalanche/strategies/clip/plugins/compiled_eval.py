@@ -13,7 +13,9 @@ and, under Avalanche's own strategies, :meth:`~moram_avalanche.models.classifier
 ``eval_image_encoder``, cleared after every evaluation, so training and checkpoints never see it).
 It compiles again when the tower's parameters change (a task adds atoms, or a strategy swaps
 adapters): one compilation per task, and per distinct evaluation batch shape (the last, shorter
-batch of a test set is a second graph).
+batch of a test set is a second graph). The first batch after each compilation runs eagerly
+(:func:`eager_first`): with ``--keep-base-casts`` that call keeps each layer's base stacked with its
+keys, which the graph then reads (one GEMM for the base and the keys, q, k and v together).
 Numbers: the same operations in the same order; a compiled graph may fuse elementwise steps, so
 logits can differ in the last bits (accuracies within a flipped arg-max of an exact tie).
 """
@@ -36,6 +38,23 @@ def tower_signature(model: torch.nn.Module) -> Tuple:
     moved model change it)."""
     tensors = [*model.named_parameters(), *model.named_buffers()]
     return tuple((name, tuple(t.shape), t.dtype, t.device.type) for name, t in tensors)
+
+
+def eager_first(eager: Callable, compiled: Callable) -> Callable:
+    """``compiled``, whose first call runs ``eager`` instead: what MoRAM's layers keep across calls is
+    made by an eager call only (:func:`~moram_avalanche.layers.moram.layer.keep_base_casts`: the base
+    stacked with the keys, never made while a graph is traced), so the graph traced at the second
+    call reads it."""
+    called = False
+
+    def encoder(x: torch.Tensor) -> torch.Tensor:
+        nonlocal called
+        if called:
+            return compiled(x)
+        called = True
+        return eager(x)
+
+    return encoder
 
 
 class CompiledEvaluation(SupervisedPlugin):
@@ -67,7 +86,7 @@ class CompiledEvaluation(SupervisedPlugin):
                 return F.normalize(clip.encode_image(x), dim=-1)
 
             options = {"mode": self.mode} if self.mode else {}
-            self._compiled = torch.compile(encode, backend=self.backend, dynamic=False, **options)
+            self._compiled = eager_first(encode, torch.compile(encode, backend=self.backend, dynamic=False, **options))
             self._signature = signature
             self.compilations += 1
         return self._compiled
@@ -93,4 +112,4 @@ class CompiledEvaluation(SupervisedPlugin):
         owner.eval_image_encoder = None
 
 
-__all__ = ["EVAL_COMPILE_MODE", "CompiledEvaluation", "tower_signature"]
+__all__ = ["EVAL_COMPILE_MODE", "CompiledEvaluation", "eager_first", "tower_signature"]
