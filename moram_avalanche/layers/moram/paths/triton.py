@@ -290,7 +290,7 @@ def route_read_out(proj: torch.Tensor, base_out: Optional[torch.Tensor], values:
     problem = _read_out_refusal(proj, base_out, values, k)
     if problem is not None:
         raise ValueError(problem)
-    proj, values = _row_major(proj), values.contiguous()
+    proj, values = _row_major(proj), (values if values.is_contiguous() else values.contiguous())
     base_out = None if base_out is None else _row_major(base_out)
     rows, atoms = proj.shape
     outputs = values.shape[1]
