@@ -168,25 +168,27 @@ def combinations(kernel, every: bool = False):
     with the other flags all on or all off) in float32, bfloat16 and float64 at a 256-wide bank with
     k = 16, and the widest bank once; ``every``: every combination of the flags, in float16 too, at
     banks of 16, 120, 256, 1100 and 8192 atoms with k = 2, 4, 16, 5 and 2. The read-out (no
-    ``KEEP_ALL``: it refuses ``k >= R``) on 2048 output columns, and with ``every`` on 20 and 8192 too."""
+    ``KEEP_ALL``: it refuses ``k >= R``) at 1000 rows of 2048 output columns (its widest column
+    block), and with ``every`` at each column block its launch rule gives: 1000 rows of 20 columns,
+    8 (a decode step's) of 2048 and of 8192 too."""
     names = flag_names(kernel)
-    widths = (20, 2048, 8192) if every and reads_out(kernel) else (2048,)
+    column_cases = ((1000, 20), (8, 2048), (8, 8192), (1000, 2048)) if every and reads_out(kernel) else ((1000, 2048),)
     dtypes = ("fp32", "bf16", "fp16", "fp64") if every else ("fp32", "bf16", "fp64")
     shapes = [(16, 2), (120, 4), (256, 16), (1100, 5), (8192, 2)] if every else [(256, 16)]
     variants = [(dtype, atoms, k, outputs, dict(zip(names, values)))
-                for dtype, (atoms, k), outputs in itertools.product(dtypes, shapes, widths)
+                for dtype, (atoms, k), outputs in itertools.product(dtypes, shapes, column_cases)
                 for values in itertools.product((False, True), repeat=len(names))]
     if not every:
         variants = [variant for variant in variants if not variant[4].get("KEEP_ALL") or
                     len({value for name, value in variant[4].items() if name != "KEEP_ALL"}) == 1]
-        variants.append(("fp32", 8192, 16, 2048, dict.fromkeys(names, True)))
-    for dtype, atoms, k, outputs, flags in variants:
+        variants.append(("fp32", 8192, 16, (1000, 2048), dict.fromkeys(names, True)))
+    for dtype, atoms, k, (rows, outputs), flags in variants:
         if "WRITE_GRAD" in names and not (flags["WRITE_GRAD"] or flags["WRITE_COEF"]):
             continue  # the backward always writes something
         keep_all = flags.get("KEEP_ALL", False)
         if keep_all:
             k = atoms
-        launch = any_launch(kernel, 1000, atoms, k, ITEMSIZE[dtype], outputs)
+        launch = any_launch(kernel, rows, atoms, k, ITEMSIZE[dtype], outputs)
         yield dtype, dict(flags, F64=dtype == "fp64", K=0 if keep_all else k, **blocks(launch)), launch.num_warps
 
 
