@@ -178,6 +178,11 @@ def _numbers(k: int, temperature: float, threshold: Optional[float], num_atoms: 
     return 0 if keep_all else int(k), 1.0 / float(temperature), 0.0 if threshold is None else float(threshold), flags
 
 
+def _row_major(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` itself where its last stride is 1 (any row stride: a view into a wider tensor), else a copy."""
+    return tensor if tensor.stride(-1) == 1 else tensor.contiguous()
+
+
 def route_forward(proj: torch.Tensor, k: int, temperature: float, threshold: Optional[float],
                   want_weights: bool = False, want_state: bool = False
                   ) -> Tuple[torch.Tensor, Optional[torch.Tensor], Tuple[torch.Tensor, ...]]:
@@ -188,8 +193,7 @@ def route_forward(proj: torch.Tensor, k: int, temperature: float, threshold: Opt
     where every atom is kept), and the norms ``max(||p||, eps)`` ``[N]`` in the routing dtype.
     ``proj`` may be a view with rows apart (the stacked GEMM's ``p``): only its last stride must be 1.
     """
-    if proj.stride(1) != 1:
-        proj = proj.contiguous()
+    proj = _row_major(proj)
     rows, atoms = proj.shape
     coef = torch.empty_like(proj)  # contiguous even for a view with rows apart (not dense)
     weights = torch.empty(rows, atoms, device=proj.device, dtype=torch.float32) if want_weights else coef
@@ -230,11 +234,6 @@ def route_backward(grad_coef: Optional[torch.Tensor], proj: torch.Tensor, state:
         delta, RELEVANCE_EPS, K=kept_k, WRITE_GRAD=grad_coef is not None, WRITE_COEF=want_coef, BLOCK_N=block_n,
         BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k, num_warps=warps, **flags)
     return grad_proj, coef
-
-
-def _row_major(tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor`` itself where its last stride is 1 (any row stride: a view into a wider tensor), else a copy."""
-    return tensor if tensor.stride(-1) == 1 else tensor.contiguous()
 
 
 def _read_out_refusal(proj, base_out, values, k) -> Optional[str]:
