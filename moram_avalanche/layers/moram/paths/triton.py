@@ -1,8 +1,8 @@
-"""MoRAM's routing fused by Triton: where it runs, and the two calls the GPU path makes.
+"""MoRAM's routing fused by Triton: where it runs, and the three calls the GPU path can make.
 
 The dense GPU path (:mod:`~moram_avalanche.layers.moram.paths.dense`) spends a dozen small kernels
 on steps 2-5 (:mod:`~moram_avalanche.layers.moram.paths.reference` states them) in PyTorch (norm,
-top-k, divisions, softmax, gate, scatter). Two Triton kernels
+top-k, divisions, softmax, gate, scatter). Three Triton kernels
 (:mod:`~moram_avalanche.layers.moram.paths.triton_kernels`) do them in one pass over each token's
 ``R`` projections:
 
@@ -89,7 +89,7 @@ def _kernels():
 
 
 class Launch(NamedTuple):
-    """How both kernels are launched on ``N`` rows of ``R`` projections with ``k`` kept (:func:`launch`)."""
+    """How the routing kernels are launched on ``N`` rows of ``R`` projections with ``k`` kept (:func:`launch`)."""
 
     grid: Tuple[int]
     block_n: int  # token rows a program takes
@@ -104,7 +104,7 @@ def _power_of_two(n: int) -> int:
 
 
 def launch(num_rows: int, num_atoms: int, k: int, itemsize: int) -> Launch:
-    """The launch of both kernels on ``num_rows`` tokens of ``num_atoms`` projections of ``itemsize``
+    """The launch of the routing kernels on ``num_rows`` tokens of ``num_atoms`` projections of ``itemsize``
     bytes, ``k`` of them kept.
 
     One row per warp (its reductions never leave the warp: shuffles, or one ``REDUX`` for a 32-bit

@@ -1,4 +1,4 @@
-"""MoRAM's routing (steps 2-5) as two Triton kernels: one token row per warp, the top-k by integer keys.
+"""MoRAM's routing (steps 2-5) in three Triton kernels: one token row per warp, the top-k by integer keys.
 
 Imported only by :mod:`~moram_avalanche.layers.moram.paths.triton`, once it knows Triton is installed
 (this module imports it at the top), which also chooses the launch
