@@ -2,7 +2,9 @@
 
 Run as a script by tests/layers/moram/test_triton_kernels.py, in a process without ``TRITON_INTERPRET``
 (under the interpreter ``triton.jit`` makes interpreted functions, which Dynamo cannot tell from
-Python code). The layer and its input are fake CUDA tensors (``FakeTensorMode``: shapes, dtypes and
+Python code). Besides the layer (train and eval), the eval read-out as a decode step will run it:
+one GEMM giving the base output and the projections together (``x [W; A]^T + [b; 0]``), then
+:func:`~moram_avalanche.layers.moram.paths.triton.route_read_out` on views of it. The layer and its input are fake CUDA tensors (``FakeTensorMode``: shapes, dtypes and
 devices, no data, no GPU); Dynamo is told Triton is usable (it asks for a GPU before it treats a
 Triton kernel as a graph node: ``torch.utils._triton.has_triton``); the backend records each graph
 and runs nothing. A graph break is an error (``fullgraph=True``). Prints, as JSON, each case's
@@ -24,6 +26,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from moram_avalanche.layers.moram.layer import MoRAMLinear
 from moram_avalanche.layers.moram.paths import use_path
+from moram_avalanche.layers.moram.paths.triton import route_read_out
 
 torch.utils._triton.has_triton = lambda *args, **kwargs: True
 
@@ -59,6 +62,24 @@ def capture(layer, x):
             if hasattr(module, "graph")}
 
 
+class StackedReadOut(nn.Module):
+    """The eval forward of a MoRAM layer in two kernels: ``full = x [W; A]^T + [b; 0]``
+    ``[N, d_out + R]``, then ``route_read_out(full[:, d_out:], full[:, :d_out], B, ...)``."""
+
+    def __init__(self, base: nn.Linear, atoms: int, k: int, temperature: float, threshold: float):
+        super().__init__()
+        self.register_buffer("stacked_weight", torch.cat([base.weight.detach(), torch.randn(atoms, base.in_features)]))
+        self.register_buffer("stacked_bias", torch.cat([base.bias.detach(), torch.zeros(atoms)]))
+        self.register_buffer("values", torch.randn(atoms, base.out_features))
+        self.outputs, self.k, self.temperature, self.threshold = base.out_features, k, temperature, threshold
+
+    def forward(self, x):
+        full = nn.functional.linear(x.flatten(0, -2), self.stacked_weight, self.stacked_bias)
+        out = route_read_out(full[:, self.outputs:], full[:, :self.outputs], self.values, self.k, self.temperature,
+                             self.threshold)
+        return out.view(*x.shape[:-1], self.outputs)
+
+
 def main():
     torch.manual_seed(0)
     layer = MoRAMLinear(nn.Linear(24, 20), atoms_per_task=6, topk=4, temperature=0.05, threshold=0.2)
@@ -68,11 +89,13 @@ def main():
         layer = layer.to("cuda")
         x = torch.randn(2, 5, 24, device="cuda", requires_grad=True)
         frozen_x = torch.randn(2, 5, 24, device="cuda")
+        stacked = StackedReadOut(nn.Linear(24, 20), atoms=30, k=4, temperature=0.05, threshold=0.2).to("cuda")
     cases = {}
     with use_path("triton"):
         cases["train"] = capture(layer.train(), x)
         layer.freeze()
         cases["eval"] = capture(layer.eval(), frozen_x)
+    cases["read_out"] = capture(stacked.eval(), frozen_x)
     print(json.dumps(cases))
 
 

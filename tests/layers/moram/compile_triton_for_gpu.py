@@ -1,4 +1,4 @@
-"""Compile MoRAM's two Triton kernels for NVIDIA GPUs without one, and report what a GPU would run.
+"""Compile MoRAM's three Triton kernels for NVIDIA GPUs without one, and report what a GPU would run.
 
 Run as a script by tests/layers/moram/test_paths.py, in a process without ``TRITON_INTERPRET``
 (with it, ``triton.jit`` makes interpreted functions). Two parts, for each target named on the
@@ -11,16 +11,22 @@ command line (default: 90 = Hopper, H100 / H200; 80 = Ampere):
    One ``ok`` line per kernel and target; exit 1 on the first error.
 2. The report: each kernel at the shapes that matter -- a CLIP ViT-B/16 tower layer (R = 160 atoms,
    k = 16, 64 x 197 tokens; d = 768 or 3072 changes the GEMMs around the kernels, not the kernels,
-   which see only ``p`` ``[N, R]``) and LLaMA-3.2-1B decoding (R = 120, k = 4, 8 tokens) -- compiled
+   which see only ``p`` ``[N, R]``) and LLaMA-3.2-1B decoding (R = 120, k = 4, 8 tokens); then the
+   eval read-out (``route_read_out_kernel``, gated, ``y0`` added), which reads ``B`` ``[R, d_out]``, at
+   LLaMA-3.2-1B decoding (8 tokens, R = 240 = 15 tasks x 16, k = 16 and 4, d_out = 2048, 8192 and
+   512; ``p`` and ``y0`` views of one ``[N, d_out + R]`` GEMM output) and the CLIP tower (d_out =
+   768 and 3072) -- compiled
    as a launch of the GPU path compiles it (its block sizes and warps from
-   :func:`~moram_avalanche.layers.moram.paths.triton.launch`, the alignment hints Triton's launcher
+   :func:`~moram_avalanche.layers.moram.paths.triton.launch` and ``read_out_launch``, the alignment hints Triton's launcher
    derives: 16-byte-aligned pointers, integers divisible by 16), with what its cubin says
    (``cuobjdump``, shipped with Triton): SASS instructions per token row (the instructions one warp
    issues, a loop counted as many times as it runs -- ``k`` for a top-k loop --, division's slow
-   path not counted, times the warps per program, over the rows per program), registers per
+   path not counted, times the warps per program, over the rows per program; the read-out's times
+   its column blocks: every program a row takes), registers per
    thread, spills, shared memory, barriers, and the theoretical occupancy, programs and waves on
    the target (132 SMs for sm_90, 108 for sm_80). ``--against REV`` reports the kernels of a
-   git revision beside (the module and its launch rule read from that revision).
+   git revision beside (the module and its launch rule read from that revision; the routing
+   kernels only).
 
     python tests/layers/moram/compile_triton_for_gpu.py [90 80] [--every] [--against REV]
 """
@@ -52,10 +58,10 @@ KERNELS = "moram_avalanche/layers/moram/paths/triton_kernels.py"
 LAUNCHER = "moram_avalanche/layers/moram/paths/triton.py"
 TOOLS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 
-SCALARS = {"n_rows": "i32", "n_atoms": "i32", "k": "i32", "inv_tau": "fp32", "delta": "fp32", "eps": "fp32"}
+SCALARS = {"n_rows": "i32", "n_atoms": "i32", "n_out": "i32", "k": "i32", "inv_tau": "fp32", "delta": "fp32", "eps": "fp32"}
 STORAGE = {"fp32": "*fp32", "bf16": "*bf16", "fp16": "*fp16", "fp64": "*fp64"}
 ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2, "fp64": 8}
-FLAGS = ("GATED", "KEEP_ALL", "WRITE_W", "SAVE", "WRITE_GRAD", "WRITE_COEF")
+FLAGS = ("GATED", "KEEP_ALL", "WRITE_W", "SAVE", "WRITE_GRAD", "WRITE_COEF", "BASE")
 
 
 class Target(NamedTuple):
@@ -83,9 +89,25 @@ WORKLOADS = (Workload("CLIP tower, 64 x 197 tokens", 64 * 197, 160, 16),
              Workload("LLaMA-1B decode, 8 tokens", 8, 120, 4))
 
 
+class ReadOutWorkload(NamedTuple):
+    name: str
+    rows: int
+    atoms: int
+    k: int
+    outputs: int
+
+
+#: the read-out's shapes: LLaMA-3.2-1B decoding (q/o 2048, gate/up 8192 out of 2048, k/v 512), 15
+#: tasks of 16 atoms; the CLIP ViT-B/16 tower (attention and c_proj 768, c_fc 3072)
+READ_OUT_WORKLOADS = tuple(ReadOutWorkload(f"LLaMA-1B decode, 8 tokens, d_out = {outputs}", 8, 240, k, outputs)
+                           for k in (16, 4) for outputs in (2048, 8192, 512)) + tuple(
+    ReadOutWorkload(f"CLIP tower, 64 x 197 tokens, d_out = {outputs}", 64 * 197, 160, 16, outputs)
+    for outputs in (768, 3072))
+
+
 # ---------------------------------------------------------------- signatures and compiling
 def signature(kernel, dtype):
-    """Each non-constexpr argument's Triton type, by its name."""
+    """Each non-constexpr argument's Triton type, by its name (the rest: the compute dtype's pointer)."""
     types = {}
     for param in kernel.params:
         name = param.name
@@ -116,9 +138,25 @@ def compile_kernel(kernel, dtype, flags, arch, num_warps=4, aligned=()):
 
 
 def blocks(launch):
-    """The block sizes of a launch as the kernels' constexprs (``BLOCK_R`` for kernels that take it whole)."""
-    return dict(BLOCK_N=launch.block_n, BLOCK_H=launch.block_h, BLOCK_W=launch.block_w,
-                BLOCK_R=launch.block_h * launch.block_w, BLOCK_K=launch.block_k)
+    """The block sizes of a launch as the kernels' constexprs (``BLOCK_R`` for kernels that take it whole;
+    ``BLOCK_O`` for the read-out's)."""
+    sizes = dict(BLOCK_N=launch.block_n, BLOCK_H=launch.block_h, BLOCK_W=launch.block_w,
+                 BLOCK_R=launch.block_h * launch.block_w, BLOCK_K=launch.block_k)
+    if hasattr(launch, "block_o"):
+        sizes["BLOCK_O"] = launch.block_o
+    return sizes
+
+
+def reads_out(kernel) -> bool:
+    """Whether ``kernel`` is the read-out (it takes output columns, and never keeps every atom)."""
+    return "BLOCK_O" in kernel.arg_names
+
+
+def any_launch(kernel, rows, atoms, k, itemsize, outputs=2048):
+    """The launch rule's launch of ``kernel`` (the read-out's on ``outputs`` columns)."""
+    if reads_out(kernel):
+        return moram_triton.read_out_launch(rows, atoms, k, itemsize, outputs)
+    return moram_triton.launch(rows, atoms, k, itemsize)
 
 
 def flag_names(kernel):
@@ -129,28 +167,35 @@ def combinations(kernel, every: bool = False):
     """``(dtype, flags, num_warps)``: each code path (each combination of the flags, keeping every atom
     with the other flags all on or all off) in float32, bfloat16 and float64 at a 256-wide bank with
     k = 16, and the widest bank once; ``every``: every combination of the flags, in float16 too, at
-    banks of 16, 120, 256, 1100 and 8192 atoms with k = 2, 4, 16, 5 and 2."""
+    banks of 16, 120, 256, 1100 and 8192 atoms with k = 2, 4, 16, 5 and 2. The read-out (no
+    ``KEEP_ALL``: it refuses ``k >= R``) at 1000 rows of 2048 output columns (its widest column
+    block), and with ``every`` at each column block its launch rule gives: 1000 rows of 20 columns,
+    8 (a decode step's) of 2048 and of 8192 too."""
     names = flag_names(kernel)
+    column_cases = ((1000, 20), (8, 2048), (8, 8192), (1000, 2048)) if every and reads_out(kernel) else ((1000, 2048),)
     dtypes = ("fp32", "bf16", "fp16", "fp64") if every else ("fp32", "bf16", "fp64")
     shapes = [(16, 2), (120, 4), (256, 16), (1100, 5), (8192, 2)] if every else [(256, 16)]
-    variants = [(dtype, atoms, k, dict(zip(names, values))) for dtype, (atoms, k) in itertools.product(dtypes, shapes)
+    variants = [(dtype, atoms, k, outputs, dict(zip(names, values)))
+                for dtype, (atoms, k), outputs in itertools.product(dtypes, shapes, column_cases)
                 for values in itertools.product((False, True), repeat=len(names))]
     if not every:
-        variants = [variant for variant in variants if not variant[3]["KEEP_ALL"] or
-                    len({value for name, value in variant[3].items() if name != "KEEP_ALL"}) == 1]
-        variants.append(("fp32", 8192, 16, dict.fromkeys(names, True)))
-    for dtype, atoms, k, flags in variants:
+        variants = [variant for variant in variants if not variant[4].get("KEEP_ALL") or
+                    len({value for name, value in variant[4].items() if name != "KEEP_ALL"}) == 1]
+        variants.append(("fp32", 8192, 16, (1000, 2048), dict.fromkeys(names, True)))
+    for dtype, atoms, k, (rows, outputs), flags in variants:
         if "WRITE_GRAD" in names and not (flags["WRITE_GRAD"] or flags["WRITE_COEF"]):
             continue  # the backward always writes something
-        if flags["KEEP_ALL"]:
+        keep_all = flags.get("KEEP_ALL", False)
+        if keep_all:
             k = atoms
-        launch = moram_triton.launch(1000, atoms, k, ITEMSIZE[dtype])
-        yield dtype, dict(flags, F64=dtype == "fp64", K=0 if flags["KEEP_ALL"] else k, **blocks(launch)), launch.num_warps
+        launch = any_launch(kernel, rows, atoms, k, ITEMSIZE[dtype], outputs)
+        yield dtype, dict(flags, F64=dtype == "fp64", K=0 if keep_all else k, **blocks(launch)), launch.num_warps
 
 
 def check(arch, every):
-    """Part 1: every variant of both kernels to cubin; prints an ok line per kernel, False on an error."""
-    for kernel in (triton_routing.route_forward_kernel, triton_routing.route_backward_kernel):
+    """Part 1: every variant of the three kernels to cubin; prints an ok line per kernel, False on an error."""
+    for kernel in (triton_routing.route_forward_kernel, triton_routing.route_backward_kernel,
+                   triton_routing.route_read_out_kernel):
         start, count = time.perf_counter(), 0
         for dtype, flags, warps in combinations(kernel, every):
             try:
@@ -258,18 +303,46 @@ def kernel_runs(version: Version, workload: Workload, dtype: str):
         launch, trips
 
 
-def aligned(kernel, workload: Workload):
+def aligned(kernel, workload: Workload, values=None):
     """The arguments a launch hints as divisible by 16: pointers (fresh, contiguous tensors), and the
-    integers that are (the row counts, the bank's width, a contiguous row's stride)."""
-    values = {"n_rows": workload.rows, "n_atoms": workload.atoms, "k": workload.k}
+    integers that are (the row counts, the bank's width, a contiguous row's stride). ``values``: the
+    arguments' values where they are not these (a pointer's: its byte offset into its allocation)."""
+    values = dict({"n_rows": workload.rows, "n_atoms": workload.atoms, "k": workload.k}, **(values or {}))
     names = []
     for param in kernel.params:
         if param.is_constexpr or param.name in ("inv_tau", "delta", "eps"):
             continue
-        value = workload.atoms if param.name.startswith("stride") else values.get(param.name, 0)
+        value = values.get(param.name, workload.atoms if param.name.startswith("stride") else 0)
         if value % 16 == 0:
             names.append(param.name)
     return names
+
+
+def read_out_values(workload: ReadOutWorkload, itemsize: int):
+    """The read-out's arguments as the stacked GEMM gives them: ``y0`` and ``p`` views of one
+    ``[N, d_out + R]`` output (``p`` at ``d_out`` entries into it), ``B`` and ``y`` contiguous."""
+    wide = workload.outputs + workload.atoms
+    return {"n_out": workload.outputs, "stride_p": wide, "stride_y0": wide, "stride_b": workload.outputs,
+            "stride_y": workload.outputs, "P": workload.outputs * itemsize}
+
+
+def report_line(arch, target: Target, kernel, dtype, flags, launch, trips, hinted, programs_a_row=1):
+    """What the cubin of one launch says, as one line (module docstring)."""
+    compiled = compile_kernel(kernel, dtype, flags, arch, launch.num_warps, hinted)
+    cubin = compiled.asm["cubin"]
+    instructions = sass(cubin)
+    per_row = issued(instructions, trips) * launch.num_warps / launch.block_n * programs_a_row
+    registers, spilled = resources(cubin)
+    shared = compiled.metadata.shared
+    barriers = sum(text.startswith("BAR") for _, text in instructions)
+    resident, fraction = occupancy(target, registers, shared, launch.num_warps)
+    programs = math.prod(launch.grid)
+    waves = programs / (resident * target.sms)
+    columns = f" x {launch.block_o} columns" if hasattr(launch, "block_o") else ""
+    return (f"{per_row:7.0f} instr/row  {registers:3d} regs  {spilled:3d} B spilled  {shared:5d} B shared  "
+            f"{barriers:2d} bar  occupancy {fraction:4.0%} ({resident:2d} x {launch.num_warps} warps)  "
+            f"{programs} programs ({waves:.2f} waves)  [{launch.block_n} x {launch.block_h * launch.block_w} "
+            f"rows x atoms{columns}]")
 
 
 def report(arch: int, versions, dtypes=("bf16", "fp16", "fp32")):
@@ -281,20 +354,19 @@ def report(arch: int, versions, dtypes=("bf16", "fp16", "fp32")):
         for dtype in dtypes:
             for version in versions:
                 for label, kernel, flags, launch, trips in kernel_runs(version, workload, dtype):
-                    compiled = compile_kernel(kernel, dtype, flags, arch, launch.num_warps, aligned(kernel, workload))
-                    cubin = compiled.asm["cubin"]
-                    instructions = sass(cubin)
-                    per_row = issued(instructions, trips) * launch.num_warps / launch.block_n
-                    registers, spilled = resources(cubin)
-                    shared = compiled.metadata.shared
-                    barriers = sum(text.startswith("BAR") for _, text in instructions)
-                    resident, fraction = occupancy(target, registers, shared, launch.num_warps)
-                    programs = launch.grid[0]
-                    waves = programs / (resident * target.sms)
-                    print(f"    {dtype} {version.name:>8} {label:<15} {per_row:7.0f} instr/row  {registers:3d} regs  "
-                          f"{spilled:3d} B spilled  {shared:5d} B shared  {barriers:2d} bar  "
-                          f"occupancy {fraction:4.0%} ({resident:2d} x {launch.num_warps} warps)  "
-                          f"{programs} programs ({waves:.2f} waves)  [{launch.block_n} x {launch.block_h * launch.block_w} rows x atoms]")
+                    line = report_line(arch, target, kernel, dtype, flags, launch, trips, aligned(kernel, workload))
+                    print(f"    {dtype} {version.name:>8} {label:<15} {line}")
+    kernel = triton_routing.route_read_out_kernel
+    print("  read-out (route_read_out_kernel: eval, gated, y0 added; instructions a row over all its column blocks)")
+    for workload in READ_OUT_WORKLOADS:
+        print(f"  {workload.name}: R = {workload.atoms}, k = {workload.k}, N = {workload.rows}")
+        for dtype in dtypes:
+            launch = moram_triton.read_out_launch(workload.rows, workload.atoms, workload.k, ITEMSIZE[dtype],
+                                                  workload.outputs)
+            flags = dict(GATED=True, BASE=True, K=workload.k, **blocks(launch))
+            hinted = aligned(kernel, workload, read_out_values(workload, ITEMSIZE[dtype]))
+            line = report_line(arch, target, kernel, dtype, flags, launch, workload.k, hinted, launch.grid[1])
+            print(f"    {dtype} {'now':>8} {'read-out':<15} {line}")
 
 
 def main(targets, every=False, against=None):

@@ -9,7 +9,9 @@ narrower and wider than a warp's row); the coefficients, weights and ``dL/dp`` e
 statement of steps 2-5 on that set, differentiated by autograd (within the routing dtype's
 rounding); the backward's coefficients are the forward's. Without the interpreter: the launch
 gives each warp whole rows, and ``torch.compile(fullgraph=True)`` captures a layer on the Triton
-path whole, one kernel each way (fake CUDA tensors, in a process of its own).
+path whole, one kernel each way, and the eval read-out after a stacked GEMM as that GEMM and one
+kernel (fake CUDA tensors, in a process of its own). The read-out's arithmetic:
+test_triton_read_out.py.
 """
 
 import json
@@ -181,3 +183,6 @@ def test_torch_compile_captures_the_triton_path_whole_with_one_kernel_each_way()
     assert backward.count(kernel) == 1 and not any("topk" in name or "sort" in name for name in backward)
     assert train["graph"].count("empty") == 2  # the kept columns and the norms, saved for the backward
     assert evaluation["graph"].count(kernel) == 1 and "empty" not in evaluation["graph"]  # nothing saved
+    read_out = cases["read_out"]["graph"]  # x [W; A]^T + [b; 0], then route_read_out on its two views
+    assert read_out.count("linear") == 1 and read_out.count(kernel) == 1 and read_out.count("empty") == 1, read_out
+    assert not any(op in read_out for op in ("mm", "addmm", "addmm_", "contiguous", "topk", "sort", "scatter"))

@@ -1,8 +1,8 @@
-"""MoRAM's routing fused by Triton: where it runs, and the two calls the GPU path makes.
+"""MoRAM's routing fused by Triton: where it runs, and the three calls the GPU path can make.
 
 The dense GPU path (:mod:`~moram_avalanche.layers.moram.paths.dense`) spends a dozen small kernels
 on steps 2-5 (:mod:`~moram_avalanche.layers.moram.paths.reference` states them) in PyTorch (norm,
-top-k, divisions, softmax, gate, scatter). Two Triton kernels
+top-k, divisions, softmax, gate, scatter). Three Triton kernels
 (:mod:`~moram_avalanche.layers.moram.paths.triton_kernels`) do them in one pass over each token's
 ``R`` projections:
 
@@ -10,10 +10,13 @@ top-k, divisions, softmax, gate, scatter). Two Triton kernels
   and, when a backward will follow, the state it reads: the kept columns ``[N, k]`` (int16) and
   the norms ``[N]``, ``2k + 4`` bytes a token (float32 norms; ``2k + 8`` in float64) beside the ``2R`` of ``p`` in bfloat16;
 * :func:`route_backward` -- ``(dL/dc, p, state)`` -> ``dL/dp`` (and ``c`` on request), without a
-  second top-k.
+  second top-k;
+* :func:`route_read_out` -- the eval forward's steps 2-6 after one GEMM that gave ``p`` and the
+  base output ``y0 = W x + b`` together: ``(p, y0, B)`` -> ``y = y0 + c B``, one kernel, no dense
+  ``c`` (a decode step's second and last kernel of the layer).
 
-:func:`launch` chooses both kernels' blocks and warps (one row per warp: the kernels' module
-docstring says why).
+:func:`launch` chooses the routing's blocks and warps (one row per warp: the kernels' module
+docstring says why), :func:`read_out_launch` the read-out's columns on top of them.
 
 Triton is imported on first use only (a CPU-only install may not have it). :func:`usable` says
 whether these calls can run on a tensor: a CUDA tensor with Triton installed, or any tensor
@@ -86,7 +89,7 @@ def _kernels():
 
 
 class Launch(NamedTuple):
-    """How both kernels are launched on ``N`` rows of ``R`` projections with ``k`` kept (:func:`launch`)."""
+    """How the routing kernels are launched on ``N`` rows of ``R`` projections with ``k`` kept (:func:`launch`)."""
 
     grid: Tuple[int]
     block_n: int  # token rows a program takes
@@ -101,7 +104,7 @@ def _power_of_two(n: int) -> int:
 
 
 def launch(num_rows: int, num_atoms: int, k: int, itemsize: int) -> Launch:
-    """The launch of both kernels on ``num_rows`` tokens of ``num_atoms`` projections of ``itemsize``
+    """The launch of the routing kernels on ``num_rows`` tokens of ``num_atoms`` projections of ``itemsize``
     bytes, ``k`` of them kept.
 
     One row per warp (its reductions never leave the warp: shuffles, or one ``REDUX`` for a 32-bit
@@ -125,11 +128,59 @@ def launch(num_rows: int, num_atoms: int, k: int, itemsize: int) -> Launch:
     return Launch((-(-num_rows // block_n),), block_n, block_r // block_w, block_w, block_k, warps)
 
 
+#: the programs :func:`read_out_launch` aims for when it narrows its column blocks: about one
+#: a streaming multiprocessor of an H100 / H200 (132; an A100 has 108)
+READ_OUT_PROGRAMS = 128
+
+
+class ReadOutLaunch(NamedTuple):
+    """How :func:`route_read_out` is launched (:func:`read_out_launch`): the routing's blocks
+    (:class:`Launch`) and ``block_o`` output columns a program, on a grid of (row blocks, column blocks)."""
+
+    grid: Tuple[int, int]
+    block_n: int
+    block_h: int
+    block_w: int
+    block_k: int
+    block_o: int  # output columns a program: a power of two
+    num_warps: int
+
+
+def read_out_launch(num_rows: int, num_atoms: int, k: int, itemsize: int, num_outputs: int) -> ReadOutLaunch:
+    """The launch of :func:`route_read_out` on ``num_rows`` tokens of ``num_atoms`` projections
+    (``k < num_atoms`` kept) and ``num_outputs`` output columns, all of ``itemsize`` bytes.
+
+    The routing takes :func:`launch`'s blocks and warps as they are (each program routes its
+    ``block_n`` rows again for its column block: a few hundred instructions a row, against ``k``
+    gathered rows of ``B``). The column block ``block_o`` is at most one 16-byte load a thread a
+    kept slot (``32 * num_warps * (16 / itemsize) / block_n`` columns: 256 in bfloat16 at four
+    rows of four warps, 128 in float32, 64 in float64; the ``k`` slots' loads, which the compiler
+    issues together, then take ``4k`` registers at most) and no wider than the output; it halves,
+    down to 64 columns (a 128-byte line a row in bfloat16), while the grid has fewer than
+    :data:`READ_OUT_PROGRAMS` programs -- a decode step's few rows then still spread over the GPU:
+    LLaMA-3.2-1B's 8 rows, two programs of rows, take 2048 columns as 32 blocks of 64 (64 programs),
+    8192 as 128 (256).
+    """
+    route = launch(num_rows, num_atoms, k, itemsize)
+    widest = 32 * route.num_warps * (16 // itemsize) // route.block_n
+    block_o = min(widest, max(16, _power_of_two(num_outputs)))
+    blocks_of = lambda width: -(-num_outputs // width)  # noqa: E731
+    while block_o > 64 and route.grid[0] * blocks_of(block_o) < READ_OUT_PROGRAMS:
+        block_o //= 2
+    return ReadOutLaunch((route.grid[0], blocks_of(block_o)), route.block_n, route.block_h, route.block_w,
+                         route.block_k, block_o, route.num_warps)
+
+
 def _numbers(k: int, temperature: float, threshold: Optional[float], num_atoms: int):
     """``(K, inv_tau, delta, flags)`` the kernels take: ``K`` 0 where every atom is kept (no top-k)."""
     keep_all = k >= num_atoms
     flags = dict(GATED=threshold is not None, KEEP_ALL=keep_all)
     return 0 if keep_all else int(k), 1.0 / float(temperature), 0.0 if threshold is None else float(threshold), flags
+
+
+def _row_major(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` itself where its last stride is 1 (any row stride: a view into a wider tensor), else a copy."""
+    return tensor if tensor.stride(-1) == 1 else tensor.contiguous()
 
 
 def route_forward(proj: torch.Tensor, k: int, temperature: float, threshold: Optional[float],
@@ -142,8 +193,7 @@ def route_forward(proj: torch.Tensor, k: int, temperature: float, threshold: Opt
     where every atom is kept), and the norms ``max(||p||, eps)`` ``[N]`` in the routing dtype.
     ``proj`` may be a view with rows apart (the stacked GEMM's ``p``): only its last stride must be 1.
     """
-    if proj.stride(1) != 1:
-        proj = proj.contiguous()
+    proj = _row_major(proj)
     rows, atoms = proj.shape
     coef = torch.empty_like(proj)  # contiguous even for a view with rows apart (not dense)
     weights = torch.empty(rows, atoms, device=proj.device, dtype=torch.float32) if want_weights else coef
@@ -186,4 +236,75 @@ def route_backward(grad_coef: Optional[torch.Tensor], proj: torch.Tensor, state:
     return grad_proj, coef
 
 
-__all__ = ["Launch", "MAX_ATOMS", "ROW_PER_WARP", "fits", "installed", "interpreting", "launch", "route_backward", "route_forward", "usable", "why_not"]
+def _read_out_refusal(proj, base_out, values, k) -> Optional[str]:
+    """Why :func:`route_read_out` cannot take these arguments (what to do instead), or None."""
+    if proj.dim() != 2 or values.dim() != 2 or values.shape[0] != proj.shape[1]:
+        return (f"route_read_out takes proj [N, R] and values [R, d_out], got {tuple(proj.shape)} and "
+                f"{tuple(values.shape)}: pass the projections and the bank's values")
+    if base_out is not None and base_out.shape != (proj.shape[0], values.shape[1]):
+        return (f"route_read_out takes base_out [N, d_out] = {[proj.shape[0], values.shape[1]]}, got "
+                f"{list(base_out.shape)}: pass W x + b for the same tokens, or None")
+    dtypes = {proj.dtype, values.dtype} | ({base_out.dtype} if base_out is not None else set())
+    if len(dtypes) != 1:
+        return (f"route_read_out takes proj, base_out and values in one dtype, got {sorted(map(str, dtypes))}: "
+                "cast them to the compute dtype first")
+    if not 1 <= k < proj.shape[1]:
+        return (f"route_read_out keeps 1 <= k < R atoms, got k = {k} of R = {proj.shape[1]}: where every atom "
+                "is kept, use route_forward and then out.addmm_(c, values)")
+    if not fits(proj.shape[1]):
+        return (f"route_read_out holds a bank of at most {MAX_ATOMS} atoms, got {proj.shape[1]}: "
+                "use the dense path's PyTorch router")
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (proj, base_out, values)):
+        return ("route_read_out has no backward (it saves nothing): use route_forward with want_state=True "
+                "and route_backward, or call it under torch.no_grad()")
+    return None
+
+
+def route_read_out(proj: torch.Tensor, base_out: Optional[torch.Tensor], values: torch.Tensor, k: int,
+                   temperature: float, threshold: Optional[float]) -> torch.Tensor:
+    """Steps 2-6 of the eval forward in one kernel: ``y = base_out + c B``, a new contiguous ``[N, d_out]``.
+
+    Takes ``proj`` ``p = A x`` ``[N, R]``, ``base_out`` ``y0 = W x + b`` ``[N, d_out]`` (None: ``y = c B``,
+    the atoms' term alone) and ``values`` ``B`` ``[R, d_out]``, all in one dtype (float32, bfloat16,
+    float16 or float64); ``proj`` and ``base_out`` may have any row stride (their last stride 1), e.g.
+    the two views ``full[:, d_out:]`` and ``full[:, :d_out]`` of one GEMM's
+    ``full = x [W; A]^T + [b; 0]`` ``[N, d_out + R]``; ``values`` is read as given, contiguous.
+    ``k`` (``1 <= k < R``), ``temperature`` and ``threshold`` (the gate ``delta``, None for none) are
+    the layer's, as :func:`route_forward` takes them.
+
+    Steps 2-5 are :func:`route_forward`'s arithmetic (float32 for 16- and 32-bit inputs, float64 for
+    float64): the same kept set (ties to the lower column), the same ``c_i = w_i p_i``. Step 6 sums
+    ``c_i B_i`` over each row's ``k`` kept atoms in that precision, then adds ``y0``, and rounds once
+    to the dtype. What differs from the dense path (``route_forward``, then ``y0.addmm_(c, B)``): ``c``
+    is not rounded to the dtype before its product, and an atom whose ``c_i`` is 0 (a closed gate)
+    is not read (as the reference path's gated read-out skips it); a row whose gate closes on every
+    atom comes back as ``y0`` exactly.
+
+    Eval only: nothing is saved for a backward, and no weights are written for the activation
+    statistics (recording, or a backward to follow: use :func:`route_forward`). Refused with a
+    ValueError: ``k >= R``, a bank wider than :data:`MAX_ATOMS`, mixed dtypes, inputs that need a
+    gradient. One user-defined Triton kernel, which ``torch.compile(fullgraph=True)`` keeps in its
+    graph. Launch: :func:`read_out_launch`.
+    """
+    problem = _read_out_refusal(proj, base_out, values, k)
+    if problem is not None:
+        raise ValueError(problem)
+    proj, values = _row_major(proj), (values if values.is_contiguous() else values.contiguous())
+    base_out = None if base_out is None else _row_major(base_out)
+    rows, atoms = proj.shape
+    outputs = values.shape[1]
+    out = torch.empty(rows, outputs, device=proj.device, dtype=proj.dtype)
+    kept_k, inv_tau, delta, flags = _numbers(k, temperature, threshold, atoms)
+    grid, block_n, block_h, block_w, block_k, block_o, warps = read_out_launch(rows, atoms, k, proj.element_size(),
+                                                                               outputs)
+    _kernels().route_read_out_kernel[grid](
+        proj, out if base_out is None else base_out, values, out, rows, atoms, outputs, proj.stride(0),
+        0 if base_out is None else base_out.stride(0), values.stride(0), out.stride(0), inv_tau, delta,
+        RELEVANCE_EPS, K=kept_k, GATED=flags["GATED"], BASE=base_out is not None, BLOCK_N=block_n,
+        BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k, BLOCK_O=block_o, num_warps=warps)
+    return out
+
+
+__all__ = ["Launch", "MAX_ATOMS", "READ_OUT_PROGRAMS", "ROW_PER_WARP", "ReadOutLaunch", "fits", "installed",
+           "interpreting", "launch", "read_out_launch", "route_backward", "route_forward", "route_read_out", "usable",
+           "why_not"]

@@ -1,4 +1,4 @@
-"""MoRAM's routing (steps 2-5) as two Triton kernels: one token row per warp, the top-k by integer keys.
+"""MoRAM's routing (steps 2-5) in three Triton kernels: one token row per warp, the top-k by integer keys.
 
 Imported only by :mod:`~moram_avalanche.layers.moram.paths.triton`, once it knows Triton is installed
 (this module imports it at the top), which also chooses the launch
@@ -14,7 +14,11 @@ instruction on sm_80 and later for a 32-bit integer; no barrier, no shared memor
   in the order they were picked, largest first) and the row's norm ``[N]``;
 * :func:`route_backward_kernel` -- ``dL/dc`` and ``p`` ``[N, R]`` and that kept set in, ``dL/dp``
   out, and on request ``c`` (what the values' gradient ``c^T dL/dy`` needs). It reads ``dL/dc``
-  only at the ``k`` kept columns and selects nothing.
+  only at the ``k`` kept columns and selects nothing;
+* :func:`route_read_out_kernel` -- the eval forward of steps 2-6 after the first GEMM: ``p``
+  ``[N, R]`` and the base output ``y0 = W x + b`` ``[N, d_out]`` (or none) in, ``y = y0 + c B``
+  ``[N, d_out]`` out, ``B`` read only at each row's ``k`` kept atoms (none of ``c``, the weights or
+  a state written). The routing is :func:`route_forward_kernel`'s, helper for helper.
 
 The arithmetic is steps 2-5 and the router's backward as
 :mod:`~moram_avalanche.layers.moram.paths.reference` states them (the same gathered ``[k]`` form as
@@ -275,4 +279,41 @@ def route_backward_kernel(G, P, KEPT, NORM, DP, C, n_rows, n_atoms, stride_g, st
                x_kept * norm_scale[:, None] + (g * w + grad_s / norm[:, None]), KEEP_ALL)
 
 
-__all__ = ["route_backward_kernel", "route_forward_kernel"]
+@triton.jit
+def _slot(t, slots, i):
+    """Slot ``i`` of each row of a ``[BLOCK_N, BLOCK_K]`` block: ``[BLOCK_N]`` (the one term of a row's sum)."""
+    return tl.sum(tl.where(slots[None, :] == i, t, 0), axis=1)
+
+
+@triton.jit
+def route_read_out_kernel(P, Y0, B, Y, n_rows, n_atoms, n_out, stride_p, stride_y0, stride_b, stride_y, inv_tau,
+                          delta, eps, K: tl.constexpr, GATED: tl.constexpr, BASE: tl.constexpr,
+                          BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr,
+                          BLOCK_K: tl.constexpr, BLOCK_O: tl.constexpr):
+    """``Y = Y0 + c B`` on the program's ``BLOCK_N`` rows and ``BLOCK_O`` output columns (grid axis 1):
+    steps 2-5 as :func:`route_forward_kernel` takes them (``k < R``), then, kept slot by kept slot,
+    the slot's ``c_i * B[i, :]`` summed in the routing dtype, ``Y0`` added (``BASE``), rounded once."""
+    BLOCK_R: tl.constexpr = BLOCK_H * BLOCK_W
+    rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W)
+    x = _route_type(p)
+    norm = tl.maximum(tl.sqrt(_row_sum(x * x)), eps)                      # 2. n = max(||p||, eps)
+    kept, columns = _top_k(p, valid, cols, K, BLOCK_N, BLOCK_R, BLOCK_K)  # 3. I = top-k
+    slots = tl.arange(0, BLOCK_K)
+    live = row_ok[:, None] & (slots < K)[None, :]
+    x_kept = _route_type(tl.load(P + rows[:, None] * stride_p + columns, mask=live, other=0.0))
+    s, u, w = _weights(x_kept, live, norm, inv_tau, delta, GATED)          # 4.-5.
+    coef = w * x_kept                                                      #    c = w p at I
+    outs = tl.program_id(1) * BLOCK_O + tl.arange(0, BLOCK_O)
+    out_ok = row_ok[:, None] & (outs < n_out)[None, :]
+    total = tl.zeros([BLOCK_N, BLOCK_O], dtype=coef.dtype)
+    for i in tl.static_range(K):                                           # 6. sum_I c_i B_i
+        c_i = _slot(coef, slots, i)
+        b_i = tl.load(B + _slot(columns, slots, i)[:, None] * stride_b + outs[None, :],
+                      mask=out_ok & (c_i != 0)[:, None], other=0.0)        # (a closed gate's row: not read)
+        total += c_i[:, None] * b_i.to(total.dtype)
+    if BASE:                                                               #    + W x + b
+        total += tl.load(Y0 + rows[:, None] * stride_y0 + outs[None, :], mask=out_ok, other=0.0).to(total.dtype)
+    tl.store(Y + rows[:, None] * stride_y + outs[None, :], total.to(Y.dtype.element_ty), mask=out_ok)
+
+
+__all__ = ["route_backward_kernel", "route_forward_kernel", "route_read_out_kernel"]
