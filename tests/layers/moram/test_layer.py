@@ -14,13 +14,18 @@ from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.layers.moram.paths import use_path
 
 
-@pytest.fixture(autouse=True, params=["reference", "dense", "triton"])
-def path(request):
-    """Every test of this file on each path (layers/moram/paths), forced: the GPU paths checked on the CPU."""
-    if not moram_triton.usable(torch.empty(0)) and request.param == "triton":
+@pytest.fixture(autouse=True, params=["reference", "dense", "triton", "triton-routed"])
+def path(request, monkeypatch):
+    """Every test of this file on each path (layers/moram/paths), forced: the GPU paths checked on the CPU.
+    ``triton`` reads out a few rows without a backward in one kernel (``route_read_out``);
+    ``triton-routed`` takes every call through the routing kernel and a GEMM (as more rows do)."""
+    name = request.param.split("-")[0]
+    if not moram_triton.usable(torch.empty(0)) and name == "triton":
         pytest.skip("Triton's interpreter is off (TRITON_INTERPRET=1 not set before Triton was imported)")
-    with use_path(request.param):
-        yield request.param
+    if request.param == "triton-routed":
+        monkeypatch.setattr(moram_triton, "READ_OUT_ROWS", 0)
+    with use_path(name):
+        yield name
 
 
 def make_layer(d_in, d_out, *, dtype=torch.float64, **kwargs):

@@ -55,7 +55,7 @@ def stub_kernels(monkeypatch):
             return lambda *args, **kwargs: launches.append(1)
 
     monkeypatch.setattr(moram_triton, "_kernels", lambda: types.SimpleNamespace(
-        route_forward_kernel=Launcher(), route_backward_kernel=Launcher()))
+        route_forward_kernel=Launcher(), route_backward_kernel=Launcher(), route_read_out_kernel=Launcher()))
     monkeypatch.setattr(moram_triton, "usable", lambda tensor: True)
     return launches
 
@@ -71,19 +71,25 @@ def ops_of(module, x, amp):
 # ---------------------------------------------------------------- operators per eval call
 @pytest.mark.parametrize("amp", [True, False])
 @pytest.mark.parametrize("shape", [(2, 9, 24), (9, 24)])
+@pytest.mark.parametrize("rows", ["few", "many"])
 def test_an_eval_call_on_the_gpu_path_dispatches_at_most_three_operators_more_than_its_linear(stub_kernels, amp,
-                                                                                              shape):
+                                                                                              shape, rows, monkeypatch):
+    if rows == "many":  # more token rows than a decode step's: routed, then read out by a GEMM
+        monkeypatch.setattr(moram_triton, "READ_OUT_ROWS", 0)
     layer = grown().eval()
     x = torch.randn(*shape)
     with use_path("triton"):
         moram = ops_of(layer, x, amp)
     linear = ops_of(layer.base, x, amp)
-    assert len(stub_kernels) == 2  # the routing kernel, counted apart
+    assert len(stub_kernels) == 2  # the routing (or read-out) kernel, counted apart
     assert moram.host_syncs() == []
     assert moram.total <= linear.total + 3, (moram.summary(), linear.summary())
-    # the three: p = A x, the coefficients the kernel writes, + c B; nothing of the bank
-    assert moram.counts["aten::mm"] == 1 and moram.counts["aten::empty_like"] == 1
-    assert moram.counts["aten::addmm_"] == 1 and moram.counts["aten::cat"] == 0
+    assert moram.counts["aten::mm"] == 1 and moram.counts["aten::cat"] == 0  # p = A x; nothing of the bank
+    if rows == "many":  # the three: p = A x, the coefficients the kernel writes, + c B
+        assert moram.counts["aten::empty_like"] == 1 and moram.counts["aten::addmm_"] == 1
+    else:  # two: p = A x, and y the one read-out kernel writes (no coefficients, no + c B)
+        assert moram.counts["aten::empty"] == 1 and moram.counts["aten::addmm_"] == moram.counts["aten::empty_like"] == 0
+        assert moram.total <= linear.total + 2
     assert moram.counts["aten::_to_copy"] == linear.counts["aten::_to_copy"]  # x, W, b under autocast; none else
 
 
@@ -339,8 +345,9 @@ def test_a_kept_base_cast_saves_two_casts_and_changes_no_number(stub_kernels):
         assert keep_base_casts(model) == 2
         kept = ops_of(layer, x, True)
     assert plain.counts["aten::_to_copy"] == 3 and kept.counts["aten::_to_copy"] == 1  # x only
-    # no backward follows: the base stacked with the keys (layers.moram.stacked), one GEMM fewer too
-    assert kept.total == plain.total - 3 and kept.counts["aten::mm"] == 0 and kept.counts["aten::addmm"] == 2
+    # no backward follows: the base stacked with the keys (layers.moram.stacked), one GEMM fewer too:
+    # [W x + b | p] in one GEMM, then the one read-out kernel (a few rows)
+    assert kept.total == plain.total - 3 and kept.counts["aten::mm"] == 0 and kept.counts["aten::addmm"] == 1
     keep_base_casts(model, False)
     with use_path("triton"):  # with a backward: the base's cast kept apart, two casts fewer
         plain, kept = training_ops_of(layer, x), None

@@ -180,7 +180,8 @@ def stub_kernels(monkeypatch):
             return lambda *args, **kwargs: launches.append(self.name)
 
     monkeypatch.setattr(moram_triton, "_kernels", lambda: types.SimpleNamespace(
-        route_forward_kernel=Launcher("forward"), route_backward_kernel=Launcher("backward")))
+        route_forward_kernel=Launcher("forward"), route_backward_kernel=Launcher("backward"),
+        route_read_out_kernel=Launcher("read-out")))
     monkeypatch.setattr(moram_triton, "usable", lambda tensor: True)
     return launches
 
@@ -188,7 +189,11 @@ def stub_kernels(monkeypatch):
 GEMMS = ("aten::mm", "aten::addmm", "aten::addmm_")
 
 
-def test_the_triton_path_is_three_gemms_and_one_kernel_at_eval(stub_kernels):
+@pytest.mark.parametrize("rows", ["few", "many"])
+def test_the_triton_path_at_eval_is_two_gemms_and_the_read_out_kernel_or_three_and_the_routing(stub_kernels, rows,
+                                                                                                monkeypatch):
+    if rows == "many":  # more rows than a decode step's (triton.READ_OUT_ROWS): routed, then a GEMM read-out
+        monkeypatch.setattr(moram_triton, "READ_OUT_ROWS", 0)
     layer = grown().eval()
     x = torch.randn(2, 9, 24)
     with use_path("triton"), torch.no_grad():
@@ -198,13 +203,15 @@ def test_the_triton_path_is_three_gemms_and_one_kernel_at_eval(stub_kernels):
             layer(x)  # casts the bank once
             with OpCounter() as bf16:
                 layer(x)
-    assert stub_kernels == ["forward"] * 3
+    assert stub_kernels == ["forward" if rows == "many" else "read-out"] * 3
+    written = "aten::empty_like" if rows == "many" else "aten::empty"  # the coefficients, or y
     for ops in (fp32, bf16):
-        assert sum(ops.counts[name] for name in GEMMS) == 3  # p = A x; W x + b; + c B
-        assert ops.counts["aten::empty_like"] == 1            # the coefficients the kernel writes
+        # p = A x; W x + b; (+ c B, or in the read-out kernel)
+        assert sum(ops.counts[name] for name in GEMMS) == (3 if rows == "many" else 2)
+        assert ops.counts[written] == 1                       # what the kernel writes
     # besides views, fp32 adds nothing; bf16 only the casts nn.Linear makes under autocast too
     # (input, weight, bias): the bank is not cast again
-    assert {name for name in fp32.counts if name not in GEMMS} <= {"aten::view", "aten::t", "aten::empty_like"}
+    assert {name for name in fp32.counts if name not in GEMMS} <= {"aten::view", "aten::t", written}
     assert bf16.counts["aten::_to_copy"] == 3
 
 

@@ -17,7 +17,10 @@ float32 whatever the autocast dtype). This path:
 
 Where no backward follows and the layer keeps its base's copy, :func:`stacked_mixture` takes
 steps 1 and the base's ``W x + b`` as ONE GEMM over the stacked ``[W; A]``
-(:mod:`~moram_avalanche.layers.moram.stacked`): the tokens are read once, not twice.
+(:mod:`~moram_avalanche.layers.moram.stacked`): the tokens are read once, not twice. Where no
+backward follows, nothing is recorded and the tokens are few (a decode step's), the Triton router
+takes steps 2-6 in one kernel (:func:`fused_read_out`): no dense ``c``, ``B`` read at the kept atoms
+only -- with the stacked GEMM, two kernels a layer.
 
 Every shape depends on the bank and the batch, never on the data: no ``nonzero``, no boolean
 indexing, no ``.item()``; the calls can be captured in a CUDA graph and traced by
@@ -59,6 +62,9 @@ class Router(NamedTuple):
     name: str
     forward: Callable
     backward: Callable
+    #: steps 2-6 in one call where no backward follows and nothing is recorded, or None:
+    #: ``read_out(proj, base_out or None, values, k, tau, threshold) -> y`` (:func:`fused_read_out`)
+    read_out: Optional[Callable] = None
 
 
 # ---------------------------------------------------------------- the PyTorch router
@@ -92,7 +98,7 @@ def _triton_backward(grad_coef, proj, state, k, temperature, threshold, want_coe
 
 
 TORCH_ROUTER = Router("torch", _torch_forward, _torch_backward)
-TRITON_ROUTER = Router("triton", _triton_forward, _triton_backward)
+TRITON_ROUTER = Router("triton", _triton_forward, _triton_backward, moram_triton.run_read_out)
 
 
 # ---------------------------------------------------------------- forward and backward
@@ -105,6 +111,10 @@ def dense_forward(router: Router, tokens: torch.Tensor, weight: Optional[torch.T
         with torch.no_grad():
             return dense_forward(router, tokens, weight, bias, bank, k, temperature, threshold, recording, saving)
     proj = F.linear(tokens, bank.keys) if bank.keys_t is None else torch.mm(tokens, bank.keys_t)  # 1. p = A x
+    if not saving and fused_read_out(router, proj, k, recording):                            # 2.-6. in one call
+        out = router.read_out(proj, None if weight is None else F.linear(tokens, weight, bias), bank.values, k,
+                              temperature, threshold)
+        return out, proj, (), None
     coef, state, usage = router.forward(proj, k, temperature, threshold, recording, saving)  # 2.-5. c = w p
     if weight is None:
         out = coef @ bank.values                                                     # 6. c B
@@ -128,6 +138,15 @@ def dense_mixture(router: Router, tokens: torch.Tensor, weight: Optional[torch.T
     return out, idx, weights
 
 
+def fused_read_out(router: Router, proj: torch.Tensor, k: int, recording: bool) -> bool:
+    """Whether a call without a backward takes steps 2-6 in the router's one read-out call
+    (:attr:`Router.read_out`, the Triton router's :func:`~moram_avalanche.layers.moram.paths.triton.route_read_out`):
+    nothing recorded, not every atom kept, at most
+    :data:`~moram_avalanche.layers.moram.paths.triton.READ_OUT_ROWS` token rows (a decode step's)."""
+    return (router.read_out is not None and not recording and k < proj.shape[1]
+            and proj.shape[0] <= moram_triton.READ_OUT_ROWS)
+
+
 def stacked_mixture(router: Router, tokens: torch.Tensor, stacked: StackedBase, k: int, temperature: float,
                     threshold: Optional[float], recording: bool, full: Optional[torch.Tensor] = None):
     """``(y, idx or None, weights)`` of steps 1-6 where no backward follows, the base and the keys in
@@ -140,6 +159,8 @@ def stacked_mixture(router: Router, tokens: torch.Tensor, stacked: StackedBase, 
         weight_keys_t, bias = stacked.weight_keys_t, stacked.bias
         full = torch.mm(tokens, weight_keys_t) if bias is None else torch.addmm(bias, tokens, weight_keys_t)  # 1. + W x + b
     base_out, proj = full.split_with_sizes((stacked.out_features, stacked.num_atoms), 1)
+    if fused_read_out(router, proj, k, recording):                                         # 2.-6. in one call
+        return router.read_out(proj, base_out, stacked.values, k, temperature, threshold), None, None
     coef, _, usage = router.forward(proj, k, temperature, threshold, recording, False)  # 2.-5. c = w p
     out = torch.addmm(base_out, coef, stacked.values)                                      # 6. + c B
     idx, weights = usage if usage is not None else (None, None)
@@ -155,4 +176,4 @@ def dense_router_backward(router: Router, k: int, temperature: float, threshold:
 
 
 __all__ = ["Router", "TORCH_ROUTER", "TRITON_ROUTER", "dense_forward", "dense_mixture", "dense_router_backward",
-           "stacked_mixture"]
+           "fused_read_out", "stacked_mixture"]

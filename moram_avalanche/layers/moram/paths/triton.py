@@ -128,6 +128,15 @@ def launch(num_rows: int, num_atoms: int, k: int, itemsize: int) -> Launch:
     return Launch((-(-num_rows // block_n),), block_n, block_r // block_w, block_w, block_k, warps)
 
 
+#: the most token rows the layer's GPU path reads out with :func:`route_read_out` (one kernel for
+#: steps 2-6) where no backward follows; more rows take :func:`route_forward` and a GEMM. Each of
+#: the read-out's programs routes its rows again for its column block and reads ``B`` at ``k``
+#: gathered rows without tensor cores: at a decode step's few rows that is one kernel instead of
+#: two and no dense ``c``; at the CLIP tower's 12,608 rows the sm_90 compile report counts about 7x
+#: the routing kernel's instructions a row (``tests/layers/moram/compile_triton_for_gpu.py``), more
+#: than the GEMM it saves. A first bound, to be set by a GPU's measurement (``scripts/gpu_check.sh``)
+READ_OUT_ROWS = 64
+
 #: the programs :func:`read_out_launch` aims for when it narrows its column blocks: about one
 #: a streaming multiprocessor of an H100 / H200 (132; an A100 has 108)
 READ_OUT_PROGRAMS = 128
@@ -289,6 +298,13 @@ def route_read_out(proj: torch.Tensor, base_out: Optional[torch.Tensor], values:
     problem = _read_out_refusal(proj, base_out, values, k)
     if problem is not None:
         raise ValueError(problem)
+    return run_read_out(proj, base_out, values, k, temperature, threshold)
+
+
+def run_read_out(proj: torch.Tensor, base_out: Optional[torch.Tensor], values: torch.Tensor, k: int,
+                 temperature: float, threshold: Optional[float]) -> torch.Tensor:
+    """:func:`route_read_out` without its argument checks: for a caller that has made them (the
+    layer's dense path, which takes it only where they hold: :data:`READ_OUT_ROWS`)."""
     proj, values = _row_major(proj), (values if values.is_contiguous() else values.contiguous())
     base_out = None if base_out is None else _row_major(base_out)
     rows, atoms = proj.shape
@@ -305,6 +321,6 @@ def route_read_out(proj: torch.Tensor, base_out: Optional[torch.Tensor], values:
     return out
 
 
-__all__ = ["Launch", "MAX_ATOMS", "READ_OUT_PROGRAMS", "ROW_PER_WARP", "ReadOutLaunch", "fits", "installed",
-           "interpreting", "launch", "read_out_launch", "route_backward", "route_forward", "route_read_out", "usable",
-           "why_not"]
+__all__ = ["Launch", "MAX_ATOMS", "READ_OUT_PROGRAMS", "READ_OUT_ROWS", "ROW_PER_WARP", "ReadOutLaunch", "fits", "installed",
+           "interpreting", "launch", "read_out_launch", "route_backward", "route_forward", "route_read_out",
+           "run_read_out", "usable", "why_not"]
