@@ -4,7 +4,8 @@ Run as a script by tests/layers/moram/test_triton_kernels.py, in a process witho
 (under the interpreter ``triton.jit`` makes interpreted functions, which Dynamo cannot tell from
 Python code). Besides the layer (train and eval), the eval read-out as a decode step will run it:
 one GEMM giving the base output and the projections together (``x [W; A]^T + [b; 0]``), then
-:func:`~moram_avalanche.layers.moram.paths.triton.route_read_out` on views of it. The layer and its input are fake CUDA tensors (``FakeTensorMode``: shapes, dtypes and
+:func:`~moram_avalanche.layers.moram.paths.triton.route_read_out` on views of it; and the layer
+itself doing that (``decode``: no grad, its base's copy kept, ``keep_base_casts``). The layer and its input are fake CUDA tensors (``FakeTensorMode``: shapes, dtypes and
 devices, no data, no GPU); Dynamo is told Triton is usable (it asks for a GPU before it treats a
 Triton kernel as a graph node: ``torch.utils._triton.has_triton``); the backend records each graph
 and runs nothing. A graph break is an error (``fullgraph=True``). Prints, as JSON, each case's
@@ -24,7 +25,7 @@ import torch.utils._triton
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from moram_avalanche.layers.moram.layer import MoRAMLinear
+from moram_avalanche.layers.moram.layer import MoRAMLinear, keep_base_casts, keep_stacked
 from moram_avalanche.layers.moram.paths import use_path
 from moram_avalanche.layers.moram.paths.triton import route_read_out
 
@@ -96,6 +97,13 @@ def main():
         layer.freeze()
         cases["eval"] = capture(layer.eval(), frozen_x)
     cases["read_out"] = capture(stacked.eval(), frozen_x)
+    # the layer itself as a decode step calls it (no grad, its base's copy kept): its stacked copy is
+    # made by an eager call (here by keep_stacked, fake tensors having no data to run a kernel on)
+    keep_base_casts(layer)
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        keep_stacked([layer], [layer.stack_sources(layer.base.weight, layer.base.bias)], torch.float32)
+    with use_path("triton"), torch.no_grad():
+        cases["decode"] = capture(layer.eval(), frozen_x)
     print(json.dumps(cases))
 
 

@@ -188,3 +188,8 @@ def test_torch_compile_captures_the_triton_path_whole_with_one_kernel_each_way()
     read_out = cases["read_out"]["graph"]  # x [W; A]^T + [b; 0], then route_read_out on its two views
     assert read_out.count("linear") == 1 and read_out.count(kernel) == 1 and read_out.count("empty") == 1, read_out
     assert not any(op in read_out for op in ("mm", "addmm", "addmm_", "contiguous", "topk", "sort", "scatter"))
+    # the layer as a decode step calls it (no grad, its base's copy kept): two kernels, the stacked
+    # GEMM and the read-out; nothing else but views and y's allocation (issue 44 item 4)
+    decode = cases["decode"]["graph"]
+    kernels = [op for op in decode if op not in ("reshape", "split_with_sizes", "getitem", "empty", "view")]
+    assert kernels == ["addmm", kernel], decode
