@@ -47,7 +47,8 @@ def stub_triton() -> None:
             return lambda *args, **kwargs: None
 
     moram_triton._kernels = lambda: types.SimpleNamespace(route_forward_kernel=Launcher(),
-                                                          route_backward_kernel=Launcher())
+                                                          route_backward_kernel=Launcher(),
+                                                          route_read_out_kernel=Launcher())
     moram_triton.usable = lambda tensor: True
 
 

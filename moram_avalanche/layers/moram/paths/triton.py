@@ -180,6 +180,24 @@ def read_out_launch(num_rows: int, num_atoms: int, k: int, itemsize: int, num_ou
                          route.block_k, block_o, route.num_warps)
 
 
+_LAUNCHES = {}  # (rule, its arguments) -> the launch it gave: a call's shapes repeat (a layer's batch, a decode step)
+
+
+def kept_launch(rule, *args):
+    """``rule(*args)`` (:func:`launch`, :func:`read_out_launch`), worked out once per distinct
+    arguments and kept (at most 4096; then started again), so that a call repeating its shapes pays a
+    dictionary lookup; under ``torch.compile`` worked out at tracing (no cache in the graph)."""
+    if torch.compiler.is_compiling():
+        return rule(*args)
+    key = (rule, *args)
+    found = _LAUNCHES.get(key)
+    if found is None:
+        if len(_LAUNCHES) >= 4096:
+            _LAUNCHES.clear()
+        found = _LAUNCHES[key] = rule(*args)
+    return found
+
+
 def _numbers(k: int, temperature: float, threshold: Optional[float], num_atoms: int):
     """``(K, inv_tau, delta, flags)`` the kernels take: ``K`` 0 where every atom is kept (no top-k)."""
     keep_all = k >= num_atoms
@@ -212,7 +230,7 @@ def route_forward(proj: torch.Tensor, k: int, temperature: float, threshold: Opt
         state = (torch.empty(rows, kept_k, device=proj.device, dtype=torch.int16),
                  torch.empty(rows, device=proj.device, dtype=route_dtype(proj.dtype)))
     kept, norm = state or (coef, coef)
-    grid, block_n, block_h, block_w, block_k, warps = launch(rows, atoms, k, proj.element_size())
+    grid, block_n, block_h, block_w, block_k, warps = kept_launch(launch, rows, atoms, k, proj.element_size())
     _kernels().route_forward_kernel[grid](
         proj, coef, weights, kept, norm, rows, atoms, proj.stride(0), coef.stride(0), weights.stride(0), inv_tau,
         delta, RELEVANCE_EPS, K=kept_k, WRITE_W=want_weights, SAVE=want_state, BLOCK_N=block_n, BLOCK_H=block_h,
@@ -234,7 +252,7 @@ def route_backward(grad_coef: Optional[torch.Tensor], proj: torch.Tensor, state:
         grad_coef = grad_coef.contiguous()
     anything = grad_proj if grad_proj is not None else coef
     kept_k, inv_tau, delta, flags = _numbers(k, temperature, threshold, atoms)
-    grid, block_n, block_h, block_w, block_k, warps = launch(rows, atoms, k, proj.element_size())
+    grid, block_n, block_h, block_w, block_k, warps = kept_launch(launch, rows, atoms, k, proj.element_size())
     _kernels().route_backward_kernel[grid](
         anything if grad_coef is None else grad_coef, proj, kept, norm, anything if grad_proj is None else grad_proj,
         anything if coef is None else coef, rows, atoms,
@@ -311,8 +329,8 @@ def run_read_out(proj: torch.Tensor, base_out: Optional[torch.Tensor], values: t
     outputs = values.shape[1]
     out = torch.empty(rows, outputs, device=proj.device, dtype=proj.dtype)
     kept_k, inv_tau, delta, flags = _numbers(k, temperature, threshold, atoms)
-    grid, block_n, block_h, block_w, block_k, block_o, warps = read_out_launch(rows, atoms, k, proj.element_size(),
-                                                                               outputs)
+    grid, block_n, block_h, block_w, block_k, block_o, warps = kept_launch(read_out_launch, rows, atoms, k,
+                                                                           proj.element_size(), outputs)
     _kernels().route_read_out_kernel[grid](
         proj, out if base_out is None else base_out, values, out, rows, atoms, outputs, proj.stride(0),
         0 if base_out is None else base_out.stride(0), values.stride(0), out.stride(0), inv_tau, delta,
@@ -322,5 +340,5 @@ def run_read_out(proj: torch.Tensor, base_out: Optional[torch.Tensor], values: t
 
 
 __all__ = ["Launch", "MAX_ATOMS", "READ_OUT_PROGRAMS", "READ_OUT_ROWS", "ROW_PER_WARP", "ReadOutLaunch", "fits", "installed",
-           "interpreting", "launch", "read_out_launch", "route_backward", "route_forward", "route_read_out",
+           "interpreting", "kept_launch", "launch", "read_out_launch", "route_backward", "route_forward", "route_read_out",
            "run_read_out", "usable", "why_not"]
