@@ -98,6 +98,12 @@ def measure(path_context, launches):
                     with Count() as count:
                         ev(x)
                 rows.append((f"eval  {'bf16' if dtype else 'fp32'} kept base", count, len(launches)))
+                step = x[:1, :8]  # a decode step's few rows: the read-out kernel takes steps 2-6
+                with torch.no_grad(), amp:
+                    launches.clear()
+                    with Count() as count:
+                        ev(step)
+                rows.append((f"eval  {'bf16' if dtype else 'fp32'} kept, 8 tokens", count, len(launches)))
             tr = layer(False).train()
             inp = x.clone().requires_grad_()
             launches.clear()
