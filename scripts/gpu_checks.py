@@ -33,8 +33,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from moram_avalanche.layers.moram.layer import MoRAMLinear
-from moram_avalanche.layers.moram.naive import NaiveMoRAMLinear
+from moram_avalanche.layers.moram.layer import MoRAMLinear, keep_base_casts
+from moram_avalanche.layers.moram.naive import NaiveMoRAMLinear, naive_moram
 from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.layers.moram.paths import use_path
 
@@ -129,6 +129,32 @@ def check_layer_amp():
                         if training:
                             report("  grad new keys", relative(grads["keys"], grads32["keys"]), 10 * limit)
                             report("  grad new values", relative(grads["values"], grads32["values"]), 10 * limit)
+
+
+def check_kept_base_eval():
+    """The eval call with the base's copy kept (``keep_base_casts``: ``[W; A]`` one GEMM) on each GPU
+    path, on a batch's rows and on a decode step's 8 (the Triton read-out kernel), against the
+    float64 reference in float32 and against float32 under autocast."""
+    for path in gpu_paths():
+        with use_path(path):
+            for d_in, d_out in SIZES["layers"][:2]:
+                layer = layer_with_atoms(d_in, d_out).eval()
+                layer.freeze()
+                cpu = copy.deepcopy(layer).cpu().double()
+                keep_base_casts(layer)
+                for rows in (SIZES["tokens"], (1, 8)):
+                    x = torch.randn(*rows, d_in, device=DEVICE)
+                    ref = naive_moram(x.cpu().double().reshape(-1, d_in), cpu.base.weight, cpu.base.bias, [cpu.keys],
+                                      [cpu.values], topk=16, temperature=0.01, threshold=0.2, training=False)
+                    with torch.no_grad():
+                        out32 = layer(x).float()
+                        tag = f"{path} {d_in}->{d_out} eval, base kept, {rows[0] * rows[1]} rows"
+                        report(f"layer {DEVICE} fp32 vs CPU float64 reference, {tag}: output",
+                               relative(out32.reshape(-1, d_out).cpu(), ref), 1e-4)
+                        for dtype, limit in ((torch.float16, 5e-3), (torch.bfloat16, 3e-2)):
+                            with torch.autocast(DEVICE, dtype=dtype):
+                                out = layer(x).float()
+                            report(f"  autocast {str(dtype)[6:]} vs fp32", relative(out, out32), limit)
 
 
 def _synchronising(layer, x, training, dtype):
@@ -308,8 +334,8 @@ def main() -> int:
     name = torch.cuda.get_device_name() if DEVICE == "cuda" else "CPU (smoke run)"
     LINES.append(f"device: {name}, torch {torch.__version__}")
     print(LINES[-1])
-    for check in (check_layer_parity, check_layer_amp, check_no_host_sync, check_graphs_and_compile,
-                  check_tower_amp, check_strategy_amp):
+    for check in (check_layer_parity, check_layer_amp, check_kept_base_eval, check_no_host_sync,
+                  check_graphs_and_compile, check_tower_amp, check_strategy_amp):
         try:
             check()
         except Exception as err:  # report and go on with the next check

@@ -46,7 +46,9 @@ def test_the_quick_run_measures_every_section(table, tmp_path, capsys, one_threa
     assert any("dropout 0.1 both" in r["row"] for r in rows)
     compiled = [r for r in rows if "graph breaks + recompiles" in r["row"]]
     assert len(compiled) == 1 and compiled[0]["values"]["synced"] == 0  # the dense path traces whole
-    assert {p.name for p in (tmp_path / "profile").iterdir()} == {"profile_decode_base.txt", "profile_decode_moram.txt"}
+    assert {p.name for p in (tmp_path / "profile").iterdir()} == {"profile_decode_base.txt", "profile_decode_moram.txt",
+                                                                 "profile_decode_moram-kept.txt"}
+    assert sum("bases kept" in r["row"] for r in rows) == 2 + 2  # the tower in two dtypes; compiled generation
     out = capsys.readouterr().out
     assert "synced|value" in out and "rows with a goal missed or failed" in out
 
