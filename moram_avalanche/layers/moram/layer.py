@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .bank import AtomBank, MoRAMBank, joined, normal_tensors
+from .bank import AtomBank, MoRAMBank, normal_tensors
 from .config import PAPER_CLIP, MoRAMLayerConfig
 from .paths import choice
 from .paths.reference import route
@@ -54,6 +54,12 @@ def compute_dtype(x: torch.Tensor) -> torch.dtype:
     if torch.is_autocast_enabled(device_type):
         return torch.get_autocast_dtype(device_type)
     return x.dtype
+
+
+def tokens_of(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``x`` ``[..., d_in]`` as token rows ``[N, d_in]`` in ``dtype`` (no cast where it already is)."""
+    tokens = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
+    return tokens if tokens.dtype == dtype else tokens.to(dtype)
 
 
 def routing_options(atoms_per_task: int = PAPER_CLIP.atoms_per_task, topk: Optional[int] = PAPER_CLIP.topk,
@@ -136,13 +142,10 @@ class MoRAMRouting:
         made (it would be stacked again at every call of the graph): an eager call before
         compiling makes it."""
         sources = self.stack_sources(weight, bias)
-        compiling = torch.compiler.is_compiling()
-        if compiling and sources[4] is not None:
-            return None  # a graph cannot see an optimizer's step on the task's rows in a kept copy: read apart
         entry = self.kept_stacked(dtype, sources)
         if entry is not None:
             return entry[2]
-        if compiling:
+        if torch.compiler.is_compiling():
             return None  # a copy made while tracing would be stacked again at every call: read apart
         return keep_stacked([self], [sources], dtype).parts[0]
 
@@ -152,15 +155,19 @@ class MoRAMRouting:
 
     def kept_stacked(self, dtype: torch.dtype, sources: tuple) -> Optional[tuple]:
         """The kept entry ``(sources, stamp, StackedBase, StackedGroup)`` in ``dtype`` if it was built
-        from ``sources`` (:meth:`stack_sources`) as they are now (under ``torch.compile``: the same
-        objects), else None."""
+        from ``sources`` (:meth:`stack_sources`) as they are now, else None. Under ``torch.compile``,
+        which reads no versions: built from the same objects, and only for a frozen bank (an
+        optimizer's step on the task's rows would not reach the copy)."""
         entry = self._stacked.get(dtype)
         if entry is None:
             return None
         kept = entry[0]
-        if (kept[0] is sources[0] and kept[1] is sources[1] and kept[2] is sources[2] and kept[3] is sources[3]
-                and kept[4] is sources[4] and kept[5] is sources[5]
-                and (torch.compiler.is_compiling() or entry[1] == _stamp(sources, self.new_value_scale))):
+        if torch.compiler.is_compiling():
+            fresh = sources[4] is None
+        else:
+            fresh = entry[1] == _stamp(sources, self.new_value_scale)
+        if (fresh and kept[0] is sources[0] and kept[1] is sources[1] and kept[2] is sources[2]
+                and kept[3] is sources[3] and kept[4] is sources[4] and kept[5] is sources[5]):
             return entry
         return None
 
@@ -169,15 +176,6 @@ class MoRAMRouting:
         gate ``delta`` (None in training mode or where ``threshold`` is 0)."""
         gate = self.threshold if (not self.training and self.threshold > 0) else None  # step 5 at inference
         return (num_atoms if self.topk is None else min(max(self.topk, 2), num_atoms)), gate  # effective_topk
-
-    def joined_values(self, dtype: torch.dtype) -> torch.Tensor:
-        """Every value ``[R, d_out]`` in ``dtype``, frozen first, the trainable ones times
-        ``new_value_scale`` (detached): the values a forward reads."""
-        new_values = self.new_values
-        if new_values is not None and self.new_value_scale != 1:
-            new_values = new_values * self.new_value_scale
-        with torch.no_grad():
-            return joined(self.frozen_values, new_values, dtype)
 
     @property
     def options(self) -> Dict[str, object]:
@@ -207,9 +205,7 @@ class MoRAMRouting:
         """
         num_atoms = self.num_atoms
         dtype = compute_dtype(x)
-        tokens = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
-        if tokens.dtype != dtype:
-            tokens = tokens.to(dtype)
+        tokens = tokens_of(x, dtype)
         k, gate = self.routing_now(num_atoms)
         stacked = num_atoms and self.stacks_base(weight) and self.path(tokens, num_atoms, k, gate is not None, True)
         base = stacked and self.stacked_base(dtype, weight, bias)
@@ -374,8 +370,8 @@ def keep_stacked(layers, sources, dtype: torch.dtype) -> StackedGroup:
     (:func:`~moram_avalanche.layers.moram.stacked.stack_bases`); each layer keeps its part, a view,
     in place of any copy of its base it held (one copy at a time)."""
     with torch.no_grad(), normal_tensors():
-        group = stack_bases([(kept[0], kept[1], layer.keys, layer.joined_values(dtype))
-                             for layer, kept in zip(layers, sources)], dtype)
+        banks = [layer.rows(dtype) for layer in layers]  # the bank a forward reads (values scaled)
+        group = stack_bases([(kept[0], kept[1], bank.keys, bank.values) for kept, bank in zip(sources, banks)], dtype)
     for layer, kept, part in zip(layers, sources, group.parts):
         layer._base_casts.pop(dtype, None)  # the plain cast goes, and a copy of other tensors or another dtype
         layer._stacked.clear()
@@ -391,4 +387,4 @@ def _stamp(tensors, scale: float) -> tuple:
 
 # route: steps 2-5 in PyTorch (paths.reference), a name of 0.6's layers.moram module
 __all__ = ["MoRAMAtoms", "MoRAMLinear", "MoRAMRouting", "compute_dtype", "keep_base_casts", "keep_stacked", "route",
-           "routing_options"]
+           "routing_options", "tokens_of"]

@@ -24,7 +24,7 @@ from typing import List, Optional, Sequence
 import torch
 from torch import nn
 
-from .layer import MoRAMLinear, compute_dtype, keep_stacked
+from .layer import MoRAMLinear, compute_dtype, keep_stacked, tokens_of
 from .stacked import StackedGroup
 
 
@@ -34,18 +34,20 @@ def read_together(layers: Sequence[nn.Module], x: torch.Tensor) -> Optional[List
     that is not a :class:`~moram_avalanche.layers.moram.layer.MoRAMLinear` over a plain
     ``nn.Linear`` with atoms and its base's copy kept, grad mode on, a CPU path, an input the layers
     would refuse, or under ``torch.compile`` without the group's kept copy of a frozen bank."""
-    for layer in layers:
-        if not (isinstance(layer, MoRAMLinear) and layer.fuse_base and layer.num_atoms
-                and (not layer.training or type(layer).forward is MoRAMLinear.forward)  # (no dropout of its own)
-                and layer.stacks_base(layer.base.weight)):
-            return None
-    if not x.is_floating_point() or x.dim() == 0 or any(layer.in_features != x.shape[-1] for layer in layers):
+    if not layers or not x.is_floating_point() or x.dim() == 0:
         return None  # each layer's own call says what is wrong
     dtype = compute_dtype(x)
-    tokens = (x if x.dim() == 2 else x.reshape(-1, x.shape[-1])).to(dtype)
+    tokens = None
     calls = []
     for layer in layers:
+        if not (isinstance(layer, MoRAMLinear) and layer.fuse_base
+                and (not layer.training or type(layer).forward is MoRAMLinear.forward)  # (no dropout of its own)
+                and layer.stacks_base(layer.base.weight) and layer.in_features == x.shape[-1]):
+            return None
         num_atoms = layer.num_atoms
+        if not num_atoms:
+            return None
+        tokens = tokens if tokens is not None else tokens_of(x, dtype)
         k, gate = layer.routing_now(num_atoms)
         mixture = layer.path(tokens, num_atoms, k, gate is not None, True)
         if mixture is None:
@@ -56,7 +58,7 @@ def read_together(layers: Sequence[nn.Module], x: torch.Tensor) -> Optional[List
         return None
     weight_keys_t, bias = group.weight_keys_t, group.bias
     full = torch.mm(tokens, weight_keys_t) if bias is None else torch.addmm(bias, tokens, weight_keys_t)
-    outs = []
+    outs = []  # each layer's steps 2-6 on its columns, as its own stacked call (stacked_mixture's full)
     for layer, (mixture, k, gate), part, (start, stop) in zip(layers, calls, group.parts, group.columns):
         out, idx, weights = mixture(tokens, part, k, layer.temperature, gate, layer.recording, full[:, start:stop])
         if layer.recording:
@@ -71,15 +73,12 @@ def kept_group(layers: Sequence[MoRAMLinear], dtype: torch.dtype) -> Optional[St
     made while tracing (:meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.stacked_base` says
     why), else None."""
     sources = [layer.stack_sources(layer.base.weight, layer.base.bias) for layer in layers]
-    compiling = torch.compiler.is_compiling()
-    if compiling and any(kept[4] is not None for kept in sources):
-        return None
     entries = [layer.kept_stacked(dtype, kept) for layer, kept in zip(layers, sources)]
     if all(entry is not None for entry in entries):
         group = entries[0][3]
         if len(group.parts) == len(layers) and all(entry[2] is part for entry, part in zip(entries, group.parts)):
             return group
-    if compiling:
+    if torch.compiler.is_compiling():
         return None
     return keep_stacked(layers, sources, dtype)
 

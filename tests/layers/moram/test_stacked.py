@@ -196,6 +196,8 @@ def test_an_external_router_never_stacks_the_keys():
     layer = MoRAMAblationLinear(nn.Linear(24, 20), atoms_per_task=6, topk=4, temperature=0.05, threshold=0.2,
                                 router=True).eval()
     layer.expand()
+    with torch.no_grad():
+        layer.new_values.normal_(std=0.5)  # a term to route (zero values would hide a routing by the keys)
     keep_base_casts(layer)
     x = torch.randn(4, 24)
     with use_path("dense"):

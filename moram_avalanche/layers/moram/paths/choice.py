@@ -89,11 +89,8 @@ def mixture_for(tokens: torch.Tensor, num_atoms: int, k: int, gated: bool, stack
     (:func:`~moram_avalanche.layers.moram.paths.dense.stacked_mixture`, no backward), or None
     where the chosen path has none (the CPU paths: the reference path reads the base apart)."""
     name = path_name(tokens, num_atoms, k, gated)
-    if stacked:
-        if name not in ("dense", "triton"):
-            return None
-        mixture_for(tokens, num_atoms, k, gated)  # the same refusal, where a forced path cannot run
-        return _STACKED[name]
+    if stacked and name in ("reference", "cpu-kernel"):
+        return None
     if name == "reference":
         return _REFERENCE[gated]
     if name == "cpu-kernel":
@@ -104,21 +101,21 @@ def mixture_for(tokens: torch.Tensor, num_atoms: int, k: int, gated: bool, stack
             raise RuntimeError(f"MoRAM path 'cpu-kernel' ({source()}) cannot run here: {reason}")
         return functools.partial(sparse_mixture, kernels_for(tokens, num_atoms, k, gated))
     if name == "dense":
-        return _DENSE
+        return _STACKED_DENSE if stacked else _DENSE
     reason = moram_triton.why_not(tokens) or (
         None if moram_triton.fits(num_atoms) else
         f"a bank of {num_atoms} atoms is wider than the kernel holds ({moram_triton.MAX_ATOMS})")
     if reason:
         raise RuntimeError(f"MoRAM path 'triton' ({source()}) cannot run here: {reason}")
-    return _TRITON
+    return _STACKED_TRITON if stacked else _TRITON
 
 
 _REFERENCE = {False: functools.partial(sparse_mixture, TORCH_KERNELS),
               True: functools.partial(sparse_mixture, GATED_TORCH_KERNELS)}
 _DENSE = functools.partial(dense_mixture, TORCH_ROUTER)
 _TRITON = functools.partial(dense_mixture, TRITON_ROUTER)
-_STACKED = {"dense": functools.partial(stacked_mixture, TORCH_ROUTER),
-            "triton": functools.partial(stacked_mixture, TRITON_ROUTER)}
+_STACKED_DENSE = functools.partial(stacked_mixture, TORCH_ROUTER)
+_STACKED_TRITON = functools.partial(stacked_mixture, TRITON_ROUTER)
 
 
 __all__ = ["kernels_for", "mixture_for", "path_name"]
