@@ -15,6 +15,7 @@ microseconds per call and their ratio, and the ATen operators one call dispatche
 Linear's). Run it alone on the machine (nothing else timed or tested at once):
 
     OMP_NUM_THREADS=1 python scripts/bench_call.py --threads 1
+    OMP_NUM_THREADS=1 python scripts/bench_call.py --threads 1 --tokens 1 --width 16 --pieces
 
 It runs on older checkouts too (``PYTHONPATH=<checkout>``), which is how a before / after is read.
 """
@@ -87,6 +88,45 @@ def measure(layer: MoRAMLinear, x: torch.Tensor, path: str, amp: bool, rounds: i
     return statistics.median(moram_us), statistics.median(linear_us), moram_ops.total, linear_ops.total
 
 
+def pieces(width: int, tokens: int, rounds: int, calls: int) -> None:
+    """Where a bf16 eval call with the base kept (Triton, launch stubbed, frozen bank) spends its host
+    time: the whole call and the pieces it is made of, each timed alone, medians over ``rounds``."""
+    from moram_avalanche.layers.moram.layer import compute_dtype, tokens_of
+
+    layer = build(width, 10, True)
+    keep_base_casts(layer)
+    x = torch.randn(1, tokens, width)
+    weight, bias = layer.base.weight, layer.base.bias
+    with use_path("triton"), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        layer(x)  # keeps the stacked copy, chooses the path
+        rows = tokens_of(x, torch.bfloat16)
+        stacked = layer.stacked_base(torch.bfloat16, weight, bias)
+        k, gate = layer.routing_now(layer.num_atoms)
+        mixture = layer.path(rows, layer.num_atoms, k, True, True)
+        full = torch.addmm(stacked.bias, rows, stacked.weight_keys_t)
+        base_out, proj = full.split_with_sizes((stacked.out_features, stacked.num_atoms), 1)
+        timed = {
+            "the whole call": lambda: layer(x),
+            "nn.Linear, for scale": lambda: layer.base(x),
+            "  bank size (num_atoms)": lambda: layer.num_atoms,
+            "  compute dtype": lambda: compute_dtype(x),
+            "  tokens: reshape and cast": lambda: tokens_of(x, torch.bfloat16),
+            "  the kept path (path)": lambda: layer.path(rows, layer.num_atoms, k, True, True),
+            "  the stacked copy's checks (stacked_base)": lambda: layer.stacked_base(torch.bfloat16, weight, bias),
+            "  steps 1-6 (stacked_mixture)": lambda: mixture(rows, stacked, k, layer.temperature, gate, False),
+            "    the stacked GEMM (addmm)": lambda: torch.addmm(stacked.bias, rows, stacked.weight_keys_t),
+            "    the two views (split_with_sizes)": lambda: full.split_with_sizes((stacked.out_features,
+                                                                                 stacked.num_atoms), 1),
+            "    the read-out's launch (run_read_out)": lambda: moram_triton.run_read_out(
+                proj, base_out, stacked.values, k, layer.temperature, gate),
+        }
+        medians = {name: statistics.median(per_call_us(fn, calls) for _ in range(rounds)) for name, fn in timed.items()}
+    print(f"host us per piece of a bf16 eval call, base kept, {width} -> {width}, {tokens} token(s); medians of "
+          f"{rounds} rounds x {calls} calls")
+    for name, us in medians.items():
+        print(f"  {name:48s} {us:7.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=1)
@@ -95,9 +135,14 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=8)
     parser.add_argument("--width", type=int, default=768)
     parser.add_argument("--paths", default="triton,dense,reference")
+    parser.add_argument("--pieces", action="store_true",
+                        help="instead: where the bf16 eval call with the base kept spends its time, piece by piece")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     stub_triton()
+    if args.pieces:
+        pieces(args.width, args.tokens, args.rounds, args.calls)
+        return
     x = torch.randn(1, args.tokens, args.width)
     print(f"torch {torch.__version__}, {args.threads} thread(s); {args.width} -> {args.width}, 160 atoms, "
           f"{args.tokens} tokens; medians of {args.rounds} rounds x {args.calls} calls, interleaved with nn.Linear")
