@@ -45,6 +45,7 @@ from .config import PAPER_CLIP, MoRAMLayerConfig
 from .paths import choice
 from .paths.reference import route
 from .paths.switch import token
+from .plan import EvalPlan
 from .stacked import StackedBase, StackedGroup, stack_bases
 
 
@@ -91,10 +92,12 @@ class MoRAMRouting:
         self._base_casts = {}  # dtype -> (weight, bias, their versions and data pointers, cast weight, cast bias)
         self._stacked = {}  # dtype -> (the tensors it was built from, their versions and data pointers, StackedBase,
         #                             the StackedGroup it is part of)
+        self._plan = None  # the last stacked call's EvalPlan, repeated while it applies (layers.moram.plan)
 
     def __getstate__(self):
         state = dict(super().__getstate__())
         state["_path"], state["_base_casts"], state["_stacked"] = None, {}, {}  # chosen and cast again where it lands
+        state["_plan"] = None
         return state
 
     def __setstate__(self, state):
@@ -102,6 +105,7 @@ class MoRAMRouting:
         state.setdefault("keep_base_cast", False)
         state.setdefault("_base_casts", {})
         state.setdefault("_stacked", {})
+        state.setdefault("_plan", None)
         super().__setstate__(state)
 
     def base_in(self, dtype: torch.dtype, weight: torch.Tensor, bias: Optional[torch.Tensor]):
@@ -115,7 +119,8 @@ class MoRAMRouting:
         stamp = (weight._version, weight.data_ptr(), None if bias is None else (bias._version, bias.data_ptr()))
         entry = self._base_casts.get(dtype)
         if entry is None or entry[0] is not weight or entry[1] is not bias or entry[2] != stamp:
-            self._stacked.clear()  # one copy of the base at a time: the stacked one goes
+            self._stacked.clear()  # one copy of the base at a time: the stacked one goes (and a plan reading it)
+            self._plan = None
             with torch.no_grad(), normal_tensors():
                 entry = (weight, bias, stamp, weight.detach().to(dtype), None if bias is None else bias.detach().to(dtype))
             self._base_casts[dtype] = entry
@@ -203,6 +208,11 @@ class MoRAMRouting:
         gate applies in eval mode (``threshold > 0``); activation statistics are recorded while
         :attr:`recording`.
         """
+        plan = None if torch.compiler.is_compiling() else self._plan  # (a graph holds its own decisions)
+        if plan is not None:
+            if plan.applies(self, x, weight, bias):  # the last stacked call again: its decisions hold
+                return plan.read(x)
+            self._plan = None
         num_atoms = self.num_atoms
         dtype = compute_dtype(x)
         tokens = tokens_of(x, dtype)
@@ -211,6 +221,9 @@ class MoRAMRouting:
         base = stacked and self.stacked_base(dtype, weight, bias)
         if base:  # the base and the keys in one GEMM (no backward follows)
             out, idx, weights = stacked(tokens, base, k, self.temperature, gate, self.recording)
+            if not torch.compiler.is_compiling():
+                self._plan = EvalPlan.of(self, x, dtype, weight, bias, stacked, base, k, gate,
+                                         type(self).stacks_base is not MoRAMRouting.stacks_base)
         else:
             if weight is not None:
                 weight, bias = self.base_in(dtype, weight, bias)
@@ -290,6 +303,12 @@ class MoRAMLinear(MoRAMRouting, MoRAMBank):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``y = W x + b + sum_i w_i p_i B_i`` for every token of ``x`` ``[..., in_features]`` (steps 1-6)."""
+        plan = None if torch.compiler.is_compiling() else self._plan  # the last stacked call again (read's)
+        if plan is not None and self.fuse_base:
+            base_parameters = self._modules["base"]._parameters
+            weight, bias = base_parameters.get("weight"), base_parameters.get("bias")
+            if plan.applies(self, x, weight, bias):
+                return plan.read(x)
         base = self.base
         if not x.is_floating_point() or x.dim() == 0 or x.shape[-1] != base.in_features:
             self.check_input(x)  # the clear error
@@ -360,7 +379,7 @@ def keep_base_casts(module: nn.Module, keep: bool = True) -> int:
     for layer in layers:
         if layer.keep_base_cast != bool(keep):  # (asked again, a layer keeps its copies: each is checked per call)
             layer.keep_base_cast = bool(keep)
-            layer._base_casts, layer._stacked = {}, {}
+            layer._base_casts, layer._stacked, layer._plan = {}, {}, None
     return len(layers)
 
 
@@ -376,6 +395,7 @@ def keep_stacked(layers, sources, dtype: torch.dtype) -> StackedGroup:
         layer._base_casts.pop(dtype, None)  # the plain cast goes, and a copy of other tensors or another dtype
         layer._stacked.clear()
         layer._stacked[dtype] = (kept, _stamp(kept, layer.new_value_scale), part, group)
+        layer._plan = None  # (a plan reads the copy it was made with)
     return group
 
 

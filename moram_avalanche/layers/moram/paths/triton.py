@@ -323,19 +323,23 @@ def run_read_out(proj: torch.Tensor, base_out: Optional[torch.Tensor], values: t
                  temperature: float, threshold: Optional[float]) -> torch.Tensor:
     """:func:`route_read_out` without its argument checks: for a caller that has made them (the
     layer's dense path, which takes it only where they hold: :data:`READ_OUT_ROWS`)."""
-    proj, values = _row_major(proj), (values if values.is_contiguous() else values.contiguous())
-    base_out = None if base_out is None else _row_major(base_out)
+    if proj.stride(-1) != 1:
+        proj = proj.contiguous()
+    if base_out is not None and base_out.stride(-1) != 1:
+        base_out = base_out.contiguous()
+    if not values.is_contiguous():
+        values = values.contiguous()
     rows, atoms = proj.shape
     outputs = values.shape[1]
     out = torch.empty(rows, outputs, device=proj.device, dtype=proj.dtype)
-    kept_k, inv_tau, delta, flags = _numbers(k, temperature, threshold, atoms)
     grid, block_n, block_h, block_w, block_k, block_o, warps = kept_launch(read_out_launch, rows, atoms, k,
                                                                            proj.element_size(), outputs)
     _kernels().route_read_out_kernel[grid](
         proj, out if base_out is None else base_out, values, out, rows, atoms, outputs, proj.stride(0),
-        0 if base_out is None else base_out.stride(0), values.stride(0), out.stride(0), inv_tau, delta,
-        RELEVANCE_EPS, K=kept_k, GATED=flags["GATED"], BASE=base_out is not None, BLOCK_N=block_n,
-        BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k, BLOCK_O=block_o, num_warps=warps)
+        0 if base_out is None else base_out.stride(0), values.stride(0), out.stride(0), 1.0 / float(temperature),
+        0.0 if threshold is None else float(threshold), RELEVANCE_EPS, K=int(k), GATED=threshold is not None,
+        BASE=base_out is not None, BLOCK_N=block_n, BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k,
+        BLOCK_O=block_o, num_warps=warps)
     return out
 
 

@@ -1,0 +1,111 @@
+"""A MoRAM layer's eval call without a backward, decided once and repeated: the host cost of a call.
+
+On a GPU a bf16 call of a 768-wide layer, and every layer of a language model's decode step, is
+host-bound: its kernels take less time than the Python that launches them (issue "GPU path II",
+items 1 and 7). Most of that Python re-derives, at every call, what a repeat of the same call
+cannot change: the compute dtype, ``k`` and the eval gate, the kept path, the bank's size, the
+stacked copy's checks, each read through ``nn.Module`` attribute lookups of about half a
+microsecond (``scripts/bench_call.py --pieces`` prints them).
+
+:class:`EvalPlan` is what one call over the stacked base and keys
+(:mod:`~moram_avalanche.layers.moram.stacked`: no backward, the base's copy kept) decided. The layer
+keeps it (:meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.read`), and the next call repeats
+it after one check (:meth:`EvalPlan.applies`) that every input of those decisions is as it was:
+
+* the call: grad mode off, not inside ``torch.compile``, the path switch's
+  :func:`~moram_avalanche.layers.moram.paths.switch.token`, the input's dtype, device and width,
+  autocast's state for that device;
+* the layer: the same base tensors and bank rows (identity, read from the module's own
+  dictionaries), their versions and data pointers (an optimizer's step, ``copy_``, ``.to()``, a
+  swapped ``.data``), the layer's kept stacked copy itself, the training flag, the routing
+  options, the trainable values' scale, recording off, and :meth:`stacks_base` (a subclass's say).
+
+Anything else, and the call goes the long way, which plans again where it ends on the stacked
+copy. The repeat computes exactly what the long way computes (same path, same tensors, same
+arguments): only the checks are fewer. Under ``torch.compile`` there is no plan (a graph holds its
+own decisions). Pure torch.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import torch
+
+from .paths.switch import token
+from .stacked import StackedBase
+
+
+class EvalPlan:
+    """What a layer's stacked call decided (module docstring); built by :meth:`EvalPlan.of`."""
+
+    __slots__ = ("switch", "device", "device_type", "x_dtype", "autocast", "dtype", "in_features", "training",
+                 "options", "weight", "bias", "buffers", "parameters", "rows", "stamps", "kept", "entry",
+                 "asks", "mixture", "stacked", "k", "gate", "temperature")
+
+    @classmethod
+    def of(cls, layer, x: torch.Tensor, dtype: torch.dtype, weight: torch.Tensor, bias: Optional[torch.Tensor],
+           mixture: Callable, stacked: StackedBase, k: int, gate: Optional[float], asks: bool) -> Optional["EvalPlan"]:
+        """The plan of ``layer``'s call on ``x`` that just read ``stacked`` (its kept copy in ``dtype``)
+        with ``mixture``, ``k`` and ``gate``; None where a repeat could not be checked cheaply (the
+        bank's rows are not in the module's dictionaries, as under FSDP; recording; compiling).
+        ``asks``: the layer's class has its own ``stacks_base``, asked again at each repeat (else
+        its ``keep_base_cast`` is read, the rest of the base class's answer being the plan's own checks)."""
+        if torch.compiler.is_compiling() or layer.recording or torch.is_grad_enabled():
+            return None
+        buffers, parameters = layer._buffers, layer._parameters
+        rows = (buffers.get("frozen_keys"), buffers.get("frozen_values"),
+                parameters.get("new_keys"), parameters.get("new_values"))
+        if (rows[0] is not layer.frozen_keys or rows[1] is not layer.frozen_values
+                or rows[2] is not layer.new_keys or rows[3] is not layer.new_values):
+            return None
+        entry = layer._stacked.get(dtype)
+        if entry is None or entry[2] is not stacked:
+            return None
+        plan = cls()
+        device_type = x.device.type
+        plan.switch, plan.device, plan.device_type, plan.x_dtype = token(), x.device, device_type, x.dtype
+        plan.autocast = torch.is_autocast_enabled(device_type)
+        plan.dtype, plan.in_features, plan.training = dtype, x.shape[-1], layer.training
+        plan.options = (layer.topk, layer.temperature, layer.threshold, layer.new_value_scale)
+        plan.weight, plan.bias, plan.buffers, plan.parameters, plan.rows = weight, bias, buffers, parameters, rows
+        plan.stamps = tuple((t, t._version, t.data_ptr()) for t in (weight, bias) + rows if t is not None)
+        plan.kept, plan.entry, plan.asks = layer._stacked, entry, asks
+        plan.mixture, plan.stacked, plan.k, plan.gate, plan.temperature = mixture, stacked, k, gate, layer.temperature
+        return plan
+
+    def applies(self, layer, x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor]) -> bool:
+        """Whether a call of ``layer`` on ``x`` over ``weight`` / ``bias`` would decide as this plan did
+        (module docstring: every input of its decisions as it was). Not asked under ``torch.compile``
+        (the layer does not read its plan there)."""
+        if (torch.is_grad_enabled() or x.dtype is not self.x_dtype or weight is not self.weight
+                or bias is not self.bias or token() is not self.switch or x.dim() == 0 or x.shape[-1] != self.in_features or x.device != self.device):
+            return False
+        autocast = torch.is_autocast_enabled(self.device_type)
+        if autocast != self.autocast or (autocast and torch.get_autocast_dtype(self.device_type) != self.dtype):
+            return False
+        if (layer.training != self.training or layer._recording or not layer.keep_base_cast
+                or layer._stacked is not self.kept or self.kept.get(self.dtype) is not self.entry
+                or (layer.topk, layer.temperature, layer.threshold, layer.new_value_scale) != self.options
+                or (self.asks and not layer.stacks_base(weight))):
+            return False
+        buffers, parameters, rows = self.buffers, self.parameters, self.rows
+        if (buffers.get("frozen_keys") is not rows[0] or buffers.get("frozen_values") is not rows[1]
+                or parameters.get("new_keys") is not rows[2] or parameters.get("new_values") is not rows[3]):
+            return False
+        for tensor, version, pointer in self.stamps:
+            if tensor._version != version or tensor.data_ptr() != pointer:
+                return False
+        return True
+
+    def read(self, x: torch.Tensor) -> torch.Tensor:
+        """The planned call on ``x`` (after :meth:`applies`): steps 1-6 over the stacked copy, as the
+        layer's :meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.read` computes them."""
+        tokens = x if x.dim() == 2 else x.reshape(-1, self.in_features)
+        if tokens.dtype != self.dtype:
+            tokens = tokens.to(self.dtype)
+        out = self.mixture(tokens, self.stacked, self.k, self.temperature, self.gate, False)[0]
+        return out if x.dim() == 2 else out.reshape(*x.shape[:-1], out.shape[-1])
+
+
+__all__ = ["EvalPlan"]

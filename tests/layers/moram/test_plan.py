@@ -1,0 +1,270 @@
+"""A layer's stacked eval call, decided once and repeated (``layers.moram.plan``; issue "GPU path II", item 7).
+
+The plan is only a shortcut past the checks: every test here holds a planned call to the long way
+(the same call with the plan dropped) by ``torch.equal``, and to the float64 naive layer; and it
+counts the planned calls, so that a change the plan missed (a stale output) and a plan that is
+never used both fail. Each change of the layer or of the call that the long way would decide
+differently on must take the long way once, then plan again where the new state allows it.
+"""
+
+import copy
+import pickle
+
+import pytest
+import torch
+from torch import nn
+
+from moram_avalanche.layers.moram.layer import MoRAMAtoms, keep_base_casts
+from moram_avalanche.layers.moram.naive import naive_moram
+from moram_avalanche.layers.moram.paths import triton as moram_triton
+from moram_avalanche.layers.moram.paths import use_path
+from moram_avalanche.layers.moram.plan import EvalPlan
+from moram_avalanche.layers.moram.variants import MoRAMAblationLinear
+from tiny_layers import grown
+
+GPU_PATHS = ["dense", pytest.param("triton", marks=pytest.mark.skipif(
+    not moram_triton.usable(torch.empty(0)), reason="Triton's interpreter is off (TRITON_INTERPRET=1 not set early)"))]
+
+
+@pytest.fixture
+def planned(monkeypatch):
+    """How many calls the plan served (a list, one entry a call)."""
+    served = []
+    read = EvalPlan.read
+
+    def counted(plan, x):
+        served.append(1)
+        return read(plan, x)
+
+    monkeypatch.setattr(EvalPlan, "read", counted)
+    return served
+
+
+def naive_of(layer, x):
+    """Steps 1-6 by the naive float64 layer with ``layer``'s base, atoms (trainable values times their scale) and mode."""
+    base = layer.base
+    values = layer.values.double().clone()
+    values[:, layer.num_frozen:] *= layer.new_value_scale
+    out = naive_moram(x.reshape(-1, layer.in_features).double(), base.weight.double(),
+                      None if base.bias is None else base.bias.double(), [layer.keys.double()], [values],
+                      topk=layer.effective_topk, temperature=layer.temperature, threshold=layer.threshold,
+                      training=layer.training)
+    return out.reshape(*x.shape[:-1], layer.out_features)
+
+
+def call(layer, x, amp=False):
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        return layer(x)
+
+
+def long_way(layer, x, amp=False):
+    """The same call without the plan (which it makes again)."""
+    layer._plan = None
+    return call(layer, x, amp)
+
+
+def kept_layer(frozen=True):
+    layer = grown(tasks=3, frozen=frozen).eval()
+    keep_base_casts(layer)
+    return layer
+
+
+# ---------------------------------------------------------------- the plan serves repeats, exactly
+@pytest.mark.parametrize("path", GPU_PATHS)
+@pytest.mark.parametrize("amp", [False, True])
+@pytest.mark.parametrize("frozen", [True, False])
+@pytest.mark.parametrize("shape", [(2, 5, 24), (7, 24)])
+def test_a_repeated_stacked_call_is_planned_and_equals_the_long_way(planned, path, amp, frozen, shape):
+    layer = kept_layer(frozen)
+    x = torch.randn(*shape)
+    with use_path(path):
+        first = call(layer, x, amp)
+        assert planned == [] and layer._plan is not None
+        repeats = [call(layer, x, amp) for _ in range(3)]
+        assert len(planned) == 3
+        for out in repeats:
+            assert torch.equal(out, first) and out.shape == (*shape[:-1], layer.out_features)
+        assert torch.equal(long_way(layer, x, amp), first)
+    torch.testing.assert_close(first.double(), naive_of(layer, x), rtol=3e-2 if amp else 1e-5,
+                               atol=3e-2 if amp else 1e-5)
+
+
+def test_no_plan_where_the_call_is_not_stacked(planned):
+    x = torch.randn(3, 24)
+    layer = grown(tasks=3).eval()  # the base's copy not kept: read apart
+    with use_path("dense"):
+        call(layer, x), call(layer, x)
+    assert layer._plan is None
+    keep_base_casts(layer)
+    with use_path("reference"):  # a CPU path: no stacked form
+        call(layer, x), call(layer, x)
+    assert layer._plan is None
+    with use_path("dense"):
+        layer(x), layer(x)  # grad mode on: a backward may follow
+        assert layer._plan is None
+        layer.start_recording()  # the activation statistics read every call
+        call(layer, x)
+        once = layer.atom_hits.clone()
+        call(layer, x)
+        assert layer._plan is None and int(once.sum()) > 0 and torch.equal(layer.atom_hits, 2 * once)
+    ablation = MoRAMAblationLinear(nn.Linear(24, 20), atoms_per_task=6, topk=4, temperature=0.05, threshold=0.2,
+                                   router="linear")
+    ablation.expand()
+    keep_base_casts(ablation)
+    with use_path("dense"):
+        call(ablation.eval(), x), call(ablation, x)
+    assert ablation._plan is None and planned == []
+
+
+# ---------------------------------------------------------------- what the plan checks
+def _scale(layer):
+    layer.new_value_scale = 2.0
+
+
+def _replace_base(layer):
+    torch.manual_seed(3)
+    layer.base = nn.Linear(24, 20)
+
+
+def _load(layer):
+    layer.load_state_dict(grown(tasks=3, seed=1).state_dict())
+
+
+def _grow(layer):
+    layer.expand()
+    with torch.no_grad():
+        layer.new_values.normal_(std=0.5)
+
+
+CHANGES = {  # name: (change, whether the changed layer's calls are planned again)
+    "base weight edited in place": (lambda layer: layer.base.weight.add_(0.5), True),
+    "base bias's storage swapped": (lambda layer: setattr(layer.base.bias, "data", layer.base.bias.data + 1), True),
+    "base weight replaced": (lambda layer: setattr(layer.base, "weight", nn.Parameter(layer.base.weight * -1)), True),
+    "base replaced": (_replace_base, True),
+    "frozen keys edited in place": (lambda layer: layer.frozen_keys.mul_(-1), True),
+    "frozen values replaced": (lambda layer: setattr(layer, "frozen_values", layer.frozen_values * 2), True),
+    "a new task": (_grow, True),
+    "loaded": (_load, True),
+    "moved to float64": (lambda layer: layer.double(), True),
+    "training mode (no gate)": (lambda layer: layer.train(), True),
+    "threshold": (lambda layer: setattr(layer, "threshold", 0.5), True),
+    "topk": (lambda layer: setattr(layer, "topk", 2), True),
+    "temperature": (lambda layer: setattr(layer, "temperature", 1.0), True),
+    "the values' scale": (_scale, True),
+    "the base's copy no longer kept": (lambda layer: keep_base_casts(layer, False), False),
+    "recording": (lambda layer: layer.start_recording(), False),
+}
+
+
+@pytest.mark.parametrize("name", list(CHANGES))
+def test_a_change_the_long_way_would_see_is_seen(planned, name):
+    change, again = CHANGES[name]
+    layer = kept_layer()
+    x = torch.randn(2, 5, 24)
+    with use_path("dense"):
+        before = [call(layer, x), call(layer, x)]
+        assert len(planned) == 1
+        with torch.no_grad():
+            change(layer)
+        after = call(layer, x)
+        assert len(planned) == 1  # the long way
+        torch.testing.assert_close(after.double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
+        if name not in ("the values' scale", "the base's copy no longer kept", "recording", "moved to float64"):
+            assert not torch.equal(after, before[0])  # (the change shows: a stale repeat would have failed)
+        repeat = call(layer, x)
+        assert len(planned) == (2 if again else 1)
+        assert torch.equal(repeat, after)
+
+
+def test_a_trainable_task_stepped_in_place_is_seen(planned):
+    layer = kept_layer(frozen=False)
+    x = torch.randn(2, 5, 24)
+    with use_path("dense"):
+        before = [call(layer, x), call(layer, x)]
+        with torch.no_grad():
+            layer.new_values.add_(0.3)  # an optimizer's step
+        after = call(layer, x)
+        assert len(planned) == 1 and not torch.equal(after, before[0])
+        torch.testing.assert_close(after.double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
+        assert torch.equal(call(layer, x), after) and len(planned) == 2
+        layer.new_keys = nn.Parameter(layer.new_keys.detach() * -1)  # the task's keys replaced
+        replaced = call(layer, x)
+        assert len(planned) == 2 and not torch.equal(replaced, after)
+        torch.testing.assert_close(replaced.double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
+
+
+def test_the_call_s_own_context_is_checked(planned):
+    layer = kept_layer()
+    x = torch.randn(2, 5, 24)
+    with use_path("dense"):
+        fp32 = [call(layer, x), call(layer, x)]
+        bf16 = call(layer, x, amp=True)  # autocast on: another compute dtype
+        assert len(planned) == 1 and bf16.dtype == torch.bfloat16
+        assert torch.equal(call(layer, x, amp=True), bf16) and len(planned) == 2
+        wide = call(layer, x.double())  # another input dtype
+        assert len(planned) == 2 and wide.dtype == torch.float64
+        assert torch.equal(call(layer, x), fp32[0]) and len(planned) == 2
+        with torch.enable_grad():  # a backward may follow: the base read apart
+            layer(x)
+        assert len(planned) == 2
+    with use_path("reference"):  # another path: no stacked form, the plan goes
+        torch.testing.assert_close(call(layer, x), fp32[0], rtol=1e-5, atol=1e-5)
+        assert len(planned) == 2 and layer._plan is None
+
+
+def test_bad_input_still_gets_its_clear_error(planned):
+    layer = kept_layer()
+    with use_path("dense"):
+        call(layer, torch.randn(3, 24)), call(layer, torch.randn(3, 24))
+        with pytest.raises(ValueError, match="in_features=24"):
+            call(layer, torch.randn(3, 23))
+        with pytest.raises(ValueError, match="in_features=24"):
+            call(layer, torch.tensor(1.0))
+        with pytest.raises(TypeError, match="floating-point"):
+            call(layer, torch.ones(3, 24, dtype=torch.long))
+    assert len(planned) == 1
+
+
+# ---------------------------------------------------------------- copies, banks without a base, compile
+def test_copies_and_pickles_hold_no_plan():
+    layer = kept_layer()
+    x = torch.randn(3, 24)
+    with use_path("dense"):
+        call(layer, x), call(layer, x)
+        assert layer._plan is not None
+        twin, loaded = copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))
+        assert twin._plan is None and loaded._plan is None and layer._plan is not None
+        assert torch.equal(call(twin, x), call(layer, x)) and torch.equal(call(loaded, x), call(layer, x))
+
+
+def test_a_bank_read_with_a_host_s_base_is_planned_for_that_base(planned):
+    """The peft layer's call: ``bank.read(x, weight, bias)`` with its base layer's tensors."""
+    torch.manual_seed(0)
+    base = nn.Linear(24, 20)
+    bank = MoRAMAtoms(24, 20, base.weight, atoms_per_task=6, topk=4, temperature=0.05, threshold=0.2)
+    for _ in range(3):
+        bank.expand()
+        with torch.no_grad():
+            bank.new_values.normal_(std=0.5)
+    bank.freeze()
+    keep_base_casts(bank.eval())
+    x = torch.randn(2, 5, 24)
+    with use_path("dense"), torch.no_grad():
+        first = bank.read(x, base.weight, base.bias)
+        assert torch.equal(bank.read(x, base.weight, base.bias), first) and len(planned) == 1
+        other = nn.Linear(24, 20)
+        changed = bank.read(x, other.weight, other.bias)  # another base: the long way
+        assert len(planned) == 1
+        torch.testing.assert_close(changed - other(x), first - base(x), rtol=1e-5, atol=1e-5)  # the same atoms' term
+
+
+def test_torch_compile_reads_no_plan(planned):
+    layer = kept_layer()
+    x = torch.randn(2, 5, 24)
+    with use_path("dense"):
+        eager = [call(layer, x), call(layer, x)]
+        plan = layer._plan
+        compiled = torch.compile(layer, backend="eager", fullgraph=True)
+        with torch.no_grad():
+            out = compiled(x)
+        assert torch.equal(out, eager[0]) and len(planned) == 1 and layer._plan is plan
