@@ -16,6 +16,11 @@ Linear's). Run it alone on the machine (nothing else timed or tested at once):
 
     OMP_NUM_THREADS=1 python scripts/bench_call.py --threads 1
     OMP_NUM_THREADS=1 python scripts/bench_call.py --threads 1 --tokens 1 --width 16 --pieces
+    OMP_NUM_THREADS=1 python scripts/bench_call.py --threads 1 --tokens 1 --width 16 --peft
+
+``--peft``: also a peft layer (``moram_avalanche.text``) with the paper's language-model setting
+(r = 8, k = 4, tau = 0.1, delta = 0.2) after 15 tasks (120 atoms) over a bfloat16 ``nn.Linear``, no
+autocast: what each adapted layer of a bf16 language model's decode step calls, beside that Linear.
 
 It runs on older checkouts too (``PYTHONPATH=<checkout>``), which is how a before / after is read.
 """
@@ -72,8 +77,8 @@ def per_call_us(fn, calls: int) -> float:
     return (time.perf_counter_ns() - start) / calls / 1e3
 
 
-def measure(layer: MoRAMLinear, x: torch.Tensor, path: str, amp: bool, rounds: int, calls: int):
-    linear = layer.base
+def measure(layer: nn.Module, x: torch.Tensor, path: str, amp: bool, rounds: int, calls: int, linear=None):
+    linear = layer.base if linear is None else linear
     with use_path(path), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
         for _ in range(3):  # warm: the first calls keep the bank in the compute dtype, choose the path
             layer(x), linear(x)
@@ -127,6 +132,29 @@ def pieces(width: int, tokens: int, rounds: int, calls: int) -> None:
         print(f"  {name:48s} {us:7.1f}")
 
 
+def peft_rows(width: int, tokens: int, rounds: int, calls: int) -> None:
+    """The peft layer's eval call over a bf16 base (module docstring), frozen bank, base apart and kept."""
+    from moram_avalanche.text.peft_layer import MoRAMTunerLayer
+    from moram_avalanche.text.peft_method import MoRAMConfig
+
+    torch.manual_seed(0)
+    layer = MoRAMTunerLayer(nn.Linear(width, width).to(torch.bfloat16), "default",
+                            MoRAMConfig(target_modules=["q"]))  # the paper's LLM setting: r 8, k 4, tau 0.1
+    bank = layer.moram_bank["default"]
+    for _ in range(14):  # 15 tasks (a 15-task sequence of the standard CL benchmark): 120 atoms
+        bank.expand()
+        with torch.no_grad():
+            bank.new_values.normal_(std=0.02)
+    bank.freeze()
+    layer.eval()
+    x = torch.randn(1, tokens, width, dtype=torch.bfloat16)
+    for kept in (False, True):
+        keep_base_casts(layer, kept)
+        moram, linear, ops, linear_ops = measure(layer, x, "triton", False, rounds, calls, layer.base_layer)
+        print(f"{'peft':10s} {'bf16':5s} {'frozen':9s} {'kept' if kept else 'apart':5s} {moram:9.1f} {linear:9.1f} "
+              f"{moram / linear:6.2f}x  {ops} ({linear_ops})", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=1)
@@ -137,6 +165,8 @@ def main() -> None:
     parser.add_argument("--paths", default="triton,dense,reference")
     parser.add_argument("--pieces", action="store_true",
                         help="instead: where the bf16 eval call with the base kept spends its time, piece by piece")
+    parser.add_argument("--peft", action="store_true",
+                        help="also: the peft layer's call over a bf16 base (a bf16 language model's decode step)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     stub_triton()
@@ -159,6 +189,8 @@ def main() -> None:
                     print(f"{path:10s} {'bf16' if amp else 'fp32':5s} {'frozen' if frozen else 'trainable':9s} "
                           f"{'kept' if kept else 'apart':5s} {moram:9.1f} {linear:9.1f} {moram / linear:6.2f}x  "
                           f"{ops} ({linear_ops})", flush=True)
+    if args.peft:
+        peft_rows(args.width, args.tokens, args.rounds, args.calls)
 
 
 if __name__ == "__main__":

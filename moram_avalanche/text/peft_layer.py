@@ -34,7 +34,7 @@ Nothing here is a second implementation of the method: the bank, its growth and 
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from peft.tuners.tuners_utils import BaseTunerLayer
@@ -116,26 +116,28 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
 
     # ------------------------------------------------------------------ forward
     def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
-        banks = [] if self.disable_adapters else list(self.active_banks())
+        banks = [] if self.disable_adapters else self.active_banks()
+        base = self._modules["base_layer"]
         if not banks:
-            return self.base_layer(x, *args, **kwargs)
+            return base(x, *args, **kwargs)
         if not x.is_floating_point() or x.dim() == 0 or x.shape[-1] != self.in_features:
             banks[0][1].check_input(x)  # the clear error
         if len(banks) == 1 and self.fuse_base and not args and not kwargs:
             dropout, bank = banks[0]
-            weight = self.base_layer.weight
-            if compute_dtype(x) == weight.dtype and (isinstance(dropout, nn.Identity) or not self.training):
-                return bank.read(x, weight, self.base_layer.bias)  # W x + b + the atoms, one read-out
-        result = self.base_layer(x, *args, **kwargs)
+            weight = base.weight
+            if (isinstance(dropout, nn.Identity) or not self.training) and compute_dtype(x) == weight.dtype:
+                return bank.read(x, weight, base.bias)  # W x + b + the atoms, one read-out
+        result = base(x, *args, **kwargs)
         for dropout, bank in banks:
             result = result + bank.read(dropout(x)).to(result.dtype)
         return result
 
-    def active_banks(self) -> Iterator[Tuple[nn.Module, MoRAMAtoms]]:
-        """``(dropout, bank)`` of every active adapter this layer holds atoms of."""
-        for name in self.active_adapters:
-            if name in self.moram_bank and self.moram_bank[name].num_atoms:
-                yield self.moram_dropout[name], self.moram_bank[name]
+    def active_banks(self) -> List[Tuple[nn.Module, MoRAMAtoms]]:
+        """``(dropout, bank)`` of every active adapter this layer holds atoms of (read at every call:
+        the two ``ModuleDict`` objects' own dictionaries, no attribute lookups)."""
+        banks, dropouts = self._modules["moram_bank"]._modules, self._modules["moram_dropout"]._modules
+        return [(dropouts[name], banks[name]) for name in self.active_adapters
+                if name in banks and banks[name].num_atoms]
 
     def banks(self) -> Dict[str, MoRAMAtoms]:
         """Every adapter's bank, by adapter name."""

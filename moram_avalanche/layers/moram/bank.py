@@ -63,6 +63,30 @@ def joined(frozen: torch.Tensor, new: Optional[torch.Tensor], dtype: Optional[to
     return torch.cat([frozen.to(dtype), new.to(dtype)])
 
 
+_MISSING = object()
+_PLAIN_HOSTS = {}  # class -> whether it defines none of the bank's row names itself (a property, say)
+
+
+def registered(module: nn.Module, name: str, registry: str):
+    """``getattr(module, name)`` for one of the bank's row tensors, found where ``nn.Module`` finds it
+    -- the instance's own dictionary first (where FSDP's unsharded views go), then ``registry``
+    (``"_parameters"`` or ``"_buffers"``) -- without ``nn.Module.__getattr__``'s half microsecond (a
+    call reads the bank's size; issue "GPU path II", item 7). A class that defines the name
+    itself (a parametrization's property) is read by ``getattr``."""
+    host = type(module)
+    plain = _PLAIN_HOSTS.get(host)
+    if plain is None:
+        plain = _PLAIN_HOSTS[host] = not any(hasattr(host, row) for row in
+                                             ("frozen_keys", "frozen_values", "new_keys", "new_values"))
+    if plain:
+        found = module.__dict__.get(name, _MISSING)
+        if found is _MISSING:
+            found = module.__dict__[registry].get(name, _MISSING)
+        if found is not _MISSING:
+            return found
+    return getattr(module, name)
+
+
 class BankRows(NamedTuple):
     """The bank in one dtype, as one forward reads it (:meth:`MoRAMBank.rows`)."""
 
@@ -174,15 +198,18 @@ class AtomStore:
     # ------------------------------------------------------------------ sizes and rows
     @property
     def num_frozen(self) -> int:
-        return self.frozen_keys.shape[0]
+        return registered(self, "frozen_keys", "_buffers").shape[0]
 
     @property
     def num_trainable(self) -> int:
-        return 0 if self.new_keys is None else self.new_keys.shape[0]
+        new_keys = registered(self, "new_keys", "_parameters")
+        return 0 if new_keys is None else new_keys.shape[0]
 
     @property
     def num_atoms(self) -> int:
-        return self.num_frozen + self.num_trainable
+        """``R``: the frozen atoms and the trainable ones (read at every call: two dictionary lookups)."""
+        new_keys = registered(self, "new_keys", "_parameters")
+        return registered(self, "frozen_keys", "_buffers").shape[0] + (0 if new_keys is None else new_keys.shape[0])
 
     @property
     def keys(self) -> torch.Tensor:

@@ -14,7 +14,9 @@ views of the parameters) and calls the path the chooser picked for the device, a
 ``MORAM_AVALANCHE_PATH`` or ``use_path`` forces one: :mod:`moram_avalanche.layers.moram.paths`),
 which computes the steps without autograd and attaches the hand-written backward
 (:mod:`~moram_avalanche.layers.moram.backward`: gradients for the current task's atoms only).
-Nothing is built inside a forward.
+Nothing is built inside a forward. A call over the stacked base and keys (no backward, the base's
+copy kept) is kept as an :class:`~moram_avalanche.layers.moram.plan.EvalPlan`, and the next call
+repeats it after one check that nothing it decided on changed.
 
 The bank -- frozen atoms in buffers, the current task's atoms as ``nn.Parameter`` objects, growth
 by :meth:`~MoRAMLinear.expand`, pruning, activation statistics and the state dict (``atom_keys``,

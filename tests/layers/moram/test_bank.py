@@ -122,3 +122,20 @@ def test_values_drawn_like_the_keys_and_pickling():
     x = torch.randn(3, 6)
     assert torch.equal(twin(x), bank(x)) and twin.values_init == "kaiming"
     assert "atoms=3/6" in repr(bank)
+
+
+def test_the_bank_s_size_is_read_where_nn_module_finds_its_rows():
+    """``num_atoms`` reads the rows from the module's dictionaries (no ``__getattr__``), in ``nn.Module``'s
+    order: the instance's own dictionary first (FSDP's unsharded views), a class's own property
+    (a parametrization) before both."""
+    layer, _ = grown(expansions=3)  # 6 frozen, 3 trainable
+    assert (layer.num_frozen, layer.num_trainable, layer.num_atoms) == (6, 3, 9)
+    new_keys = layer._parameters.pop("new_keys")  # as FSDP deregisters a parameter and sets a plain tensor
+    layer.__dict__["new_keys"] = new_keys.detach()[:2]
+    assert (layer.num_trainable, layer.num_atoms) == (2, 8) and layer.new_keys.shape[0] == 2
+
+    shaded = MoRAMAtoms(6, 5, torch.empty(0), **OPTIONS)
+    shaded.expand()  # 0 frozen, 3 trainable
+    # a class of its own with a property of a row's name, as torch.nn.utils.parametrize swaps it in
+    shaded.__class__ = type("Parametrized", (MoRAMAtoms,), {"frozen_keys": property(lambda self: torch.zeros(4, 6))})
+    assert (shaded.num_frozen, shaded.num_atoms) == (4, 7)
