@@ -95,7 +95,8 @@ def measure(layer: nn.Module, x: torch.Tensor, path: str, amp: bool, rounds: int
 
 def pieces(width: int, tokens: int, rounds: int, calls: int) -> None:
     """Where a bf16 eval call with the base kept (Triton, launch stubbed, frozen bank) spends its host
-    time: the whole call and the pieces it is made of, each timed alone, medians over ``rounds``."""
+    time: the whole call, the planned call's pieces (``layers.moram.plan``), and the long way's
+    decisions the plan skips, each timed alone, medians over ``rounds``."""
     from moram_avalanche.layers.moram.layer import compute_dtype, tokens_of
 
     layer = build(width, 10, True)
@@ -103,33 +104,39 @@ def pieces(width: int, tokens: int, rounds: int, calls: int) -> None:
     x = torch.randn(1, tokens, width)
     weight, bias = layer.base.weight, layer.base.bias
     with use_path("triton"), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        layer(x)  # keeps the stacked copy, chooses the path
+        layer(x)  # keeps the stacked copy, chooses the path, plans the call
+        plan = getattr(layer, "_plan", None)
         rows = tokens_of(x, torch.bfloat16)
         stacked = layer.stacked_base(torch.bfloat16, weight, bias)
         k, gate = layer.routing_now(layer.num_atoms)
         mixture = layer.path(rows, layer.num_atoms, k, True, True)
         full = torch.addmm(stacked.bias, rows, stacked.weight_keys_t)
         base_out, proj = full.split_with_sizes((stacked.out_features, stacked.num_atoms), 1)
+        out = mixture(rows, stacked, k, layer.temperature, gate, False)[0]
         timed = {
             "the whole call": lambda: layer(x),
             "nn.Linear, for scale": lambda: layer.base(x),
-            "  bank size (num_atoms)": lambda: layer.num_atoms,
-            "  compute dtype": lambda: compute_dtype(x),
+            "  the plan's check (EvalPlan.applies)": (lambda: plan.applies(layer, x, weight, bias)) if plan else None,
             "  tokens: reshape and cast": lambda: tokens_of(x, torch.bfloat16),
-            "  the kept path (path)": lambda: layer.path(rows, layer.num_atoms, k, True, True),
-            "  the stacked copy's checks (stacked_base)": lambda: layer.stacked_base(torch.bfloat16, weight, bias),
             "  steps 1-6 (stacked_mixture)": lambda: mixture(rows, stacked, k, layer.temperature, gate, False),
             "    the stacked GEMM (addmm)": lambda: torch.addmm(stacked.bias, rows, stacked.weight_keys_t),
             "    the two views (split_with_sizes)": lambda: full.split_with_sizes((stacked.out_features,
                                                                                  stacked.num_atoms), 1),
             "    the read-out's launch (run_read_out)": lambda: moram_triton.run_read_out(
                 proj, base_out, stacked.values, k, layer.temperature, gate),
+            "  the output's reshape": lambda: out.reshape(*x.shape[:-1], out.shape[-1]),
+            "the long way's decisions, which a plan skips:": None,
+            "  bank size (num_atoms)": lambda: layer.num_atoms,
+            "  compute dtype": lambda: compute_dtype(x),
+            "  the kept path (path)": lambda: layer.path(rows, layer.num_atoms, k, True, True),
+            "  the stacked copy's checks (stacked_base)": lambda: layer.stacked_base(torch.bfloat16, weight, bias),
         }
-        medians = {name: statistics.median(per_call_us(fn, calls) for _ in range(rounds)) for name, fn in timed.items()}
+        medians = {name: None if fn is None else statistics.median(per_call_us(fn, calls) for _ in range(rounds))
+                   for name, fn in timed.items()}
     print(f"host us per piece of a bf16 eval call, base kept, {width} -> {width}, {tokens} token(s); medians of "
           f"{rounds} rounds x {calls} calls")
     for name, us in medians.items():
-        print(f"  {name:48s} {us:7.1f}")
+        print(f"  {name:48s} {'' if us is None else f'{us:7.1f}'}")
 
 
 def peft_rows(width: int, tokens: int, rounds: int, calls: int) -> None:

@@ -100,9 +100,12 @@ class EvalPlan:
 
     def read(self, x: torch.Tensor) -> torch.Tensor:
         """The planned call on ``x`` (after :meth:`applies`): steps 1-6 over the stacked copy, as the
-        layer's :meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.read` computes them."""
+        layer's :meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.read` computes them. Under
+        autocast the tokens are not cast first: the stacked GEMM (``addmm``, on autocast's list of
+        lower-precision operators on the CPU and CUDA) casts them to the same dtype, the only place
+        the stacked call reads them."""
         tokens = x if x.dim() == 2 else x.reshape(-1, self.in_features)
-        if tokens.dtype != self.dtype:
+        if tokens.dtype != self.dtype and not self.autocast:  # (under autocast its GEMM casts them, as read would)
             tokens = tokens.to(self.dtype)
         out = self.mixture(tokens, self.stacked, self.k, self.temperature, self.gate, False)[0]
         return out if x.dim() == 2 else out.reshape(*x.shape[:-1], out.shape[-1])
