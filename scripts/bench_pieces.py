@@ -19,6 +19,7 @@ error, never a crash: the profile keeps working while the layer changes.
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -172,6 +173,19 @@ def path_calls(ctx) -> Dict[str, Union[Callable, str]]:
     return calls
 
 
+def _base_kept(ctx):
+    """The frozen layer's eval call with its base's copy kept (``keep_base_casts``): on the GPU paths the
+    base and the keys in one GEMM (``layers.moram.stacked``), the call planned after the first
+    (``layers.moram.plan``)."""
+    try:
+        from moram_avalanche.layers.moram.layer import keep_base_casts
+    except ImportError:
+        raise NotHere("not in this version: no keep_base_casts") from None
+    layer = copy.deepcopy(ctx.frozen)
+    keep_base_casts(layer)
+    return whole(layer, ctx)
+
+
 def _cast_x(ctx):
     if ctx.x_in.dtype == ctx.dtype:
         raise NotHere(f"nothing to cast: the input is {str(ctx.dtype)[6:]} already")
@@ -230,6 +244,7 @@ def _router_pieces(ctx) -> Dict[str, Union[Callable, str]]:
 PIECES: Dict[str, Callable] = {
     "nn.Linear, the base alone": lambda ctx: whole(ctx.frozen.base, ctx),
     "MoRAMLinear eval, frozen bank (the library's path)": lambda ctx: whole(ctx.frozen, ctx),
+    "MoRAMLinear eval, frozen bank, base kept (stacked, planned)": _base_kept,
     "MoRAMLinear eval, last task trainable": lambda ctx: whole(ctx.training, ctx),
     "MoRAMLinear training step (forward + backward)": lambda ctx: whole(ctx.training, ctx, training=True),
     "  cast x to the compute dtype": _cast_x,
