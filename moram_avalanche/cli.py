@@ -280,7 +280,7 @@ def add_shared_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-base-casts", action="store_true",
                         help="MoRAM layers keep a copy of their frozen weights in the compute dtype, at that copy's "
                              "memory: in training under autocast two casts fewer per call; where no backward follows "
-                             "(evaluation, generation) on a GPU path the weight stacked with the keys, so one GEMM "
+                             "(evaluation, generation) on a GPU path the weight stacked with a frozen bank's keys, so one GEMM "
                              "gives W x + b and A x (q, k and v of an attention one GEMM); not with --fsdp")
     parser.add_argument("--no-resume", action="store_true",
                         help="start over: remove the run's checkpoint and results instead of resuming")

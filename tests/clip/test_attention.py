@@ -171,6 +171,7 @@ def test_moram_on_q_k_v_is_read_by_one_gemm_where_no_backward_follows(batch_firs
             layer.expand()
             with torch.no_grad():
                 layer.new_values.normal_()
+        layer.freeze()  # (a task trained: only a frozen bank is stacked)
         setattr(split, name, layer)
     split.eval()
     q, k, v = inputs(batch_first)

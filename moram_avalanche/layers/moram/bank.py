@@ -63,6 +63,24 @@ def joined(frozen: torch.Tensor, new: Optional[torch.Tensor], dtype: Optional[to
     return torch.cat([frozen.to(dtype), new.to(dtype)])
 
 
+def version_of(tensor: torch.Tensor) -> Optional[int]:
+    """``tensor._version`` (bumped by every in-place edit), or None for an inference tensor (made under
+    ``torch.inference_mode()``, which keeps no version counter and is edited in place only inside it)."""
+    return None if tensor.is_inference() else tensor._version
+
+
+def stamp_of(tensor: torch.Tensor) -> tuple:
+    """What an in-place edit, a swapped storage or a resized ``.data`` of ``tensor`` changes: its
+    version (:func:`version_of`), data pointer and shape."""
+    return version_of(tensor), tensor.data_ptr(), tensor.shape
+
+
+def storage_marks(module: nn.Module) -> tuple:
+    """Where each tensor of ``module`` (and its submodules) lives: data pointer, dtype and device --
+    what a ``.to()`` or ``.half()`` that moves or casts anything changes."""
+    return tuple((t.data_ptr(), t.dtype, t.device) for t in (*module.parameters(), *module.buffers()))
+
+
 _MISSING = object()
 _PLAIN_HOSTS = {}  # class -> whether it defines none of the bank's row names itself (a property, say)
 
@@ -280,12 +298,12 @@ class AtomStore:
         fk, fv, nk, nv = self.frozen_keys, self.frozen_values, self.new_keys, self.new_values
         entry = self._eval_rows.get(dtype)
         if (entry is None or entry[0] is not fk or entry[1] is not fv or entry[2] is not nk or entry[3] is not nv
-                or entry[4] != (fk._version, fv._version)):
+                or entry[4] != (version_of(fk), version_of(fv))):
             with normal_tensors():
                 rows = self.joined_rows(dtype)
             rows = with_keys_t(rows.keys, rows.values, rows.num_frozen, nk, nv)
             tails = (rows.keys[rows.num_frozen:], rows.values[rows.num_frozen:])
-            self._eval_rows[dtype] = (fk, fv, nk, nv, (fk._version, fv._version), rows, tails)
+            self._eval_rows[dtype] = (fk, fv, nk, nv, (version_of(fk), version_of(fv)), rows, tails)
             return rows
         key_tail, value_tail = entry[6]
         key_tail.copy_(nk)
@@ -300,13 +318,13 @@ class AtomStore:
         entry = self._cast_rows.get(dtype)
         compiling = torch.compiler.is_compiling()
         if (entry is None or entry[0] is not keys or entry[1] is not values
-                or (not compiling and entry[2] != (keys._version, values._version))):
+                or (not compiling and entry[2] != (version_of(keys), version_of(values)))):
             with normal_tensors():
                 if keys.dtype == dtype:  # the buffers themselves (they hold no autograd history)
                     cast_keys, cast_values = keys, values
                 else:
                     cast_keys, cast_values = keys.detach().to(dtype), values.detach().to(dtype)
-            entry = (keys, values, None if compiling else (keys._version, values._version),
+            entry = (keys, values, None if compiling else (version_of(keys), version_of(values)),
                      with_keys_t(cast_keys, cast_values, keys.shape[0]))
             self._cast_rows[dtype] = entry
         return entry[3]
@@ -369,8 +387,14 @@ class AtomStore:
 
     def _apply(self, fn, recurse=True):
         """``nn.Module._apply`` (``.to()``, ``.half()``, ...), then the rows shared again
-        (:meth:`share_trainable_rows`): a move copies each tensor on its own."""
+        (:meth:`share_trainable_rows`): a move copies each tensor on its own. Where it moved or
+        cast anything, the copies kept of the rows go at once (the next forward makes them again
+        where they are needed: after ``model.cpu()`` no copy stays on the GPU); a ``.to()`` that
+        changes nothing (a strategy's, before each evaluation) keeps them."""
+        before = storage_marks(self)
         module = super()._apply(fn, recurse)
+        if storage_marks(self) != before:
+            self._cast_rows, self._live, self._eval_rows = {}, None, {}
         self.share_trainable_rows()
         return module
 
@@ -707,4 +731,5 @@ def unknown_keys(state_dict, prefix: str, known, children) -> list:
 
 
 __all__ = ["AtomBank", "AtomStore", "BankRows", "MoRAMBank", "check_finite", "joined", "live_rows", "new_rows",
-           "normal_tensors", "owns_storage", "share_storage", "with_keys_t"]
+           "normal_tensors", "owns_storage", "registered", "share_storage", "stamp_of", "storage_marks", "version_of",
+           "with_keys_t"]

@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .bank import AtomBank, MoRAMBank, normal_tensors
+from .bank import AtomBank, AtomStore, MoRAMBank, normal_tensors, stamp_of, storage_marks
 from .config import PAPER_CLIP, MoRAMLayerConfig
 from .paths import choice
 from .paths.reference import route
@@ -110,6 +110,17 @@ class MoRAMRouting:
         state.setdefault("_plan", None)
         super().__setstate__(state)
 
+    def _apply(self, fn, recurse=True):
+        """``.to()``, ``.half()``, ...: where it moved or cast anything, the kept copies of the base go
+        at once, and the plan reading them (the next call makes them again where they are needed:
+        after ``model.cpu()`` no copy stays on the GPU); a ``.to()`` that changes nothing (a
+        strategy's, before each evaluation) keeps them."""
+        before = storage_marks(self)
+        module = super()._apply(fn, recurse)
+        if storage_marks(self) != before:
+            self._base_casts, self._stacked, self._plan = {}, {}, None
+        return module
+
     def base_in(self, dtype: torch.dtype, weight: torch.Tensor, bias: Optional[torch.Tensor]):
         """``(weight, bias)`` in ``dtype``: cast at this call, or with :attr:`keep_base_cast` a copy
         kept until the tensors change (replaced, moved, edited in place, their data swapped) and
@@ -118,7 +129,7 @@ class MoRAMRouting:
             return weight, bias
         if not self.keep_base_cast or torch.compiler.is_compiling():
             return weight.to(dtype), None if bias is None else bias.to(dtype)
-        stamp = (weight._version, weight.data_ptr(), None if bias is None else (bias._version, bias.data_ptr()))
+        stamp = (stamp_of(weight), None if bias is None else stamp_of(bias))
         entry = self._base_casts.get(dtype)
         if entry is None or entry[0] is not weight or entry[1] is not bias or entry[2] != stamp:
             self._stacked.clear()  # one copy of the base at a time: the stacked one goes (and a plan reading it)
@@ -137,18 +148,24 @@ class MoRAMRouting:
 
     def stacked_base(self, dtype: torch.dtype, weight: torch.Tensor, bias: Optional[torch.Tensor]
                      ) -> Optional[StackedBase]:
-        """The base ``weight``, ``bias`` and this bank stacked in ``dtype``
+        """The base ``weight``, ``bias`` and this FROZEN bank stacked in ``dtype``
         (:func:`~moram_avalanche.layers.moram.stacked.stack_base`; or its part of a group's copy,
-        :func:`keep_stacked`), kept until one of the tensors it
-        was built from is replaced (expand, load, prune, ``.to()``) or edited in place (an optimizer's
-        step, ``copy_``: their versions), or the bank's ``new_value_scale`` changes.
+        :func:`keep_stacked`), kept until one of the tensors it was built from is replaced (expand,
+        load, prune, ``.to()``) or edited in place (``copy_``, ``mul_``: their versions), or the
+        bank's ``new_value_scale`` changes; None (the call reads the base apart) where it does not apply.
 
-        Under ``torch.compile`` (None: the call reads the base apart) a graph cannot read versions,
-        so a kept copy is read only for a frozen bank (what a strategy evaluates: MoRAM's plugin
-        freezes the bank after each task), where only a replaced tensor can change it, and none is
-        made (it would be stacked again at every call of the graph): an eager call before
-        compiling makes it."""
+        Only a frozen bank is stacked (what a strategy evaluates: MoRAM's plugin freezes the bank
+        after each task): a task's trainable rows change at every optimizer step, and not every
+        step shows in their versions (an update through ``.data``, as DeepSpeed's optimizers make
+        it; a fused optimizer's kernel), so a copy of them could go stale unseen. A bank with
+        trainable rows reads them where they live (:meth:`~moram_avalanche.layers.moram.bank.AtomStore.rows`).
+
+        Under ``torch.compile`` a graph cannot read versions: a kept copy is read where it was built
+        from the same objects, and none is made (it would be stacked again at every call of the
+        graph): an eager call before compiling makes it."""
         sources = self.stack_sources(weight, bias)
+        if sources[4] is not None:
+            return None  # trainable rows: read where they live (docstring)
         entry = self.kept_stacked(dtype, sources)
         if entry is not None:
             return entry[2]
@@ -162,17 +179,13 @@ class MoRAMRouting:
 
     def kept_stacked(self, dtype: torch.dtype, sources: tuple) -> Optional[tuple]:
         """The kept entry ``(sources, stamp, StackedBase, StackedGroup)`` in ``dtype`` if it was built
-        from ``sources`` (:meth:`stack_sources`) as they are now, else None. Under ``torch.compile``,
-        which reads no versions: built from the same objects, and only for a frozen bank (an
-        optimizer's step on the task's rows would not reach the copy)."""
+        from ``sources`` (:meth:`stack_sources`, a frozen bank's) as they are now, else None. Under
+        ``torch.compile``, which reads no versions: built from the same objects."""
         entry = self._stacked.get(dtype)
-        if entry is None:
+        if entry is None or sources[4] is not None:
             return None
         kept = entry[0]
-        if torch.compiler.is_compiling():
-            fresh = sources[4] is None
-        else:
-            fresh = entry[1] == _stamp(sources, self.new_value_scale)
+        fresh = torch.compiler.is_compiling() or entry[1] == _stamp(sources, self.new_value_scale)
         if (fresh and kept[0] is sources[0] and kept[1] is sources[1] and kept[2] is sources[2]
                 and kept[3] is sources[3] and kept[4] is sources[4] and kept[5] is sources[5]):
             return entry
@@ -223,7 +236,7 @@ class MoRAMRouting:
         base = stacked and self.stacked_base(dtype, weight, bias)
         if base:  # the base and the keys in one GEMM (no backward follows)
             out, idx, weights = stacked(tokens, base, k, self.temperature, gate, self.recording)
-            if not torch.compiler.is_compiling():
+            if not torch.compiler.is_compiling() and plannable(type(self)):
                 self._plan = EvalPlan.of(self, x, dtype, weight, bias, stacked, base, k, gate,
                                          type(self).stacks_base is not MoRAMRouting.stacks_base)
         else:
@@ -369,9 +382,12 @@ def keep_base_casts(module: nn.Module, keep: bool = True) -> int:
     * with a backward (training), under bf16 autocast: the weight and bias kept cast, two casts
       fewer per call (as many as ``nn.Linear`` makes), at the memory of the weights in bf16;
     * without one (``torch.no_grad()``, inference mode: evaluation, generation), on the GPU paths
-      (``dense``, ``triton``): the weight stacked with the bank's keys, ``[W; A]``, in the compute
-      dtype (:mod:`~moram_avalanche.layers.moram.stacked`), so the base and step 1 are one GEMM that
-      reads the tokens once. In float32 this is a float32 copy of each weight (plus ``R`` rows).
+      (``dense``, ``triton``), for a frozen bank: the weight stacked with the bank's keys,
+      ``[W; A]``, in the compute dtype (:mod:`~moram_avalanche.layers.moram.stacked`), so the base
+      and step 1 are one GEMM that reads the tokens once, and each call after the first repeats
+      the first's decisions after one check (:mod:`~moram_avalanche.layers.moram.plan`). In float32
+      this is a float32 copy of each weight (plus ``R`` rows). A bank with trainable rows keeps
+      the cast weight, as with a backward.
 
     A layer keeps one of the two copies at a time (per compute dtype), built again when its
     tensors change. Leave it off where the weights are sharded and gathered per call (FSDP: the
@@ -401,12 +417,30 @@ def keep_stacked(layers, sources, dtype: torch.dtype) -> StackedGroup:
     return group
 
 
+#: what a planned call (:mod:`~moram_avalanche.layers.moram.plan`) skips of the long way: a class with
+#: its own version of any of these is never planned
+PLANNED_METHODS = ("read", "routing_now", "path", "mixture", "stacked_base", "stack_sources", "kept_stacked",
+                   "base_in", "check_input")
+_PLANNABLE = {}  # class -> plannable(class)
+
+
+def plannable(host: type) -> bool:
+    """Whether calls of a layer of class ``host`` may be planned: it keeps :class:`MoRAMRouting`'s
+    :data:`PLANNED_METHODS` and the bank's ``rows`` and ``num_atoms`` (asked once per class)."""
+    found = _PLANNABLE.get(host)
+    if found is None:
+        found = _PLANNABLE[host] = (
+            all(getattr(host, name, None) is getattr(MoRAMRouting, name) for name in PLANNED_METHODS)
+            and getattr(host, "rows", None) is AtomStore.rows and getattr(host, "num_atoms", None) is AtomStore.num_atoms)
+    return found
+
+
 def _stamp(tensors, scale: float) -> tuple:
-    """What an in-place edit or a swapped storage of ``tensors`` changes (their versions and data
-    pointers), and the trainable values' ``scale``."""
-    return tuple([None if t is None else (t._version, t.data_ptr()) for t in tensors]) + (scale,)
+    """What an in-place edit, a swapped storage or a resized ``.data`` of ``tensors`` changes
+    (:func:`~moram_avalanche.layers.moram.bank.stamp_of`), and the trainable values' ``scale``."""
+    return tuple([None if t is None else stamp_of(t) for t in tensors]) + (scale,)
 
 
 # route: steps 2-5 in PyTorch (paths.reference), a name of 0.6's layers.moram module
-__all__ = ["MoRAMAtoms", "MoRAMLinear", "MoRAMRouting", "compute_dtype", "keep_base_casts", "keep_stacked", "route",
-           "routing_options", "tokens_of"]
+__all__ = ["MoRAMAtoms", "MoRAMLinear", "MoRAMRouting", "PLANNED_METHODS", "compute_dtype", "keep_base_casts",
+           "keep_stacked", "plannable", "route", "routing_options", "tokens_of"]

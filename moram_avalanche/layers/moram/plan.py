@@ -15,15 +15,18 @@ it after one check (:meth:`EvalPlan.applies`) that every input of those decision
 * the call: grad mode off, not inside ``torch.compile``, the path switch's
   :func:`~moram_avalanche.layers.moram.paths.switch.token`, the input's dtype, device and width,
   autocast's state for that device;
-* the layer: the same base tensors and bank rows (identity, read from the module's own
-  dictionaries), their versions and data pointers (an optimizer's step, ``copy_``, ``.to()``, a
-  swapped ``.data``), the layer's kept stacked copy itself, the training flag, the routing
-  options, the trainable values' scale, recording off, and :meth:`stacks_base` (a subclass's say).
+* the layer: the same base tensors and bank rows (identity, read from the module's registries,
+  none shadowed in its own dictionary), their versions, data pointers and shapes (``copy_``,
+  ``.to()``, a swapped or resized ``.data``), the layer's kept stacked copy itself, the training
+  flag, the routing options and the trainable values' scale (the same objects), recording off,
+  and, where its class has its own, :meth:`stacks_base` (a subclass's say).
 
 Anything else, and the call goes the long way, which plans again where it ends on the stacked
 copy. The repeat computes exactly what the long way computes (same path, same tensors, same
-arguments): only the checks are fewer. Under ``torch.compile`` there is no plan (a graph holds its
-own decisions). Pure torch.
+arguments): only the checks are fewer. A class with its own version of a method the repeat skips
+(``read``, ``routing_now``, ``path``, the stacked copy's, the bank's ``rows`` and size) is never
+planned (:func:`~moram_avalanche.layers.moram.layer.plannable`). Under ``torch.compile`` there is no
+plan (a graph holds its own decisions). Pure torch.
 """
 
 from __future__ import annotations
@@ -32,8 +35,13 @@ from typing import Callable, Optional
 
 import torch
 
+from .bank import stamp_of
 from .paths.switch import token
 from .stacked import StackedBase
+
+#: the bank's row names: a plan reads them from the module's registries, so none may shadow them
+#: in the instance's own dictionary (where ``nn.Module`` would find it first)
+ROWS = ("frozen_keys", "frozen_values", "new_keys", "new_values")
 
 
 class EvalPlan:
@@ -53,6 +61,9 @@ class EvalPlan:
         its ``keep_base_cast`` is read, the rest of the base class's answer being the plan's own checks)."""
         if torch.compiler.is_compiling() or layer.recording or torch.is_grad_enabled():
             return None
+        own = layer.__dict__
+        if ROWS[0] in own or ROWS[1] in own or ROWS[2] in own or ROWS[3] in own:
+            return None
         buffers, parameters = layer._buffers, layer._parameters
         rows = (buffers.get("frozen_keys"), buffers.get("frozen_values"),
                 parameters.get("new_keys"), parameters.get("new_values"))
@@ -69,7 +80,7 @@ class EvalPlan:
         plan.dtype, plan.in_features, plan.training = dtype, x.shape[-1], layer.training
         plan.options = (layer.topk, layer.temperature, layer.threshold, layer.new_value_scale)
         plan.weight, plan.bias, plan.buffers, plan.parameters, plan.rows = weight, bias, buffers, parameters, rows
-        plan.stamps = tuple((t, t._version, t.data_ptr()) for t in (weight, bias) + rows if t is not None)
+        plan.stamps = tuple((t, stamp_of(t)) for t in (weight, bias) + rows if t is not None)
         plan.kept, plan.entry, plan.asks = layer._stacked, entry, asks
         plan.mixture, plan.stacked, plan.k, plan.gate, plan.temperature = mixture, stacked, k, gate, layer.temperature
         return plan
@@ -84,17 +95,20 @@ class EvalPlan:
         autocast = torch.is_autocast_enabled(self.device_type)
         if autocast != self.autocast or (autocast and torch.get_autocast_dtype(self.device_type) != self.dtype):
             return False
+        options = self.options  # (by identity: an option set to an equal value of another type, 4.0 for 4, is news)
         if (layer.training != self.training or layer._recording or not layer.keep_base_cast
                 or layer._stacked is not self.kept or self.kept.get(self.dtype) is not self.entry
-                or (layer.topk, layer.temperature, layer.threshold, layer.new_value_scale) != self.options
+                or layer.topk is not options[0] or layer.temperature is not options[1]
+                or layer.threshold is not options[2] or layer.new_value_scale is not options[3]
                 or (self.asks and not layer.stacks_base(weight))):
             return False
-        buffers, parameters, rows = self.buffers, self.parameters, self.rows
+        own, buffers, parameters, rows = layer.__dict__, self.buffers, self.parameters, self.rows
         if (buffers.get("frozen_keys") is not rows[0] or buffers.get("frozen_values") is not rows[1]
-                or parameters.get("new_keys") is not rows[2] or parameters.get("new_values") is not rows[3]):
+                or parameters.get("new_keys") is not rows[2] or parameters.get("new_values") is not rows[3]
+                or ROWS[0] in own or ROWS[1] in own or ROWS[2] in own or ROWS[3] in own):
             return False
-        for tensor, version, pointer in self.stamps:
-            if tensor._version != version or tensor.data_ptr() != pointer:
+        for tensor, stamp in self.stamps:
+            if stamp_of(tensor) != stamp:
                 return False
         return True
 

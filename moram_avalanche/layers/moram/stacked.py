@@ -10,8 +10,10 @@ the first ``d_out`` columns of its ``[N, d_out + R]`` output are ``W x + b``, th
 
 The stacked matrix is a copy (``W`` and ``A`` live in separate tensors), so it is kept only where a
 user asked for the base's copy (:func:`~moram_avalanche.layers.moram.layer.keep_base_casts`,
-``--keep-base-casts``: memory for speed), and only where no backward follows (``torch.no_grad()``,
-inference mode: evaluation and generation), where nothing it holds changes between calls. The
+``--keep-base-casts``: memory for speed), only where no backward follows (``torch.no_grad()``,
+inference mode: evaluation and generation), and only of a frozen bank, where nothing it holds
+changes between calls (a task's trainable rows change at every optimizer step, not always
+visibly: :meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.stacked_base`). The
 hand-written backward keeps reading ``W`` and ``A`` apart. :class:`StackedBase` is what a call
 reads; :func:`stack_base` builds it; the layer keeps one per compute dtype and builds it again when
 any tensor it was built from is replaced or edited in place

@@ -23,6 +23,7 @@ from typing import List, Optional, Sequence
 
 import torch
 from torch import nn
+from torch.nn.modules import module as module_hooks
 
 from .layer import MoRAMLinear, compute_dtype, keep_stacked, tokens_of
 from .stacked import StackedGroup
@@ -32,10 +33,11 @@ def read_together(layers: Sequence[nn.Module], x: torch.Tensor) -> Optional[List
     """Each layer's output for the input ``x`` ``[..., d_in]`` (the same as calling it), from one GEMM
     over their stacked bases and keys, or None where that does not apply (module docstring): a layer
     that is not a :class:`~moram_avalanche.layers.moram.layer.MoRAMLinear` over a plain
-    ``nn.Linear`` with atoms and its base's copy kept, grad mode on, a CPU path, an input the layers
-    would refuse, or under ``torch.compile`` without the group's kept copy of a frozen bank."""
-    if not layers or not x.is_floating_point() or x.dim() == 0:
-        return None  # each layer's own call says what is wrong
+    ``nn.Linear`` with atoms and its base's copy kept, a bank with trainable rows, a layer with hooks
+    (a call runs them: it is made), grad mode on, a CPU path, an input the layers would refuse, or
+    under ``torch.compile`` without the group's kept copy."""
+    if not layers or not x.is_floating_point() or x.dim() == 0 or any(map(hooked, layers)):
+        return None  # each layer's own call says what is wrong, and runs its hooks
     dtype = compute_dtype(x)
     tokens = None
     calls = []
@@ -67,12 +69,23 @@ def read_together(layers: Sequence[nn.Module], x: torch.Tensor) -> Optional[List
     return outs
 
 
+def hooked(module: nn.Module) -> bool:
+    """Whether a call of ``module`` would run a hook: its own forward (pre-)hooks, its backward hooks,
+    or a global module hook (``torch.nn.modules.module.register_module_forward_hook`` and kin)."""
+    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
+                or module._backward_pre_hooks or module_hooks._global_forward_hooks
+                or module_hooks._global_forward_pre_hooks or module_hooks._global_backward_hooks
+                or module_hooks._global_backward_pre_hooks)
+
+
 def kept_group(layers: Sequence[MoRAMLinear], dtype: torch.dtype) -> Optional[StackedGroup]:
     """The group's kept copy in ``dtype`` (every layer's kept part of the same one, in order), built
-    again where any part changed; under ``torch.compile`` only a frozen bank's kept copy, never one
-    made while tracing (:meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.stacked_base` says
-    why), else None."""
+    again where any part changed; None where a bank has trainable rows, and under ``torch.compile``
+    where no copy is kept (none is made while tracing:
+    :meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.stacked_base` says why)."""
     sources = [layer.stack_sources(layer.base.weight, layer.base.bias) for layer in layers]
+    if any(kept[4] is not None for kept in sources):
+        return None  # a bank with trainable rows is never stacked (MoRAMRouting.stacked_base says why)
     entries = [layer.kept_stacked(dtype, kept) for layer, kept in zip(layers, sources)]
     if all(entry is not None for entry in entries):
         group = entries[0][3]
@@ -83,4 +96,4 @@ def kept_group(layers: Sequence[MoRAMLinear], dtype: torch.dtype) -> Optional[St
     return keep_stacked(layers, sources, dtype)
 
 
-__all__ = ["kept_group", "read_together"]
+__all__ = ["hooked", "kept_group", "read_together"]

@@ -8,7 +8,9 @@ differently on must take the long way once, then plan again where the new state 
 """
 
 import copy
+import gc
 import pickle
+import weakref
 
 import pytest
 import torch
@@ -72,10 +74,9 @@ def kept_layer(frozen=True):
 # ---------------------------------------------------------------- the plan serves repeats, exactly
 @pytest.mark.parametrize("path", GPU_PATHS)
 @pytest.mark.parametrize("amp", [False, True])
-@pytest.mark.parametrize("frozen", [True, False])
 @pytest.mark.parametrize("shape", [(2, 5, 24), (7, 24)])
-def test_a_repeated_stacked_call_is_planned_and_equals_the_long_way(planned, path, amp, frozen, shape):
-    layer = kept_layer(frozen)
+def test_a_repeated_stacked_call_is_planned_and_equals_the_long_way(planned, path, amp, shape):
+    layer = kept_layer()
     x = torch.randn(*shape)
     with use_path(path):
         first = call(layer, x, amp)
@@ -136,6 +137,19 @@ def _grow(layer):
         layer.new_values.normal_(std=0.5)
 
 
+def _train_a_task(layer):
+    _grow(layer)
+    layer.freeze()
+
+
+def _resize_data(layer):  # the same storage, fewer rows: neither its version nor its data pointer moves
+    layer.frozen_keys.data, layer.frozen_values.data = layer.frozen_keys.data[:3], layer.frozen_values.data[:3]
+
+
+def _shadow(layer):  # a row in the instance's own dictionary, where nn.Module finds it first
+    layer.__dict__["frozen_values"] = layer.frozen_values * -1
+
+
 CHANGES = {  # name: (change, whether the changed layer's calls are planned again)
     "base weight edited in place": (lambda layer: layer.base.weight.add_(0.5), True),
     "base bias's storage swapped": (lambda layer: setattr(layer.base.bias, "data", layer.base.bias.data + 1), True),
@@ -143,7 +157,10 @@ CHANGES = {  # name: (change, whether the changed layer's calls are planned agai
     "base replaced": (_replace_base, True),
     "frozen keys edited in place": (lambda layer: layer.frozen_keys.mul_(-1), True),
     "frozen values replaced": (lambda layer: setattr(layer, "frozen_values", layer.frozen_values * 2), True),
-    "a new task": (_grow, True),
+    "a new task (trainable rows: read apart)": (_grow, False),
+    "a task trained and frozen": (_train_a_task, True),
+    "the bank resized through .data": (_resize_data, True),
+    "a row shadowed in the instance's dictionary": (_shadow, False),
     "loaded": (_load, True),
     "moved to float64": (lambda layer: layer.double(), True),
     "training mode (no gate)": (lambda layer: layer.train(), True),
@@ -176,21 +193,53 @@ def test_a_change_the_long_way_would_see_is_seen(planned, name):
         assert torch.equal(repeat, after)
 
 
-def test_a_trainable_task_stepped_in_place_is_seen(planned):
+def test_a_bank_with_trainable_rows_is_never_planned(planned):
+    """Its rows are never stacked (an update its versions miss would go unseen): every call the long way."""
     layer = kept_layer(frozen=False)
     x = torch.randn(2, 5, 24)
     with use_path("dense"):
         before = [call(layer, x), call(layer, x)]
-        with torch.no_grad():
-            layer.new_values.add_(0.3)  # an optimizer's step
+        layer.new_values.data.add_(0.3)  # an update through .data, as DeepSpeed's optimizers make it
         after = call(layer, x)
-        assert len(planned) == 1 and not torch.equal(after, before[0])
-        torch.testing.assert_close(after.double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
-        assert torch.equal(call(layer, x), after) and len(planned) == 2
-        layer.new_keys = nn.Parameter(layer.new_keys.detach() * -1)  # the task's keys replaced
-        replaced = call(layer, x)
-        assert len(planned) == 2 and not torch.equal(replaced, after)
-        torch.testing.assert_close(replaced.double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
+    assert planned == [] and layer._plan is None and not layer._stacked and torch.equal(before[0], before[1])
+    assert not torch.equal(after, before[0])
+    torch.testing.assert_close(after.double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
+
+
+def test_an_option_set_to_an_equal_value_of_another_type_goes_the_long_way(planned):
+    layer = kept_layer()
+    x = torch.randn(3, 24)
+    with use_path("dense"):
+        call(layer, x), call(layer, x)
+        layer.topk = 4.0  # equal to 4, but the long way's top-k takes an int: it says so
+        with pytest.raises(TypeError):
+            call(layer, x)
+    assert len(planned) == 1
+
+
+def test_a_class_with_its_own_decisions_is_never_planned(planned):
+    from moram_avalanche.layers.moram.layer import MoRAMLinear, plannable
+
+    class ScheduledK(MoRAMLinear):  # k from a schedule: a decision the plan would not re-ask
+        k_now = 4
+
+        def routing_now(self, num_atoms):
+            return min(self.k_now, num_atoms), super().routing_now(num_atoms)[1]
+
+    torch.manual_seed(0)
+    layer = ScheduledK(nn.Linear(24, 20), atoms_per_task=6, topk=4, temperature=0.05, threshold=0.2)
+    for _ in range(3):
+        _grow(layer)
+    layer.freeze()
+    keep_base_casts(layer.eval())
+    x = torch.randn(2, 5, 24)
+    with use_path("dense"):
+        first = [call(layer, x), call(layer, x)]
+        layer.k_now = 2
+        second = call(layer, x)
+    assert planned == [] and layer._plan is None and torch.equal(first[0], first[1])
+    assert not torch.equal(second, first[0])
+    assert not plannable(ScheduledK) and plannable(MoRAMLinear) and plannable(MoRAMAtoms)
 
 
 def test_the_call_s_own_context_is_checked(planned):
@@ -226,6 +275,34 @@ def test_bad_input_still_gets_its_clear_error(planned):
 
 
 # ---------------------------------------------------------------- copies, banks without a base, compile
+def test_a_move_lets_the_kept_copies_go():
+    """``.to()`` and kin drop the stacked copy and the plan at once (after ``model.cpu()``, no copy on the GPU)."""
+    layer = kept_layer()
+    x = torch.randn(3, 24)
+    with use_path("dense"):
+        call(layer, x), call(layer, x)
+        kept = weakref.ref(layer._stacked[torch.float32][3].weight_keys_t)  # the group's one copy
+        layer.double()
+        gc.collect()
+        assert kept() is None and layer._plan is None and not layer._stacked and not layer._cast_rows
+        torch.testing.assert_close(call(layer, x.double()), naive_of(layer, x), rtol=1e-9, atol=1e-9)
+
+
+def test_a_layer_made_in_inference_mode_runs_and_plans():
+    """Inference tensors keep no version counter: the checks read none of theirs."""
+    x = torch.randn(2, 5, 24)
+    with torch.inference_mode():
+        layer = kept_layer()
+        assert layer.base.weight.is_inference()
+        with use_path("dense"):
+            first = [layer(x), layer(x)]
+        with use_path("reference"):
+            apart = layer(x)
+    assert layer._plan is None or torch.equal(first[0], first[1])
+    torch.testing.assert_close(first[1].double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(apart, first[0], rtol=1e-5, atol=1e-5)
+
+
 def test_copies_and_pickles_hold_no_plan():
     layer = kept_layer()
     x = torch.randn(3, 24)

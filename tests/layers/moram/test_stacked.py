@@ -70,16 +70,19 @@ class Gemms(TorchDispatchMode):
 # ---------------------------------------------------------------- the numbers
 @pytest.mark.parametrize("path", GPU_PATHS + ["triton, many rows"])
 @pytest.mark.parametrize("amp", [False, True])
-@pytest.mark.parametrize("bank", ["frozen", "trainable", "scaled", "no-bias"])
+@pytest.mark.parametrize("bank", ["frozen", "scaled", "no-bias", "trainable", "trainable, scaled"])
 def test_the_stacked_call_equals_the_naive_layer(path, amp, bank, monkeypatch):
+    """A frozen bank is stacked; one with trainable rows reads them where they live (the base's copy
+    kept cast), with the same numbers."""
     if path == "triton, many rows":  # routed, then read out by a GEMM (more rows than a decode step's)
         if not moram_triton.usable(torch.empty(0)):
             pytest.skip("Triton's interpreter is off")
         monkeypatch.setattr(moram_triton, "READ_OUT_ROWS", 0)
         path = "triton"
-    layer = grown(frozen=bank == "frozen").eval()
-    if bank == "scaled":
-        layer.new_value_scale = 2.0  # the release's atom scaling: the trainable values read twice
+    trainable = bank.startswith("trainable")
+    layer = grown(frozen=not trainable).eval()
+    if bank.endswith("scaled"):
+        layer.new_value_scale = 2.0  # the release's atom scaling: a trainable value counts twice, a frozen once
     if bank == "no-bias":
         layer.base.bias = None
     keep_base_casts(layer)
@@ -87,7 +90,10 @@ def test_the_stacked_call_equals_the_naive_layer(path, amp, bank, monkeypatch):
     with use_path(path):
         out = call(layer, x, amp)
         again = call(layer, x, amp)
-    assert len(layer._stacked) == 1 and not layer._base_casts
+    if trainable:
+        assert not layer._stacked and list(layer._base_casts) == ([torch.bfloat16] if amp else [])
+    else:
+        assert len(layer._stacked) == 1 and not layer._base_casts
     assert out.dtype == (torch.bfloat16 if amp else torch.float32) and out.is_contiguous()
     assert_naive(layer, x, out, amp)
     assert torch.equal(again, out)
@@ -127,9 +133,10 @@ def test_the_tokens_are_read_by_one_gemm_that_gives_the_base_and_the_projections
 
 
 # ---------------------------------------------------------------- when the copy is built again
-@pytest.mark.parametrize("change", ["base in place", "base swapped", "keys stepped", "expand", "scale", "to float64"])
+@pytest.mark.parametrize("change", ["base in place", "base swapped", "keys edited", "a task trained", "scale",
+                                    "to float64"])
 def test_the_stacked_copy_is_built_again_when_what_it_holds_changes(change):
-    layer = grown(frozen=False).eval()
+    layer = grown().eval()
     keep_base_casts(layer)
     x = torch.randn(4, 24)
     with use_path("dense"):
@@ -142,12 +149,13 @@ def test_the_stacked_copy_is_built_again_when_what_it_holds_changes(change):
                 layer.base.weight.mul_(2)
             elif change == "base swapped":
                 layer.base.weight.data = layer.base.weight.data * 3
-            elif change == "keys stepped":  # an optimizer's step on the trainable rows
-                layer.new_keys.add_(torch.randn_like(layer.new_keys))
-                layer.new_values.add_(1.0)
-            elif change == "expand":
+            elif change == "keys edited":  # the frozen rows edited in place
+                layer.frozen_keys.add_(torch.randn_like(layer.frozen_keys))
+                layer.frozen_values.add_(1.0)
+            elif change == "a task trained":  # a new task's atoms, trained and frozen
                 layer.expand()
                 layer.new_values.normal_(std=0.5)
+                layer.freeze()
             elif change == "scale":
                 layer.new_value_scale = 0.5
             else:
@@ -159,9 +167,9 @@ def test_the_stacked_copy_is_built_again_when_what_it_holds_changes(change):
 
 
 def test_a_layer_keeps_one_copy_of_its_base_at_a_time():
-    layer = grown(frozen=False)
+    layer = grown()
     keep_base_casts(layer)
-    x = torch.randn(4, 24)
+    x = torch.randn(4, 24, requires_grad=True)  # (a frozen backbone's earlier layers train)
     with use_path("dense"), torch.autocast("cpu", dtype=torch.bfloat16):
         layer.train()
         layer(x).float().sum().backward()  # a backward follows: the base cast apart
@@ -177,7 +185,7 @@ def test_a_layer_keeps_one_copy_of_its_base_at_a_time():
 
 # ---------------------------------------------------------------- where it is not used
 def test_no_stack_where_a_backward_follows_or_on_the_cpu_paths_or_with_the_option_off():
-    layer = grown(frozen=False).eval()
+    layer = grown().eval()
     x = torch.randn(4, 24, requires_grad=True)
     with use_path("dense"):
         call(layer, x, False)
@@ -185,7 +193,7 @@ def test_no_stack_where_a_backward_follows_or_on_the_cpu_paths_or_with_the_optio
         keep_base_casts(layer)
         out = layer(x)  # grad mode on: the backward needs W and A apart
         out.sum().backward()
-        assert not layer._stacked and layer.new_keys.grad is not None and x.grad is not None
+        assert not layer._stacked and x.grad is not None
     with use_path("reference"):
         assert_naive(layer, x.detach(), call(layer, x.detach(), False), False)
     assert not layer._stacked
@@ -247,6 +255,29 @@ def test_torch_compile_reads_a_frozen_banks_kept_copy_and_never_stacks_in_the_gr
             assert_naive(layer, x, compiled(x), False)
 
 
+@pytest.mark.parametrize("update", [".data", "fused Adam"])
+def test_a_bank_with_trainable_rows_is_never_stacked_so_an_update_its_versions_miss_is_seen(update):
+    """DeepSpeed's optimizers step ``p.data``; a fused optimizer's kernel writes in place: neither
+    bumps the rows' versions, so a kept copy of them would be read stale. The rows are read where they live."""
+    layer = grown(frozen=False).eval()
+    keep_base_casts(layer)
+    x = torch.randn(2, 9, 24)
+    optimizer = torch.optim.Adam(layer.parameters(), lr=0.5, fused=True)
+    with use_path("dense"):
+        call(layer, x, False)
+        if update == ".data":
+            layer.new_keys.data.add_(0.5)
+            layer.new_values.data.mul_(-2.0)
+        else:
+            layer.train()
+            layer(x).square().sum().backward()
+            optimizer.step()
+            layer.eval()
+        out = call(layer, x, False)
+    assert_naive(layer, x, out, False)
+    assert not layer._stacked and layer._plan is None
+
+
 def test_stack_base_refuses_rows_of_other_widths():
     with pytest.raises(ValueError, match=r"expected keys \[R, 24\]"):
         stack_base(torch.zeros(20, 24), None, torch.zeros(6, 23), torch.zeros(6, 20), torch.float32)
@@ -264,7 +295,7 @@ def three_layers(frozen=True):
 @pytest.mark.parametrize("path", GPU_PATHS)
 @pytest.mark.parametrize("amp", [False, True])
 def test_layers_read_together_give_each_layers_own_output_from_one_gemm(path, amp):
-    layers = three_layers(frozen=amp)  # (a task still trainable in float32)
+    layers = three_layers()
     x = torch.randn(2, 9, 24)
     with use_path(path):
         alone = [call(layer, x, amp) for layer in layers]  # the option off: each read apart
@@ -284,6 +315,25 @@ def test_layers_read_together_give_each_layers_own_output_from_one_gemm(path, am
     group = layers[0]._stacked[torch.bfloat16 if amp else torch.float32][3]
     assert all(layer._stacked[key][3] is group for layer in layers for key in layer._stacked)  # one copy
     assert all(part.weight_keys_t._base is group.weight_keys_t._base for part in group.parts)
+
+
+def test_a_group_is_refused_where_a_bank_has_trainable_rows_or_a_layer_has_hooks():
+    x = torch.randn(5, 24)
+    layers = three_layers()
+    layers[2].expand()  # a task still trainable: never stacked
+    keep_base_casts(nn.ModuleList(layers))
+    with use_path("dense"), torch.no_grad():
+        assert read_together(layers, x) is None and not any(layer._stacked for layer in layers)
+    layers = three_layers()
+    keep_base_casts(nn.ModuleList(layers))
+    seen = []
+    handle = layers[1].register_forward_hook(lambda module, inputs, out: seen.append(out))
+    with use_path("dense"), torch.no_grad():
+        assert read_together(layers, x) is None  # its call is made, and runs the hook
+        handle.remove()
+        assert read_together(layers, x) is not None
+        with nn.modules.module.register_module_forward_pre_hook(lambda module, inputs: None):
+            assert read_together(layers, x) is None
 
 
 def test_the_group_is_built_again_when_one_layer_changes_and_refused_where_a_call_would_not_stack():
