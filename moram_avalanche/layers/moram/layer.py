@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .bank import AtomBank, AtomStore, MoRAMBank, normal_tensors, stamp_of, storage_marks
+from .bank import AtomBank, AtomStore, MoRAMBank, normal_tensors, registered, stamp_of, storage_marks
 from .config import PAPER_CLIP, MoRAMLayerConfig
 from .paths import choice
 from .paths.reference import route
@@ -142,9 +142,10 @@ class MoRAMRouting:
     def stacks_base(self, weight: Optional[torch.Tensor]) -> bool:
         """Whether this call reads the base and the keys as one stacked GEMM
         (:mod:`~moram_avalanche.layers.moram.stacked`): a base is fused into the call, its copy is
-        kept (:attr:`keep_base_cast`) and no backward follows (grad mode off). A subclass whose
-        routing does not read the keys says no."""
-        return weight is not None and self.keep_base_cast and not torch.is_grad_enabled()
+        kept (:attr:`keep_base_cast`), no backward follows (grad mode off) and the bank is frozen
+        (:meth:`stacked_base` says why). A subclass whose routing does not read the keys says no."""
+        return (weight is not None and self.keep_base_cast and not torch.is_grad_enabled()
+                and registered(self, "new_keys", "_parameters") is None)
 
     def stacked_base(self, dtype: torch.dtype, weight: torch.Tensor, bias: Optional[torch.Tensor]
                      ) -> Optional[StackedBase]:

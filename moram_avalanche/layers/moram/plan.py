@@ -80,7 +80,7 @@ class EvalPlan:
         plan.dtype, plan.in_features, plan.training = dtype, x.shape[-1], layer.training
         plan.options = (layer.topk, layer.temperature, layer.threshold, layer.new_value_scale)
         plan.weight, plan.bias, plan.buffers, plan.parameters, plan.rows = weight, bias, buffers, parameters, rows
-        plan.stamps = tuple((t, stamp_of(t)) for t in (weight, bias) + rows if t is not None)
+        plan.stamps = tuple((t, *stamp_of(t)) for t in (weight, bias) + rows if t is not None)
         plan.kept, plan.entry, plan.asks = layer._stacked, entry, asks
         plan.mixture, plan.stacked, plan.k, plan.gate, plan.temperature = mixture, stacked, k, gate, layer.temperature
         return plan
@@ -107,8 +107,9 @@ class EvalPlan:
                 or parameters.get("new_keys") is not rows[2] or parameters.get("new_values") is not rows[3]
                 or ROWS[0] in own or ROWS[1] in own or ROWS[2] in own or ROWS[3] in own):
             return False
-        for tensor, stamp in self.stamps:
-            if stamp_of(tensor) != stamp:
+        for tensor, version, pointer, shape in self.stamps:  # stamp_of, inline (None: an inference tensor's)
+            if (version is not None and tensor._version != version) or tensor.data_ptr() != pointer \
+                    or tensor.shape != shape:
                 return False
         return True
 
