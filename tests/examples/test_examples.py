@@ -97,6 +97,7 @@ def test_peft_trainer_two_tasks(tmp_path):
     from transformers import AutoModelForSeq2SeqLM
 
     import moram_avalanche.text  # noqa: F401  (registers MoRAM with peft)
+    from moram_avalanche.layers.moram.paths import use_path
 
     out = tmp_path / "peft"
     run_example("peft_trainer_two_tasks.py", out)
@@ -112,7 +113,7 @@ def test_peft_trainer_two_tasks(tmp_path):
     probe = torch.load(out / "probe.pt")
     base = AutoModelForSeq2SeqLM.from_pretrained(out / "tiny-t5")
     reloaded = PeftModel.from_pretrained(base, str(out / "adapter")).eval()
-    with torch.no_grad():
+    with torch.no_grad(), use_path("no-cpu-kernel"):  # the script's path (run_example), whatever this process built
         logits = reloaded(**probe["inputs"]).logits
     assert torch.equal(logits, probe["logits"])
     with torch.no_grad():  # and the atoms do matter: the base alone gives other logits

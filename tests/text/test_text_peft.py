@@ -219,11 +219,18 @@ def test_kept_base_casts_stack_each_layer_with_its_one_adapter_and_change_no_log
     model = get_peft_model(tiny_llama(), MoRAMConfig(init_weights=False))  # values drawn: terms not zero
     model.eval()
     x, _ = batch()
+    layers = keep_base_casts(model)
     with use_path("dense"), torch.no_grad():
-        apart = model(input_ids=x).logits
-        layers = keep_base_casts(model)
+        trainable = model(input_ids=x).logits  # a task still trainable: its rows read where they live
+        assert not any(bank._stacked for bank in banks(model).values())
+        model.freeze_task()  # the task ends: a frozen bank is stacked
         stacked = model(input_ids=x).logits
-    kept = [bank for bank in banks(model).values() if bank._stacked]
+        keep_base_casts(model, False)
+        apart = model(input_ids=x).logits
+        keep_base_casts(model)
+        planned = [model(input_ids=x).logits for _ in range(2)][1]  # (the first makes the copies and plans)
+    kept = [bank for bank in banks(model).values() if bank._stacked and bank._plan is not None]
     assert layers == len(banks(model)) == len(kept) > 0
+    assert torch.equal(trainable, apart) and torch.equal(planned, stacked)
     assert not torch.equal(apart, get_peft_model(tiny_llama(), MoRAMConfig()).eval()(input_ids=x).logits)
     torch.testing.assert_close(stacked, apart, rtol=1e-5, atol=1e-5)
