@@ -1,5 +1,5 @@
 """Small modules the layer and peft tests build again and again: a MoRAM layer grown over a few
-tasks, and two linears in float64 for peft's adapters."""
+tasks (and its output by the naive float64 layer), and two linears in float64 for peft's adapters."""
 
 import torch
 from torch import nn
@@ -20,6 +20,21 @@ def grown(d_in=24, d_out=20, tasks=4, per_task=6, topk=4, frozen=True, dtype=tor
     if frozen:
         layer.freeze()
     return layer
+
+
+def naive_of(layer, x):
+    """Steps 1-6 by the naive float64 layer (``naive_moram``) with ``layer``'s base, atoms (the trainable
+    values times ``new_value_scale``) and mode, for ``x`` ``[..., in_features]``."""
+    from moram_avalanche.layers.moram.naive import naive_moram
+
+    base = layer.base
+    values = layer.values.double().clone()
+    values[:, layer.num_frozen:] *= layer.new_value_scale
+    out = naive_moram(x.reshape(-1, layer.in_features).double(), base.weight.double(),
+                      None if base.bias is None else base.bias.double(), [layer.keys.double()], [values],
+                      topk=layer.effective_topk, temperature=layer.temperature, threshold=layer.threshold,
+                      training=layer.training)
+    return out.reshape(*x.shape[:-1], layer.out_features)
 
 
 class TwoLinears(nn.Module):

@@ -17,12 +17,11 @@ import torch
 from torch import nn
 
 from moram_avalanche.layers.moram.layer import MoRAMAtoms, keep_base_casts
-from moram_avalanche.layers.moram.naive import naive_moram
 from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.layers.moram.paths import use_path
 from moram_avalanche.layers.moram.plan import EvalPlan
 from moram_avalanche.layers.moram.variants import MoRAMAblationLinear
-from tiny_layers import grown
+from tiny_layers import grown, naive_of
 
 GPU_PATHS = ["dense", pytest.param("triton", marks=pytest.mark.skipif(
     not moram_triton.usable(torch.empty(0)), reason="Triton's interpreter is off (TRITON_INTERPRET=1 not set early)"))]
@@ -40,18 +39,6 @@ def planned(monkeypatch):
 
     monkeypatch.setattr(EvalPlan, "read", counted)
     return served
-
-
-def naive_of(layer, x):
-    """Steps 1-6 by the naive float64 layer with ``layer``'s base, atoms (trainable values times their scale) and mode."""
-    base = layer.base
-    values = layer.values.double().clone()
-    values[:, layer.num_frozen:] *= layer.new_value_scale
-    out = naive_moram(x.reshape(-1, layer.in_features).double(), base.weight.double(),
-                      None if base.bias is None else base.bias.double(), [layer.keys.double()], [values],
-                      topk=layer.effective_topk, temperature=layer.temperature, threshold=layer.threshold,
-                      training=layer.training)
-    return out.reshape(*x.shape[:-1], layer.out_features)
 
 
 def call(layer, x, amp=False):

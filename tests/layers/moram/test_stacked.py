@@ -15,29 +15,15 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from moram_avalanche.layers.moram.layer import keep_base_casts
-from moram_avalanche.layers.moram.naive import naive_moram
 from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.layers.moram.paths import use_path
 from moram_avalanche.layers.moram.stacked import stack_base
 from moram_avalanche.layers.moram.together import read_together
 from moram_avalanche.layers.moram.variants import MoRAMAblationLinear
-from tiny_layers import grown
+from tiny_layers import grown, naive_of
 
 GPU_PATHS = ["dense", pytest.param("triton", marks=pytest.mark.skipif(
     not moram_triton.usable(torch.empty(0)), reason="Triton's interpreter is off (TRITON_INTERPRET=1 not set early)"))]
-
-
-def naive_of(layer, x):
-    """Steps 1-6 by the naive float64 layer, with ``layer``'s base, atoms (the trainable values times
-    ``new_value_scale``) and mode."""
-    base = layer.base
-    values = layer.values.double().clone()
-    values[:, layer.num_frozen:] *= layer.new_value_scale
-    out = naive_moram(x.reshape(-1, layer.in_features).double(), base.weight.double(),
-                      None if base.bias is None else base.bias.double(), [layer.keys.double()], [values],
-                      topk=layer.effective_topk, temperature=layer.temperature, threshold=layer.threshold,
-                      training=layer.training)
-    return out.reshape(*x.shape[:-1], layer.out_features)
 
 
 def assert_naive(layer, x, out, amp):
