@@ -133,6 +133,12 @@ def _resize_data(layer):  # the same storage, fewer rows: neither its version no
     layer.frozen_keys.data, layer.frozen_values.data = layer.frozen_keys.data[:3], layer.frozen_values.data[:3]
 
 
+def _set_trainable_rows(layer):  # trainable rows set on a frozen bank, its frozen rows untouched
+    torch.manual_seed(5)
+    layer.new_keys = nn.Parameter(torch.randn(2, layer.in_features))
+    layer.new_values = nn.Parameter(torch.randn(2, layer.out_features))
+
+
 def _shadow(layer):  # a row in the instance's own dictionary, where nn.Module finds it first
     layer.__dict__["frozen_values"] = layer.frozen_values * -1
 
@@ -146,6 +152,7 @@ CHANGES = {  # name: (change, whether the changed layer's calls are planned agai
     "frozen values replaced": (lambda layer: setattr(layer, "frozen_values", layer.frozen_values * 2), True),
     "a new task (trainable rows: read apart)": (_grow, False),
     "a task trained and frozen": (_train_a_task, True),
+    "trainable rows set on a frozen bank": (_set_trainable_rows, False),
     "the bank resized through .data": (_resize_data, True),
     "a row shadowed in the instance's dictionary": (_shadow, False),
     "loaded": (_load, True),
