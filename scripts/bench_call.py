@@ -106,7 +106,8 @@ def pieces(width: int, tokens: int, rounds: int, calls: int) -> None:
     with use_path("triton"), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         layer(x)  # keeps the stacked copy, chooses the path, plans the call
         plan = getattr(layer, "_plan", None)
-        rows = tokens_of(x, torch.bfloat16)
+        rows = tokens_of(x, torch.bfloat16)  # the long way's tokens, cast
+        planned_rows = x.reshape(-1, width)  # the planned call's: autocast's addmm casts them
         stacked = layer.stacked_base(torch.bfloat16, weight, bias)
         k, gate = layer.routing_now(layer.num_atoms)
         mixture = layer.path(rows, layer.num_atoms, k, True, True)
@@ -117,15 +118,17 @@ def pieces(width: int, tokens: int, rounds: int, calls: int) -> None:
             "the whole call": lambda: layer(x),
             "nn.Linear, for scale": lambda: layer.base(x),
             "  the plan's check (EvalPlan.applies)": (lambda: plan.applies(layer, x, weight, bias)) if plan else None,
-            "  tokens: reshape and cast": lambda: tokens_of(x, torch.bfloat16),
-            "  steps 1-6 (stacked_mixture)": lambda: mixture(rows, stacked, k, layer.temperature, gate, False),
-            "    the stacked GEMM (addmm)": lambda: torch.addmm(stacked.bias, rows, stacked.weight_keys_t),
+            "  tokens: reshape": lambda: x.reshape(-1, width),
+            "  steps 1-6 (stacked_mixture)": lambda: mixture(planned_rows, stacked, k, layer.temperature, gate, False),
+            "    the stacked GEMM (addmm, casting the tokens)": lambda: torch.addmm(stacked.bias, planned_rows,
+                                                                                stacked.weight_keys_t),
             "    the two views (split_with_sizes)": lambda: full.split_with_sizes((stacked.out_features,
                                                                                  stacked.num_atoms), 1),
             "    the read-out's launch (run_read_out)": lambda: moram_triton.run_read_out(
                 proj, base_out, stacked.values, k, layer.temperature, gate),
             "  the output's reshape": lambda: out.reshape(*x.shape[:-1], out.shape[-1]),
             "the long way's decisions, which a plan skips:": None,
+            "  tokens: reshape and cast (tokens_of)": lambda: tokens_of(x, torch.bfloat16),
             "  bank size (num_atoms)": lambda: layer.num_atoms,
             "  compute dtype": lambda: compute_dtype(x),
             "  the kept path (path)": lambda: layer.path(rows, layer.num_atoms, k, True, True),

@@ -81,8 +81,10 @@ def storage_marks(module: nn.Module) -> tuple:
     return tuple((t.data_ptr(), t.dtype, t.device) for t in (*module.parameters(), *module.buffers()))
 
 
+#: the bank's four row tensors, by name: frozen rows in buffers, the current task's in parameters
+ROW_NAMES = ("frozen_keys", "frozen_values", "new_keys", "new_values")
 _MISSING = object()
-_PLAIN_HOSTS = {}  # class -> whether it defines none of the bank's row names itself (a property, say)
+_PLAIN_HOSTS = {}  # class -> whether it defines none of ROW_NAMES itself (a property, say)
 
 
 def registered(module: nn.Module, name: str, registry: str):
@@ -94,8 +96,7 @@ def registered(module: nn.Module, name: str, registry: str):
     host = type(module)
     plain = _PLAIN_HOSTS.get(host)
     if plain is None:
-        plain = _PLAIN_HOSTS[host] = not any(hasattr(host, row) for row in
-                                             ("frozen_keys", "frozen_values", "new_keys", "new_values"))
+        plain = _PLAIN_HOSTS[host] = not any(hasattr(host, row) for row in ROW_NAMES)
     if plain:
         found = module.__dict__.get(name, _MISSING)
         if found is _MISSING:
@@ -394,9 +395,13 @@ class AtomStore:
         before = storage_marks(self)
         module = super()._apply(fn, recurse)
         if storage_marks(self) != before:
-            self._cast_rows, self._live, self._eval_rows = {}, None, {}
+            self.forget_copies()
         self.share_trainable_rows()
         return module
+
+    def forget_copies(self) -> None:
+        """Let go of every copy kept of the rows (a host that keeps copies of its own adds them)."""
+        self._cast_rows, self._live, self._eval_rows = {}, None, {}
 
     def freeze(self) -> None:
         """Move the current task's atoms to the frozen rows (they stay in the bank, no longer trained)."""
@@ -730,6 +735,6 @@ def unknown_keys(state_dict, prefix: str, known, children) -> list:
     return out
 
 
-__all__ = ["AtomBank", "AtomStore", "BankRows", "MoRAMBank", "check_finite", "joined", "live_rows", "new_rows",
+__all__ = ["AtomBank", "AtomStore", "BankRows", "MoRAMBank", "ROW_NAMES", "check_finite", "joined", "live_rows", "new_rows",
            "normal_tensors", "owns_storage", "registered", "share_storage", "stamp_of", "storage_marks", "version_of",
            "with_keys_t"]

@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .bank import AtomBank, AtomStore, MoRAMBank, normal_tensors, registered, stamp_of, storage_marks
+from .bank import AtomBank, AtomStore, MoRAMBank, normal_tensors, registered, stamp_of
 from .config import PAPER_CLIP, MoRAMLayerConfig
 from .paths import choice
 from .paths.reference import route
@@ -110,16 +110,11 @@ class MoRAMRouting:
         state.setdefault("_plan", None)
         super().__setstate__(state)
 
-    def _apply(self, fn, recurse=True):
-        """``.to()``, ``.half()``, ...: where it moved or cast anything, the kept copies of the base go
-        at once, and the plan reading them (the next call makes them again where they are needed:
-        after ``model.cpu()`` no copy stays on the GPU); a ``.to()`` that changes nothing (a
-        strategy's, before each evaluation) keeps them."""
-        before = storage_marks(self)
-        module = super()._apply(fn, recurse)
-        if storage_marks(self) != before:
-            self._base_casts, self._stacked, self._plan = {}, {}, None
-        return module
+    def forget_copies(self) -> None:
+        """The bank's kept copies (:meth:`~moram_avalanche.layers.moram.bank.AtomStore.forget_copies`,
+        called by a ``.to()`` that moves or casts), the base's kept copies, and the plan reading them."""
+        super().forget_copies()
+        self._base_casts, self._stacked, self._plan = {}, {}, None
 
     def base_in(self, dtype: torch.dtype, weight: torch.Tensor, bias: Optional[torch.Tensor]):
         """``(weight, bias)`` in ``dtype``: cast at this call, or with :attr:`keep_base_cast` a copy
@@ -166,7 +161,7 @@ class MoRAMRouting:
         graph): an eager call before compiling makes it."""
         sources = self.stack_sources(weight, bias)
         if sources[4] is not None:
-            return None  # trainable rows: read where they live (docstring)
+            return None  # trainable rows: read where they live (docstring; stacks_base says no first)
         entry = self.kept_stacked(dtype, sources)
         if entry is not None:
             return entry[2]
@@ -183,9 +178,9 @@ class MoRAMRouting:
         from ``sources`` (:meth:`stack_sources`, a frozen bank's) as they are now, else None. Under
         ``torch.compile``, which reads no versions: built from the same objects."""
         entry = self._stacked.get(dtype)
-        if entry is None or sources[4] is not None:
+        if entry is None:
             return None
-        kept = entry[0]
+        kept = entry[0]  # (built from a frozen bank: sources with trainable rows are other objects)
         fresh = torch.compiler.is_compiling() or entry[1] == _stamp(sources, self.new_value_scale)
         if (fresh and kept[0] is sources[0] and kept[1] is sources[1] and kept[2] is sources[2]
                 and kept[3] is sources[3] and kept[4] is sources[4] and kept[5] is sources[5]):
@@ -237,7 +232,7 @@ class MoRAMRouting:
         base = stacked and self.stacked_base(dtype, weight, bias)
         if base:  # the base and the keys in one GEMM (no backward follows)
             out, idx, weights = stacked(tokens, base, k, self.temperature, gate, self.recording)
-            if not torch.compiler.is_compiling() and plannable(type(self)):
+            if not torch.compiler.is_compiling() and plannable(type(self)):  # (a graph plans nothing)
                 self._plan = EvalPlan.of(self, x, dtype, weight, bias, stacked, base, k, gate,
                                          type(self).stacks_base is not MoRAMRouting.stacks_base)
         else:

@@ -35,13 +35,10 @@ from typing import Callable, Optional
 
 import torch
 
+from .bank import ROW_NAMES as ROWS
 from .bank import stamp_of
 from .paths.switch import token
 from .stacked import StackedBase
-
-#: the bank's row names: a plan reads them from the module's registries, so none may shadow them
-#: in the instance's own dictionary (where ``nn.Module`` would find it first)
-ROWS = ("frozen_keys", "frozen_values", "new_keys", "new_values")
 
 
 class EvalPlan:
@@ -56,10 +53,11 @@ class EvalPlan:
            mixture: Callable, stacked: StackedBase, k: int, gate: Optional[float], asks: bool) -> Optional["EvalPlan"]:
         """The plan of ``layer``'s call on ``x`` that just read ``stacked`` (its kept copy in ``dtype``)
         with ``mixture``, ``k`` and ``gate``; None where a repeat could not be checked cheaply (the
-        bank's rows are not in the module's dictionaries, as under FSDP; recording; compiling).
+        bank's rows are not in the module's dictionaries, as under FSDP; recording). Not called under
+        ``torch.compile`` (a graph holds its own decisions).
         ``asks``: the layer's class has its own ``stacks_base``, asked again at each repeat (else
         its ``keep_base_cast`` is read, the rest of the base class's answer being the plan's own checks)."""
-        if torch.compiler.is_compiling() or layer.recording or torch.is_grad_enabled():
+        if layer.recording or torch.is_grad_enabled():
             return None
         own = layer.__dict__
         if ROWS[0] in own or ROWS[1] in own or ROWS[2] in own or ROWS[3] in own:
@@ -90,7 +88,8 @@ class EvalPlan:
         (module docstring: every input of its decisions as it was). Not asked under ``torch.compile``
         (the layer does not read its plan there)."""
         if (torch.is_grad_enabled() or x.dtype is not self.x_dtype or weight is not self.weight
-                or bias is not self.bias or token() is not self.switch or x.dim() == 0 or x.shape[-1] != self.in_features or x.device != self.device):
+                or bias is not self.bias or token() is not self.switch or x.dim() == 0
+                or x.shape[-1] != self.in_features or x.device != self.device):
             return False
         autocast = torch.is_autocast_enabled(self.device_type)
         if autocast != self.autocast or (autocast and torch.get_autocast_dtype(self.device_type) != self.dtype):
@@ -115,13 +114,11 @@ class EvalPlan:
 
     def read(self, x: torch.Tensor) -> torch.Tensor:
         """The planned call on ``x`` (after :meth:`applies`): steps 1-6 over the stacked copy, as the
-        layer's :meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.read` computes them. Under
-        autocast the tokens are not cast first: the stacked GEMM (``addmm``, on autocast's list of
-        lower-precision operators on the CPU and CUDA) casts them to the same dtype, the only place
-        the stacked call reads them."""
+        layer's :meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.read` computes them. The
+        tokens are never cast here: without autocast they are in the compute dtype already, and
+        under autocast the stacked GEMM (``addmm``, on autocast's list of lower-precision operators
+        on the CPU and CUDA) casts them to it, the only place the stacked call reads them."""
         tokens = x if x.dim() == 2 else x.reshape(-1, self.in_features)
-        if tokens.dtype != self.dtype and not self.autocast:  # (under autocast its GEMM casts them, as read would)
-            tokens = tokens.to(self.dtype)
         out = self.mixture(tokens, self.stacked, self.k, self.temperature, self.gate, False)[0]
         return out if x.dim() == 2 else out.reshape(*x.shape[:-1], out.shape[-1])
 

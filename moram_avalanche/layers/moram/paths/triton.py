@@ -323,17 +323,14 @@ def run_read_out(proj: torch.Tensor, base_out: Optional[torch.Tensor], values: t
                  temperature: float, threshold: Optional[float]) -> torch.Tensor:
     """:func:`route_read_out` without its argument checks: for a caller that has made them (the
     layer's dense path, which takes it only where they hold: :data:`READ_OUT_ROWS`)."""
-    if proj.stride(-1) != 1:
-        proj = proj.contiguous()
-    if base_out is not None and base_out.stride(-1) != 1:
-        base_out = base_out.contiguous()
-    if not values.is_contiguous():
-        values = values.contiguous()
+    proj, values = _row_major(proj), (values if values.is_contiguous() else values.contiguous())
+    base_out = None if base_out is None else _row_major(base_out)
     rows, atoms = proj.shape
     outputs = values.shape[1]
     out = torch.empty(rows, outputs, device=proj.device, dtype=proj.dtype)
     grid, block_n, block_h, block_w, block_k, block_o, warps = kept_launch(read_out_launch, rows, atoms, k,
                                                                            proj.element_size(), outputs)
+    # (_numbers' inline: k < R here, so never its keep-all case, and no flags dict a call)
     _kernels().route_read_out_kernel[grid](
         proj, out if base_out is None else base_out, values, out, rows, atoms, outputs, proj.stride(0),
         0 if base_out is None else base_out.stride(0), values.stride(0), out.stride(0), 1.0 / float(temperature),
