@@ -14,7 +14,11 @@ computed as ``base(x) + MoRAMLinear.mixture(d)`` with the base left out of the m
 atoms' term alone, steps 1-6 of the same code on the dropped input): one base product, as
 without dropout (an earlier version computed ``MoRAMLinear(d) + base(x) - base(d)``, three;
 ``scripts/bench_text.py`` measured that at 1.37x-1.42x LoRA's training step on T5-base).
-In eval mode (or ``p = 0``) the forward is exactly ``MoRAMLinear``'s.
+The backward keeps ``x`` and draws the dropout again rather than keeping ``d`` and the mask
+(:meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.read_dropped`,
+:mod:`~moram_avalanche.layers.moram.dropped`: the same numbers, about 100 MiB less per decoder
+layer at LLaMA-1B's TRACE setting). In eval mode (or ``p = 0``) the forward is exactly
+``MoRAMLinear``'s.
 
 One scaling for every atom by default: frozen atoms contribute exactly as they did while they
 trained. The release scales the trainable values by ``alpha / r = 2`` during training but uses
@@ -72,9 +76,9 @@ class DropoutMoRAMLinear(MoRAMLinear):
         if not self.training or self.atom_dropout.p == 0 or self.num_atoms == 0:
             return super().forward(x)
         self.check_input(x)
-        dropped = self.atom_dropout(x)
-        base_out = self.base(x)
-        return base_out + self.read(dropped).to(base_out.dtype)  # steps 1-6 on d; no gate in training
+        atoms = self.read_dropped(x, self.atom_dropout)  # steps 1-6 on d; no gate in training (before the
+        base_out = self.base(x)                          # base: its backward reaches x first, as it always did)
+        return base_out + atoms.to(base_out.dtype)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, dropout={self.dropout}"

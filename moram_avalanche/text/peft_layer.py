@@ -128,8 +128,8 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
             if (isinstance(dropout, nn.Identity) or not self.training) and compute_dtype(x) == weight.dtype:
                 return bank.read(x, weight, base.bias)  # W x + b + the atoms, one read-out
         result = base(x, *args, **kwargs)
-        for dropout, bank in banks:
-            result = result + bank.read(dropout(x)).to(result.dtype)
+        for dropout, bank in banks:  # (the dropout drawn again in the backward: MoRAMRouting.read_dropped)
+            result = result + bank.read_dropped(x, dropout).to(result.dtype)
         return result
 
     def active_banks(self) -> List[Tuple[nn.Module, MoRAMAtoms]]:

@@ -15,7 +15,9 @@ trainable atoms' coefficients ``c_tail`` ``[N, r]`` (the router's own backward:
 
 Only the trainable rows (``num_frozen..`` of the bank) get gradients; the bank as the forward
 read it is kept (``[R, d]``, small beside the ``[N, R]`` projections), so nothing is joined
-again in the backward.
+again in the backward. Where the tokens are a dropout of the layer's input (the language
+models' layer), the backward keeps the input and draws the dropout again instead of keeping
+the tokens (:mod:`~moram_avalanche.layers.moram.dropped`).
 """
 
 from __future__ import annotations
@@ -25,22 +27,30 @@ from typing import Callable, Optional
 import torch
 
 from .bank import BankRows
+from .dropped import DroppedTokens
 
 
 def needs_grad(tokens: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
-               bank: BankRows) -> bool:
-    """Whether autograd needs the backward: grad mode on and some input requires a gradient."""
+               bank: BankRows, dropped: Optional[DroppedTokens] = None) -> bool:
+    """Whether autograd needs the backward: grad mode on and some input requires a gradient
+    (with ``dropped``, the tokens' gradient is its input's)."""
+    if dropped is not None:
+        tokens = dropped.x
     return torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (tokens, weight, bias, bank.new_keys, bank.new_values))
 
 
 def attach_backward(out: torch.Tensor, tokens, weight, bias, bank: BankRows, proj: torch.Tensor, state: tuple,
-                    router_backward: Callable) -> torch.Tensor:
-    """``out`` with :class:`MoRAMFunction`'s backward when a gradient is needed, else ``out`` as is."""
-    if not needs_grad(tokens, weight, bias, bank):
+                    router_backward: Callable, dropped: Optional[DroppedTokens] = None) -> torch.Tensor:
+    """``out`` with :class:`MoRAMFunction`'s backward when a gradient is needed, else ``out`` as is.
+    ``dropped``: the tokens are a dropout of ``dropped.x``, which the backward keeps instead."""
+    if not needs_grad(tokens, weight, bias, bank, dropped):
         return out
+    if dropped is not None:
+        tokens = dropped.x
     return MoRAMFunction.apply(out, tokens, weight, bias, bank.keys, bank.values, bank.new_keys, bank.new_values,
-                               proj, bank.num_frozen, state, router_backward)
+                               proj, bank.num_frozen, state, router_backward,
+                               None if dropped is None else dropped.draw)
 
 
 class MoRAMFunction(torch.autograd.Function):
@@ -55,24 +65,33 @@ class MoRAMFunction(torch.autograd.Function):
     and the path's ``router_backward(grad_out, values, proj, state, start, upstream, tail) ->
     (dL/dp [N, R] or None, c_tail [N, R - start] or None)`` (``upstream``: ``dL/dp`` is needed;
     ``tail``: ``c_tail`` is). Gradients go to ``tokens``, ``weight``, ``bias``, ``new_keys`` and
-    ``new_values``, where they require it.
+    ``new_values``, where they require it. With a ``draw``
+    (:class:`~moram_avalanche.layers.moram.dropped.DropoutDraw`), ``tokens`` is the layer's input
+    ``x`` and the forward read ``dropout(x)``: the backward draws it again from ``x`` and gives
+    ``x`` its gradient through the dropout.
     """
 
     @staticmethod
     def forward(ctx, y, tokens, weight, bias, keys, values, new_keys, new_values, proj, num_frozen, state,
-                router_backward):
+                router_backward, draw=None):
         ctx.mark_dirty(y)
         ctx.save_for_backward(tokens, weight, keys, values, proj, *state)
-        ctx.num_frozen, ctx.router_backward = num_frozen, router_backward
+        ctx.num_frozen, ctx.router_backward, ctx.draw = num_frozen, router_backward, draw
         ctx.set_materialize_grads(False)
         return y
 
     @staticmethod
     def backward(ctx, grad_out):
-        grads = [None] * 12
+        grads = [None] * 13
         if grad_out is None:
             return tuple(grads)
         tokens, weight, keys, values, proj, *state = ctx.saved_tensors
+        draw, x = ctx.draw, None
+        if draw is not None:  # the forward's tokens again: dropout(x) drawn from the same state
+            x = tokens
+            dropped, mask = draw.again(x)
+            tokens = draw.tokens(dropped)
+            del dropped
         needs = ctx.needs_input_grad
         grad_out = grad_out.contiguous().to(tokens.dtype)
         start = ctx.num_frozen
@@ -88,7 +107,7 @@ class MoRAMFunction(torch.autograd.Function):
             grad_tokens = grad_proj @ keys
             if weight is not None:
                 grad_tokens.addmm_(grad_out, weight)
-            grads[1] = grad_tokens
+            grads[1] = grad_tokens if draw is None else draw.grad_input(grad_tokens, x, mask)
         if needs[6]:                                                   # dL/dA_tail = dL/dp_tail^T x
             grads[6] = grad_proj[:, start:].t() @ tokens
         return tuple(grads)

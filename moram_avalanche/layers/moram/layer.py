@@ -44,6 +44,8 @@ from torch import nn
 
 from .bank import AtomBank, AtomStore, MoRAMBank, normal_tensors, registered, stamp_of
 from .config import PAPER_CLIP, MoRAMLayerConfig
+from .dropped import DropoutDraw, DroppedTokens, replayable
+from .hooks import hooked
 from .paths import choice
 from .paths.reference import route
 from .paths.switch import token
@@ -255,8 +257,34 @@ class MoRAMRouting:
             raise ValueError(f"{type(self).__name__} takes inputs [..., in_features={self.in_features}], "
                              f"got {tuple(x.shape)}")
 
+    def read_dropped(self, x: torch.Tensor, dropout: nn.Module) -> torch.Tensor:
+        """The atoms' term of steps 1-6 on ``dropout(x)`` (:meth:`read` without a base): the language
+        models' layer, which reads its atoms on a dropout of its input.
+
+        Where ``dropout`` is a plain ``nn.Dropout`` in training mode (no hooks, not in place) and
+        the draw can be replayed (:func:`~moram_avalanche.layers.moram.dropped.replayable`), the
+        backward keeps ``x`` and the generator's state instead of the dropped tokens and the mask,
+        and draws the mask again (:mod:`~moram_avalanche.layers.moram.dropped`): the same numbers
+        as ``read(dropout(x))``, forward and backward, at a fraction of the memory. Anywhere else
+        (no grad, under ``torch.compile``, which keeps what its own graph needs), or for a class
+        with its own :meth:`mixture` (the ablations' autograd path), it is ``read(dropout(x))``."""
+        num_atoms = self.num_atoms
+        if (type(dropout) is not nn.Dropout or not dropout.training or dropout.inplace or hooked(dropout)
+                or not num_atoms or type(self).mixture is not MoRAMRouting.mixture
+                or not replayable(x, dropout.p) or not torch.is_grad_enabled() or torch.compiler.is_compiling()):
+            return self.read(dropout(x))
+        dtype = compute_dtype(x)
+        dropped, how = DropoutDraw.of(x, dropout.p, dtype)
+        tokens = how.tokens(dropped)
+        del dropped
+        k, gate = self.routing_now(num_atoms)
+        out, idx, weights = self.mixture(tokens, None, None, k, gate, DroppedTokens(x, how))
+        if self.recording:
+            self.record(idx, weights)
+        return out if x.dim() == 2 else out.reshape(*x.shape[:-1], out.shape[-1])
+
     def mixture(self, tokens: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
-                k: int, threshold: Optional[float]):
+                k: int, threshold: Optional[float], dropped: Optional[DroppedTokens] = None):
         """Steps 1-6 on ``tokens`` ``[N, d_in]``: ``(y [N, d_out], idx, weights)``.
 
         ``weight`` / ``bias`` are the base's (None: ``y`` is the atoms' term alone);
@@ -265,11 +293,14 @@ class MoRAMRouting:
         steps 1-6 without autograd and attaches a hand-written backward: gradients for the
         trainable atoms, the tokens, and ``W``, ``b`` where they require it). ``idx`` ``[N, k]`` and
         ``weights`` ``[N, k]`` are the kept atoms and their weights, or ``idx`` None and ``weights``
-        dense ``[N, R]`` (what :meth:`record` reads).
+        dense ``[N, R]`` (what :meth:`record` reads). ``dropped``: the tokens are a dropout of the
+        layer's input, which the backward keeps instead (:meth:`read_dropped`; no base then).
         """
         bank = self.rows(tokens.dtype)                        # A, B joined in the compute dtype, kept
         mixture = self.path(tokens, bank.keys.shape[0], k, threshold is not None)
-        return mixture(tokens, weight, bias, bank, k, self.temperature, threshold, self.recording)
+        if dropped is None:
+            return mixture(tokens, weight, bias, bank, k, self.temperature, threshold, self.recording)
+        return mixture(tokens, weight, bias, bank, k, self.temperature, threshold, self.recording, dropped)
 
     def path(self, tokens: torch.Tensor, num_atoms: int, k: int, gated: bool, stacked: bool = False):
         """The chosen path's mixture for ``tokens`` (:func:`~moram_avalanche.layers.moram.paths.choice.mixture_for`;

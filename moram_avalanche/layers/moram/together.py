@@ -23,8 +23,8 @@ from typing import List, Optional, Sequence
 
 import torch
 from torch import nn
-from torch.nn.modules import module as module_hooks
 
+from .hooks import hooked
 from .layer import MoRAMLinear, compute_dtype, keep_stacked, tokens_of
 from .stacked import StackedGroup
 
@@ -67,15 +67,6 @@ def read_together(layers: Sequence[nn.Module], x: torch.Tensor) -> Optional[List
             layer.record(idx, weights)
         outs.append(out if x.dim() == 2 else out.reshape(*x.shape[:-1], layer.out_features))
     return outs
-
-
-def hooked(module: nn.Module) -> bool:
-    """Whether a call of ``module`` would run a hook: its own forward (pre-)hooks, its backward hooks,
-    or a global module hook (``torch.nn.modules.module.register_module_forward_hook`` and kin)."""
-    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
-                or module._backward_pre_hooks or module_hooks._global_forward_hooks
-                or module_hooks._global_forward_pre_hooks or module_hooks._global_backward_hooks
-                or module_hooks._global_backward_pre_hooks)
 
 
 def kept_group(layers: Sequence[MoRAMLinear], dtype: torch.dtype) -> Optional[StackedGroup]:

@@ -43,6 +43,7 @@ import torch.nn.functional as F
 
 from ..backward import attach_backward, needs_grad
 from ..bank import BankRows
+from ..dropped import DroppedTokens
 from ..stacked import StackedBase
 from . import triton as moram_triton
 from .reference import Routing, kept_router_backward, route, route_dtype
@@ -126,14 +127,15 @@ def dense_forward(router: Router, tokens: torch.Tensor, weight: Optional[torch.T
 
 def dense_mixture(router: Router, tokens: torch.Tensor, weight: Optional[torch.Tensor],
                   bias: Optional[torch.Tensor], bank: BankRows, k: int, temperature: float,
-                  threshold: Optional[float], recording: bool):
+                  threshold: Optional[float], recording: bool, dropped: Optional[DroppedTokens] = None):
     """``(y, idx or None, weights)`` of steps 1-6 with the hand-written backward where a gradient
     is needed (``idx``/``weights``: what :meth:`~moram_avalanche.layers.moram.bank.MoRAMBank.record`
-    reads, None when not ``recording``)."""
+    reads, None when not ``recording``; ``dropped``: the tokens are a dropout of its input,
+    :mod:`~moram_avalanche.layers.moram.dropped`, no base then)."""
     out, proj, state, usage = dense_forward(router, tokens, weight, bias, bank, k, temperature, threshold,
-                                            recording, needs_grad(tokens, weight, bias, bank))
+                                            recording, needs_grad(tokens, weight, bias, bank, dropped))
     out = attach_backward(out, tokens, weight, bias, bank, proj, state,
-                          functools.partial(dense_router_backward, router, k, temperature, threshold))
+                          functools.partial(dense_router_backward, router, k, temperature, threshold), dropped)
     idx, weights = usage if usage is not None else (None, None)
     return out, idx, weights
 

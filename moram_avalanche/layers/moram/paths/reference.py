@@ -58,6 +58,7 @@ import torch.nn.functional as F
 
 from ..backward import attach_backward
 from ..bank import BankRows
+from ..dropped import DroppedTokens
 
 #: L2-normalisation epsilon of the relevance score (method reference, step 2).
 RELEVANCE_EPS = 1e-12
@@ -180,7 +181,7 @@ GATED_TORCH_KERNELS = Kernels(select, gated_read_out, router_backward)
 # ---------------------------------------------------------------- steps 1-6 and the hand-written backward
 def sparse_mixture(kernels: Kernels, tokens: torch.Tensor, weight: Optional[torch.Tensor],
                    bias: Optional[torch.Tensor], bank: BankRows, k: int, temperature: float,
-                   threshold: Optional[float], recording: bool = False):
+                   threshold: Optional[float], recording: bool = False, dropped: Optional[DroppedTokens] = None):
     """Steps 1-6 on ``tokens`` ``[N, d_in]``: ``(y [N, d_out], kept idx [N, k], weights w [N, k])``.
 
     ``weight`` / ``bias`` are the base's (None: ``y`` is the atoms' term alone); ``threshold``
@@ -188,7 +189,8 @@ def sparse_mixture(kernels: Kernels, tokens: torch.Tensor, weight: Optional[torc
     (:meth:`~moram_avalanche.layers.moram.bank.MoRAMBank.rows`). The steps run without autograd;
     :class:`~moram_avalanche.layers.moram.backward.MoRAMFunction` gives ``y`` their hand-written
     backward (gradients for the trainable atoms, the tokens, and ``W``, ``b`` where they require
-    it) when one is needed, with :func:`sparse_router_backward`.
+    it) when one is needed, with :func:`sparse_router_backward`. ``dropped``: the tokens are a
+    dropout of its input (:mod:`~moram_avalanche.layers.moram.dropped`; no base then).
     """
     with torch.no_grad():
         proj = F.linear(tokens, bank.keys).to(route_dtype(tokens.dtype))  # 1. p_i = A_i . x
@@ -198,7 +200,7 @@ def sparse_mixture(kernels: Kernels, tokens: torch.Tensor, weight: Optional[torc
         if weight is not None:
             out.addmm_(tokens, weight.t())                                #    + W x
     out = attach_backward(out, tokens, weight, bias, bank, proj, tuple(routing),
-                          functools.partial(sparse_router_backward, kernels, temperature, threshold))
+                          functools.partial(sparse_router_backward, kernels, temperature, threshold), dropped)
     return out, routing.idx, routing.weights
 
 

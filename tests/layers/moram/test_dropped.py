@@ -1,0 +1,242 @@
+"""The dropout on the atoms' input drawn again in the backward (layers/moram/dropped.py): the same
+numbers as autograd through ``F.dropout``, bit for bit, without keeping the dropped tokens."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from moram_avalanche.layers.moram import dropped as dropped_module
+from moram_avalanche.layers.moram.dropped import DropoutDraw, draw, replayable
+from moram_avalanche.layers.moram.layer import MoRAMRouting
+from moram_avalanche.layers.moram.paths import triton as moram_triton
+from moram_avalanche.layers.moram.paths import use_path
+from moram_avalanche.text.layer import DropoutBalancedMoRAMLinear, DropoutMoRAMLinear
+
+needs_interpreter = pytest.mark.skipif(not moram_triton.usable(torch.empty(0)),
+                                       reason="Triton's interpreter is off (TRITON_INTERPRET=1 not set early)")
+PATHS = ["reference", "dense", pytest.param("triton", marks=needs_interpreter)]
+P = 0.3
+
+
+def attention_layers(dtype=torch.float32, cls=DropoutMoRAMLinear, device="cpu", **kwargs):
+    """q, k and v over one 24-wide input (as one attention reads it), each grown over three tasks
+    (two frozen, the last trainable; values drawn so the atoms' term is not zero), in train mode."""
+    torch.manual_seed(0)
+    layers = [cls(nn.Linear(24, width), atoms_per_task=4, topk=3, temperature=0.1, threshold=0.2, dropout=P,
+                  **kwargs) for width in (24, 12, 12)]
+    for layer in layers:
+        for _ in range(3):
+            layer.expand()
+            with torch.no_grad():
+                layer.new_keys.normal_()
+                layer.new_values.normal_()
+        layer.to(device=device, dtype=dtype).train()
+    return layers
+
+
+def autograd_through_dropout(self, x, dropout):
+    """What ``read_dropped`` replaces: autograd over the atoms read on ``dropout(x)``."""
+    return self.read(dropout(x))
+
+
+def training_step(layers, x, autocast=False, wrap=None):
+    """One forward and backward of the three layers on one input that other operations also read
+    (``x * 1.5``: its gradient is the sum of six contributions, in the engine's order);
+    ``(outputs, dL/dx, [(dL/dA_tail, dL/dB_tail)], the generator's state after)``."""
+    torch.manual_seed(5)
+    leaf = x.clone().requires_grad_()
+    with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=autocast):
+        shared = leaf * 1.5
+        outs = wrap(layers, shared) if wrap else [layer(shared) for layer in layers]
+        loss = sum((out.float() ** 2).sum() * (i + 1) for i, out in enumerate(outs))
+    loss.backward()
+    state = torch.get_rng_state() if x.device.type == "cpu" else torch.cuda.get_rng_state(x.device)
+    return ([out.detach() for out in outs], leaf.grad,
+            [(layer.new_keys.grad, layer.new_values.grad) for layer in layers], state)
+
+
+def assert_identical(got, want):
+    outs, grad, grads, state = got
+    outs_w, grad_w, grads_w, state_w = want
+    for a, b in zip(outs, outs_w):
+        assert torch.equal(a, b)
+    assert torch.equal(grad, grad_w)
+    for (keys, values), (keys_w, values_w) in zip(grads, grads_w):
+        assert torch.equal(keys, keys_w) and torch.equal(values, values_w)
+    assert torch.equal(state, state_w)
+
+
+def both_ways(monkeypatch, dtype=torch.float32, autocast=False, wrap=None, cls=DropoutMoRAMLinear, device="cpu"):
+    torch.manual_seed(1)
+    x = torch.randn(2, 7, 24, dtype=dtype, device=device)
+    lean = training_step(attention_layers(dtype, cls, device), x, autocast, wrap)
+    with monkeypatch.context() as patch:
+        patch.setattr(MoRAMRouting, "read_dropped", autograd_through_dropout)
+        plain = training_step(attention_layers(dtype, cls, device), x, autocast, wrap)
+    return lean, plain
+
+
+# ---------------------------------------------------------------- the draw
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+def test_the_draw_is_f_dropouts_and_leaves_the_generator_where_f_dropout_does(dtype, layout):
+    x = torch.randn(4, 16, 6, dtype=dtype)
+    if layout == "transposed":
+        x = x.transpose(1, 2)  # the composite's noise follows the input's layout
+    torch.manual_seed(3)
+    want, state = F.dropout(x, P, training=True), torch.get_rng_state()
+    torch.manual_seed(3)
+    got, mask = draw(x, P)
+    assert torch.equal(got, want) and torch.equal(torch.get_rng_state(), state)
+    assert torch.equal(got, x * mask)  # the composite's noise, already scaled
+
+
+def test_a_draw_again_gives_the_same_tokens_and_mask_and_leaves_the_generator_alone():
+    x = torch.randn(5, 8, 24)
+    torch.manual_seed(4)
+    dropped, how = DropoutDraw.of(x, P, torch.bfloat16)
+    torch.manual_seed(9)
+    before = torch.get_rng_state()
+    again, mask = how.again(x)
+    assert torch.equal(again, dropped) and torch.equal(x * mask, dropped)
+    assert torch.equal(torch.get_rng_state(), before)
+    tokens = how.tokens(again)
+    assert tokens.shape == (40, 24) and tokens.dtype == torch.bfloat16
+    assert torch.equal(tokens, dropped.reshape(40, 24).to(torch.bfloat16))
+
+
+@pytest.mark.parametrize("x, p, expected", [
+    (torch.randn(3, 4), 0.1, True), (torch.randn(3, 4), 0.0, False), (torch.randn(0, 4), 0.1, False),
+    (torch.randn(3, 4, device="meta"), 0.1, False)])
+def test_replayable_says_where_a_draw_can_be_made_again(x, p, expected):
+    assert replayable(x, p) is expected
+
+
+# ---------------------------------------------------------------- the layer: the same numbers
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("dtype, autocast", [(torch.float32, False), (torch.bfloat16, False),
+                                             (torch.float32, True)])
+def test_the_lean_read_equals_autograd_through_f_dropout_bit_for_bit(monkeypatch, path, dtype, autocast):
+    with use_path(path):
+        lean, plain = both_ways(monkeypatch, dtype, autocast)
+    assert_identical(lean, plain)
+    assert lean[1].abs().sum() > 0 and all(keys.abs().sum() > 0 for keys, _ in lean[2])
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_under_gradient_checkpointing_the_numbers_are_the_same(monkeypatch, reentrant):
+    def wrap(layers, x):
+        return [checkpoint(layer, x, use_reentrant=reentrant) for layer in layers]
+
+    lean, plain = both_ways(monkeypatch, wrap=wrap)
+    assert_identical(lean, plain)
+    unchecked, _ = both_ways(monkeypatch)  # the checkpoint's recompute draws the forward's masks again
+    if reentrant:  # (its own backward per layer sums dL/dx in another order: the same to rounding)
+        torch.testing.assert_close(lean[1], unchecked[1])
+        lean = (lean[0], unchecked[1], *lean[2:])
+    assert_identical(lean, unchecked)
+
+
+def test_the_fused_kernels_draw_and_backward_match_autograds(monkeypatch):
+    """CUDA's branch (``torch.native_dropout`` and its bool mask), run on the CPU: the backward's
+    ``native_dropout_backward`` is what autograd computes for ``native_dropout``."""
+    def fused(x, p):
+        with torch.no_grad():
+            return torch.native_dropout(x, p, True)
+
+    monkeypatch.setattr(dropped_module, "draw", fused)
+    torch.manual_seed(1)
+    x = torch.randn(2, 7, 24)
+    lean = training_step(attention_layers(), x)
+    with monkeypatch.context() as patch:
+        patch.setattr(MoRAMRouting, "read_dropped",
+                      lambda self, x, dropout: self.read(torch.native_dropout(x, dropout.p, True)[0]))
+        plain = training_step(attention_layers(), x)
+    assert_identical(lean, plain)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA only (the GPU check runs it)")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_on_cuda_the_lean_read_equals_autograd_through_f_dropout_bit_for_bit(monkeypatch, dtype):
+    with use_path("dense"):
+        lean, plain = both_ways(monkeypatch, dtype, device="cuda")
+    assert_identical(lean, plain)
+
+
+# ---------------------------------------------------------------- the layer: what the backward keeps
+def packed_tensors(layers, x):
+    """Every tensor the three layers' graph keeps for the backward (autograd's pack hook) but
+    their weights and atoms."""
+    packed = []
+
+    def pack(tensor):
+        packed.append(tensor)
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        for layer in layers:
+            layer(x)
+    own = {t.untyped_storage().data_ptr() for layer in layers for t in (*layer.parameters(), *layer.buffers())}
+    return [t for t in packed if t.untyped_storage().data_ptr() not in own]
+
+
+def test_the_backward_keeps_the_input_not_the_dropped_tokens_or_masks(monkeypatch):
+    x = torch.randn(2, 7, 24, requires_grad=True)
+    wide = [t for t in packed_tensors(attention_layers(), x) if t.numel() >= x.numel()]
+    assert len(wide) == 3 and {(t.untyped_storage().data_ptr(), t.shape, t.stride()) for t in wide} == {
+        (x.untyped_storage().data_ptr(), x.shape, x.stride())}  # x itself, by each layer: one tensor
+    with monkeypatch.context() as patch:
+        patch.setattr(MoRAMRouting, "read_dropped", autograd_through_dropout)
+        wide = [t for t in packed_tensors(attention_layers(), x) if t.numel() >= x.numel()]
+    storages = {t.untyped_storage().data_ptr() for t in wide}
+    assert len(storages) == 6  # autograd through F.dropout: each layer's dropped tokens and noise
+
+
+# ---------------------------------------------------------------- the layer: where it keeps F.dropout's way
+def never_drawn_again(monkeypatch):
+    def refuse(*args):
+        raise AssertionError("the lean read ran")
+    monkeypatch.setattr(DropoutDraw, "of", staticmethod(refuse))
+
+
+@pytest.mark.parametrize("case", ["hooked", "inplace", "identity", "no grad", "no atoms"])
+def test_anywhere_else_it_is_the_read_of_the_dropped_input(monkeypatch, case):
+    layer = attention_layers()[0]
+    dropout = nn.Dropout(P, inplace=case == "inplace")
+    if case == "identity":
+        dropout = nn.Identity()
+    calls = []
+    if case == "hooked":
+        dropout.register_forward_hook(lambda *args: calls.append(1))
+    if case == "no atoms":
+        layer = DropoutMoRAMLinear(nn.Linear(24, 24), dropout=P).train()
+    never_drawn_again(monkeypatch)
+    x = torch.randn(3, 24)
+    with torch.set_grad_enabled(case != "no grad"):
+        torch.manual_seed(2)
+        got = layer.read_dropped(x.clone(), dropout)
+        torch.manual_seed(2)
+        want = layer.read(dropout(x.clone()))
+    assert torch.equal(got, want)
+    assert calls == ([1, 1] if case == "hooked" else [])
+
+
+def test_a_variant_with_its_own_mixture_keeps_autograd_through_the_dropout(monkeypatch):
+    never_drawn_again(monkeypatch)
+    lean, plain = both_ways(monkeypatch, cls=DropoutBalancedMoRAMLinear)
+    assert_identical(lean, plain)
+
+
+def test_an_eval_forward_has_no_dropout_and_a_replaced_dropout_module_is_called(monkeypatch):
+    layer = attention_layers()[0]
+    x = torch.randn(3, 24)
+    never_drawn_again(monkeypatch)
+    assert torch.equal(layer.eval()(x), MoRAMRouting.read(layer, x, layer.base.weight, layer.base.bias))
+    layer.train().atom_dropout = nn.Dropout1d(P)  # not a plain nn.Dropout: called as it is
+    torch.manual_seed(0)
+    got = layer(x.unsqueeze(0))
+    torch.manual_seed(0)
+    want = layer.base(x.unsqueeze(0)) + layer.read(nn.Dropout1d(P)(x.unsqueeze(0)))
+    assert torch.equal(got, want)
