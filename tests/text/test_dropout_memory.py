@@ -19,7 +19,7 @@ def injected(build, family):
     for _ in range(2):
         add_task(model)
         with torch.no_grad():
-            for name, parameter in model.named_parameters():
+            for parameter in model.parameters():
                 if parameter.requires_grad:
                     parameter.normal_(std=0.3)  # (values are zero at a task's start: draw them)
     return model
