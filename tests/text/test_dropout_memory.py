@@ -41,12 +41,12 @@ def step(model, family, keep=None):
     x, y = batch()
     model.train()
     torch.manual_seed(11)
-    kept, inputs = {}, []
+    kept, inputs = {}, {}
     from moram_avalanche.text import DropoutMoRAMLinear, MoRAMTunerLayer
 
     for module in model.modules():
         if isinstance(module, (DropoutMoRAMLinear, MoRAMTunerLayer)):  # (a peft layer's banks are not called)
-            module.register_forward_pre_hook(lambda module, args: inputs.append(args[0].numel() * args[0].element_size()))
+            module.register_forward_pre_hook(lambda module, args: inputs.setdefault(id(module), args[0]))
 
     def pack(tensor):
         kept[tensor.untyped_storage().data_ptr()] = tensor.untyped_storage().nbytes()
@@ -56,13 +56,21 @@ def step(model, family, keep=None):
         loss = model(input_ids=x, labels=x if family == "llama" else y).loss
     loss.backward()
     if keep is not None:
-        keep.extend([sum(kept.values()), sum(inputs)])
+        keep.append(sum(kept.values()))
+        for trained in (False, True):  # every layer's input, and those that get a gradient
+            xs = [x for x in inputs.values() if x.requires_grad or not trained]
+            distinct = {x.untyped_storage().data_ptr(): x.numel() * x.element_size() for x in xs}
+            keep.extend([sum(x.numel() * x.element_size() for x in xs), sum(distinct.values())])
     return loss.detach(), {name: p.grad for name, p in model.named_parameters() if p.requires_grad}
 
 
 @pytest.mark.parametrize("family, build", [("llama", tiny_llama), ("t5", tiny_t5)])
 @pytest.mark.parametrize("make", [injected, through_peft])
-def test_a_training_step_is_the_same_bit_for_bit_and_keeps_less(monkeypatch, family, build, make):
+@pytest.mark.parametrize("redraw", [False, True], ids=["noise kept", "drawn again"])
+def test_a_training_step_is_the_same_bit_for_bit_and_keeps_less(monkeypatch, family, build, make, redraw):
+    from moram_avalanche.layers.moram import dropped
+
+    monkeypatch.setattr(dropped, "REDRAW_ON_CPU", redraw)  # True: what a GPU keeps
     lean_bytes, plain_bytes = [], []
     lean = step(make(build, family), family, lean_bytes)
     with monkeypatch.context() as patch:
@@ -72,7 +80,10 @@ def test_a_training_step_is_the_same_bit_for_bit_and_keeps_less(monkeypatch, fam
     assert lean[1].keys() == plain[1].keys() and len(lean[1]) >= 8
     for name, grad in lean[1].items():
         assert torch.equal(grad, plain[1][name]), name
-    # autograd through F.dropout keeps each layer's dropped tokens and noise (each as large as its input);
-    # the lean read keeps each distinct input at most once: at least the inputs' bytes less
-    assert plain_bytes[1] == lean_bytes[1] > 0
-    assert plain_bytes[0] - lean_bytes[0] >= lean_bytes[1]
+    # autograd through F.dropout keeps each layer's dropped tokens (as large as its input), and the noise
+    # where the input gets a gradient; the lean read keeps each distinct input at most once instead of the
+    # dropped tokens: of every layer where it draws again, of those whose input gets a gradient where it
+    # keeps the noise (elsewhere it is autograd's way)
+    assert plain_bytes[1:] == lean_bytes[1:] and lean_bytes[3] > lean_bytes[4] > 0
+    every, distinct = lean_bytes[1:3] if redraw else lean_bytes[3:5]
+    assert plain_bytes[0] - lean_bytes[0] >= every - distinct > 0

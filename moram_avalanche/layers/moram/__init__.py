@@ -12,7 +12,8 @@
 * :mod:`.config` -- :class:`~.config.MoRAMLayerConfig`, the layer's options checked once, and the
   paper's settings of them, each written once;
 * :mod:`.variants` -- the routing ablations that need differentiable routing;
-* :mod:`.backward` -- the hand-written backward every path shares;
+* :mod:`.backward` -- the hand-written backward every path shares; :mod:`.dropped` -- a dropout on
+  the atoms' input drawn again in that backward instead of kept (the language models' layer);
 * :mod:`.naive` -- the method written the obvious way, what the tests check every path against.
 """
 

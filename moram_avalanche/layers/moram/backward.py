@@ -46,11 +46,11 @@ def attach_backward(out: torch.Tensor, tokens, weight, bias, bank: BankRows, pro
     ``dropped``: the tokens are a dropout of ``dropped.x``, which the backward keeps instead."""
     if not needs_grad(tokens, weight, bias, bank, dropped):
         return out
-    if dropped is not None:
-        tokens = dropped.x
-    return MoRAMFunction.apply(out, tokens, weight, bias, bank.keys, bank.values, bank.new_keys, bank.new_values,
-                               proj, bank.num_frozen, state, router_backward,
-                               None if dropped is None else dropped.draw)
+    if dropped is None:
+        return MoRAMFunction.apply(out, tokens, weight, bias, bank.keys, bank.values, bank.new_keys,
+                                   bank.new_values, proj, bank.num_frozen, state, router_backward)
+    return MoRAMFunction.apply(out, dropped.x, weight, bias, bank.keys, bank.values, bank.new_keys, bank.new_values,
+                               proj, bank.num_frozen, state, router_backward, dropped.draw, dropped.kept)
 
 
 class MoRAMFunction(torch.autograd.Function):
@@ -67,29 +67,29 @@ class MoRAMFunction(torch.autograd.Function):
     ``tail``: ``c_tail`` is). Gradients go to ``tokens``, ``weight``, ``bias``, ``new_keys`` and
     ``new_values``, where they require it. With a ``draw``
     (:class:`~moram_avalanche.layers.moram.dropped.DropoutDraw`), ``tokens`` is the layer's input
-    ``x`` and the forward read ``dropout(x)``: the backward draws it again from ``x`` and gives
-    ``x`` its gradient through the dropout.
+    ``x`` and the forward read ``dropout(x)``: the backward makes it again from ``x`` (and the
+    ``kept`` noise, where it is kept) and gives ``x`` its gradient through the dropout.
     """
 
     @staticmethod
     def forward(ctx, y, tokens, weight, bias, keys, values, new_keys, new_values, proj, num_frozen, state,
-                router_backward, draw=None):
+                router_backward, draw=None, kept=None):
         ctx.mark_dirty(y)
-        ctx.save_for_backward(tokens, weight, keys, values, proj, *state)
+        ctx.save_for_backward(tokens, weight, keys, values, proj, kept, *state)
         ctx.num_frozen, ctx.router_backward, ctx.draw = num_frozen, router_backward, draw
         ctx.set_materialize_grads(False)
         return y
 
     @staticmethod
     def backward(ctx, grad_out):
-        grads = [None] * 13
+        grads = [None] * 14
         if grad_out is None:
             return tuple(grads)
-        tokens, weight, keys, values, proj, *state = ctx.saved_tensors
+        tokens, weight, keys, values, proj, kept, *state = ctx.saved_tensors
         draw, x = ctx.draw, None
-        if draw is not None:  # the forward's tokens again: dropout(x) drawn from the same state
+        if draw is not None:  # the forward's tokens again: dropout(x) from its kept noise or drawn again
             x = tokens
-            dropped, mask = draw.again(x)
+            dropped, mask = draw.again(x, kept)
             tokens = draw.tokens(dropped)
             del dropped
         needs = ctx.needs_input_grad

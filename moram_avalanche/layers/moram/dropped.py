@@ -1,4 +1,4 @@
-"""Dropout on the atoms' input, drawn again in the backward instead of kept (the language models' layer).
+"""Dropout on the atoms' input, made again in the backward instead of kept (the language models' layer).
 
 The release's language-model layer reads its atoms on ``d = dropout(x)`` (Artificer-AI-Lab/MoRAM
 ``TRACE/utils/my_peft/tuners/moram.py``; :class:`~moram_avalanche.text.layer.DropoutMoRAMLinear`).
@@ -11,30 +11,37 @@ setting (4 x 1024 tokens, 2048 wide, bf16, q k v o) that is about 100 MiB a deco
 whole of MoRAM's peak memory above a LoRA's on the same linears (issue "GPU path II": 1.154x on
 an H200; ``scripts/bench_memory_text.py``).
 
-Here a call keeps only ``x`` (the tensor its input already is: one for q, k and v, as a LoRA's
-down-projection keeps it) and the random generator's state before the draw (a few bytes on CUDA,
-5 KB on the CPU), and its backward draws the same mask again from that state:
+Here a call keeps ``x`` (the tensor its input already is: one for q, k and v, as a LoRA's
+down-projection keeps it) and makes ``d`` and the mask again in its backward:
 
 * the draw is the one ``F.dropout(x, p, training=True)`` makes on that device (:func:`draw`):
   ``torch.native_dropout`` where PyTorch takes its fused kernel (CUDA), and on the CPU the
-  composite ``noise = bernoulli(1 - p) / (1 - p); d = x * noise``; so the forward's numbers, and
-  the generator's state after it, are ``F.dropout``'s bit for bit (a test);
-* the backward restores the state, draws again (the same operation on the same state gives the
-  same mask and ``d``), puts the generator back, and applies the dropout's own backward formula
-  (``grad * noise``; ``native_dropout_backward(grad, mask, 1 / (1 - p))``) to the tokens' gradient.
+  composite ``noise = bernoulli(1 - p) / (1 - p); d = x * noise`` in ``x``'s layout; so the
+  forward's numbers, and the generator's state after it, are ``F.dropout``'s bit for bit (a test);
+* on CUDA the call keeps the random generator's state before the draw (16 bytes), and the
+  backward restores it, draws again (the same kernel on the same state gives the same mask and
+  ``d``) and puts the generator back: nothing kept per element but ``x``, at the cost of one
+  elementwise pass over ``x`` in the backward, as ``torch.utils.checkpoint`` pays to recompute a
+  dropout;
+* on the CPU, where drawing ``bernoulli`` again costs more than that pass (15-19% of four
+  1024-wide layers' forward and backward, ``float32``), the call keeps the composite's noise as
+  autograd does, but not ``d``, which the backward makes again as ``x * noise`` (the forward's
+  operation): half of what autograd keeps, at the cost of one pass (within the timing's noise; a
+  boolean mask would keep a quarter but cost four passes, 12% in bf16). :data:`REDRAW_ON_CPU`
+  draws again there too (what a GPU keeps: ``scripts/bench_memory_text.py --redraw-on-cpu``);
+* the backward applies the dropout's own backward formula (``grad * noise``;
+  ``native_dropout_backward(grad, mask, 1 / (1 - p))``) to the tokens' gradient.
 
-So the gradients are those of ``read(F.dropout(x))`` bit for bit as well; the cost is one draw
-more per layer in the backward (an elementwise pass over ``x``, against a GEMM over it), as
-``torch.utils.checkpoint`` pays to recompute a dropout. Under gradient checkpointing nothing
-changes: the checkpoint restores the generator before it recomputes the forward, so the
-recomputed call draws the same mask and keeps its own state. Where a replay cannot be trusted
-the caller keeps ``F.dropout``'s way (:func:`replayable`): a device other than the CPU and CUDA,
-an empty input, a CUDA graph being captured (the generator's offsets are the graph's there).
+So the gradients are those of ``read(F.dropout(x))`` bit for bit as well. Under gradient
+checkpointing nothing changes: the checkpoint restores the generator before it recomputes the
+forward, so the recomputed call draws the same mask. Where a draw cannot be trusted to be made
+again the caller keeps ``F.dropout``'s way (:func:`replayable`): a device other than the CPU and
+CUDA, an empty input, a CUDA graph being captured (the generator's offsets are the graph's there).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Tuple
+from typing import NamedTuple, Optional, Tuple
 
 import torch
 
@@ -46,6 +53,12 @@ def replayable(x: torch.Tensor, p: float) -> bool:
     if not 0 < p < 1 or x.numel() == 0 or kind not in ("cpu", "cuda"):
         return False
     return kind == "cpu" or not torch.cuda.is_current_stream_capturing()
+
+
+def redrawn(x: torch.Tensor) -> bool:
+    """Whether the backward draws a dropout on ``x`` again (CUDA; the CPU with :data:`REDRAW_ON_CPU`)
+    rather than keep its noise."""
+    return x.device.type != "cpu" or REDRAW_ON_CPU
 
 
 def draw(x: torch.Tensor, p: float) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -61,24 +74,39 @@ def draw(x: torch.Tensor, p: float) -> Tuple[torch.Tensor, torch.Tensor]:
         return x * noise, noise
 
 
+#: whether a backward on the CPU draws the dropout again too (module docstring). Off: there
+#: ``bernoulli`` costs more than keeping the composite's noise (the dropped tokens are made again
+#: from it); CUDA always draws again (its fused kernel draws in one pass over ``x``)
+REDRAW_ON_CPU = False
+
+
 class DropoutDraw(NamedTuple):
-    """One call's dropout, enough to draw it again (module docstring): its probability, the
-    generator's state before the draw, and the dtype the tokens are read in."""
+    """One call's dropout, enough to make it again (module docstring): its probability, the
+    generator's state before the draw (None where the noise is kept instead), and the dtype the
+    tokens are read in."""
 
     p: float
-    state: torch.Tensor
+    state: Optional[torch.Tensor]
     dtype: torch.dtype
 
     @staticmethod
-    def of(x: torch.Tensor, p: float, dtype: torch.dtype) -> Tuple[torch.Tensor, "DropoutDraw"]:
-        """``(dropout(x), its draw)``: :func:`draw` on ``x`` after keeping the generator's state."""
-        state = _generator(x.device).get_state()
-        dropped, _ = draw(x, p)
-        return dropped, DropoutDraw(p, state, dtype)
+    def of(x: torch.Tensor, p: float, dtype: torch.dtype
+           ) -> Tuple[torch.Tensor, "DropoutDraw", Optional[torch.Tensor]]:
+        """``(dropout(x), its draw, the kept noise)``: :func:`draw` on ``x``, with the generator's
+        state before it where the backward draws again (CUDA; the CPU with :data:`REDRAW_ON_CPU`),
+        else with the composite's noise (``bernoulli(1 - p) / (1 - p)`` in ``x``'s dtype)."""
+        if redrawn(x):
+            state = _generator(x.device).get_state()
+            return draw(x, p)[0], DropoutDraw(p, state, dtype), None
+        dropped, noise = draw(x, p)
+        return dropped, DropoutDraw(p, None, dtype), noise
 
-    def again(self, x: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
-        """:func:`draw` on ``x`` from the kept state: the forward's ``(dropout(x), mask)`` again;
-        the generator is left as it was."""
+    def again(self, x: torch.Tensor, kept: Optional[torch.Tensor]) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The forward's ``(dropout(x), mask)`` again: ``x`` times the ``kept`` noise (the forward's
+        operation on the same tensors), or :func:`draw` on ``x`` from the kept state, the generator
+        then left as it was."""
+        if kept is not None:
+            return x * kept, kept
         generator = _generator(x.device)
         now = generator.get_state()
         generator.set_state(self.state)
@@ -103,10 +131,12 @@ class DropoutDraw(NamedTuple):
 
 class DroppedTokens(NamedTuple):
     """The tokens of a call are ``dropout(x)``: the layer's input ``x`` (it gets the gradient, and
-    is what the backward keeps) and the draw (:class:`DropoutDraw`)."""
+    is what the backward keeps), the draw (:class:`DropoutDraw`) and the kept noise (None where the
+    backward draws again)."""
 
     x: torch.Tensor
     draw: DropoutDraw
+    kept: Optional[torch.Tensor] = None
 
 
 def _generator(device: torch.device) -> torch.Generator:
@@ -117,4 +147,4 @@ def _generator(device: torch.device) -> torch.Generator:
     return torch.cuda.default_generators[index]
 
 
-__all__ = ["DropoutDraw", "DroppedTokens", "draw", "replayable"]
+__all__ = ["REDRAW_ON_CPU", "DropoutDraw", "DroppedTokens", "draw", "redrawn", "replayable"]

@@ -44,7 +44,7 @@ from torch import nn
 
 from .bank import AtomBank, AtomStore, MoRAMBank, normal_tensors, registered, stamp_of
 from .config import PAPER_CLIP, MoRAMLayerConfig
-from .dropped import DropoutDraw, DroppedTokens, replayable
+from .dropped import DropoutDraw, DroppedTokens, redrawn, replayable
 from .hooks import hooked
 from .paths import choice
 from .paths.reference import route
@@ -262,23 +262,25 @@ class MoRAMRouting:
         models' layer, which reads its atoms on a dropout of its input.
 
         Where ``dropout`` is a plain ``nn.Dropout`` in training mode (no hooks, not in place) and
-        the draw can be replayed (:func:`~moram_avalanche.layers.moram.dropped.replayable`), the
-        backward keeps ``x`` and the generator's state instead of the dropped tokens and the mask,
-        and draws the mask again (:mod:`~moram_avalanche.layers.moram.dropped`): the same numbers
+        the draw can be made again (:func:`~moram_avalanche.layers.moram.dropped.replayable`), the
+        backward keeps ``x`` and the generator's state (CUDA: nothing else) or the dropout's noise
+        (the CPU) instead of the dropped tokens and the mask, and makes them again
+        (:mod:`~moram_avalanche.layers.moram.dropped`): the same numbers
         as ``read(dropout(x))``, forward and backward, at a fraction of the memory. Anywhere else
         (no grad, under ``torch.compile``, which keeps what its own graph needs), or for a class
         with its own :meth:`mixture` (the ablations' autograd path), it is ``read(dropout(x))``."""
         num_atoms = self.num_atoms
         if (type(dropout) is not nn.Dropout or not dropout.training or dropout.inplace or hooked(dropout)
+                or not (x.requires_grad or redrawn(x))  # (autograd keeps only d then: as little as the noise)
                 or not num_atoms or type(self).mixture is not MoRAMRouting.mixture
                 or not replayable(x, dropout.p) or not torch.is_grad_enabled() or torch.compiler.is_compiling()):
             return self.read(dropout(x))
         dtype = compute_dtype(x)
-        dropped, how = DropoutDraw.of(x, dropout.p, dtype)
+        dropped, how, kept = DropoutDraw.of(x, dropout.p, dtype)
         tokens = how.tokens(dropped)
         del dropped
         k, gate = self.routing_now(num_atoms)
-        out, idx, weights = self.mixture(tokens, None, None, k, gate, DroppedTokens(x, how))
+        out, idx, weights = self.mixture(tokens, None, None, k, gate, DroppedTokens(x, how, kept))
         if self.recording:
             self.record(idx, weights)
         return out if x.dim() == 2 else out.reshape(*x.shape[:-1], out.shape[-1])

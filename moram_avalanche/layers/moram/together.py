@@ -87,4 +87,4 @@ def kept_group(layers: Sequence[MoRAMLinear], dtype: torch.dtype) -> Optional[St
     return keep_stacked(layers, sources, dtype)
 
 
-__all__ = ["hooked", "kept_group", "read_together"]
+__all__ = ["kept_group", "read_together"]
