@@ -37,7 +37,10 @@ allocation and free events of torch's profiler (``profile_memory=True``): the sa
 measured by the allocator's hooks. CPU kernels are not CUDA kernels: on a GPU, attention runs
 flash / memory-efficient kernels, and oneDNN's scratch space (not counted here) becomes cuBLAS
 workspace; so a CPU number is a measurement of this program on the CPU and an estimate for a
-GPU, and the printout says which device measured it.
+GPU, and the printout says which device measured it. MoRAM's dropout is made again in the
+backward (:mod:`moram_avalanche.layers.moram.dropped`): on CUDA drawn again from the generator's
+state (nothing kept but the input), on the CPU from its kept noise; ``--redraw-on-cpu`` draws it
+again on the CPU too, so that a CPU run keeps what a GPU run keeps.
 
 Examples:
     python scripts/bench_memory_text.py --model llama-1b                    # the 1B model, full depth
@@ -73,6 +76,7 @@ from bench_timing import apply_threads
 from torch import nn
 
 from moram_avalanche.algorithms.mixed_precision import GradientClip, training_optimizer
+from moram_avalanche.layers.moram import dropped
 from moram_avalanche.models.language_model import causal_answer_logits, token_loss
 from moram_avalanche.strategies.moram_setting import MORAM_TEXT_LOOP
 from moram_avalanche.strategies.text.loop import TEXT_BETAS
@@ -254,6 +258,9 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
                              "before it kept master weights) instead of float32 master copies")
     parser.add_argument("--targets", choices=sorted(TARGETS), default="trace",
                         help="trace: the release's q, k, v, o (what --benchmark trace adapts); paper: q, k")
+    parser.add_argument("--redraw-on-cpu", action="store_true",
+                        help="MoRAM's backward draws its dropout again on the CPU as it does on CUDA, instead of "
+                             "keeping the noise (the CPU then keeps what a GPU keeps: an estimate of a GPU run)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (CPU)")
     parser.add_argument("--json", default=None, help="also write the numbers to this JSON file")
     args = parser.parse_args(argv)
@@ -265,6 +272,7 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     if not 0 < answer < args.seq_len:
         parser.error(f"--answer-len must be between 1 and --seq-len - 1 ({args.seq_len - 1}), got {answer}")
     apply_threads(args)
+    dropped.REDRAW_ON_CPU = args.redraw_on_cpu
     device = torch.device(args.device)
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
     precision = ("" if args.dtype == "float32" else
@@ -272,7 +280,8 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     print(f"torch {torch.__version__}, {where}, {args.dtype}{precision}; memory: bytes allocated "
           f"({'CUDA peak statistic' if device.type == 'cuda' else 'CPU allocator events'})")
     print(f"batch {args.batch} x {args.seq_len} tokens ({answer} answer tokens), MoRAM {PAPER_TRACE_OPTIONS} "
-          f"dropout {PAPER_DROPOUT}, LoRA rank {PAPER_TRACE_OPTIONS['atoms_per_task']}, on "
+          f"dropout {PAPER_DROPOUT} (made again in the backward: "
+          f"{'drawn again' if dropped.redrawn(torch.empty(0, device=device)) else 'from its kept noise'}), LoRA rank {PAPER_TRACE_OPTIONS['atoms_per_task']}, on "
           f"{', '.join(TARGETS[args.targets]['llama'])} ({args.targets}); loss over "
           + ("every position's logits (--full-logits)" if args.full_logits else "the answer positions' logits"))
     depth = full_depth(args.model) if args.layers is None else args.layers

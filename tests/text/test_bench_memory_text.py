@@ -126,3 +126,27 @@ def test_float32_master_weights_cost_what_they_hold_on_a_bf16_step(bench, one_th
         assert with_masters["step_net"] >= 14 * trainable
         # at the peak the float32 copies of the gradients (4 bytes each) exist too
         assert with_masters["step_peak"] >= with_masters["step_net"] + 4 * trainable
+
+
+def test_drawing_the_dropout_again_on_the_cpu_keeps_what_a_gpu_keeps(bench, one_thread, monkeypatch):
+    """--redraw-on-cpu: MoRAM's backward draws its dropout again instead of keeping the noise, as on
+    CUDA: the MoRAM rows' step peaks drop by at least half the noise of the layers whose input gets
+    a gradient (the second block's four: 4 x 256 tokens x 32 wide x 4 bytes each; the CPU generator's
+    state, 5 KB a layer, is kept instead); LoRA's do not move."""
+    from bench_text import build_base, model_config
+
+    from moram_avalanche.layers.moram import dropped
+
+    base = build_base("llama-1b", model_config("llama-1b", 2, **TINY), "cpu", torch.float32)
+    inputs = bench.make_inputs(base.config, 4, 200, 56, "cpu")["train"]
+    options = dict(bench.PAPER_TRACE_OPTIONS, atoms_per_task=4, topk=4)
+    rows = {}
+    for redraw in (False, True):
+        monkeypatch.setattr(dropped, "REDRAW_ON_CPU", redraw)
+        rows[redraw] = bench.measure(base, inputs, torch.device("cpu"), 4, options, 0.1, tasks=2, checkpointing=(False,),
+                                     targets=bench.TARGETS["trace"])
+    for kept, redrawn in zip(rows[False], rows[True]):
+        if kept["variant"] == "lora":
+            assert redrawn["step_peak"] == kept["step_peak"]
+        else:
+            assert kept["step_peak"] - redrawn["step_peak"] >= 4 * 4 * 256 * 32 * 4 // 2, (kept, redrawn)
