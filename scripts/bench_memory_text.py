@@ -19,7 +19,8 @@ the model's own ``labels=`` loss over every position, for comparison), backward,
 AdamW step (which allocates the optimizer's state), in train mode (MoRAM's dropout on). Rows:
 
 * ``lora``         -- a rank-16 LoRA on the same linears (as many trainable parameters as one
-  MoRAM task; no dropout), the baseline of the ratios;
+  MoRAM task; no dropout unless ``--lora-dropout``: MoRAM's 0.1 for the same dropout on both),
+  the baseline of the ratios;
 * ``moram task 1`` -- 16 atoms per linear, all trainable;
 * ``moram task 8`` -- after TRACE's 8 tasks: 128 atoms per linear, 112 frozen, 16 trainable;
 
@@ -159,27 +160,27 @@ def training_step(model: nn.Module, inputs: dict, full_logits: bool = False,
 
 # ---------------------------------------------------------------------- rows
 def variants(base: nn.Module, rank: int, options: dict, dropout: float, tasks: int,
-             targets=None) -> Dict[str, Callable[[], nn.Module]]:
-    """``{row name: build}``: LoRA of ``rank``, MoRAM after 1 and after ``tasks`` tasks, on ``targets``
-    (a ``model_type`` table; None: the architecture's query and key)."""
+             targets=None, lora_dropout: float = 0.0) -> Dict[str, Callable[[], nn.Module]]:
+    """``{row name: build}``: LoRA of ``rank`` (``lora_dropout`` on its input), MoRAM after 1 and
+    after ``tasks`` tasks, on ``targets`` (a ``model_type`` table; None: the architecture's query and key)."""
     def moram(count):
         def build():
             model = with_moram(base, dropout, dict(options, targets=targets))
             grow(model, count)
             return model
         return build
-    return {"lora": lambda: with_lora(base, rank, targets=targets), "moram task 1": moram(1),
+    return {"lora": lambda: with_lora(base, rank, targets=targets, dropout=lora_dropout), "moram task 1": moram(1),
             f"moram task {tasks}": moram(tasks)}
 
 
 def measure(base: nn.Module, inputs: dict, device: torch.device, rank: int, options: dict, dropout: float,
             tasks: int, checkpointing=(False, True), full_logits: bool = False, targets=None,
-            master_weights: bool = True) -> List[dict]:
+            master_weights: bool = True, lora_dropout: float = 0.0) -> List[dict]:
     """One row per variant and checkpointing setting (module docstring)."""
     held = held_bytes(base, inputs)
     rows = []
     for checkpoint in checkpointing:
-        for name, build in variants(base, rank, options, dropout, tasks, targets).items():
+        for name, build in variants(base, rank, options, dropout, tasks, targets, lora_dropout).items():
             model = build()
             if checkpoint:
                 enable_gradient_checkpointing(model)
@@ -231,7 +232,8 @@ def run_depth(args, layers: Optional[int], answer: int) -> List[dict]:
           + ("" if depth == full_depth(args.model) else f" -- SHRUNK from {full_depth(args.model)}"), flush=True)
     checkpointing = {"both": (False, True), "off": (False,), "on": (True,)}[args.checkpointing]
     return measure(base, inputs, device, PAPER_TRACE_OPTIONS["atoms_per_task"], PAPER_TRACE_OPTIONS, PAPER_DROPOUT,
-                   args.tasks, checkpointing, args.full_logits, TARGETS[args.targets], not args.pure_bf16)
+                   args.tasks, checkpointing, args.full_logits, TARGETS[args.targets], not args.pure_bf16,
+                   args.lora_dropout)
 
 
 def main(argv: Optional[List[str]] = None) -> List[dict]:
@@ -258,6 +260,9 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
                              "before it kept master weights) instead of float32 master copies")
     parser.add_argument("--targets", choices=sorted(TARGETS), default="trace",
                         help="trace: the release's q, k, v, o (what --benchmark trace adapts); paper: q, k")
+    parser.add_argument("--lora-dropout", type=float, default=0.0,
+                        help="dropout on the LoRA baseline's input (default 0: none; MoRAM's own, "
+                             f"{PAPER_DROPOUT}, for the same dropout on both)")
     parser.add_argument("--redraw-on-cpu", action="store_true",
                         help="MoRAM's backward draws its dropout again on the CPU as it does on CUDA, instead of "
                              "keeping the noise (the CPU then keeps what a GPU keeps: an estimate of a GPU run)")
@@ -269,6 +274,8 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
     if model_config(args.model).is_encoder_decoder:
         parser.error("the TRACE setting is for decoder-only models: pick a llama model")
     answer = args.answer_len if args.answer_len is not None else max(1, args.seq_len // 4)
+    if not 0 <= args.lora_dropout < 1:
+        parser.error(f"--lora-dropout must be a probability in [0, 1), got {args.lora_dropout:g}")
     if not 0 < answer < args.seq_len:
         parser.error(f"--answer-len must be between 1 and --seq-len - 1 ({args.seq_len - 1}), got {answer}")
     apply_threads(args)
@@ -281,7 +288,8 @@ def main(argv: Optional[List[str]] = None) -> List[dict]:
           f"({'CUDA peak statistic' if device.type == 'cuda' else 'CPU allocator events'})")
     print(f"batch {args.batch} x {args.seq_len} tokens ({answer} answer tokens), MoRAM {PAPER_TRACE_OPTIONS} "
           f"dropout {PAPER_DROPOUT} (made again in the backward: "
-          f"{'drawn again' if dropped.redrawn(torch.empty(0, device=device)) else 'from its kept noise'}), LoRA rank {PAPER_TRACE_OPTIONS['atoms_per_task']}, on "
+          f"{'drawn again' if dropped.redrawn(torch.empty(0, device=device)) else 'from its kept noise'}), LoRA rank {PAPER_TRACE_OPTIONS['atoms_per_task']} "
+          f"dropout {args.lora_dropout:g}, on "
           f"{', '.join(TARGETS[args.targets]['llama'])} ({args.targets}); loss over "
           + ("every position's logits (--full-logits)" if args.full_logits else "the answer positions' logits"))
     depth = full_depth(args.model) if args.layers is None else args.layers

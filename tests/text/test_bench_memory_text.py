@@ -150,3 +150,20 @@ def test_drawing_the_dropout_again_on_the_cpu_keeps_what_a_gpu_keeps(bench, one_
             assert redrawn["step_peak"] == kept["step_peak"]
         else:
             assert kept["step_peak"] - redrawn["step_peak"] >= 4 * 4 * 256 * 32 * 4 // 2, (kept, redrawn)
+
+
+def test_the_lora_baseline_can_have_moram_s_dropout(bench, one_thread, capsys):
+    """--lora-dropout: the LoRA row with dropout on its input keeps each layer's dropped input and
+    noise too (autograd through F.dropout): its step peak rises; MoRAM's rows do not move."""
+    from bench_text import build_base, model_config
+
+    base = build_base("llama-1b", model_config("llama-1b", 2, **TINY), "cpu", torch.float32)
+    inputs = bench.make_inputs(base.config, 4, 200, 56, "cpu")["train"]
+    options = dict(bench.PAPER_TRACE_OPTIONS, atoms_per_task=4, topk=4)
+    plain, same = (bench.measure(base, inputs, torch.device("cpu"), 4, options, 0.1, tasks=1, checkpointing=(False,),
+                                 targets=bench.TARGETS["trace"], lora_dropout=p) for p in (0.0, 0.1))
+    assert same[0]["variant"] == "lora" and same[0]["step_peak"] - plain[0]["step_peak"] >= 4 * 256 * 32 * 4
+    assert [row["step_peak"] for row in same[1:]] == [row["step_peak"] for row in plain[1:]]
+    with pytest.raises(SystemExit):
+        bench.main(["--lora-dropout", "1.5"])
+    assert "--lora-dropout must be a probability in [0, 1), got 1.5" in capsys.readouterr().err

@@ -168,10 +168,15 @@ def test_the_fused_kernels_draw_and_backward_match_autograds(monkeypatch):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA only (the GPU check runs it)")
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_on_cuda_the_lean_read_equals_autograd_through_f_dropout_bit_for_bit(monkeypatch, dtype):
-    with use_path("dense"):
-        lean, plain = both_ways(monkeypatch, dtype, device="cuda")
+@pytest.mark.parametrize("path", ["dense", "triton"])
+@pytest.mark.parametrize("dtype, autocast", [(torch.float32, False), (torch.bfloat16, False), (torch.float32, True)])
+def test_on_cuda_the_lean_read_equals_autograd_through_f_dropout_bit_for_bit(monkeypatch, path, dtype, autocast):
+    """CUDA's way for real: the fused kernel's draw, drawn again in the backward from the CUDA
+    generator's state, the same numbers as autograd through ``F.dropout``."""
+    if path == "triton" and not moram_triton.usable(torch.empty(0, device="cuda")):
+        pytest.skip("Triton cannot run on this GPU")
+    with use_path(path):
+        lean, plain = both_ways(monkeypatch, dtype, autocast, device="cuda")
     assert_identical(lean, plain)
 
 
