@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from .bank import BankRows
 from .dropped import DroppedTokens
@@ -81,6 +82,7 @@ class MoRAMFunction(torch.autograd.Function):
         return y
 
     @staticmethod
+    @once_differentiable  # (a second derivative through the hand-written backward raises, not a wrong number)
     def backward(ctx, grad_out):
         grads = [None] * 14
         if grad_out is None:

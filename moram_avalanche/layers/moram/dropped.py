@@ -33,10 +33,25 @@ down-projection keeps it) and makes ``d`` and the mask again in its backward:
   ``native_dropout_backward(grad, mask, 1 / (1 - p))``) to the tokens' gradient.
 
 So the gradients are those of ``read(F.dropout(x))`` bit for bit as well. Under gradient
-checkpointing nothing changes: the checkpoint restores the generator before it recomputes the
-forward, so the recomputed call draws the same mask. Where a draw cannot be trusted to be made
-again the caller keeps ``F.dropout``'s way (:func:`replayable`): a device other than the CPU and
-CUDA, an empty input, a CUDA graph being captured (the generator's offsets are the graph's there).
+checkpointing nothing changes where the checkpoint restores the generator before it recomputes
+the forward (``preserve_rng_state=True``, PyTorch's and transformers' default): the recomputed call
+draws the same mask. Where a draw cannot be trusted to be made again, or keeping ``x`` could cost
+more, the caller keeps ``F.dropout``'s way (:func:`replayable`): a device other than the CPU and
+CUDA, an empty or inference input, an input that is a view into a larger tensor or not
+contiguous, on CUDA one not aligned to 16 bytes or a CUDA graph being captured (the generator's
+offsets are the graph's there).
+
+What changes for a user, as when a LoRA keeps its input:
+
+* ``x`` is kept for the backward, so editing it in place after the layer's call makes the
+  backward raise autograd's "modified by an inplace operation" (transformers' T5, LLaMA, GPT-2,
+  Qwen2, Mistral and BART give these layers fresh tensors);
+* the kept generator state is read before the draw and set again in the backward: another thread
+  drawing from the same device's default generator between the two (or during the backward)
+  makes the masks differ, as for ``torch.utils.checkpoint``'s recomputation;
+* under autocast with a float32 input read by one layer alone, ``x`` (4 bytes an element) is more
+  than the dropped bf16 tokens and a bool mask were (3); q, k and v reading one input keep 4
+  where they kept 9.
 """
 
 from __future__ import annotations
@@ -47,12 +62,16 @@ import torch
 
 
 def replayable(x: torch.Tensor, p: float) -> bool:
-    """Whether a dropout of probability ``p`` on ``x`` can be drawn again in the backward (module
-    docstring): CPU or CUDA tensors, not empty, ``0 < p < 1``, no CUDA graph being captured."""
+    """Whether a dropout of probability ``p`` on ``x`` can be made again in the backward from ``x``
+    (module docstring): ``0 < p < 1``; ``x`` a CPU or CUDA tensor, not empty, not an inference
+    tensor (autograd cannot keep one), contiguous and the whole of its storage (keeping a view
+    would keep the larger tensor under it alive; the draw depends on the layout), on CUDA aligned
+    to 16 bytes (the fused kernel's vector width depends on it) and no CUDA graph being captured."""
     kind = x.device.type
-    if not 0 < p < 1 or x.numel() == 0 or kind not in ("cpu", "cuda"):
+    if (not 0 < p < 1 or kind not in ("cpu", "cuda") or x.numel() == 0 or x.is_inference()
+            or not x.is_contiguous() or x.untyped_storage().nbytes() != x.numel() * x.element_size()):
         return False
-    return kind == "cpu" or not torch.cuda.is_current_stream_capturing()
+    return kind == "cpu" or (x.data_ptr() % 16 == 0 and not torch.cuda.is_current_stream_capturing())
 
 
 def redrawn(x: torch.Tensor) -> bool:
@@ -107,6 +126,8 @@ class DropoutDraw(NamedTuple):
         then left as it was."""
         if kept is not None:
             return x * kept, kept
+        if not x.is_contiguous() or x.data_ptr() % 16:  # (a saved-tensor hook gave it back in another layout)
+            x = x.clone(memory_format=torch.contiguous_format)  # the forward's: contiguous, aligned (replayable)
         generator = _generator(x.device)
         now = generator.get_state()
         generator.set_state(self.state)

@@ -261,7 +261,8 @@ class MoRAMRouting:
         """The atoms' term of steps 1-6 on ``dropout(x)`` (:meth:`read` without a base): the language
         models' layer, which reads its atoms on a dropout of its input.
 
-        Where ``dropout`` is a plain ``nn.Dropout`` in training mode (no hooks, not in place) and
+        Where ``dropout`` is a plain ``nn.Dropout`` in training mode (no hooks, no forward of its
+        own, not in place) and
         the draw can be made again (:func:`~moram_avalanche.layers.moram.dropped.replayable`), the
         backward keeps ``x`` and the generator's state (CUDA: nothing else) or the dropout's noise
         (the CPU) instead of the dropped tokens and the mask, and makes them again
@@ -271,6 +272,7 @@ class MoRAMRouting:
         with its own :meth:`mixture` (the ablations' autograd path), it is ``read(dropout(x))``."""
         num_atoms = self.num_atoms
         if (type(dropout) is not nn.Dropout or not dropout.training or dropout.inplace or hooked(dropout)
+                or "forward" in dropout.__dict__  # (a forward set on the instance, as accelerate's hooks do)
                 or not (x.requires_grad or redrawn(x))  # (autograd keeps only d then: as little as the noise)
                 or not num_atoms or type(self).mixture is not MoRAMRouting.mixture
                 or not replayable(x, dropout.p) or not torch.is_grad_enabled() or torch.compiler.is_compiling()):

@@ -13,6 +13,7 @@ from moram_avalanche.layers.moram.layer import MoRAMRouting
 from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.layers.moram.paths import use_path
 from moram_avalanche.text.layer import DropoutBalancedMoRAMLinear, DropoutMoRAMLinear
+from old_dropout import the_old_way
 
 needs_interpreter = pytest.mark.skipif(not moram_triton.usable(torch.empty(0)),
                                        reason="Triton's interpreter is off (TRITON_INTERPRET=1 not set early)")
@@ -34,11 +35,6 @@ def attention_layers(dtype=torch.float32, cls=DropoutMoRAMLinear, device="cpu", 
                 layer.new_values.normal_()
         layer.to(device=device, dtype=dtype).train()
     return layers
-
-
-def autograd_through_dropout(self, x, dropout):
-    """What ``read_dropped`` replaces: autograd over the atoms read on ``dropout(x)``."""
-    return self.read(dropout(x))
 
 
 def training_step(layers, x, autocast=False, wrap=None):
@@ -73,7 +69,7 @@ def both_ways(monkeypatch, dtype=torch.float32, autocast=False, wrap=None, cls=D
     x = torch.randn(2, 7, 24, dtype=dtype, device=device)
     lean = training_step(attention_layers(dtype, cls, device), x, autocast, wrap)
     with monkeypatch.context() as patch:
-        patch.setattr(MoRAMRouting, "read_dropped", autograd_through_dropout)
+        the_old_way(patch)
         plain = training_step(attention_layers(dtype, cls, device), x, autocast, wrap)
     return lean, plain
 
@@ -209,7 +205,7 @@ def test_the_backward_keeps_the_input_not_the_dropped_tokens_or_noise(monkeypatc
     assert len(wide) == 3 and {(t.untyped_storage().data_ptr(), t.shape, t.stride()) for t in wide} == {
         (x.untyped_storage().data_ptr(), x.shape, x.stride())}  # x itself, by each layer: one tensor
     with monkeypatch.context() as patch:
-        patch.setattr(MoRAMRouting, "read_dropped", autograd_through_dropout)
+        the_old_way(patch)
         wide = [t for t in packed_tensors(attention_layers(), x) if t.numel() >= x.numel()]
     storages = {t.untyped_storage().data_ptr() for t in wide}
     assert len(storages) == 6  # autograd through F.dropout: each layer's dropped tokens and noise
@@ -279,3 +275,106 @@ def test_an_eval_forward_has_no_dropout_and_a_replaced_dropout_module_is_called(
     torch.manual_seed(0)
     want = layer.base(x.unsqueeze(0)) + layer.read(nn.Dropout1d(P)(x.unsqueeze(0)))
     assert torch.equal(got, want)
+
+
+# ---------------------------------------------------------------- what the review asked (0.7.4)
+def test_a_frozen_bank_still_passes_the_gradient_to_its_input(monkeypatch, branch):
+    """Every atom frozen (the bank of an earlier layer while a later one trains): dL/dx through the
+    atoms alone, as autograd through the dropout gives it."""
+    def frozen(dtype, cls, device):
+        layers = attention_layers(dtype, cls, device)
+        for layer in layers:
+            layer.freeze()
+        return layers
+
+    torch.manual_seed(1)
+    x = torch.randn(2, 7, 24)
+    results = []
+    for old in (False, True):
+        with monkeypatch.context() as patch:
+            if old:
+                the_old_way(patch)
+            torch.manual_seed(5)
+            leaf = x.clone().requires_grad_()
+            layers = frozen(torch.float32, DropoutMoRAMLinear, "cpu")
+            sum((layer(leaf * 1.5) ** 2).sum() for layer in layers).backward()
+            results.append(leaf.grad)
+    assert torch.equal(*results) and results[0].abs().sum() > 0
+
+
+def test_recorded_statistics_are_the_same(monkeypatch):
+    stats = []
+    for old in (False, True):
+        with monkeypatch.context() as patch:
+            if old:
+                the_old_way(patch)
+            layer = attention_layers()[0]
+            layer.start_recording()
+            torch.manual_seed(5)
+            layer(torch.randn(2, 7, 24, requires_grad=True)).sum().backward()
+            stats.append((layer.atom_mass.clone(), layer.atom_hits.clone()))
+    assert torch.equal(stats[0][0], stats[1][0]) and torch.equal(stats[0][1], stats[1][1])
+    assert stats[0][1].sum() > 0
+
+
+@pytest.mark.parametrize("case", ["inference input", "a view into a larger tensor", "not contiguous",
+                                  "a forward of its own"])
+def test_where_keeping_the_input_is_wrong_it_is_autograds_way(monkeypatch, branch, case):
+    layer = attention_layers()[0]
+    dropout = layer.atom_dropout
+    calls = []
+    if case == "a forward of its own":  # (as accelerate's add_hook_to_module sets it)
+        def own(x, _forward=dropout.forward):
+            calls.append(1)
+            return _forward(x)
+        dropout.forward = own
+    never_drawn_again(monkeypatch)
+    if case == "inference input":
+        with torch.inference_mode():
+            x = torch.randn(3, 24)
+    elif case == "a view into a larger tensor":
+        x = torch.randn(3, 48, requires_grad=True)[:, :24]
+    else:
+        x = torch.randn(24, 3, requires_grad=True).t()
+    torch.manual_seed(2)
+    got = layer.read_dropped(x, dropout)
+    got.sum().backward()
+    keys = layer.new_keys.grad.clone()
+    layer.zero_grad()
+    torch.manual_seed(2)
+    want = layer.read(dropout(x))
+    want.sum().backward()
+    assert torch.equal(got, want) and torch.equal(keys, layer.new_keys.grad)
+    assert calls == ([1, 1] if case == "a forward of its own" else [])
+
+
+def test_an_input_given_back_in_another_layout_draws_the_same_mask(monkeypatch):
+    """A saved-tensor hook may give ``x`` back as a copy of another layout (``save_on_cpu``'s pinned
+    copy is contiguous whatever the original was): the draw made again is the forward's."""
+    monkeypatch.setattr(dropped_module, "REDRAW_ON_CPU", True)
+
+    def transposed_copy(tensor):
+        return tensor.t().contiguous().t() if tensor.dim() == 2 else tensor
+
+    torch.manual_seed(1)
+    x = torch.randn(14, 24)
+    results = []
+    for hooked_layout in (False, True):
+        layers = attention_layers()
+        torch.manual_seed(5)
+        leaf = x.clone().requires_grad_()
+        with torch.autograd.graph.saved_tensors_hooks(transposed_copy if hooked_layout else (lambda t: t),
+                                                      lambda t: t):
+            outs = [layer(leaf * 1.5) for layer in layers]
+        sum((out ** 2).sum() for out in outs).backward()
+        results.append((leaf.grad, [layer.new_keys.grad for layer in layers]))
+    assert torch.equal(results[0][0], results[1][0])
+    assert all(torch.equal(a, b) for a, b in zip(results[0][1], results[1][1]))
+
+
+def test_a_second_derivative_through_the_atoms_raises_instead_of_a_wrong_number():
+    layer = attention_layers()[0]
+    x = torch.randn(3, 24, requires_grad=True)
+    (grad,) = torch.autograd.grad(layer(x).square().sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable|differentiate twice"):
+        grad.sum().backward()
