@@ -76,8 +76,8 @@ class DropoutMoRAMLinear(MoRAMLinear):
         if not self.training or self.atom_dropout.p == 0 or self.num_atoms == 0:
             return super().forward(x)
         self.check_input(x)
-        atoms = self.read_dropped(x, self.atom_dropout)  # steps 1-6 on d; no gate in training (before the
-        base_out = self.base(x)                          # base: its backward reaches x first, as it always did)
+        atoms = self.read_dropped(x, self.atom_dropout)  # steps 1-6 on d; no gate in training. Read before
+        base_out = self.base(x)  # the base is called, so autograd adds the base's dL/dx first, as 0.7.3 did
         return base_out + atoms.to(base_out.dtype)
 
     def extra_repr(self) -> str:

@@ -47,11 +47,9 @@ def attach_backward(out: torch.Tensor, tokens, weight, bias, bank: BankRows, pro
     ``dropped``: the tokens are a dropout of ``dropped.x``, which the backward keeps instead."""
     if not needs_grad(tokens, weight, bias, bank, dropped):
         return out
-    if dropped is None:
-        return MoRAMFunction.apply(out, tokens, weight, bias, bank.keys, bank.values, bank.new_keys,
-                                   bank.new_values, proj, bank.num_frozen, state, router_backward)
-    return MoRAMFunction.apply(out, dropped.x, weight, bias, bank.keys, bank.values, bank.new_keys, bank.new_values,
-                               proj, bank.num_frozen, state, router_backward, dropped.draw, dropped.kept)
+    tokens, draw, kept = (tokens, None, None) if dropped is None else dropped
+    return MoRAMFunction.apply(out, tokens, weight, bias, bank.keys, bank.values, bank.new_keys, bank.new_values,
+                               proj, bank.num_frozen, state, router_backward, draw, kept)
 
 
 class MoRAMFunction(torch.autograd.Function):

@@ -302,8 +302,6 @@ class MoRAMRouting:
         """
         bank = self.rows(tokens.dtype)                        # A, B joined in the compute dtype, kept
         mixture = self.path(tokens, bank.keys.shape[0], k, threshold is not None)
-        if dropped is None:
-            return mixture(tokens, weight, bias, bank, k, self.temperature, threshold, self.recording)
         return mixture(tokens, weight, bias, bank, k, self.temperature, threshold, self.recording, dropped)
 
     def path(self, tokens: torch.Tensor, num_atoms: int, k: int, gated: bool, stacked: bool = False):
