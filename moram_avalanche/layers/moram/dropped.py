@@ -23,12 +23,13 @@ down-projection keeps it) and makes ``d`` and the mask again in its backward:
   ``d``) and puts the generator back: nothing kept per element but ``x``, at the cost of one
   elementwise pass over ``x`` in the backward, as ``torch.utils.checkpoint`` pays to recompute a
   dropout;
-* on the CPU, where drawing ``bernoulli`` again costs more than that pass (15-19% of four
-  1024-wide layers' forward and backward, ``float32``), the call keeps the composite's noise as
-  autograd does, but not ``d``, which the backward makes again as ``x * noise`` (the forward's
-  operation): half of what autograd keeps, at the cost of one pass (within the timing's noise; a
-  boolean mask would keep a quarter but cost four passes, 12% in bf16). :data:`REDRAW_ON_CPU`
-  draws again there too (what a GPU keeps: ``scripts/bench_memory_text.py --redraw-on-cpu``);
+* on the CPU, where drawing ``bernoulli`` again costs more than that pass (1.15x the step of four
+  1024-wide layers reading one input, ``float32``: ``scripts/bench_dropout.py --redraw-on-cpu``),
+  the call keeps the composite's noise as autograd does, but not ``d``, which the backward makes
+  again as ``x * noise`` (the forward's operation): half of what autograd keeps, for one pass
+  (1.03x that step in ``float32``, 1.02x in bf16: ``scripts/bench_dropout.py``).
+  :data:`REDRAW_ON_CPU` draws again there too (what a GPU keeps:
+  ``scripts/bench_memory_text.py --redraw-on-cpu``);
 * the backward applies the dropout's own backward formula (``grad * noise``;
   ``native_dropout_backward(grad, mask, 1 / (1 - p))``) to the tokens' gradient.
 
