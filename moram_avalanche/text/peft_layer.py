@@ -96,6 +96,7 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
         self._disable_adapters = False
         self.merged_adapters = []
         self._active_adapter = adapter_name
+        self._repeat = None  # the last call its bank's plan served (repeat_read)
         # a plain nn.Linear is fused into the atoms' read-out; others run their own forward
         self.fuse_base = type(base_layer).forward is nn.Linear.forward
         self.update_layer(adapter_name, config)
@@ -116,6 +117,13 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
 
     # ------------------------------------------------------------------ forward
     def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        compiling = torch.compiler.is_compiling()  # (a graph holds its own decisions: no repeat, no side effect)
+        repeat = None if compiling else self._repeat  # (a decode step calls each layer in the same state)
+        if repeat is not None:
+            out = None if args or kwargs else self.repeat_read(x, repeat)
+            if out is not None:
+                return out
+            self._repeat = None
         banks = [] if self.disable_adapters else self.active_banks()
         base = self._modules["base_layer"]
         if not banks:
@@ -126,11 +134,48 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
             dropout, bank = banks[0]
             weight = base.weight
             if (isinstance(dropout, nn.Identity) or not self.training) and compute_dtype(x) == weight.dtype:
-                return bank.read(x, weight, base.bias)  # W x + b + the atoms, one read-out
+                out = bank.read(x, weight, base.bias)  # W x + b + the atoms, one read-out
+                active = self._active_adapter  # (peft keeps a name or a list of names)
+                if not compiling and bank._plan is not None and (isinstance(active, str) or len(active) == 1):
+                    name = active if isinstance(active, str) else active[0]
+                    self._repeat = (active if isinstance(active, str) else list(active), name, bank, dropout, base)
+                return out
         result = base(x, *args, **kwargs)
         for dropout, bank in banks:  # (the dropout drawn again in the backward: MoRAMRouting.read_dropped)
             result = result + bank.read_dropped(x, dropout).to(result.dtype)
         return result
+
+    def repeat_read(self, x: torch.Tensor, repeat: tuple) -> Optional[torch.Tensor]:
+        """The last call's read again, or None where this call would not take it: the bank's planned
+        eval call (:class:`~moram_avalanche.layers.moram.plan.EvalPlan`, which checks the bank, the
+        base's tensors and the call's context), after checking what this layer decided besides:
+        adapters enabled, the same one adapter active, the same bank, dropout and base in their
+        containers, the dropout off (eval) or none. ``repeat``: ``(active adapters as peft held them
+        (a copy), the one adapter's name, its bank, dropout, base)`` of the last call that :meth:`forward` ended in the bank's plan (issue "GPU path II", item 7: a
+        bf16 language model's decode step calls every adapted layer this way, host-bound)."""
+        active, name, bank, dropout, base = repeat
+        plan = bank._plan
+        if (plan is None or self._disable_adapters or self._active_adapter != active
+                or (self.training and not isinstance(dropout, nn.Identity))):
+            return None
+        modules = self._modules
+        if (modules["base_layer"] is not base or modules["moram_bank"]._modules.get(name) is not bank
+                or modules["moram_dropout"]._modules.get(name) is not dropout):
+            return None
+        parameters = base._parameters
+        weight, bias = parameters.get("weight"), parameters.get("bias")
+        if weight is None or weight.dtype is not plan.dtype or not plan.applies(bank, x, weight, bias):
+            return None
+        return plan.read(x)
+
+    def __getstate__(self):
+        state = dict(super().__getstate__())  # (a copy: object's is the instance's own dictionary)
+        state["_repeat"] = None  # (a copy's banks hold no plan: MoRAMRouting.__getstate__)
+        return state
+
+    def __setstate__(self, state):
+        state.setdefault("_repeat", None)  # (pickled before 0.7.5)
+        super().__setstate__(state)
 
     def active_banks(self) -> List[Tuple[nn.Module, MoRAMAtoms]]:
         """``(dropout, bank)`` of every active adapter this layer holds atoms of (read at every call:
@@ -155,6 +200,11 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
                 module = container[adapter_name]
                 if not any(t.is_meta for t in (*module.parameters(), *module.buffers())):
                     container[adapter_name] = module.to(device)
+
+    def delete_adapter(self, adapter_name: str) -> None:
+        """peft's, letting go of the last call's bank (``_repeat``) with it."""
+        self._repeat = None
+        super().delete_adapter(adapter_name)
 
     def merge(self, safe_merge: bool = False, adapter_names=None) -> None:
         raise ValueError(MERGE_REFUSED)

@@ -37,6 +37,7 @@ import torch
 
 from .bank import ROW_NAMES as ROWS
 from .bank import stamp_of
+from .paths.dense import stacked_repeat
 from .paths.switch import token
 from .stacked import StackedBase
 
@@ -46,7 +47,7 @@ class EvalPlan:
 
     __slots__ = ("switch", "device", "device_type", "x_dtype", "autocast", "dtype", "in_features", "training",
                  "options", "weight", "bias", "buffers", "parameters", "rows", "stamps", "kept", "entry",
-                 "asks", "mixture", "stacked", "k", "gate", "temperature")
+                 "asks", "mixture", "stacked", "k", "gate", "temperature", "steps")
 
     @classmethod
     def of(cls, layer, x: torch.Tensor, dtype: torch.dtype, weight: torch.Tensor, bias: Optional[torch.Tensor],
@@ -81,6 +82,7 @@ class EvalPlan:
         plan.stamps = tuple((t, *stamp_of(t)) for t in (weight, bias) + rows if t is not None)
         plan.kept, plan.entry, plan.asks = layer._stacked, entry, asks
         plan.mixture, plan.stacked, plan.k, plan.gate, plan.temperature = mixture, stacked, k, gate, layer.temperature
+        plan.steps = stacked_repeat(mixture, stacked, k, layer.temperature, gate)
         return plan
 
     def applies(self, layer, x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor]) -> bool:
@@ -118,9 +120,10 @@ class EvalPlan:
         tokens are never cast here: without autocast they are in the compute dtype already, and
         under autocast the stacked GEMM (``addmm``, on autocast's list of lower-precision operators
         on the CPU and CUDA) casts them to it, the only place the stacked call reads them."""
-        tokens = x if x.dim() == 2 else x.reshape(-1, self.in_features)
-        out = self.mixture(tokens, self.stacked, self.k, self.temperature, self.gate, False)[0]
-        return out if x.dim() == 2 else out.reshape(*x.shape[:-1], out.shape[-1])
+        if x.dim() == 2:
+            return self.steps(x)
+        out = self.steps(x.reshape(-1, self.in_features))
+        return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
 __all__ = ["EvalPlan"]

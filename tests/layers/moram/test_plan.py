@@ -340,3 +340,77 @@ def test_torch_compile_reads_no_plan(planned):
         with torch.no_grad():
             out = compiled(x)
         assert torch.equal(out, eager[0]) and len(planned) == 1 and layer._plan is plan
+
+
+# ---------------------------------------------------------------- what a repeat runs (paths.dense.StackedRepeat)
+@pytest.fixture
+def read_outs(monkeypatch):
+    """The row counts the bound read-out (paths.triton.ReadOut) served, a call each."""
+    served = []
+    bound = moram_triton.ReadOut.__call__
+
+    def counted(read_out, full, base_out, proj):
+        served.append(proj.shape[0])
+        return bound(read_out, full, base_out, proj)
+
+    monkeypatch.setattr(moram_triton.ReadOut, "__call__", counted)
+    return served
+
+
+@pytest.mark.skipif(not moram_triton.usable(torch.empty(0)), reason="Triton's interpreter is off")
+@pytest.mark.parametrize("amp", [False, True])
+def test_a_repeat_reads_out_each_row_count_as_the_long_way_does(planned, read_outs, monkeypatch, amp):
+    """One plan, inputs of several row counts (its launch worked out per count), then more rows than
+    the one-call read-out takes (the router's steps and ``addmm`` instead, as the long way)."""
+    layer = kept_layer()
+    torch.manual_seed(1)
+    inputs = [torch.randn(3, 24), torch.randn(1, 24), torch.randn(2, 5, 24), torch.randn(3, 24)]
+    with use_path("triton"):
+        call(layer, inputs[0], amp)
+        repeats = [call(layer, x, amp) for x in inputs]
+        assert len(planned) == 4 and read_outs == [3, 1, 10, 3]
+        assert sorted(layer._plan.steps.read_out.launches) == [1, 3, 10]
+        for x, out in zip(inputs, repeats):
+            assert torch.equal(out, long_way(layer, x, amp))
+        monkeypatch.setattr(moram_triton, "READ_OUT_ROWS", 2)
+        many = call(layer, inputs[0], amp)  # (planned: the long way above planned again)
+        assert len(planned) == 5 and read_outs == [3, 1, 10, 3]
+        assert torch.equal(many, long_way(layer, inputs[0], amp))
+        few = call(layer, inputs[1], amp)  # one row: the read-out again
+        assert read_outs[-1] == 1 and torch.equal(few, long_way(layer, inputs[1], amp))
+    torch.testing.assert_close(many.double(), naive_of(layer, inputs[0]), rtol=3e-2 if amp else 1e-5,
+                               atol=3e-2 if amp else 1e-5)
+
+
+@pytest.mark.parametrize("path", GPU_PATHS)
+def test_a_plan_that_keeps_every_atom_repeats_the_router_and_addmm(planned, read_outs, path):
+    """``k = R`` (``topk=None``): no one-call read-out (it keeps ``k < R``); the repeat runs the path's
+    stacked steps as the long way does."""
+    layer = kept_layer()
+    layer.topk = None
+    x = torch.randn(2, 5, 24)
+    with use_path(path):
+        first = call(layer, x)
+        again = call(layer, x)
+        assert len(planned) == 1 and read_outs == [] and layer._plan.steps.read_out is None
+        assert torch.equal(again, first) and torch.equal(long_way(layer, x), first)
+    torch.testing.assert_close(first.double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_repeat_of_another_stacked_form_calls_it_as_it_is():
+    """``stacked_repeat`` binds the read-out only for ``stacked_mixture`` with the Triton router; any
+    other callable of the stacked form is called with the plan's arguments, nothing recorded."""
+    from moram_avalanche.layers.moram.paths.dense import stacked_repeat
+    from moram_avalanche.layers.moram.stacked import stack_base
+
+    calls = []
+
+    def form(tokens, stacked, k, temperature, threshold, recording):
+        calls.append((tokens, stacked, k, temperature, threshold, recording))
+        return tokens * 2, None, None
+
+    stacked = stack_base(torch.randn(3, 4), None, torch.randn(6, 4), torch.randn(6, 3), torch.float32)
+    x = torch.randn(3, 4)
+    repeat = stacked_repeat(form, stacked, 5, 0.1, None)
+    assert repeat.read_out is None and torch.equal(repeat(x), x * 2)
+    assert calls == [(x, stacked, 5, 0.1, None, False)]

@@ -169,6 +169,50 @@ def stacked_mixture(router: Router, tokens: torch.Tensor, stacked: StackedBase, 
     return out, idx, weights
 
 
+class StackedRepeat:
+    """``stacked_mixture(router, tokens, stacked, k, temperature, threshold, False)[0]`` for one kept
+    :class:`~moram_avalanche.layers.moram.stacked.StackedBase`, what a planned eval call repeats
+    (:class:`~moram_avalanche.layers.moram.plan.EvalPlan`; issue "GPU path II", item 7: a call's host
+    cost): the same operators on the same arguments, with what cannot change from call to call bound
+    once (the GEMM's operands, the split's sizes, the read-out's constants:
+    :class:`~moram_avalanche.layers.moram.paths.triton.ReadOut`). Where the router has no one-call
+    read-out, keeps every atom, or the tokens are more than
+    :data:`~moram_avalanche.layers.moram.paths.triton.READ_OUT_ROWS` (read at each call),
+    :func:`stacked_mixture` itself. Built by :func:`stacked_repeat`."""
+
+    __slots__ = ("mixture", "stacked", "k", "temperature", "threshold", "weight_keys_t", "bias", "sizes", "read_out")
+
+    def __init__(self, mixture: Callable, stacked: StackedBase, k: int, temperature: float,
+                 threshold: Optional[float], read_out: Optional[Callable]):
+        self.mixture, self.stacked, self.k, self.temperature, self.threshold = mixture, stacked, k, temperature, threshold
+        self.weight_keys_t, self.bias = stacked.weight_keys_t, stacked.bias
+        self.sizes = (stacked.out_features, stacked.num_atoms)
+        self.read_out = None if read_out is None else moram_triton.ReadOut(stacked.values, k, temperature, threshold)
+
+    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
+        if self.read_out is None or tokens.shape[0] > moram_triton.READ_OUT_ROWS:
+            return self.mixture(tokens, self.stacked, self.k, self.temperature, self.threshold, False)[0]
+        bias = self.bias  # stacked_mixture's steps, as fused_read_out takes them (nothing recorded, k < R)
+        full = torch.mm(tokens, self.weight_keys_t) if bias is None else torch.addmm(bias, tokens, self.weight_keys_t)
+        base_out, proj = full.split_with_sizes(self.sizes, 1)
+        return self.read_out(full, base_out, proj)
+
+
+def stacked_repeat(mixture: Callable, stacked: StackedBase, k: int, temperature: float,
+                   threshold: Optional[float]) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``tokens -> y``: ``mixture`` (a path's stacked form, :func:`stacked_mixture` with its router,
+    as :func:`~moram_avalanche.layers.moram.paths.choice.mixture_for` gives it; any other callable of
+    that form is called as it is) repeated over ``stacked`` with ``k``, ``temperature`` and
+    ``threshold``, nothing recorded: a :class:`StackedRepeat`."""
+    router = None
+    if isinstance(mixture, functools.partial) and mixture.func is stacked_mixture and len(mixture.args) == 1:
+        router = mixture.args[0]
+    read_out = None
+    if router is not None and router.read_out is moram_triton.run_read_out and k < stacked.num_atoms:
+        read_out = router.read_out
+    return StackedRepeat(mixture, stacked, k, temperature, threshold, read_out)
+
+
 def dense_router_backward(router: Router, k: int, temperature: float, threshold: Optional[float], grad_out,
                           values, proj, state, start: int, upstream: bool, tail: bool):
     """``(dL/dp or None, c_tail or None)``: ``dL/dc = g B^T`` (one GEMM over the bank), then the router's backward."""
@@ -178,4 +222,4 @@ def dense_router_backward(router: Router, k: int, temperature: float, threshold:
 
 
 __all__ = ["Router", "TORCH_ROUTER", "TRITON_ROUTER", "dense_forward", "dense_mixture", "dense_router_backward",
-           "fused_read_out", "stacked_mixture"]
+           "fused_read_out", "StackedRepeat", "stacked_mixture", "stacked_repeat"]

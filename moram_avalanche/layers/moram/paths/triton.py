@@ -328,18 +328,62 @@ def run_read_out(proj: torch.Tensor, base_out: Optional[torch.Tensor], values: t
     rows, atoms = proj.shape
     outputs = values.shape[1]
     out = torch.empty(rows, outputs, device=proj.device, dtype=proj.dtype)
-    grid, block_n, block_h, block_w, block_k, block_o, warps = kept_launch(read_out_launch, rows, atoms, k,
-                                                                           proj.element_size(), outputs)
+    launch = kept_launch(read_out_launch, rows, atoms, k, proj.element_size(), outputs)
     # (_numbers' inline: k < R here, so never its keep-all case, and no flags dict a call)
-    _kernels().route_read_out_kernel[grid](
-        proj, out if base_out is None else base_out, values, out, rows, atoms, outputs, proj.stride(0),
-        0 if base_out is None else base_out.stride(0), values.stride(0), out.stride(0), 1.0 / float(temperature),
-        0.0 if threshold is None else float(threshold), RELEVANCE_EPS, K=int(k), GATED=threshold is not None,
-        BASE=base_out is not None, BLOCK_N=block_n, BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k,
-        BLOCK_O=block_o, num_warps=warps)
+    _launch_read_out(proj, base_out, values, out, rows, atoms, outputs, proj.stride(0),
+                     0 if base_out is None else base_out.stride(0), 1.0 / float(temperature),
+                     threshold, int(k), launch)
     return out
 
 
-__all__ = ["Launch", "MAX_ATOMS", "READ_OUT_PROGRAMS", "READ_OUT_ROWS", "ROW_PER_WARP", "ReadOutLaunch", "fits", "installed",
+def _launch_read_out(proj, base_out, values, out, rows: int, atoms: int, outputs: int, proj_stride: int,
+                     base_stride: int, inverse_temperature: float, threshold: Optional[float], k: int,
+                     launch: ReadOutLaunch) -> None:
+    """The read-out kernel's one launch (:func:`run_read_out`, :class:`ReadOut`): ``out`` [rows, outputs]
+    written from ``proj`` and ``base_out`` (rows of the given strides, last stride 1; None: no base)
+    and contiguous ``values``."""
+    grid, block_n, block_h, block_w, block_k, block_o, warps = launch
+    _kernels().route_read_out_kernel[grid](
+        proj, out if base_out is None else base_out, values, out, rows, atoms, outputs, proj_stride,
+        base_stride, values.stride(0), out.stride(0), inverse_temperature,
+        0.0 if threshold is None else float(threshold), RELEVANCE_EPS, K=k, GATED=threshold is not None,
+        BASE=base_out is not None, BLOCK_N=block_n, BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k,
+        BLOCK_O=block_o, num_warps=warps)
+
+
+class ReadOut:
+    """:func:`run_read_out` over one frozen bank's ``values`` with ``k``, ``temperature`` and
+    ``threshold`` bound once: what a planned eval call repeats
+    (:class:`~moram_avalanche.layers.moram.plan.EvalPlan`; issue "GPU path II", item 7: a call's host
+    cost). A call takes ``full`` ``[N, d_out + R]``, one new GEMM's output (contiguous: its row stride
+    is its width), and its two views ``base_out = full[:, :d_out]`` and ``proj = full[:, d_out:]``
+    (:func:`~moram_avalanche.layers.moram.paths.dense.stacked_mixture`'s), and gives what
+    :func:`run_read_out` gives on them: the same launch, with the arguments that do not change from
+    call to call (the bank's size and stride, ``1 / tau``, the gate, the launch per row count)
+    worked out at construction and at a row count's first call. The caller has made
+    :func:`route_read_out`'s checks (the plan's first call took the long way, which made them)."""
+
+    __slots__ = ("values", "k", "inverse_temperature", "threshold", "atoms", "outputs", "itemsize", "launches")
+
+    def __init__(self, values: torch.Tensor, k: int, temperature: float, threshold: Optional[float]):
+        self.values = values if values.is_contiguous() else values.contiguous()
+        self.k, self.inverse_temperature, self.threshold = int(k), 1.0 / float(temperature), threshold
+        self.atoms, self.outputs = values.shape
+        self.itemsize = values.element_size()
+        self.launches = {}  # row count -> its read_out_launch (at most READ_OUT_ROWS of them)
+
+    def __call__(self, full: torch.Tensor, base_out: torch.Tensor, proj: torch.Tensor) -> torch.Tensor:
+        rows, outputs = proj.shape[0], self.outputs
+        launch = self.launches.get(rows)
+        if launch is None:
+            launch = self.launches[rows] = read_out_launch(rows, self.atoms, self.k, self.itemsize, outputs)
+        out = torch.empty(rows, outputs, device=full.device, dtype=full.dtype)
+        stride = full.stride(0)
+        _launch_read_out(proj, base_out, self.values, out, rows, self.atoms, outputs, stride, stride,
+                         self.inverse_temperature, self.threshold, self.k, launch)
+        return out
+
+
+__all__ = ["Launch", "MAX_ATOMS", "READ_OUT_PROGRAMS", "READ_OUT_ROWS", "ROW_PER_WARP", "ReadOut", "ReadOutLaunch", "fits", "installed",
            "interpreting", "kept_launch", "launch", "read_out_launch", "route_backward", "route_forward", "route_read_out",
            "run_read_out", "usable", "why_not"]

@@ -1,0 +1,234 @@
+"""The peft layer's last call again (``MoRAMTunerLayer.repeat_read``; issue "GPU path II", item 7).
+
+A bf16 language model's decode step calls every adapted layer in the same state, host-bound. The
+layer keeps what its last call went to (one adapter's bank, whose eval call its plan served:
+``layers.moram.plan``) and repeats it after checking what it decided besides the bank's plan. Each
+test holds the repeat to an independent expectation (the library's ``MoRAMLinear`` holding the same
+atoms, the base alone, or the same call with the repeat dropped) and counts what the repeat served,
+so that a change it missed (a stale output) and a repeat never taken both fail.
+"""
+
+import copy
+import pickle
+
+import pytest
+import torch
+from torch import nn
+
+from moram_avalanche.layers.moram.layer import keep_base_casts
+from moram_avalanche.layers.moram.paths import triton as moram_triton
+from moram_avalanche.layers.moram.paths import use_path
+from tiny_layers import TwoLinears
+
+PATHS = ["dense", pytest.param("triton", marks=pytest.mark.skipif(
+    not moram_triton.usable(torch.empty(0)), reason="Triton's interpreter is off (TRITON_INTERPRET=1 not set early)"))]
+
+
+def config(**kwargs):
+    from moram_avalanche.text import MoRAMConfig
+
+    options = dict(target_modules=["lin0", "lin1"], atoms_per_task=4, topk=2, temperature=0.5,
+                   threshold=0.1, dropout=0.0, init_weights=False)
+    return MoRAMConfig(**{**options, **kwargs})
+
+
+def reference(layer, adapter):
+    """The library's own MoRAMLinear over a copy of the base, holding ``adapter``'s atoms."""
+    from moram_avalanche.layers.moram.layer import MoRAMLinear
+
+    bank = layer.moram_bank[adapter]
+    ref = MoRAMLinear(copy.deepcopy(layer.base_layer), **bank.options)
+    ref.load_atoms(bank.keys, bank.values, bank.num_frozen, bank.atom_task)
+    return ref.eval()
+
+
+def model_of(**kwargs):
+    """Two adapters on lin0, two tasks each, frozen; the base's copies kept (the stacked, planned call)."""
+    from peft import get_peft_model
+
+    model = get_peft_model(TwoLinears(), config(**kwargs))
+    torch.manual_seed(1)
+    model.add_adapter("other", config(target_modules=["lin0"], atoms_per_task=3, topk=2))
+    for bank in model.base_model.model.lin0.moram_bank.values():
+        bank.expand()
+        with torch.no_grad():
+            bank.new_values.normal_(std=0.5)
+        bank.freeze()
+    keep_base_casts(model)
+    return model.eval()
+
+
+@pytest.fixture
+def repeats(monkeypatch):
+    """What each ``repeat_read`` gave: True where it served the call, False where it left it."""
+    from moram_avalanche.text.peft_layer import MoRAMTunerLayer
+
+    served = []
+    repeat_read = MoRAMTunerLayer.repeat_read
+
+    def counted(layer, x, repeat):
+        out = repeat_read(layer, x, repeat)
+        served.append(out is not None)
+        return out
+
+    monkeypatch.setattr(MoRAMTunerLayer, "repeat_read", counted)
+    return served
+
+
+def long_way(layer, x):
+    """The same call with the repeat and the banks' plans dropped (both made again)."""
+    layer._repeat = None
+    for bank in layer.moram_bank.values():
+        bank._plan = None
+    return layer(x)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_repeated_call_is_the_bank_s_planned_call_again(repeats, path):
+    model = model_of()
+    layer = model.base_model.model.lin0
+    x = torch.randn(2, 3, 10, dtype=torch.float64)
+    with use_path(path), torch.no_grad():
+        first = layer(x)
+        again = [layer(x) for _ in range(3)]
+        assert repeats == [True, True, True] and layer._repeat[1] == "default"
+        assert all(torch.equal(out, first) for out in again) and torch.equal(long_way(layer, x), first)
+        expected = reference(layer, "default")(x)
+    torch.testing.assert_close(first, expected, rtol=0, atol=1e-12)
+
+
+def _disable(model, layer):
+    model.base_model.disable_adapter_layers()
+    return layer.base_layer
+
+
+def _other(model, layer):
+    model.set_adapter("other")
+    return reference(layer, "other")
+
+
+def _both(model, layer):
+    model.base_model.set_adapter(["default", "other"])
+    one, other, base = reference(layer, "default"), reference(layer, "other"), layer.base_layer
+    return lambda x: base(x) + (one(x) - base(x)) + (other(x) - base(x))
+
+
+def _new_weight(model, layer):
+    layer.base_layer.weight = nn.Parameter(layer.base_layer.weight * -1, requires_grad=False)
+    return reference(layer, "default")
+
+
+def _weight_in_place(model, layer):
+    with torch.no_grad():
+        layer.base_layer.weight.add_(1.0)
+    return reference(layer, "default")
+
+
+def _bank_swapped(model, layer):
+    bank = copy.deepcopy(layer.moram_bank["default"])
+    with torch.no_grad():
+        bank.frozen_values.mul_(-1)
+    layer.moram_bank["default"] = bank
+    return reference(layer, "default")
+
+
+def _grown(model, layer):  # a new task: trainable rows, read apart (no plan)
+    bank = layer.moram_bank["default"]
+    bank.expand()
+    with torch.no_grad():
+        bank.new_values.normal_(std=0.5)
+    return reference(layer, "default")
+
+
+def _base_swapped(model, layer):
+    torch.manual_seed(4)
+    layer.base_layer = nn.Linear(10, 12).double()
+    return reference(layer, "default")
+
+
+CHANGES = {
+    "adapters disabled": _disable,
+    "another adapter set": _other,
+    "two adapters active": _both,
+    "the base's weight replaced": _new_weight,
+    "the base's weight edited in place": _weight_in_place,
+    "the bank replaced in its container": _bank_swapped,
+    "a new task": _grown,
+    "the base replaced": _base_swapped,
+}
+
+
+@pytest.mark.parametrize("name", list(CHANGES))
+def test_a_change_of_what_the_layer_decides_takes_the_long_way(repeats, name):
+    model = model_of()
+    layer = model.base_model.model.lin0
+    x = torch.randn(4, 10, dtype=torch.float64)
+    with use_path("dense"), torch.no_grad():
+        layer(x), layer(x)
+        assert repeats == [True]
+        expected = CHANGES[name](model, layer)
+        out = layer(x)
+        assert repeats == [True, False]
+        torch.testing.assert_close(out, expected(x), rtol=0, atol=1e-12)
+        assert not torch.equal(out, reference(model_of().base_model.model.lin0, "default")(x))  # it changed
+        assert torch.equal(layer(x), out)  # repeated again where the new state allows it, or the long way
+
+
+def test_a_dropout_in_training_mode_is_never_repeated(repeats):
+    model = model_of(dropout=0.5)
+    layer = model.base_model.model.lin0
+    x = torch.randn(4, 10, dtype=torch.float64)
+    with use_path("dense"), torch.no_grad():
+        layer(x), layer(x)
+        evaluated = layer(x)
+        assert repeats == [True, True]
+        model.train()
+        for bank in layer.moram_bank.values():
+            bank.eval()  # (the bank's own plan would still apply: the layer's dropout must stop the repeat)
+        torch.manual_seed(0)
+        dropped = layer(x)
+        assert repeats == [True, True, False] and layer._repeat is None
+        torch.manual_seed(0)
+        assert torch.equal(long_way(layer, x), dropped) and not torch.equal(dropped, evaluated)
+
+
+def test_copies_and_pickles_hold_no_repeat(repeats):
+    model = model_of()
+    layer = model.base_model.model.lin0
+    x = torch.randn(4, 10, dtype=torch.float64)
+    with use_path("dense"), torch.no_grad():
+        first = [layer(x), layer(x)][1]
+        twin, loaded = copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))
+        assert layer._repeat is not None and twin._repeat is None and loaded._repeat is None
+        assert torch.equal(twin(x), first) and torch.equal(loaded(x), first)
+        state = layer.__dict__.copy()
+        del state["_repeat"]  # a layer pickled before the repeat existed
+        older = object.__new__(type(layer))
+        older.__setstate__(state)
+        assert older._repeat is None and torch.equal(older(x), first)
+
+
+def test_a_deleted_adapter_s_bank_is_let_go(repeats):
+    model = model_of()
+    layer = model.base_model.model.lin0
+    x = torch.randn(4, 10, dtype=torch.float64)
+    with use_path("dense"), torch.no_grad():
+        model.set_adapter("other")
+        layer(x), layer(x)
+        assert layer._repeat[1] == "other"
+        model.set_adapter("default")
+        model.delete_adapter("other")
+        assert layer._repeat is None
+        torch.testing.assert_close(layer(x), reference(layer, "default")(x), rtol=0, atol=1e-12)
+
+
+def test_torch_compile_neither_reads_nor_writes_the_repeat(repeats):
+    model = model_of()
+    layer = model.base_model.model.lin0
+    x = torch.randn(4, 10, dtype=torch.float64)
+    with use_path("dense"), torch.no_grad():
+        eager = [layer(x), layer(x)][1]
+        kept = layer._repeat
+        compiled = torch.compile(layer, backend="eager", fullgraph=True)
+        assert torch.equal(compiled(x), eager)
+        assert layer._repeat is kept and repeats == [True]
