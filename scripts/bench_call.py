@@ -106,6 +106,8 @@ def pieces(width: int, tokens: int, rounds: int, calls: int) -> None:
     with use_path("triton"), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         layer(x)  # keeps the stacked copy, chooses the path, plans the call
         plan = getattr(layer, "_plan", None)
+        steps = getattr(plan, "steps", None)  # (0.7.5: the repeat's own steps, constants bound)
+        read_out = getattr(steps, "read_out", None) is not None
         rows = tokens_of(x, torch.bfloat16)  # the long way's tokens, cast
         planned_rows = x.reshape(-1, width)  # the planned call's: autocast's addmm casts them
         stacked = layer.stacked_base(torch.bfloat16, weight, bias)
@@ -119,13 +121,16 @@ def pieces(width: int, tokens: int, rounds: int, calls: int) -> None:
             "nn.Linear, for scale": lambda: layer.base(x),
             "  the plan's check (EvalPlan.applies)": (lambda: plan.applies(layer, x, weight, bias)) if plan else None,
             "  tokens: reshape": lambda: x.reshape(-1, width),
-            "  steps 1-6 (stacked_mixture)": lambda: mixture(planned_rows, stacked, k, layer.temperature, gate, False),
+            "  steps 1-6 (the plan's StackedRepeat)": ((lambda: steps(planned_rows)) if steps is not None else
+                                                       lambda: mixture(planned_rows, stacked, k, layer.temperature,
+                                                                       gate, False)),
             "    the stacked GEMM (addmm, casting the tokens)": lambda: torch.addmm(stacked.bias, planned_rows,
                                                                                 stacked.weight_keys_t),
             "    the two views (split_with_sizes)": lambda: full.split_with_sizes((stacked.out_features,
                                                                                  stacked.num_atoms), 1),
-            "    the read-out's launch (run_read_out)": lambda: moram_triton.run_read_out(
-                proj, base_out, stacked.values, k, layer.temperature, gate),
+            "    the read-out's launch (ReadOut)": ((lambda: steps.read_out(full, base_out, proj)) if read_out else
+                                                     lambda: moram_triton.run_read_out(proj, base_out, stacked.values,
+                                                                                       k, layer.temperature, gate)),
             "  the output's reshape": lambda: out.reshape(*x.shape[:-1], out.shape[-1]),
             "the long way's decisions, which a plan skips:": None,
             "  tokens: reshape and cast (tokens_of)": lambda: tokens_of(x, torch.bfloat16),
@@ -165,7 +170,7 @@ def peft_rows(width: int, tokens: int, rounds: int, calls: int) -> None:
               f"{moram / linear:6.2f}x  {ops} ({linear_ops})", flush=True)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=15)
@@ -177,7 +182,7 @@ def main() -> None:
                         help="instead: where the bf16 eval call with the base kept spends its time, piece by piece")
     parser.add_argument("--peft", action="store_true",
                         help="also: the peft layer's call over a bf16 base (a bf16 language model's decode step)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     stub_triton()
     if args.pieces:

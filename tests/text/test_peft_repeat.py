@@ -232,3 +232,23 @@ def test_torch_compile_neither_reads_nor_writes_the_repeat(repeats):
         compiled = torch.compile(layer, backend="eager", fullgraph=True)
         assert torch.equal(compiled(x), eager)
         assert layer._repeat is kept and repeats == [True]
+
+
+def test_a_dropout_put_in_its_container_is_seen(repeats):
+    """No dropout (``nn.Identity``): repeated in training mode too; a dropout set in its place is read."""
+    model = model_of()
+    layer = model.base_model.model.lin0
+    x = torch.randn(4, 10, dtype=torch.float64)
+    model.train()
+    for bank in layer.moram_bank.values():
+        bank.eval()  # (the banks' plans apply: only the layer's own checks can stop the repeat)
+    with use_path("dense"), torch.no_grad():
+        layer(x), layer(x)
+        assert repeats == [True]
+        layer.moram_dropout["default"] = nn.Dropout(0.5)
+        torch.manual_seed(0)
+        dropped = layer(x)
+        assert repeats == [True, False]
+        torch.manual_seed(0)
+        assert torch.equal(long_way(layer, x), dropped)
+        assert not torch.equal(dropped, reference(layer, "default")(x))
