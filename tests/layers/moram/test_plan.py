@@ -369,7 +369,7 @@ def test_a_repeat_reads_out_each_row_count_as_the_long_way_does(planned, read_ou
         call(layer, inputs[0], amp)
         repeats = [call(layer, x, amp) for x in inputs]
         assert len(planned) == 4 and read_outs == [3, 1, 10, 3]
-        assert sorted(layer._plan.steps.read_out.launches) == [1, 3, 10]
+        assert sorted(layer._plan.steps.read_out.launchers) == [1, 3, 10]
         for x, out in zip(inputs, repeats):
             assert torch.equal(out, long_way(layer, x, amp))
         monkeypatch.setattr(moram_triton, "READ_OUT_ROWS", 2)

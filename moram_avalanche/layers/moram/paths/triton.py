@@ -28,9 +28,10 @@ eager calls pay no dispatcher overhead.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
-from typing import NamedTuple, Optional, Tuple
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import torch
 
@@ -330,25 +331,22 @@ def run_read_out(proj: torch.Tensor, base_out: Optional[torch.Tensor], values: t
     out = torch.empty(rows, outputs, device=proj.device, dtype=proj.dtype)
     launch = kept_launch(read_out_launch, rows, atoms, k, proj.element_size(), outputs)
     # (_numbers' inline: k < R here, so never its keep-all case, and no flags dict a call)
-    _launch_read_out(proj, base_out, values, out, rows, atoms, outputs, proj.stride(0),
-                     0 if base_out is None else base_out.stride(0), 1.0 / float(temperature),
-                     threshold, int(k), launch)
+    read_out_launcher(launch, k, threshold is not None, base_out is not None)(
+        proj, out if base_out is None else base_out, values, out, rows, atoms, outputs, proj.stride(0),
+        0 if base_out is None else base_out.stride(0), values.stride(0), out.stride(0), 1.0 / float(temperature),
+        0.0 if threshold is None else float(threshold), RELEVANCE_EPS)
     return out
 
 
-def _launch_read_out(proj, base_out, values, out, rows: int, atoms: int, outputs: int, proj_stride: int,
-                     base_stride: int, inverse_temperature: float, threshold: Optional[float], k: int,
-                     launch: ReadOutLaunch) -> None:
-    """The read-out kernel's one launch (:func:`run_read_out`, :class:`ReadOut`): ``out`` [rows, outputs]
-    written from ``proj`` and ``base_out`` (rows of the given strides, last stride 1; None: no base)
-    and contiguous ``values``."""
+def read_out_launcher(launch: ReadOutLaunch, k: int, gated: bool, base: bool) -> Callable:
+    """The read-out kernel launched by ``launch`` with its compile-time constants (``k``, the gate,
+    a base or none, the blocks) bound: it takes the 14 arguments that vary (``proj``, ``base_out``
+    (``out`` where none), ``values``, ``out``, the row, atom and output counts, the four row strides,
+    ``1 / tau``, ``delta`` (0 where none), the relevances' epsilon)."""
     grid, block_n, block_h, block_w, block_k, block_o, warps = launch
-    _kernels().route_read_out_kernel[grid](
-        proj, out if base_out is None else base_out, values, out, rows, atoms, outputs, proj_stride,
-        base_stride, values.stride(0), out.stride(0), inverse_temperature,
-        0.0 if threshold is None else float(threshold), RELEVANCE_EPS, K=k, GATED=threshold is not None,
-        BASE=base_out is not None, BLOCK_N=block_n, BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k,
-        BLOCK_O=block_o, num_warps=warps)
+    return functools.partial(_kernels().route_read_out_kernel[grid], K=int(k), GATED=gated, BASE=base,
+                             BLOCK_N=block_n, BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k, BLOCK_O=block_o,
+                             num_warps=warps)
 
 
 class ReadOut:
@@ -358,32 +356,36 @@ class ReadOut:
     cost). A call takes ``full`` ``[N, d_out + R]``, one new GEMM's output (contiguous: its row stride
     is its width), and its two views ``base_out = full[:, :d_out]`` and ``proj = full[:, d_out:]``
     (:func:`~moram_avalanche.layers.moram.paths.dense.stacked_mixture`'s), and gives what
-    :func:`run_read_out` gives on them: the same launch, with the arguments that do not change from
-    call to call (the bank's size and stride, ``1 / tau``, the gate, the launch per row count)
-    worked out at construction and at a row count's first call. The caller has made
-    :func:`route_read_out`'s checks (the plan's first call took the long way, which made them)."""
+    :func:`run_read_out` gives on them: the same kernel with the same arguments, those that do not
+    change from call to call (the bank's size and stride, ``1 / tau``, the gate, the launch and its
+    constants per row count: :func:`read_out_launcher`) worked out at construction and at a row
+    count's first call. The caller has made :func:`route_read_out`'s checks (the plan's first call
+    took the long way, which made them)."""
 
-    __slots__ = ("values", "k", "inverse_temperature", "threshold", "atoms", "outputs", "itemsize", "launches")
+    __slots__ = ("values", "k", "inverse_temperature", "threshold", "delta", "atoms", "outputs", "itemsize",
+                 "values_stride", "launchers")
 
     def __init__(self, values: torch.Tensor, k: int, temperature: float, threshold: Optional[float]):
         self.values = values if values.is_contiguous() else values.contiguous()
         self.k, self.inverse_temperature, self.threshold = int(k), 1.0 / float(temperature), threshold
+        self.delta = 0.0 if threshold is None else float(threshold)  # (the kernel's argument; GATED says if it counts)
         self.atoms, self.outputs = values.shape
-        self.itemsize = values.element_size()
-        self.launches = {}  # row count -> its read_out_launch (at most READ_OUT_ROWS of them)
+        self.itemsize, self.values_stride = values.element_size(), self.values.stride(0)
+        self.launchers = {}  # row count -> its launcher (at most READ_OUT_ROWS of them)
 
     def __call__(self, full: torch.Tensor, base_out: torch.Tensor, proj: torch.Tensor) -> torch.Tensor:
         rows, outputs = proj.shape[0], self.outputs
-        launch = self.launches.get(rows)
-        if launch is None:
-            launch = self.launches[rows] = read_out_launch(rows, self.atoms, self.k, self.itemsize, outputs)
+        launcher = self.launchers.get(rows)
+        if launcher is None:
+            launch = read_out_launch(rows, self.atoms, self.k, self.itemsize, outputs)
+            launcher = self.launchers[rows] = read_out_launcher(launch, self.k, self.threshold is not None, True)
         out = torch.empty(rows, outputs, device=full.device, dtype=full.dtype)
         stride = full.stride(0)
-        _launch_read_out(proj, base_out, self.values, out, rows, self.atoms, outputs, stride, stride,
-                         self.inverse_temperature, self.threshold, self.k, launch)
+        launcher(proj, base_out, self.values, out, rows, self.atoms, outputs, stride, stride, self.values_stride,
+                 outputs, self.inverse_temperature, self.delta, RELEVANCE_EPS)
         return out
 
 
-__all__ = ["Launch", "MAX_ATOMS", "READ_OUT_PROGRAMS", "READ_OUT_ROWS", "ROW_PER_WARP", "ReadOut", "ReadOutLaunch", "fits", "installed",
-           "interpreting", "kept_launch", "launch", "read_out_launch", "route_backward", "route_forward", "route_read_out",
-           "run_read_out", "usable", "why_not"]
+__all__ = ["Launch", "MAX_ATOMS", "READ_OUT_PROGRAMS", "READ_OUT_ROWS", "ROW_PER_WARP", "ReadOut", "ReadOutLaunch", "fits",
+           "installed", "interpreting", "kept_launch", "launch", "read_out_launch", "read_out_launcher", "route_backward",
+           "route_forward", "route_read_out", "run_read_out", "usable", "why_not"]
