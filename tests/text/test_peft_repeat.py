@@ -19,27 +19,10 @@ from moram_avalanche.layers.moram.layer import keep_base_casts
 from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.layers.moram.paths import use_path
 from tiny_layers import TwoLinears
+from tiny_peft import config, reference
 
 PATHS = ["dense", pytest.param("triton", marks=pytest.mark.skipif(
     not moram_triton.usable(torch.empty(0)), reason="Triton's interpreter is off (TRITON_INTERPRET=1 not set early)"))]
-
-
-def config(**kwargs):
-    from moram_avalanche.text import MoRAMConfig
-
-    options = dict(target_modules=["lin0", "lin1"], atoms_per_task=4, topk=2, temperature=0.5,
-                   threshold=0.1, dropout=0.0, init_weights=False)
-    return MoRAMConfig(**{**options, **kwargs})
-
-
-def reference(layer, adapter):
-    """The library's own MoRAMLinear over a copy of the base, holding ``adapter``'s atoms."""
-    from moram_avalanche.layers.moram.layer import MoRAMLinear
-
-    bank = layer.moram_bank[adapter]
-    ref = MoRAMLinear(copy.deepcopy(layer.base_layer), **bank.options)
-    ref.load_atoms(bank.keys, bank.values, bank.num_frozen, bank.atom_task)
-    return ref.eval()
 
 
 def model_of(**kwargs):
@@ -56,6 +39,12 @@ def model_of(**kwargs):
         bank.freeze()
     keep_base_casts(model)
     return model.eval()
+
+
+def lin0_of(**kwargs):
+    """``(model, its lin0, an input of 4 rows)``: :func:`model_of`'s first layer, which holds both adapters."""
+    model = model_of(**kwargs)
+    return model, model.base_model.model.lin0, torch.randn(4, 10, dtype=torch.float64)
 
 
 @pytest.fixture
@@ -160,9 +149,7 @@ CHANGES = {
 
 @pytest.mark.parametrize("name", list(CHANGES))
 def test_a_change_of_what_the_layer_decides_takes_the_long_way(repeats, name):
-    model = model_of()
-    layer = model.base_model.model.lin0
-    x = torch.randn(4, 10, dtype=torch.float64)
+    model, layer, x = lin0_of()
     with use_path("dense"), torch.no_grad():
         layer(x), layer(x)
         assert repeats == [True]
@@ -175,9 +162,7 @@ def test_a_change_of_what_the_layer_decides_takes_the_long_way(repeats, name):
 
 
 def test_a_dropout_in_training_mode_is_never_repeated(repeats):
-    model = model_of(dropout=0.5)
-    layer = model.base_model.model.lin0
-    x = torch.randn(4, 10, dtype=torch.float64)
+    model, layer, x = lin0_of(dropout=0.5)
     with use_path("dense"), torch.no_grad():
         layer(x), layer(x)
         evaluated = layer(x)
@@ -193,9 +178,7 @@ def test_a_dropout_in_training_mode_is_never_repeated(repeats):
 
 
 def test_copies_and_pickles_hold_no_repeat(repeats):
-    model = model_of()
-    layer = model.base_model.model.lin0
-    x = torch.randn(4, 10, dtype=torch.float64)
+    model, layer, x = lin0_of()
     with use_path("dense"), torch.no_grad():
         first = [layer(x), layer(x)][1]
         twin, loaded = copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))
@@ -209,9 +192,7 @@ def test_copies_and_pickles_hold_no_repeat(repeats):
 
 
 def test_a_deleted_adapter_s_bank_is_let_go(repeats):
-    model = model_of()
-    layer = model.base_model.model.lin0
-    x = torch.randn(4, 10, dtype=torch.float64)
+    model, layer, x = lin0_of()
     with use_path("dense"), torch.no_grad():
         model.set_adapter("other")
         layer(x), layer(x)
@@ -223,9 +204,7 @@ def test_a_deleted_adapter_s_bank_is_let_go(repeats):
 
 
 def test_torch_compile_neither_reads_nor_writes_the_repeat(repeats):
-    model = model_of()
-    layer = model.base_model.model.lin0
-    x = torch.randn(4, 10, dtype=torch.float64)
+    model, layer, x = lin0_of()
     with use_path("dense"), torch.no_grad():
         eager = [layer(x), layer(x)][1]
         kept = layer._repeat
@@ -236,9 +215,7 @@ def test_torch_compile_neither_reads_nor_writes_the_repeat(repeats):
 
 def test_a_dropout_put_in_its_container_is_seen(repeats):
     """No dropout (``nn.Identity``): repeated in training mode too; a dropout set in its place is read."""
-    model = model_of()
-    layer = model.base_model.model.lin0
-    x = torch.randn(4, 10, dtype=torch.float64)
+    model, layer, x = lin0_of()
     model.train()
     for bank in layer.moram_bank.values():
         bank.eval()  # (the banks' plans apply: only the layer's own checks can stop the repeat)
