@@ -121,16 +121,16 @@ def pieces(width: int, tokens: int, rounds: int, calls: int) -> None:
             "nn.Linear, for scale": lambda: layer.base(x),
             "  the plan's check (EvalPlan.applies)": (lambda: plan.applies(layer, x, weight, bias)) if plan else None,
             "  tokens: reshape": lambda: x.reshape(-1, width),
-            "  steps 1-6 (the plan's StackedRepeat)": ((lambda: steps(planned_rows)) if steps is not None else
-                                                       lambda: mixture(planned_rows, stacked, k, layer.temperature,
-                                                                       gate, False)),
+            ("  steps 1-6 (the plan's StackedRepeat)" if steps is not None else "  steps 1-6 (stacked_mixture)"):
+                ((lambda: steps(planned_rows)) if steps is not None else
+                 lambda: mixture(planned_rows, stacked, k, layer.temperature, gate, False)),
             "    the stacked GEMM (addmm, casting the tokens)": lambda: torch.addmm(stacked.bias, planned_rows,
                                                                                 stacked.weight_keys_t),
             "    the two views (split_with_sizes)": lambda: full.split_with_sizes((stacked.out_features,
                                                                                  stacked.num_atoms), 1),
-            "    the read-out's launch (ReadOut)": ((lambda: steps.read_out(full, base_out, proj)) if read_out else
-                                                     lambda: moram_triton.run_read_out(proj, base_out, stacked.values,
-                                                                                       k, layer.temperature, gate)),
+            ("    the read-out's launch (ReadOut)" if read_out else "    the read-out's launch (run_read_out)"):
+                ((lambda: steps.read_out(full, base_out, proj)) if read_out else
+                 lambda: moram_triton.run_read_out(proj, base_out, stacked.values, k, layer.temperature, gate)),
             "  the output's reshape": lambda: out.reshape(*x.shape[:-1], out.shape[-1]),
             "the long way's decisions, which a plan skips:": None,
             "  tokens: reshape and cast (tokens_of)": lambda: tokens_of(x, torch.bfloat16),

@@ -42,6 +42,7 @@ from torch import nn
 from transformers.pytorch_utils import Conv1D
 
 from ..layers.moram.layer import MoRAMAtoms, compute_dtype
+from ..layers.moram.plan import EvalPlan
 
 #: the error a merge of MoRAM into the base weights raises, and why (the update depends on the input)
 MERGE_REFUSED = (
@@ -162,9 +163,9 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
         if (modules["base_layer"] is not base or modules["moram_bank"]._modules.get(name) is not bank
                 or modules["moram_dropout"]._modules.get(name) is not dropout):
             return None
-        parameters = base._parameters
-        weight, bias = parameters.get("weight"), parameters.get("bias")
-        if weight is None or weight.dtype is not plan.dtype or not plan.applies(bank, x, weight, bias):
+        tensors = EvalPlan.base_tensors(base)
+        if (tensors is None or tensors[0] is None or tensors[0].dtype is not plan.dtype
+                or not plan.applies(bank, x, *tensors)):
             return None
         return plan.read(x)
 

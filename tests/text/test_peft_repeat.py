@@ -73,17 +73,20 @@ def long_way(layer, x):
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_a_repeated_call_is_the_bank_s_planned_call_again(repeats, path):
-    model = model_of()
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
+def test_a_repeated_call_is_the_bank_s_planned_call_again(repeats, path, dtype):
+    """float64 (exact against the library's own layer) and a bf16 model (a bf16 decode step's call)."""
+    model = model_of().to(dtype)
     layer = model.base_model.model.lin0
-    x = torch.randn(2, 3, 10, dtype=torch.float64)
+    x = torch.randn(2, 3, 10, dtype=torch.float64).to(dtype)
     with use_path(path), torch.no_grad():
         first = layer(x)
         again = [layer(x) for _ in range(3)]
-        assert repeats == [True, True, True] and layer._repeat[1] == "default"
+        assert repeats == [True, True, True] and layer._repeat[1] == "default" and first.dtype == dtype
         assert all(torch.equal(out, first) for out in again) and torch.equal(long_way(layer, x), first)
         expected = reference(layer, "default")(x)
-    torch.testing.assert_close(first, expected, rtol=0, atol=1e-12)
+    exact = dtype == torch.float64
+    torch.testing.assert_close(first, expected, rtol=0 if exact else 2e-2, atol=1e-12 if exact else 2e-2)
 
 
 def _disable(model, layer):
@@ -229,3 +232,51 @@ def test_a_dropout_put_in_its_container_is_seen(repeats):
         torch.manual_seed(0)
         assert torch.equal(long_way(layer, x), dropped)
         assert not torch.equal(dropped, reference(layer, "default")(x))
+
+
+def test_extra_arguments_are_never_repeated_past(repeats):
+    """The long way hands them to the base (an ``nn.Linear`` takes none: its error, not a stale repeat)."""
+    model, layer, x = lin0_of()
+    with use_path("dense"), torch.no_grad():
+        layer(x), layer(x)
+        with pytest.raises(TypeError):
+            layer(x, scale=2.0)
+        assert repeats == [True] and layer._repeat is None
+
+
+def test_the_disable_context_and_enabling_again(repeats):
+    model, layer, x = lin0_of()
+    with use_path("dense"), torch.no_grad():
+        first = [layer(x), layer(x)][1]
+        with model.disable_adapter():
+            assert torch.equal(layer(x), layer.base_layer(x))
+        model.base_model.disable_adapter_layers()
+        assert torch.equal(layer(x), layer.base_layer(x))
+        model.base_model.enable_adapter_layers()
+        assert torch.equal(layer(x), first) and torch.equal(layer(x), first)
+    assert repeats == [True, False, True]  # (a call it left drops the repeat: the next disabled one tries none)
+
+
+def test_a_bias_given_to_a_bias_less_base_is_read(repeats):
+    """``base.bias`` set as a plain tensor after ``del`` is outside the parameter table: the long way."""
+    model, layer, x = lin0_of()
+    layer.base_layer = nn.Linear(10, 12, bias=False).double()
+    with use_path("dense"), torch.no_grad():
+        layer(x), layer(x)
+        assert repeats == [True]
+        del layer.base_layer.bias
+        layer.base_layer.bias = torch.full((12,), 100.0, dtype=torch.float64)
+        out = layer(x)
+        assert repeats == [True, False]
+        torch.testing.assert_close(out, reference(layer, "default")(x), rtol=0, atol=1e-12)
+
+
+def test_a_float64_input_under_autocast_is_read_the_long_way(repeats):
+    """A bf16 base under bf16 autocast, a float64 input: the long way casts it (autocast never does)."""
+    model = model_of().to(torch.bfloat16)
+    layer = model.base_model.model.lin0
+    x = torch.randn(4, 10, dtype=torch.float64)
+    with use_path("dense"), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        first = layer(x)
+        assert torch.equal(layer(x), first) and first.dtype == torch.bfloat16
+    assert layer._repeat is None and repeats == []

@@ -349,9 +349,8 @@ class MoRAMLinear(MoRAMRouting, MoRAMBank):
         """``y = W x + b + sum_i w_i p_i B_i`` for every token of ``x`` ``[..., in_features]`` (steps 1-6)."""
         plan = None if torch.compiler.is_compiling() else self._plan  # the last stacked call again (read's)
         if plan is not None and self.fuse_base:
-            base_parameters = self._modules["base"]._parameters
-            weight, bias = base_parameters.get("weight"), base_parameters.get("bias")
-            if plan.applies(self, x, weight, bias):
+            tensors = EvalPlan.base_tensors(self._modules["base"])
+            if tensors is not None and plan.applies(self, x, *tensors):
                 return plan.read(x)
         base = self.base
         if not x.is_floating_point() or x.dim() == 0 or x.shape[-1] != base.in_features:

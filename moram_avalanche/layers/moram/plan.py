@@ -58,8 +58,8 @@ class EvalPlan:
         ``torch.compile`` (a graph holds its own decisions).
         ``asks``: the layer's class has its own ``stacks_base``, asked again at each repeat (else
         its ``keep_base_cast`` is read, the rest of the base class's answer being the plan's own checks)."""
-        if layer.recording or torch.is_grad_enabled():
-            return None
+        if layer.recording or torch.is_grad_enabled() or (x.dtype is torch.float64 and dtype is not torch.float64):
+            return None  # (float64 under autocast: the long way casts the tokens, autocast never does)
         own = layer.__dict__
         if ROWS[0] in own or ROWS[1] in own or ROWS[2] in own or ROWS[3] in own:
             return None
@@ -113,6 +113,18 @@ class EvalPlan:
                     or tensor.shape != shape:
                 return False
         return True
+
+    @staticmethod
+    def base_tensors(base: torch.nn.Module) -> Optional[tuple]:
+        """``(base.weight, base.bias)`` read from the base's parameter table, as a host's repeat hands
+        them to :meth:`applies` (``nn.Module`` attribute lookups cost about half a microsecond each);
+        None where that table may not say what ``base.weight`` / ``base.bias`` give: either name
+        missing from it (deleted, then set as a plain tensor or a buffer) or shadowed in the
+        base's own dictionary. The caller then takes the long way, which reads the attributes."""
+        parameters, own = base._parameters, base.__dict__
+        if "weight" not in parameters or "bias" not in parameters or "weight" in own or "bias" in own:
+            return None
+        return parameters["weight"], parameters["bias"]
 
     def read(self, x: torch.Tensor) -> torch.Tensor:
         """The planned call on ``x`` (after :meth:`applies`): steps 1-6 over the stacked copy, as the

@@ -414,3 +414,42 @@ def test_a_repeat_of_another_stacked_form_calls_it_as_it_is():
     repeat = stacked_repeat(form, stacked, 5, 0.1, None)
     assert repeat.read_out is None and torch.equal(repeat(x), x * 2)
     assert calls == [(x, stacked, 5, 0.1, None, False)]
+
+
+@pytest.mark.parametrize("path", GPU_PATHS)
+def test_a_float64_input_under_autocast_is_not_planned(planned, path):
+    """The long way casts the tokens to autocast's dtype; autocast itself never casts float64, so a
+    repeat relying on its GEMM's cast would multiply float64 by bf16: such a call is never planned."""
+    layer = kept_layer()
+    x = torch.randn(2, 5, 24, dtype=torch.float64)
+    with use_path(path):
+        first = call(layer, x, amp=True)
+        again = call(layer, x, amp=True)
+    assert layer._plan is None and planned == [] and first.dtype == torch.bfloat16 and torch.equal(again, first)
+    torch.testing.assert_close(first.double(), naive_of(layer, x), rtol=3e-2, atol=3e-2)
+
+
+def _bias_set_as_a_tensor(base):  # a bias-less base given one: no longer in its parameter table
+    del base.bias
+    base.bias = torch.full((base.out_features,), 100.0)
+
+
+def _weight_shadowed(base):  # a weight in the base's own dictionary, where nn.Module finds it first
+    base.__dict__["weight"] = base.weight * -1
+
+
+@pytest.mark.parametrize("change", [_bias_set_as_a_tensor, _weight_shadowed])
+def test_a_base_tensor_outside_its_parameter_table_takes_the_long_way(planned, change):
+    """What ``base.weight`` / ``base.bias`` give, not what the parameter table holds, is what a call reads."""
+    torch.manual_seed(0)
+    layer = grown(tasks=3).eval()
+    layer.base = nn.Linear(24, 20, bias=False)
+    keep_base_casts(layer)
+    x = torch.randn(2, 5, 24)
+    with use_path("dense"):
+        call(layer, x), call(layer, x)
+        assert len(planned) == 1
+        change(layer.base)
+        out = call(layer, x)
+        assert len(planned) == 1 and torch.equal(call(layer, x), out)
+    torch.testing.assert_close(out.double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)

@@ -205,7 +205,8 @@ def stacked_repeat(mixture: Callable, stacked: StackedBase, k: int, temperature:
     that form is called as it is) repeated over ``stacked`` with ``k``, ``temperature`` and
     ``threshold``, nothing recorded: a :class:`StackedRepeat`."""
     router = None
-    if isinstance(mixture, functools.partial) and mixture.func is stacked_mixture and len(mixture.args) == 1:
+    if (isinstance(mixture, functools.partial) and mixture.func is stacked_mixture and len(mixture.args) == 1
+            and not mixture.keywords):
         router = mixture.args[0]
     read_out = None
     if router is not None and router.read_out is moram_triton.run_read_out and k < stacked.num_atoms:
