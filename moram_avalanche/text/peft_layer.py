@@ -42,7 +42,6 @@ from torch import nn
 from transformers.pytorch_utils import Conv1D
 
 from ..layers.moram.layer import MoRAMAtoms, compute_dtype
-from ..layers.moram.plan import EvalPlan
 
 #: the error a merge of MoRAM into the base weights raises, and why (the update depends on the input)
 MERGE_REFUSED = (
@@ -151,8 +150,10 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
         eval call (:class:`~moram_avalanche.layers.moram.plan.EvalPlan`, which checks the bank, the
         base's tensors and the call's context), after checking what this layer decided besides:
         adapters enabled, the same one adapter active, the same bank, dropout and base in their
-        containers, the dropout off (eval) or none. ``repeat``: ``(active adapters as peft held them
-        (a copy), the one adapter's name, its bank, dropout, base)`` of the last call that :meth:`forward` ended in the bank's plan (issue "GPU path II", item 7: a
+        containers, the dropout off (eval) or none (the base's tensors, their dtype and the rest:
+        :meth:`~moram_avalanche.layers.moram.plan.EvalPlan.read_over`). ``repeat``: ``(the active
+        adapters as peft held them (a copy), the one adapter's name, its bank, dropout, base)`` of
+        the last call that :meth:`forward` ended in the bank's plan (issue "GPU path II", item 7: a
         bf16 language model's decode step calls every adapted layer this way, host-bound)."""
         active, name, bank, dropout, base = repeat
         plan = bank._plan
@@ -163,11 +164,7 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
         if (modules["base_layer"] is not base or modules["moram_bank"]._modules.get(name) is not bank
                 or modules["moram_dropout"]._modules.get(name) is not dropout):
             return None
-        tensors = EvalPlan.base_tensors(base)
-        if (tensors is None or tensors[0] is None or tensors[0].dtype is not plan.dtype
-                or not plan.applies(bank, x, *tensors)):
-            return None
-        return plan.read(x)
+        return plan.read_over(bank, x, base)
 
     def __getstate__(self):
         state = dict(super().__getstate__())  # (a copy: object's is the instance's own dictionary)

@@ -70,9 +70,10 @@ def version_of(tensor: torch.Tensor) -> Optional[int]:
 
 
 def stamp_of(tensor: torch.Tensor) -> tuple:
-    """What an in-place edit, a swapped storage or a resized ``.data`` of ``tensor`` changes: its
-    version (:func:`version_of`), data pointer and shape."""
-    return version_of(tensor), tensor.data_ptr(), tensor.shape
+    """What an in-place edit, a swapped storage or a resized or reinterpreted ``.data`` of ``tensor``
+    changes: its version (:func:`version_of`), data pointer, shape and dtype (``.data`` swapped for
+    a ``.view(dtype)`` of the same size keeps the other three)."""
+    return version_of(tensor), tensor.data_ptr(), tensor.shape, tensor.dtype
 
 
 def storage_marks(module: nn.Module) -> tuple:

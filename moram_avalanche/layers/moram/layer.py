@@ -349,9 +349,9 @@ class MoRAMLinear(MoRAMRouting, MoRAMBank):
         """``y = W x + b + sum_i w_i p_i B_i`` for every token of ``x`` ``[..., in_features]`` (steps 1-6)."""
         plan = None if torch.compiler.is_compiling() else self._plan  # the last stacked call again (read's)
         if plan is not None and self.fuse_base:
-            tensors = EvalPlan.base_tensors(self._modules["base"])
-            if tensors is not None and plan.applies(self, x, *tensors):
-                return plan.read(x)
+            out = plan.read_over(self, x, self._modules["base"])
+            if out is not None:
+                return out
         base = self.base
         if not x.is_floating_point() or x.dim() == 0 or x.shape[-1] != base.in_features:
             self.check_input(x)  # the clear error

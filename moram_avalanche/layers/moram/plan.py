@@ -16,7 +16,7 @@ it after one check (:meth:`EvalPlan.applies`) that every input of those decision
   :func:`~moram_avalanche.layers.moram.paths.switch.token`, the input's dtype, device and width,
   autocast's state for that device;
 * the layer: the same base tensors and bank rows (identity, read from the module's registries,
-  none shadowed in its own dictionary), their versions, data pointers and shapes (``copy_``,
+  none shadowed in its own dictionary), their versions, data pointers, shapes and dtypes (``copy_``,
   ``.to()``, a swapped or resized ``.data``), the layer's kept stacked copy itself, the training
   flag, the routing options and the trainable values' scale (the same objects), recording off,
   and, where its class has its own, :meth:`stacks_base` (a subclass's say).
@@ -108,23 +108,26 @@ class EvalPlan:
                 or parameters.get("new_keys") is not rows[2] or parameters.get("new_values") is not rows[3]
                 or ROWS[0] in own or ROWS[1] in own or ROWS[2] in own or ROWS[3] in own):
             return False
-        for tensor, version, pointer, shape in self.stamps:  # stamp_of, inline (None: an inference tensor's)
+        for tensor, version, pointer, shape, dtype in self.stamps:  # stamp_of, inline (None: an inference tensor's)
             if (version is not None and tensor._version != version) or tensor.data_ptr() != pointer \
-                    or tensor.shape != shape:
+                    or tensor.shape != shape or tensor.dtype is not dtype:
                 return False
         return True
 
-    @staticmethod
-    def base_tensors(base: torch.nn.Module) -> Optional[tuple]:
-        """``(base.weight, base.bias)`` read from the base's parameter table, as a host's repeat hands
-        them to :meth:`applies` (``nn.Module`` attribute lookups cost about half a microsecond each);
-        None where that table may not say what ``base.weight`` / ``base.bias`` give: either name
-        missing from it (deleted, then set as a plain tensor or a buffer) or shadowed in the
-        base's own dictionary. The caller then takes the long way, which reads the attributes."""
+    def read_over(self, layer, x: torch.Tensor, base: torch.nn.Module) -> Optional[torch.Tensor]:
+        """The planned call on ``x`` over ``base``'s weight and bias (a host's repeat:
+        :class:`~moram_avalanche.layers.moram.layer.MoRAMLinear`, the peft layer), or None where
+        :meth:`applies` says no or the base's parameter table may not say what ``base.weight`` /
+        ``base.bias`` give (either name missing from it, deleted and then set as a plain tensor or
+        a buffer, or shadowed in the base's own dictionary): the caller then takes the long way,
+        which reads the attributes. (The table,
+        because ``nn.Module`` attribute lookups cost about half a microsecond each.)"""
         parameters, own = base._parameters, base.__dict__
         if "weight" not in parameters or "bias" not in parameters or "weight" in own or "bias" in own:
             return None
-        return parameters["weight"], parameters["bias"]
+        if not self.applies(layer, x, parameters["weight"], parameters["bias"]):
+            return None
+        return self.read(x)
 
     def read(self, x: torch.Tensor) -> torch.Tensor:
         """The planned call on ``x`` (after :meth:`applies`): steps 1-6 over the stacked copy, as the

@@ -453,3 +453,17 @@ def test_a_base_tensor_outside_its_parameter_table_takes_the_long_way(planned, c
         out = call(layer, x)
         assert len(planned) == 1 and torch.equal(call(layer, x), out)
     torch.testing.assert_close(out.double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
+
+
+def test_a_weight_reinterpreted_in_another_dtype_takes_the_long_way(planned):
+    """``.data`` swapped for a view in another dtype of the same size: the same storage, pointer,
+    shape and version, other numbers; the weight's dtype is part of what the plan checks."""
+    layer = kept_layer().to(torch.bfloat16)
+    x = torch.randn(2, 5, 24, dtype=torch.bfloat16)
+    with use_path("dense"):
+        call(layer, x), call(layer, x)
+        assert len(planned) == 1
+        layer.base.weight.data = layer.base.weight.data.view(torch.float16)
+        out = call(layer, x)
+        assert len(planned) == 1 and torch.equal(out, long_way(layer, x))
+    torch.testing.assert_close(out.double(), naive_of(layer, x.double()), rtol=3e-2, atol=3e-2)
