@@ -42,7 +42,7 @@ def planned(monkeypatch):
 
 
 def call(layer, x, amp=False):
-    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+    with torch.no_grad(), torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=amp):
         return layer(x)
 
 
@@ -467,3 +467,23 @@ def test_a_weight_reinterpreted_in_another_dtype_takes_the_long_way(planned):
         out = call(layer, x)
         assert len(planned) == 1 and torch.equal(out, long_way(layer, x))
     torch.testing.assert_close(out.double(), naive_of(layer, x.double()), rtol=3e-2, atol=3e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA only (the GPU check runs it)")
+@pytest.mark.parametrize("amp", [False, True])
+def test_on_cuda_a_repeat_launches_what_the_long_way_launches(planned, read_outs, amp):
+    """Triton's own launcher (bound once per row count by ``read_out_launcher``), not the interpreter:
+    each repeat equals the long way bit for bit, up to and past the one-call read-out's rows."""
+    if not moram_triton.usable(torch.empty(0, device="cuda")):
+        pytest.skip("Triton cannot run on this GPU")
+    layer = kept_layer().cuda()
+    torch.manual_seed(2)
+    rows = [1, 8, moram_triton.READ_OUT_ROWS, moram_triton.READ_OUT_ROWS + 1]
+    with use_path("triton"):
+        for count in rows:
+            x = torch.randn(count, 24, device="cuda")
+            first = long_way(layer, x, amp)
+            assert all(torch.equal(call(layer, x, amp), first) for _ in range(2))
+            torch.testing.assert_close(first.double(), naive_of(layer, x), rtol=3e-2 if amp else 1e-4,
+                                       atol=3e-2 if amp else 1e-4)
+    assert len(planned) == 2 * len(rows) and read_outs == [count for count in rows[:3] for _ in range(2)]
