@@ -136,9 +136,9 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
             if (isinstance(dropout, nn.Identity) or not self.training) and compute_dtype(x) == weight.dtype:
                 out = bank.read(x, weight, base.bias)  # W x + b + the atoms, one read-out
                 active = self._active_adapter  # (peft keeps a name or a list of names)
-                if not compiling and bank._plan is not None and (isinstance(active, str) or len(active) == 1):
-                    name = active if isinstance(active, str) else active[0]
-                    self._repeat = (active if isinstance(active, str) else list(active), name, bank, dropout, base)
+                names = [active] if isinstance(active, str) else list(active)  # (a copy: compared at a repeat)
+                if not compiling and bank._plan is not None and len(names) == 1:
+                    self._repeat = (active if isinstance(active, str) else names, names[0], bank, dropout, base)
                 return out
         result = base(x, *args, **kwargs)
         for dropout, bank in banks:  # (the dropout drawn again in the backward: MoRAMRouting.read_dropped)

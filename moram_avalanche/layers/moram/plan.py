@@ -47,7 +47,7 @@ class EvalPlan:
 
     __slots__ = ("switch", "device", "device_type", "x_dtype", "autocast", "dtype", "in_features", "training",
                  "options", "weight", "bias", "buffers", "parameters", "rows", "stamps", "kept", "entry",
-                 "asks", "mixture", "stacked", "k", "gate", "temperature", "steps")
+                 "asks", "steps")
 
     @classmethod
     def of(cls, layer, x: torch.Tensor, dtype: torch.dtype, weight: torch.Tensor, bias: Optional[torch.Tensor],
@@ -81,8 +81,7 @@ class EvalPlan:
         plan.weight, plan.bias, plan.buffers, plan.parameters, plan.rows = weight, bias, buffers, parameters, rows
         plan.stamps = tuple((t, *stamp_of(t)) for t in (weight, bias) + rows if t is not None)
         plan.kept, plan.entry, plan.asks = layer._stacked, entry, asks
-        plan.mixture, plan.stacked, plan.k, plan.gate, plan.temperature = mixture, stacked, k, gate, layer.temperature
-        plan.steps = stacked_repeat(mixture, stacked, k, layer.temperature, gate)
+        plan.steps = stacked_repeat(mixture, stacked, k, layer.temperature, gate)  # (what a repeat runs)
         return plan
 
     def applies(self, layer, x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor]) -> bool:
@@ -120,8 +119,8 @@ class EvalPlan:
         :meth:`applies` says no or the base's parameter table may not say what ``base.weight`` /
         ``base.bias`` give (either name missing from it, deleted and then set as a plain tensor or
         a buffer, or shadowed in the base's own dictionary): the caller then takes the long way,
-        which reads the attributes. (The table,
-        because ``nn.Module`` attribute lookups cost about half a microsecond each.)"""
+        which reads the attributes. (The table because ``nn.Module`` attribute lookups cost about
+        half a microsecond each.)"""
         parameters, own = base._parameters, base.__dict__
         if "weight" not in parameters or "bias" not in parameters or "weight" in own or "bias" in own:
             return None

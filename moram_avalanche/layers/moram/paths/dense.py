@@ -183,11 +183,11 @@ class StackedRepeat:
     __slots__ = ("mixture", "stacked", "k", "temperature", "threshold", "weight_keys_t", "bias", "sizes", "read_out")
 
     def __init__(self, mixture: Callable, stacked: StackedBase, k: int, temperature: float,
-                 threshold: Optional[float], read_out: Optional[Callable]):
+                 threshold: Optional[float], fused: bool):
         self.mixture, self.stacked, self.k, self.temperature, self.threshold = mixture, stacked, k, temperature, threshold
         self.weight_keys_t, self.bias = stacked.weight_keys_t, stacked.bias
         self.sizes = (stacked.out_features, stacked.num_atoms)
-        self.read_out = None if read_out is None else moram_triton.ReadOut(stacked.values, k, temperature, threshold)
+        self.read_out = moram_triton.ReadOut(stacked.values, k, temperature, threshold) if fused else None
 
     def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
         if self.read_out is None or tokens.shape[0] > moram_triton.READ_OUT_ROWS:
@@ -203,15 +203,13 @@ def stacked_repeat(mixture: Callable, stacked: StackedBase, k: int, temperature:
     """``tokens -> y``: ``mixture`` (a path's stacked form, :func:`stacked_mixture` with its router,
     as :func:`~moram_avalanche.layers.moram.paths.choice.mixture_for` gives it; any other callable of
     that form is called as it is) repeated over ``stacked`` with ``k``, ``temperature`` and
-    ``threshold``, nothing recorded: a :class:`StackedRepeat`."""
-    router = None
-    if (isinstance(mixture, functools.partial) and mixture.func is stacked_mixture and len(mixture.args) == 1
-            and not mixture.keywords):
-        router = mixture.args[0]
-    read_out = None
-    if router is not None and router.read_out is moram_triton.run_read_out and k < stacked.num_atoms:
-        read_out = router.read_out
-    return StackedRepeat(mixture, stacked, k, temperature, threshold, read_out)
+    ``threshold``, nothing recorded: a :class:`StackedRepeat`, with the Triton router's one-call
+    read-out bound where :func:`fused_read_out` would take it (``k < R``; the row count is read at
+    each call)."""
+    fused = (isinstance(mixture, functools.partial) and mixture.func is stacked_mixture
+             and len(mixture.args) == 1 and mixture.args[0] is TRITON_ROUTER and not mixture.keywords
+             and k < stacked.num_atoms)
+    return StackedRepeat(mixture, stacked, k, temperature, threshold, fused)
 
 
 def dense_router_backward(router: Router, k: int, temperature: float, threshold: Optional[float], grad_out,
