@@ -129,7 +129,7 @@ def pieces(width: int, tokens: int, rounds: int, calls: int) -> None:
             "    the two views (split_with_sizes)": lambda: full.split_with_sizes((stacked.out_features,
                                                                                  stacked.num_atoms), 1),
             ("    the read-out's launch (ReadOut)" if read_out else "    the read-out's launch (run_read_out)"):
-                ((lambda: steps.read_out(full, base_out, proj)) if read_out else
+                ((lambda: steps.read_out(proj, base_out)) if read_out else
                  lambda: moram_triton.run_read_out(proj, base_out, stacked.values, k, layer.temperature, gate)),
             "  the output's reshape": lambda: out.reshape(*x.shape[:-1], out.shape[-1]),
             "the long way's decisions, which a plan skips:": None,

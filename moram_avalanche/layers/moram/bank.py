@@ -76,6 +76,16 @@ def stamp_of(tensor: torch.Tensor) -> tuple:
     return version_of(tensor), tensor.data_ptr(), tensor.shape, tensor.dtype
 
 
+def rows_stamp(keys: torch.Tensor, values: torch.Tensor) -> Optional[tuple]:
+    """``(stamp_of(keys), stamp_of(values))``: what a copy kept of a bank's two row tensors is checked
+    against at each call; None where a tensor has no storage to point at (a ``torch.func``
+    transform's wrapper, made anew at each call: nothing is kept from it)."""
+    try:
+        return stamp_of(keys), stamp_of(values)
+    except RuntimeError:  # "Cannot access data pointer of Tensor that doesn't have storage"
+        return None
+
+
 def storage_marks(module: nn.Module) -> tuple:
     """Where each tensor of ``module`` (and its submodules) lives: data pointer, dtype and device --
     what a ``.to()`` or ``.half()`` that moves or casts anything changes."""
@@ -201,9 +211,9 @@ class AtomStore:
         #: start of a task), or ``"kaiming"`` like the keys (peft's ``init_weights=False``)
         self.values_init = "zero"
         self._recording = False
-        self._cast_rows = {}  # dtype -> (frozen_keys, frozen_values, their versions, BankRows of the frozen bank)
+        self._cast_rows = {}  # dtype -> (frozen_keys, frozen_values, their rows_stamp, BankRows of the frozen bank)
         self._live = None  # (frozen_keys, frozen_values, new_keys, new_values, data pointers, BankRows or None)
-        self._eval_rows = {}  # dtype -> (the four row tensors, frozen versions, BankRows, trainable tails)
+        self._eval_rows = {}  # dtype -> (the four row tensors, the frozen rows' rows_stamp, BankRows, trainable tails)
         like = torch.empty(0, device=like.device, dtype=like.dtype)
         self.register_buffer("frozen_keys", like.new_zeros(0, self.in_features), persistent=persistent)
         self.register_buffer("frozen_values", like.new_zeros(0, self.out_features), persistent=persistent)
@@ -283,9 +293,10 @@ class AtomStore:
 
     def live_bank(self) -> Optional[BankRows]:
         """The bank as the one buffer per side that holds the trainable parameters' rows (no copy),
-        or None when the rows are not views of one (checked by identity and data pointer)."""
+        or None when the rows are not views of one (checked by identity and data pointers: a swapped
+        ``.data`` keeps the first)."""
         fk, fv, nk, nv = self.frozen_keys, self.frozen_values, self.new_keys, self.new_values
-        pointers = (nk.data_ptr(), nv.data_ptr())
+        pointers = (fk.data_ptr(), fv.data_ptr(), nk.data_ptr(), nv.data_ptr())
         live = self._live
         if (live is None or live[0] is not fk or live[1] is not fv or live[2] is not nk or live[3] is not nv
                 or live[4] != pointers):
@@ -298,14 +309,15 @@ class AtomStore:
         """The bank in ``dtype`` without autograd: a joined copy kept per dtype, the trainable rows
         (``atoms_per_task`` of them) copied into it at each call (so every change of theirs is seen)."""
         fk, fv, nk, nv = self.frozen_keys, self.frozen_values, self.new_keys, self.new_values
-        entry = self._eval_rows.get(dtype)
+        entry, stamp = self._eval_rows.get(dtype), rows_stamp(fk, fv)
         if (entry is None or entry[0] is not fk or entry[1] is not fv or entry[2] is not nk or entry[3] is not nv
-                or entry[4] != (version_of(fk), version_of(fv))):
+                or stamp is None or entry[4] != stamp):
             with normal_tensors():
                 rows = self.joined_rows(dtype)
             rows = with_keys_t(rows.keys, rows.values, rows.num_frozen, nk, nv)
             tails = (rows.keys[rows.num_frozen:], rows.values[rows.num_frozen:])
-            self._eval_rows[dtype] = (fk, fv, nk, nv, (version_of(fk), version_of(fv)), rows, tails)
+            if stamp is not None:
+                self._eval_rows[dtype] = (fk, fv, nk, nv, stamp, rows, tails)
             return rows
         key_tail, value_tail = entry[6]
         key_tail.copy_(nk)
@@ -319,23 +331,24 @@ class AtomStore:
         keys, values = self.frozen_keys, self.frozen_values
         entry = self._cast_rows.get(dtype)
         compiling = torch.compiler.is_compiling()
+        stamp = None if compiling else rows_stamp(keys, values)
         if (entry is None or entry[0] is not keys or entry[1] is not values
-                or (not compiling and entry[2] != (version_of(keys), version_of(values)))):
+                or (not compiling and (stamp is None or entry[2] != stamp))):
             with normal_tensors():
                 if keys.dtype == dtype:  # the buffers themselves (they hold no autograd history)
                     cast_keys, cast_values = keys, values
                 else:
                     cast_keys, cast_values = keys.detach().to(dtype), values.detach().to(dtype)
-            entry = (keys, values, None if compiling else (version_of(keys), version_of(values)),
-                     with_keys_t(cast_keys, cast_values, keys.shape[0]))
-            self._cast_rows[dtype] = entry
+            entry = (keys, values, stamp, with_keys_t(cast_keys, cast_values, keys.shape[0]))
+            if compiling or stamp is not None:  # (a wrapper without storage: made anew each call, not kept)
+                self._cast_rows[dtype] = entry
         return entry[3]
 
     def frozen_rows(self, dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
         """``(frozen keys, frozen values)`` in ``dtype``: the buffers themselves in their own dtype,
         else a copy cast once and kept until the buffers change (expand, freeze, load, prune,
-        ``.to()``, or an in-place edit, which bumps their version; under ``torch.compile`` only a
-        replaced buffer is noticed)."""
+        ``.to()``, an in-place edit, which bumps their version, or their ``.data`` swapped:
+        :func:`rows_stamp`; under ``torch.compile`` only a replaced buffer is noticed)."""
         keys, values = self.frozen_keys, self.frozen_values
         if keys.dtype == dtype:
             return keys, values
@@ -737,5 +750,5 @@ def unknown_keys(state_dict, prefix: str, known, children) -> list:
 
 
 __all__ = ["AtomBank", "AtomStore", "BankRows", "MoRAMBank", "ROW_NAMES", "check_finite", "joined", "live_rows", "new_rows",
-           "normal_tensors", "owns_storage", "registered", "share_storage", "stamp_of", "storage_marks", "version_of",
+           "normal_tensors", "owns_storage", "registered", "rows_stamp", "share_storage", "stamp_of", "storage_marks", "version_of",
            "with_keys_t"]

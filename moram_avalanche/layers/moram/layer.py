@@ -238,12 +238,15 @@ class MoRAMRouting:
                 self._plan = EvalPlan.of(self, x, dtype, weight, bias, stacked, base, k, gate,
                                          type(self).stacks_base is not MoRAMRouting.stacks_base)
         else:
-            if weight is not None:
-                weight, bias = self.base_in(dtype, weight, bias)
+            cast_weight, cast_bias = (weight, bias) if weight is None else self.base_in(dtype, weight, bias)
             if num_atoms == 0:  # nothing to route: the base alone, or no term
-                out = F.linear(tokens, weight, bias) if weight is not None else tokens.new_zeros(tokens.shape[0], self.out_features)
+                out = (F.linear(tokens, cast_weight, cast_bias) if weight is not None
+                       else tokens.new_zeros(tokens.shape[0], self.out_features))
                 return out.reshape(*x.shape[:-1], self.out_features)
-            out, idx, weights = self.mixture(tokens, weight, bias, k, gate)
+            out, idx, weights = self.mixture(tokens, cast_weight, cast_bias, k, gate)
+            if not torch.is_grad_enabled() and not torch.compiler.is_compiling() and plannable(type(self)):
+                self._plan = EvalPlan.apart(self, x, dtype, weight, bias, self.path(tokens, num_atoms, k, gate is not None),
+                                            k, gate, type(self).stacks_base is not MoRAMRouting.stacks_base)
         if self.recording:
             self.record(idx, weights)
         return out if x.dim() == 2 else out.reshape(*x.shape[:-1], out.shape[-1])

@@ -36,17 +36,18 @@ from typing import Callable, Optional
 import torch
 
 from .bank import ROW_NAMES as ROWS
-from .bank import stamp_of
-from .paths.dense import stacked_repeat
+from .bank import BankRows, stamp_of
+from .paths.dense import bank_repeat, stacked_repeat
 from .paths.switch import token
 from .stacked import StackedBase
 
 
 class EvalPlan:
-    """What a layer's stacked call decided (module docstring); built by :meth:`EvalPlan.of`."""
+    """What a layer's eval call decided (module docstring); built by :meth:`EvalPlan.of` (a stacked
+    call) or :meth:`EvalPlan.apart` (a call that read the base apart)."""
 
     __slots__ = ("switch", "device", "device_type", "x_dtype", "autocast", "dtype", "in_features", "training",
-                 "options", "weight", "bias", "buffers", "parameters", "rows", "stamps", "kept", "entry",
+                 "options", "weight", "bias", "buffers", "parameters", "rows", "stamps", "stacks", "kept", "entry",
                  "asks", "steps")
 
     @classmethod
@@ -58,8 +59,45 @@ class EvalPlan:
         ``torch.compile`` (a graph holds its own decisions).
         ``asks``: the layer's class has its own ``stacks_base``, asked again at each repeat (else
         its ``keep_base_cast`` is read, the rest of the base class's answer being the plan's own checks)."""
-        if layer.recording or torch.is_grad_enabled() or (x.dtype is torch.float64 and dtype is not torch.float64):
+        if x.dtype is torch.float64 and dtype is not torch.float64:
             return None  # (float64 under autocast: the long way casts the tokens, autocast never does)
+        entry = layer._stacked.get(dtype)
+        if entry is None or entry[2] is not stacked:
+            return None
+        plan = cls.made(layer, x, dtype, weight, bias, True, layer._stacked, entry, asks)
+        if plan is not None:
+            plan.steps = stacked_repeat(mixture, stacked, k, layer.temperature, gate)  # (what a repeat runs)
+        return plan
+
+    @classmethod
+    def apart(cls, layer, x: torch.Tensor, dtype: torch.dtype, weight: Optional[torch.Tensor],
+              bias: Optional[torch.Tensor], mixture: Callable, k: int, gate: Optional[float],
+              asks: bool) -> Optional["EvalPlan"]:
+        """The plan of ``layer``'s call on ``x`` that just read its FROZEN bank with ``mixture`` (the
+        path's, :meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.path`), ``k`` and ``gate``,
+        and the base ``weight`` / ``bias`` apart, cast to ``dtype`` at each call (its copy not kept:
+        ``keep_base_cast`` off, the default), or no base; None where a repeat could not be checked
+        cheaply (:meth:`of`) or the bank has trainable rows (a copy of them could go stale unseen:
+        :meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.stacked_base`). ``asks``: as :meth:`of`."""
+        if layer.keep_base_cast or layer._parameters.get("new_keys") is not None:
+            return None
+        entry = layer._cast_rows.get(dtype)  # (the frozen bank as the call read it: AtomStore.frozen_bank)
+        if entry is None:
+            return None
+        plan = cls.made(layer, x, dtype, weight, bias, False, layer._cast_rows, entry, asks)
+        if plan is not None and plan.rows[2] is None and plan.rows[3] is None:
+            plan.steps = ApartRepeat(mixture, entry[3], k, layer.temperature, gate, dtype, weight, bias)
+            return plan
+        return None
+
+    @classmethod
+    def made(cls, layer, x: torch.Tensor, dtype: torch.dtype, weight: Optional[torch.Tensor],
+             bias: Optional[torch.Tensor], stacks: bool, kept: dict, entry: tuple, asks: bool) -> Optional["EvalPlan"]:
+        """A plan (without its steps) of ``layer``'s call on ``x`` in ``dtype`` over ``weight`` /
+        ``bias``, reading ``entry`` of the layer's ``kept`` copies (its stacked copies where
+        ``stacks``, else its frozen bank's); None where it could not be checked cheaply (:meth:`of`)."""
+        if layer.recording or torch.is_grad_enabled():
+            return None
         own = layer.__dict__
         if ROWS[0] in own or ROWS[1] in own or ROWS[2] in own or ROWS[3] in own:
             return None
@@ -69,9 +107,6 @@ class EvalPlan:
         if (rows[0] is not layer.frozen_keys or rows[1] is not layer.frozen_values
                 or rows[2] is not layer.new_keys or rows[3] is not layer.new_values):
             return None
-        entry = layer._stacked.get(dtype)
-        if entry is None or entry[2] is not stacked:
-            return None
         plan = cls()
         device_type = x.device.type
         plan.switch, plan.device, plan.device_type, plan.x_dtype = token(), x.device, device_type, x.dtype
@@ -80,8 +115,7 @@ class EvalPlan:
         plan.options = (layer.topk, layer.temperature, layer.threshold, layer.new_value_scale)
         plan.weight, plan.bias, plan.buffers, plan.parameters, plan.rows = weight, bias, buffers, parameters, rows
         plan.stamps = tuple((t, *stamp_of(t)) for t in (weight, bias) + rows if t is not None)
-        plan.kept, plan.entry, plan.asks = layer._stacked, entry, asks
-        plan.steps = stacked_repeat(mixture, stacked, k, layer.temperature, gate)  # (what a repeat runs)
+        plan.stacks, plan.kept, plan.entry, plan.asks = stacks, kept, entry, asks
         return plan
 
     def applies(self, layer, x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor]) -> bool:
@@ -95,12 +129,13 @@ class EvalPlan:
         autocast = torch.is_autocast_enabled(self.device_type)
         if autocast != self.autocast or (autocast and torch.get_autocast_dtype(self.device_type) != self.dtype):
             return False
-        options = self.options  # (by identity: an option set to an equal value of another type, 4.0 for 4, is news)
-        if (layer.training != self.training or layer._recording or not layer.keep_base_cast
-                or layer._stacked is not self.kept or self.kept.get(self.dtype) is not self.entry
+        options, stacks = self.options, self.stacks  # (options by identity: 4.0 set for 4 is news)
+        if (layer.training != self.training or layer._recording or (not layer.keep_base_cast) is stacks
+                or (layer._stacked if stacks else layer._cast_rows) is not self.kept
+                or self.kept.get(self.dtype) is not self.entry
                 or layer.topk is not options[0] or layer.temperature is not options[1]
                 or layer.threshold is not options[2] or layer.new_value_scale is not options[3]
-                or (self.asks and not layer.stacks_base(weight))):
+                or (self.asks and (not layer.stacks_base(weight)) is stacks)):
             return False
         own, buffers, parameters, rows = layer.__dict__, self.buffers, self.parameters, self.rows
         if (buffers.get("frozen_keys") is not rows[0] or buffers.get("frozen_values") is not rows[1]
@@ -140,4 +175,29 @@ class EvalPlan:
         return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
-__all__ = ["EvalPlan"]
+class ApartRepeat:
+    """``tokens -> y``: what the layer's call that read the base apart computed on its token rows
+    (:meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.read`: the tokens in the compute dtype,
+    the base's ``weight`` / ``bias`` cast to it at this call where they are in another, then the
+    path's ``mixture`` over the frozen ``bank`` with ``k``, ``temperature`` and ``threshold``, nothing
+    recorded: :func:`~moram_avalanche.layers.moram.paths.dense.bank_repeat`), with its arguments
+    bound: the steps of a plan made by :meth:`EvalPlan.apart`."""
+
+    __slots__ = ("dtype", "weight", "bias", "cast", "mixture")
+
+    def __init__(self, mixture: Callable, bank: BankRows, k: int, temperature: float, threshold: Optional[float],
+                 dtype: torch.dtype, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor]):
+        self.dtype, self.weight, self.bias = dtype, weight, bias
+        self.cast = weight is not None and weight.dtype != dtype  # (MoRAMRouting.base_in, its copy not kept)
+        self.mixture = bank_repeat(mixture, bank, k, temperature, threshold, weight is not None)
+
+    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
+        dtype, weight, bias = self.dtype, self.weight, self.bias
+        if tokens.dtype != dtype:
+            tokens = tokens.to(dtype)
+        if self.cast:
+            weight, bias = weight.to(dtype), None if bias is None else bias.to(dtype)
+        return self.mixture(tokens, weight, bias)
+
+
+__all__ = ["ApartRepeat", "EvalPlan"]

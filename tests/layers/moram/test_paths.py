@@ -26,7 +26,7 @@ from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.layers.moram.paths.reference import GATED_TORCH_KERNELS
 from moram_avalanche.text.layer import DropoutMoRAMLinear
 from moram_avalanche.utils.dispatch import OpCounter
-from tiny_layers import grown
+from tiny_layers import grown, naive_of
 
 needs_interpreter = pytest.mark.skipif(not moram_triton.usable(torch.empty(0)),
                                        reason="Triton's interpreter is off (TRITON_INTERPRET=1 not set early)")
@@ -260,6 +260,42 @@ def test_the_cast_copy_follows_every_change_of_the_bank():
     layer.double()  # .to() replaces the buffers
     assert torch.equal(layer.frozen_rows(torch.bfloat16)[0], layer.frozen_keys.bfloat16())
     assert layer.frozen_rows(torch.float64)[0] is layer.frozen_keys  # its own dtype: no copy
+
+
+@pytest.mark.parametrize("amp", [False, True])
+@pytest.mark.parametrize("frozen", [True, False])
+def test_the_kept_rows_follow_a_swapped_data(frozen, amp):
+    """``.data`` swapped for another storage keeps the tensor object and its version: the copies kept
+    of the rows (a frozen bank's cast, the joined copy beside trainable rows, the live rows) see its
+    pointer move and are made again."""
+    layer = grown(frozen=frozen).eval()
+    x = torch.randn(3, 24)
+    with use_path("dense"), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        before = layer(x)
+        layer.frozen_keys.data = layer.frozen_keys.data * -1
+        layer.frozen_values.data = layer.frozen_values.data * 2
+        after = layer(x)
+    tolerance = 3e-2 if amp else 1e-5
+    assert not torch.equal(after, before)
+    torch.testing.assert_close(after.double(), naive_of(layer, x), rtol=tolerance, atol=tolerance)
+
+
+def test_a_bank_without_storage_keeps_no_copy():
+    """Under a ``torch.func`` transform the rows are wrappers without storage, made anew at each
+    call (no data pointer to check a copy against): read, never kept."""
+    layer = grown()
+
+    class Rows(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, dtype):
+            return self.layer.frozen_bank(dtype).keys.float()
+
+    keys = torch.stack([layer.frozen_keys, -layer.frozen_keys])
+    out = torch.func.vmap(lambda k: torch.func.functional_call(Rows(), {"layer.frozen_keys": k}, (torch.bfloat16,)))(keys)
+    assert torch.equal(out, keys.bfloat16().float()) and layer._cast_rows == {}
 
 
 def test_cast_copies_are_not_pickled_or_deep_copied():

@@ -1,4 +1,7 @@
-"""A layer's stacked eval call, decided once and repeated (``layers.moram.plan``; issue "GPU path II", item 7).
+"""A layer's eval call, decided once and repeated (``layers.moram.plan``; issue "GPU path II", item 7).
+
+Two kinds of call are planned: one over the stacked base and keys (the base's copy kept: "kept") and
+one that reads the base apart, cast at each call (the default: "apart"); most tests run on both.
 
 The plan is only a shortcut past the checks: every test here holds a planned call to the long way
 (the same call with the plan dropped) by ``torch.equal``, and to the float64 naive layer; and it
@@ -16,7 +19,7 @@ import pytest
 import torch
 from torch import nn
 
-from moram_avalanche.layers.moram.layer import MoRAMAtoms, keep_base_casts
+from moram_avalanche.layers.moram.layer import MoRAMAtoms, MoRAMLinear, keep_base_casts
 from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.layers.moram.paths import use_path
 from moram_avalanche.layers.moram.plan import EvalPlan
@@ -25,6 +28,10 @@ from tiny_layers import grown, naive_of
 
 GPU_PATHS = ["dense", pytest.param("triton", marks=pytest.mark.skipif(
     not moram_triton.usable(torch.empty(0)), reason="Triton's interpreter is off (TRITON_INTERPRET=1 not set early)"))]
+KINDS = ["kept", "apart"]
+#: (kind, path) pairs a plan is made on: a stacked call on the GPU paths (a CPU path has no stacked form)
+KIND_PATHS = [("kept", "dense"), ("apart", "reference"), ("apart", "dense"),
+              *[pytest.param(kind, "triton", marks=GPU_PATHS[1].marks) for kind in KINDS]]
 
 
 @pytest.fixture
@@ -52,18 +59,30 @@ def long_way(layer, x, amp=False):
     return call(layer, x, amp)
 
 
-def kept_layer(frozen=True):
+def layer_of(kind, frozen=True):
+    """A grown layer in eval mode whose calls are stacked ("kept": the base's copy kept) or read the base apart."""
     layer = grown(tasks=3, frozen=frozen).eval()
-    keep_base_casts(layer)
+    if kind == "kept":
+        keep_base_casts(layer)
     return layer
 
 
+def kept_layer(frozen=True):
+    return layer_of("kept", frozen)
+
+
+def read_out_of(plan):
+    """The plan's bound Triton read-out (paths.triton.ReadOut), or None."""
+    steps = plan.steps
+    return steps.read_out if hasattr(steps, "read_out") else steps.mixture.read_out
+
+
 # ---------------------------------------------------------------- the plan serves repeats, exactly
-@pytest.mark.parametrize("path", GPU_PATHS)
+@pytest.mark.parametrize("kind,path", KIND_PATHS)
 @pytest.mark.parametrize("amp", [False, True])
 @pytest.mark.parametrize("shape", [(2, 5, 24), (7, 24)])
-def test_a_repeated_stacked_call_is_planned_and_equals_the_long_way(planned, path, amp, shape):
-    layer = kept_layer()
+def test_a_repeated_call_is_planned_and_equals_the_long_way(planned, kind, path, amp, shape):
+    layer = layer_of(kind)
     x = torch.randn(*shape)
     with use_path(path):
         first = call(layer, x, amp)
@@ -77,16 +96,10 @@ def test_a_repeated_stacked_call_is_planned_and_equals_the_long_way(planned, pat
                                atol=3e-2 if amp else 1e-5)
 
 
-def test_no_plan_where_the_call_is_not_stacked(planned):
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_plan_where_a_repeat_could_not_be_checked(planned, kind):
     x = torch.randn(3, 24)
-    layer = grown(tasks=3).eval()  # the base's copy not kept: read apart
-    with use_path("dense"):
-        call(layer, x), call(layer, x)
-    assert layer._plan is None
-    keep_base_casts(layer)
-    with use_path("reference"):  # a CPU path: no stacked form
-        call(layer, x), call(layer, x)
-    assert layer._plan is None
+    layer = layer_of(kind)
     with use_path("dense"):
         layer(x), layer(x)  # grad mode on: a backward may follow
         assert layer._plan is None
@@ -95,13 +108,31 @@ def test_no_plan_where_the_call_is_not_stacked(planned):
         once = layer.atom_hits.clone()
         call(layer, x)
         assert layer._plan is None and int(once.sum()) > 0 and torch.equal(layer.atom_hits, 2 * once)
+        layer.stop_recording()
+    empty = MoRAMLinear(nn.Linear(24, 20)).eval()  # no atoms: the base alone
+    if kind == "kept":
+        keep_base_casts(empty)
+    with use_path("dense"):
+        assert torch.equal(call(empty, x), call(empty, x)) and empty._plan is None
     ablation = MoRAMAblationLinear(nn.Linear(24, 20), atoms_per_task=6, topk=4, temperature=0.05, threshold=0.2,
                                    router="linear")
     ablation.expand()
-    keep_base_casts(ablation)
+    ablation.freeze()  # (a frozen bank: only its class's own decisions keep it from a plan)
+    if kind == "kept":
+        keep_base_casts(ablation)
     with use_path("dense"):
         call(ablation.eval(), x), call(ablation, x)
     assert ablation._plan is None and planned == []
+
+
+def test_a_kept_base_on_a_path_without_a_stacked_form_is_not_planned(planned):
+    """A CPU path reads the base's kept casts apart (``base_in``): neither kind of plan repeats that."""
+    layer = kept_layer()
+    x = torch.randn(3, 24)
+    with use_path("reference"):
+        first = [call(layer, x, amp=True), call(layer, x, amp=True)]
+    assert layer._plan is None and planned == [] and torch.equal(first[0], first[1])
+    assert layer._base_casts  # (the casts it read)
 
 
 # ---------------------------------------------------------------- what the plan checks
@@ -143,6 +174,10 @@ def _shadow(layer):  # a row in the instance's own dictionary, where nn.Module f
     layer.__dict__["frozen_values"] = layer.frozen_values * -1
 
 
+def _swap_frozen_keys(layer):  # .data swapped: a new storage, the same tensor object and version
+    layer.frozen_keys.data = layer.frozen_keys.data * -1
+
+
 CHANGES = {  # name: (change, whether the changed layer's calls are planned again)
     "base weight edited in place": (lambda layer: layer.base.weight.add_(0.5), True),
     "base bias's storage swapped": (lambda layer: setattr(layer.base.bias, "data", layer.base.bias.data + 1), True),
@@ -150,6 +185,7 @@ CHANGES = {  # name: (change, whether the changed layer's calls are planned agai
     "base replaced": (_replace_base, True),
     "frozen keys edited in place": (lambda layer: layer.frozen_keys.mul_(-1), True),
     "frozen values replaced": (lambda layer: setattr(layer, "frozen_values", layer.frozen_values * 2), True),
+    "frozen keys' storage swapped": (_swap_frozen_keys, True),
     "a new task (trainable rows: read apart)": (_grow, False),
     "a task trained and frozen": (_train_a_task, True),
     "trainable rows set on a frozen bank": (_set_trainable_rows, False),
@@ -162,15 +198,17 @@ CHANGES = {  # name: (change, whether the changed layer's calls are planned agai
     "topk": (lambda layer: setattr(layer, "topk", 2), True),
     "temperature": (lambda layer: setattr(layer, "temperature", 1.0), True),
     "the values' scale": (_scale, True),
-    "the base's copy no longer kept": (lambda layer: keep_base_casts(layer, False), False),
+    "the base's copy kept or no longer kept": (lambda layer: keep_base_casts(layer, not layer.keep_base_cast), True),
+    "the flag set on the layer itself": (lambda layer: setattr(layer, "keep_base_cast", not layer.keep_base_cast), True),
     "recording": (lambda layer: layer.start_recording(), False),
 }
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("name", list(CHANGES))
-def test_a_change_the_long_way_would_see_is_seen(planned, name):
+def test_a_change_the_long_way_would_see_is_seen(planned, kind, name):
     change, again = CHANGES[name]
-    layer = kept_layer()
+    layer = layer_of(kind)
     x = torch.randn(2, 5, 24)
     with use_path("dense"):
         before = [call(layer, x), call(layer, x)]
@@ -180,16 +218,18 @@ def test_a_change_the_long_way_would_see_is_seen(planned, name):
         after = call(layer, x)
         assert len(planned) == 1  # the long way
         torch.testing.assert_close(after.double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
-        if name not in ("the values' scale", "the base's copy no longer kept", "recording", "moved to float64"):
+        if name not in ("the values' scale", "the base's copy kept or no longer kept", "the flag set on the layer itself",
+                        "recording", "moved to float64"):
             assert not torch.equal(after, before[0])  # (the change shows: a stale repeat would have failed)
         repeat = call(layer, x)
         assert len(planned) == (2 if again else 1)
         assert torch.equal(repeat, after)
 
 
-def test_a_bank_with_trainable_rows_is_never_planned(planned):
-    """Its rows are never stacked (an update its versions miss would go unseen): every call the long way."""
-    layer = kept_layer(frozen=False)
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_bank_with_trainable_rows_is_never_planned(planned, kind):
+    """Its rows are never stacked nor planned (an update its versions miss would go unseen): every call the long way."""
+    layer = layer_of(kind, frozen=False)
     x = torch.randn(2, 5, 24)
     with use_path("dense"):
         before = [call(layer, x), call(layer, x)]
@@ -200,8 +240,9 @@ def test_a_bank_with_trainable_rows_is_never_planned(planned):
     torch.testing.assert_close(after.double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
 
 
-def test_an_option_set_to_an_equal_value_of_another_type_goes_the_long_way(planned):
-    layer = kept_layer()
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_option_set_to_an_equal_value_of_another_type_goes_the_long_way(planned, kind):
+    layer = layer_of(kind)
     x = torch.randn(3, 24)
     with use_path("dense"):
         call(layer, x), call(layer, x)
@@ -211,7 +252,8 @@ def test_an_option_set_to_an_equal_value_of_another_type_goes_the_long_way(plann
     assert len(planned) == 1
 
 
-def test_a_class_with_its_own_decisions_is_never_planned(planned):
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_class_with_its_own_decisions_is_never_planned(planned, kind):
     from moram_avalanche.layers.moram.layer import MoRAMLinear, plannable
 
     class ScheduledK(MoRAMLinear):  # k from a schedule: a decision the plan would not re-ask
@@ -225,7 +267,7 @@ def test_a_class_with_its_own_decisions_is_never_planned(planned):
     for _ in range(3):
         _grow(layer)
     layer.freeze()
-    keep_base_casts(layer.eval())
+    keep_base_casts(layer.eval(), kind == "kept")
     x = torch.randn(2, 5, 24)
     with use_path("dense"):
         first = [call(layer, x), call(layer, x)]
@@ -236,8 +278,9 @@ def test_a_class_with_its_own_decisions_is_never_planned(planned):
     assert not plannable(ScheduledK) and plannable(MoRAMLinear) and plannable(MoRAMAtoms)
 
 
-def test_the_call_s_own_context_is_checked(planned):
-    layer = kept_layer()
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_call_s_own_context_is_checked(planned, kind):
+    layer = layer_of(kind)
     x = torch.randn(2, 5, 24)
     with use_path("dense"):
         fp32 = [call(layer, x), call(layer, x)]
@@ -250,13 +293,14 @@ def test_the_call_s_own_context_is_checked(planned):
         with torch.enable_grad():  # a backward may follow: the base read apart
             layer(x)
         assert len(planned) == 2
-    with use_path("reference"):  # another path: no stacked form, the plan goes
+    with use_path("reference"):  # another path (no stacked form: the base read apart, its kept copy not planned)
         torch.testing.assert_close(call(layer, x), fp32[0], rtol=1e-5, atol=1e-5)
-        assert len(planned) == 2 and layer._plan is None
+        assert len(planned) == 2 and (layer._plan is None) is (kind == "kept")
 
 
-def test_bad_input_still_gets_its_clear_error(planned):
-    layer = kept_layer()
+@pytest.mark.parametrize("kind", KINDS)
+def test_bad_input_still_gets_its_clear_error(planned, kind):
+    layer = layer_of(kind)
     with use_path("dense"):
         call(layer, torch.randn(3, 24)), call(layer, torch.randn(3, 24))
         with pytest.raises(ValueError, match="in_features=24"):
@@ -282,11 +326,12 @@ def test_a_move_lets_the_kept_copies_go():
         torch.testing.assert_close(call(layer, x.double()), naive_of(layer, x), rtol=1e-9, atol=1e-9)
 
 
-def test_a_layer_made_in_inference_mode_runs_and_plans():
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_layer_made_in_inference_mode_runs_and_plans(kind):
     """Inference tensors keep no version counter: the checks read none of theirs."""
     x = torch.randn(2, 5, 24)
     with torch.inference_mode():
-        layer = kept_layer()
+        layer = layer_of(kind)
         assert layer.base.weight.is_inference()
         with use_path("dense"):
             first = [layer(x), layer(x)]
@@ -298,8 +343,9 @@ def test_a_layer_made_in_inference_mode_runs_and_plans():
     torch.testing.assert_close(apart, first[0], rtol=1e-5, atol=1e-5)
 
 
-def test_copies_and_pickles_hold_no_plan():
-    layer = kept_layer()
+@pytest.mark.parametrize("kind", KINDS)
+def test_copies_and_pickles_hold_no_plan(kind):
+    layer = layer_of(kind)
     x = torch.randn(3, 24)
     with use_path("dense"):
         call(layer, x), call(layer, x)
@@ -309,7 +355,8 @@ def test_copies_and_pickles_hold_no_plan():
         assert torch.equal(call(twin, x), call(layer, x)) and torch.equal(call(loaded, x), call(layer, x))
 
 
-def test_a_bank_read_with_a_host_s_base_is_planned_for_that_base(planned):
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_bank_read_with_a_host_s_base_is_planned_for_that_base(planned, kind):
     """The peft layer's call: ``bank.read(x, weight, bias)`` with its base layer's tensors."""
     torch.manual_seed(0)
     base = nn.Linear(24, 20)
@@ -319,7 +366,7 @@ def test_a_bank_read_with_a_host_s_base_is_planned_for_that_base(planned):
         with torch.no_grad():
             bank.new_values.normal_(std=0.5)
     bank.freeze()
-    keep_base_casts(bank.eval())
+    keep_base_casts(bank.eval(), kind == "kept")
     x = torch.randn(2, 5, 24)
     with use_path("dense"), torch.no_grad():
         first = bank.read(x, base.weight, base.bias)
@@ -330,8 +377,9 @@ def test_a_bank_read_with_a_host_s_base_is_planned_for_that_base(planned):
         torch.testing.assert_close(changed - other(x), first - base(x), rtol=1e-5, atol=1e-5)  # the same atoms' term
 
 
-def test_torch_compile_reads_no_plan(planned):
-    layer = kept_layer()
+@pytest.mark.parametrize("kind", KINDS)
+def test_torch_compile_reads_no_plan(planned, kind):
+    layer = layer_of(kind)
     x = torch.randn(2, 5, 24)
     with use_path("dense"):
         eager = [call(layer, x), call(layer, x)]
@@ -349,27 +397,28 @@ def read_outs(monkeypatch):
     served = []
     bound = moram_triton.ReadOut.__call__
 
-    def counted(read_out, full, base_out, proj):
+    def counted(read_out, proj, base_out=None):
         served.append(proj.shape[0])
-        return bound(read_out, full, base_out, proj)
+        return bound(read_out, proj, base_out)
 
     monkeypatch.setattr(moram_triton.ReadOut, "__call__", counted)
     return served
 
 
 @pytest.mark.skipif(not moram_triton.usable(torch.empty(0)), reason="Triton's interpreter is off")
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("amp", [False, True])
-def test_a_repeat_reads_out_each_row_count_as_the_long_way_does(planned, read_outs, monkeypatch, amp):
+def test_a_repeat_reads_out_each_row_count_as_the_long_way_does(planned, read_outs, monkeypatch, kind, amp):
     """One plan, inputs of several row counts (its launch worked out per count), then more rows than
     the one-call read-out takes (the router's steps and ``addmm`` instead, as the long way)."""
-    layer = kept_layer()
+    layer = layer_of(kind)
     torch.manual_seed(1)
     inputs = [torch.randn(3, 24), torch.randn(1, 24), torch.randn(2, 5, 24), torch.randn(3, 24)]
     with use_path("triton"):
         call(layer, inputs[0], amp)
         repeats = [call(layer, x, amp) for x in inputs]
         assert len(planned) == 4 and read_outs == [3, 1, 10, 3]
-        assert sorted(layer._plan.steps.read_out.launchers) == [1, 3, 10]
+        assert sorted(read_out_of(layer._plan).launchers) == [1, 3, 10]
         for x, out in zip(inputs, repeats):
             assert torch.equal(out, long_way(layer, x, amp))
         monkeypatch.setattr(moram_triton, "READ_OUT_ROWS", 2)
@@ -382,17 +431,18 @@ def test_a_repeat_reads_out_each_row_count_as_the_long_way_does(planned, read_ou
                                atol=3e-2 if amp else 1e-5)
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("path", GPU_PATHS)
-def test_a_plan_that_keeps_every_atom_repeats_the_router_and_addmm(planned, read_outs, path):
+def test_a_plan_that_keeps_every_atom_repeats_the_router_and_addmm(planned, read_outs, kind, path):
     """``k = R`` (``topk=None``): no one-call read-out (it keeps ``k < R``); the repeat runs the path's
-    stacked steps as the long way does."""
-    layer = kept_layer()
+    steps as the long way does."""
+    layer = layer_of(kind)
     layer.topk = None
     x = torch.randn(2, 5, 24)
     with use_path(path):
         first = call(layer, x)
         again = call(layer, x)
-        assert len(planned) == 1 and read_outs == [] and layer._plan.steps.read_out is None
+        assert len(planned) == 1 and read_outs == [] and read_out_of(layer._plan) is None
         assert torch.equal(again, first) and torch.equal(long_way(layer, x), first)
     torch.testing.assert_close(first.double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
 
@@ -416,16 +466,18 @@ def test_a_repeat_of_another_stacked_form_calls_it_as_it_is():
     assert calls == [(x, stacked, 5, 0.1, None, False)]
 
 
-@pytest.mark.parametrize("path", GPU_PATHS)
-def test_a_float64_input_under_autocast_is_not_planned(planned, path):
+@pytest.mark.parametrize("kind,path", KIND_PATHS)
+def test_a_float64_input_under_autocast_is_stacked_unplanned_or_cast_apart(planned, kind, path):
     """The long way casts the tokens to autocast's dtype; autocast itself never casts float64, so a
-    repeat relying on its GEMM's cast would multiply float64 by bf16: such a call is never planned."""
-    layer = kept_layer()
+    stacked repeat relying on its GEMM's cast would multiply float64 by bf16: such a stacked call is
+    never planned. A repeat of the call apart casts the tokens itself, as the long way does."""
+    layer = layer_of(kind)
     x = torch.randn(2, 5, 24, dtype=torch.float64)
     with use_path(path):
         first = call(layer, x, amp=True)
         again = call(layer, x, amp=True)
-    assert layer._plan is None and planned == [] and first.dtype == torch.bfloat16 and torch.equal(again, first)
+    assert (layer._plan is None) is (kind == "kept") and len(planned) == (kind == "apart")
+    assert first.dtype == torch.bfloat16 and torch.equal(again, first)
     torch.testing.assert_close(first.double(), naive_of(layer, x), rtol=3e-2, atol=3e-2)
 
 
@@ -439,12 +491,13 @@ def _weight_shadowed(base):  # a weight in the base's own dictionary, where nn.M
 
 
 @pytest.mark.parametrize("change", [_bias_set_as_a_tensor, _weight_shadowed])
-def test_a_base_tensor_outside_its_parameter_table_takes_the_long_way(planned, change):
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_base_tensor_outside_its_parameter_table_takes_the_long_way(planned, change, kind):
     """What ``base.weight`` / ``base.bias`` give, not what the parameter table holds, is what a call reads."""
     torch.manual_seed(0)
     layer = grown(tasks=3).eval()
     layer.base = nn.Linear(24, 20, bias=False)
-    keep_base_casts(layer)
+    keep_base_casts(layer, kind == "kept")
     x = torch.randn(2, 5, 24)
     with use_path("dense"):
         call(layer, x), call(layer, x)
@@ -455,10 +508,11 @@ def test_a_base_tensor_outside_its_parameter_table_takes_the_long_way(planned, c
     torch.testing.assert_close(out.double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
 
 
-def test_a_weight_reinterpreted_in_another_dtype_takes_the_long_way(planned):
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_weight_reinterpreted_in_another_dtype_takes_the_long_way(planned, kind):
     """``.data`` swapped for a view in another dtype of the same size: the same storage, pointer,
     shape and version, other numbers; the weight's dtype is part of what the plan checks."""
-    layer = kept_layer().to(torch.bfloat16)
+    layer = layer_of(kind).to(torch.bfloat16)
     x = torch.randn(2, 5, 24, dtype=torch.bfloat16)
     with use_path("dense"):
         call(layer, x), call(layer, x)
@@ -470,13 +524,14 @@ def test_a_weight_reinterpreted_in_another_dtype_takes_the_long_way(planned):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA only (the GPU check runs it)")
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("amp", [False, True])
-def test_on_cuda_a_repeat_launches_what_the_long_way_launches(planned, read_outs, amp):
+def test_on_cuda_a_repeat_launches_what_the_long_way_launches(planned, read_outs, kind, amp):
     """Triton's own launcher (bound once per row count by ``read_out_launcher``), not the interpreter:
     each repeat equals the long way bit for bit, up to and past the one-call read-out's rows."""
     if not moram_triton.usable(torch.empty(0, device="cuda")):
         pytest.skip("Triton cannot run on this GPU")
-    layer = kept_layer().cuda()
+    layer = layer_of(kind).cuda()
     torch.manual_seed(2)
     rows = [1, 8, moram_triton.READ_OUT_ROWS, moram_triton.READ_OUT_ROWS + 1]
     with use_path("triton"):

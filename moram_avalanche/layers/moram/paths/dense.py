@@ -195,7 +195,7 @@ class StackedRepeat:
         bias = self.bias  # stacked_mixture's steps, as fused_read_out takes them (nothing recorded, k < R)
         full = torch.mm(tokens, self.weight_keys_t) if bias is None else torch.addmm(bias, tokens, self.weight_keys_t)
         base_out, proj = full.split_with_sizes(self.sizes, 1)
-        return self.read_out(full, base_out, proj)
+        return self.read_out(proj, base_out)
 
 
 def stacked_repeat(mixture: Callable, stacked: StackedBase, k: int, temperature: float,
@@ -212,6 +212,47 @@ def stacked_repeat(mixture: Callable, stacked: StackedBase, k: int, temperature:
     return StackedRepeat(mixture, stacked, k, temperature, threshold, fused)
 
 
+class BankRepeat:
+    """``(tokens, weight, bias) -> y``: ``mixture(tokens, weight, bias, bank, k, temperature, threshold,
+    False, None)[0]`` for one frozen ``bank``, where no gradient is needed: what a planned eval call
+    that reads the base apart repeats (:class:`~moram_avalanche.layers.moram.plan.ApartRepeat`;
+    issue "GPU path II", item 7). For the dense path with the Triton router and ``k < R``,
+    :func:`dense_forward`'s steps on at most
+    :data:`~moram_avalanche.layers.moram.paths.triton.READ_OUT_ROWS` rows (read at each call) with
+    the read-out's constants bound (:class:`~moram_avalanche.layers.moram.paths.triton.ReadOut`):
+    ``p = A x``, the base's ``W x + b`` (where ``base``), the read-out. Anything else, ``mixture``
+    itself. Built by :func:`bank_repeat`."""
+
+    __slots__ = ("mixture", "bank", "k", "temperature", "threshold", "keys", "keys_t", "read_out")
+
+    def __init__(self, mixture: Callable, bank: BankRows, k: int, temperature: float, threshold: Optional[float],
+                 fused: bool, base: bool):
+        self.mixture, self.bank, self.k, self.temperature, self.threshold = mixture, bank, k, temperature, threshold
+        self.keys, self.keys_t = bank.keys, bank.keys_t
+        self.read_out = moram_triton.ReadOut(bank.values, k, temperature, threshold, base) if fused else None
+
+    def __call__(self, tokens: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor]) -> torch.Tensor:
+        if self.read_out is None or tokens.shape[0] > moram_triton.READ_OUT_ROWS:
+            return self.mixture(tokens, weight, bias, self.bank, self.k, self.temperature, self.threshold, False, None)[0]
+        keys_t = self.keys_t  # dense_forward's steps, as fused_read_out takes them (nothing recorded, k < R)
+        proj = F.linear(tokens, self.keys) if keys_t is None else torch.mm(tokens, keys_t)  # 1. p = A x
+        return self.read_out(proj, None if weight is None else F.linear(tokens, weight, bias))  # 2.-6.
+
+
+def bank_repeat(mixture: Callable, bank: BankRows, k: int, temperature: float, threshold: Optional[float],
+                base: bool) -> Callable:
+    """``(tokens, weight, bias) -> y``: ``mixture`` (a path's, as
+    :func:`~moram_avalanche.layers.moram.paths.choice.mixture_for` gives it) repeated over the frozen
+    ``bank`` with ``k``, ``temperature`` and ``threshold``, nothing recorded, a base's ``weight``
+    given or not (``base``): a :class:`BankRepeat`, with the Triton router's one-call read-out bound
+    where :func:`fused_read_out` would take it (:func:`dense_mixture` with that router, ``k < R``;
+    the row count is read at each call)."""
+    fused = (isinstance(mixture, functools.partial) and mixture.func is dense_mixture
+             and len(mixture.args) == 1 and mixture.args[0] is TRITON_ROUTER and not mixture.keywords
+             and k < bank.keys.shape[0])
+    return BankRepeat(mixture, bank, k, temperature, threshold, fused, base)
+
+
 def dense_router_backward(router: Router, k: int, temperature: float, threshold: Optional[float], grad_out,
                           values, proj, state, start: int, upstream: bool, tail: bool):
     """``(dL/dp or None, c_tail or None)``: ``dL/dc = g B^T`` (one GEMM over the bank), then the router's backward."""
@@ -220,5 +261,5 @@ def dense_router_backward(router: Router, k: int, temperature: float, threshold:
     return grad_proj, (coef[:, start:] if tail else None)
 
 
-__all__ = ["Router", "TORCH_ROUTER", "TRITON_ROUTER", "dense_forward", "dense_mixture", "dense_router_backward",
+__all__ = ["BankRepeat", "Router", "TORCH_ROUTER", "TRITON_ROUTER", "bank_repeat", "dense_forward", "dense_mixture", "dense_router_backward",
            "fused_read_out", "StackedRepeat", "stacked_mixture", "stacked_repeat"]

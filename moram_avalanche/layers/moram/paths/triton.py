@@ -351,11 +351,11 @@ def read_out_launcher(launch: ReadOutLaunch, k: int, gated: bool, base: bool) ->
 
 class ReadOut:
     """:func:`run_read_out` over one frozen bank's ``values`` with ``k``, ``temperature`` and
-    ``threshold`` bound once: what a planned eval call repeats
-    (:class:`~moram_avalanche.layers.moram.plan.EvalPlan`; issue "GPU path II", item 7: a call's host
-    cost). A call takes ``full`` ``[N, d_out + R]``, one new GEMM's output (contiguous: its row stride
-    is its width), and its two views ``base_out = full[:, :d_out]`` and ``proj = full[:, d_out:]``
-    (:func:`~moram_avalanche.layers.moram.paths.dense.stacked_mixture`'s), and gives what
+    ``threshold`` bound once, onto a base's output or none (``base``): what a planned eval call
+    repeats (:class:`~moram_avalanche.layers.moram.plan.EvalPlan`; issue "GPU path II", item 7: a
+    call's host cost). A call takes ``proj`` ``[N, R]`` and, with a base, ``base_out`` ``[N, d_out]``
+    (rows of unit column stride: one GEMM's output, or views of the columns of one,
+    :func:`~moram_avalanche.layers.moram.paths.dense.stacked_mixture`'s), and gives what
     :func:`run_read_out` gives on them: the same kernel with the same arguments, those that do not
     change from call to call (the bank's size and stride, ``1 / tau``, the gate, the launch and its
     constants per row count: :func:`read_out_launcher`) worked out at construction and at a row
@@ -363,26 +363,30 @@ class ReadOut:
     took the long way, which made them)."""
 
     __slots__ = ("values", "k", "inverse_temperature", "threshold", "delta", "atoms", "outputs", "itemsize",
-                 "values_stride", "launchers")
+                 "values_stride", "base", "launchers")
 
-    def __init__(self, values: torch.Tensor, k: int, temperature: float, threshold: Optional[float]):
+    def __init__(self, values: torch.Tensor, k: int, temperature: float, threshold: Optional[float],
+                 base: bool = True):
         self.values = values if values.is_contiguous() else values.contiguous()
         self.k, self.inverse_temperature, self.threshold = int(k), 1.0 / float(temperature), threshold
         self.delta = 0.0 if threshold is None else float(threshold)  # (the kernel's argument; GATED says if it counts)
         self.atoms, self.outputs = values.shape
-        self.itemsize, self.values_stride = values.element_size(), self.values.stride(0)
+        self.itemsize, self.values_stride, self.base = values.element_size(), self.values.stride(0), base
         self.launchers = {}  # row count -> its launcher (at most READ_OUT_ROWS of them)
 
-    def __call__(self, full: torch.Tensor, base_out: torch.Tensor, proj: torch.Tensor) -> torch.Tensor:
+    def __call__(self, proj: torch.Tensor, base_out: Optional[torch.Tensor] = None) -> torch.Tensor:
         rows, outputs = proj.shape[0], self.outputs
         launcher = self.launchers.get(rows)
         if launcher is None:
             launch = read_out_launch(rows, self.atoms, self.k, self.itemsize, outputs)
-            launcher = self.launchers[rows] = read_out_launcher(launch, self.k, self.threshold is not None, True)
-        out = torch.empty(rows, outputs, device=full.device, dtype=full.dtype)
-        stride = full.stride(0)
-        launcher(proj, base_out, self.values, out, rows, self.atoms, outputs, stride, stride, self.values_stride,
-                 outputs, self.inverse_temperature, self.delta, RELEVANCE_EPS)
+            launcher = self.launchers[rows] = read_out_launcher(launch, self.k, self.threshold is not None, self.base)
+        out = torch.empty(rows, outputs, device=proj.device, dtype=proj.dtype)
+        if base_out is None:  # (no base: the kernel reads none, and run_read_out passes out and 0)
+            launcher(proj, out, self.values, out, rows, self.atoms, outputs, proj.stride(0), 0, self.values_stride,
+                     outputs, self.inverse_temperature, self.delta, RELEVANCE_EPS)
+        else:
+            launcher(proj, base_out, self.values, out, rows, self.atoms, outputs, proj.stride(0), base_out.stride(0),
+                     self.values_stride, outputs, self.inverse_temperature, self.delta, RELEVANCE_EPS)
         return out
 
 
