@@ -25,8 +25,12 @@ PATHS = ["dense", pytest.param("triton", marks=pytest.mark.skipif(
     not moram_triton.usable(torch.empty(0)), reason="Triton's interpreter is off (TRITON_INTERPRET=1 not set early)"))]
 
 
-def model_of(**kwargs):
-    """Two adapters on lin0, two tasks each, frozen; the base's copies kept (the stacked, planned call)."""
+KINDS = ["kept", "apart"]
+
+
+def model_of(kind="kept", **kwargs):
+    """Two adapters on lin0, two tasks each, frozen; the base's copies kept (the stacked, planned call)
+    or not (``kind="apart"``, the default: the call that reads the base apart, planned too)."""
     from peft import get_peft_model
 
     model = get_peft_model(TwoLinears(), config(**kwargs))
@@ -37,13 +41,13 @@ def model_of(**kwargs):
         with torch.no_grad():
             bank.new_values.normal_(std=0.5)
         bank.freeze()
-    keep_base_casts(model)
+    keep_base_casts(model, kind == "kept")
     return model.eval()
 
 
-def lin0_of(**kwargs):
+def lin0_of(kind="kept", **kwargs):
     """``(model, its lin0, an input of 4 rows)``: :func:`model_of`'s first layer, which holds both adapters."""
-    model = model_of(**kwargs)
+    model = model_of(kind, **kwargs)
     return model, model.base_model.model.lin0, torch.randn(4, 10, dtype=torch.float64)
 
 
@@ -72,11 +76,12 @@ def long_way(layer, x):
     return layer(x)
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16])
-def test_a_repeated_call_is_the_bank_s_planned_call_again(repeats, path, dtype):
+def test_a_repeated_call_is_the_bank_s_planned_call_again(repeats, kind, path, dtype):
     """float64 (exact against the library's own layer) and a bf16 model (a bf16 decode step's call)."""
-    model = model_of().to(dtype)
+    model = model_of(kind).to(dtype)
     layer = model.base_model.model.lin0
     x = torch.randn(2, 3, 10, dtype=torch.float64).to(dtype)
     with use_path(path), torch.no_grad():
@@ -150,9 +155,10 @@ CHANGES = {
 }
 
 
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("name", list(CHANGES))
-def test_a_change_of_what_the_layer_decides_takes_the_long_way(repeats, name):
-    model, layer, x = lin0_of()
+def test_a_change_of_what_the_layer_decides_takes_the_long_way(repeats, kind, name):
+    model, layer, x = lin0_of(kind)
     with use_path("dense"), torch.no_grad():
         layer(x), layer(x)
         assert repeats == [True]
@@ -271,12 +277,14 @@ def test_a_bias_given_to_a_bias_less_base_is_read(repeats):
         torch.testing.assert_close(out, reference(layer, "default")(x), rtol=0, atol=1e-12)
 
 
-def test_a_float64_input_under_autocast_is_read_the_long_way(repeats):
-    """A bf16 base under bf16 autocast, a float64 input: the long way casts it (autocast never does)."""
-    model = model_of().to(torch.bfloat16)
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_float64_input_under_autocast_is_read_the_long_way_or_cast_apart(repeats, kind):
+    """A bf16 base under bf16 autocast, a float64 input: the long way casts it (autocast never does),
+    so a stacked call is not repeated; a repeat of the call apart casts it too."""
+    model = model_of(kind).to(torch.bfloat16)
     layer = model.base_model.model.lin0
     x = torch.randn(4, 10, dtype=torch.float64)
     with use_path("dense"), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         first = layer(x)
         assert torch.equal(layer(x), first) and first.dtype == torch.bfloat16
-    assert layer._repeat is None and repeats == []
+    assert (layer._repeat is None) is (kind == "kept") and repeats == ([] if kind == "kept" else [True])

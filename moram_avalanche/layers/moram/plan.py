@@ -4,27 +4,36 @@ On a GPU a bf16 call of a 768-wide layer, and every layer of a language model's 
 host-bound: its kernels take less time than the Python that launches them (issue "GPU path II",
 items 1 and 7). Most of that Python re-derives, at every call, what a repeat of the same call
 cannot change: the compute dtype, ``k`` and the eval gate, the kept path, the bank's size, the
-stacked copy's checks, each read through ``nn.Module`` attribute lookups of about half a
+kept copies' checks, each read through ``nn.Module`` attribute lookups of about half a
 microsecond (``scripts/bench_call.py --pieces`` prints them).
 
-:class:`EvalPlan` is what one call over the stacked base and keys
-(:mod:`~moram_avalanche.layers.moram.stacked`: no backward, the base's copy kept) decided. The layer
-keeps it (:meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.read`), and the next call repeats
-it after one check (:meth:`EvalPlan.applies`) that every input of those decisions is as it was:
+:class:`EvalPlan` is what one eval call over a FROZEN bank decided, of either kind:
+
+* over the stacked base and keys (:mod:`~moram_avalanche.layers.moram.stacked`: the base's copy
+  kept, :func:`~moram_avalanche.layers.moram.layer.keep_base_casts`; :meth:`EvalPlan.of`), repeated
+  by :class:`~moram_avalanche.layers.moram.paths.dense.StackedRepeat`;
+* reading the base apart, cast at each call where it is in another dtype (the default: its copy
+  not kept), or no base (:meth:`EvalPlan.apart`), repeated by :class:`ApartRepeat` over the bank's
+  kept rows (:meth:`~moram_avalanche.layers.moram.bank.AtomStore.frozen_bank`) with the path's
+  mixture (:class:`~moram_avalanche.layers.moram.paths.dense.BankRepeat`).
+
+The layer keeps it (:meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.read`), and the next call
+repeats it after one check (:meth:`EvalPlan.applies`) that every input of those decisions is as it was:
 
 * the call: grad mode off, not inside ``torch.compile``, the path switch's
   :func:`~moram_avalanche.layers.moram.paths.switch.token`, the input's dtype, device and width,
   autocast's state for that device;
 * the layer: the same base tensors and bank rows (identity, read from the module's registries,
   none shadowed in its own dictionary), their versions, data pointers, shapes and dtypes (``copy_``,
-  ``.to()``, a swapped or resized ``.data``), the layer's kept stacked copy itself, the training
-  flag, the routing options and the trainable values' scale (the same objects), recording off,
-  and, where its class has its own, :meth:`stacks_base` (a subclass's say).
+  ``.to()``, a swapped or resized ``.data``), the kept copy the call read itself (the stacked copy,
+  or the frozen bank's rows), whether the base's copy is kept, the training flag, the routing
+  options and the trainable values' scale (the same objects), recording off, and, where its class
+  has its own, :meth:`stacks_base` (a subclass's say).
 
-Anything else, and the call goes the long way, which plans again where it ends on the stacked
-copy. The repeat computes exactly what the long way computes (same path, same tensors, same
-arguments): only the checks are fewer. A class with its own version of a method the repeat skips
-(``read``, ``routing_now``, ``path``, the stacked copy's, the bank's ``rows`` and size) is never
+Anything else, and the call goes the long way, which plans again where it ends on a frozen bank.
+The repeat computes exactly what the long way computes (same path, same tensors, same arguments):
+only the checks are fewer. A class with its own version of a method the repeat skips (``read``,
+``routing_now``, ``path``, ``mixture``, the kept copies', the bank's ``rows`` and size) is never
 planned (:func:`~moram_avalanche.layers.moram.layer.plannable`). Under ``torch.compile`` there is no
 plan (a graph holds its own decisions). Pure torch.
 """

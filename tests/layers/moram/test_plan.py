@@ -355,18 +355,24 @@ def test_copies_and_pickles_hold_no_plan(kind):
         assert torch.equal(call(twin, x), call(layer, x)) and torch.equal(call(loaded, x), call(layer, x))
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_a_bank_read_with_a_host_s_base_is_planned_for_that_base(planned, kind):
-    """The peft layer's call: ``bank.read(x, weight, bias)`` with its base layer's tensors."""
-    torch.manual_seed(0)
-    base = nn.Linear(24, 20)
-    bank = MoRAMAtoms(24, 20, base.weight, atoms_per_task=6, topk=4, temperature=0.05, threshold=0.2)
+def frozen_atoms():
+    """A bank without a base (MoRAMAtoms, the peft layer's), three tasks, frozen, in eval mode."""
+    bank = MoRAMAtoms(24, 20, torch.empty(0), atoms_per_task=6, topk=4, temperature=0.05, threshold=0.2)
     for _ in range(3):
         bank.expand()
         with torch.no_grad():
             bank.new_values.normal_(std=0.5)
     bank.freeze()
-    keep_base_casts(bank.eval(), kind == "kept")
+    return bank.eval()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_bank_read_with_a_host_s_base_is_planned_for_that_base(planned, kind):
+    """The peft layer's call: ``bank.read(x, weight, bias)`` with its base layer's tensors."""
+    torch.manual_seed(0)
+    base = nn.Linear(24, 20)
+    bank = frozen_atoms()
+    keep_base_casts(bank, kind == "kept")
     x = torch.randn(2, 5, 24)
     with use_path("dense"), torch.no_grad():
         first = bank.read(x, base.weight, base.bias)
@@ -375,6 +381,30 @@ def test_a_bank_read_with_a_host_s_base_is_planned_for_that_base(planned, kind):
         changed = bank.read(x, other.weight, other.bias)  # another base: the long way
         assert len(planned) == 1
         torch.testing.assert_close(changed - other(x), first - base(x), rtol=1e-5, atol=1e-5)  # the same atoms' term
+
+
+@pytest.mark.parametrize("path", ["reference", *GPU_PATHS])
+@pytest.mark.parametrize("amp", [False, True])
+def test_a_bank_read_without_a_base_is_planned_apart(planned, read_outs, path, amp):
+    """The atoms' term alone (what the peft layer adds to a base it does not fuse): on the Triton
+    path the bound read-out without a base."""
+    from moram_avalanche.layers.moram.naive import naive_moram
+
+    torch.manual_seed(0)
+    bank = frozen_atoms()
+    x = torch.randn(2, 5, 24)
+    with use_path(path), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        first = bank.read(x)
+        again = [bank.read(x) for _ in range(2)]
+        bank._plan = None
+        long = bank.read(x)
+    assert len(planned) == 2 and all(torch.equal(out, first) for out in [*again, long])
+    assert read_outs == ([10, 10] if path == "triton" else [])
+    expected = naive_moram(x.reshape(-1, 24).double(), torch.zeros(20, 24, dtype=torch.float64), None,
+                           [bank.keys.double()], [bank.values.double()], topk=4, temperature=0.05, threshold=0.2,
+                           training=False)
+    torch.testing.assert_close(first.reshape(-1, 20).double(), expected, rtol=3e-2 if amp else 1e-5,
+                               atol=3e-2 if amp else 1e-5)
 
 
 @pytest.mark.parametrize("kind", KINDS)
