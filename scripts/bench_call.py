@@ -5,9 +5,11 @@ and dispatch that launch them (issue "GPU path II", item 1). This measures that 
 the CPU, where it is the same code: a MoRAM layer (768 -> 768, 160 atoms: 10 tasks of 16,
 k = 16, tau = 0.01, delta = 0.2) on a few tokens (the GEMMs take a few microseconds), in eval
 mode under ``torch.no_grad()``, float32 and bfloat16 autocast, its bank frozen or its last
-task's atoms still trainable, the base read apart or kept (``keep_base_casts``: on the GPU paths,
-stacked with the keys, ``layers.moram.stacked``); the ``triton`` path with its kernel launch stubbed (a no-op, as
-``scripts/count_ops.py`` stubs it), ``dense`` and ``reference`` as they are.
+task's atoms still trainable, the base read apart (the default) or kept (``keep_base_casts``: on
+the GPU paths, stacked with the keys, ``layers.moram.stacked``); the ``triton`` path with its kernel
+launch stubbed (a no-op, as ``scripts/count_ops.py`` stubs it), ``dense`` and ``reference`` as they
+are. A frozen bank's calls are planned (``layers.moram.plan``: the stacked call since 0.7.3, the
+call apart since 0.7.6); ``--pieces`` times each kind's pieces.
 
 Calls are interleaved with the layer's own ``nn.Linear`` in one process: ``--rounds`` rounds of
 ``--calls`` calls of each, one after the other; the columns are the medians over rounds of
@@ -147,6 +149,45 @@ def pieces(width: int, tokens: int, rounds: int, calls: int) -> None:
         print(f"  {name:48s} {'' if us is None else f'{us:7.1f}'}")
 
 
+def pieces_apart(width: int, tokens: int, rounds: int, calls: int) -> None:
+    """Where a bf16 eval call with the base read apart (the default; Triton, launch stubbed, frozen
+    bank) spends its host time: the whole call and the planned repeat's pieces (``EvalPlan.apart``,
+    0.7.6), each timed alone, medians over ``rounds``."""
+    import torch.nn.functional as F
+
+    layer = build(width, 10, True)
+    x = torch.randn(1, tokens, width)
+    weight, bias = layer.base.weight, layer.base.bias
+    with use_path("triton"), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        layer(x)  # keeps the bank in bf16, chooses the path, plans the call
+        plan = getattr(layer, "_plan", None)
+        steps = getattr(plan, "steps", None)
+        if steps is None or not hasattr(steps, "cast"):
+            print("this checkout plans no call that reads the base apart")
+            return
+        rows = x.reshape(-1, width).to(torch.bfloat16)
+        cast_weight, cast_bias = weight.to(torch.bfloat16), bias.to(torch.bfloat16)
+        repeat = steps.mixture  # paths.dense.BankRepeat
+        proj = torch.mm(rows, repeat.keys_t)
+        base_out = F.linear(rows, cast_weight, cast_bias)
+        timed = {
+            "the whole call": lambda: layer(x),
+            "nn.Linear, for scale": lambda: layer.base(x),
+            "  the plan's check (EvalPlan.applies)": lambda: plan.applies(layer, x, weight, bias),
+            "  steps 1-6 (the plan's ApartRepeat)": lambda: steps(x.reshape(-1, width)),
+            "    tokens: reshape and cast": lambda: x.reshape(-1, width).to(torch.bfloat16),
+            "    the base's weight and bias cast": lambda: (weight.to(torch.bfloat16), bias.to(torch.bfloat16)),
+            "    p = A x (mm)": lambda: torch.mm(rows, repeat.keys_t),
+            "    W x + b (linear)": lambda: F.linear(rows, cast_weight, cast_bias),
+            "    the read-out's launch (ReadOut)": lambda: repeat.read_out(proj, base_out),
+        }
+        medians = {name: statistics.median(per_call_us(fn, calls) for _ in range(rounds)) for name, fn in timed.items()}
+    print(f"host us per piece of a bf16 eval call, base read apart, {width} -> {width}, {tokens} token(s); medians of "
+          f"{rounds} rounds x {calls} calls")
+    for name, us in medians.items():
+        print(f"  {name:48s} {us:7.1f}")
+
+
 def peft_rows(width: int, tokens: int, rounds: int, calls: int) -> None:
     """The peft layer's eval call over a bf16 base (module docstring), frozen bank, base apart and kept."""
     from moram_avalanche.text.peft_layer import MoRAMTunerLayer
@@ -179,7 +220,8 @@ def main(argv=None) -> None:
     parser.add_argument("--width", type=int, default=768)
     parser.add_argument("--paths", default="triton,dense,reference")
     parser.add_argument("--pieces", action="store_true",
-                        help="instead: where the bf16 eval call with the base kept spends its time, piece by piece")
+                        help="instead: where the bf16 eval call spends its time, piece by piece, the base kept "
+                             "then read apart")
     parser.add_argument("--peft", action="store_true",
                         help="also: the peft layer's call over a bf16 base (a bf16 language model's decode step)")
     args = parser.parse_args(argv)
@@ -187,6 +229,7 @@ def main(argv=None) -> None:
     stub_triton()
     if args.pieces:
         pieces(args.width, args.tokens, args.rounds, args.calls)
+        pieces_apart(args.width, args.tokens, args.rounds, args.calls)
         return
     x = torch.randn(1, args.tokens, args.width)
     print(f"torch {torch.__version__}, {args.threads} thread(s); {args.width} -> {args.width}, 160 atoms, "

@@ -14,9 +14,10 @@ views of the parameters) and calls the path the chooser picked for the device, a
 ``MORAM_AVALANCHE_PATH`` or ``use_path`` forces one: :mod:`moram_avalanche.layers.moram.paths`),
 which computes the steps without autograd and attaches the hand-written backward
 (:mod:`~moram_avalanche.layers.moram.backward`: gradients for the current task's atoms only).
-Nothing is built inside a forward. A call over the stacked base and keys (no backward, the base's
-copy kept) is kept as an :class:`~moram_avalanche.layers.moram.plan.EvalPlan`, and the next call
-repeats it after one check that nothing it decided on changed.
+Nothing is built inside a forward. An eval call over a frozen bank without a backward (over the
+stacked base and keys where the base's copy is kept, else reading the base apart) is kept as an
+:class:`~moram_avalanche.layers.moram.plan.EvalPlan`, and the next call repeats it after one check
+that nothing it decided on changed.
 
 The bank -- frozen atoms in buffers, the current task's atoms as ``nn.Parameter`` objects, growth
 by :meth:`~MoRAMLinear.expand`, pruning, activation statistics and the state dict (``atom_keys``,
@@ -96,7 +97,7 @@ class MoRAMRouting:
         self._base_casts = {}  # dtype -> (weight, bias, their versions and data pointers, cast weight, cast bias)
         self._stacked = {}  # dtype -> (the tensors it was built from, their versions and data pointers, StackedBase,
         #                             the StackedGroup it is part of)
-        self._plan = None  # the last stacked call's EvalPlan, repeated while it applies (layers.moram.plan)
+        self._plan = None  # the last eval call's EvalPlan (a frozen bank's), repeated while it applies (layers.moram.plan)
 
     def __getstate__(self):
         state = dict(super().__getstate__())
@@ -124,9 +125,9 @@ class MoRAMRouting:
         never under ``torch.compile`` (which fuses the cast into its graph)."""
         if weight.dtype == dtype:
             return weight, bias
-        if not self.keep_base_cast or torch.compiler.is_compiling():
+        stamp = None if not self.keep_base_cast or torch.compiler.is_compiling() else _stamp((weight, bias), 1.0)
+        if stamp is None:  # (nothing kept: not asked, a graph's cast, or a tensor without storage)
             return weight.to(dtype), None if bias is None else bias.to(dtype)
-        stamp = (stamp_of(weight), None if bias is None else stamp_of(bias))
         entry = self._base_casts.get(dtype)
         if entry is None or entry[0] is not weight or entry[1] is not bias or entry[2] != stamp:
             self._stacked.clear()  # one copy of the base at a time: the stacked one goes (and a plan reading it)
@@ -169,6 +170,8 @@ class MoRAMRouting:
             return entry[2]
         if torch.compiler.is_compiling():
             return None  # a copy made while tracing would be stacked again at every call: read apart
+        if _stamp(sources, self.new_value_scale) is None:
+            return None  # a tensor without storage (a torch.func transform's wrapper): nothing to keep
         return keep_stacked([self], [sources], dtype).parts[0]
 
     def stack_sources(self, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> tuple:
@@ -183,11 +186,13 @@ class MoRAMRouting:
         if entry is None:
             return None
         kept = entry[0]  # (built from a frozen bank: sources with trainable rows are other objects)
-        fresh = torch.compiler.is_compiling() or entry[1] == _stamp(sources, self.new_value_scale)
-        if (fresh and kept[0] is sources[0] and kept[1] is sources[1] and kept[2] is sources[2]
+        if not (kept[0] is sources[0] and kept[1] is sources[1] and kept[2] is sources[2]
                 and kept[3] is sources[3] and kept[4] is sources[4] and kept[5] is sources[5]):
+            return None
+        if torch.compiler.is_compiling():
             return entry
-        return None
+        stamp = _stamp(sources, self.new_value_scale)
+        return entry if stamp is not None and entry[1] == stamp else None
 
     def routing_now(self, num_atoms: int) -> Tuple[int, Optional[float]]:
         """``(k, gate)`` of a call now on a bank of ``num_atoms``: :attr:`effective_topk`, and the eval
@@ -223,7 +228,7 @@ class MoRAMRouting:
         """
         plan = None if torch.compiler.is_compiling() else self._plan  # (a graph holds its own decisions)
         if plan is not None:
-            if plan.applies(self, x, weight, bias):  # the last stacked call again: its decisions hold
+            if plan.applies(self, x, weight, bias):  # the last planned call again: its decisions hold
                 return plan.read(x)
             self._plan = None
         num_atoms = self.num_atoms
@@ -351,7 +356,7 @@ class MoRAMLinear(MoRAMRouting, MoRAMBank):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``y = W x + b + sum_i w_i p_i B_i`` for every token of ``x`` ``[..., in_features]`` (steps 1-6)."""
-        plan = None if torch.compiler.is_compiling() else self._plan  # the last stacked call again (read's)
+        plan = None if torch.compiler.is_compiling() else self._plan  # the last planned call again (read's)
         if plan is not None and self.fuse_base:
             out = plan.read_over(self, x, self._modules["base"])
             if out is not None:
@@ -416,10 +421,10 @@ def keep_base_casts(module: nn.Module, keep: bool = True) -> int:
     * without one (``torch.no_grad()``, inference mode: evaluation, generation), on the GPU paths
       (``dense``, ``triton``), for a frozen bank: the weight stacked with the bank's keys,
       ``[W; A]``, in the compute dtype (:mod:`~moram_avalanche.layers.moram.stacked`), so the base
-      and step 1 are one GEMM that reads the tokens once, and each call after the first repeats
-      the first's decisions after one check (:mod:`~moram_avalanche.layers.moram.plan`). In float32
-      this is a float32 copy of each weight (plus ``R`` rows). A bank with trainable rows keeps
-      the cast weight, as with a backward.
+      and step 1 are one GEMM that reads the tokens once (each call after the first repeats the
+      first's decisions after one check, :mod:`~moram_avalanche.layers.moram.plan`, as a call that
+      reads the base apart does too). In float32 this is a float32 copy of each weight (plus ``R``
+      rows). A bank with trainable rows keeps the cast weight, as with a backward.
 
     A layer keeps one of the two copies at a time (per compute dtype), built again when its
     tensors change. Leave it off where the weights are sharded and gathered per call (FSDP: the
@@ -467,10 +472,14 @@ def plannable(host: type) -> bool:
     return found
 
 
-def _stamp(tensors, scale: float) -> tuple:
+def _stamp(tensors, scale: float) -> Optional[tuple]:
     """What an in-place edit, a swapped storage or a resized ``.data`` of ``tensors`` changes
-    (:func:`~moram_avalanche.layers.moram.bank.stamp_of`), and the trainable values' ``scale``."""
-    return tuple([None if t is None else stamp_of(t) for t in tensors]) + (scale,)
+    (:func:`~moram_avalanche.layers.moram.bank.stamp_of`), and the trainable values' ``scale``; None
+    where a tensor has no storage (a ``torch.func`` transform's wrapper: no copy is kept of it)."""
+    try:
+        return tuple([None if t is None else stamp_of(t) for t in tensors]) + (scale,)
+    except RuntimeError:  # "Cannot access data pointer of Tensor that doesn't have storage"
+        return None
 
 
 # route: steps 2-5 in PyTorch (paths.reference), a name of 0.6's layers.moram module

@@ -94,7 +94,8 @@ class EvalPlan:
         if entry is None:
             return None
         plan = cls.made(layer, x, dtype, weight, bias, False, layer._cast_rows, entry, asks)
-        if plan is not None and plan.rows[2] is None and plan.rows[3] is None:
+        if (plan is not None and plan.rows[2] is None and plan.rows[3] is None
+                and entry[0] is plan.rows[0] and entry[1] is plan.rows[1]):  # (the rows the call read: kept)
             plan.steps = ApartRepeat(mixture, entry[3], k, layer.temperature, gate, dtype, weight, bias)
             return plan
         return None
@@ -123,7 +124,10 @@ class EvalPlan:
         plan.dtype, plan.in_features, plan.training = dtype, x.shape[-1], layer.training
         plan.options = (layer.topk, layer.temperature, layer.threshold, layer.new_value_scale)
         plan.weight, plan.bias, plan.buffers, plan.parameters, plan.rows = weight, bias, buffers, parameters, rows
-        plan.stamps = tuple((t, *stamp_of(t)) for t in (weight, bias) + rows if t is not None)
+        try:
+            plan.stamps = tuple((t, *stamp_of(t)) for t in (weight, bias) + rows if t is not None)
+        except RuntimeError:  # a tensor without storage (a torch.func transform's wrapper): nothing to check
+            return None
         plan.stacks, plan.kept, plan.entry, plan.asks = stacks, kept, entry, asks
         return plan
 
@@ -173,11 +177,13 @@ class EvalPlan:
         return self.read(x)
 
     def read(self, x: torch.Tensor) -> torch.Tensor:
-        """The planned call on ``x`` (after :meth:`applies`): steps 1-6 over the stacked copy, as the
-        layer's :meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.read` computes them. The
-        tokens are never cast here: without autocast they are in the compute dtype already, and
-        under autocast the stacked GEMM (``addmm``, on autocast's list of lower-precision operators
-        on the CPU and CUDA) casts them to it, the only place the stacked call reads them."""
+        """The planned call on ``x`` (after :meth:`applies`): steps 1-6 as the layer's
+        :meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.read` computes them, on the token
+        rows of ``x`` (its ``steps``). A stacked call's steps never cast the tokens: without
+        autocast they are in the compute dtype already, and under autocast the stacked GEMM
+        (``addmm``, on autocast's list of lower-precision operators on the CPU and CUDA) casts them
+        to it, the only place the stacked call reads them; a call apart casts them
+        (:class:`ApartRepeat`), as the long way does."""
         if x.dim() == 2:
             return self.steps(x)
         out = self.steps(x.reshape(-1, self.in_features))

@@ -355,6 +355,30 @@ def test_copies_and_pickles_hold_no_plan(kind):
         assert torch.equal(call(twin, x), call(layer, x)) and torch.equal(call(loaded, x), call(layer, x))
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_base_weight_without_storage_is_read_and_never_planned(planned, kind):
+    """Under a ``torch.func`` transform the base's weight is a wrapper without storage (no data
+    pointer to check a repeat against): each call reads it the long way, as a plain call would."""
+    layer = layer_of(kind)
+    x = torch.randn(5, 24)
+    weights = torch.stack([layer.base.weight, -layer.base.weight, 2 * layer.base.weight])
+
+    def with_weight(weight):
+        return torch.func.functional_call(layer, {"base.weight": weight}, (x,))
+
+    with use_path("dense"), torch.no_grad():
+        call(layer, x)  # (a plan made over the real weight first)
+        batched = torch.func.vmap(with_weight)(weights)
+        assert layer._plan is None and planned == []  # (its check saw another weight; none made over a wrapper)
+        one_by_one = [with_weight(weight) for weight in weights]
+    with use_path("dense"), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        torch.func.vmap(with_weight)(weights)  # (the base cast: kept where asked, never a wrapper's)
+    assert not any(entry[0] is not layer.base.weight for entry in layer._base_casts.values())
+    for out, expected in zip(batched, one_by_one):
+        torch.testing.assert_close(out, expected, rtol=1e-6, atol=1e-6)
+    assert not torch.equal(batched[0], batched[1])
+
+
 def frozen_atoms():
     """A bank without a base (MoRAMAtoms, the peft layer's), three tasks, frozen, in eval mode."""
     bank = MoRAMAtoms(24, 20, torch.empty(0), atoms_per_task=6, topk=4, temperature=0.05, threshold=0.2)
