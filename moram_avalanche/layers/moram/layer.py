@@ -249,7 +249,7 @@ class MoRAMRouting:
                        else tokens.new_zeros(tokens.shape[0], self.out_features))
                 return out.reshape(*x.shape[:-1], self.out_features)
             out, idx, weights = self.mixture(tokens, cast_weight, cast_bias, k, gate)
-            if (not self.keep_base_cast and not torch.is_grad_enabled() and not torch.compiler.is_compiling()
+            if ((weight is None or not self.keep_base_cast) and not torch.is_grad_enabled() and not torch.compiler.is_compiling()
                     and registered(self, "new_keys", "_parameters") is None and plannable(type(self))):
                 self._plan = EvalPlan.apart(self, x, dtype, weight, bias, self.path(tokens, num_atoms, k, gate is not None),
                                             k, gate, type(self).stacks_base is not MoRAMRouting.stacks_base)

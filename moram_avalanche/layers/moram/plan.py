@@ -56,7 +56,7 @@ class EvalPlan:
     call) or :meth:`EvalPlan.apart` (a call that read the base apart)."""
 
     __slots__ = ("switch", "device", "device_type", "x_dtype", "autocast", "dtype", "in_features", "training",
-                 "options", "weight", "bias", "buffers", "parameters", "rows", "stamps", "stacks", "kept", "entry",
+                 "options", "weight", "bias", "buffers", "parameters", "rows", "stamps", "stacks", "kept_base", "kept", "entry",
                  "asks", "steps")
 
     @classmethod
@@ -88,8 +88,8 @@ class EvalPlan:
         ``keep_base_cast`` off, the default), or no base; None where a repeat could not be checked
         cheaply (:meth:`of`) or the bank has trainable rows (a copy of them could go stale unseen:
         :meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.stacked_base`). ``asks``: as :meth:`of`."""
-        if layer.keep_base_cast or layer._parameters.get("new_keys") is not None:
-            return None
+        if (weight is not None and layer.keep_base_cast) or layer._parameters.get("new_keys") is not None:
+            return None  # (the base's kept copy is read by base_in: not this plan's call)
         entry = layer._cast_rows.get(dtype)  # (the frozen bank as the call read it: AtomStore.frozen_bank)
         if entry is None:
             return None
@@ -129,6 +129,7 @@ class EvalPlan:
         except RuntimeError:  # a tensor without storage (a torch.func transform's wrapper): nothing to check
             return None
         plan.stacks, plan.kept, plan.entry, plan.asks = stacks, kept, entry, asks
+        plan.kept_base = None if weight is None else stacks  # (the base's copy read kept, cast at the call, or no base)
         return plan
 
     def applies(self, layer, x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor]) -> bool:
@@ -143,7 +144,9 @@ class EvalPlan:
         if autocast != self.autocast or (autocast and torch.get_autocast_dtype(self.device_type) != self.dtype):
             return False
         options, stacks = self.options, self.stacks  # (options by identity: 4.0 set for 4 is news)
-        if (layer.training != self.training or layer._recording or (not layer.keep_base_cast) is stacks
+        # (not keep_base_cast) is kept_base: a stacked call's copy no longer kept, or a call apart's now
+        # kept (base_in would read it); a call without a base reads neither (kept_base None)
+        if (layer.training != self.training or layer._recording or (not layer.keep_base_cast) is self.kept_base
                 or (layer._stacked if stacks else layer._cast_rows) is not self.kept
                 or self.kept.get(self.dtype) is not self.entry
                 or layer.topk is not options[0] or layer.temperature is not options[1]
