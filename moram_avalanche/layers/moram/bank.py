@@ -77,11 +77,13 @@ def stamp_of(tensor: torch.Tensor) -> tuple:
 
 
 def rows_stamp(keys: torch.Tensor, values: torch.Tensor) -> Optional[tuple]:
-    """``(stamp_of(keys), stamp_of(values))``: what a copy kept of a bank's two row tensors is checked
-    against at each call; None where a tensor has no storage to point at (a ``torch.func``
-    transform's wrapper, made anew at each call: nothing is kept from it)."""
+    """``stamp_of(keys) + stamp_of(values)``: what a copy kept of a bank's two row tensors is checked
+    against at each call (one flat tuple: it runs at every call that reads a kept copy); None where
+    a tensor has no storage to point at (a ``torch.func`` transform's wrapper, made anew at each
+    call: nothing is kept from it)."""
     try:
-        return stamp_of(keys), stamp_of(values)
+        return (None if keys.is_inference() else keys._version, keys.data_ptr(), keys.shape, keys.dtype,
+                None if values.is_inference() else values._version, values.data_ptr(), values.shape, values.dtype)
     except RuntimeError:  # "Cannot access data pointer of Tensor that doesn't have storage"
         return None
 

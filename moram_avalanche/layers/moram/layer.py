@@ -125,7 +125,12 @@ class MoRAMRouting:
         never under ``torch.compile`` (which fuses the cast into its graph)."""
         if weight.dtype == dtype:
             return weight, bias
-        stamp = None if not self.keep_base_cast or torch.compiler.is_compiling() else _stamp((weight, bias), 1.0)
+        stamp = None
+        if self.keep_base_cast and not torch.compiler.is_compiling():
+            try:
+                stamp = (stamp_of(weight), None if bias is None else stamp_of(bias))
+            except RuntimeError:  # a tensor without storage (a torch.func transform's wrapper)
+                pass
         if stamp is None:  # (nothing kept: not asked, a graph's cast, or a tensor without storage)
             return weight.to(dtype), None if bias is None else bias.to(dtype)
         entry = self._base_casts.get(dtype)
