@@ -162,12 +162,12 @@ def pieces_apart(width: int, tokens: int, rounds: int, calls: int) -> None:
         layer(x)  # keeps the bank in bf16, chooses the path, plans the call
         plan = getattr(layer, "_plan", None)
         steps = getattr(plan, "steps", None)
-        if steps is None or not hasattr(steps, "cast"):
+        if steps is None or not hasattr(steps, "cast"):  # (0.7.6: paths.dense.ApartRepeat)
             print("this checkout plans no call that reads the base apart")
             return
         rows = x.reshape(-1, width).to(torch.bfloat16)
         cast_weight, cast_bias = weight.to(torch.bfloat16), bias.to(torch.bfloat16)
-        repeat = steps.mixture  # paths.dense.BankRepeat
+        repeat = steps
         proj = torch.mm(rows, repeat.keys_t)
         base_out = F.linear(rows, cast_weight, cast_bias)
         timed = {

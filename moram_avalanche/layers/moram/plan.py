@@ -13,9 +13,9 @@ microsecond (``scripts/bench_call.py --pieces`` prints them).
   kept, :func:`~moram_avalanche.layers.moram.layer.keep_base_casts`; :meth:`EvalPlan.of`), repeated
   by :class:`~moram_avalanche.layers.moram.paths.dense.StackedRepeat`;
 * reading the base apart, cast at each call where it is in another dtype (the default: its copy
-  not kept), or no base (:meth:`EvalPlan.apart`), repeated by :class:`ApartRepeat` over the bank's
-  kept rows (:meth:`~moram_avalanche.layers.moram.bank.AtomStore.frozen_bank`) with the path's
-  mixture (:class:`~moram_avalanche.layers.moram.paths.dense.BankRepeat`).
+  not kept), or no base (:meth:`EvalPlan.apart`), repeated by
+  :class:`~moram_avalanche.layers.moram.paths.dense.ApartRepeat` over the bank's kept rows
+  (:meth:`~moram_avalanche.layers.moram.bank.AtomStore.frozen_bank`) with the path's mixture.
 
 The layer keeps it (:meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.read`), and the next call
 repeats it after one check (:meth:`EvalPlan.applies`) that every input of those decisions is as it was:
@@ -45,8 +45,8 @@ from typing import Callable, Optional
 import torch
 
 from .bank import ROW_NAMES as ROWS
-from .bank import BankRows, stamp_of
-from .paths.dense import bank_repeat, stacked_repeat
+from .bank import stamp_of
+from .paths.dense import apart_repeat, stacked_repeat
 from .paths.switch import token
 from .stacked import StackedBase
 
@@ -96,7 +96,7 @@ class EvalPlan:
         plan = cls.made(layer, x, dtype, weight, bias, False, layer._cast_rows, entry, asks)
         if (plan is not None and plan.rows[2] is None and plan.rows[3] is None
                 and entry[0] is plan.rows[0] and entry[1] is plan.rows[1]):  # (the rows the call read: kept)
-            plan.steps = ApartRepeat(mixture, entry[3], k, layer.temperature, gate, dtype, weight, bias)
+            plan.steps = apart_repeat(mixture, entry[3], k, layer.temperature, gate, dtype, weight, bias)
             return plan
         return None
 
@@ -186,36 +186,11 @@ class EvalPlan:
         autocast they are in the compute dtype already, and under autocast the stacked GEMM
         (``addmm``, on autocast's list of lower-precision operators on the CPU and CUDA) casts them
         to it, the only place the stacked call reads them; a call apart casts them
-        (:class:`ApartRepeat`), as the long way does."""
+        (:class:`~moram_avalanche.layers.moram.paths.dense.ApartRepeat`), as the long way does."""
         if x.dim() == 2:
             return self.steps(x)
         out = self.steps(x.reshape(-1, self.in_features))
         return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
-class ApartRepeat:
-    """``tokens -> y``: what the layer's call that read the base apart computed on its token rows
-    (:meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.read`: the tokens in the compute dtype,
-    the base's ``weight`` / ``bias`` cast to it at this call where they are in another, then the
-    path's ``mixture`` over the frozen ``bank`` with ``k``, ``temperature`` and ``threshold``, nothing
-    recorded: :func:`~moram_avalanche.layers.moram.paths.dense.bank_repeat`), with its arguments
-    bound: the steps of a plan made by :meth:`EvalPlan.apart`."""
-
-    __slots__ = ("dtype", "weight", "bias", "cast", "mixture")
-
-    def __init__(self, mixture: Callable, bank: BankRows, k: int, temperature: float, threshold: Optional[float],
-                 dtype: torch.dtype, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor]):
-        self.dtype, self.weight, self.bias = dtype, weight, bias
-        self.cast = weight is not None and weight.dtype != dtype  # (MoRAMRouting.base_in, its copy not kept)
-        self.mixture = bank_repeat(mixture, bank, k, temperature, threshold, weight is not None)
-
-    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
-        dtype, weight, bias = self.dtype, self.weight, self.bias
-        if tokens.dtype != dtype:
-            tokens = tokens.to(dtype)
-        if self.cast:
-            weight, bias = weight.to(dtype), None if bias is None else bias.to(dtype)
-        return self.mixture(tokens, weight, bias)
-
-
-__all__ = ["ApartRepeat", "EvalPlan"]
+__all__ = ["EvalPlan"]

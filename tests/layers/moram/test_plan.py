@@ -73,9 +73,8 @@ def kept_layer(frozen=True):
 
 
 def read_out_of(plan):
-    """The plan's bound Triton read-out (paths.triton.ReadOut), or None."""
-    steps = plan.steps
-    return steps.read_out if hasattr(steps, "read_out") else steps.mixture.read_out
+    """The plan's bound Triton read-out (paths.triton.ReadOut: its StackedRepeat's or ApartRepeat's), or None."""
+    return plan.steps.read_out
 
 
 # ---------------------------------------------------------------- the plan serves repeats, exactly

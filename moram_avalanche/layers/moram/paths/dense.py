@@ -212,26 +212,37 @@ def stacked_repeat(mixture: Callable, stacked: StackedBase, k: int, temperature:
     return StackedRepeat(mixture, stacked, k, temperature, threshold, fused)
 
 
-class BankRepeat:
-    """``(tokens, weight, bias) -> y``: ``mixture(tokens, weight, bias, bank, k, temperature, threshold,
-    False, None)[0]`` for one frozen ``bank``, where no gradient is needed: what a planned eval call
-    that reads the base apart repeats (:class:`~moram_avalanche.layers.moram.plan.ApartRepeat`;
-    issue "GPU path II", item 7). For the dense path with the Triton router and ``k < R``,
-    :func:`dense_forward`'s steps on at most
-    :data:`~moram_avalanche.layers.moram.paths.triton.READ_OUT_ROWS` rows (read at each call) with
-    the read-out's constants bound (:class:`~moram_avalanche.layers.moram.paths.triton.ReadOut`):
-    ``p = A x``, the base's ``W x + b`` (where ``base``), the read-out. Anything else, ``mixture``
-    itself. Built by :func:`bank_repeat`."""
+class ApartRepeat:
+    """``tokens -> y``: what a layer's eval call that reads the base apart computes on its token rows
+    over one frozen ``bank`` (:meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.read`: the
+    tokens in the compute ``dtype``, the base's ``weight`` / ``bias`` cast to it at each call where
+    they are in another (its copy not kept), then ``mixture(tokens, weight, bias, bank, k,
+    temperature, threshold, False, None)[0]``), its arguments bound: what a plan made by
+    :meth:`~moram_avalanche.layers.moram.plan.EvalPlan.apart` repeats (issue "GPU path II", item 7).
+    For the dense path with the Triton router and ``k < R``, :func:`dense_forward`'s steps on at
+    most :data:`~moram_avalanche.layers.moram.paths.triton.READ_OUT_ROWS` rows (read at each call)
+    with the read-out's constants bound (:class:`~moram_avalanche.layers.moram.paths.triton.ReadOut`):
+    ``p = A x``, the base's ``W x + b`` (where there is a base), the read-out. Anything else,
+    ``mixture`` itself. Built by :func:`apart_repeat`."""
 
-    __slots__ = ("mixture", "bank", "k", "temperature", "threshold", "keys", "keys_t", "read_out")
+    __slots__ = ("mixture", "bank", "k", "temperature", "threshold", "dtype", "weight", "bias", "cast", "keys",
+                 "keys_t", "read_out")
 
     def __init__(self, mixture: Callable, bank: BankRows, k: int, temperature: float, threshold: Optional[float],
-                 fused: bool, base: bool):
+                 dtype: torch.dtype, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor], fused: bool):
         self.mixture, self.bank, self.k, self.temperature, self.threshold = mixture, bank, k, temperature, threshold
+        self.dtype, self.weight, self.bias = dtype, weight, bias
+        self.cast = weight is not None and weight.dtype != dtype  # (MoRAMRouting.base_in, its copy not kept)
         self.keys, self.keys_t = bank.keys, bank.keys_t
-        self.read_out = moram_triton.ReadOut(bank.values, k, temperature, threshold, base) if fused else None
+        self.read_out = (moram_triton.ReadOut(bank.values, k, temperature, threshold, weight is not None)
+                         if fused else None)
 
-    def __call__(self, tokens: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor]) -> torch.Tensor:
+    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
+        dtype, weight, bias = self.dtype, self.weight, self.bias
+        if tokens.dtype != dtype:
+            tokens = tokens.to(dtype)
+        if self.cast:
+            weight, bias = weight.to(dtype), None if bias is None else bias.to(dtype)
         if self.read_out is None or tokens.shape[0] > moram_triton.READ_OUT_ROWS:
             return self.mixture(tokens, weight, bias, self.bank, self.k, self.temperature, self.threshold, False, None)[0]
         keys_t = self.keys_t  # dense_forward's steps, as fused_read_out takes them (nothing recorded, k < R)
@@ -239,18 +250,18 @@ class BankRepeat:
         return self.read_out(proj, None if weight is None else F.linear(tokens, weight, bias))  # 2.-6.
 
 
-def bank_repeat(mixture: Callable, bank: BankRows, k: int, temperature: float, threshold: Optional[float],
-                base: bool) -> Callable:
-    """``(tokens, weight, bias) -> y``: ``mixture`` (a path's, as
+def apart_repeat(mixture: Callable, bank: BankRows, k: int, temperature: float, threshold: Optional[float],
+                 dtype: torch.dtype, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor]) -> ApartRepeat:
+    """``tokens -> y``: ``mixture`` (a path's, as
     :func:`~moram_avalanche.layers.moram.paths.choice.mixture_for` gives it) repeated over the frozen
-    ``bank`` with ``k``, ``temperature`` and ``threshold``, nothing recorded, a base's ``weight``
-    given or not (``base``): a :class:`BankRepeat`, with the Triton router's one-call read-out bound
-    where :func:`fused_read_out` would take it (:func:`dense_mixture` with that router, ``k < R``;
-    the row count is read at each call)."""
+    ``bank`` with ``k``, ``temperature`` and ``threshold``, nothing recorded, over the base's
+    ``weight`` / ``bias`` (or none) in ``dtype``: an :class:`ApartRepeat`, with the Triton router's
+    one-call read-out bound where :func:`fused_read_out` would take it (:func:`dense_mixture` with
+    that router, ``k < R``; the row count is read at each call)."""
     fused = (isinstance(mixture, functools.partial) and mixture.func is dense_mixture
              and len(mixture.args) == 1 and mixture.args[0] is TRITON_ROUTER and not mixture.keywords
              and k < bank.keys.shape[0])
-    return BankRepeat(mixture, bank, k, temperature, threshold, fused, base)
+    return ApartRepeat(mixture, bank, k, temperature, threshold, dtype, weight, bias, fused)
 
 
 def dense_router_backward(router: Router, k: int, temperature: float, threshold: Optional[float], grad_out,
@@ -261,5 +272,5 @@ def dense_router_backward(router: Router, k: int, temperature: float, threshold:
     return grad_proj, (coef[:, start:] if tail else None)
 
 
-__all__ = ["BankRepeat", "Router", "TORCH_ROUTER", "TRITON_ROUTER", "bank_repeat", "dense_forward", "dense_mixture", "dense_router_backward",
+__all__ = ["ApartRepeat", "Router", "TORCH_ROUTER", "TRITON_ROUTER", "apart_repeat", "dense_forward", "dense_mixture", "dense_router_backward",
            "fused_read_out", "StackedRepeat", "stacked_mixture", "stacked_repeat"]
