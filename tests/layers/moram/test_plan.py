@@ -205,14 +205,15 @@ CHANGES = {  # name: (change, whether the changed layer's calls are planned agai
 
 
 @pytest.mark.parametrize("amp", [False, True])
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind,path", KIND_PATHS)
 @pytest.mark.parametrize("name", list(CHANGES))
-def test_a_change_the_long_way_would_see_is_seen(planned, kind, name, amp):
-    """Under bf16 autocast too, where the calls read the bank's kept bf16 copy and cast the base."""
+def test_a_change_the_long_way_would_see_is_seen(planned, kind, path, name, amp):
+    """On each path a plan is made on, under bf16 autocast too (the calls read the bank's kept bf16
+    copy and cast the base)."""
     change, again = CHANGES[name]
     layer = layer_of(kind)
     x = torch.randn(2, 5, 24)
-    with use_path("dense"):
+    with use_path(path):
         before = [call(layer, x, amp), call(layer, x, amp)]
         assert len(planned) == 1
         with torch.no_grad():
@@ -226,8 +227,25 @@ def test_a_change_the_long_way_would_see_is_seen(planned, kind, name, amp):
                         "recording", "moved to float64"):
             assert not torch.equal(after, before[0])  # (the change shows: a stale repeat would have failed)
         repeat = call(layer, x, amp)
+        again = again and not (path == "reference" and layer.keep_base_cast)  # (a CPU path: no stacked form)
         assert len(planned) == (2 if again else 1)
         assert torch.equal(repeat, after)
+
+
+@pytest.mark.parametrize("kind,path", KIND_PATHS)
+def test_autocast_s_dtype_is_checked(planned, kind, path):
+    """bf16 then float16 autocast: each its own compute dtype, planned in turn."""
+    layer = layer_of(kind)
+    x = torch.randn(2, 5, 24)
+    outs = {}
+    with use_path(path), torch.no_grad():
+        for dtype in (torch.bfloat16, torch.float16, torch.bfloat16):
+            with torch.autocast("cpu", dtype=dtype):
+                outs[dtype] = [layer(x), layer(x)]
+    assert len(planned) == 3 and outs[torch.float16][0].dtype == torch.float16
+    for dtype, (first, again) in outs.items():
+        with torch.no_grad(), use_path(path), torch.autocast("cpu", dtype=dtype):
+            assert torch.equal(first, again) and torch.equal(first, copy.deepcopy(layer)(x))
 
 
 class OwnForward(nn.Linear):
@@ -259,6 +277,8 @@ def test_a_base_with_its_own_forward_plans_the_atoms_alone(planned, kind, amp):
         after = call(layer, x, amp)
         assert len(planned) == 3 and not torch.equal(after, first[0])  # (the plan holds: the base is read live)
         torch.testing.assert_close(after.double(), naive_of(layer, x), rtol=tolerance, atol=tolerance)
+        layer.keep_base_cast = not layer.keep_base_cast  # (the read reads no base: its plan holds either way)
+        assert torch.equal(call(layer, x, amp), after) and len(planned) == 4
 
 
 @pytest.mark.parametrize("kind", KINDS)
