@@ -141,9 +141,18 @@ def pieces(width: int, tokens: int, rounds: int, calls: int) -> None:
             "  the kept path (path)": lambda: layer.path(rows, layer.num_atoms, k, True, True),
             "  the stacked copy's checks (stacked_base)": lambda: layer.stacked_base(torch.bfloat16, weight, bias),
         }
-        medians = {name: None if fn is None else statistics.median(per_call_us(fn, calls) for _ in range(rounds))
-                   for name, fn in timed.items()}
-    print(f"host us per piece of a bf16 eval call, base kept, {width} -> {width}, {tokens} token(s); medians of "
+        medians = timed_pieces(timed, rounds, calls)
+    print_pieces("base kept", medians, width, tokens, rounds, calls)
+
+
+def timed_pieces(timed: dict, rounds: int, calls: int) -> dict:
+    """Each piece's median microseconds over ``rounds`` (None for a heading: a piece that is None)."""
+    return {name: None if fn is None else statistics.median(per_call_us(fn, calls) for _ in range(rounds))
+            for name, fn in timed.items()}
+
+
+def print_pieces(base: str, medians: dict, width: int, tokens: int, rounds: int, calls: int) -> None:
+    print(f"host us per piece of a bf16 eval call, {base}, {width} -> {width}, {tokens} token(s); medians of "
           f"{rounds} rounds x {calls} calls")
     for name, us in medians.items():
         print(f"  {name:48s} {'' if us is None else f'{us:7.1f}'}")
@@ -167,8 +176,7 @@ def pieces_apart(width: int, tokens: int, rounds: int, calls: int) -> None:
             return
         rows = x.reshape(-1, width).to(torch.bfloat16)
         cast_weight, cast_bias = weight.to(torch.bfloat16), bias.to(torch.bfloat16)
-        repeat = steps
-        proj = torch.mm(rows, repeat.keys_t)
+        proj = torch.mm(rows, steps.keys_t)
         base_out = F.linear(rows, cast_weight, cast_bias)
         timed = {
             "the whole call": lambda: layer(x),
@@ -177,15 +185,12 @@ def pieces_apart(width: int, tokens: int, rounds: int, calls: int) -> None:
             "  steps 1-6 (the plan's ApartRepeat)": lambda: steps(x.reshape(-1, width)),
             "    tokens: reshape and cast": lambda: x.reshape(-1, width).to(torch.bfloat16),
             "    the base's weight and bias cast": lambda: (weight.to(torch.bfloat16), bias.to(torch.bfloat16)),
-            "    p = A x (mm)": lambda: torch.mm(rows, repeat.keys_t),
+            "    p = A x (mm)": lambda: torch.mm(rows, steps.keys_t),
             "    W x + b (linear)": lambda: F.linear(rows, cast_weight, cast_bias),
-            "    the read-out's launch (ReadOut)": lambda: repeat.read_out(proj, base_out),
+            "    the read-out's launch (ReadOut)": lambda: steps.read_out(proj, base_out),
         }
-        medians = {name: statistics.median(per_call_us(fn, calls) for _ in range(rounds)) for name, fn in timed.items()}
-    print(f"host us per piece of a bf16 eval call, base read apart, {width} -> {width}, {tokens} token(s); medians of "
-          f"{rounds} rounds x {calls} calls")
-    for name, us in medians.items():
-        print(f"  {name:48s} {us:7.1f}")
+        medians = timed_pieces(timed, rounds, calls)
+    print_pieces("base read apart", medians, width, tokens, rounds, calls)
 
 
 def peft_rows(width: int, tokens: int, rounds: int, calls: int) -> None:

@@ -88,7 +88,7 @@ class EvalPlan:
         ``keep_base_cast`` off, the default), or no base; None where a repeat could not be checked
         cheaply (:meth:`of`) or the bank has trainable rows (a copy of them could go stale unseen:
         :meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.stacked_base`). ``asks``: as :meth:`of`."""
-        if (weight is not None and layer.keep_base_cast) or layer._parameters.get("new_keys") is not None:
+        if weight is not None and layer.keep_base_cast:
             return None  # (the base's kept copy is read by base_in: not this plan's call)
         entry = layer._cast_rows.get(dtype)  # (the frozen bank as the call read it: AtomStore.frozen_bank)
         if entry is None:

@@ -72,11 +72,6 @@ def kept_layer(frozen=True):
     return layer_of("kept", frozen)
 
 
-def read_out_of(plan):
-    """The plan's bound Triton read-out (paths.triton.ReadOut: its StackedRepeat's or ApartRepeat's), or None."""
-    return plan.steps.read_out
-
-
 # ---------------------------------------------------------------- the plan serves repeats, exactly
 @pytest.mark.parametrize("kind,path", KIND_PATHS)
 @pytest.mark.parametrize("amp", [False, True])
@@ -527,7 +522,7 @@ def test_a_repeat_reads_out_each_row_count_as_the_long_way_does(planned, read_ou
         call(layer, inputs[0], amp)
         repeats = [call(layer, x, amp) for x in inputs]
         assert len(planned) == 4 and read_outs == [3, 1, 10, 3]
-        assert sorted(read_out_of(layer._plan).launchers) == [1, 3, 10]
+        assert sorted(layer._plan.steps.read_out.launchers) == [1, 3, 10]
         for x, out in zip(inputs, repeats):
             assert torch.equal(out, long_way(layer, x, amp))
         monkeypatch.setattr(moram_triton, "READ_OUT_ROWS", 2)
@@ -551,7 +546,7 @@ def test_a_plan_that_keeps_every_atom_repeats_the_router_and_addmm(planned, read
     with use_path(path):
         first = call(layer, x)
         again = call(layer, x)
-        assert len(planned) == 1 and read_outs == [] and read_out_of(layer._plan) is None
+        assert len(planned) == 1 and read_outs == [] and layer._plan.steps.read_out is None
         assert torch.equal(again, first) and torch.equal(long_way(layer, x), first)
     torch.testing.assert_close(first.double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
 

@@ -169,6 +169,14 @@ def stacked_mixture(router: Router, tokens: torch.Tensor, stacked: StackedBase, 
     return out, idx, weights
 
 
+def with_triton_router(mixture: Callable, form: Callable) -> bool:
+    """Whether ``mixture`` is ``form`` (:func:`dense_mixture`, :func:`stacked_mixture`) with the Triton
+    router and nothing else bound, as :func:`~moram_avalanche.layers.moram.paths.choice.mixture_for`
+    gives it: what a repeat may bind the one-call read-out of (:func:`stacked_repeat`, :func:`apart_repeat`)."""
+    return (isinstance(mixture, functools.partial) and mixture.func is form and len(mixture.args) == 1
+            and mixture.args[0] is TRITON_ROUTER and not mixture.keywords)
+
+
 class StackedRepeat:
     """``stacked_mixture(router, tokens, stacked, k, temperature, threshold, False)[0]`` for one kept
     :class:`~moram_avalanche.layers.moram.stacked.StackedBase`, what a planned eval call repeats
@@ -206,9 +214,7 @@ def stacked_repeat(mixture: Callable, stacked: StackedBase, k: int, temperature:
     ``threshold``, nothing recorded: a :class:`StackedRepeat`, with the Triton router's one-call
     read-out bound where :func:`fused_read_out` would take it (``k < R``; the row count is read at
     each call)."""
-    fused = (isinstance(mixture, functools.partial) and mixture.func is stacked_mixture
-             and len(mixture.args) == 1 and mixture.args[0] is TRITON_ROUTER and not mixture.keywords
-             and k < stacked.num_atoms)
+    fused = with_triton_router(mixture, stacked_mixture) and k < stacked.num_atoms
     return StackedRepeat(mixture, stacked, k, temperature, threshold, fused)
 
 
@@ -258,9 +264,7 @@ def apart_repeat(mixture: Callable, bank: BankRows, k: int, temperature: float, 
     ``weight`` / ``bias`` (or none) in ``dtype``: an :class:`ApartRepeat`, with the Triton router's
     one-call read-out bound where :func:`fused_read_out` would take it (:func:`dense_mixture` with
     that router, ``k < R``; the row count is read at each call)."""
-    fused = (isinstance(mixture, functools.partial) and mixture.func is dense_mixture
-             and len(mixture.args) == 1 and mixture.args[0] is TRITON_ROUTER and not mixture.keywords
-             and k < bank.keys.shape[0])
+    fused = with_triton_router(mixture, dense_mixture) and k < bank.keys.shape[0]
     return ApartRepeat(mixture, bank, k, temperature, threshold, dtype, weight, bias, fused)
 
 
@@ -273,4 +277,4 @@ def dense_router_backward(router: Router, k: int, temperature: float, threshold:
 
 
 __all__ = ["ApartRepeat", "Router", "TORCH_ROUTER", "TRITON_ROUTER", "apart_repeat", "dense_forward", "dense_mixture", "dense_router_backward",
-           "fused_read_out", "StackedRepeat", "stacked_mixture", "stacked_repeat"]
+           "fused_read_out", "StackedRepeat", "stacked_mixture", "stacked_repeat", "with_triton_router"]

@@ -381,12 +381,10 @@ class ReadOut:
             launch = read_out_launch(rows, self.atoms, self.k, self.itemsize, outputs)
             launcher = self.launchers[rows] = read_out_launcher(launch, self.k, self.threshold is not None, self.base)
         out = torch.empty(rows, outputs, device=proj.device, dtype=proj.dtype)
-        if base_out is None:  # (no base: the kernel reads none, and run_read_out passes out and 0)
-            launcher(proj, out, self.values, out, rows, self.atoms, outputs, proj.stride(0), 0, self.values_stride,
-                     outputs, self.inverse_temperature, self.delta, RELEVANCE_EPS)
-        else:
-            launcher(proj, base_out, self.values, out, rows, self.atoms, outputs, proj.stride(0), base_out.stride(0),
-                     self.values_stride, outputs, self.inverse_temperature, self.delta, RELEVANCE_EPS)
+        # (no base: the kernel reads none; run_read_out passes out and a stride of 0 in its place)
+        base, base_stride = (out, 0) if base_out is None else (base_out, base_out.stride(0))
+        launcher(proj, base, self.values, out, rows, self.atoms, outputs, proj.stride(0), base_stride,
+                 self.values_stride, outputs, self.inverse_temperature, self.delta, RELEVANCE_EPS)
         return out
 
 
