@@ -57,7 +57,7 @@ class EvalPlan:
 
     __slots__ = ("switch", "device", "device_type", "x_dtype", "autocast", "dtype", "in_features", "training",
                  "options", "weight", "bias", "buffers", "parameters", "rows", "stamps", "stacks", "kept_base", "kept", "entry",
-                 "asks", "steps")
+                 "asks", "tail", "steps")
 
     @classmethod
     def of(cls, layer, x: torch.Tensor, dtype: torch.dtype, weight: torch.Tensor, bias: Optional[torch.Tensor],
@@ -121,7 +121,7 @@ class EvalPlan:
         device_type = x.device.type
         plan.switch, plan.device, plan.device_type, plan.x_dtype = token(), x.device, device_type, x.dtype
         plan.autocast = torch.is_autocast_enabled(device_type)
-        plan.dtype, plan.in_features, plan.training = dtype, x.shape[-1], layer.training
+        plan.dtype, plan.in_features, plan.tail, plan.training = dtype, x.shape[-1], (layer.out_features,), layer.training
         plan.options = (layer.topk, layer.temperature, layer.threshold, layer.new_value_scale)
         plan.weight, plan.bias, plan.buffers, plan.parameters, plan.rows = weight, bias, buffers, parameters, rows
         try:
@@ -182,15 +182,15 @@ class EvalPlan:
     def read(self, x: torch.Tensor) -> torch.Tensor:
         """The planned call on ``x`` (after :meth:`applies`): steps 1-6 as the layer's
         :meth:`~moram_avalanche.layers.moram.layer.MoRAMRouting.read` computes them, on the token
-        rows of ``x`` (its ``steps``). A stacked call's steps never cast the tokens: without
+        rows of ``x`` (its ``steps``), the output made in ``x``'s leading shape (no reshape of it
+        after). A stacked call's steps never cast the tokens: without
         autocast they are in the compute dtype already, and under autocast the stacked GEMM
         (``addmm``, on autocast's list of lower-precision operators on the CPU and CUDA) casts them
         to it, the only place the stacked call reads them; a call apart casts them
         (:class:`~moram_avalanche.layers.moram.paths.dense.ApartRepeat`), as the long way does."""
         if x.dim() == 2:
             return self.steps(x)
-        out = self.steps(x.reshape(-1, self.in_features))
-        return out.reshape(*x.shape[:-1], out.shape[-1])
+        return self.steps(x.reshape(-1, self.in_features), x.shape[:-1] + self.tail)  # (made in its shape)
 
 
 __all__ = ["EvalPlan"]

@@ -6,7 +6,9 @@ from memory; on a 768-wide layer of the CLIP tower that second read is about a q
 bytes a call moves (issue "GPU path II", item 3: "``[W; A]`` in one GEMM where the re-read of
 ``x`` dominates"). Stacked, ``W`` ``[d_out, d_in]`` over ``A`` ``[R, d_in]``, one GEMM gives both:
 the first ``d_out`` columns of its ``[N, d_out + R]`` output are ``W x + b``, the last ``R`` are
-``p``, read in place as two views (no copy).
+``p``, read in place (no copy): as two views of it, or, by a planned call's read-out, as it is
+(:meth:`~moram_avalanche.layers.moram.paths.triton.ReadOut.joined`: ``p`` at ``d_out`` entries into
+each row).
 
 The stacked matrix is a copy (``W`` and ``A`` live in separate tensors), so it is kept only where a
 user asked for the base's copy (:func:`~moram_avalanche.layers.moram.layer.keep_base_casts`,

@@ -14,7 +14,8 @@ command line (default: 90 = Hopper, H100 / H200; 80 = Ampere):
    which see only ``p`` ``[N, R]``) and LLaMA-3.2-1B decoding (R = 120, k = 4, 8 tokens); then the
    eval read-out (``route_read_out_kernel``, gated, ``y0`` added), which reads ``B`` ``[R, d_out]``, at
    LLaMA-3.2-1B decoding (8 tokens, R = 240 = 15 tasks x 16, k = 16 and 4, d_out = 2048, 8192 and
-   512; ``p`` and ``y0`` views of one ``[N, d_out + R]`` GEMM output) and the CLIP tower (d_out =
+   512; ``p`` and ``y0`` read in place from one ``[N, d_out + R]`` GEMM output, as a planned call
+   reads them: ``p`` at ``offset_p = d_out``) and the CLIP tower (d_out =
    768 and 3072) -- compiled
    as a launch of the GPU path compiles it (its block sizes and warps from
    :func:`~moram_avalanche.layers.moram.paths.triton.launch` and ``read_out_launch``, the alignment hints Triton's launcher
@@ -58,7 +59,7 @@ KERNELS = "moram_avalanche/layers/moram/paths/triton_kernels.py"
 LAUNCHER = "moram_avalanche/layers/moram/paths/triton.py"
 TOOLS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
 
-SCALARS = {"n_rows": "i32", "n_atoms": "i32", "n_out": "i32", "k": "i32", "inv_tau": "fp32", "delta": "fp32", "eps": "fp32"}
+SCALARS = {"n_rows": "i32", "n_atoms": "i32", "n_out": "i32", "offset_p": "i32", "k": "i32", "inv_tau": "fp32", "delta": "fp32", "eps": "fp32"}
 STORAGE = {"fp32": "*fp32", "bf16": "*bf16", "fp16": "*fp16", "fp64": "*fp64"}
 ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2, "fp64": 8}
 FLAGS = ("GATED", "KEEP_ALL", "WRITE_W", "SAVE", "WRITE_GRAD", "WRITE_COEF", "BASE")
@@ -318,12 +319,13 @@ def aligned(kernel, workload: Workload, values=None):
     return names
 
 
-def read_out_values(workload: ReadOutWorkload, itemsize: int):
-    """The read-out's arguments as the stacked GEMM gives them: ``y0`` and ``p`` views of one
-    ``[N, d_out + R]`` output (``p`` at ``d_out`` entries into it), ``B`` and ``y`` contiguous."""
+def read_out_values(workload: ReadOutWorkload):
+    """The read-out's arguments as a planned call gives them the stacked GEMM's output: ``y0`` and
+    ``p`` in one ``[N, d_out + R]`` tensor (``P = Y0``, ``p`` at ``offset_p = d_out`` entries into
+    it), ``B`` and ``y`` contiguous."""
     wide = workload.outputs + workload.atoms
-    return {"n_out": workload.outputs, "stride_p": wide, "stride_y0": wide, "stride_b": workload.outputs,
-            "stride_y": workload.outputs, "P": workload.outputs * itemsize}
+    return {"n_out": workload.outputs, "offset_p": workload.outputs, "stride_p": wide, "stride_y0": wide,
+            "stride_b": workload.outputs, "stride_y": workload.outputs}
 
 
 def report_line(arch, target: Target, kernel, dtype, flags, launch, trips, hinted, programs_a_row=1):
@@ -364,7 +366,7 @@ def report(arch: int, versions, dtypes=("bf16", "fp16", "fp32")):
             launch = moram_triton.read_out_launch(workload.rows, workload.atoms, workload.k, ITEMSIZE[dtype],
                                                   workload.outputs)
             flags = dict(GATED=True, BASE=True, K=workload.k, **blocks(launch))
-            hinted = aligned(kernel, workload, read_out_values(workload, ITEMSIZE[dtype]))
+            hinted = aligned(kernel, workload, read_out_values(workload))
             line = report_line(arch, target, kernel, dtype, flags, launch, workload.k, hinted, launch.grid[1])
             print(f"    {dtype} {'now':>8} {'read-out':<15} {line}")
 

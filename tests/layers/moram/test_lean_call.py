@@ -88,7 +88,8 @@ def test_an_eval_call_on_the_gpu_path_dispatches_at_most_three_operators_more_th
     if rows == "many":  # the three: p = A x, the coefficients the kernel writes, + c B
         assert moram.counts["aten::empty_like"] == 1 and moram.counts["aten::addmm_"] == 1
     else:  # two: p = A x, and y the one read-out kernel writes (no coefficients, no + c B)
-        assert moram.counts["aten::empty"] == 1 and moram.counts["aten::addmm_"] == moram.counts["aten::empty_like"] == 0
+        assert moram.counts["aten::empty"] + moram.counts["aten::new_empty"] == 1  # (new_empty: a planned call's)
+        assert moram.counts["aten::addmm_"] == moram.counts["aten::empty_like"] == 0
         assert moram.total <= linear.total + 2
     assert moram.counts["aten::_to_copy"] == linear.counts["aten::_to_copy"]  # x, W, b under autocast; none else
 
@@ -346,8 +347,9 @@ def test_a_kept_base_cast_saves_two_casts_and_changes_no_number(stub_kernels):
         kept = ops_of(layer, x, True)
     assert plain.counts["aten::_to_copy"] == 3 and kept.counts["aten::_to_copy"] == 1  # x only
     # no backward follows: the base stacked with the keys (layers.moram.stacked), one GEMM fewer too:
-    # [W x + b | p] in one GEMM, then the one read-out kernel (a few rows)
-    assert kept.total == plain.total - 3 and kept.counts["aten::mm"] == 0 and kept.counts["aten::addmm"] == 1
+    # [W x + b | p] in one GEMM, then the one read-out kernel (a few rows), which reads it in place:
+    # two casts, a GEMM and F.linear's view W^T fewer
+    assert kept.total == plain.total - 4 and kept.counts["aten::mm"] == 0 and kept.counts["aten::addmm"] == 1
     keep_base_casts(model, False)
     with use_path("triton"):  # with a backward: the base's cast kept apart, two casts fewer
         plain, kept = training_ops_of(layer, x), None

@@ -204,14 +204,15 @@ def test_the_triton_path_at_eval_is_two_gemms_and_the_read_out_kernel_or_three_a
             with OpCounter() as bf16:
                 layer(x)
     assert stub_kernels == ["forward" if rows == "many" else "read-out"] * 3
-    written = "aten::empty_like" if rows == "many" else "aten::empty"  # the coefficients, or y
+    # the coefficients, or y (new_empty: a planned call's, made in the call's shape)
+    written = ("aten::empty_like",) if rows == "many" else ("aten::empty", "aten::new_empty")
     for ops in (fp32, bf16):
         # p = A x; W x + b; (+ c B, or in the read-out kernel)
         assert sum(ops.counts[name] for name in GEMMS) == (3 if rows == "many" else 2)
-        assert ops.counts[written] == 1                       # what the kernel writes
+        assert sum(ops.counts[name] for name in written) == 1  # what the kernel writes
     # besides views, fp32 adds nothing; bf16 only the casts nn.Linear makes under autocast too
     # (input, weight, bias): the bank is not cast again
-    assert {name for name in fp32.counts if name not in GEMMS} <= {"aten::view", "aten::t", written}
+    assert {name for name in fp32.counts if name not in GEMMS} <= {"aten::view", "aten::t", *written}
     assert bf16.counts["aten::_to_copy"] == 3
 
 

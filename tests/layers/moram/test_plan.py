@@ -499,13 +499,18 @@ def test_torch_compile_reads_no_plan(planned, kind):
 def read_outs(monkeypatch):
     """The row counts the bound read-out (paths.triton.ReadOut) served, a call each."""
     served = []
-    bound = moram_triton.ReadOut.__call__
+    apart, joined = moram_triton.ReadOut.__call__, moram_triton.ReadOut.joined
 
-    def counted(read_out, proj, base_out=None):
+    def counted(read_out, proj, base_out=None, shape=None):
         served.append(proj.shape[0])
-        return bound(read_out, proj, base_out)
+        return apart(read_out, proj, base_out, shape)
+
+    def counted_joined(read_out, full, shape=None):
+        served.append(full.shape[0])
+        return joined(read_out, full, shape)
 
     monkeypatch.setattr(moram_triton.ReadOut, "__call__", counted)
+    monkeypatch.setattr(moram_triton.ReadOut, "joined", counted_joined)
     return served
 
 

@@ -36,7 +36,7 @@ then the router's backward gives ``dL/dp``; the trainable values' gradient reads
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -182,28 +182,29 @@ class StackedRepeat:
     :class:`~moram_avalanche.layers.moram.stacked.StackedBase`, what a planned eval call repeats
     (:class:`~moram_avalanche.layers.moram.plan.EvalPlan`; issue "GPU path II", item 7: a call's host
     cost): the same operators on the same arguments, with what cannot change from call to call bound
-    once (the GEMM's operands, the split's sizes, the read-out's constants:
-    :class:`~moram_avalanche.layers.moram.paths.triton.ReadOut`). Where the router has no one-call
+    once (the GEMM's operands, the read-out's constants:
+    :class:`~moram_avalanche.layers.moram.paths.triton.ReadOut`, which reads the GEMM's output in
+    place where :func:`stacked_mixture` splits it into two views). Where the router has no one-call
     read-out, keeps every atom, or the tokens are more than
     :data:`~moram_avalanche.layers.moram.paths.triton.READ_OUT_ROWS` (read at each call),
     :func:`stacked_mixture` itself. Built by :func:`stacked_repeat`."""
 
-    __slots__ = ("mixture", "stacked", "k", "temperature", "threshold", "weight_keys_t", "bias", "sizes", "read_out")
+    __slots__ = ("mixture", "stacked", "k", "temperature", "threshold", "weight_keys_t", "bias", "read_out")
 
     def __init__(self, mixture: Callable, stacked: StackedBase, k: int, temperature: float,
                  threshold: Optional[float], fused: bool):
         self.mixture, self.stacked, self.k, self.temperature, self.threshold = mixture, stacked, k, temperature, threshold
         self.weight_keys_t, self.bias = stacked.weight_keys_t, stacked.bias
-        self.sizes = (stacked.out_features, stacked.num_atoms)
         self.read_out = moram_triton.ReadOut(stacked.values, k, temperature, threshold) if fused else None
 
-    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
+    def __call__(self, tokens: torch.Tensor, shape: Optional[Tuple[int, ...]] = None) -> torch.Tensor:
+        """``y`` for the token rows ``tokens`` ``[N, d_in]``, in ``shape`` (``[N, d_out]`` where None)."""
         if self.read_out is None or tokens.shape[0] > moram_triton.READ_OUT_ROWS:
-            return self.mixture(tokens, self.stacked, self.k, self.temperature, self.threshold, False)[0]
+            out = self.mixture(tokens, self.stacked, self.k, self.temperature, self.threshold, False)[0]
+            return out if shape is None else out.reshape(shape)
         bias = self.bias  # stacked_mixture's steps, as fused_read_out takes them (nothing recorded, k < R)
         full = torch.mm(tokens, self.weight_keys_t) if bias is None else torch.addmm(bias, tokens, self.weight_keys_t)
-        base_out, proj = full.split_with_sizes(self.sizes, 1)
-        return self.read_out(proj, base_out)
+        return self.read_out.joined(full, shape)  # (y0 and p read in place: no split's views)
 
 
 def stacked_repeat(mixture: Callable, stacked: StackedBase, k: int, temperature: float,
@@ -228,32 +229,41 @@ class ApartRepeat:
     For the dense path with the Triton router and ``k < R``, :func:`dense_forward`'s steps on at
     most :data:`~moram_avalanche.layers.moram.paths.triton.READ_OUT_ROWS` rows (read at each call)
     with the read-out's constants bound (:class:`~moram_avalanche.layers.moram.paths.triton.ReadOut`):
-    ``p = A x``, the base's ``W x + b`` (where there is a base), the read-out. Anything else,
-    ``mixture`` itself. Built by :func:`apart_repeat`."""
+    ``p = A x``, the base's ``W x + b`` (where there is a base; ``F.linear``'s own GEMM, its ``W^T``
+    view bound where the base is not cast at the call), the read-out, its output made in the call's
+    shape. Anything else, ``mixture`` itself. Built by :func:`apart_repeat`."""
 
-    __slots__ = ("mixture", "bank", "k", "temperature", "threshold", "dtype", "weight", "bias", "cast", "keys",
-                 "keys_t", "read_out")
+    __slots__ = ("mixture", "bank", "k", "temperature", "threshold", "dtype", "weight", "bias", "cast", "weight_t",
+                 "keys", "keys_t", "read_out")
 
     def __init__(self, mixture: Callable, bank: BankRows, k: int, temperature: float, threshold: Optional[float],
                  dtype: torch.dtype, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor], fused: bool):
         self.mixture, self.bank, self.k, self.temperature, self.threshold = mixture, bank, k, temperature, threshold
         self.dtype, self.weight, self.bias = dtype, weight, bias
         self.cast = weight is not None and weight.dtype != dtype  # (MoRAMRouting.base_in, its copy not kept)
+        self.weight_t = None if weight is None or self.cast else weight.t()  # (a view: sees in-place edits)
         self.keys, self.keys_t = bank.keys, bank.keys_t
         self.read_out = (moram_triton.ReadOut(bank.values, k, temperature, threshold, weight is not None)
                          if fused else None)
 
-    def __call__(self, tokens: torch.Tensor) -> torch.Tensor:
+    def __call__(self, tokens: torch.Tensor, shape: Optional[Tuple[int, ...]] = None) -> torch.Tensor:
+        """``y`` for the token rows ``tokens`` ``[N, d_in]``, in ``shape`` (``[N, d_out]`` where None)."""
         dtype, weight, bias = self.dtype, self.weight, self.bias
         if tokens.dtype != dtype:
             tokens = tokens.to(dtype)
         if self.cast:
             weight, bias = weight.to(dtype), None if bias is None else bias.to(dtype)
         if self.read_out is None or tokens.shape[0] > moram_triton.READ_OUT_ROWS:
-            return self.mixture(tokens, weight, bias, self.bank, self.k, self.temperature, self.threshold, False, None)[0]
+            out = self.mixture(tokens, weight, bias, self.bank, self.k, self.temperature, self.threshold, False, None)[0]
+            return out if shape is None else out.reshape(shape)
         keys_t = self.keys_t  # dense_forward's steps, as fused_read_out takes them (nothing recorded, k < R)
         proj = F.linear(tokens, self.keys) if keys_t is None else torch.mm(tokens, keys_t)  # 1. p = A x
-        return self.read_out(proj, None if weight is None else F.linear(tokens, weight, bias))  # 2.-6.
+        weight_t = self.weight_t  # W x + b: F.linear's own GEMM on two-dimensional tokens, without its t()
+        if weight_t is not None:
+            base_out = torch.mm(tokens, weight_t) if bias is None else torch.addmm(bias, tokens, weight_t)
+        else:
+            base_out = None if weight is None else F.linear(tokens, weight, bias)
+        return self.read_out(proj, base_out, shape)  # 2.-6.
 
 
 def apart_repeat(mixture: Callable, bank: BankRows, k: int, temperature: float, threshold: Optional[float],

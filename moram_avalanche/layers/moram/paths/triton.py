@@ -332,7 +332,7 @@ def run_read_out(proj: torch.Tensor, base_out: Optional[torch.Tensor], values: t
     launch = kept_launch(read_out_launch, rows, atoms, k, proj.element_size(), outputs)
     # (_numbers' inline: k < R here, so never its keep-all case, and no flags dict a call)
     read_out_launcher(launch, k, threshold is not None, base_out is not None)(
-        proj, out if base_out is None else base_out, values, out, rows, atoms, outputs, proj.stride(0),
+        proj, out if base_out is None else base_out, values, out, rows, atoms, outputs, 0, proj.stride(0),
         0 if base_out is None else base_out.stride(0), values.stride(0), out.stride(0), 1.0 / float(temperature),
         0.0 if threshold is None else float(threshold), RELEVANCE_EPS)
     return out
@@ -340,9 +340,10 @@ def run_read_out(proj: torch.Tensor, base_out: Optional[torch.Tensor], values: t
 
 def read_out_launcher(launch: ReadOutLaunch, k: int, gated: bool, base: bool) -> Callable:
     """The read-out kernel launched by ``launch`` with its compile-time constants (``k``, the gate,
-    a base or none, the blocks) bound: it takes the 14 arguments that vary (``proj``, ``base_out``
-    (``out`` where none), ``values``, ``out``, the row, atom and output counts, the four row strides,
-    ``1 / tau``, ``delta`` (0 where none), the relevances' epsilon)."""
+    a base or none, the blocks) bound: it takes the 15 arguments that vary (``proj``, ``base_out``
+    (``out`` where none), ``values``, ``out``, the row, atom and output counts, where ``p`` starts in
+    ``proj`` (entries), the four row strides, ``1 / tau``, ``delta`` (0 where none), the relevances'
+    epsilon)."""
     grid, block_n, block_h, block_w, block_k, block_o, warps = launch
     return functools.partial(_kernels().route_read_out_kernel[grid], K=int(k), GATED=gated, BASE=base,
                              BLOCK_N=block_n, BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k, BLOCK_O=block_o,
@@ -353,14 +354,22 @@ class ReadOut:
     """:func:`run_read_out` over one frozen bank's ``values`` with ``k``, ``temperature`` and
     ``threshold`` bound once, onto a base's output or none (``base``): what a planned eval call
     repeats (:class:`~moram_avalanche.layers.moram.plan.EvalPlan`; issue "GPU path II", item 7: a
-    call's host cost). A call takes ``proj`` ``[N, R]`` and, with a base, ``base_out`` ``[N, d_out]``
-    (rows of unit column stride: one GEMM's output, or views of the columns of one,
-    :func:`~moram_avalanche.layers.moram.paths.dense.stacked_mixture`'s), and gives what
-    :func:`run_read_out` gives on them: the same kernel with the same arguments, those that do not
-    change from call to call (the bank's size and stride, ``1 / tau``, the gate, the launch and its
-    constants per row count: :func:`read_out_launcher`) worked out at construction and at a row
-    count's first call. The caller has made :func:`route_read_out`'s checks (the plan's first call
-    took the long way, which made them)."""
+    call's host cost). It gives what :func:`run_read_out` gives: the same kernel on the same
+    entries with the same arguments, those that do not change from call to call (the bank's size
+    and stride, ``1 / tau``, the gate, the launch and its constants per row count:
+    :func:`read_out_launcher`) worked out at construction and at a row count's first call. Two
+    calls, for two kinds of first GEMM:
+
+    * ``read_out(proj, base_out=None, shape=None)``: ``proj`` ``[N, R]`` and, with a base,
+      ``base_out`` ``[N, d_out]`` (rows of unit column stride: two GEMMs' outputs);
+    * :meth:`joined` ``(full, shape=None)``: the stacked GEMM's output ``[N, d_out + R]`` (``y0``
+      then ``p``, :func:`~moram_avalanche.layers.moram.paths.dense.stacked_mixture`'s), read in
+      place: no views of it made (about 2 us of host time a call on the CPU, where a split's two
+      views are freed with the GEMM's output).
+
+    ``shape``: the output's (the call's leading dimensions and ``d_out``; ``[N, d_out]`` where
+    None), so that no reshape of it follows. The caller has made :func:`route_read_out`'s checks
+    (the plan's first call took the long way, which made them)."""
 
     __slots__ = ("values", "k", "inverse_temperature", "threshold", "delta", "atoms", "outputs", "itemsize",
                  "values_stride", "base", "launchers")
@@ -374,16 +383,32 @@ class ReadOut:
         self.itemsize, self.values_stride, self.base = values.element_size(), self.values.stride(0), base
         self.launchers = {}  # row count -> its launcher (at most READ_OUT_ROWS of them)
 
-    def __call__(self, proj: torch.Tensor, base_out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def launcher(self, rows: int) -> Callable:
+        """The kernel's launcher for ``rows`` token rows (:func:`read_out_launcher`), made at their first call."""
+        launcher = self.launchers[rows] = read_out_launcher(
+            read_out_launch(rows, self.atoms, self.k, self.itemsize, self.outputs), self.k,
+            self.threshold is not None, self.base)
+        return launcher
+
+    def __call__(self, proj: torch.Tensor, base_out: Optional[torch.Tensor] = None,
+                 shape: Optional[Tuple[int, ...]] = None) -> torch.Tensor:
         rows, outputs = proj.shape[0], self.outputs
-        launcher = self.launchers.get(rows)
-        if launcher is None:
-            launch = read_out_launch(rows, self.atoms, self.k, self.itemsize, outputs)
-            launcher = self.launchers[rows] = read_out_launcher(launch, self.k, self.threshold is not None, self.base)
-        out = torch.empty(rows, outputs, device=proj.device, dtype=proj.dtype)
+        launcher = self.launchers.get(rows) or self.launcher(rows)
+        out = proj.new_empty((rows, outputs) if shape is None else shape)
         # (no base: the kernel reads none; run_read_out passes out and a stride of 0 in its place)
         base, base_stride = (out, 0) if base_out is None else (base_out, base_out.stride(0))
-        launcher(proj, base, self.values, out, rows, self.atoms, outputs, proj.stride(0), base_stride,
+        launcher(proj, base, self.values, out, rows, self.atoms, outputs, 0, proj.stride(0), base_stride,
+                 self.values_stride, outputs, self.inverse_temperature, self.delta, RELEVANCE_EPS)
+        return out
+
+    def joined(self, full: torch.Tensor, shape: Optional[Tuple[int, ...]] = None) -> torch.Tensor:
+        """The read-out onto the stacked GEMM's output ``full`` ``[N, d_out + R]`` (unit column
+        stride): ``y0`` its first ``d_out`` columns, ``p`` the rest (class docstring)."""
+        rows, outputs = full.shape[0], self.outputs
+        launcher = self.launchers.get(rows) or self.launcher(rows)
+        out = full.new_empty((rows, outputs) if shape is None else shape)
+        stride = full.stride(0)
+        launcher(full, full, self.values, out, rows, self.atoms, outputs, outputs, stride, stride,
                  self.values_stride, outputs, self.inverse_temperature, self.delta, RELEVANCE_EPS)
         return out
 

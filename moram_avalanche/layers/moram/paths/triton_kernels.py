@@ -286,14 +286,17 @@ def _slot(t, slots, i):
 
 
 @triton.jit
-def route_read_out_kernel(P, Y0, B, Y, n_rows, n_atoms, n_out, stride_p, stride_y0, stride_b, stride_y, inv_tau,
-                          delta, eps, K: tl.constexpr, GATED: tl.constexpr, BASE: tl.constexpr,
+def route_read_out_kernel(P, Y0, B, Y, n_rows, n_atoms, n_out, offset_p, stride_p, stride_y0, stride_b, stride_y,
+                          inv_tau, delta, eps, K: tl.constexpr, GATED: tl.constexpr, BASE: tl.constexpr,
                           BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr,
                           BLOCK_K: tl.constexpr, BLOCK_O: tl.constexpr):
     """``Y = Y0 + c B`` on the program's ``BLOCK_N`` rows and ``BLOCK_O`` output columns (grid axis 1):
     steps 2-5 as :func:`route_forward_kernel` takes them (``k < R``), then, kept slot by kept slot,
-    the slot's ``c_i * B[i, :]`` summed in the routing dtype, ``Y0`` added (``BASE``), rounded once."""
+    the slot's ``c_i * B[i, :]`` summed in the routing dtype, ``Y0`` added (``BASE``), rounded once.
+    ``p`` starts ``offset_p`` entries into ``P`` (the stacked GEMM's one output, ``y0`` its first
+    ``n_out`` columns, passes ``P = Y0`` and ``offset_p = n_out``: no views made per call)."""
     BLOCK_R: tl.constexpr = BLOCK_H * BLOCK_W
+    P += offset_p
     rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W)
     x = _route_type(p)
     norm = tl.maximum(tl.sqrt(_row_sum(x * x)), eps)                      # 2. n = max(||p||, eps)
