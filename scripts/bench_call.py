@@ -25,14 +25,31 @@ Linear's). Run it alone on the machine (nothing else timed or tested at once):
 autocast: what each adapted layer of a bf16 language model's decode step calls, beside that Linear.
 
 It runs on older checkouts too (``PYTHONPATH=<checkout>``), which is how a before / after is read.
+
+``--instructions``: instead of microseconds, the machine instructions a call executes, beside the
+Linear's, counted by valgrind's callgrind (the script runs itself under it: a few minutes, most of
+them the imports). A count is the same from run to run whatever else the machine is doing, where a
+shared machine's microseconds move by 10-20 %; it leaves out what instructions do not show (cache
+misses, the allocator's waits), so its ratios run below the timed ones. Each loop is one
+``functools.reduce`` of ``--calls`` calls, counted alone (``--toggle-collect``, ``--dump-after``);
+an import's own ``functools.reduce`` is dumped too, and told apart by its size (``LOOP_FLOOR``).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import math
+import os
+import re
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 import types
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -79,6 +96,15 @@ def per_call_us(fn, calls: int) -> float:
     return (time.perf_counter_ns() - start) / calls / 1e3
 
 
+#: set in the run that ``--instructions`` starts under callgrind: each measurement is one counted loop
+COUNTED = "MORAM_BENCH_CALL_COUNTED"
+
+
+def counted_loop(fn, calls: int) -> None:
+    """``calls`` calls of ``fn`` in one ``functools.reduce``: what callgrind counts and dumps (``--instructions``)."""
+    functools.reduce(lambda _, __: fn(), range(calls), None)
+
+
 def measure(layer: nn.Module, x: torch.Tensor, path: str, amp: bool, rounds: int, calls: int, linear=None):
     linear = layer.base if linear is None else linear
     with use_path(path), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
@@ -88,6 +114,10 @@ def measure(layer: nn.Module, x: torch.Tensor, path: str, amp: bool, rounds: int
             layer(x)
         with OpCounter() as linear_ops:
             linear(x)
+        if os.environ.get(COUNTED):  # under callgrind: one loop each, counted by the run that started it
+            counted_loop(lambda: layer(x), calls)
+            counted_loop(lambda: linear(x), calls)
+            return math.nan, math.nan, moram_ops.total, linear_ops.total
         moram_us, linear_us = [], []
         for _ in range(rounds):
             linear_us.append(per_call_us(lambda: linear(x), calls))
@@ -118,6 +148,8 @@ def pieces(width: int, tokens: int, rounds: int, calls: int) -> None:
         full = torch.addmm(stacked.bias, rows, stacked.weight_keys_t)
         base_out, proj = full.split_with_sizes((stacked.out_features, stacked.num_atoms), 1)
         out = mixture(rows, stacked, k, layer.temperature, gate, False)[0]
+        joined = read_out and hasattr(steps.read_out, "joined")  # (0.7.7: the GEMM's output read in place)
+        shape = x.shape[:-1] + (layer.out_features,)
         timed = {
             "the whole call": lambda: layer(x),
             "nn.Linear, for scale": lambda: layer.base(x),
@@ -130,8 +162,10 @@ def pieces(width: int, tokens: int, rounds: int, calls: int) -> None:
                                                                                 stacked.weight_keys_t),
             "    the two views (split_with_sizes)": lambda: full.split_with_sizes((stacked.out_features,
                                                                                  stacked.num_atoms), 1),
-            ("    the read-out's launch (ReadOut)" if read_out else "    the read-out's launch (run_read_out)"):
-                ((lambda: steps.read_out(proj, base_out)) if read_out else
+            ("    the read-out's launch (ReadOut.joined)" if joined else "    the read-out's launch (ReadOut)"
+             if read_out else "    the read-out's launch (run_read_out)"):
+                ((lambda: steps.read_out.joined(full, shape)) if joined else (lambda: steps.read_out(proj, base_out))
+                 if read_out else
                  lambda: moram_triton.run_read_out(proj, base_out, stacked.values, k, layer.temperature, gate)),
             "  the output's reshape": lambda: out.reshape(*x.shape[:-1], out.shape[-1]),
             "the long way's decisions, which a plan skips:": None,
@@ -141,6 +175,8 @@ def pieces(width: int, tokens: int, rounds: int, calls: int) -> None:
             "  the kept path (path)": lambda: layer.path(rows, layer.num_atoms, k, True, True),
             "  the stacked copy's checks (stacked_base)": lambda: layer.stacked_base(torch.bfloat16, weight, bias),
         }
+        if joined:  # (no views of the GEMM's output, and the output made in the call's shape)
+            del timed["    the two views (split_with_sizes)"], timed["  the output's reshape"]
         medians = timed_pieces(timed, rounds, calls)
     print_pieces("base kept", medians, width, tokens, rounds, calls)
 
@@ -229,7 +265,15 @@ def main(argv=None) -> None:
                              "then read apart")
     parser.add_argument("--peft", action="store_true",
                         help="also: the peft layer's call over a bf16 base (a bf16 language model's decode step)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="instead of microseconds: instructions a call, counted by valgrind's callgrind "
+                             "(module docstring; minutes)")
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
+    if args.instructions and args.pieces:
+        parser.error("--instructions counts whole calls; --pieces times their pieces: ask for one of them")
+    if args.instructions and not os.environ.get(COUNTED):
+        return counted_rows([arg for arg in argv if arg != "--instructions"])
     torch.set_num_threads(args.threads)
     stub_triton()
     if args.pieces:
@@ -254,6 +298,70 @@ def main(argv=None) -> None:
                           f"{ops} ({linear_ops})", flush=True)
     if args.peft:
         peft_rows(args.width, args.tokens, args.rounds, args.calls)
+
+
+#: a row of the counted run (``--instructions``): its columns of microseconds are nan
+COUNTED_ROW = re.compile(r"^(\S+)\s+(fp32|bf16)\s+(frozen|trainable)\s+(kept|apart)\s+nan\s+nan\s+nanx\s+(\d+) \((\d+)\)$")
+
+
+def dump_total(dump: Path) -> int:
+    """The instructions a callgrind dump counted (its ``totals:`` line, else ``summary:``)."""
+    found = re.search(r"^(?:totals|summary):\s+(\d+)", dump.read_text(), re.M)
+    if found is None:
+        raise ValueError(f"{dump} holds no 'totals:' or 'summary:' line: not a callgrind dump?")
+    return int(found.group(1))
+
+
+#: fewer instructions a call than any module's (``nn.Linear``'s call executes tens of thousands): a dump
+#: below ``calls`` times this is some other ``functools.reduce`` (an import's), not a counted loop
+LOOP_FLOOR = 5000
+
+
+def counted_table(stdout: str, totals: list, calls: int) -> list:
+    """``[(path, dtype, bank, base, MoRAM, Linear, ratio, ops, Linear's ops)]``: the counted run's rows
+    (``stdout``) with the instructions a call of each, from ``totals``, the dumps' counts in order.
+    The loops are the dumps of at least ``LOOP_FLOOR`` instructions a call (an import's
+    ``functools.reduce`` is dumped too, between rows where a row imports), two a row in order:
+    MoRAM's, then the Linear's."""
+    rows = [match.groups() for match in map(COUNTED_ROW.match, stdout.splitlines()) if match]
+    loops = [total for total in totals if total >= LOOP_FLOOR * calls]
+    if not rows or len(loops) != 2 * len(rows):
+        raise ValueError(f"{len(rows)} rows and {len(loops)} counted loops ({len(totals)} dumps): each row needs "
+                         "two (is valgrind's --toggle-collect=functools_reduce matching?)")
+    table = []
+    for row, moram, linear in zip(rows, loops[::2], loops[1::2]):
+        path, dtype, bank, base, ops, linear_ops = row
+        table.append((path, dtype, bank, base, moram / calls, linear / calls, moram / linear, ops, linear_ops))
+    return table
+
+
+def counted_rows(argv: list) -> None:
+    """``--instructions``: this script again, under callgrind (each measurement one counted loop), then
+    its rows with the instructions a call of MoRAM and of the Linear, in thousands, and their ratio."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions counts with valgrind's callgrind, which is not installed here (Debian: "
+                         "apt-get install valgrind); without --instructions the calls are timed")
+    calls = argparse.ArgumentParser(add_help=False)
+    calls.add_argument("--calls", type=int, default=200)
+    count = calls.parse_known_args(argv)[0].calls
+    with tempfile.TemporaryDirectory() as folder:
+        out_file = Path(folder) / "callgrind.out"
+        command = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce",
+                   "--dump-after=functools_reduce", f"--callgrind-out-file={out_file}", sys.executable,
+                   str(Path(__file__).resolve()), *argv]
+        print(f"counting under callgrind (a few minutes): {' '.join(command[:6])} ...", flush=True)
+        run = subprocess.run(command, env=dict(os.environ, **{COUNTED: "1"}), capture_output=True, text=True)
+        if run.returncode != 0:
+            raise SystemExit(f"the counted run failed (exit {run.returncode}):\n{run.stderr[-3000:]}")
+        dumps = sorted(Path(folder).glob("callgrind.out.*"), key=lambda dump: int(dump.suffix[1:]))
+        table = counted_table(run.stdout, [dump_total(dump) for dump in dumps], count)
+    print(f"torch {torch.__version__}; thousands of instructions a call (callgrind, one loop of {count} calls "
+          "each), beside nn.Linear's")
+    print(f"{'path':10s} {'dtype':5s} {'bank':9s} {'base':5s} {'MoRAM ki':>9s} {'Linear ki':>9s} {'ratio':>6s}  "
+          "ops (Linear's)")
+    for path, dtype, bank, base, moram, linear, ratio, ops, linear_ops in table:
+        print(f"{path:10s} {dtype:5s} {bank:9s} {base:5s} {moram / 1e3:9.1f} {linear / 1e3:9.1f} {ratio:6.2f}x  "
+              f"{ops} ({linear_ops})", flush=True)
 
 
 if __name__ == "__main__":

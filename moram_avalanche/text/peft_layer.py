@@ -142,7 +142,7 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
                 return out
         result = base(x, *args, **kwargs)
         for dropout, bank in banks:  # (the dropout drawn again in the backward: MoRAMRouting.read_dropped)
-            result = result + bank.read_dropped(x, dropout).to(result.dtype)
+            result = result + bank.read_dropped(x, dropout).to(dtype=result.dtype)
         return result
 
     def repeat_read(self, x: torch.Tensor, repeat: tuple) -> Optional[torch.Tensor]:

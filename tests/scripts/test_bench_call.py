@@ -1,7 +1,11 @@
 """scripts/bench_call.py: a row per path, dtype, bank and base, each ratio its two columns', and the pieces."""
 
 import importlib
+import math
 import re
+
+import pytest
+import torch
 
 from moram_avalanche.layers.moram.paths import triton as moram_triton
 
@@ -40,11 +44,77 @@ def test_the_pieces_name_the_repeat_s_own_steps(scripts, capsys, monkeypatch):
     kept, apart = out.split("base read apart")  # two tables: the base kept, then read apart
     timed = dict(re.findall(r"^\s+(.+?)\s+([\d.]+)$", kept, re.M))
     for piece in ("the whole call", "nn.Linear, for scale", "the plan's check (EvalPlan.applies)",
-                  "steps 1-6 (the plan's StackedRepeat)", "the read-out's launch (ReadOut)",
+                  "steps 1-6 (the plan's StackedRepeat)", "the read-out's launch (ReadOut.joined)",
                   "the stacked copy's checks (stacked_base)"):
         assert float(timed[piece]) > 0, piece
     assert "stacked_mixture" not in out and "(run_read_out)" not in out
+    # (0.7.7: the read-out reads the stacked GEMM's output in place, the output made in the call's shape)
+    assert "split_with_sizes" not in kept and "the output's reshape" not in kept
     timed = dict(re.findall(r"^\s+(.+?)\s+([\d.]+)$", apart, re.M))
     for piece in ("the whole call", "nn.Linear, for scale", "the plan's check (EvalPlan.applies)",
                   "steps 1-6 (the plan's ApartRepeat)", "p = A x (mm)", "the read-out's launch (ReadOut)"):
         assert float(timed[piece]) > 0, piece
+
+
+def test_the_counted_rows_pair_each_row_with_its_two_loops(scripts, tmp_path):
+    """``--instructions``: each row of the run under callgrind takes two dumps (MoRAM's loop, the
+    Linear's), in order; the dumps of an import's ``functools.reduce`` (fewer than ``LOOP_FLOOR``
+    instructions a call), before or between the loops, are not read; a dump's count is its
+    ``totals:`` (or ``summary:``) line."""
+    bench = importlib.import_module("bench_call")
+    stdout = "\n".join([
+        "torch 2.15.0, 1 thread(s); 16 -> 16, 160 atoms, 1 tokens; medians of 15 rounds x 200 calls",
+        "triton     fp32  frozen    apart        nan       nan    nanx  4 (4)",
+        "triton     bf16  frozen    kept         nan       nan    nanx  4 (7)",
+        "peft       bf16  frozen    apart        nan       nan    nanx  4 (4)"])
+    dumps = []
+    counts = [("totals", 77), ("summary", 3_000_000), ("totals", 1_000_000), ("totals", 499_999),
+              ("totals", 1_500_000), ("totals", 600_000), ("totals", 1_200), ("totals", 1_200_000), ("totals", 500_000)]
+    for index, (label, count) in enumerate(counts):  # (a floor of 500,000 at 100 calls)
+        dump = tmp_path / f"callgrind.out.{index + 1}"
+        dump.write_text(f"version: 1\ncreator: callgrind-3.19.0\nevents: Ir\n{label}: {count}\n")
+        dumps.append(dump)
+    totals = [bench.dump_total(dump) for dump in dumps]
+    assert totals == [count for _, count in counts] and bench.LOOP_FLOOR * 100 == 500_000
+    table = bench.counted_table(stdout, totals, calls=100)
+    assert [row[:4] for row in table] == [("triton", "fp32", "frozen", "apart"), ("triton", "bf16", "frozen", "kept"),
+                                          ("peft", "bf16", "frozen", "apart")]
+    assert [row[4:] for row in table] == [(30_000.0, 10_000.0, 3.0, "4", "4"), (15_000.0, 6_000.0, 2.5, "4", "7"),
+                                          (12_000.0, 5_000.0, 2.4, "4", "4")]
+    with pytest.raises(ValueError, match=r"3 rows and 4 counted loops \(6 dumps\)"):
+        bench.counted_table(stdout, totals[:6], calls=100)
+    (tmp_path / "empty").write_text("events: Ir\n")
+    with pytest.raises(ValueError, match="not a callgrind dump"):
+        bench.dump_total(tmp_path / "empty")
+
+
+def test_instructions_without_valgrind_or_with_pieces_say_what_to_do(scripts, monkeypatch, capsys):
+    bench = importlib.import_module("bench_call")
+    monkeypatch.delenv(bench.COUNTED, raising=False)
+    monkeypatch.setattr(bench.shutil, "which", lambda name: None)
+    with pytest.raises(SystemExit, match="apt-get install valgrind"):
+        bench.main(["--instructions", "--calls", "2"])
+    with pytest.raises(SystemExit):
+        bench.main(["--instructions", "--pieces"])
+    assert "ask for one of them" in capsys.readouterr().err
+
+
+def test_under_callgrind_each_measurement_is_one_loop_of_its_calls(scripts, monkeypatch):
+    """The counted run (``COUNTED`` set) calls each module ``--calls`` times in one ``functools.reduce``
+    after its warm-up, and gives no microseconds (nan)."""
+    for name in ("_kernels", "usable"):
+        monkeypatch.setattr(moram_triton, name, getattr(moram_triton, name))
+    bench = importlib.import_module("bench_call")
+    bench.stub_triton()
+    monkeypatch.setenv(bench.COUNTED, "1")
+    loops = []
+    reduce = bench.functools.reduce
+
+    def counted(fn, items, start):
+        loops.append(len(items))
+        return reduce(fn, items, start)
+
+    monkeypatch.setattr(bench.functools, "reduce", counted)
+    layer = bench.build(16, 2, True)
+    moram, linear, ops, linear_ops = bench.measure(layer, torch.randn(1, 1, 16), "triton", False, 3, 7)
+    assert loops == [7, 7] and math.isnan(moram) and math.isnan(linear) and ops > 0 and linear_ops > 0

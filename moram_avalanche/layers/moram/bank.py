@@ -57,10 +57,10 @@ def joined(frozen: torch.Tensor, new: Optional[torch.Tensor], dtype: Optional[to
     """Frozen rows then trainable rows ``[F + r, width]`` in ``dtype`` (differentiable in ``new``)."""
     dtype = dtype or frozen.dtype
     if new is None:
-        return frozen.to(dtype)
+        return frozen.to(dtype=dtype)
     if frozen.shape[0] == 0:
-        return new.to(dtype)
-    return torch.cat([frozen.to(dtype), new.to(dtype)])
+        return new.to(dtype=dtype)
+    return torch.cat([frozen.to(dtype=dtype), new.to(dtype=dtype)])
 
 
 def version_of(tensor: torch.Tensor) -> Optional[int]:
@@ -285,7 +285,7 @@ class AtomStore:
     def joined_rows(self, dtype: torch.dtype) -> BankRows:
         """The bank in ``dtype``, the trainable rows cast and joined at this call (frozen rows: kept)."""
         frozen_keys, frozen_values = self.frozen_rows(dtype)
-        new_keys, new_values = self.new_keys.to(dtype), self.new_values.to(dtype)
+        new_keys, new_values = self.new_keys.to(dtype=dtype), self.new_values.to(dtype=dtype)
         if self.new_value_scale != 1:
             new_values = new_values * self.new_value_scale
         with torch.no_grad():

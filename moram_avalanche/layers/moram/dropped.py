@@ -140,12 +140,12 @@ class DropoutDraw(NamedTuple):
     def tokens(self, dropped: torch.Tensor) -> torch.Tensor:
         """``dropout(x)`` as the call's token rows ``[N, d_in]`` in its dtype (the forward's reshape and cast)."""
         tokens = dropped if dropped.dim() == 2 else dropped.reshape(-1, dropped.shape[-1])
-        return tokens if tokens.dtype == self.dtype else tokens.to(self.dtype)
+        return tokens if tokens.dtype == self.dtype else tokens.to(dtype=self.dtype)
 
     def grad_input(self, grad_tokens: torch.Tensor, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``dL/dx`` from the tokens' gradient: back through the cast and the reshape, then the
         dropout's own backward (what autograd computes for ``F.dropout``)."""
-        grad = grad_tokens.to(x.dtype).reshape(x.shape)
+        grad = grad_tokens.to(dtype=x.dtype).reshape(x.shape)
         if mask.dtype == torch.bool:  # the fused kernel's mask (derivatives.yaml: native_dropout)
             return torch.ops.aten.native_dropout_backward(grad, mask, 1.0 / (1.0 - self.p))
         return grad * mask  # the composite's x * noise

@@ -250,9 +250,9 @@ class ApartRepeat:
         """``y`` for the token rows ``tokens`` ``[N, d_in]``, in ``shape`` (``[N, d_out]`` where None)."""
         dtype, weight, bias = self.dtype, self.weight, self.bias
         if tokens.dtype != dtype:
-            tokens = tokens.to(dtype)
+            tokens = tokens.to(dtype=dtype)
         if self.cast:
-            weight, bias = weight.to(dtype), None if bias is None else bias.to(dtype)
+            weight, bias = weight.to(dtype=dtype), None if bias is None else bias.to(dtype=dtype)
         if self.read_out is None or tokens.shape[0] > moram_triton.READ_OUT_ROWS:
             out = self.mixture(tokens, weight, bias, self.bank, self.k, self.temperature, self.threshold, False, None)[0]
             return out if shape is None else out.reshape(shape)
