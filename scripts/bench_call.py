@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import functools
 import math
-import os
 import re
 import shutil
 import statistics
@@ -96,8 +95,9 @@ def per_call_us(fn, calls: int) -> float:
     return (time.perf_counter_ns() - start) / calls / 1e3
 
 
-#: set in the run that ``--instructions`` starts under callgrind: each measurement is one counted loop
-COUNTED = "MORAM_BENCH_CALL_COUNTED"
+#: the run that ``--instructions`` starts under callgrind (its hidden ``--counted-run``): each
+#: measurement is then one counted loop
+COUNTED = {"run": False}
 
 
 def counted_loop(fn, calls: int) -> None:
@@ -114,7 +114,7 @@ def measure(layer: nn.Module, x: torch.Tensor, path: str, amp: bool, rounds: int
             layer(x)
         with OpCounter() as linear_ops:
             linear(x)
-        if os.environ.get(COUNTED):  # under callgrind: one loop each, counted by the run that started it
+        if COUNTED["run"]:  # under callgrind: one loop each, counted by the run that started it
             counted_loop(lambda: layer(x), calls)
             counted_loop(lambda: linear(x), calls)
             return math.nan, math.nan, moram_ops.total, linear_ops.total
@@ -268,12 +268,14 @@ def main(argv=None) -> None:
     parser.add_argument("--instructions", action="store_true",
                         help="instead of microseconds: instructions a call, counted by valgrind's callgrind "
                              "(module docstring; minutes)")
+    parser.add_argument("--counted-run", action="store_true", help=argparse.SUPPRESS)  # (--instructions' own run)
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
     if args.instructions and args.pieces:
         parser.error("--instructions counts whole calls; --pieces times their pieces: ask for one of them")
-    if args.instructions and not os.environ.get(COUNTED):
+    if args.instructions:
         return counted_rows([arg for arg in argv if arg != "--instructions"])
+    COUNTED["run"] = args.counted_run
     torch.set_num_threads(args.threads)
     stub_triton()
     if args.pieces:
@@ -348,9 +350,9 @@ def counted_rows(argv: list) -> None:
         out_file = Path(folder) / "callgrind.out"
         command = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce",
                    "--dump-after=functools_reduce", f"--callgrind-out-file={out_file}", sys.executable,
-                   str(Path(__file__).resolve()), *argv]
+                   str(Path(__file__).resolve()), *argv, "--counted-run"]
         print(f"counting under callgrind (a few minutes): {' '.join(command[:6])} ...", flush=True)
-        run = subprocess.run(command, env=dict(os.environ, **{COUNTED: "1"}), capture_output=True, text=True)
+        run = subprocess.run(command, capture_output=True, text=True)
         if run.returncode != 0:
             raise SystemExit(f"the counted run failed (exit {run.returncode}):\n{run.stderr[-3000:]}")
         dumps = sorted(Path(folder).glob("callgrind.out.*"), key=lambda dump: int(dump.suffix[1:]))

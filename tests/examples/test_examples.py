@@ -51,16 +51,17 @@ def read_matrix(folder):
 
 def check_report(folder, domains):
     """The run folder's matrix is square over ``domains`` (trained in that order), every accuracy a
-    percentage, and ``results.json``'s summaries are the matrix's, recomputed here."""
+    percentage, and ``results.json``'s summaries are the matrix's, recomputed here (from the CSV's
+    four decimals: to 1e-4, as the matrix itself)."""
     columns, trained, matrix = read_matrix(folder)
     assert columns == trained == list(domains)
     assert np.isfinite(matrix).all() and ((matrix >= 0) & (matrix <= 100)).all()
     report = json.loads((folder / "results.json").read_text())
     assert np.allclose(report["matrix"], matrix, atol=1e-4)
-    assert report["average"] == pytest.approx(matrix.mean())
-    assert report["last"] == pytest.approx(matrix[-1].mean())
+    assert report["average"] == pytest.approx(matrix.mean(), abs=1e-4)
+    assert report["last"] == pytest.approx(matrix[-1].mean(), abs=1e-4)
     before = [matrix[:d, d].mean() for d in range(1, len(domains))]  # accuracy on a domain not yet trained
-    assert report["transfer"] == pytest.approx(np.mean(before))
+    assert report["transfer"] == pytest.approx(np.mean(before), abs=1e-4)
     return matrix
 
 
@@ -141,7 +142,8 @@ def test_language_model_moram(tmp_path):
     matrix = check_report(out, tasks)
     report = json.loads((out / "results.json").read_text())
     # OP and BWT as the paper defines them: the last row's mean; the mean drop from A[j, j] to A[N, j]
-    assert report["op"] == pytest.approx(matrix[-1].mean())
-    assert report["bwt"] == pytest.approx(np.mean([matrix[j, j] - matrix[-1, j] for j in range(len(tasks) - 1)]))
+    assert report["op"] == pytest.approx(matrix[-1].mean(), abs=1e-4)  # (the CSV's four decimals)
+    assert report["bwt"] == pytest.approx(np.mean([matrix[j, j] - matrix[-1, j] for j in range(len(tasks) - 1)]),
+                                          abs=2e-4)
     assert json.loads(printed)["domains"] == tasks
     assert (out / "tiny-t5" / "config.json").is_file()

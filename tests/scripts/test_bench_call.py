@@ -90,7 +90,6 @@ def test_the_counted_rows_pair_each_row_with_its_two_loops(scripts, tmp_path):
 
 def test_instructions_without_valgrind_or_with_pieces_say_what_to_do(scripts, monkeypatch, capsys):
     bench = importlib.import_module("bench_call")
-    monkeypatch.delenv(bench.COUNTED, raising=False)
     monkeypatch.setattr(bench.shutil, "which", lambda name: None)
     with pytest.raises(SystemExit, match="apt-get install valgrind"):
         bench.main(["--instructions", "--calls", "2"])
@@ -100,13 +99,13 @@ def test_instructions_without_valgrind_or_with_pieces_say_what_to_do(scripts, mo
 
 
 def test_under_callgrind_each_measurement_is_one_loop_of_its_calls(scripts, monkeypatch):
-    """The counted run (``COUNTED`` set) calls each module ``--calls`` times in one ``functools.reduce``
+    """The counted run (``--counted-run``, which ``--instructions`` passes it) calls each module ``--calls`` times in one ``functools.reduce``
     after its warm-up, and gives no microseconds (nan)."""
     for name in ("_kernels", "usable"):
         monkeypatch.setattr(moram_triton, name, getattr(moram_triton, name))
     bench = importlib.import_module("bench_call")
     bench.stub_triton()
-    monkeypatch.setenv(bench.COUNTED, "1")
+    monkeypatch.setitem(bench.COUNTED, "run", True)
     loops = []
     reduce = bench.functools.reduce
 

@@ -227,6 +227,28 @@ def test_a_change_the_long_way_would_see_is_seen(planned, kind, path, name, amp)
         assert torch.equal(repeat, after)
 
 
+@pytest.mark.parametrize("path", ["reference", *GPU_PATHS])
+@pytest.mark.parametrize("amp", [False, True])
+def test_a_call_apart_reads_the_base_s_layout_at_each_call(planned, path, amp):
+    """A square base weight's ``.data`` swapped for its transpose keeps the pointer, shape, dtype and
+    version the plan checks: the repeat still equals the long way, because it takes ``W^T`` from the
+    base at each call (``F.linear``), as the long way does. (0.7.7's first draft bound the view once
+    and served the old layout; the stacked call's kept copy does not see this swap either: its
+    stamp, like the plan's, holds no strides.)"""
+    layer = grown(d_in=24, d_out=24, tasks=3).eval()
+    x = torch.randn(2, 5, 24)
+    with use_path(path):
+        call(layer, x, amp), call(layer, x, amp)
+        assert len(planned) == 1
+        with torch.no_grad():
+            layer.base.weight.data = layer.base.weight.data.t()
+        repeat = call(layer, x, amp)
+        assert len(planned) == 2  # (the same stamps: the plan serves it)
+        assert torch.equal(repeat, call(copy.deepcopy(layer), x, amp))
+        if not amp:
+            torch.testing.assert_close(repeat.double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("kind,path", KIND_PATHS)
 def test_autocast_s_dtype_is_checked(planned, kind, path):
     """bf16 then float16 autocast: each its own compute dtype, planned in turn."""

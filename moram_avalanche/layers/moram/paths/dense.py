@@ -229,19 +229,19 @@ class ApartRepeat:
     For the dense path with the Triton router and ``k < R``, :func:`dense_forward`'s steps on at
     most :data:`~moram_avalanche.layers.moram.paths.triton.READ_OUT_ROWS` rows (read at each call)
     with the read-out's constants bound (:class:`~moram_avalanche.layers.moram.paths.triton.ReadOut`):
-    ``p = A x``, the base's ``W x + b`` (where there is a base; ``F.linear``'s own GEMM, its ``W^T``
-    view bound where the base is not cast at the call), the read-out, its output made in the call's
-    shape. Anything else, ``mixture`` itself. Built by :func:`apart_repeat`."""
+    ``p = A x``, the base's ``W x + b`` (where there is a base), the read-out, its output made in the
+    call's shape. Anything else, ``mixture`` itself. Built by :func:`apart_repeat`. (``F.linear``
+    takes ``W^T`` at each call: a view of it bound once would miss a ``.data`` swapped for its
+    transpose, which keeps the pointer, shape, dtype and version the plan checks.)"""
 
-    __slots__ = ("mixture", "bank", "k", "temperature", "threshold", "dtype", "weight", "bias", "cast", "weight_t",
-                 "keys", "keys_t", "read_out")
+    __slots__ = ("mixture", "bank", "k", "temperature", "threshold", "dtype", "weight", "bias", "cast", "keys",
+                 "keys_t", "read_out")
 
     def __init__(self, mixture: Callable, bank: BankRows, k: int, temperature: float, threshold: Optional[float],
                  dtype: torch.dtype, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor], fused: bool):
         self.mixture, self.bank, self.k, self.temperature, self.threshold = mixture, bank, k, temperature, threshold
         self.dtype, self.weight, self.bias = dtype, weight, bias
         self.cast = weight is not None and weight.dtype != dtype  # (MoRAMRouting.base_in, its copy not kept)
-        self.weight_t = None if weight is None or self.cast else weight.t()  # (a view: sees in-place edits)
         self.keys, self.keys_t = bank.keys, bank.keys_t
         self.read_out = (moram_triton.ReadOut(bank.values, k, temperature, threshold, weight is not None)
                          if fused else None)
@@ -258,12 +258,7 @@ class ApartRepeat:
             return out if shape is None else out.reshape(shape)
         keys_t = self.keys_t  # dense_forward's steps, as fused_read_out takes them (nothing recorded, k < R)
         proj = F.linear(tokens, self.keys) if keys_t is None else torch.mm(tokens, keys_t)  # 1. p = A x
-        weight_t = self.weight_t  # W x + b: F.linear's own GEMM on two-dimensional tokens, without its t()
-        if weight_t is not None:
-            base_out = torch.mm(tokens, weight_t) if bias is None else torch.addmm(bias, tokens, weight_t)
-        else:
-            base_out = None if weight is None else F.linear(tokens, weight, bias)
-        return self.read_out(proj, base_out, shape)  # 2.-6.
+        return self.read_out(proj, None if weight is None else F.linear(tokens, weight, bias), shape)  # 2.-6.
 
 
 def apart_repeat(mixture: Callable, bank: BankRows, k: int, temperature: float, threshold: Optional[float],
