@@ -28,9 +28,11 @@ It runs on older checkouts too (``PYTHONPATH=<checkout>``), which is how a befor
 
 ``--instructions``: instead of microseconds, the machine instructions a call executes, beside the
 Linear's, counted by valgrind's callgrind (the script runs itself under it: a few minutes, most of
-them the imports). A count is the same from run to run whatever else the machine is doing, where a
-shared machine's microseconds move by 10-20 %; it leaves out what instructions do not show (cache
-misses, the allocator's waits), so its ratios run below the timed ones. Each loop is one
+them the imports). A count does not depend on what else the machine is doing, where a shared machine's
+microseconds move by 10-20 %: two runs of one checkout differ by about 2 % (addresses still move
+from run to run: objects' hashes, the allocator's). It leaves out what instructions do not show (cache
+misses, the allocator's waits), so its ratios run below the timed ones. The run's string hashes
+are seeded (``PYTHONHASHSEED``, 0 unless set). Each loop is one
 ``functools.reduce`` of ``--calls`` calls, counted alone (``--toggle-collect``, ``--dump-after``);
 an import's own ``functools.reduce`` is dumped too, and told apart by its size (``LOOP_FLOOR``).
 """
@@ -40,6 +42,7 @@ from __future__ import annotations
 import argparse
 import functools
 import math
+import os
 import re
 import shutil
 import statistics
@@ -352,7 +355,9 @@ def counted_rows(argv: list) -> None:
                    "--dump-after=functools_reduce", f"--callgrind-out-file={out_file}", sys.executable,
                    str(Path(__file__).resolve()), *argv, "--counted-run"]
         print(f"counting under callgrind (a few minutes): {' '.join(command[:6])} ...", flush=True)
-        run = subprocess.run(command, capture_output=True, text=True)
+        # (string hashes seeded once: attribute lookups probe the same dictionary slots from run to run)
+        run = subprocess.run(command, capture_output=True, text=True,
+                             env={**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")})
         if run.returncode != 0:
             raise SystemExit(f"the counted run failed (exit {run.returncode}):\n{run.stderr[-3000:]}")
         dumps = sorted(Path(folder).glob("callgrind.out.*"), key=lambda dump: int(dump.suffix[1:]))
