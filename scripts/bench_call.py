@@ -277,7 +277,7 @@ def main(argv=None) -> None:
     if args.instructions and args.pieces:
         parser.error("--instructions counts whole calls; --pieces times their pieces: ask for one of them")
     if args.instructions:
-        return counted_rows([arg for arg in argv if arg != "--instructions"])
+        return counted_rows([arg for arg in argv if arg != "--instructions"], args.calls)
     COUNTED["run"] = args.counted_run
     torch.set_num_threads(args.threads)
     stub_triton()
@@ -340,15 +340,13 @@ def counted_table(stdout: str, totals: list, calls: int) -> list:
     return table
 
 
-def counted_rows(argv: list) -> None:
-    """``--instructions``: this script again, under callgrind (each measurement one counted loop), then
-    its rows with the instructions a call of MoRAM and of the Linear, in thousands, and their ratio."""
+def counted_rows(argv: list, count: int) -> None:
+    """``--instructions``: this script again with ``argv``, under callgrind (each measurement one
+    counted loop of ``count`` calls), then its rows with the instructions a call of MoRAM and of the
+    Linear, in thousands, and their ratio."""
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions counts with valgrind's callgrind, which is not installed here (Debian: "
                          "apt-get install valgrind); without --instructions the calls are timed")
-    calls = argparse.ArgumentParser(add_help=False)
-    calls.add_argument("--calls", type=int, default=200)
-    count = calls.parse_known_args(argv)[0].calls
     with tempfile.TemporaryDirectory() as folder:
         out_file = Path(folder) / "callgrind.out"
         command = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce",
