@@ -7,7 +7,9 @@ one GEMM giving the base output and the projections together (``x [W; A]^T + [b;
 :func:`~moram_avalanche.layers.moram.paths.triton.route_read_out` on views of it; and the layer
 itself doing that (``decode``: no grad, its base's copy kept, ``keep_base_casts``). The layer and its input are fake CUDA tensors (``FakeTensorMode``: shapes, dtypes and
 devices, no data, no GPU); Dynamo is told Triton is usable (it asks for a GPU before it treats a
-Triton kernel as a graph node: ``torch.utils._triton.has_triton``); the backend records each graph
+Triton kernel as a graph node: ``torch.utils._triton.has_triton``), and that it sees several GPUs
+(a launch outside a graph would make its tensors' device current first:
+:func:`~moram_avalanche.layers.moram.paths.triton.launch_index`); the backend records each graph
 and runs nothing. A graph break is an error (``fullgraph=True``). Prints, as JSON, each case's
 operators: the graph's, and those of the subgraphs Dynamo makes of the autograd function's
 forward and backward.
@@ -27,9 +29,13 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from moram_avalanche.layers.moram.layer import MoRAMLinear, keep_base_casts, keep_stacked
 from moram_avalanche.layers.moram.paths import use_path
+from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.layers.moram.paths.triton import route_read_out
 
 torch.utils._triton.has_triton = lambda *args, **kwargs: True
+# as on a machine with several GPUs: a launch outside a graph would make its tensors' device current
+# (launch_index); inside one the graph does, and the launches must still be captured whole
+moram_triton._SEVERAL_GPUS = True
 
 
 class Recorded(Exception):
