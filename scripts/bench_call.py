@@ -217,17 +217,21 @@ def pieces_apart(width: int, tokens: int, rounds: int, calls: int) -> None:
         cast_weight, cast_bias = weight.to(torch.bfloat16), bias.to(torch.bfloat16)
         proj = torch.mm(rows, steps.keys_t)
         base_out = F.linear(rows, cast_weight, cast_bias)
+        by_autocast = not getattr(steps, "cast_base", True)  # (0.7.8: F.linear under autocast casts the base)
         timed = {
             "the whole call": lambda: layer(x),
             "nn.Linear, for scale": lambda: layer.base(x),
             "  the plan's check (EvalPlan.applies)": lambda: plan.applies(layer, x, weight, bias),
             "  steps 1-6 (the plan's ApartRepeat)": lambda: steps(x.reshape(-1, width)),
             "    tokens: reshape and cast": lambda: x.reshape(-1, width).to(torch.bfloat16),
-            "    the base's weight and bias cast": lambda: (weight.to(torch.bfloat16), bias.to(torch.bfloat16)),
             "    p = A x (mm)": lambda: torch.mm(rows, steps.keys_t),
-            "    W x + b (linear)": lambda: F.linear(rows, cast_weight, cast_bias),
-            "    the read-out's launch (ReadOut)": lambda: steps.read_out(proj, base_out),
         }
+        if by_autocast:
+            timed["    W x + b (linear, autocast casting W and b)"] = lambda: F.linear(rows, weight, bias)
+        else:
+            timed["    the base's weight and bias cast"] = lambda: (weight.to(torch.bfloat16), bias.to(torch.bfloat16))
+            timed["    W x + b (linear)"] = lambda: F.linear(rows, cast_weight, cast_bias)
+        timed["    the read-out's launch (ReadOut)"] = lambda: steps.read_out(proj, base_out)
         medians = timed_pieces(timed, rounds, calls)
     print_pieces("base read apart", medians, width, tokens, rounds, calls)
 

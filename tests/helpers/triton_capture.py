@@ -28,8 +28,8 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from moram_avalanche.layers.moram.layer import MoRAMLinear, keep_base_casts, keep_stacked
-from moram_avalanche.layers.moram.paths import use_path
 from moram_avalanche.layers.moram.paths import triton as moram_triton
+from moram_avalanche.layers.moram.paths import use_path
 from moram_avalanche.layers.moram.paths.triton import route_read_out
 
 torch.utils._triton.has_triton = lambda *args, **kwargs: True

@@ -96,7 +96,8 @@ class EvalPlan:
         plan = cls.made(layer, x, dtype, weight, bias, False, layer._cast_rows, entry, asks)
         if (plan is not None and plan.rows[2] is None and plan.rows[3] is None
                 and entry[0] is plan.rows[0] and entry[1] is plan.rows[1]):  # (the rows the call read: kept)
-            plan.steps = apart_repeat(mixture, entry[3], k, layer.temperature, gate, dtype, weight, bias)
+            plan.steps = apart_repeat(mixture, entry[3], k, layer.temperature, gate, dtype, weight, bias,
+                                      plan.device_type if plan.autocast else None)
             return plan
         return None
 

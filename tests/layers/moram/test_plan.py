@@ -673,3 +673,57 @@ def test_on_cuda_a_repeat_launches_what_the_long_way_launches(planned, read_outs
             torch.testing.assert_close(first.double(), naive_of(layer, x), rtol=3e-2 if amp else 1e-4,
                                        atol=3e-2 if amp else 1e-4)
     assert len(planned) == 2 * len(rows) and read_outs == [count for count in rows[:3] for _ in range(2)]
+
+
+@pytest.fixture
+def tensor_casts(monkeypatch):
+    """The tensors ``Tensor.to`` was called on from Python (autocast's own casts are not: they are C++)."""
+    cast = []
+    to = torch.Tensor.to
+
+    def recorded(tensor, *args, **kwargs):
+        cast.append(tensor)
+        return to(tensor, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "to", recorded)
+    return cast
+
+
+@pytest.mark.skipif(not moram_triton.usable(torch.empty(0)), reason="Triton's interpreter is off")
+@pytest.mark.parametrize("base_dtype", [torch.float32, torch.float64])
+def test_under_autocast_a_repeat_apart_leaves_the_base_s_cast_to_autocast(planned, tensor_casts, base_dtype):
+    """The repeat's ``F.linear`` under autocast casts a float32 weight and bias itself (the same
+    rounding as ``.to``: the output equals the long way's bit for bit); a float64 base, which
+    autocast leaves alone, is cast by the repeat as the long way casts it."""
+    layer = grown(tasks=3).eval()
+    layer.base.to(base_dtype)
+    weight, bias = layer.base.weight, layer.base.bias
+    x = torch.randn(2, 5, 24)
+    with use_path("triton"):
+        call(layer, x, amp=True)
+        tensor_casts.clear()
+        repeat = call(layer, x, amp=True)
+        assert len(planned) == 1
+        cast_base = [t for t in tensor_casts if t is weight or t is bias]
+        assert len(cast_base) == (2 if base_dtype == torch.float64 else 0)
+        assert torch.equal(repeat, long_way(layer, x, amp=True)) and repeat.dtype == torch.bfloat16
+    torch.testing.assert_close(repeat.double(), naive_of(layer, x), rtol=3e-2, atol=3e-2)
+
+
+@pytest.mark.skipif(not moram_triton.usable(torch.empty(0)), reason="Triton's interpreter is off")
+def test_a_base_that_requires_grad_is_cast_by_the_repeat_not_by_autocast_s_cache(planned):
+    """Autocast keeps the casts of float32 leaves that require grad for the rest of its region
+    (its cache), even under ``torch.no_grad()``: a weight edited in place inside the region would be
+    read stale from it. A repeat apart casts such a base itself, as the long way does."""
+    layer = grown(tasks=3).eval()
+    layer.base.weight.requires_grad_(True)
+    x = torch.randn(2, 5, 24)
+    with use_path("triton"), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        layer(x), layer(x)  # planned, and repeated
+        layer.base.weight.mul_(-1.0)  # in place: the plan sees the version, takes the long way once
+        edited = layer(x)
+        repeat = layer(x)
+        assert len(planned) == 2
+        layer._plan = None
+        assert torch.equal(repeat, layer(x)) and torch.equal(repeat, edited)
+    torch.testing.assert_close(repeat.double(), naive_of(layer, x), rtol=3e-2, atol=3e-2)

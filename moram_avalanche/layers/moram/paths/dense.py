@@ -101,6 +101,12 @@ def _triton_backward(grad_coef, proj, state, k, temperature, threshold, want_coe
 TORCH_ROUTER = Router("torch", _torch_forward, _torch_backward)
 TRITON_ROUTER = Router("triton", _triton_forward, _triton_backward, moram_triton.run_read_out)
 
+#: device types whose autocast casts ``F.linear``'s floating inputs to its dtype (``linear`` is on
+#: the lower-precision list of both, ``torch.amp``'s autocast documentation), and the dtypes it
+#: casts (it leaves float64 alone): where :class:`ApartRepeat` leaves the base's cast to it
+AUTOCAST_LINEAR = ("cpu", "cuda")
+AUTOCAST_CASTS = (torch.float32, torch.float16, torch.bfloat16)
+
 
 # ---------------------------------------------------------------- forward and backward
 def dense_forward(router: Router, tokens: torch.Tensor, weight: Optional[torch.Tensor],
@@ -232,16 +238,30 @@ class ApartRepeat:
     ``p = A x``, the base's ``W x + b`` (where there is a base), the read-out, its output made in the
     call's shape. Anything else, ``mixture`` itself. Built by :func:`apart_repeat`. (``F.linear``
     takes ``W^T`` at each call: a view of it bound once would miss a ``.data`` swapped for its
-    transpose, which keeps the pointer, shape, dtype and version the plan checks.)"""
+    transpose, which keeps the pointer, shape, dtype and version the plan checks.)
 
-    __slots__ = ("mixture", "bank", "k", "temperature", "threshold", "dtype", "weight", "bias", "cast", "keys",
-                 "keys_t", "read_out")
+    Under autocast (``autocast``: the device type whose autocast is on for the calls, in
+    :data:`AUTOCAST_LINEAR`, its dtype ``dtype``) the read-out's steps leave the base's cast to
+    autocast itself: ``F.linear`` is on its list of lower-precision operators, which casts a
+    float32, float16 or bfloat16 weight and bias to ``dtype`` as ``.to(dtype=dtype)`` does (the
+    same rounding, bit for bit), in C++, without two Python calls (about 1.4 us a call on this
+    project's CPU, in a bf16 call apart). Not for a float64 base (autocast leaves it), nor for a
+    weight or bias that requires grad at the call: autocast keeps its cast of such a leaf for the
+    rest of its region (its cache, under ``torch.no_grad()`` too), which an edit in place would
+    leave stale."""
+
+    __slots__ = ("mixture", "bank", "k", "temperature", "threshold", "dtype", "weight", "bias", "cast", "cast_base",
+                 "keys", "keys_t", "read_out")
 
     def __init__(self, mixture: Callable, bank: BankRows, k: int, temperature: float, threshold: Optional[float],
-                 dtype: torch.dtype, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor], fused: bool):
+                 dtype: torch.dtype, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor], fused: bool,
+                 autocast: Optional[str] = None):
         self.mixture, self.bank, self.k, self.temperature, self.threshold = mixture, bank, k, temperature, threshold
         self.dtype, self.weight, self.bias = dtype, weight, bias
         self.cast = weight is not None and weight.dtype != dtype  # (MoRAMRouting.base_in, its copy not kept)
+        # the read-out's steps: cast here, or by autocast's F.linear (class docstring)
+        self.cast_base = self.cast and not (autocast in AUTOCAST_LINEAR and weight.dtype in AUTOCAST_CASTS
+                                            and (bias is None or bias.dtype in AUTOCAST_CASTS))
         self.keys, self.keys_t = bank.keys, bank.keys_t
         self.read_out = (moram_triton.ReadOut(bank.values, k, temperature, threshold, weight is not None)
                          if fused else None)
@@ -251,26 +271,30 @@ class ApartRepeat:
         dtype, weight, bias = self.dtype, self.weight, self.bias
         if tokens.dtype != dtype:
             tokens = tokens.to(dtype=dtype)
-        if self.cast:
-            weight, bias = weight.to(dtype=dtype), None if bias is None else bias.to(dtype=dtype)
         if self.read_out is None or tokens.shape[0] > moram_triton.READ_OUT_ROWS:
+            if self.cast:
+                weight, bias = weight.to(dtype=dtype), None if bias is None else bias.to(dtype=dtype)
             out = self.mixture(tokens, weight, bias, self.bank, self.k, self.temperature, self.threshold, False, None)[0]
             return out if shape is None else out.reshape(shape)
+        if self.cast_base or (self.cast and (weight.requires_grad or (bias is not None and bias.requires_grad))):
+            weight, bias = weight.to(dtype=dtype), None if bias is None else bias.to(dtype=dtype)
         keys_t = self.keys_t  # dense_forward's steps, as fused_read_out takes them (nothing recorded, k < R)
         proj = F.linear(tokens, self.keys) if keys_t is None else torch.mm(tokens, keys_t)  # 1. p = A x
         return self.read_out(proj, None if weight is None else F.linear(tokens, weight, bias), shape)  # 2.-6.
 
 
 def apart_repeat(mixture: Callable, bank: BankRows, k: int, temperature: float, threshold: Optional[float],
-                 dtype: torch.dtype, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor]) -> ApartRepeat:
+                 dtype: torch.dtype, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
+                 autocast: Optional[str] = None) -> ApartRepeat:
     """``tokens -> y``: ``mixture`` (a path's, as
     :func:`~moram_avalanche.layers.moram.paths.choice.mixture_for` gives it) repeated over the frozen
     ``bank`` with ``k``, ``temperature`` and ``threshold``, nothing recorded, over the base's
     ``weight`` / ``bias`` (or none) in ``dtype``: an :class:`ApartRepeat`, with the Triton router's
     one-call read-out bound where :func:`fused_read_out` would take it (:func:`dense_mixture` with
-    that router, ``k < R``; the row count is read at each call)."""
+    that router, ``k < R``; the row count is read at each call). ``autocast``: the device type
+    whose autocast is on for the calls, its dtype ``dtype`` (None: off)."""
     fused = with_triton_router(mixture, dense_mixture) and k < bank.keys.shape[0]
-    return ApartRepeat(mixture, bank, k, temperature, threshold, dtype, weight, bias, fused)
+    return ApartRepeat(mixture, bank, k, temperature, threshold, dtype, weight, bias, fused, autocast)
 
 
 def dense_router_backward(router: Router, k: int, temperature: float, threshold: Optional[float], grad_out,
@@ -281,5 +305,5 @@ def dense_router_backward(router: Router, k: int, temperature: float, threshold:
     return grad_proj, (coef[:, start:] if tail else None)
 
 
-__all__ = ["ApartRepeat", "Router", "TORCH_ROUTER", "TRITON_ROUTER", "apart_repeat", "dense_forward", "dense_mixture", "dense_router_backward",
+__all__ = ["AUTOCAST_CASTS", "AUTOCAST_LINEAR", "ApartRepeat", "Router", "TORCH_ROUTER", "TRITON_ROUTER", "apart_repeat", "dense_forward", "dense_mixture", "dense_router_backward",
            "fused_read_out", "StackedRepeat", "stacked_mixture", "stacked_repeat", "with_triton_router"]
