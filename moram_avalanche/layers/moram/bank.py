@@ -70,10 +70,11 @@ def version_of(tensor: torch.Tensor) -> Optional[int]:
 
 
 def stamp_of(tensor: torch.Tensor) -> tuple:
-    """What an in-place edit, a swapped storage or a resized or reinterpreted ``.data`` of ``tensor``
-    changes: its version (:func:`version_of`), data pointer, shape and dtype (``.data`` swapped for
-    a ``.view(dtype)`` of the same size keeps the other three)."""
-    return version_of(tensor), tensor.data_ptr(), tensor.shape, tensor.dtype
+    """What an in-place edit, a swapped storage or a resized, transposed or reinterpreted ``.data`` of
+    ``tensor`` changes: its version (:func:`version_of`), data pointer, shape, strides and dtype
+    (``.data`` swapped for its own transpose, a square one's, keeps all but the strides; for a
+    ``.view(dtype)`` of the same size, all but the dtype)."""
+    return version_of(tensor), tensor.data_ptr(), tensor.shape, tensor.stride(), tensor.dtype
 
 
 def rows_stamp(keys: torch.Tensor, values: torch.Tensor) -> Optional[tuple]:
@@ -82,8 +83,9 @@ def rows_stamp(keys: torch.Tensor, values: torch.Tensor) -> Optional[tuple]:
     a tensor has no storage to point at (a ``torch.func`` transform's wrapper, made anew at each
     call: nothing is kept from it)."""
     try:
-        return (None if keys.is_inference() else keys._version, keys.data_ptr(), keys.shape, keys.dtype,
-                None if values.is_inference() else values._version, values.data_ptr(), values.shape, values.dtype)
+        return (None if keys.is_inference() else keys._version, keys.data_ptr(), keys.shape, keys.stride(), keys.dtype,
+                None if values.is_inference() else values._version, values.data_ptr(), values.shape, values.stride(),
+                values.dtype)
     except RuntimeError:  # "Cannot access data pointer of Tensor that doesn't have storage"
         return None
 

@@ -480,7 +480,7 @@ def plannable(host: type) -> bool:
 
 
 def _stamp(tensors, scale: float) -> Optional[tuple]:
-    """What an in-place edit, a swapped storage or a resized ``.data`` of ``tensors`` changes
+    """What an in-place edit, a swapped storage or a resized or transposed ``.data`` of ``tensors`` changes
     (:func:`~moram_avalanche.layers.moram.bank.stamp_of`), and the trainable values' ``scale``; None
     where a tensor has no storage (a ``torch.func`` transform's wrapper: no copy is kept of it)."""
     try:

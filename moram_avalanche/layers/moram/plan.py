@@ -24,8 +24,8 @@ repeats it after one check (:meth:`EvalPlan.applies`) that every input of those 
   :func:`~moram_avalanche.layers.moram.paths.switch.token`, the input's dtype, device and width,
   autocast's state for that device;
 * the layer: the same base tensors and bank rows (identity, read from the module's registries,
-  none shadowed in its own dictionary), their versions, data pointers, shapes and dtypes (``copy_``,
-  ``.to()``, a swapped or resized ``.data``), the kept copy the call read itself (the stacked copy,
+  none shadowed in its own dictionary), their versions, data pointers, shapes, strides and dtypes
+  (``copy_``, ``.to()``, a swapped, resized or transposed ``.data``), the kept copy the call read itself (the stacked copy,
   or the frozen bank's rows), whether the base's copy is kept (where the call read a base), the
   training flag, the routing options and the trainable values' scale (the same objects), recording
   off, and, where its class has its own, :meth:`stacks_base` (a subclass's say).
@@ -159,9 +159,9 @@ class EvalPlan:
                 or parameters.get("new_keys") is not rows[2] or parameters.get("new_values") is not rows[3]
                 or ROWS[0] in own or ROWS[1] in own or ROWS[2] in own or ROWS[3] in own):
             return False
-        for tensor, version, pointer, shape, dtype in self.stamps:  # stamp_of, inline (None: an inference tensor's)
+        for tensor, version, pointer, shape, strides, dtype in self.stamps:  # stamp_of, inline (None: an inference tensor's)
             if (version is not None and tensor._version != version) or tensor.data_ptr() != pointer \
-                    or tensor.shape != shape or tensor.dtype is not dtype:
+                    or tensor.shape != shape or tensor.stride() != strides or tensor.dtype is not dtype:
                 return False
         return True
 

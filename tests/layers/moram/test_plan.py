@@ -227,24 +227,27 @@ def test_a_change_the_long_way_would_see_is_seen(planned, kind, path, name, amp)
         assert torch.equal(repeat, after)
 
 
-@pytest.mark.parametrize("path", ["reference", *GPU_PATHS])
+@pytest.mark.parametrize("kind,path", KIND_PATHS)
 @pytest.mark.parametrize("amp", [False, True])
-def test_a_call_apart_reads_the_base_s_layout_at_each_call(planned, path, amp):
+def test_a_weight_s_data_swapped_for_its_transpose_is_seen(planned, kind, path, amp):
     """A square base weight's ``.data`` swapped for its transpose keeps the pointer, shape, dtype and
-    version the plan checks: the repeat still equals the long way, because it takes ``W^T`` from the
-    base at each call (``F.linear``), as the long way does. (0.7.7's first draft bound the view once
-    and served the old layout; the stacked call's kept copy does not see this swap either: its
-    stamp, like the plan's, holds no strides.)"""
+    version: only its strides tell. The plan checks them (the call goes the long way once, then is
+    planned again), and so does the stacked call's kept copy, which is built again (0.7.7's stamps
+    held no strides: the kept copy served the old layout)."""
     layer = grown(d_in=24, d_out=24, tasks=3).eval()
+    keep_base_casts(layer, kind == "kept")
     x = torch.randn(2, 5, 24)
     with use_path(path):
         call(layer, x, amp), call(layer, x, amp)
         assert len(planned) == 1
         with torch.no_grad():
             layer.base.weight.data = layer.base.weight.data.t()
+        swapped = call(layer, x, amp)
+        assert len(planned) == 1  # (the long way, which plans again)
         repeat = call(layer, x, amp)
-        assert len(planned) == 2  # (the same stamps: the plan serves it)
-        assert torch.equal(repeat, call(copy.deepcopy(layer), x, amp))
+        assert len(planned) == 2
+        fresh = copy.deepcopy(layer)
+        assert torch.equal(swapped, call(fresh, x, amp)) and torch.equal(repeat, swapped)
         if not amp:
             torch.testing.assert_close(repeat.double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
 
