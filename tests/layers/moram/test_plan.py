@@ -714,19 +714,59 @@ def test_under_autocast_a_repeat_apart_leaves_the_base_s_cast_to_autocast(planne
 
 
 @pytest.mark.skipif(not moram_triton.usable(torch.empty(0)), reason="Triton's interpreter is off")
-def test_a_base_that_requires_grad_is_cast_by_the_repeat_not_by_autocast_s_cache(planned):
+@pytest.mark.parametrize("name", ["weight", "bias"])
+def test_a_base_that_requires_grad_is_cast_by_the_repeat_not_by_autocast_s_cache(planned, name):
     """Autocast keeps the casts of float32 leaves that require grad for the rest of its region
-    (its cache), even under ``torch.no_grad()``: a weight edited in place inside the region would be
-    read stale from it. A repeat apart casts such a base itself, as the long way does."""
+    (its cache), even under ``torch.no_grad()``: a weight (or bias) edited in place inside the
+    region would be read stale from it. A repeat apart casts such a base itself, as the long way does."""
     layer = grown(tasks=3).eval()
-    layer.base.weight.requires_grad_(True)
+    tensor = getattr(layer.base, name).requires_grad_(True)
     x = torch.randn(2, 5, 24)
     with use_path("triton"), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         layer(x), layer(x)  # planned, and repeated
-        layer.base.weight.mul_(-1.0)  # in place: the plan sees the version, takes the long way once
+        tensor.mul_(-1.0).add_(0.5)  # in place: the plan sees the version, takes the long way once
         edited = layer(x)
         repeat = layer(x)
         assert len(planned) == 2
         layer._plan = None
         assert torch.equal(repeat, layer(x)) and torch.equal(repeat, edited)
     torch.testing.assert_close(repeat.double(), naive_of(layer, x), rtol=3e-2, atol=3e-2)
+
+
+@pytest.mark.parametrize("kind,path", KIND_PATHS)
+@pytest.mark.parametrize("amp", [False, True])
+def test_the_bank_s_keys_data_swapped_for_their_transpose_is_seen(planned, kind, path, amp):
+    """24 frozen atoms of 24 inputs: the keys' ``.data`` swapped for their transpose keeps pointer,
+    shape, dtype and version; the bank's kept rows (their transpose bound once, or their cast
+    copy) are built again from the strides (``rows_stamp``), and the plan goes the long way once."""
+    layer = grown(d_in=24, d_out=20, tasks=4, per_task=6)
+    keep_base_casts(layer.eval(), kind == "kept")
+    x = torch.randn(2, 5, 24)
+    with use_path(path):
+        call(layer, x, amp), call(layer, x, amp)
+        assert len(planned) == 1
+        with torch.no_grad():
+            layer.frozen_keys.data = layer.frozen_keys.data.t()
+        swapped = call(layer, x, amp)
+        assert len(planned) == 1
+        assert torch.equal(swapped, call(copy.deepcopy(layer), x, amp))
+    torch.testing.assert_close(swapped.double(), naive_of(layer, x), rtol=3e-2 if amp else 1e-5,
+                               atol=3e-2 if amp else 1e-5)
+
+
+@pytest.mark.parametrize("path", ["reference", *GPU_PATHS])
+def test_a_kept_cast_of_a_transposed_weight_is_made_again(path):
+    """A bank with trainable rows is not planned; with ``keep_base_casts`` under bf16 autocast its
+    base's bf16 copy is kept (``base_in``) and checked against the weight's stamp at each call: a
+    square weight's ``.data`` swapped for its transpose is seen by the strides."""
+    layer = grown(d_in=24, d_out=24, tasks=3, frozen=False).eval()
+    keep_base_casts(layer)
+    x = torch.randn(2, 5, 24)
+    with use_path(path):
+        call(layer, x, amp=True)
+        assert torch.bfloat16 in layer._base_casts  # (the cast copy kept)
+        with torch.no_grad():
+            layer.base.weight.data = layer.base.weight.data.t()
+        swapped = call(layer, x, amp=True)
+        assert torch.equal(swapped, call(copy.deepcopy(layer), x, amp=True))
+    torch.testing.assert_close(swapped.double(), naive_of(layer, x), rtol=3e-2, atol=3e-2)

@@ -82,9 +82,24 @@ def test_launched_on_makes_the_device_current_only_for_the_launch(cuda):
     assert seen == [(1, (3, 4), {"K": 5})] and cuda.switches == [1] and cuda.current == 0
     assert moram_triton.launched_on(0, launcher, 6) == "launched"  # already current: no switch
     assert seen[-1] == (0, (6,), {}) and cuda.switches == [1]
-    asked = cuda.asked
-    assert moram_triton.launched_on(None, launcher) == "launched"  # nothing to do: nothing asked
-    assert cuda.asked == asked and cuda.switches == [1]
+    assert moram_triton.on_device(torch.device("cpu"), launcher) is launcher  # nothing to do: as it is
+    assert moram_triton.on_device(torch.device("cuda", 1), launcher)(7) == "launched"
+    assert seen[-1] == (1, (7,), {}) and cuda.switches == [1, 1] and cuda.current == 0
+
+
+def test_with_one_gpu_a_launch_asks_nothing_after_its_first(monkeypatch):
+    """One GPU: the count is asked once, then a launch reads one flag (no device, no CUDA call)."""
+    counted = []
+    monkeypatch.setattr(moram_triton, "_SEVERAL_GPUS", None)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: counted.append(1) or 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: pytest.fail("asked the current device"))
+
+    def launcher():
+        return "launched"
+
+    for _ in range(3):
+        assert moram_triton.on_device(torch.device("cuda", 0), launcher) is launcher
+    assert counted == [1]
 
 
 def recording_kernels(cuda, launches):

@@ -27,11 +27,15 @@ eager calls pay no dispatcher overhead.
 
 A Triton launch runs on the *current* CUDA device and its current stream, whatever device its
 tensors are on (``triton.runtime.jit``: ``driver.active.get_current_device()``). Every launch here
-is therefore made on its tensors' device (:func:`launch_index`, :func:`launched_on`): where this
+is therefore made on its tensors' device (:func:`on_device`): where this
 process sees several GPUs and a tensor of ``cuda:1`` (``--device cuda:1``, one process) meets
 another current device, that device is made current for the launch, so the kernel runs where its
-tensors are and on the stream their producers ran on. One GPU, or none: nothing to do, nothing
-asked per call. Under ``torch.compile`` the graph's own code makes its device current.
+tensors are and on the stream their producers ran on. One GPU, or none: nothing to do (one check
+of a flag a launch). Under ``torch.compile`` nothing is asked either: Inductor (its default
+backend, and ``--compile-eval``'s) makes the graph's device current in the code it generates;
+the other backends (``eager``, ``aot_eager``, ``cudagraphs``) launch a user-defined Triton kernel
+as it is, so with several GPUs make the tensors' device current (``torch.cuda.set_device``) before
+calling a model compiled with one of them.
 """
 
 from __future__ import annotations
@@ -91,25 +95,33 @@ def why_not(tensor: torch.Tensor) -> Optional[str]:
 
 def launch_index(device: torch.device) -> Optional[int]:
     """The CUDA device a launch on tensors of ``device`` makes current first (module docstring), or
-    None where it launches as it is: off CUDA (the interpreter), a device without an index (the
-    current one), a process that sees one GPU, and inside ``torch.compile`` (the graph makes its
-    device current). Asked once per launch on the long way, once per read-out a planned call binds
-    (:class:`ReadOut`)."""
+    None where it launches as it is: a process that sees one GPU (asked first: one flag), off CUDA
+    (the interpreter), a device without an index (the current one), and inside ``torch.compile``
+    (module docstring). Asked once per launch on the long way (:func:`on_device`), and once per
+    row count by the read-out a planned call binds (:class:`ReadOut`)."""
     global _SEVERAL_GPUS
-    if device.type != "cuda" or device.index is None or torch.compiler.is_compiling():
+    if _SEVERAL_GPUS is False or device.type != "cuda" or device.index is None or torch.compiler.is_compiling():
         return None
     if _SEVERAL_GPUS is None:
         _SEVERAL_GPUS = torch.cuda.device_count() > 1
     return device.index if _SEVERAL_GPUS else None
 
 
-def launched_on(index: Optional[int], launcher: Callable, *args, **kwargs):
-    """``launcher(*args, **kwargs)`` with CUDA device ``index`` current (:func:`launch_index`; None:
-    as it is): made current only where another is, and the one before made current again after."""
-    if index is None or torch.cuda.current_device() == index:
+def launched_on(index: int, launcher: Callable, *args, **kwargs):
+    """``launcher(*args, **kwargs)`` with CUDA device ``index`` current (:func:`launch_index`): made
+    current only where another is, and the one before made current again after."""
+    if torch.cuda.current_device() == index:
         return launcher(*args, **kwargs)
     with torch.cuda.device(index):
         return launcher(*args, **kwargs)
+
+
+def on_device(device: torch.device, launcher: Callable) -> Callable:
+    """``launcher`` itself, or, where a launch on tensors of ``device`` must make that device current
+    first (:func:`launch_index`), ``launcher`` made to do so (:func:`launched_on`): what each launch
+    on the long way calls (no arguments repacked where nothing is to be done)."""
+    index = launch_index(device)
+    return launcher if index is None else functools.partial(launched_on, index, launcher)
 
 
 def _kernels():
@@ -264,8 +276,7 @@ def route_forward(proj: torch.Tensor, k: int, temperature: float, threshold: Opt
                  torch.empty(rows, device=proj.device, dtype=route_dtype(proj.dtype)))
     kept, norm = state or (coef, coef)
     grid, block_n, block_h, block_w, block_k, warps = kept_launch(launch, rows, atoms, k, proj.element_size())
-    launched_on(
-        launch_index(proj.device), _kernels().route_forward_kernel[grid],
+    on_device(proj.device, _kernels().route_forward_kernel[grid])(
         proj, coef, weights, kept, norm, rows, atoms, proj.stride(0), coef.stride(0), weights.stride(0), inv_tau,
         delta, RELEVANCE_EPS, K=kept_k, WRITE_W=want_weights, SAVE=want_state, BLOCK_N=block_n, BLOCK_H=block_h,
         BLOCK_W=block_w, BLOCK_K=block_k, num_warps=warps, **flags)
@@ -287,8 +298,7 @@ def route_backward(grad_coef: Optional[torch.Tensor], proj: torch.Tensor, state:
     anything = grad_proj if grad_proj is not None else coef
     kept_k, inv_tau, delta, flags = _numbers(k, temperature, threshold, atoms)
     grid, block_n, block_h, block_w, block_k, warps = kept_launch(launch, rows, atoms, k, proj.element_size())
-    launched_on(
-        launch_index(proj.device), _kernels().route_backward_kernel[grid],
+    on_device(proj.device, _kernels().route_backward_kernel[grid])(
         anything if grad_coef is None else grad_coef, proj, kept, norm, anything if grad_proj is None else grad_proj,
         anything if coef is None else coef, rows, atoms,
         0 if grad_coef is None else grad_coef.stride(0), proj.stride(0),
@@ -365,8 +375,7 @@ def run_read_out(proj: torch.Tensor, base_out: Optional[torch.Tensor], values: t
     out = torch.empty(rows, outputs, device=proj.device, dtype=proj.dtype)
     launch = kept_launch(read_out_launch, rows, atoms, k, proj.element_size(), outputs)
     # (_numbers' inline: k < R here, so never its keep-all case, and no flags dict a call)
-    launched_on(
-        launch_index(proj.device), read_out_launcher(launch, k, threshold is not None, base_out is not None),
+    on_device(proj.device, read_out_launcher(launch, k, threshold is not None, base_out is not None))(
         proj, out if base_out is None else base_out, values, out, rows, atoms, outputs, 0, proj.stride(0),
         0 if base_out is None else base_out.stride(0), values.stride(0), out.stride(0), 1.0 / float(temperature),
         0.0 if threshold is None else float(threshold), RELEVANCE_EPS)
@@ -407,7 +416,7 @@ class ReadOut:
     (the plan's first call took the long way, which made them)."""
 
     __slots__ = ("values", "k", "inverse_temperature", "threshold", "delta", "atoms", "outputs", "itemsize",
-                 "values_stride", "base", "index", "launchers")
+                 "values_stride", "base", "launchers")
 
     def __init__(self, values: torch.Tensor, k: int, temperature: float, threshold: Optional[float],
                  base: bool = True):
@@ -416,17 +425,14 @@ class ReadOut:
         self.delta = 0.0 if threshold is None else float(threshold)  # (the kernel's argument; GATED says if it counts)
         self.atoms, self.outputs = values.shape
         self.itemsize, self.values_stride, self.base = values.element_size(), self.values.stride(0), base
-        self.index = launch_index(values.device)  # (the bank's device made current at each launch, where needed)
         self.launchers = {}  # row count -> its launcher (at most READ_OUT_ROWS of them)
 
     def launcher(self, rows: int) -> Callable:
         """The kernel's launcher for ``rows`` token rows (:func:`read_out_launcher`), made at their
-        first call; on the bank's device (:func:`launched_on`) where this process sees several GPUs."""
-        launcher = read_out_launcher(read_out_launch(rows, self.atoms, self.k, self.itemsize, self.outputs), self.k,
-                                     self.threshold is not None, self.base)
-        if self.index is not None:
-            launcher = functools.partial(launched_on, self.index, launcher)
-        self.launchers[rows] = launcher
+        first call, made to run on the bank's device (:func:`on_device`: where this process sees several GPUs)."""
+        launcher = self.launchers[rows] = on_device(self.values.device, read_out_launcher(
+            read_out_launch(rows, self.atoms, self.k, self.itemsize, self.outputs), self.k,
+            self.threshold is not None, self.base))
         return launcher
 
     def __call__(self, proj: torch.Tensor, base_out: Optional[torch.Tensor] = None,
@@ -453,5 +459,5 @@ class ReadOut:
 
 
 __all__ = ["Launch", "MAX_ATOMS", "READ_OUT_PROGRAMS", "READ_OUT_ROWS", "ROW_PER_WARP", "ReadOut", "ReadOutLaunch", "fits",
-           "installed", "interpreting", "kept_launch", "launch", "launch_index", "launched_on", "read_out_launch", "read_out_launcher", "route_backward",
+           "installed", "interpreting", "kept_launch", "launch", "launch_index", "launched_on", "on_device", "read_out_launch", "read_out_launcher", "route_backward",
            "route_forward", "route_read_out", "run_read_out", "usable", "why_not"]
