@@ -25,10 +25,11 @@ repeats it after one check (:meth:`EvalPlan.applies`) that every input of those 
   autocast's state for that device;
 * the layer: the same base tensors and bank rows (identity, read from the module's registries,
   none shadowed in its own dictionary), their versions, data pointers, shapes, strides and dtypes
-  (``copy_``, ``.to()``, a swapped, resized or transposed ``.data``), the kept copy the call read itself (the stacked copy,
-  or the frozen bank's rows), whether the base's copy is kept (where the call read a base), the
-  training flag, the routing options and the trainable values' scale (the same objects), recording
-  off, and, where its class has its own, :meth:`stacks_base` (a subclass's say).
+  (``copy_``, ``.to()``, a swapped, resized or transposed ``.data``), the kept copy the call read
+  itself (the stacked copy, or the frozen bank's rows), whether the base's copy is kept (where the
+  call read a base), the training flag, the routing options and the trainable values' scale (the
+  same objects), recording off, and, where its class has its own, :meth:`stacks_base` (a
+  subclass's say).
 
 Anything else, and the call goes the long way, which plans again where it ends on a frozen bank.
 The repeat computes exactly what the long way computes (same path, same tensors, same arguments):

@@ -27,15 +27,15 @@ eager calls pay no dispatcher overhead.
 
 A Triton launch runs on the *current* CUDA device and its current stream, whatever device its
 tensors are on (``triton.runtime.jit``: ``driver.active.get_current_device()``). Every launch here
-is therefore made on its tensors' device (:func:`on_device`): where this
-process sees several GPUs and a tensor of ``cuda:1`` (``--device cuda:1``, one process) meets
-another current device, that device is made current for the launch, so the kernel runs where its
-tensors are and on the stream their producers ran on. One GPU, or none: nothing to do (one check
-of a flag a launch). Under ``torch.compile`` nothing is asked either: Inductor (its default
-backend, and ``--compile-eval``'s) makes the graph's device current in the code it generates;
-the other backends (``eager``, ``aot_eager``, ``cudagraphs``) launch a user-defined Triton kernel
-as it is, so with several GPUs make the tensors' device current (``torch.cuda.set_device``) before
-calling a model compiled with one of them.
+is therefore made on its tensors' device (:func:`on_device`): where this process sees several
+GPUs and a tensor of ``cuda:1`` (``--device cuda:1``, one process) meets another current device,
+that device is made current for the launch, so the kernel runs where its tensors are and on the
+stream their producers ran on. One GPU, or none: nothing to do (one check of a flag a launch).
+Under ``torch.compile`` nothing is asked either: Inductor (its default backend, and
+``--compile-eval``'s) makes the graph's device current in the code it generates; the other
+backends (``eager``, ``aot_eager``, ``cudagraphs``) launch a user-defined Triton kernel as it is,
+so with several GPUs make the tensors' device current (``torch.cuda.set_device``) before calling
+a model compiled with one of them.
 """
 
 from __future__ import annotations
