@@ -17,9 +17,10 @@ The layer follows the conventions of peft's tuner layers (``peft/tuners/tuners_u
 Bases: ``nn.Linear`` and its subclasses (bitsandbytes' ``Linear4bit`` / ``Linear8bitLt`` are
 ``nn.Linear`` subclasses with their own, quantised forward), and transformers' ``Conv1D``
 (GPT-2's projections; its weight is ``[in, out]``). A plain ``nn.Linear`` with one active adapter
-whose compute dtype is the base's hands its weight to the bank (the base fused into the atoms'
-read-out, as :class:`~moram_avalanche.layers.moram.layer.MoRAMLinear` does); other bases run their own
-forward and the atoms' term is added, cast to the base's output dtype.
+whose compute dtype is the base's, or whose float32 / float16 / bfloat16 weight autocast would cast
+(:func:`fusable`), hands its weight to the bank (the base fused into the atoms' read-out, as
+:class:`~moram_avalanche.layers.moram.layer.MoRAMLinear` does); other bases run their own forward and
+the atoms' term is added, cast to the base's output dtype.
 
 Precision: the atoms compute in the dtype the base computes in (autocast's, else the input's),
 whatever they are stored in. peft's ``autocast_adapter_dtype`` stores them in float32 on an fp16 /
@@ -42,6 +43,7 @@ from torch import nn
 from transformers.pytorch_utils import Conv1D
 
 from ..layers.moram.layer import MoRAMAtoms, compute_dtype
+from ..layers.moram.paths.dense import AUTOCAST_CASTS, AUTOCAST_LINEAR
 
 #: the error a merge of MoRAM into the base weights raises, and why (the update depends on the input)
 MERGE_REFUSED = (
@@ -49,6 +51,21 @@ MERGE_REFUSED = (
     "the input through the routing weights w(x) (top-k, softmax, eval gate), so it is no fixed "
     "matrix to add to W. Keep the adapter (PeftModel) for inference, or call unload() to get the "
     "base model back without the atoms.")
+
+
+def fusable(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]) -> bool:
+    """Whether a plain ``nn.Linear`` base's ``weight`` / ``bias`` may be handed to the bank for a call
+    on ``x`` (the base fused into the atoms' read-out, one rounding to the compute dtype): where the
+    base computes in its own dtype, and under autocast where ``F.linear`` would cast the base and
+    ``x`` to autocast's dtype itself (a float32, float16 or bfloat16 base and input, on the CPU or
+    CUDA: an fp32 model under ``Trainer(bf16=True)``), which the bank's read does as well. Anything
+    else (a float64 input or base under autocast, a base in another dtype than a plain input) runs
+    the base's own forward, which computes or refuses it as LoRA's base would."""
+    if compute_dtype(x) == weight.dtype:
+        return True
+    device_type = x.device.type
+    return (device_type in AUTOCAST_LINEAR and torch.is_autocast_enabled(device_type) and x.dtype in AUTOCAST_CASTS
+            and weight.dtype in AUTOCAST_CASTS and (bias is None or bias.dtype in AUTOCAST_CASTS))
 
 
 def base_features(base: nn.Module, name: str = "target") -> Tuple[int, int]:
@@ -133,7 +150,7 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
         if len(banks) == 1 and self.fuse_base and not args and not kwargs:
             dropout, bank = banks[0]
             weight = base.weight
-            if (isinstance(dropout, nn.Identity) or not self.training) and compute_dtype(x) == weight.dtype:
+            if (isinstance(dropout, nn.Identity) or not self.training) and fusable(x, weight, base.bias):
                 out = bank.read(x, weight, base.bias)  # W x + b + the atoms, one read-out
                 active = self._active_adapter  # (peft keeps a name or a list of names)
                 names = [active] if isinstance(active, str) else list(active)  # (a copy: compared at a repeat)
@@ -214,4 +231,4 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
         return f"in_features={self.in_features}, out_features={self.out_features}"
 
 
-__all__ = ["MERGE_REFUSED", "MoRAMTunerLayer", "base_features", "base_template"]
+__all__ = ["MERGE_REFUSED", "MoRAMTunerLayer", "base_features", "base_template", "fusable"]

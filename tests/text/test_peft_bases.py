@@ -62,6 +62,41 @@ def test_float32_atoms_of_a_bfloat16_base_compute_in_bfloat16_in_one_read_out():
         assert out.dtype == torch.bfloat16 and torch.equal(out, reference(hidden))
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_a_float32_base_under_bf16_autocast_is_fused_into_the_read_out(monkeypatch, training):
+    """An fp32 model under bf16 autocast (``Trainer(bf16=True)``): ``F.linear`` would cast the base to
+    bf16, so the layer hands it to the bank, one read-out as MoRAMLinear computes it (bit for bit,
+    the base's own forward never called), in eval and in training (no dropout); a float64 input,
+    which autocast does not cast, still goes to the base's forward, which refuses it."""
+    import copy
+
+    from peft import get_peft_model
+
+    from moram_avalanche.layers.moram.layer import MoRAMLinear
+    from moram_avalanche.text import MoRAMConfig
+
+    model = get_peft_model(tiny_llama(), MoRAMConfig(init_weights=False, dropout=0.0)).train(training)
+    layer = model.base_model.model.model.layers[0].self_attn.q_proj
+    bank = layer.moram_bank["default"]
+    reference = MoRAMLinear(copy.deepcopy(layer.base_layer), **bank.options).train(training)
+    reference.load_atoms(bank.keys.detach(), bank.values.detach(), bank.num_frozen, bank.atom_task)
+    hidden = torch.randn(3, 5, 32)
+    base_calls = []
+    forward = type(layer.base_layer).forward
+    monkeypatch.setattr(layer.base_layer, "forward", lambda x: base_calls.append(x.dtype) or forward(layer.base_layer, x))
+    with torch.set_grad_enabled(training), torch.autocast("cpu", dtype=torch.bfloat16):
+        out = layer(hidden)
+        assert out.dtype == torch.bfloat16 and torch.equal(out, reference(hidden)) and base_calls == []
+        if not training:
+            assert torch.equal(layer(hidden), out)  # (repeated: the bank's plan)
+        with pytest.raises(RuntimeError, match="same dtype"):  # (as the base refuses it: autocast left x)
+            layer(hidden.double())
+    assert base_calls == [torch.float64]
+    if training:
+        out.float().square().sum().backward()
+        assert bank.new_values.grad is not None and bank.new_values.grad.abs().sum() > 0
+
+
 def tiny_gpt2(seed=0):
     from transformers import GPT2Config, GPT2LMHeadModel
 
