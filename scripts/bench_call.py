@@ -22,7 +22,9 @@ Linear's). Run it alone on the machine (nothing else timed or tested at once):
 
 ``--peft``: also a peft layer (``moram_avalanche.text``) with the paper's language-model setting
 (r = 8, k = 4, tau = 0.1, delta = 0.2) after 15 tasks (120 atoms) over a bfloat16 ``nn.Linear``, no
-autocast: what each adapted layer of a bf16 language model's decode step calls, beside that Linear.
+autocast: what each adapted layer of a bf16 language model's decode step calls, beside that Linear
+(rows ``peft``); and over a float32 one under bf16 autocast (rows ``peft-fp32``: a float32 model
+under ``Trainer(bf16=True)``).
 
 It runs on older checkouts too (``PYTHONPATH=<checkout>``), which is how a before / after is read.
 
@@ -237,26 +239,29 @@ def pieces_apart(width: int, tokens: int, rounds: int, calls: int) -> None:
 
 
 def peft_rows(width: int, tokens: int, rounds: int, calls: int) -> None:
-    """The peft layer's eval call over a bf16 base (module docstring), frozen bank, base apart and kept."""
+    """The peft layer's eval call over a bf16 base, then over a float32 base under bf16 autocast
+    (module docstring), frozen bank, base apart and kept."""
     from moram_avalanche.text.peft_layer import MoRAMTunerLayer
     from moram_avalanche.text.peft_method import MoRAMConfig
 
-    torch.manual_seed(0)
-    layer = MoRAMTunerLayer(nn.Linear(width, width).to(torch.bfloat16), "default",
-                            MoRAMConfig(target_modules=["q"]))  # the paper's LLM setting: r 8, k 4, tau 0.1
-    bank = layer.moram_bank["default"]
-    for _ in range(14):  # 15 tasks (a 15-task sequence of the standard CL benchmark): 120 atoms
-        bank.expand()
-        with torch.no_grad():
-            bank.new_values.normal_(std=0.02)
-    bank.freeze()
-    layer.eval()
-    x = torch.randn(1, tokens, width, dtype=torch.bfloat16)
-    for kept in (False, True):
-        keep_base_casts(layer, kept)
-        moram, linear, ops, linear_ops = measure(layer, x, "triton", False, rounds, calls, layer.base_layer)
-        print(f"{'peft':10s} {'bf16':5s} {'frozen':9s} {'kept' if kept else 'apart':5s} {moram:9.1f} {linear:9.1f} "
-              f"{moram / linear:6.2f}x  {ops} ({linear_ops})", flush=True)
+    for label, dtype in (("peft", torch.bfloat16), ("peft-fp32", torch.float32)):
+        torch.manual_seed(0)
+        layer = MoRAMTunerLayer(nn.Linear(width, width).to(dtype), "default",
+                                MoRAMConfig(target_modules=["q"]))  # the paper's LLM setting: r 8, k 4, tau 0.1
+        bank = layer.moram_bank["default"]
+        for _ in range(14):  # 15 tasks (a 15-task sequence of the standard CL benchmark): 120 atoms
+            bank.expand()
+            with torch.no_grad():
+                bank.new_values.normal_(std=0.02)
+        bank.freeze()
+        layer.eval()
+        x = torch.randn(1, tokens, width, dtype=dtype)
+        for kept in (False, True):
+            keep_base_casts(layer, kept)
+            moram, linear, ops, linear_ops = measure(layer, x, "triton", dtype == torch.float32, rounds, calls,
+                                                     layer.base_layer)
+            print(f"{label:10s} {'bf16':5s} {'frozen':9s} {'kept' if kept else 'apart':5s} {moram:9.1f} {linear:9.1f} "
+                  f"{moram / linear:6.2f}x  {ops} ({linear_ops})", flush=True)
 
 
 def main(argv=None) -> None:
