@@ -19,17 +19,18 @@ def test_a_small_run_prints_every_row_with_its_ratio_and_operators(scripts, caps
     bench.main(["--paths", "triton,dense", "--rounds", "1", "--calls", "2", "--width", "16", "--tokens", "1", "--peft"])
     rows = [ROW.match(line) for line in capsys.readouterr().out.splitlines()]
     rows = [row.groups() for row in rows if row]
-    assert len(rows) == 2 * 8 + 2
+    assert len(rows) == 2 * 8 + 4
     assert {row[:4] for row in rows[:16]} == {(path, dtype, bank, base) for path in ("triton", "dense")
                                               for dtype in ("fp32", "bf16") for bank in ("frozen", "trainable")
                                               for base in ("kept", "apart")}
-    assert [row[:4] for row in rows[16:]] == [("peft", "bf16", "frozen", "apart"), ("peft", "bf16", "frozen", "kept")]
+    assert [row[:4] for row in rows[16:]] == [(label, "bf16", "frozen", base) for label in ("peft", "peft-fp32")
+                                              for base in ("apart", "kept")]  # (a bf16 base; fp32 under autocast)
     for row in rows:
         moram, linear, ratio = map(float, row[4:7])
         assert moram > 0 and linear > 0 and abs(ratio - moram / linear) <= 0.006 + 0.01 * ratio
     # item 7 of issue "GPU path II": a planned call dispatches at most nn.Linear's operators + 3
     for path, dtype, bank, _base, *_, ops, linear_ops in rows:  # (planned: a frozen bank's, the base kept or apart)
-        if bank == "frozen" and path in ("triton", "peft"):
+        if bank == "frozen" and path in ("triton", "peft", "peft-fp32"):
             assert int(ops) <= int(linear_ops) + 3, (path, dtype)
 
 
