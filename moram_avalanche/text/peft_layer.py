@@ -43,7 +43,7 @@ from torch import nn
 from transformers.pytorch_utils import Conv1D
 
 from ..layers.moram.layer import MoRAMAtoms, compute_dtype
-from ..layers.moram.paths.dense import AUTOCAST_CASTS, AUTOCAST_LINEAR
+from ..layers.moram.paths.dense import autocast_casts
 
 #: the error a merge of MoRAM into the base weights raises, and why (the update depends on the input)
 MERGE_REFUSED = (
@@ -64,8 +64,7 @@ def fusable(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor])
     if compute_dtype(x) == weight.dtype:
         return True
     device_type = x.device.type
-    return (device_type in AUTOCAST_LINEAR and torch.is_autocast_enabled(device_type) and x.dtype in AUTOCAST_CASTS
-            and weight.dtype in AUTOCAST_CASTS and (bias is None or bias.dtype in AUTOCAST_CASTS))
+    return autocast_casts(device_type, x, weight, bias) and torch.is_autocast_enabled(device_type)
 
 
 def base_features(base: nn.Module, name: str = "target") -> Tuple[int, int]:

@@ -108,6 +108,19 @@ AUTOCAST_LINEAR = ("cpu", "cuda")
 AUTOCAST_CASTS = (torch.float32, torch.float16, torch.bfloat16)
 
 
+def autocast_casts(device_type: Optional[str], *tensors: Optional[torch.Tensor]) -> bool:
+    """Whether autocast on ``device_type`` (None: autocast off) casts each of ``tensors`` (None: an
+    absent bias) for ``F.linear`` itself (:data:`AUTOCAST_LINEAR`, :data:`AUTOCAST_CASTS`): the
+    one rule by which a planned call apart (:class:`ApartRepeat`) and the peft layer
+    (:func:`~moram_avalanche.text.peft_layer.fusable`) leave a base's cast to autocast."""
+    return device_type in AUTOCAST_LINEAR and all(t is None or t.dtype in AUTOCAST_CASTS for t in tensors)
+
+
+def _in_dtype(weight: torch.Tensor, bias: Optional[torch.Tensor], dtype: torch.dtype):
+    """``(weight, bias)`` cast to ``dtype`` (a call apart's base, its copy not kept: ``MoRAMRouting.base_in``)."""
+    return weight.to(dtype=dtype), None if bias is None else bias.to(dtype=dtype)
+
+
 # ---------------------------------------------------------------- forward and backward
 def dense_forward(router: Router, tokens: torch.Tensor, weight: Optional[torch.Tensor],
                   bias: Optional[torch.Tensor], bank: BankRows, k: int, temperature: float,
@@ -245,7 +258,7 @@ class ApartRepeat:
     autocast itself: ``F.linear`` is on its list of lower-precision operators, which casts a
     float32, float16 or bfloat16 weight and bias to ``dtype`` as ``.to(dtype=dtype)`` does (the
     same rounding, bit for bit), in C++, without two Python calls (about 1.4 us a call on this
-    project's CPU, in a bf16 call apart). Not for a float64 base (autocast leaves it), nor for a
+    project's CPU, 16-wide, timed alone). Not for a float64 base (autocast leaves it), nor for a
     weight or bias that requires grad at the call: autocast keeps its cast of such a leaf for the
     rest of its region (its cache, under ``torch.no_grad()`` too), which an edit in place would
     leave stale."""
@@ -260,8 +273,7 @@ class ApartRepeat:
         self.dtype, self.weight, self.bias = dtype, weight, bias
         self.cast = weight is not None and weight.dtype != dtype  # (MoRAMRouting.base_in, its copy not kept)
         # the read-out's steps: cast here, or by autocast's F.linear (class docstring)
-        self.cast_base = self.cast and not (autocast in AUTOCAST_LINEAR and weight.dtype in AUTOCAST_CASTS
-                                            and (bias is None or bias.dtype in AUTOCAST_CASTS))
+        self.cast_base = self.cast and not autocast_casts(autocast, weight, bias)
         self.keys, self.keys_t = bank.keys, bank.keys_t
         self.read_out = (moram_triton.ReadOut(bank.values, k, temperature, threshold, weight is not None)
                          if fused else None)
@@ -273,11 +285,11 @@ class ApartRepeat:
             tokens = tokens.to(dtype=dtype)
         if self.read_out is None or tokens.shape[0] > moram_triton.READ_OUT_ROWS:
             if self.cast:
-                weight, bias = weight.to(dtype=dtype), None if bias is None else bias.to(dtype=dtype)
+                weight, bias = _in_dtype(weight, bias, dtype)
             out = self.mixture(tokens, weight, bias, self.bank, self.k, self.temperature, self.threshold, False, None)[0]
             return out if shape is None else out.reshape(shape)
         if self.cast_base or (self.cast and (weight.requires_grad or (bias is not None and bias.requires_grad))):
-            weight, bias = weight.to(dtype=dtype), None if bias is None else bias.to(dtype=dtype)
+            weight, bias = _in_dtype(weight, bias, dtype)
         keys_t = self.keys_t  # dense_forward's steps, as fused_read_out takes them (nothing recorded, k < R)
         proj = F.linear(tokens, self.keys) if keys_t is None else torch.mm(tokens, keys_t)  # 1. p = A x
         return self.read_out(proj, None if weight is None else F.linear(tokens, weight, bias), shape)  # 2.-6.
@@ -305,5 +317,5 @@ def dense_router_backward(router: Router, k: int, temperature: float, threshold:
     return grad_proj, (coef[:, start:] if tail else None)
 
 
-__all__ = ["AUTOCAST_CASTS", "AUTOCAST_LINEAR", "ApartRepeat", "Router", "TORCH_ROUTER", "TRITON_ROUTER", "apart_repeat", "dense_forward", "dense_mixture", "dense_router_backward",
+__all__ = ["AUTOCAST_CASTS", "AUTOCAST_LINEAR", "ApartRepeat", "Router", "autocast_casts", "TORCH_ROUTER", "TRITON_ROUTER", "apart_repeat", "dense_forward", "dense_mixture", "dense_router_backward",
            "fused_read_out", "StackedRepeat", "stacked_mixture", "stacked_repeat", "with_triton_router"]
