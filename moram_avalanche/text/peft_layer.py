@@ -42,6 +42,7 @@ from peft.tuners.tuners_utils import BaseTunerLayer
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
+from ..layers.moram.hooks import plain_call, plain_linear
 from ..layers.moram.layer import MoRAMAtoms, compute_dtype
 from ..layers.moram.paths.dense import autocast_casts
 
@@ -113,8 +114,10 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
         self.merged_adapters = []
         self._active_adapter = adapter_name
         self._repeat = None  # the last call its bank's plan served (repeat_read)
-        # a plain nn.Linear is fused into the atoms' read-out; others run their own forward
-        self.fuse_base = type(base_layer).forward is nn.Linear.forward
+        # a base whose call is a plain F.linear is fused into the atoms' read-out (hooks.plain_linear,
+        # asked at each call); others (a quantised layer, a hooked or offloaded base) run their own
+        # call. False: never fused.
+        self.fuse_base = True
         self.update_layer(adapter_name, config)
 
     def update_layer(self, adapter_name: str, config) -> None:
@@ -146,10 +149,11 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
             return base(x, *args, **kwargs)
         if not x.is_floating_point() or x.dim() == 0 or x.shape[-1] != self.in_features:
             banks[0][1].check_input(x)  # the clear error
-        if len(banks) == 1 and self.fuse_base and not args and not kwargs:
+        if len(banks) == 1 and self.fuse_base and not args and not kwargs and plain_linear(base):
             dropout, bank = banks[0]
             weight = base.weight
-            if (isinstance(dropout, nn.Identity) or not self.training) and fusable(x, weight, base.bias):
+            if ((isinstance(dropout, nn.Identity) or not self.training) and plain_call(bank)
+                    and fusable(x, weight, base.bias)):
                 out = bank.read(x, weight, base.bias)  # W x + b + the atoms, one read-out
                 active = self._active_adapter  # (peft keeps a name or a list of names)
                 names = [active] if isinstance(active, str) else list(active)  # (a copy: compared at a repeat)
@@ -158,7 +162,10 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
                 return out
         result = base(x, *args, **kwargs)
         for dropout, bank in banks:  # (the dropout drawn again in the backward: MoRAMRouting.read_dropped)
-            result = result + bank.read_dropped(x, dropout).to(dtype=result.dtype)
+            # a bank with hooks or a wrapped forward (accelerate's offload) is called, its tensors
+            # loaded by its hook: on the dropped tokens, kept for the backward as autograd keeps them
+            term = bank.read_dropped(x, dropout) if plain_call(bank) else bank(dropout(x))
+            result = result + term.to(dtype=result.dtype)
         return result
 
     def repeat_read(self, x: torch.Tensor, repeat: tuple) -> Optional[torch.Tensor]:
@@ -166,7 +173,10 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
         eval call (:class:`~moram_avalanche.layers.moram.plan.EvalPlan`, which checks the bank, the
         base's tensors and the call's context), after checking what this layer decided besides:
         adapters enabled, the same one adapter active, the same bank, dropout and base in their
-        containers, the dropout off (eval) or none (the base's tensors, their dtype and the rest:
+        containers, the dropout off (eval) or none, the base's call still a plain ``F.linear`` and
+        the bank's its own forward (:func:`~moram_avalanche.layers.moram.hooks.plain_linear`,
+        :func:`~moram_avalanche.layers.moram.hooks.plain_call`: no hook added since, say) (the
+        base's tensors, their dtype and the rest:
         :meth:`~moram_avalanche.layers.moram.plan.EvalPlan.read_over`). ``repeat``: ``(the active
         adapters as peft held them (a copy), the one adapter's name, its bank, dropout, base)`` of
         the last call that :meth:`forward` ended in the bank's plan (issue "GPU path II", item 7: a
@@ -178,7 +188,8 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
             return None
         modules = self._modules
         if (modules["base_layer"] is not base or modules["moram_bank"]._modules.get(name) is not bank
-                or modules["moram_dropout"]._modules.get(name) is not dropout):
+                or modules["moram_dropout"]._modules.get(name) is not dropout
+                or not (self.fuse_base and plain_linear(base) and plain_call(bank))):
             return None
         return plan.read_over(bank, x, base)
 
@@ -190,6 +201,12 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
     def __setstate__(self, state):
         state.setdefault("_repeat", None)  # (pickled before 0.7.5)
         super().__setstate__(state)
+
+    def _replicate_for_data_parallel(self):
+        """``nn.DataParallel``'s replica, without this layer's last call (its banks are the replica's own)."""
+        replica = super()._replicate_for_data_parallel()
+        replica._repeat = None
+        return replica
 
     def active_banks(self) -> List[Tuple[nn.Module, MoRAMAtoms]]:
         """``(dropout, bank)`` of every active adapter this layer holds atoms of (read at every call:

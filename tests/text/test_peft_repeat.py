@@ -13,6 +13,7 @@ import pickle
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from moram_avalanche.layers.moram.layer import keep_base_casts
@@ -288,3 +289,51 @@ def test_a_float64_input_under_autocast_is_read_the_long_way_or_cast_apart(repea
         first = layer(x)
         assert torch.equal(layer(x), first) and first.dtype == torch.bfloat16
     assert (layer._repeat is None) is (kind == "kept") and repeats == ([] if kind == "kept" else [True])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("hooked", ["base", "bank"])
+def test_a_hook_added_to_the_base_or_the_bank_ends_the_repeat_and_runs(repeats, kind, hooked):
+    """A hook on the base or on the bank added after repeated calls: the next calls run it (the base
+    called, the bank called), and their output is what the hook makes of the library's own layer's."""
+    model, layer, x = lin0_of(kind)
+    with use_path("dense"), torch.no_grad():
+        [layer(x) for _ in range(3)]
+        assert repeats == [True, True]
+        base = F.linear(x, layer.base_layer.weight, layer.base_layer.bias)
+        atoms = reference(layer, "default")(x) - base
+        seen = []
+        module = layer.base_layer if hooked == "base" else layer.moram_bank["default"]
+        module.register_forward_hook(lambda module, args, out: (seen.append(1), out * 2)[1])
+        outs = [layer(x) for _ in range(2)]
+    expected = 2 * base + atoms if hooked == "base" else base + 2 * atoms
+    assert len(seen) == 2 and not any(repeats[2:])
+    for out in outs:
+        torch.testing.assert_close(out, expected, rtol=0, atol=1e-12)
+
+
+def test_an_offloaded_model_loads_its_base_and_bank_through_their_hooks(repeats):
+    """accelerate's ``cpu_offload`` (what ``device_map="auto"`` does to layers that do not fit): the
+    base's and the bank's tensors wait on ``meta`` and each module's hook loads them in its call. The
+    output is the model's without offload (float64: within rounding, the base's output then added)."""
+    from accelerate import cpu_offload
+
+    model = model_of("apart")
+    x = torch.randn(4, 10, dtype=torch.float64)
+    with torch.no_grad():
+        want = model(x)
+        cpu_offload(model, execution_device=torch.device("cpu"))
+        lin0 = model.base_model.model.lin0
+        assert lin0.base_layer.weight.is_meta and "forward" in lin0.base_layer.__dict__
+        outs = [model(x) for _ in range(2)]
+    for out in outs:
+        torch.testing.assert_close(out, want, rtol=0, atol=1e-12)
+
+
+def test_a_data_parallel_replica_holds_no_repeat(repeats):
+    model, layer, x = lin0_of()
+    with use_path("dense"), torch.no_grad():
+        layer(x), layer(x)
+    assert layer._repeat is not None
+    replica = layer._replicate_for_data_parallel()
+    assert replica._repeat is None and layer._repeat is not None

@@ -1,4 +1,5 @@
-"""Whether calling a module would run a hook (a call that skips the module's own call must not skip one)."""
+"""Whether calling a module would run a hook (a call that skips the module's own call must not skip one),
+and whether a base's call is a plain ``F.linear`` (what may be fused into the atoms' read-out)."""
 
 from __future__ import annotations
 
@@ -15,4 +16,24 @@ def hooked(module: nn.Module) -> bool:
                 or module_hooks._global_backward_pre_hooks)
 
 
-__all__ = ["hooked"]
+def plain_call(module: nn.Module) -> bool:
+    """Whether calling ``module`` runs its class's ``forward`` and nothing else: none set on the
+    instance (accelerate's offload and ``device_map`` hooks wrap it there, and load the module's
+    tensors from ``meta`` placeholders inside it) and no hook that the call would run
+    (:func:`hooked`). A caller that reads the module's tensors itself, past its call, asks this first."""
+    return "forward" not in module.__dict__ and not hooked(module)
+
+
+def plain_linear(module: nn.Module) -> bool:
+    """Whether calling ``module`` computes ``F.linear(x, module.weight, module.bias)`` and nothing
+    else, so that a MoRAM layer may read its weight and bias into the atoms' read-out instead of
+    calling it: ``nn.Linear``'s own ``forward`` (not a subclass's: a quantised layer), no ``forward``
+    set on the instance (accelerate's offload and ``device_map`` hooks wrap it there, and load the
+    weight from a ``meta`` placeholder inside it), and no hook that the call would run
+    (:func:`hooked`; ``torch.nn.utils.weight_norm`` and ``torch.nn.utils.prune`` recompute the
+    weight in a forward pre-hook). Asked at each call: any of these can change after the layer is
+    built (a base swapped, a hook added)."""
+    return type(module).forward is nn.Linear.forward and plain_call(module)
+
+
+__all__ = ["hooked", "plain_call", "plain_linear"]

@@ -46,7 +46,7 @@ from torch import nn
 from .bank import AtomBank, AtomStore, MoRAMBank, normal_tensors, registered, stamp_of
 from .config import PAPER_CLIP, MoRAMLayerConfig
 from .dropped import DropoutDraw, DroppedTokens, redrawn, replayable
-from .hooks import hooked
+from .hooks import hooked, plain_linear
 from .paths import choice
 from .paths.reference import route
 from .paths.switch import token
@@ -121,14 +121,41 @@ class MoRAMRouting:
         super().forget_copies()
         self._base_casts, self._stacked, self._plan = {}, {}, None
 
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs):
+        """The bank's load (:class:`~moram_avalanche.layers.moram.bank.MoRAMBank`'s or
+        :class:`~moram_avalanche.layers.moram.bank.AtomBank`'s), every kept copy dropped first: a
+        load into this layer or any module holding it copies new values into the base and the bank in
+        place, which a graph of ``torch.compile`` would not see (it reads a kept copy where it was
+        made from the same objects, :meth:`stacked_base`). (A load into the base module alone does
+        not pass here: :func:`forget_copies` after it, where a compiled model reads kept copies.)"""
+        self.forget_copies()
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+
+    def _replicate_for_data_parallel(self):
+        """``nn.DataParallel``'s replica of this layer for another device, with kept copies and a path
+        of its own (none yet): ``nn.Module``'s replica copies the instance dictionary shallowly, so its
+        dictionaries of copies would be this layer's, where each replica would write its device's
+        copies (made again at every call, as the replicas take turns, and held on the other devices
+        after the run)."""
+        replica = super()._replicate_for_data_parallel()
+        replica._path = None
+        replica.forget_copies()
+        return replica
+
     def base_in(self, dtype: torch.dtype, weight: torch.Tensor, bias: Optional[torch.Tensor]):
         """``(weight, bias)`` in ``dtype``: cast at this call, or with :attr:`keep_base_cast` a copy
-        kept until the tensors change (replaced, moved, edited in place, their data swapped) and
-        never under ``torch.compile`` (which fuses the cast into its graph)."""
+        kept until the tensors change (replaced, moved, edited in place, their data swapped); never
+        under ``torch.compile`` (which fuses the cast into its graph), nor where a backward would
+        reach the weight or bias (grad mode on and either requires grad: a trainable base, whose
+        gradient goes through the cast, not through a detached copy)."""
         if weight.dtype == dtype:
             return weight, bias
         stamp = None
-        if self.keep_base_cast and not torch.compiler.is_compiling():
+        if (self.keep_base_cast and not torch.compiler.is_compiling()
+                and not (torch.is_grad_enabled() and (weight.requires_grad
+                                                      or (bias is not None and bias.requires_grad)))):
             try:
                 stamp = (stamp_of(weight), None if bias is None else stamp_of(bias))
             except RuntimeError:  # a tensor without storage (a torch.func transform's wrapper)
@@ -357,14 +384,23 @@ class MoRAMLinear(MoRAMRouting, MoRAMBank):
         options = routing_options(atoms_per_task, topk, temperature, threshold)
         super().__init__(base, options["atoms_per_task"])
         self.init_routing(options)
-        # a plain nn.Linear base is fused into the atoms' output buffer; a subclass with its own
-        # forward (quantised layers, say) runs as is and its output is added
-        self.fuse_base = type(base).forward is nn.Linear.forward
+        # a base whose call is a plain F.linear is fused into the atoms' read-out (fuses_base, asked
+        # at each call); others (a quantised subclass, a hooked or offloaded base) run their own call
+        # and the atoms' term is added. False: never fused.
+        self.fuse_base = True
+
+    def fuses_base(self) -> bool:
+        """Whether this call reads the base's weight and bias into the atoms' read-out
+        (``W x + b`` and the atoms' term in one output, steps 1-6) instead of calling the base:
+        :attr:`fuse_base` and a base whose call is a plain ``F.linear``
+        (:func:`~moram_avalanche.layers.moram.hooks.plain_linear`: no subclass's or instance's
+        ``forward``, no hook), asked at each call."""
+        return self.fuse_base and plain_linear(self._modules["base"])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``y = W x + b + sum_i w_i p_i B_i`` for every token of ``x`` ``[..., in_features]`` (steps 1-6)."""
         plan = None if torch.compiler.is_compiling() else self._plan  # the last planned call again (read's)
-        if plan is not None and self.fuse_base:
+        if plan is not None and self.fuses_base():
             out = plan.read_over(self, x, self._modules["base"])
             if out is not None:
                 return out
@@ -373,7 +409,7 @@ class MoRAMLinear(MoRAMRouting, MoRAMBank):
             self.check_input(x)  # the clear error
         if self.num_atoms == 0:
             return base(x)
-        if self.fuse_base:
+        if self.fuses_base():
             return self.read(x, base.weight, base.bias)
         base_out = base(x)
         return base_out + self.read(x).to(dtype=base_out.dtype)
@@ -445,6 +481,24 @@ def keep_base_casts(module: nn.Module, keep: bool = True) -> int:
     return len(layers)
 
 
+def forget_copies(module: nn.Module) -> int:
+    """Drop every copy the MoRAM layers in ``module`` keep (the bank's cast rows, the base's kept cast
+    or stacked copy, the plan reading them: :meth:`MoRAMRouting.forget_copies`); returns how many
+    layers. Each layer makes what it needs again at its next call.
+
+    A layer sees a change of the tensors a copy was made from by their versions, data pointers,
+    shapes, strides and dtypes: an edit in place through the tensor itself (``copy_``, ``mul_``,
+    ``load_state_dict``, an optimizer's step on the parameter) or its ``.data`` swapped. An edit in
+    place through ``.data`` (``weight.data.mul_(2)``: ``.data`` is another tensor, with a version
+    counter of its own) moves none of them, nor does a kernel writing the storage directly: call
+    this after such an edit of a frozen bank, or of a base whose copy is kept
+    (:func:`keep_base_casts`)."""
+    layers = [layer for layer in module.modules() if isinstance(layer, MoRAMRouting)]
+    for layer in layers:
+        layer.forget_copies()
+    return len(layers)
+
+
 def keep_stacked(layers, sources, dtype: torch.dtype) -> StackedGroup:
     """Stack the bases and banks of ``layers`` (MoRAM layers reading the same input; ``sources``: each
     one's :meth:`~MoRAMRouting.stack_sources`) in ``dtype`` as ONE copy
@@ -490,5 +544,5 @@ def _stamp(tensors, scale: float) -> Optional[tuple]:
 
 
 # route: steps 2-5 in PyTorch (paths.reference), a name of 0.6's layers.moram module
-__all__ = ["MoRAMAtoms", "MoRAMLinear", "MoRAMRouting", "PLANNED_METHODS", "compute_dtype", "keep_base_casts",
+__all__ = ["MoRAMAtoms", "MoRAMLinear", "MoRAMRouting", "PLANNED_METHODS", "compute_dtype", "forget_copies", "keep_base_casts",
            "keep_stacked", "plannable", "route", "routing_options", "tokens_of"]

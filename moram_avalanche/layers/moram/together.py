@@ -42,7 +42,7 @@ def read_together(layers: Sequence[nn.Module], x: torch.Tensor) -> Optional[List
     tokens = None
     calls = []
     for layer in layers:
-        if not (isinstance(layer, MoRAMLinear) and layer.fuse_base
+        if not (isinstance(layer, MoRAMLinear) and layer.fuses_base()
                 and (not layer.training or type(layer).forward is MoRAMLinear.forward)  # (no dropout of its own)
                 and layer.stacks_base(layer.base.weight) and layer.in_features == x.shape[-1]):
             return None
