@@ -189,7 +189,7 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
         modules = self._modules
         if (modules["base_layer"] is not base or modules["moram_bank"]._modules.get(name) is not bank
                 or modules["moram_dropout"]._modules.get(name) is not dropout
-                or not (self.fuse_base and plain_linear(base) and plain_call(bank))):
+                or not (self.fuse_base and plain_linear(base, bank))):
             return None
         return plan.read_over(bank, x, base)
 

@@ -24,16 +24,25 @@ def plain_call(module: nn.Module) -> bool:
     return "forward" not in module.__dict__ and not hooked(module)
 
 
-def plain_linear(module: nn.Module) -> bool:
+def plain_linear(module: nn.Module, *others: nn.Module) -> bool:
     """Whether calling ``module`` computes ``F.linear(x, module.weight, module.bias)`` and nothing
     else, so that a MoRAM layer may read its weight and bias into the atoms' read-out instead of
     calling it: ``nn.Linear``'s own ``forward`` (not a subclass's: a quantised layer), no ``forward``
     set on the instance (accelerate's offload and ``device_map`` hooks wrap it there, and load the
     weight from a ``meta`` placeholder inside it), and no hook that the call would run
     (:func:`hooked`; ``torch.nn.utils.weight_norm`` and ``torch.nn.utils.prune`` recompute the
-    weight in a forward pre-hook). Asked at each call: any of these can change after the layer is
-    built (a base swapped, a hook added)."""
-    return type(module).forward is nn.Linear.forward and plain_call(module)
+    weight in a forward pre-hook); and, for each of ``others``, :func:`plain_call` (the peft
+    layer's bank). Asked at each call (a planned one too: :func:`hooked`'s reads written out, one
+    Python call), as any of these can change after the layer is built (a base swapped, a hook added)."""
+    if (type(module).forward is not nn.Linear.forward or "forward" in module.__dict__ or module._forward_hooks
+            or module._forward_pre_hooks or module._backward_hooks or module._backward_pre_hooks):
+        return False
+    for other in others:
+        if ("forward" in other.__dict__ or other._forward_hooks or other._forward_pre_hooks or other._backward_hooks
+                or other._backward_pre_hooks):
+            return False
+    return not (module_hooks._global_forward_hooks or module_hooks._global_forward_pre_hooks
+                or module_hooks._global_backward_hooks or module_hooks._global_backward_pre_hooks)
 
 
 __all__ = ["hooked", "plain_call", "plain_linear"]

@@ -400,8 +400,9 @@ class MoRAMLinear(MoRAMRouting, MoRAMBank):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``y = W x + b + sum_i w_i p_i B_i`` for every token of ``x`` ``[..., in_features]`` (steps 1-6)."""
         plan = None if torch.compiler.is_compiling() else self._plan  # the last planned call again (read's)
-        if plan is not None and self.fuses_base():
-            out = plan.read_over(self, x, self._modules["base"])
+        if plan is not None and self.fuse_base:
+            base = self._modules["base"]
+            out = plan.read_over(self, x, base) if plain_linear(base) else None  # (fuses_base)
             if out is not None:
                 return out
         base = self.base
