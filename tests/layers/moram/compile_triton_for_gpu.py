@@ -63,6 +63,7 @@ SCALARS = {"n_rows": "i32", "n_atoms": "i32", "n_out": "i32", "offset_p": "i32",
 STORAGE = {"fp32": "*fp32", "bf16": "*bf16", "fp16": "*fp16", "fp64": "*fp64"}
 ITEMSIZE = {"fp32": 4, "bf16": 2, "fp16": 2, "fp64": 8}
 FLAGS = ("GATED", "KEEP_ALL", "WRITE_W", "SAVE", "WRITE_GRAD", "WRITE_COEF", "BASE")
+FLOATS = ("inv_tau", "delta", "eps")
 
 
 class Target(NamedTuple):
@@ -116,6 +117,8 @@ def signature(kernel, dtype):
             types[name] = "constexpr"
         elif name.startswith("stride"):
             types[name] = "i32"
+        elif name in FLOATS and dtype == "fp64":
+            types[name] = "i64"    # a float64 launch passes its floats' bits (paths/triton.py, _float_arguments)
         elif name in SCALARS:
             types[name] = SCALARS[name]
         elif name == "W":
@@ -171,7 +174,9 @@ def combinations(kernel, every: bool = False):
     banks of 16, 120, 256, 1100 and 8192 atoms with k = 2, 4, 16, 5 and 2. The read-out (no
     ``KEEP_ALL``: it refuses ``k >= R``) at 1000 rows of 2048 output columns (its widest column
     block), and with ``every`` at each column block its launch rule gives: 1000 rows of 20 columns,
-    8 (a decode step's) of 2048 and of 8192 too."""
+    8 (a decode step's) of 2048 and of 8192 too. Each with 32-bit offsets (``LONG_INDEX`` off, what
+    every launch below 2 ** 31 entries takes), and each dtype's variant with every flag on, the
+    read-out's too, with 64-bit ones (``every``: each variant both ways)."""
     names = flag_names(kernel)
     column_cases = ((1000, 20), (8, 2048), (8, 8192), (1000, 2048)) if every and reads_out(kernel) else ((1000, 2048),)
     dtypes = ("fp32", "bf16", "fp16", "fp64") if every else ("fp32", "bf16", "fp64")
@@ -183,14 +188,19 @@ def combinations(kernel, every: bool = False):
         variants = [variant for variant in variants if not variant[4].get("KEEP_ALL") or
                     len({value for name, value in variant[4].items() if name != "KEEP_ALL"}) == 1]
         variants.append(("fp32", 8192, 16, (1000, 2048), dict.fromkeys(names, True)))
-    for dtype, atoms, k, (rows, outputs), flags in variants:
+        variants = [(*variant, False) for variant in variants] + [
+            (dtype, 256, 16, (1000, 2048), dict(dict.fromkeys(names, True), KEEP_ALL=False), True) for dtype in dtypes]
+    else:
+        variants = [(*variant, wide) for variant in variants for wide in (False, True)]
+    for dtype, atoms, k, (rows, outputs), flags, wide in variants:
         if "WRITE_GRAD" in names and not (flags["WRITE_GRAD"] or flags["WRITE_COEF"]):
             continue  # the backward always writes something
         keep_all = flags.get("KEEP_ALL", False)
         if keep_all:
             k = atoms
         launch = any_launch(kernel, rows, atoms, k, ITEMSIZE[dtype], outputs)
-        yield dtype, dict(flags, F64=dtype == "fp64", K=0 if keep_all else k, **blocks(launch)), launch.num_warps
+        yield dtype, dict(flags, F64=dtype == "fp64", K=0 if keep_all else k, LONG_INDEX=wide, **blocks(launch)), \
+            launch.num_warps
 
 
 def check(arch, every):
@@ -295,7 +305,7 @@ def kernel_runs(version: Version, workload: Workload, dtype: str):
     """``(label, kernel, flags, launch, trips)`` of the three calls a layer makes: the training forward
     (the statistics' weights written, the kept set saved), the eval forward (gated) and the backward."""
     launch = version.launch(workload.rows, workload.atoms, workload.k, ITEMSIZE[dtype])
-    common = dict(KEEP_ALL=False, F64=dtype == "fp64", K=workload.k, **blocks(launch))
+    common = dict(KEEP_ALL=False, F64=dtype == "fp64", K=workload.k, LONG_INDEX=False, **blocks(launch))
     kernels = version.kernels
     trips = workload.k  # a top-k loop runs k times
     yield "forward, train", kernels.route_forward_kernel, dict(common, GATED=False, WRITE_W=True, SAVE=True), launch, trips
@@ -365,7 +375,7 @@ def report(arch: int, versions, dtypes=("bf16", "fp16", "fp32")):
         for dtype in dtypes:
             launch = moram_triton.read_out_launch(workload.rows, workload.atoms, workload.k, ITEMSIZE[dtype],
                                                   workload.outputs)
-            flags = dict(GATED=True, BASE=True, K=workload.k, **blocks(launch))
+            flags = dict(GATED=True, BASE=True, K=workload.k, LONG_INDEX=False, **blocks(launch))
             hinted = aligned(kernel, workload, read_out_values(workload))
             line = report_line(arch, target, kernel, dtype, flags, launch, workload.k, hinted, launch.grid[1])
             print(f"    {dtype} {'now':>8} {'read-out':<15} {line}")

@@ -43,6 +43,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
+import struct
 from typing import Callable, NamedTuple, Optional, Tuple
 
 import torch
@@ -243,11 +244,39 @@ def kept_launch(rule, *args):
     return found
 
 
-def _numbers(k: int, temperature: float, threshold: Optional[float], num_atoms: int):
-    """``(K, inv_tau, delta, flags)`` the kernels take: ``K`` 0 where every atom is kept (no top-k)."""
+#: the first element offset int32 cannot hold: a launch that can form it sets ``LONG_INDEX``
+#: (:func:`long_index`; the kernels' module docstring, "Offsets")
+LONG_OFFSET = 2 ** 31
+
+
+def long_index(rows: int, row_stride: int, width: int) -> bool:
+    """Whether a launch over ``rows`` rows ``row_stride`` entries apart (the largest row stride it
+    passes), each read or written ``width`` entries from its start, forms an element offset of
+    :data:`LONG_OFFSET` or more, where the kernels' int32 arithmetic would wrap: its last entry's,
+    ``(rows - 1) * row_stride + width - 1``, or a row number (the norms' offsets; the programs' rows
+    end at the next multiple of their power-of-two block, at most ``2 ** 31`` while ``rows`` is).
+    The kernels then take their rows as int64 (``LONG_INDEX``)."""
+    return (rows - 1) * row_stride + width > LONG_OFFSET or rows > LONG_OFFSET
+
+
+def _float_arguments(dtype: torch.dtype, *numbers: float) -> tuple:
+    """The kernels' float arguments for projections of ``dtype``: the numbers (Triton passes a Python
+    float as float32, ``triton.runtime.jit.mangle_type``: exact enough for the float32 routing); for
+    float64 the int64 of each number's float64 bits, which the kernels read back exactly
+    (``triton_kernels._exact``; Triton passes such an int as int64, or as int32 for 0.0's bits)."""
+    if dtype != torch.float64:
+        return numbers
+    return tuple(struct.unpack("<q", struct.pack("<d", float(number)))[0] for number in numbers)
+
+
+def _numbers(k: int, temperature: float, threshold: Optional[float], num_atoms: int, dtype: torch.dtype):
+    """``(K, inv_tau, delta, eps, flags)`` the kernels take for projections of ``dtype``: ``K`` 0 where
+    every atom is kept (no top-k); the three floats as :func:`_float_arguments` passes them."""
     keep_all = k >= num_atoms
     flags = dict(GATED=threshold is not None, KEEP_ALL=keep_all)
-    return 0 if keep_all else int(k), 1.0 / float(temperature), 0.0 if threshold is None else float(threshold), flags
+    inv_tau, delta, eps = _float_arguments(dtype, 1.0 / float(temperature),
+                                           0.0 if threshold is None else float(threshold), RELEVANCE_EPS)
+    return 0 if keep_all else int(k), inv_tau, delta, eps, flags
 
 
 def _row_major(tensor: torch.Tensor) -> torch.Tensor:
@@ -269,17 +298,19 @@ def route_forward(proj: torch.Tensor, k: int, temperature: float, threshold: Opt
     rows, atoms = proj.shape
     coef = torch.empty_like(proj)  # contiguous even for a view with rows apart (not dense)
     weights = torch.empty(rows, atoms, device=proj.device, dtype=torch.float32) if want_weights else coef
-    kept_k, inv_tau, delta, flags = _numbers(k, temperature, threshold, atoms)
+    kept_k, inv_tau, delta, eps, flags = _numbers(k, temperature, threshold, atoms, proj.dtype)
     state = ()
     if want_state:
         state = (torch.empty(rows, kept_k, device=proj.device, dtype=torch.int16),
                  torch.empty(rows, device=proj.device, dtype=route_dtype(proj.dtype)))
     kept, norm = state or (coef, coef)
     grid, block_n, block_h, block_w, block_k, warps = kept_launch(launch, rows, atoms, k, proj.element_size())
+    # (the kept columns' rows, k apart, end within coef's: its row stride is at least R where N > 1)
+    wide = long_index(rows, max(proj.stride(0), coef.stride(0), weights.stride(0)), atoms)
     on_device(proj.device, _kernels().route_forward_kernel[grid])(
         proj, coef, weights, kept, norm, rows, atoms, proj.stride(0), coef.stride(0), weights.stride(0), inv_tau,
-        delta, RELEVANCE_EPS, K=kept_k, WRITE_W=want_weights, SAVE=want_state, BLOCK_N=block_n, BLOCK_H=block_h,
-        BLOCK_W=block_w, BLOCK_K=block_k, num_warps=warps, **flags)
+        delta, eps, K=kept_k, WRITE_W=want_weights, SAVE=want_state, BLOCK_N=block_n, BLOCK_H=block_h,
+        BLOCK_W=block_w, BLOCK_K=block_k, LONG_INDEX=wide, num_warps=warps, **flags)
     return coef, (weights if want_weights else None), state
 
 
@@ -296,15 +327,15 @@ def route_backward(grad_coef: Optional[torch.Tensor], proj: torch.Tensor, state:
     if grad_coef is not None:
         grad_coef = grad_coef.contiguous()
     anything = grad_proj if grad_proj is not None else coef
-    kept_k, inv_tau, delta, flags = _numbers(k, temperature, threshold, atoms)
+    kept_k, inv_tau, delta, eps, flags = _numbers(k, temperature, threshold, atoms, proj.dtype)
     grid, block_n, block_h, block_w, block_k, warps = kept_launch(launch, rows, atoms, k, proj.element_size())
+    strides = (0 if grad_coef is None else grad_coef.stride(0), proj.stride(0),
+               0 if grad_proj is None else grad_proj.stride(0), 0 if coef is None else coef.stride(0))
     on_device(proj.device, _kernels().route_backward_kernel[grid])(
         anything if grad_coef is None else grad_coef, proj, kept, norm, anything if grad_proj is None else grad_proj,
-        anything if coef is None else coef, rows, atoms,
-        0 if grad_coef is None else grad_coef.stride(0), proj.stride(0),
-        0 if grad_proj is None else grad_proj.stride(0), 0 if coef is None else coef.stride(0), inv_tau,
-        delta, RELEVANCE_EPS, K=kept_k, WRITE_GRAD=grad_coef is not None, WRITE_COEF=want_coef, BLOCK_N=block_n,
-        BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k, num_warps=warps, **flags)
+        anything if coef is None else coef, rows, atoms, *strides, inv_tau, delta, eps, K=kept_k,
+        WRITE_GRAD=grad_coef is not None, WRITE_COEF=want_coef, BLOCK_N=block_n, BLOCK_H=block_h, BLOCK_W=block_w,
+        BLOCK_K=block_k, LONG_INDEX=long_index(rows, max(strides), atoms), num_warps=warps, **flags)
     return grad_proj, coef
 
 
@@ -374,24 +405,29 @@ def run_read_out(proj: torch.Tensor, base_out: Optional[torch.Tensor], values: t
     outputs = values.shape[1]
     out = torch.empty(rows, outputs, device=proj.device, dtype=proj.dtype)
     launch = kept_launch(read_out_launch, rows, atoms, k, proj.element_size(), outputs)
+    base_stride = 0 if base_out is None else base_out.stride(0)
+    wide = (long_index(rows, max(proj.stride(0), base_stride, out.stride(0)), max(atoms, outputs))
+            or long_index(atoms, values.stride(0), outputs))
     # (_numbers' inline: k < R here, so never its keep-all case, and no flags dict a call)
-    on_device(proj.device, read_out_launcher(launch, k, threshold is not None, base_out is not None))(
+    inv_tau, delta, eps = _float_arguments(proj.dtype, 1.0 / float(temperature),
+                                           0.0 if threshold is None else float(threshold), RELEVANCE_EPS)
+    on_device(proj.device, read_out_launcher(launch, k, threshold is not None, base_out is not None, wide))(
         proj, out if base_out is None else base_out, values, out, rows, atoms, outputs, 0, proj.stride(0),
-        0 if base_out is None else base_out.stride(0), values.stride(0), out.stride(0), 1.0 / float(temperature),
-        0.0 if threshold is None else float(threshold), RELEVANCE_EPS)
+        base_stride, values.stride(0), out.stride(0), inv_tau, delta, eps)
     return out
 
 
-def read_out_launcher(launch: ReadOutLaunch, k: int, gated: bool, base: bool) -> Callable:
+def read_out_launcher(launch: ReadOutLaunch, k: int, gated: bool, base: bool, wide: bool = False) -> Callable:
     """The read-out kernel launched by ``launch`` with its compile-time constants (``k``, the gate,
-    a base or none, the blocks) bound: it takes the 15 arguments that vary (``proj``, ``base_out``
-    (``out`` where none), ``values``, ``out``, the row, atom and output counts, where ``p`` starts in
-    ``proj`` (entries), the four row strides, ``1 / tau``, ``delta`` (0 where none), the relevances'
-    epsilon)."""
+    a base or none, the blocks, int64 offsets or not: ``wide``, :func:`long_index`) bound: it takes
+    the 15 arguments that vary (``proj``, ``base_out`` (``out`` where none), ``values``, ``out``, the
+    row, atom and output counts, where ``p`` starts in ``proj`` (entries), the four row strides,
+    ``1 / tau``, ``delta`` (0 where none), the relevances' epsilon: the three as
+    :func:`_float_arguments` gives them)."""
     grid, block_n, block_h, block_w, block_k, block_o, warps = launch
     return functools.partial(_kernels().route_read_out_kernel[grid], K=int(k), GATED=gated, BASE=base,
                              BLOCK_N=block_n, BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k, BLOCK_O=block_o,
-                             num_warps=warps)
+                             LONG_INDEX=wide, num_warps=warps)
 
 
 class ReadOut:
@@ -413,26 +449,37 @@ class ReadOut:
 
     ``shape``: the output's (the call's leading dimensions and ``d_out``; ``[N, d_out]`` where
     None), so that no reshape of it follows. The caller has made :func:`route_read_out`'s checks
-    (the plan's first call took the long way, which made them)."""
+    (the plan's first call took the long way, which made them).
 
-    __slots__ = ("values", "k", "inverse_temperature", "threshold", "delta", "atoms", "outputs", "itemsize",
-                 "values_stride", "base", "launchers")
+    Row strides: ``out`` is made here (``d_out`` apart), the bank's are fixed; ``proj``'s,
+    ``base_out``'s and ``full``'s are a call's, read at none (its host cost). Its callers pass
+    fresh GEMM outputs (``R``, ``d_out`` and ``d_out + R`` apart), so a row count's launcher takes
+    int64 offsets (:func:`long_index`) where rows ``d_out + R`` apart, or the bank, would need them:
+    rows further apart than ``d_out + R`` take :func:`run_read_out`."""
+
+    __slots__ = ("values", "k", "inverse_temperature", "threshold", "delta", "eps", "atoms", "outputs", "itemsize",
+                 "values_stride", "base", "long_bank", "launchers")
 
     def __init__(self, values: torch.Tensor, k: int, temperature: float, threshold: Optional[float],
                  base: bool = True):
         self.values = values if values.is_contiguous() else values.contiguous()
-        self.k, self.inverse_temperature, self.threshold = int(k), 1.0 / float(temperature), threshold
-        self.delta = 0.0 if threshold is None else float(threshold)  # (the kernel's argument; GATED says if it counts)
+        self.k, self.threshold = int(k), threshold
+        # (the kernel's arguments, delta 0 where there is no gate: GATED says if it counts)
+        self.inverse_temperature, self.delta, self.eps = _float_arguments(
+            values.dtype, 1.0 / float(temperature), 0.0 if threshold is None else float(threshold), RELEVANCE_EPS)
         self.atoms, self.outputs = values.shape
         self.itemsize, self.values_stride, self.base = values.element_size(), self.values.stride(0), base
+        self.long_bank = long_index(self.atoms, self.values_stride, self.outputs)
         self.launchers = {}  # row count -> its launcher (at most READ_OUT_ROWS of them)
 
     def launcher(self, rows: int) -> Callable:
         """The kernel's launcher for ``rows`` token rows (:func:`read_out_launcher`), made at their
-        first call, made to run on the bank's device (:func:`on_device`: where this process sees several GPUs)."""
+        first call, made to run on the bank's device (:func:`on_device`: where this process sees several
+        GPUs); int64 offsets where rows ``d_out + R`` apart or the bank need them (class docstring)."""
+        launch = read_out_launch(rows, self.atoms, self.k, self.itemsize, self.outputs)
+        wide = self.long_bank or long_index(rows, self.outputs + self.atoms, max(self.outputs, self.atoms))
         launcher = self.launchers[rows] = on_device(self.values.device, read_out_launcher(
-            read_out_launch(rows, self.atoms, self.k, self.itemsize, self.outputs), self.k,
-            self.threshold is not None, self.base))
+            launch, self.k, self.threshold is not None, self.base, wide))
         return launcher
 
     def __call__(self, proj: torch.Tensor, base_out: Optional[torch.Tensor] = None,
@@ -443,7 +490,7 @@ class ReadOut:
         # (no base: the kernel reads none; run_read_out passes out and a stride of 0 in its place)
         base, base_stride = (out, 0) if base_out is None else (base_out, base_out.stride(0))
         launcher(proj, base, self.values, out, rows, self.atoms, outputs, 0, proj.stride(0), base_stride,
-                 self.values_stride, outputs, self.inverse_temperature, self.delta, RELEVANCE_EPS)
+                 self.values_stride, outputs, self.inverse_temperature, self.delta, self.eps)
         return out
 
     def joined(self, full: torch.Tensor, shape: Optional[Tuple[int, ...]] = None) -> torch.Tensor:
@@ -454,10 +501,10 @@ class ReadOut:
         out = full.new_empty((rows, outputs) if shape is None else shape)
         stride = full.stride(0)
         launcher(full, full, self.values, out, rows, self.atoms, outputs, outputs, stride, stride,
-                 self.values_stride, outputs, self.inverse_temperature, self.delta, RELEVANCE_EPS)
+                 self.values_stride, outputs, self.inverse_temperature, self.delta, self.eps)
         return out
 
 
-__all__ = ["Launch", "MAX_ATOMS", "READ_OUT_PROGRAMS", "READ_OUT_ROWS", "ROW_PER_WARP", "ReadOut", "ReadOutLaunch", "fits",
-           "installed", "interpreting", "kept_launch", "launch", "launch_index", "launched_on", "on_device", "read_out_launch", "read_out_launcher", "route_backward",
+__all__ = ["LONG_OFFSET", "Launch", "MAX_ATOMS", "READ_OUT_PROGRAMS", "READ_OUT_ROWS", "ROW_PER_WARP", "ReadOut", "ReadOutLaunch", "fits",
+           "installed", "interpreting", "kept_launch", "launch", "launch_index", "launched_on", "long_index", "on_device", "read_out_launch", "read_out_launcher", "route_backward",
            "route_forward", "route_read_out", "run_read_out", "usable", "why_not"]

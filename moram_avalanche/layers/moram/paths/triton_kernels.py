@@ -37,13 +37,35 @@ fit one machine integer with its column; its round takes two reductions (:func:`
 largest key, then the lowest column holding it, which it removes. Either way ``I`` is the set
 ``torch.topk`` selects, ties going to the lower index (as the compiled CPU kernel breaks them). The
 softmax, the gate and the gradient then run on the ``k`` gathered entries of each row, not on its
-``BLOCK_R``; the dense outputs are written as two disjoint stores: zeros (``dL/dp = p * scale`` in
-the backward) off ``I``, the gathered values at ``I``. The backward finds which entries are off
-``I`` from the last kept column ``j`` (the cut): an entry is kept when ``(p_i, -i) >= (p_j, -j)``.
+``BLOCK_R``; the dense outputs are written as two stores: zeros (``dL/dp = p * scale`` in the
+backward) off ``I``, the gathered values at ``I``. The backward finds which entries are off ``I``
+from the last kept column ``j`` (the cut): an entry is kept when ``(p_i, -i) >= (p_j, -j)``, off
+otherwise -- a NaN, which compares false both ways, is off, so every entry is written by one of
+the two stores (a test ``(p_i, -i) < (p_j, -j)`` for off left a row whose cut was NaN unwritten
+off ``I``: uninitialised memory). The two stores are disjoint in a row without a NaN; in a row
+holding one (a kept NaN, or a NaN cut) an entry may be written by both, each with NaN: such a
+row's norm is NaN (:func:`_norm`, as the reference's ``clamp_min`` gives it), which makes its
+whole ``dL/dp`` NaN as in the reference. Its ``c`` (``WRITE_COEF``) is NaN at ``I`` (ungated) and 0
+off it, an entry both stores write 0 or NaN. Two exact alternatives cost more than the NaN rows
+are worth (the sm_90 report, bfloat16, the CLIP tower's shape): the top-k's keys for the
+partition, 22% more instructions a row in the backward; a NaN row's ``c`` made NaN throughout, 4%
+and 39 registers a thread (75% occupancy, from 100%).
 
 Arithmetic is float32 for float32 / bfloat16 / float16 projections (the routing's float32 of the
-PyTorch paths) and float64 for float64 ones. Under ``TRITON_INTERPRET=1`` (set before Triton is
-imported) the same kernels run on CPU tensors, which is how the test suite checks them.
+PyTorch paths) and float64 for float64 ones. Triton passes a Python float argument as float32
+(``triton.runtime.jit.mangle_type``), so a float64 launch passes ``1 / tau``, ``delta`` and ``eps``
+as the int64 of their float64 bits, which :func:`_exact` reads back. Under ``TRITON_INTERPRET=1``
+(set before Triton is imported) the same kernels run on CPU tensors, which is how the test suite
+checks them.
+
+Offsets: ``tl.program_id`` and ``tl.arange`` are int32, and Triton passes an int argument below
+``2 ** 31`` (a row stride) as int32, so ``row * stride`` is computed in int32 and wraps once it
+reaches ``2 ** 31`` (a wrapped offset is read ``2 ** 32`` entries before the row). Each kernel
+takes ``LONG_INDEX``: the launcher sets it where a launch can form an offset of ``2 ** 31`` or more
+(:func:`~moram_avalanche.layers.moram.paths.triton.long_index`), and the kernel then takes its
+rows, and the read-out its rows of ``B``, as int64, so that every offset made from them is int64.
+Without it the kernels compile as they did before the flag (int32 offsets: fewer registers and
+instructions).
 """
 
 from __future__ import annotations
@@ -171,6 +193,24 @@ def _top_k(p, valid, cols, K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_R: tl.c
 
 # ---------------------------------------------------------------- steps 2, 4, 5 on the kept set, and the outputs
 @triton.jit
+def _norm(x, eps):
+    """Each row's ``n = max(||x||, eps)`` ``[BLOCK_N]`` (step 2); NaN where the row holds a NaN, as the
+    reference's ``clamp_min`` gives it (``tl.maximum``'s default returns the other operand)."""
+    return tl.maximum(tl.sqrt(_row_sum(x * x)), eps, propagate_nan=tl.PropagateNan.ALL)
+
+
+@triton.jit
+def _exact(number, P):
+    """A float argument's value in a launch on projections ``P``: as it came (a Python float, which
+    Triton passes as float32), or, where ``P`` is float64, read back from the int64 of its float64
+    bits, as the launcher passes it (``paths.triton``'s ``_float_arguments``)."""
+    if P.dtype.element_ty == tl.float64:
+        return number.to(tl.int64).to(tl.float64, bitcast=True)
+    else:
+        return number
+
+
+@triton.jit
 def _weights(x_kept, live, norm, inv_tau, delta, GATED: tl.constexpr):
     """``(s, u, w)`` ``[BLOCK_N, BLOCK_K]`` of the kept projections ``x_kept`` (steps 2, 4, 5)."""
     s = x_kept / norm[:, None]                                             # 2. s = p / n
@@ -197,10 +237,16 @@ def _write(OUT, rows, stride, cols, off, off_values, columns, live, kept_values,
 
 
 @triton.jit
-def _block(P, stride_p, n_rows, n_atoms, BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr):
+def _block(P, stride_p, n_rows, n_atoms, BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr,
+           LONG_INDEX: tl.constexpr):
     """``(rows [BLOCK_N], row_ok, cols [BLOCK_H, 1, BLOCK_W], valid, p)``: the program's rows and their
-    projections ``p`` (in ``P``'s dtype, 0 off the bank), a row as ``BLOCK_H`` slices of ``BLOCK_W`` columns."""
-    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    projections ``p`` (in ``P``'s dtype, 0 off the bank), a row as ``BLOCK_H`` slices of ``BLOCK_W`` columns.
+    ``rows`` are int32, or int64 where ``LONG_INDEX`` (module docstring: every offset made from a row is
+    then int64)."""
+    if LONG_INDEX:
+        rows = tl.program_id(0).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
+    else:
+        rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     cols = tl.arange(0, BLOCK_H)[:, None, None] * BLOCK_W + tl.arange(0, BLOCK_W)[None, None, :]
     row_ok = rows < n_rows
     valid = _per_row(row_ok) & (cols < n_atoms)
@@ -220,11 +266,12 @@ def _every_atom(rows, row_ok, valid, n_atoms, BLOCK_K: tl.constexpr):
 def route_forward_kernel(P, C, W, KEPT, NORM, n_rows, n_atoms, stride_p, stride_c, stride_w, inv_tau, delta, eps,
                          K: tl.constexpr, GATED: tl.constexpr, KEEP_ALL: tl.constexpr, WRITE_W: tl.constexpr,
                          SAVE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr,
-                         BLOCK_K: tl.constexpr):
+                         BLOCK_K: tl.constexpr, LONG_INDEX: tl.constexpr):
     BLOCK_R: tl.constexpr = BLOCK_H * BLOCK_W
-    rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W)
+    inv_tau, delta, eps = _exact(inv_tau, P), _exact(delta, P), _exact(eps, P)
+    rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W, LONG_INDEX)
     x = _route_type(p)
-    norm = tl.maximum(tl.sqrt(_row_sum(x * x)), eps)                      # 2. n = max(||p||, eps)
+    norm = _norm(x, eps)                                                   # 2. n = max(||p||, eps)
     if KEEP_ALL:
         off, columns, live = _every_atom(rows, row_ok, valid, n_atoms, BLOCK_K)
     else:
@@ -247,19 +294,22 @@ def route_forward_kernel(P, C, W, KEPT, NORM, n_rows, n_atoms, stride_p, stride_
 def route_backward_kernel(G, P, KEPT, NORM, DP, C, n_rows, n_atoms, stride_g, stride_p, stride_dp, stride_c,
                           inv_tau, delta, eps, K: tl.constexpr, GATED: tl.constexpr, KEEP_ALL: tl.constexpr,
                           WRITE_GRAD: tl.constexpr, WRITE_COEF: tl.constexpr, BLOCK_N: tl.constexpr,
-                          BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_K: tl.constexpr):
-    rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W)
+                          BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_K: tl.constexpr,
+                          LONG_INDEX: tl.constexpr):
+    inv_tau, delta, eps = _exact(inv_tau, P), _exact(delta, P), _exact(eps, P)
+    rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W, LONG_INDEX)
     x = _route_type(p)
     norm = tl.load(NORM + rows, mask=row_ok, other=1.0)
     if KEEP_ALL:
         off, columns, live = _every_atom(rows, row_ok, valid, n_atoms, BLOCK_K)
-    else:  # the forward's kept columns; off them: below the last kept (p_j, -j) in (p_i, -i) order
+    else:  # the forward's kept columns; off them: past the last kept (the cut) in the top-k's order
         live = row_ok[:, None] & (tl.arange(0, BLOCK_K) < K)[None, :]
         columns = tl.load(KEPT + rows[:, None] * K + tl.arange(0, BLOCK_K)[None, :], mask=live, other=0)
         columns = columns.to(tl.int32)
         cut = tl.load(KEPT + rows * K + (K - 1), mask=row_ok, other=0).to(tl.int32)
         x_cut = _route_type(tl.load(P + rows * stride_p + cut, mask=row_ok, other=0.0))
-        off = valid & ((x < _per_row(x_cut)) | ((x == _per_row(x_cut)) & (cols > _per_row(cut))))
+        kept = (x > _per_row(x_cut)) | ((x == _per_row(x_cut)) & (cols <= _per_row(cut)))
+        off = valid & ~kept  # (a NaN compares false both ways: off, module docstring)
     x_kept = _route_type(tl.load(P + rows[:, None] * stride_p + columns, mask=live, other=0.0))
     s, u, w = _weights(x_kept, live, norm, inv_tau, delta, GATED)
     if WRITE_COEF:
@@ -274,7 +324,8 @@ def route_backward_kernel(G, P, KEPT, NORM, DP, C, n_rows, n_atoms, stride_g, st
         grad_z = u * (grad_u - tl.sum(grad_u * u, axis=1)[:, None])
         grad_s = grad_z * inv_tau
         norm_scale = -tl.sum(grad_s * s, axis=1) / (norm * norm)
-        norm_scale = tl.where(norm > eps, norm_scale, 0.0)                 # 0 where n was clamped at eps
+        norm_scale = tl.where(norm > eps, norm_scale, norm_scale * 0.0)    # 0 where n was clamped at eps
+        #                                    (times 0, as the reference masks it: a NaN norm's row stays NaN)
         _write(DP, rows, stride_dp, cols, off, x * _per_row(norm_scale), columns, live,
                x_kept * norm_scale[:, None] + (g * w + grad_s / norm[:, None]), KEEP_ALL)
 
@@ -289,17 +340,18 @@ def _slot(t, slots, i):
 def route_read_out_kernel(P, Y0, B, Y, n_rows, n_atoms, n_out, offset_p, stride_p, stride_y0, stride_b, stride_y,
                           inv_tau, delta, eps, K: tl.constexpr, GATED: tl.constexpr, BASE: tl.constexpr,
                           BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr,
-                          BLOCK_K: tl.constexpr, BLOCK_O: tl.constexpr):
+                          BLOCK_K: tl.constexpr, BLOCK_O: tl.constexpr, LONG_INDEX: tl.constexpr):
     """``Y = Y0 + c B`` on the program's ``BLOCK_N`` rows and ``BLOCK_O`` output columns (grid axis 1):
     steps 2-5 as :func:`route_forward_kernel` takes them (``k < R``), then, kept slot by kept slot,
     the slot's ``c_i * B[i, :]`` summed in the routing dtype, ``Y0`` added (``BASE``), rounded once.
     ``p`` starts ``offset_p`` entries into ``P`` (the stacked GEMM's one output, ``y0`` its first
     ``n_out`` columns, passes ``P = Y0`` and ``offset_p = n_out``: no views made per call)."""
     BLOCK_R: tl.constexpr = BLOCK_H * BLOCK_W
+    inv_tau, delta, eps = _exact(inv_tau, P), _exact(delta, P), _exact(eps, P)
     P += offset_p
-    rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W)
+    rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W, LONG_INDEX)
     x = _route_type(p)
-    norm = tl.maximum(tl.sqrt(_row_sum(x * x)), eps)                      # 2. n = max(||p||, eps)
+    norm = _norm(x, eps)                                                   # 2. n = max(||p||, eps)
     kept, columns = _top_k(p, valid, cols, K, BLOCK_N, BLOCK_R, BLOCK_K)  # 3. I = top-k
     slots = tl.arange(0, BLOCK_K)
     live = row_ok[:, None] & (slots < K)[None, :]
@@ -311,7 +363,10 @@ def route_read_out_kernel(P, Y0, B, Y, n_rows, n_atoms, n_out, offset_p, stride_
     total = tl.zeros([BLOCK_N, BLOCK_O], dtype=coef.dtype)
     for i in tl.static_range(K):                                           # 6. sum_I c_i B_i
         c_i = _slot(coef, slots, i)
-        b_i = tl.load(B + _slot(columns, slots, i)[:, None] * stride_b + outs[None, :],
+        atom = _slot(columns, slots, i)
+        if LONG_INDEX:
+            atom = atom.to(tl.int64)
+        b_i = tl.load(B + atom[:, None] * stride_b + outs[None, :],
                       mask=out_ok & (c_i != 0)[:, None], other=0.0)        # (a closed gate's row: not read)
         total += c_i[:, None] * b_i.to(total.dtype)
     if BASE:                                                               #    + W x + b
