@@ -78,6 +78,26 @@ def test_each_row_is_its_adapter_s_row(fused):
     assert not torch.allclose(mixed[[0, 1, 3]], one_adapter[[0, 1, 3]])  # (the rows not "default"'s differ)
 
 
+@pytest.mark.parametrize("kind", ["bf16 model", "fp32 model under bf16 autocast"])
+def test_rows_come_in_the_base_output_s_dtype(kind):
+    """The atoms' term is added in the base output's dtype; each row within bf16's rounding of its
+    adapter's row (the term rounded to bf16 apart from the base's product, where the ordinary call
+    fuses them into one read-out: the tolerance of ``test_peft_repeat.py``'s bf16 rows)."""
+    model = two_adapter_model()
+    x = torch.randn(5, 3, 10)
+    if kind == "bf16 model":
+        model, x, autocast = model.to(torch.bfloat16), x.to(torch.bfloat16), torch.autocast("cpu", enabled=False)
+    else:
+        model, autocast = model.float(), torch.autocast("cpu", dtype=torch.bfloat16)
+    with torch.no_grad(), autocast:
+        mixed = model(x, adapter_names=NAMES)
+        expected = row_by_row(model, x, NAMES)
+        one_adapter = model(x)
+    assert mixed.dtype == expected.dtype == torch.bfloat16
+    torch.testing.assert_close(mixed, expected, rtol=2e-2, atol=2e-2)
+    assert not torch.allclose(mixed[[0, 3]], one_adapter[[0, 3]], rtol=2e-2, atol=2e-2)
+
+
 def test_rows_of_modules_to_save_follow_their_adapter():
     """peft's ``modules_to_save`` copies (lin1 here, one per adapter) route their rows too. peft's
     wrapper calls each copy on its rows only, and a GEMM of 2 rows rounds apart from one of 5 (an
