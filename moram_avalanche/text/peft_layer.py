@@ -35,7 +35,7 @@ Nothing here is a second implementation of the method: the bank, its growth and 
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 from peft.tuners.tuners_utils import BaseTunerLayer
@@ -136,6 +136,8 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
 
     # ------------------------------------------------------------------ forward
     def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        if kwargs and "adapter_names" in kwargs:  # peft's mixed-adapter batch (MoRAMModel._enable_peft_forward_hooks)
+            return self.mixed_batch_forward(x, *args, **kwargs)
         compiling = torch.compiler.is_compiling()  # (a graph holds its own decisions: no repeat, no side effect)
         repeat = None if compiling else self._repeat  # (a decode step calls each layer in the same state)
         if repeat is not None:
@@ -166,6 +168,41 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
             # loaded by its hook: on the dropped tokens, kept for the backward as autograd keeps them
             term = bank.read_dropped(x, dropout) if plain_call(bank) else bank(dropout(x))
             result = result + term.to(dtype=result.dtype)
+        return result
+
+    def mixed_batch_forward(self, x: torch.Tensor, *args, adapter_names: Sequence[str], **kwargs) -> torch.Tensor:
+        """peft's mixed-adapter batch: row ``i`` of ``x`` (its first dimension) through adapter
+        ``adapter_names[i]``, ``"__base__"`` for the base alone (the contract of peft's LoRA,
+        ``peft/tuners/lora/layer.py``: ``_check_forward_args``, ``_mixed_batch_forward``).
+
+        The base runs once, on every row (its own call, ``args`` and ``kwargs`` handed to it); then,
+        for each distinct name of an adapter this layer holds atoms of, that adapter's bank reads
+        exactly the rows with that name (its dropout applied as in :meth:`forward`: none in eval
+        mode, the only mode :meth:`MoRAMModel._enable_peft_forward_hooks` allows) and its term is
+        added to those rows, in the base output's dtype. Names this layer holds no atoms of, and
+        ``"__base__"``, leave their rows to the base, as LoRA's layer does. With adapters disabled
+        (``disable_adapter()``) every row is the base's (LoRA's ``forward`` checks that first). The
+        base is never fused into a bank's read-out here and the last call's repeat
+        (:meth:`repeat_read`) is neither taken nor changed."""
+        if x.dim() == 0 or len(adapter_names) != x.shape[0]:
+            raise ValueError(f"adapter_names names {len(adapter_names)} adapters, one per row of the input, but the "
+                             f"input {tuple(x.shape)} has {x.shape[0] if x.dim() else 0} rows (its first dimension): "
+                             "give one adapter name (or \"__base__\") per row of the batch")
+        result = self._modules["base_layer"](x, *args, **kwargs)
+        if self.disable_adapters:
+            return result
+        banks, dropouts = self._modules["moram_bank"]._modules, self._modules["moram_dropout"]._modules
+        for name in dict.fromkeys(adapter_names):  # (distinct names, in order of first use)
+            bank = banks.get(name) if name != "__base__" else None
+            if bank is None or not bank.num_atoms:
+                continue
+            rows = torch.tensor([i for i, each in enumerate(adapter_names) if each == name], device=x.device)
+            part = x.index_select(0, rows)
+            if not part.is_floating_point() or part.shape[-1] != self.in_features:
+                bank.check_input(part)  # the clear error
+            dropout = dropouts[name]
+            term = bank.read_dropped(part, dropout) if plain_call(bank) else bank(dropout(part))
+            result = result.index_add(0, rows, term.to(dtype=result.dtype))
         return result
 
     def repeat_read(self, x: torch.Tensor, repeat: tuple) -> Optional[torch.Tensor]:

@@ -54,7 +54,9 @@ from __future__ import annotations
 
 import enum
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Dict, List, Optional, Union
 
 import torch
@@ -62,6 +64,7 @@ from peft.config import PeftConfig
 from peft.mapping import PEFT_TYPE_TO_CONFIG_MAPPING, PEFT_TYPE_TO_PREFIX_MAPPING, PEFT_TYPE_TO_TUNER_MAPPING
 from peft.tuners.tuners_utils import BaseTuner
 from peft.utils import UPCAST_DTYPES
+from peft.utils.other import AuxiliaryTrainingWrapper
 from torch import nn
 
 from ..layers.base import find_layers
@@ -236,6 +239,60 @@ class MoRAMModel(BaseTuner):
                 if bank.dtype != dtype:
                     bank.to(dtype)
 
+    # --------------------------------------------------------------- mixed-adapter batches
+    @contextmanager
+    def _enable_peft_forward_hooks(self, *args, **kwargs):
+        """peft's mixed-adapter batch (``model(..., adapter_names=[...])``, ``model.generate(...,
+        adapter_names=[...])``: one adapter name per row, ``"__base__"`` for the base model alone).
+        ``PeftModel.forward`` and ``generate`` enter this context where the tuner has it (else they
+        drop ``adapter_names``: ``peft/peft_model.py``, ``PeftModel._enable_peft_forward_hooks``);
+        the contract is LoRA's (``peft/tuners/lora/model.py``, ``LoraModel._enable_peft_forward_hooks``).
+
+        Without ``adapter_names`` nothing happens. Else it refuses a model in training mode, a
+        ``adapter_names`` that is not a list or tuple, and names no MoRAM layer holds (``"__base__"``
+        aside), and while the context lasts a forward pre-hook hands the names to every
+        :class:`MoRAMTunerLayer` (:meth:`~MoRAMTunerLayer.mixed_batch_forward`) and to peft's
+        ``modules_to_save`` copies (``AuxiliaryTrainingWrapper``, which route rows themselves); the
+        hooks are removed on the way out, an error's too. Beam search (``num_beams`` > 1 among the
+        keyword arguments, as ``generate`` takes it): transformers repeats each input row
+        ``num_beams`` times in place, so each name is repeated as many times, except for the layers
+        of an encoder (``get_encoder()``), which still read the original rows."""
+        adapter_names = kwargs.pop("adapter_names", None)
+        if adapter_names is None:
+            yield
+            return
+        if self.training:
+            raise ValueError("adapter_names (a mixed-adapter batch) is for inference only and the model is in training "
+                             "mode: call model.eval() first, or leave adapter_names out to train the active adapter")
+        if not isinstance(adapter_names, (list, tuple)):
+            raise TypeError(f"adapter_names must be a list of adapter names, one per row of the batch (\"__base__\" "
+                            f"for the base model), got {type(adapter_names).__name__}")
+        layers = find_layers(self.model, MoRAMTunerLayer).values()
+        held = {name for layer in layers for name in layer.moram_bank}
+        unknown = sorted({name for name in adapter_names if name != "__base__"} - held)
+        if unknown:
+            raise ValueError(f"adapter_names names adapters no MoRAM layer of the model holds: {unknown}; the model's "
+                             f"adapters are {sorted(held)}, and \"__base__\" selects the base model alone")
+        rows = list(adapter_names)
+        num_beams = kwargs.get("num_beams")
+        encoder_modules = set()
+        if isinstance(num_beams, int) and num_beams > 1:
+            rows = [name for name in adapter_names for _ in range(num_beams)]
+            encoder = self.model.get_encoder() if hasattr(self.model, "get_encoder") else None
+            if encoder is not None and encoder is not self.model:  # (transformers 5: a model without one gives itself)
+                encoder_modules = {id(module) for module in encoder.modules()}
+        handles = []
+        try:
+            for module in self.model.modules():
+                if isinstance(module, (MoRAMTunerLayer, AuxiliaryTrainingWrapper)):
+                    names = list(adapter_names) if id(module) in encoder_modules else rows
+                    handles.append(module.register_forward_pre_hook(
+                        partial(_pass_adapter_names, adapter_names=names), with_kwargs=True))
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
     # --------------------------------------------------------------- tasks
     def moram_banks(self, adapter_name: Optional[str] = None) -> Dict[str, nn.Module]:
         """The banks of ``adapter_name`` (default: the active adapter) by layer name."""
@@ -334,6 +391,12 @@ class MoRAMModel(BaseTuner):
         if rest:
             out.update(super()._remap_adapter_state_dict_for_load(model, config, adapter_name, rest))
         return out
+
+
+def _pass_adapter_names(module: nn.Module, args: tuple, kwargs: dict, adapter_names: List[str]):
+    """A forward pre-hook (``with_kwargs=True``) that hands ``adapter_names`` to the module's call."""
+    kwargs["adapter_names"] = adapter_names
+    return args, kwargs
 
 
 #: where the state of an adapter lives in a peft model besides MoRAM's banks: peft's copies of the
