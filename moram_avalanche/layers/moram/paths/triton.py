@@ -305,8 +305,8 @@ def route_forward(proj: torch.Tensor, k: int, temperature: float, threshold: Opt
                  torch.empty(rows, device=proj.device, dtype=route_dtype(proj.dtype)))
     kept, norm = state or (coef, coef)
     grid, block_n, block_h, block_w, block_k, warps = kept_launch(launch, rows, atoms, k, proj.element_size())
-    # (the kept columns' rows, k apart, end within coef's: its row stride is at least R where N > 1)
-    wide = long_index(rows, max(proj.stride(0), coef.stride(0), weights.stride(0)), atoms)
+    # (coef and the weights are made here, rows R apart; the kept columns' rows, k apart, end within theirs)
+    wide = long_index(rows, max(proj.stride(0), atoms), atoms)
     on_device(proj.device, _kernels().route_forward_kernel[grid])(
         proj, coef, weights, kept, norm, rows, atoms, proj.stride(0), coef.stride(0), weights.stride(0), inv_tau,
         delta, eps, K=kept_k, WRITE_W=want_weights, SAVE=want_state, BLOCK_N=block_n, BLOCK_H=block_h,
