@@ -183,11 +183,20 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
         ``"__base__"``, leave their rows to the base, as LoRA's layer does. With adapters disabled
         (``disable_adapter()``) every row is the base's (LoRA's ``forward`` checks that first). The
         base is never fused into a bank's read-out here and the last call's repeat
-        (:meth:`repeat_read`) is neither taken nor changed."""
-        if x.dim() == 0 or len(adapter_names) != x.shape[0]:
+        (:meth:`repeat_read`) is neither taken nor changed.
+
+        ``x`` may hold ``m`` rows a name, each row repeated in place: ``generate`` expands its batch
+        so (``repeat_interleave``) for ``num_return_sequences`` and for beams given in a
+        ``GenerationConfig``, which the model's hook cannot see (it repeats the names for a
+        ``num_beams`` keyword itself, and checks the names against the batch it is given); each name
+        then stands for its ``m`` rows."""
+        count = x.shape[0] if x.dim() else 0
+        if not adapter_names or not count or count % len(adapter_names):
             raise ValueError(f"adapter_names names {len(adapter_names)} adapters, one per row of the input, but the "
-                             f"input {tuple(x.shape)} has {x.shape[0] if x.dim() else 0} rows (its first dimension): "
-                             "give one adapter name (or \"__base__\") per row of the batch")
+                             f"input {tuple(x.shape)} has {count} rows (its first dimension), not a multiple of "
+                             f"{len(adapter_names)}: give one adapter name (or \"__base__\") per row of the batch")
+        if count > len(adapter_names):  # (each row repeated in place: generate's expansions)
+            adapter_names = [name for name in adapter_names for _ in range(count // len(adapter_names))]
         result = self._modules["base_layer"](x, *args, **kwargs)
         if self.disable_adapters:
             return result

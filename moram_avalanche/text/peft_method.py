@@ -249,8 +249,9 @@ class MoRAMModel(BaseTuner):
         the contract is LoRA's (``peft/tuners/lora/model.py``, ``LoraModel._enable_peft_forward_hooks``).
 
         Without ``adapter_names`` nothing happens. Else it refuses a model in training mode, a
-        ``adapter_names`` that is not a list or tuple, and names no MoRAM layer holds (``"__base__"``
-        aside), and while the context lasts a forward pre-hook hands the names to every
+        ``adapter_names`` that is not a list or tuple or whose length is not the batch's (where the
+        call's ``input_ids``, ``inputs_embeds`` or first tensor shows it), and names no MoRAM layer
+        holds (``"__base__"`` aside), and while the context lasts a forward pre-hook hands the names to every
         :class:`MoRAMTunerLayer` (:meth:`~MoRAMTunerLayer.mixed_batch_forward`) and to peft's
         ``modules_to_save`` copies (``AuxiliaryTrainingWrapper``, which route rows themselves); the
         hooks are removed on the way out, an error's too. Beam search (``num_beams`` > 1 among the
@@ -267,6 +268,10 @@ class MoRAMModel(BaseTuner):
         if not isinstance(adapter_names, (list, tuple)):
             raise TypeError(f"adapter_names must be a list of adapter names, one per row of the batch (\"__base__\" "
                             f"for the base model), got {type(adapter_names).__name__}")
+        batch = _batch_rows(args, kwargs)
+        if batch is not None and batch != len(adapter_names):
+            raise ValueError(f"adapter_names names {len(adapter_names)} adapters, but the batch has {batch} rows: give "
+                             "one adapter name (or \"__base__\") per row of the batch")
         layers = find_layers(self.model, MoRAMTunerLayer).values()
         held = {name for layer in layers for name in layer.moram_bank}
         unknown = sorted({name for name in adapter_names if name != "__base__"} - held)
@@ -391,6 +396,15 @@ class MoRAMModel(BaseTuner):
         if rest:
             out.update(super()._remap_adapter_state_dict_for_load(model, config, adapter_name, rest))
         return out
+
+
+def _batch_rows(args: tuple, kwargs: dict) -> Optional[int]:
+    """The rows of the batch a model's call or ``generate`` is given (``input_ids``,
+    ``inputs_embeds``, or its first positional tensor), or None where none is seen."""
+    for value in (kwargs.get("input_ids"), kwargs.get("inputs_embeds"), args[0] if args else None):
+        if isinstance(value, torch.Tensor) and value.dim() > 0:
+            return value.shape[0]
+    return None
 
 
 def _pass_adapter_names(module: nn.Module, args: tuple, kwargs: dict, adapter_names: List[str]):

@@ -166,8 +166,8 @@ def test_hooks_are_removed_after_the_call_and_after_an_error():
         assert all(not layer._forward_pre_hooks for layer in tuner_layers(model))
         default = model(x)  # no names now: every row the active adapter's
         assert not torch.equal(default, mixed)
-        with pytest.raises(ValueError, match="one per row"):  # (raised by lin0, which the hook gave the names)
-            model(x, adapter_names=NAMES[:4])
+        with pytest.raises(ValueError, match="one per row"):  # (raised by lin0, which the hook gave the names:
+            model(x=x, adapter_names=NAMES[:2])  # the batch as a keyword the model's check does not read)
         assert all(not layer._forward_pre_hooks for layer in tuner_layers(model))
         assert torch.equal(model(x), default) and during == [1, 0, 0]
 
@@ -247,3 +247,46 @@ def test_beam_search_of_an_encoder_decoder_keeps_the_encoder_s_rows():
         expected = row_by_row(model, ids, names, generate)
         default = generate(model, ids)
     assert torch.equal(mixed, expected) and not torch.equal(expected, default)
+
+
+def test_rows_repeated_in_place_stand_for_their_name():
+    """A batch of ``m`` rows a name, each row repeated in place (``generate``'s expansions that the
+    model's hook cannot see): each name stands for its ``m`` rows."""
+    model = two_adapter_model()
+    x = torch.randn(5, 10, dtype=torch.float64).repeat_interleave(3, dim=0)
+    names = [name for name in NAMES for _ in range(3)]
+    with torch.no_grad():
+        mixed = model(x=x, adapter_names=NAMES)  # (a keyword the model's check does not read: the layers see 15 rows)
+        expected = row_by_row(model, x, names)
+    assert_rows(mixed, expected, names)
+
+
+def test_generate_with_beams_in_a_generation_config_gives_each_row_its_adapter_s_sequences():
+    """``num_beams`` and ``num_return_sequences`` in a ``GenerationConfig``, not as keywords: the
+    layers see each row's beams and pick each row's name for them."""
+    from transformers import GenerationConfig
+
+    model = llama_with_two_adapters()
+    ids = torch.randint(3, 99, (3, 5), generator=torch.Generator().manual_seed(0))
+    names = ["other", "default", "__base__"]
+    settings = GenerationConfig(max_new_tokens=6, do_sample=False, num_beams=2, num_return_sequences=2,
+                                pad_token_id=0)
+
+    def generate(model, ids, **kwargs):
+        return model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=settings,
+                              **kwargs)
+
+    with torch.no_grad():
+        mixed = generate(model, ids, adapter_names=names)
+        by_name = {}
+        for name in dict.fromkeys(names):
+            if name == "__base__":
+                with model.disable_adapter():
+                    by_name[name] = generate(model, ids)
+            else:
+                model.set_adapter(name)
+                by_name[name] = generate(model, ids)
+        model.set_adapter("default")
+    expected = torch.cat([by_name[name][2 * row:2 * row + 2] for row, name in enumerate(names)])
+    assert mixed.shape == expected.shape and torch.equal(mixed, expected)
+    assert not torch.equal(by_name["other"], by_name["default"])  # (the adapters' sequences differ)

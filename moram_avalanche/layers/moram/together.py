@@ -24,7 +24,7 @@ from typing import List, Optional, Sequence
 import torch
 from torch import nn
 
-from .hooks import hooked
+from .hooks import plain_call
 from .layer import MoRAMLinear, compute_dtype, keep_stacked, tokens_of
 from .stacked import StackedGroup
 
@@ -34,10 +34,10 @@ def read_together(layers: Sequence[nn.Module], x: torch.Tensor) -> Optional[List
     over their stacked bases and keys, or None where that does not apply (module docstring): a layer
     that is not a :class:`~moram_avalanche.layers.moram.layer.MoRAMLinear` over a plain
     ``nn.Linear`` with atoms and its base's copy kept, a bank with trainable rows, a layer with hooks
-    (a call runs them: it is made), grad mode on, a CPU path, an input the layers would refuse, or
+    or a ``forward`` set on it (accelerate's offload: a call runs them, so it is made), grad mode on, a CPU path, an input the layers would refuse, or
     under ``torch.compile`` without the group's kept copy."""
-    if not layers or not x.is_floating_point() or x.dim() == 0 or any(map(hooked, layers)):
-        return None  # each layer's own call says what is wrong, and runs its hooks
+    if not layers or not x.is_floating_point() or x.dim() == 0 or not all(map(plain_call, layers)):
+        return None  # each layer's own call says what is wrong, and runs its hooks (or its wrapped forward)
     dtype = compute_dtype(x)
     tokens = None
     calls = []

@@ -6,6 +6,7 @@ count the GEMMs that read the tokens, and check when the stacked copy is (and is
 """
 
 import copy
+import functools
 import pickle
 import re
 
@@ -317,6 +318,10 @@ def test_a_group_is_refused_where_a_bank_has_trainable_rows_or_a_layer_has_hooks
     with use_path("dense"), torch.no_grad():
         assert read_together(layers, x) is None  # its call is made, and runs the hook
         handle.remove()
+        assert read_together(layers, x) is not None
+        layers[0].forward = functools.partial(type(layers[0]).forward, layers[0])  # (as accelerate wraps it)
+        assert read_together(layers, x) is None  # its call is made, through the wrapper
+        del layers[0].forward
         assert read_together(layers, x) is not None
         with nn.modules.module.register_module_forward_pre_hook(lambda module, inputs: None):
             assert read_together(layers, x) is None
