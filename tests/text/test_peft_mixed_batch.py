@@ -40,8 +40,8 @@ def tuner_layers(model):
     return [module for module in model.modules() if isinstance(module, MoRAMTunerLayer)]
 
 
-def row_by_row(model, x, names, run=lambda model, x: model(x)):
-    """Row ``i`` of ``run`` with adapter ``names[i]`` set active (adapters disabled for ``"__base__"``)."""
+def by_adapter(model, x, names, run=lambda model, x: model(x)):
+    """``run`` on all of ``x`` with each of ``names`` set active (adapters disabled for ``"__base__"``), by name."""
     outs = {}
     for name in dict.fromkeys(names):
         if name == "__base__":
@@ -51,6 +51,12 @@ def row_by_row(model, x, names, run=lambda model, x: model(x)):
             model.set_adapter(name)
             outs[name] = run(model, x)
     model.set_adapter("default")
+    return outs
+
+
+def row_by_row(model, x, names, run=lambda model, x: model(x)):
+    """Row ``i`` of ``run`` with adapter ``names[i]`` set active (adapters disabled for ``"__base__"``)."""
+    outs = by_adapter(model, x, names, run)
     return torch.stack([outs[name][i] for i, name in enumerate(names)])
 
 
@@ -278,15 +284,7 @@ def test_generate_with_beams_in_a_generation_config_gives_each_row_its_adapter_s
 
     with torch.no_grad():
         mixed = generate(model, ids, adapter_names=names)
-        by_name = {}
-        for name in dict.fromkeys(names):
-            if name == "__base__":
-                with model.disable_adapter():
-                    by_name[name] = generate(model, ids)
-            else:
-                model.set_adapter(name)
-                by_name[name] = generate(model, ids)
-        model.set_adapter("default")
+        by_name = by_adapter(model, ids, names, generate)
     expected = torch.cat([by_name[name][2 * row:2 * row + 2] for row, name in enumerate(names)])
     assert mixed.shape == expected.shape and torch.equal(mixed, expected)
     assert not torch.equal(by_name["other"], by_name["default"])  # (the adapters' sequences differ)
