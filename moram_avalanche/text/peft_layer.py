@@ -139,7 +139,9 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
         if kwargs and "adapter_names" in kwargs:  # peft's mixed-adapter batch (MoRAMModel._enable_peft_forward_hooks)
             return self.mixed_batch_forward(x, *args, **kwargs)
         compiling = torch.compiler.is_compiling()  # (a graph holds its own decisions: no repeat, no side effect)
-        repeat = None if compiling else self._repeat  # (a decode step calls each layer in the same state)
+        # (a decode step calls each layer in the same state; read from the instance's dictionary, as
+        # repeat_read reads the rest: each nn.Module attribute lookup costs about 0.4k instructions)
+        repeat = None if compiling else self.__dict__["_repeat"]
         if repeat is not None:
             out = None if args or kwargs else self.repeat_read(x, repeat)
             if out is not None:
@@ -228,14 +230,15 @@ class MoRAMTunerLayer(nn.Module, BaseTunerLayer):
         the last call that :meth:`forward` ended in the bank's plan (issue "GPU path II", item 7: a
         bf16 language model's decode step calls every adapted layer this way, host-bound)."""
         active, name, bank, dropout, base = repeat
-        plan = bank._plan
-        if (plan is None or self._disable_adapters or self._active_adapter != active
-                or (self.training and not isinstance(dropout, nn.Identity))):
+        plan = bank.__dict__["_plan"]
+        own = self.__dict__  # (the attributes __init__ and peft's set_adapter set, read from it: one lookup)
+        if (plan is None or own["_disable_adapters"] or own["_active_adapter"] != active
+                or (own["training"] and not isinstance(dropout, nn.Identity))):
             return None
-        modules = self._modules
+        modules = own["_modules"]
         if (modules["base_layer"] is not base or modules["moram_bank"]._modules.get(name) is not bank
                 or modules["moram_dropout"]._modules.get(name) is not dropout
-                or not (self.fuse_base and plain_linear(base, bank))):
+                or not (own["fuse_base"] and plain_linear(base, bank))):
             return None
         return plan.read_over(bank, x, base)
 

@@ -399,12 +399,14 @@ class MoRAMLinear(MoRAMRouting, MoRAMBank):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``y = W x + b + sum_i w_i p_i B_i`` for every token of ``x`` ``[..., in_features]`` (steps 1-6)."""
-        plan = None if torch.compiler.is_compiling() else self._plan  # the last planned call again (read's)
-        if plan is not None and self.fuse_base:
-            base = self._modules["base"]
-            out = plan.read_over(self, x, base) if plain_linear(base) else None  # (fuses_base)
-            if out is not None:
-                return out
+        if not torch.compiler.is_compiling():  # the last planned call again (read's); a graph holds its own
+            own = self.__dict__  # (each nn.Module attribute lookup costs about 0.4k instructions: read once)
+            plan = own["_plan"]
+            if plan is not None and own["fuse_base"]:
+                base = own["_modules"]["base"]
+                out = plan.read_over(self, x, base) if plain_linear(base) else None  # (fuses_base)
+                if out is not None:
+                    return out
         base = self.base
         if not x.is_floating_point() or x.dim() == 0 or x.shape[-1] != base.in_features:
             self.check_input(x)  # the clear error

@@ -24,12 +24,14 @@ repeats it after one check (:meth:`EvalPlan.applies`) that every input of those 
   :func:`~moram_avalanche.layers.moram.paths.switch.token`, the input's dtype, device and width,
   autocast's state for that device;
 * the layer: the same base tensors and bank rows (identity, read from the module's registries,
-  none shadowed in its own dictionary), their versions, data pointers, shapes, strides and dtypes
-  (``copy_``, ``.to()``, a swapped, resized or transposed ``.data``), the kept copy the call read
-  itself (the stacked copy, or the frozen bank's rows), whether the base's copy is kept (where the
-  call read a base), the training flag, the routing options and the trainable values' scale (the
-  same objects), recording off, and, where its class has its own, :meth:`stacks_base` (a
-  subclass's say).
+  none shadowed in its own dictionary); the versions, data pointers, shapes, strides and dtypes
+  (``copy_``, ``.to()``, a swapped, resized or transposed ``.data``) of what a kept copy was made
+  from: the bank's rows, and the base where the call read it stacked (a base read apart is read
+  at each call: its shape and dtypes, which decide the output's width and the cast); the kept copy
+  the call read itself (the stacked copy, or the frozen bank's rows), whether the base's copy is
+  kept (where the call read a base), the training flag, the routing options and the trainable
+  values' scale (the same objects), recording off, and, where its class has its own,
+  :meth:`stacks_base` (a subclass's say).
 
 Anything else, and the call goes the long way, which plans again where it ends on a frozen bank.
 The repeat computes exactly what the long way computes (same path, same tensors, same arguments):
@@ -57,8 +59,8 @@ class EvalPlan:
     call) or :meth:`EvalPlan.apart` (a call that read the base apart)."""
 
     __slots__ = ("switch", "device", "device_type", "x_dtype", "autocast", "dtype", "in_features", "training",
-                 "options", "weight", "bias", "buffers", "parameters", "rows", "stamps", "stacks", "kept_base", "kept", "entry",
-                 "asks", "tail", "steps")
+                 "options", "weight", "bias", "buffers", "parameters", "rows", "stamps", "base_form", "stacks", "kept_base", "kept",
+                 "entry", "asks", "tail", "steps")
 
     @classmethod
     def of(cls, layer, x: torch.Tensor, dtype: torch.dtype, weight: torch.Tensor, bias: Optional[torch.Tensor],
@@ -126,10 +128,19 @@ class EvalPlan:
         plan.dtype, plan.in_features, plan.tail, plan.training = dtype, x.shape[-1], (layer.out_features,), layer.training
         plan.options = (layer.topk, layer.temperature, layer.threshold, layer.new_value_scale)
         plan.weight, plan.bias, plan.buffers, plan.parameters, plan.rows = weight, bias, buffers, parameters, rows
+        # what a copy was made from is stamped (bank.stamp_of): the bank's rows, and the base where the
+        # call read it stacked; a base read apart is read live at each call, where its dtype decides
+        # the cast and its out-features the output's width (base_form)
+        stamped = (weight, bias) + rows if stacks else rows
         try:
-            plan.stamps = tuple((t, *stamp_of(t)) for t in (weight, bias) + rows if t is not None)
+            plan.stamps = tuple((t, *stamp_of(t)) for t in stamped if t is not None)
+            for t in (weight, bias):  # (none is planned over a base without storage either: a wrapper of one call)
+                if t is not None:
+                    t.data_ptr()
         except RuntimeError:  # a tensor without storage (a torch.func transform's wrapper): nothing to check
             return None
+        plan.base_form = None if stacks or weight is None else (
+            weight.shape, weight.dtype, None if bias is None else bias.dtype)
         plan.stacks, plan.kept, plan.entry, plan.asks = stacks, kept, entry, asks
         plan.kept_base = None if weight is None else stacks  # (the base's copy read kept, cast at the call, or no base)
         return plan
@@ -146,16 +157,23 @@ class EvalPlan:
         if autocast != self.autocast or (autocast and torch.get_autocast_dtype(self.device_type) != self.dtype):
             return False
         options, stacks = self.options, self.stacks  # (options by identity: 4.0 set for 4 is news)
-        # (not keep_base_cast) is kept_base: a stacked call's copy no longer kept, or a call apart's now
-        # kept (base_in would read it); a call without a base reads neither (kept_base None)
-        if (layer.training != self.training or layer._recording or (not layer.keep_base_cast) is self.kept_base
-                or (layer._stacked if stacks else layer._cast_rows) is not self.kept
-                or self.kept.get(self.dtype) is not self.entry
-                or layer.topk is not options[0] or layer.temperature is not options[1]
-                or layer.threshold is not options[2] or layer.new_value_scale is not options[3]
-                or (self.asks and (not layer.stacks_base(weight)) is stacks)):
+        # the layer's attributes from its instance dictionary, where the layer's __init__ puts them
+        # (nn.Module's __getattr__ makes each attribute lookup cost about 0.4k instructions)
+        own = layer.__dict__
+        try:
+            # (not keep_base_cast) is kept_base: a stacked call's copy no longer kept, or a call apart's
+            # now kept (base_in would read it); a call without a base reads neither (kept_base None)
+            if (own["training"] != self.training or own["_recording"] or (not own["keep_base_cast"]) is self.kept_base
+                    or own["_stacked" if stacks else "_cast_rows"] is not self.kept
+                    or self.kept.get(self.dtype) is not self.entry
+                    or own["topk"] is not options[0] or own["temperature"] is not options[1]
+                    or own["threshold"] is not options[2] or own["new_value_scale"] is not options[3]):
+                return False
+        except KeyError:  # (one deleted: the long way reads the attribute, or raises as it would)
             return False
-        own, buffers, parameters, rows = layer.__dict__, self.buffers, self.parameters, self.rows
+        if self.asks and (not layer.stacks_base(weight)) is stacks:
+            return False
+        buffers, parameters, rows = self.buffers, self.parameters, self.rows
         if (buffers.get("frozen_keys") is not rows[0] or buffers.get("frozen_values") is not rows[1]
                 or parameters.get("new_keys") is not rows[2] or parameters.get("new_values") is not rows[3]
                 or ROWS[0] in own or ROWS[1] in own or ROWS[2] in own or ROWS[3] in own):
@@ -164,7 +182,9 @@ class EvalPlan:
             if (version is not None and tensor._version != version) or tensor.data_ptr() != pointer \
                     or tensor.shape != shape or tensor.stride() != strides or tensor.dtype is not dtype:
                 return False
-        return True
+        form = self.base_form  # (a base read apart: its out-features and dtypes as the plan's)
+        return form is None or not (weight.shape != form[0] or weight.dtype is not form[1]
+                                    or (bias is not None and bias.dtype is not form[2]))
 
     def read_over(self, layer, x: torch.Tensor, base: torch.nn.Module) -> Optional[torch.Tensor]:
         """The planned call on ``x`` over ``base``'s weight and bias (a host's repeat:
@@ -174,7 +194,8 @@ class EvalPlan:
         a buffer, or shadowed in the base's own dictionary): the caller then takes the long way,
         which reads the attributes. (The table because ``nn.Module`` attribute lookups cost about
         half a microsecond each.)"""
-        parameters, own = base._parameters, base.__dict__
+        own = base.__dict__
+        parameters = own["_parameters"]
         if "weight" not in parameters or "bias" not in parameters or "weight" in own or "bias" in own:
             return None
         if not self.applies(layer, x, parameters["weight"], parameters["bias"]):

@@ -177,6 +177,9 @@ CHANGES = {  # name: (change, whether the changed layer's calls are planned agai
     "base weight edited in place": (lambda layer: layer.base.weight.add_(0.5), True),
     "base bias's storage swapped": (lambda layer: setattr(layer.base.bias, "data", layer.base.bias.data + 1), True),
     "base weight replaced": (lambda layer: setattr(layer.base, "weight", nn.Parameter(layer.base.weight * -1)), True),
+    # (its values rounded to bf16 and its dtype bf16: the cast a call apart makes is decided anew)
+    "base weight's .data in another dtype": (
+        lambda layer: setattr(layer.base.weight, "data", layer.base.weight.data.to(torch.bfloat16)), True),
     "base replaced": (_replace_base, True),
     "frozen keys edited in place": (lambda layer: layer.frozen_keys.mul_(-1), True),
     "frozen values replaced": (lambda layer: setattr(layer, "frozen_values", layer.frozen_values * 2), True),
@@ -199,13 +202,21 @@ CHANGES = {  # name: (change, whether the changed layer's calls are planned agai
 }
 
 
+#: changes of the base's values, its shape and dtype kept: a call reading the base apart reads it at
+#: each call (nothing kept of it), so its plan still applies and serves the changed call; a stacked
+#: call's copy was made from the base, so its plan goes the long way
+READ_AT_EACH_CALL = {"base weight edited in place", "base bias's storage swapped"}
+
+
 @pytest.mark.parametrize("amp", [False, True])
 @pytest.mark.parametrize("kind,path", KIND_PATHS)
 @pytest.mark.parametrize("name", list(CHANGES))
 def test_a_change_the_long_way_would_see_is_seen(planned, kind, path, name, amp):
     """On each path a plan is made on, under bf16 autocast too (the calls read the bank's kept bf16
-    copy and cast the base)."""
+    copy and cast the base). Where the plan reads what changed at each call (a base read apart:
+    :data:`READ_AT_EACH_CALL`), it serves the changed call, which equals the long way's."""
     change, again = CHANGES[name]
+    live = kind == "apart" and name in READ_AT_EACH_CALL
     layer = layer_of(kind)
     x = torch.randn(2, 5, 24)
     with use_path(path):
@@ -214,16 +225,17 @@ def test_a_change_the_long_way_would_see_is_seen(planned, kind, path, name, amp)
         with torch.no_grad():
             change(layer)
         after = call(layer, x, amp)
-        assert len(planned) == 1  # the long way
+        assert len(planned) == (2 if live else 1)  # the long way, or the plan reading the base at the call
         assert torch.equal(after, call(copy.deepcopy(layer), x, amp))  # (a copy keeps no plan and no copies)
         if not amp:  # (bf16's rounding may tie the top-k otherwise than float64: the copy above is exact)
             torch.testing.assert_close(after.double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
+        rounded_alike = amp and name == "base weight's .data in another dtype"  # (autocast rounds it so too)
         if name not in ("the values' scale", "the base's copy kept or no longer kept", "the flag set on the layer itself",
-                        "recording", "moved to float64"):
+                        "recording", "moved to float64") and not rounded_alike:
             assert not torch.equal(after, before[0])  # (the change shows: a stale repeat would have failed)
         repeat = call(layer, x, amp)
         again = again and not (path == "reference" and layer.keep_base_cast)  # (a CPU path: no stacked form)
-        assert len(planned) == (2 if again else 1)
+        assert len(planned) == (3 if live else 2 if again else 1)
         assert torch.equal(repeat, after)
 
 
@@ -231,9 +243,10 @@ def test_a_change_the_long_way_would_see_is_seen(planned, kind, path, name, amp)
 @pytest.mark.parametrize("amp", [False, True])
 def test_a_weight_s_data_swapped_for_its_transpose_is_seen(planned, kind, path, amp):
     """A square base weight's ``.data`` swapped for its transpose keeps the pointer, shape, dtype and
-    version: only its strides tell. The plan checks them (the call goes the long way once, then is
-    planned again), and so does the stacked call's kept copy, which is built again (0.7.7's stamps
-    held no strides: the kept copy served the old layout)."""
+    version: only its strides tell. A stacked call's plan checks them (the call goes the long way
+    once, then is planned again), and so does its kept copy, which is built again (0.7.7's stamps
+    held no strides: the kept copy served the old layout). A call apart reads the base at each call:
+    its plan serves the swapped weight."""
     layer = grown(d_in=24, d_out=24, tasks=3).eval()
     keep_base_casts(layer, kind == "kept")
     x = torch.randn(2, 5, 24)
@@ -243,9 +256,10 @@ def test_a_weight_s_data_swapped_for_its_transpose_is_seen(planned, kind, path, 
         with torch.no_grad():
             layer.base.weight.data = layer.base.weight.data.t()
         swapped = call(layer, x, amp)
-        assert len(planned) == 1  # (the long way, which plans again)
+        apart = kind == "apart"
+        assert len(planned) == (2 if apart else 1)  # (the plan apart; the long way, which plans again)
         repeat = call(layer, x, amp)
-        assert len(planned) == 2
+        assert len(planned) == (3 if apart else 2)
         fresh = copy.deepcopy(layer)
         assert torch.equal(swapped, call(fresh, x, amp)) and torch.equal(repeat, swapped)
         if not amp:
@@ -718,16 +732,17 @@ def test_under_autocast_a_repeat_apart_leaves_the_base_s_cast_to_autocast(planne
 def test_a_base_that_requires_grad_is_cast_by_the_repeat_not_by_autocast_s_cache(planned, name):
     """Autocast keeps the casts of float32 leaves that require grad for the rest of its region
     (its cache), even under ``torch.no_grad()``: a weight (or bias) edited in place inside the
-    region would be read stale from it. A repeat apart casts such a base itself, as the long way does."""
+    region would be read stale from it. A repeat apart casts such a base itself, as the long way does
+    (its plan serves the edited call: it reads the base at each call)."""
     layer = grown(tasks=3).eval()
     tensor = getattr(layer.base, name).requires_grad_(True)
     x = torch.randn(2, 5, 24)
     with use_path("triton"), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         layer(x), layer(x)  # planned, and repeated
-        tensor.mul_(-1.0).add_(0.5)  # in place: the plan sees the version, takes the long way once
+        tensor.mul_(-1.0).add_(0.5)  # in place: the repeat reads it (cast at the call, not autocast's stale cast)
         edited = layer(x)
         repeat = layer(x)
-        assert len(planned) == 2
+        assert len(planned) == 3
         layer._plan = None
         assert torch.equal(repeat, layer(x)) and torch.equal(repeat, edited)
     torch.testing.assert_close(repeat.double(), naive_of(layer, x), rtol=3e-2, atol=3e-2)
@@ -770,3 +785,32 @@ def test_a_kept_cast_of_a_transposed_weight_is_made_again(path):
         swapped = call(layer, x, amp=True)
         assert torch.equal(swapped, call(copy.deepcopy(layer), x, amp=True))
     torch.testing.assert_close(swapped.double(), naive_of(layer, x), rtol=3e-2, atol=3e-2)
+
+
+def _outcome(layer, x):
+    """A call's output, or its error's type and message."""
+    try:
+        return call(layer, x)
+    except RuntimeError as error:
+        return type(error), str(error)
+
+
+@pytest.mark.parametrize("path", ["reference", *GPU_PATHS])
+def test_a_bias_s_data_in_another_dtype_takes_the_long_way(planned, path):
+    """A call apart reads the base at each call, so its plan checks only what decides that read: the
+    weight's shape and dtype and the bias's dtype. A bias swapped for a bf16 one beside a float32
+    weight goes the long way, which reads it as it reads any base (the reference path casts it, the
+    GPU paths refuse it, as ``nn.Linear`` does): the same outcome as a fresh copy's."""
+    layer = layer_of("apart")
+    x = torch.randn(2, 5, 24)
+    with use_path(path):
+        call(layer, x), call(layer, x)
+        assert len(planned) == 1
+        with torch.no_grad():
+            layer.base.bias.data = layer.base.bias.data.to(torch.bfloat16)
+        outcome, fresh = _outcome(layer, x), _outcome(copy.deepcopy(layer), x)
+        assert len(planned) == 1  # (the long way)
+    if isinstance(fresh, tuple):
+        assert outcome == fresh
+    else:
+        assert torch.equal(outcome, fresh)
