@@ -19,6 +19,12 @@ Linear's). Run it alone on the machine (nothing else timed or tested at once):
     OMP_NUM_THREADS=1 python scripts/bench_call.py --threads 1
     OMP_NUM_THREADS=1 python scripts/bench_call.py --threads 1 --tokens 1 --width 16 --pieces
     OMP_NUM_THREADS=1 python scripts/bench_call.py --threads 1 --tokens 1 --width 16 --peft
+    OMP_NUM_THREADS=1 python scripts/bench_call.py --threads 1 --tokens 1 --width 16 --paths triton --train
+
+``--train``: also, per path, a training step's call over a bank with trainable rows (grad mode on,
+the layer in training mode, the tokens requiring grad, float32 and bf16 autocast): its forward
+(rows ``train-fwd``) and its forward with the backward of a gradient of ones (``train-f+b``), beside
+the ``nn.Linear`` called the same way.
 
 ``--peft``: also a peft layer (``moram_avalanche.text``) with the paper's language-model setting
 (r = 8, k = 4, tau = 0.1, delta = 0.2) after 15 tasks (120 atoms) over a bfloat16 ``nn.Linear``, no
@@ -113,21 +119,59 @@ def counted_loop(fn, calls: int) -> None:
 def measure(layer: nn.Module, x: torch.Tensor, path: str, amp: bool, rounds: int, calls: int, linear=None):
     linear = layer.base if linear is None else linear
     with use_path(path), torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
-        for _ in range(3):  # warm: the first calls keep the bank in the compute dtype, choose the path
-            layer(x), linear(x)
-        with OpCounter() as moram_ops:
-            layer(x)
-        with OpCounter() as linear_ops:
-            linear(x)
-        if COUNTED["run"]:  # under callgrind: one loop each, counted by the run that started it
-            counted_loop(lambda: layer(x), calls)
-            counted_loop(lambda: linear(x), calls)
-            return math.nan, math.nan, moram_ops.total, linear_ops.total
-        moram_us, linear_us = [], []
-        for _ in range(rounds):
-            linear_us.append(per_call_us(lambda: linear(x), calls))
-            moram_us.append(per_call_us(lambda: layer(x), calls))
+        return compare(lambda: layer(x), lambda: linear(x), rounds, calls)
+
+
+def compare(moram, linear, rounds: int, calls: int):
+    """``(MoRAM us, Linear us, MoRAM's operators, Linear's)`` of two calls (no arguments) made in the
+    caller's modes: medians over ``rounds`` of ``calls`` each, interleaved (under callgrind, one
+    counted loop each and no microseconds: nan), after three warm calls (the first keep the bank in
+    the compute dtype and choose the path)."""
+    for _ in range(3):
+        moram(), linear()
+    with OpCounter() as moram_ops:
+        moram()
+    with OpCounter() as linear_ops:
+        linear()
+    if COUNTED["run"]:  # under callgrind: one loop each, counted by the run that started it
+        counted_loop(moram, calls)
+        counted_loop(linear, calls)
+        return math.nan, math.nan, moram_ops.total, linear_ops.total
+    moram_us, linear_us = [], []
+    for _ in range(rounds):
+        linear_us.append(per_call_us(linear, calls))
+        moram_us.append(per_call_us(moram, calls))
     return statistics.median(moram_us), statistics.median(linear_us), moram_ops.total, linear_ops.total
+
+
+def measure_training(layer: nn.Module, x: torch.Tensor, path: str, amp: bool, backward: bool, rounds: int,
+                     calls: int):
+    """:func:`measure` for a training step's call (``--train``): grad mode on, the layer in training
+    mode over its bank with trainable rows, the tokens requiring grad (an inner layer's input); its
+    forward alone, or (``backward``) the forward and the backward of a gradient of ones, beside the
+    layer's ``nn.Linear`` called the same way (its frozen weight: the tokens' gradient alone). Each
+    backward adds into the tokens' and the atoms' ``.grad``, the same way at each call."""
+    layer.train()
+    linear = layer.base
+    x = x.detach().requires_grad_(True)
+    with use_path(path), torch.enable_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        grad = torch.ones_like(layer(x))
+        if backward:
+            return compare(lambda: torch.autograd.backward(layer(x), grad),
+                           lambda: torch.autograd.backward(linear(x), grad), rounds, calls)
+        return compare(lambda: layer(x), lambda: linear(x), rounds, calls)
+
+
+def training_rows(path: str, width: int, x: torch.Tensor, rounds: int, calls: int) -> None:
+    """``--train``: the rows of a training step's call (:func:`measure_training`), float32 and bf16
+    autocast, its forward (``train-fwd``) and its forward and backward (``train-f+b``), the base read
+    apart (a trainable bank's call takes the long way: no plan)."""
+    for backward in (False, True):
+        for amp in (False, True):
+            layer = build(width, 10, False)
+            moram, linear, ops, linear_ops = measure_training(layer, x, path, amp, backward, rounds, calls)
+            print(f"{path:10s} {'bf16' if amp else 'fp32':5s} {'train-f+b' if backward else 'train-fwd':9s} "
+                  f"{'apart':5s} {moram:9.1f} {linear:9.1f} {moram / linear:6.2f}x  {ops} ({linear_ops})", flush=True)
 
 
 def pieces(width: int, tokens: int, rounds: int, calls: int) -> None:
@@ -277,6 +321,9 @@ def main(argv=None) -> None:
                              "then read apart")
     parser.add_argument("--peft", action="store_true",
                         help="also: the peft layer's call over a bf16 base (a bf16 language model's decode step)")
+    parser.add_argument("--train", action="store_true",
+                        help="also: a training step's call per path (grad mode on, trainable rows), its forward "
+                             "(rows train-fwd) and its forward and backward (train-f+b)")
     parser.add_argument("--instructions", action="store_true",
                         help="instead of microseconds: instructions a call, counted by valgrind's callgrind "
                              "(module docstring; minutes)")
@@ -310,12 +357,15 @@ def main(argv=None) -> None:
                     print(f"{path:10s} {'bf16' if amp else 'fp32':5s} {'frozen' if frozen else 'trainable':9s} "
                           f"{'kept' if kept else 'apart':5s} {moram:9.1f} {linear:9.1f} {moram / linear:6.2f}x  "
                           f"{ops} ({linear_ops})", flush=True)
+        if args.train:
+            training_rows(path, args.width, x, args.rounds, args.calls)
     if args.peft:
         peft_rows(args.width, args.tokens, args.rounds, args.calls)
 
 
 #: a row of the counted run (``--instructions``): its columns of microseconds are nan
-COUNTED_ROW = re.compile(r"^(\S+)\s+(fp32|bf16)\s+(frozen|trainable)\s+(kept|apart)\s+nan\s+nan\s+nanx\s+(\d+) \((\d+)\)$")
+COUNTED_ROW = re.compile(r"^(\S+)\s+(fp32|bf16)\s+(frozen|trainable|train-fwd|train-f\+b)\s+(kept|apart)\s+nan\s+nan"
+                         r"\s+nanx\s+(\d+) \((\d+)\)$")
 
 
 def dump_total(dump: Path) -> int:

@@ -118,3 +118,32 @@ def test_under_callgrind_each_measurement_is_one_loop_of_its_calls(scripts, monk
     layer = bench.build(16, 2, True)
     moram, linear, ops, linear_ops = bench.measure(layer, torch.randn(1, 1, 16), "triton", False, 3, 7)
     assert loops == [7, 7] and math.isnan(moram) and math.isnan(linear) and ops > 0 and linear_ops > 0
+
+
+TRAIN_ROW = re.compile(r"^(\S+)\s+(fp32|bf16)\s+(train-fwd|train-f\+b)\s+(apart)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)x"
+                       r"\s+(\d+) \((\d+)\)$")
+
+
+def test_train_adds_a_training_step_s_forward_and_backward_rows_per_path(scripts, capsys, monkeypatch):
+    """``--train``: per path, after its eval rows, the training forward and the forward with its
+    backward, float32 and bf16; the backward's rows dispatch more operators than the forward's, on
+    both sides; the counted run's parser reads them."""
+    for name in ("_kernels", "usable"):
+        monkeypatch.setattr(moram_triton, name, getattr(moram_triton, name))
+    bench = importlib.import_module("bench_call")
+    bench.main(["--paths", "triton", "--rounds", "1", "--calls", "2", "--width", "16", "--tokens", "1", "--train"])
+    lines = capsys.readouterr().out.splitlines()
+    assert len([line for line in lines if ROW.match(line)]) == 8  # (the eval rows as before)
+    rows = [row.groups() for row in map(TRAIN_ROW.match, lines) if row]
+    assert [row[1:3] for row in rows] == [(dtype, kind) for kind in ("train-fwd", "train-f+b")
+                                          for dtype in ("fp32", "bf16")]
+    for row in rows:
+        moram, linear, ratio = map(float, row[4:7])
+        assert moram > 0 and linear > 0 and abs(ratio - moram / linear) <= 0.006 + 0.01 * ratio
+    for forward, both in zip(rows[:2], rows[2:]):
+        assert int(both[7]) > int(forward[7]) and int(both[8]) > int(forward[8])
+    counted = [line.replace(f"{float(row[4]):9.1f} {float(row[5]):9.1f} {float(row[6]):6.2f}x",
+                            f"{'nan':>9s} {'nan':>9s} {'nan':>5s}x")
+               for line, row in zip([line for line in lines if TRAIN_ROW.match(line)], rows)]
+    table = bench.counted_table("\n".join(counted), [1_000_000, 500_000] * 4, calls=100)
+    assert [row[2] for row in table] == ["train-fwd", "train-fwd", "train-f+b", "train-f+b"]

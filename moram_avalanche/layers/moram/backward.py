@@ -42,10 +42,12 @@ def needs_grad(tokens: torch.Tensor, weight: Optional[torch.Tensor], bias: Optio
 
 
 def attach_backward(out: torch.Tensor, tokens, weight, bias, bank: BankRows, proj: torch.Tensor, state: tuple,
-                    router_backward: Callable, dropped: Optional[DroppedTokens] = None) -> torch.Tensor:
+                    router_backward: Callable, dropped: Optional[DroppedTokens] = None,
+                    needed: Optional[bool] = None) -> torch.Tensor:
     """``out`` with :class:`MoRAMFunction`'s backward when a gradient is needed, else ``out`` as is.
-    ``dropped``: the tokens are a dropout of ``dropped.x``, which the backward keeps instead."""
-    if not needs_grad(tokens, weight, bias, bank, dropped):
+    ``dropped``: the tokens are a dropout of ``dropped.x``, which the backward keeps instead.
+    ``needed``: :func:`needs_grad`'s answer where the caller asked it for this call (None: asked here)."""
+    if not (needs_grad(tokens, weight, bias, bank, dropped) if needed is None else needed):
         return out
     tokens, draw, kept = (tokens, None, None) if dropped is None else dropped
     return MoRAMFunction.apply(out, tokens, weight, bias, bank.keys, bank.values, bank.new_keys, bank.new_values,

@@ -121,6 +121,27 @@ def registered(module: nn.Module, name: str, registry: str):
     return getattr(module, name)
 
 
+def row_tensors(module: nn.Module) -> tuple:
+    """``(frozen_keys, frozen_values, new_keys, new_values)`` of ``module``, each as ``getattr`` finds
+    it, in one call: from the registries where the class defines none of the names and the instance's
+    own dictionary shadows none (FSDP puts its unsharded views there), else by ``getattr``. What
+    :func:`registered` reads for one name, for the four that a call on the long way reads (the
+    bank's size and its rows: four ``nn.Module.__getattr__`` calls cost about 26 thousand
+    instructions; issue "GPU path II")."""
+    host = type(module)
+    plain = _PLAIN_HOSTS.get(host)
+    if plain is None:
+        plain = _PLAIN_HOSTS[host] = not any(hasattr(host, row) for row in ROW_NAMES)
+    own = module.__dict__
+    if plain and not ("frozen_keys" in own or "frozen_values" in own or "new_keys" in own or "new_values" in own):
+        buffers, parameters = own["_buffers"], own["_parameters"]
+        frozen_keys, frozen_values = buffers.get("frozen_keys", _MISSING), buffers.get("frozen_values", _MISSING)
+        new_keys, new_values = parameters.get("new_keys", _MISSING), parameters.get("new_values", _MISSING)
+        if not (frozen_keys is _MISSING or frozen_values is _MISSING or new_keys is _MISSING or new_values is _MISSING):
+            return frozen_keys, frozen_values, new_keys, new_values
+    return module.frozen_keys, module.frozen_values, module.new_keys, module.new_values
+
+
 class BankRows(NamedTuple):
     """The bank in one dtype, as one forward reads it (:meth:`MoRAMBank.rows`)."""
 
@@ -241,9 +262,9 @@ class AtomStore:
 
     @property
     def num_atoms(self) -> int:
-        """``R``: the frozen atoms and the trainable ones (read at every call: two dictionary lookups)."""
-        new_keys = registered(self, "new_keys", "_parameters")
-        return registered(self, "frozen_keys", "_buffers").shape[0] + (0 if new_keys is None else new_keys.shape[0])
+        """``R``: the frozen atoms and the trainable ones (read at every call: :func:`row_tensors`)."""
+        frozen_keys, _, new_keys, _ = row_tensors(self)
+        return frozen_keys.shape[0] + (0 if new_keys is None else new_keys.shape[0])
 
     @property
     def keys(self) -> torch.Tensor:
@@ -271,23 +292,26 @@ class AtomStore:
           of one buffer (FSDP, a deep copy): the trainable rows cast and joined at each call
           (:meth:`joined_rows`).
         """
-        new_keys = self.new_keys
+        tensors = row_tensors(self)  # (read once: the four row tensors)
+        new_keys = tensors[2]
         if new_keys is None:
-            return self.frozen_bank(dtype)
+            return self.frozen_bank(dtype, tensors[:2])
         if torch.compiler.is_compiling():
-            return self.joined_rows(dtype)
+            return self.joined_rows(dtype, tensors)
         if dtype == new_keys.dtype and self.new_value_scale == 1:
-            live = self.live_bank()
+            live = self.live_bank(tensors)
             if live is not None:
                 return live
         if torch.is_grad_enabled():
-            return self.joined_rows(dtype)
-        return self.eval_bank(dtype)
+            return self.joined_rows(dtype, tensors)
+        return self.eval_bank(dtype, tensors)
 
-    def joined_rows(self, dtype: torch.dtype) -> BankRows:
-        """The bank in ``dtype``, the trainable rows cast and joined at this call (frozen rows: kept)."""
-        frozen_keys, frozen_values = self.frozen_rows(dtype)
-        new_keys, new_values = self.new_keys.to(dtype=dtype), self.new_values.to(dtype=dtype)
+    def joined_rows(self, dtype: torch.dtype, tensors: Optional[tuple] = None) -> BankRows:
+        """The bank in ``dtype``, the trainable rows cast and joined at this call (frozen rows: kept).
+        ``tensors``: the four row tensors as the caller read them (:func:`row_tensors`; None: read here)."""
+        tensors = row_tensors(self) if tensors is None else tensors
+        frozen_keys, frozen_values = self.frozen_rows(dtype, tensors[:2])
+        new_keys, new_values = tensors[2].to(dtype=dtype), tensors[3].to(dtype=dtype)
         if self.new_value_scale != 1:
             new_values = new_values * self.new_value_scale
         with torch.no_grad():
@@ -295,11 +319,12 @@ class AtomStore:
             values = torch.cat([frozen_values, new_values]) if frozen_values.shape[0] else new_values.detach()
         return BankRows(keys, values, frozen_keys.shape[0], new_keys, new_values)
 
-    def live_bank(self) -> Optional[BankRows]:
+    def live_bank(self, tensors: Optional[tuple] = None) -> Optional[BankRows]:
         """The bank as the one buffer per side that holds the trainable parameters' rows (no copy),
         or None when the rows are not views of one (checked by identity and data pointers: a swapped
-        ``.data`` keeps the first)."""
-        fk, fv, nk, nv = self.frozen_keys, self.frozen_values, self.new_keys, self.new_values
+        ``.data`` keeps the first). ``tensors``: the four row tensors as the caller read them
+        (:func:`row_tensors`; None: read here)."""
+        fk, fv, nk, nv = row_tensors(self) if tensors is None else tensors
         pointers = (fk.data_ptr(), fv.data_ptr(), nk.data_ptr(), nv.data_ptr())
         live = self._live
         if (live is None or live[0] is not fk or live[1] is not fv or live[2] is not nk or live[3] is not nv
@@ -309,15 +334,16 @@ class AtomStore:
             live = self._live = (fk, fv, nk, nv, pointers, rows)
         return live[5]
 
-    def eval_bank(self, dtype: torch.dtype) -> BankRows:
+    def eval_bank(self, dtype: torch.dtype, tensors: Optional[tuple] = None) -> BankRows:
         """The bank in ``dtype`` without autograd: a joined copy kept per dtype, the trainable rows
-        (``atoms_per_task`` of them) copied into it at each call (so every change of theirs is seen)."""
-        fk, fv, nk, nv = self.frozen_keys, self.frozen_values, self.new_keys, self.new_values
+        (``atoms_per_task`` of them) copied into it at each call (so every change of theirs is seen).
+        ``tensors``: the four row tensors as the caller read them (:func:`row_tensors`; None: read here)."""
+        fk, fv, nk, nv = row_tensors(self) if tensors is None else tensors
         entry, stamp = self._eval_rows.get(dtype), rows_stamp(fk, fv)
         if (entry is None or entry[0] is not fk or entry[1] is not fv or entry[2] is not nk or entry[3] is not nv
                 or stamp is None or entry[4] != stamp):
             with normal_tensors():
-                rows = self.joined_rows(dtype)
+                rows = self.joined_rows(dtype, (fk, fv, nk, nv))
             rows = with_keys_t(rows.keys, rows.values, rows.num_frozen, nk, nv)
             tails = (rows.keys[rows.num_frozen:], rows.values[rows.num_frozen:])
             if stamp is not None:
@@ -330,9 +356,10 @@ class AtomStore:
             value_tail.mul_(self.new_value_scale)
         return entry[5]
 
-    def frozen_bank(self, dtype: torch.dtype) -> BankRows:
-        """The frozen bank in ``dtype`` (:meth:`frozen_rows`), kept with its transposed keys."""
-        keys, values = self.frozen_keys, self.frozen_values
+    def frozen_bank(self, dtype: torch.dtype, tensors: Optional[tuple] = None) -> BankRows:
+        """The frozen bank in ``dtype`` (:meth:`frozen_rows`), kept with its transposed keys.
+        ``tensors``: the frozen keys and values as the caller read them (None: read here)."""
+        keys, values = (self.frozen_keys, self.frozen_values) if tensors is None else tensors
         entry = self._cast_rows.get(dtype)
         compiling = torch.compiler.is_compiling()
         stamp = None if compiling else rows_stamp(keys, values)
@@ -348,15 +375,16 @@ class AtomStore:
                 self._cast_rows[dtype] = entry
         return entry[3]
 
-    def frozen_rows(self, dtype: torch.dtype) -> Tuple[torch.Tensor, torch.Tensor]:
+    def frozen_rows(self, dtype: torch.dtype, tensors: Optional[tuple] = None) -> Tuple[torch.Tensor, torch.Tensor]:
         """``(frozen keys, frozen values)`` in ``dtype``: the buffers themselves in their own dtype,
         else a copy cast once and kept until the buffers change (expand, freeze, load, prune,
         ``.to()``, an in-place edit, which bumps their version, or their ``.data`` swapped:
-        :func:`rows_stamp`; under ``torch.compile`` only a replaced buffer is noticed)."""
-        keys, values = self.frozen_keys, self.frozen_values
+        :func:`rows_stamp`; under ``torch.compile`` only a replaced buffer is noticed). ``tensors``:
+        the frozen keys and values as the caller read them (None: read here)."""
+        keys, values = (self.frozen_keys, self.frozen_values) if tensors is None else tensors
         if keys.dtype == dtype:
             return keys, values
-        rows = self.frozen_bank(dtype)
+        rows = self.frozen_bank(dtype, (keys, values))
         return rows.keys, rows.values
 
     def __getstate__(self):
@@ -754,5 +782,5 @@ def unknown_keys(state_dict, prefix: str, known, children) -> list:
 
 
 __all__ = ["AtomBank", "AtomStore", "BankRows", "MoRAMBank", "ROW_NAMES", "check_finite", "joined", "live_rows", "new_rows",
-           "normal_tensors", "owns_storage", "registered", "rows_stamp", "share_storage", "stamp_of", "storage_marks", "version_of",
+           "normal_tensors", "owns_storage", "registered", "row_tensors", "rows_stamp", "share_storage", "stamp_of", "storage_marks", "version_of",
            "with_keys_t"]

@@ -55,8 +55,10 @@ from .stacked import StackedBase, StackedGroup, stack_bases
 
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
-    """The dtype a linear layer computes in for input ``x``: autocast's when it is on, else ``x``'s."""
-    device_type = x.device.type
+    """The dtype a linear layer computes in for input ``x``: autocast's when it is on, else ``x``'s.
+    (The device type of a CUDA or CPU tensor from its flags: ``x.device.type`` makes a device and a
+    string, about 5 thousand instructions a call.)"""
+    device_type = "cuda" if x.is_cuda else "cpu" if x.is_cpu else x.device.type
     if torch.is_autocast_enabled(device_type):
         return torch.get_autocast_dtype(device_type)
     return x.dtype
@@ -68,6 +70,28 @@ def tokens_of(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     overloads, not each in turn: 0.4-0.8 us less a cast on this project's 2-core CPU.)"""
     tokens = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])
     return tokens if tokens.dtype == dtype else tokens.to(dtype=dtype)
+
+
+_PLAIN_LINEAR = {}  # class -> whether it defines neither ``weight`` nor ``bias`` itself (a parametrization's property)
+_MISSING = object()
+
+
+def weight_and_bias(base: nn.Module) -> Tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """``(base.weight, base.bias)``, each as ``getattr`` finds it: from the module's parameters where
+    its class defines neither name and its instance dictionary holds neither (else by ``getattr``),
+    without two ``nn.Module.__getattr__`` calls (about 10 thousand instructions a call on the long
+    way; issue "GPU path II")."""
+    host = type(base)
+    plain = _PLAIN_LINEAR.get(host)
+    if plain is None:
+        plain = _PLAIN_LINEAR[host] = not (hasattr(host, "weight") or hasattr(host, "bias"))
+    own = base.__dict__
+    if plain and "weight" not in own and "bias" not in own:
+        parameters = own["_parameters"]
+        weight, bias = parameters.get("weight", _MISSING), parameters.get("bias", _MISSING)
+        if weight is not _MISSING and bias is not _MISSING:
+            return weight, bias
+    return base.weight, base.bias
 
 
 def routing_options(atoms_per_task: int = PAPER_CLIP.atoms_per_task, topk: Optional[int] = PAPER_CLIP.topk,
@@ -283,8 +307,9 @@ class MoRAMRouting:
                        else tokens.new_zeros(tokens.shape[0], self.out_features))
                 return out.reshape(*x.shape[:-1], self.out_features)
             out, idx, weights = self.mixture(tokens, cast_weight, cast_bias, k, gate)
-            if ((weight is None or not self.keep_base_cast) and not torch.is_grad_enabled() and not torch.compiler.is_compiling()
-                    and registered(self, "new_keys", "_parameters") is None and plannable(type(self))):
+            if (registered(self, "new_keys", "_parameters") is None  # (first: a bank with trainable rows is never planned)
+                    and (weight is None or not self.keep_base_cast) and not torch.is_grad_enabled()
+                    and not torch.compiler.is_compiling() and plannable(type(self))):
                 self._plan = EvalPlan.apart(self, x, dtype, weight, bias, self.path(tokens, num_atoms, k, gate is not None),
                                             k, gate, type(self).stacks_base is not MoRAMRouting.stacks_base)
         if self.recording:
@@ -358,9 +383,9 @@ class MoRAMRouting:
         chosen = self._path
         if chosen is None or chosen[0] is not switch_token:
             chosen = self._path = (switch_token, {})
-        if key in chosen[1]:
-            return chosen[1][key]
-        mixture = chosen[1][key] = choice.mixture_for(tokens, num_atoms, k, gated, stacked)
+        mixture = chosen[1].get(key)
+        if mixture is None and key not in chosen[1]:  # (a kept None: no stacked form on this path)
+            mixture = chosen[1][key] = choice.mixture_for(tokens, num_atoms, k, gated, stacked)
         return mixture
 
 
@@ -407,13 +432,13 @@ class MoRAMLinear(MoRAMRouting, MoRAMBank):
                 out = plan.read_over(self, x, base) if plain_linear(base) else None  # (fuses_base)
                 if out is not None:
                     return out
-        base = self.base
+        base = self._modules["base"]  # (self.base, without nn.Module.__getattr__: as the planned section reads it)
         if not x.is_floating_point() or x.dim() == 0 or x.shape[-1] != base.in_features:
             self.check_input(x)  # the clear error
         if self.num_atoms == 0:
             return base(x)
         if self.fuses_base():
-            return self.read(x, base.weight, base.bias)
+            return self.read(x, *weight_and_bias(base))
         base_out = base(x)
         return base_out + self.read(x).to(dtype=base_out.dtype)
 
@@ -548,4 +573,4 @@ def _stamp(tensors, scale: float) -> Optional[tuple]:
 
 # route: steps 2-5 in PyTorch (paths.reference), a name of 0.6's layers.moram module
 __all__ = ["MoRAMAtoms", "MoRAMLinear", "MoRAMRouting", "PLANNED_METHODS", "compute_dtype", "forget_copies", "keep_base_casts",
-           "keep_stacked", "plannable", "route", "routing_options", "tokens_of"]
+           "keep_stacked", "plannable", "route", "routing_options", "tokens_of", "weight_and_bias"]

@@ -128,8 +128,16 @@ def dense_forward(router: Router, tokens: torch.Tensor, weight: Optional[torch.T
     """Steps 1-6 without autograd: ``(y [N, d_out], proj, router state, usage)`` (module docstring;
     ``saving``: a backward will follow, the router keeps what it needs)."""
     if torch.is_grad_enabled():
-        with torch.no_grad():
+        if torch.compiler.is_compiling():  # (a graph takes the context manager)
+            with torch.no_grad():
+                return dense_forward(router, tokens, weight, bias, bank, k, temperature, threshold, recording, saving)
+        # torch.no_grad()'s own two calls, without its object and context protocol (about 20 thousand
+        # instructions a training call): grad mode was on, and is on again after, raised or not
+        torch._C._set_grad_enabled(False)
+        try:
             return dense_forward(router, tokens, weight, bias, bank, k, temperature, threshold, recording, saving)
+        finally:
+            torch._C._set_grad_enabled(True)
     proj = F.linear(tokens, bank.keys) if bank.keys_t is None else torch.mm(tokens, bank.keys_t)  # 1. p = A x
     if not saving and fused_read_out(router, proj, k, recording):                            # 2.-6. in one call
         out = router.read_out(proj, None if weight is None else F.linear(tokens, weight, bias), bank.values, k,
@@ -151,10 +159,13 @@ def dense_mixture(router: Router, tokens: torch.Tensor, weight: Optional[torch.T
     is needed (``idx``/``weights``: what :meth:`~moram_avalanche.layers.moram.bank.MoRAMBank.record`
     reads, None when not ``recording``; ``dropped``: the tokens are a dropout of its input,
     :mod:`~moram_avalanche.layers.moram.dropped`, no base then)."""
+    saving = needs_grad(tokens, weight, bias, bank, dropped)  # (asked once: the forward changes none of it)
     out, proj, state, usage = dense_forward(router, tokens, weight, bias, bank, k, temperature, threshold,
-                                            recording, needs_grad(tokens, weight, bias, bank, dropped))
-    out = attach_backward(out, tokens, weight, bias, bank, proj, state,
-                          functools.partial(dense_router_backward, router, k, temperature, threshold), dropped)
+                                            recording, saving)
+    if saving:
+        out = attach_backward(out, tokens, weight, bias, bank, proj, state,
+                              functools.partial(dense_router_backward, router, k, temperature, threshold), dropped,
+                              needed=True)
     idx, weights = usage if usage is not None else (None, None)
     return out, idx, weights
 

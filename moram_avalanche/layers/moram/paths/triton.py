@@ -244,6 +244,31 @@ def kept_launch(rule, *args):
     return found
 
 
+_BOUND = {}  # (the kernels' source, kernel, launch rule's arguments, constants) -> the kernel's bound launcher
+
+
+def kept_kernel(name: str, bind: Callable, *args) -> Callable:
+    """``bind(kernel, *args)``: the kernel ``name`` of :func:`_kernels` launched with its grid and
+    compile-time constants bound (``functools.partial`` of ``kernel[grid]``), made once per distinct
+    ``args`` (at most 4096; then started again) and kept, so that a call on the long way repeating
+    its shapes (a task's training steps, a decode step over a bank with trainable rows) pays one
+    dictionary lookup for what :func:`kept_launch` and the binding cost (about 18 thousand
+    instructions a call; issue "GPU path II"). The key holds where the kernels come from
+    (``_kernels`` and the module it imported, as they are now: a test that replaces either gets
+    launchers of its own); under ``torch.compile`` made at tracing (no cache in the graph). What is
+    kept is what :class:`ReadOut` keeps per row count: Triton's ``kernel[grid]`` is a plain closure
+    over the kernel and the grid."""
+    if torch.compiler.is_compiling():
+        return bind(getattr(_kernels(), name), *args)
+    key = (_kernels, _routing, name, *args)
+    found = _BOUND.get(key)
+    if found is None:
+        if len(_BOUND) >= 4096:
+            _BOUND.clear()
+        found = _BOUND[key] = bind(getattr(_kernels(), name), *args)
+    return found
+
+
 #: the first element offset int32 cannot hold: a launch that can form it sets ``LONG_INDEX``
 #: (:func:`long_index`; the kernels' module docstring, "Offsets")
 LONG_OFFSET = 2 ** 31
@@ -269,16 +294,6 @@ def _float_arguments(dtype: torch.dtype, *numbers: float) -> tuple:
     return tuple(struct.unpack("<q", struct.pack("<d", float(number)))[0] for number in numbers)
 
 
-def _numbers(k: int, temperature: float, threshold: Optional[float], num_atoms: int, dtype: torch.dtype):
-    """``(K, inv_tau, delta, eps, flags)`` the kernels take for projections of ``dtype``: ``K`` 0 where
-    every atom is kept (no top-k); the three floats as :func:`_float_arguments` passes them."""
-    keep_all = k >= num_atoms
-    flags = dict(GATED=threshold is not None, KEEP_ALL=keep_all)
-    inv_tau, delta, eps = _float_arguments(dtype, 1.0 / float(temperature),
-                                           0.0 if threshold is None else float(threshold), RELEVANCE_EPS)
-    return 0 if keep_all else int(k), inv_tau, delta, eps, flags
-
-
 def _row_major(tensor: torch.Tensor) -> torch.Tensor:
     """``tensor`` itself where its last stride is 1 (any row stride: a view into a wider tensor), else a copy."""
     return tensor if tensor.stride(-1) == 1 else tensor.contiguous()
@@ -296,22 +311,42 @@ def route_forward(proj: torch.Tensor, k: int, temperature: float, threshold: Opt
     """
     proj = _row_major(proj)
     rows, atoms = proj.shape
+    device, dtype = proj.device, proj.dtype
     coef = torch.empty_like(proj)  # contiguous even for a view with rows apart (not dense)
-    weights = torch.empty(rows, atoms, device=proj.device, dtype=torch.float32) if want_weights else coef
-    kept_k, inv_tau, delta, eps, flags = _numbers(k, temperature, threshold, atoms, proj.dtype)
+    proj_stride, coef_stride = proj.stride()[0], coef.stride()[0]  # (each read once)
+    weights, weights_stride = coef, coef_stride
+    if want_weights:
+        weights = torch.empty(rows, atoms, device=device, dtype=torch.float32)
+        weights_stride = weights.stride()[0]
+    kept_k = 0 if k >= atoms else int(k)  # (the kept columns: none where every atom is kept)
+    inv_tau, delta, eps = _float_arguments(dtype, 1.0 / float(temperature),
+                                           0.0 if threshold is None else float(threshold), RELEVANCE_EPS)
     state = ()
     if want_state:
-        state = (torch.empty(rows, kept_k, device=proj.device, dtype=torch.int16),
-                 torch.empty(rows, device=proj.device, dtype=route_dtype(proj.dtype)))
+        state = (torch.empty(rows, kept_k, device=device, dtype=torch.int16),
+                 torch.empty(rows, device=device, dtype=route_dtype(dtype)))
     kept, norm = state or (coef, coef)
-    grid, block_n, block_h, block_w, block_k, warps = kept_launch(launch, rows, atoms, k, proj.element_size())
     # (coef and the weights are made here, rows R apart; the kept columns' rows, k apart, end within theirs)
-    wide = long_index(rows, max(proj.stride(0), atoms), atoms)
-    on_device(proj.device, _kernels().route_forward_kernel[grid])(
-        proj, coef, weights, kept, norm, rows, atoms, proj.stride(0), coef.stride(0), weights.stride(0), inv_tau,
-        delta, eps, K=kept_k, WRITE_W=want_weights, SAVE=want_state, BLOCK_N=block_n, BLOCK_H=block_h,
-        BLOCK_W=block_w, BLOCK_K=block_k, LONG_INDEX=wide, num_warps=warps, **flags)
+    launcher = kept_kernel("route_forward_kernel", _bind_routing, rows, atoms, k, proj.element_size(),
+                           threshold is not None, max(proj_stride, atoms),
+                           (("WRITE_W", want_weights), ("SAVE", want_state)))
+    on_device(device, launcher)(proj, coef, weights, kept, norm, rows, atoms, proj_stride, coef_stride, weights_stride,
+                                inv_tau, delta, eps)
     return coef, (weights if want_weights else None), state
+
+
+def _bind_routing(kernel, rows: int, atoms: int, k: int, itemsize: int, gated: bool, row_stride: int,
+                  writes: Tuple[Tuple[str, bool], ...]) -> Callable:
+    """:func:`route_forward`'s or :func:`route_backward`'s launcher: ``kernel[grid]`` of
+    :func:`launch` with the compile-time constants bound (``writes``: the kernel's own flags, by
+    name), ``LONG_INDEX`` (:func:`long_index`) decided from the largest row stride it passes,
+    ``row_stride``: what :func:`kept_kernel` keeps."""
+    grid, block_n, block_h, block_w, block_k, warps = launch(rows, atoms, k, itemsize)
+    keep_all = k >= atoms
+    return functools.partial(kernel[grid], K=0 if keep_all else int(k), **dict(writes), BLOCK_N=block_n,
+                             BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k,
+                             LONG_INDEX=long_index(rows, row_stride, atoms), num_warps=warps, GATED=gated,
+                             KEEP_ALL=keep_all)
 
 
 def route_backward(grad_coef: Optional[torch.Tensor], proj: torch.Tensor, state: Tuple[torch.Tensor, ...], k: int,
@@ -327,15 +362,16 @@ def route_backward(grad_coef: Optional[torch.Tensor], proj: torch.Tensor, state:
     if grad_coef is not None:
         grad_coef = grad_coef.contiguous()
     anything = grad_proj if grad_proj is not None else coef
-    kept_k, inv_tau, delta, eps, flags = _numbers(k, temperature, threshold, atoms, proj.dtype)
-    grid, block_n, block_h, block_w, block_k, warps = kept_launch(launch, rows, atoms, k, proj.element_size())
-    strides = (0 if grad_coef is None else grad_coef.stride(0), proj.stride(0),
-               0 if grad_proj is None else grad_proj.stride(0), 0 if coef is None else coef.stride(0))
-    on_device(proj.device, _kernels().route_backward_kernel[grid])(
+    inv_tau, delta, eps = _float_arguments(proj.dtype, 1.0 / float(temperature),
+                                           0.0 if threshold is None else float(threshold), RELEVANCE_EPS)
+    strides = (0 if grad_coef is None else grad_coef.stride()[0], proj.stride()[0],
+               0 if grad_proj is None else grad_proj.stride()[0], 0 if coef is None else coef.stride()[0])
+    launcher = kept_kernel("route_backward_kernel", _bind_routing, rows, atoms, k, proj.element_size(),
+                           threshold is not None, max(strides),
+                           (("WRITE_GRAD", grad_coef is not None), ("WRITE_COEF", want_coef)))
+    on_device(proj.device, launcher)(
         anything if grad_coef is None else grad_coef, proj, kept, norm, anything if grad_proj is None else grad_proj,
-        anything if coef is None else coef, rows, atoms, *strides, inv_tau, delta, eps, K=kept_k,
-        WRITE_GRAD=grad_coef is not None, WRITE_COEF=want_coef, BLOCK_N=block_n, BLOCK_H=block_h, BLOCK_W=block_w,
-        BLOCK_K=block_k, LONG_INDEX=long_index(rows, max(strides), atoms), num_warps=warps, **flags)
+        anything if coef is None else coef, rows, atoms, *strides, inv_tau, delta, eps)
     return grad_proj, coef
 
 
@@ -398,34 +434,50 @@ def route_read_out(proj: torch.Tensor, base_out: Optional[torch.Tensor], values:
 def run_read_out(proj: torch.Tensor, base_out: Optional[torch.Tensor], values: torch.Tensor, k: int,
                  temperature: float, threshold: Optional[float]) -> torch.Tensor:
     """:func:`route_read_out` without its argument checks: for a caller that has made them (the
-    layer's dense path, which takes it only where they hold: :data:`READ_OUT_ROWS`)."""
+    layer's dense path, which takes it only where they hold: :data:`READ_OUT_ROWS`). Its launcher,
+    ``LONG_INDEX`` included, is kept per shape and row strides (:func:`kept_kernel`), and each
+    stride is read once: the long way's read-out (a bank with trainable rows) repeats them."""
     proj, values = _row_major(proj), (values if values.is_contiguous() else values.contiguous())
     base_out = None if base_out is None else _row_major(base_out)
     rows, atoms = proj.shape
     outputs = values.shape[1]
-    out = torch.empty(rows, outputs, device=proj.device, dtype=proj.dtype)
-    launch = kept_launch(read_out_launch, rows, atoms, k, proj.element_size(), outputs)
-    base_stride = 0 if base_out is None else base_out.stride(0)
-    wide = (long_index(rows, max(proj.stride(0), base_stride, out.stride(0)), max(atoms, outputs))
-            or long_index(atoms, values.stride(0), outputs))
-    # (_numbers' inline: k < R here, so never its keep-all case, and no flags dict a call)
-    inv_tau, delta, eps = _float_arguments(proj.dtype, 1.0 / float(temperature),
+    device, dtype = proj.device, proj.dtype
+    out = torch.empty(rows, outputs, device=device, dtype=dtype)
+    # (out is made here, contiguous: its rows max(d_out, 1) apart, torch's contiguous row stride)
+    proj_stride, values_stride, out_stride = proj.stride()[0], values.stride()[0], max(outputs, 1)
+    base_stride = 0 if base_out is None else base_out.stride()[0]
+    launcher = kept_kernel("route_read_out_kernel", _bind_read_out, rows, atoms, k, proj.element_size(), outputs,
+                           threshold is not None, base_out is not None, max(proj_stride, base_stride, out_stride),
+                           values_stride)
+    inv_tau, delta, eps = _float_arguments(dtype, 1.0 / float(temperature),
                                            0.0 if threshold is None else float(threshold), RELEVANCE_EPS)
-    on_device(proj.device, read_out_launcher(launch, k, threshold is not None, base_out is not None, wide))(
-        proj, out if base_out is None else base_out, values, out, rows, atoms, outputs, 0, proj.stride(0),
-        base_stride, values.stride(0), out.stride(0), inv_tau, delta, eps)
+    on_device(device, launcher)(
+        proj, out if base_out is None else base_out, values, out, rows, atoms, outputs, 0, proj_stride,
+        base_stride, values_stride, out_stride, inv_tau, delta, eps)
     return out
 
 
-def read_out_launcher(launch: ReadOutLaunch, k: int, gated: bool, base: bool, wide: bool = False) -> Callable:
-    """The read-out kernel launched by ``launch`` with its compile-time constants (``k``, the gate,
-    a base or none, the blocks, int64 offsets or not: ``wide``, :func:`long_index`) bound: it takes
+def _bind_read_out(kernel, rows: int, atoms: int, k: int, itemsize: int, outputs: int, gated: bool, base: bool,
+                   row_stride: int, values_stride: int) -> Callable:
+    """:func:`run_read_out`'s launcher (:func:`read_out_launcher` of :func:`read_out_launch`), its
+    int64 offsets (:func:`long_index`) decided from the largest row stride of ``proj``, ``base_out``
+    and ``out`` and from the bank's (``values_stride``): what :func:`kept_kernel` keeps."""
+    wide = long_index(rows, row_stride, max(atoms, outputs)) or long_index(atoms, values_stride, outputs)
+    return read_out_launcher(read_out_launch(rows, atoms, k, itemsize, outputs), k, gated, base, wide, kernel)
+
+
+def read_out_launcher(launch: ReadOutLaunch, k: int, gated: bool, base: bool, wide: bool = False,
+                      kernel=None) -> Callable:
+    """The read-out kernel (``kernel``; None: :func:`_kernels`'s) launched by ``launch`` with its
+    compile-time constants (``k``, the gate, a base or none, the blocks, int64 offsets or not:
+    ``wide``, :func:`long_index`) bound: it takes
     the 15 arguments that vary (``proj``, ``base_out`` (``out`` where none), ``values``, ``out``, the
     row, atom and output counts, where ``p`` starts in ``proj`` (entries), the four row strides,
     ``1 / tau``, ``delta`` (0 where none), the relevances' epsilon: the three as
     :func:`_float_arguments` gives them)."""
     grid, block_n, block_h, block_w, block_k, block_o, warps = launch
-    return functools.partial(_kernels().route_read_out_kernel[grid], K=int(k), GATED=gated, BASE=base,
+    kernel = _kernels().route_read_out_kernel if kernel is None else kernel
+    return functools.partial(kernel[grid], K=int(k), GATED=gated, BASE=base,
                              BLOCK_N=block_n, BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k, BLOCK_O=block_o,
                              LONG_INDEX=wide, num_warps=warps)
 
@@ -509,5 +561,5 @@ class ReadOut:
 
 
 __all__ = ["LONG_OFFSET", "Launch", "MAX_ATOMS", "READ_OUT_PROGRAMS", "READ_OUT_ROWS", "ROW_PER_WARP", "ReadOut", "ReadOutLaunch", "fits",
-           "installed", "interpreting", "kept_launch", "launch", "launch_index", "launched_on", "long_index", "on_device", "read_out_launch", "read_out_launcher", "route_backward",
+           "installed", "interpreting", "kept_kernel", "kept_launch", "launch", "launch_index", "launched_on", "long_index", "on_device", "read_out_launch", "read_out_launcher", "route_backward",
            "route_forward", "route_read_out", "run_read_out", "usable", "why_not"]
