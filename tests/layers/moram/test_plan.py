@@ -814,3 +814,22 @@ def test_a_bias_s_data_in_another_dtype_takes_the_long_way(planned, path):
         assert outcome == fresh
     else:
         assert torch.equal(outcome, fresh)
+
+
+@pytest.mark.parametrize("kind,path", KIND_PATHS)
+def test_a_base_weight_s_data_swapped_for_a_wider_one_is_refused(planned, kind, path):
+    """A base whose weight's ``.data`` is swapped for one of more output features no longer fits the
+    atoms' values: the planned call sees the shape (a call apart's plan checks it, a stacked call's
+    stamps it) and goes the long way, which refuses it on every path (the Triton read-out, which
+    reads ``d_out`` columns of the base's output, with a clear error of its own)."""
+    layer = layer_of(kind)
+    x = torch.randn(2, 5, 24)
+    with use_path(path):
+        call(layer, x), call(layer, x)
+        assert len(planned) == 1
+        with torch.no_grad():
+            layer.base.weight.data = torch.randn(30, 24)
+            layer.base.bias.data = torch.randn(30)
+        with pytest.raises((RuntimeError, ValueError)):
+            call(layer, x)
+        assert len(planned) == 1
