@@ -10,8 +10,9 @@ from torch.nn.modules import module as module_hooks
 def hooked(module: nn.Module) -> bool:
     """Whether a call of ``module`` would run a hook: its own forward (pre-)hooks, its backward hooks,
     or a global module hook (``torch.nn.modules.module.register_module_forward_hook`` and kin)."""
-    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
-                or module._backward_pre_hooks or module_hooks._global_forward_hooks
+    own = module.__dict__  # (one attribute lookup: nn.Module's __getattr__ makes each lookup slow, about 0.4k instructions)
+    return bool(own["_forward_hooks"] or own["_forward_pre_hooks"] or own["_backward_hooks"]
+                or own["_backward_pre_hooks"] or module_hooks._global_forward_hooks
                 or module_hooks._global_forward_pre_hooks or module_hooks._global_backward_hooks
                 or module_hooks._global_backward_pre_hooks)
 
@@ -21,11 +22,7 @@ def plain_call(module: nn.Module) -> bool:
     instance (accelerate's offload and ``device_map`` hooks wrap it there, and load the module's
     tensors from ``meta`` placeholders inside it) and no hook that the call would run
     (:func:`hooked`). A caller that reads the module's tensors itself, past its call, asks this first."""
-    own = module.__dict__  # (one attribute lookup: nn.Module's __getattr__ makes each lookup slow, about 0.4k instructions)
-    return not ("forward" in own or own["_forward_hooks"] or own["_forward_pre_hooks"] or own["_backward_hooks"]
-                or own["_backward_pre_hooks"] or module_hooks._global_forward_hooks
-                or module_hooks._global_forward_pre_hooks or module_hooks._global_backward_hooks
-                or module_hooks._global_backward_pre_hooks)
+    return "forward" not in module.__dict__ and not hooked(module)
 
 
 def plain_linear(module: nn.Module, *others: nn.Module) -> bool:
@@ -40,7 +37,7 @@ def plain_linear(module: nn.Module, *others: nn.Module) -> bool:
     Python call, each module's hook registries read from its instance dictionary, where
     ``nn.Module.__init__`` puts them), as any of these can change after the layer is built (a base
     swapped, a hook added)."""
-    own = module.__dict__  # (the instance's dictionary read once: plain_call)
+    own = module.__dict__  # (the instance's dictionary read once: hooked)
     if (type(module).forward is not nn.Linear.forward or "forward" in own or own["_forward_hooks"]
             or own["_forward_pre_hooks"] or own["_backward_hooks"] or own["_backward_pre_hooks"]):
         return False

@@ -134,7 +134,8 @@ class EvalPlan:
         stamped = (weight, bias) + rows if stacks else rows
         try:
             plan.stamps = tuple((t, *stamp_of(t)) for t in stamped if t is not None)
-            for t in (weight, bias):  # (none is planned over a base without storage either: a wrapper of one call)
+            # (nor over a base read apart, unstamped, that has no storage: a wrapper of one call)
+            for t in () if stacks else (weight, bias):
                 if t is not None:
                     t.data_ptr()
         except RuntimeError:  # a tensor without storage (a torch.func transform's wrapper): nothing to check

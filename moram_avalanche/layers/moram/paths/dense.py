@@ -121,7 +121,7 @@ def _in_dtype(weight: torch.Tensor, bias: Optional[torch.Tensor], dtype: torch.d
     return weight.to(dtype=dtype), None if bias is None else bias.to(dtype=dtype)
 
 
-def base_width_error(base_features: int, atom_features: int) -> str:
+def _base_width_error(base_features: int, atom_features: int) -> str:
     """The error of a base whose output is not as wide as the atoms' values (its weight's ``.data``
     swapped for another shape): what the other steps refuse as a shape mismatch, said plainly."""
     return (f"the base computes {base_features} output features but the atoms' values have {atom_features}: "
@@ -150,7 +150,7 @@ def dense_forward(router: Router, tokens: torch.Tensor, weight: Optional[torch.T
     if not saving and fused_read_out(router, proj, k, recording):                            # 2.-6. in one call
         base_out = None if weight is None else F.linear(tokens, weight, bias)
         if base_out is not None and base_out.shape[1] != bank.values.shape[1]:  # (the kernel reads d_out columns)
-            raise ValueError(base_width_error(base_out.shape[1], bank.values.shape[1]))
+            raise ValueError(_base_width_error(base_out.shape[1], bank.values.shape[1]))
         out = router.read_out(proj, base_out, bank.values, k, temperature, threshold)
         return out, proj, (), None
     coef, state, usage = router.forward(proj, k, temperature, threshold, recording, saving)  # 2.-5. c = w p
@@ -338,5 +338,5 @@ def dense_router_backward(router: Router, k: int, temperature: float, threshold:
     return grad_proj, (coef[:, start:] if tail else None)
 
 
-__all__ = ["AUTOCAST_CASTS", "AUTOCAST_LINEAR", "ApartRepeat", "Router", "autocast_casts", "base_width_error", "TORCH_ROUTER", "TRITON_ROUTER", "apart_repeat", "dense_forward", "dense_mixture", "dense_router_backward",
+__all__ = ["AUTOCAST_CASTS", "AUTOCAST_LINEAR", "ApartRepeat", "Router", "autocast_casts", "TORCH_ROUTER", "TRITON_ROUTER", "apart_repeat", "dense_forward", "dense_mixture", "dense_router_backward",
            "fused_read_out", "StackedRepeat", "stacked_mixture", "stacked_repeat", "with_triton_router"]

@@ -226,24 +226,6 @@ def read_out_launch(num_rows: int, num_atoms: int, k: int, itemsize: int, num_ou
                          route.block_k, block_o, route.num_warps)
 
 
-_LAUNCHES = {}  # (rule, its arguments) -> the launch it gave: a call's shapes repeat (a layer's batch, a decode step)
-
-
-def kept_launch(rule, *args):
-    """``rule(*args)`` (:func:`launch`, :func:`read_out_launch`), worked out once per distinct
-    arguments and kept (at most 4096; then started again), so that a call repeating its shapes pays a
-    dictionary lookup; under ``torch.compile`` worked out at tracing (no cache in the graph)."""
-    if torch.compiler.is_compiling():
-        return rule(*args)
-    key = (rule, *args)
-    found = _LAUNCHES.get(key)
-    if found is None:
-        if len(_LAUNCHES) >= 4096:
-            _LAUNCHES.clear()
-        found = _LAUNCHES[key] = rule(*args)
-    return found
-
-
 _BOUND = {}  # (the kernels' source, kernel, launch rule's arguments, constants) -> the kernel's bound launcher
 
 
@@ -252,8 +234,8 @@ def kept_kernel(name: str, bind: Callable, *args) -> Callable:
     compile-time constants bound (``functools.partial`` of ``kernel[grid]``), made once per distinct
     ``args`` (at most 4096; then started again) and kept, so that a call on the long way repeating
     its shapes (a task's training steps, a decode step over a bank with trainable rows) pays one
-    dictionary lookup for what :func:`kept_launch` and the binding cost (about 18 thousand
-    instructions a call; issue "GPU path II"). The key holds where the kernels come from
+    dictionary lookup for what working out the launch (:func:`launch`, :func:`read_out_launch`) and
+    the binding cost (about 18 thousand instructions a call; issue "GPU path II"). The key holds where the kernels come from
     (``_kernels`` and the module it imported, as they are now: a test that replaces either gets
     launchers of its own); under ``torch.compile`` made at tracing (no cache in the graph). What is
     kept is what :class:`ReadOut` keeps per row count: Triton's ``kernel[grid]`` is a plain closure
@@ -502,8 +484,8 @@ class ReadOut:
     ``shape``: the output's (the call's leading dimensions and ``d_out``; ``[N, d_out]`` where
     None), so that no reshape of it follows. The output is made from its sizes as separate integers
     (``new_empty(*shape)``): PyTorch's argument parser reads a ``torch.Size`` or a tuple of sizes
-    more slowly (on this project's CPU, about 8.5 thousand instructions for ints, 12 thousand for a
-    tuple, 17 thousand for a ``torch.Size``). The caller has made :func:`route_read_out`'s checks
+    more slowly (on this project's CPU, about 8 thousand instructions for ints, 11 thousand for a
+    tuple, 16 thousand for a ``torch.Size``). The caller has made :func:`route_read_out`'s checks
     (the plan's first call took the long way, which made them).
 
     Row strides: ``out`` is made here (``d_out`` apart), the bank's are fixed; ``proj``'s,
@@ -561,5 +543,5 @@ class ReadOut:
 
 
 __all__ = ["LONG_OFFSET", "Launch", "MAX_ATOMS", "READ_OUT_PROGRAMS", "READ_OUT_ROWS", "ROW_PER_WARP", "ReadOut", "ReadOutLaunch", "fits",
-           "installed", "interpreting", "kept_kernel", "kept_launch", "launch", "launch_index", "launched_on", "long_index", "on_device", "read_out_launch", "read_out_launcher", "route_backward",
+           "installed", "interpreting", "kept_kernel", "launch", "launch_index", "launched_on", "long_index", "on_device", "read_out_launch", "read_out_launcher", "route_backward",
            "route_forward", "route_read_out", "run_read_out", "usable", "why_not"]
