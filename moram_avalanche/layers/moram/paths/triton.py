@@ -49,6 +49,7 @@ from typing import Callable, NamedTuple, Optional, Tuple
 import torch
 
 from .reference import RELEVANCE_EPS, route_dtype
+from .triton_launch import kept_or_plain
 
 #: the widest bank a program holds in registers (atoms, rounded up to a power of two); a wider
 #: one takes the PyTorch dense path (:func:`fits`). Below 2 ** 15: the kept columns are saved as
@@ -325,10 +326,10 @@ def _bind_routing(kernel, rows: int, atoms: int, k: int, itemsize: int, gated: b
     ``row_stride``: what :func:`kept_kernel` keeps."""
     grid, block_n, block_h, block_w, block_k, warps = launch(rows, atoms, k, itemsize)
     keep_all = k >= atoms
-    return functools.partial(kernel[grid], K=0 if keep_all else int(k), **dict(writes), BLOCK_N=block_n,
-                             BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k,
-                             LONG_INDEX=long_index(rows, row_stride, atoms), num_warps=warps, GATED=gated,
-                             KEEP_ALL=keep_all)
+    return kept_or_plain(kernel, grid, K=0 if keep_all else int(k), **dict(writes), BLOCK_N=block_n,
+                         BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k,
+                         LONG_INDEX=long_index(rows, row_stride, atoms), num_warps=warps, GATED=gated,
+                         KEEP_ALL=keep_all)
 
 
 def route_backward(grad_coef: Optional[torch.Tensor], proj: torch.Tensor, state: Tuple[torch.Tensor, ...], k: int,
@@ -459,9 +460,8 @@ def read_out_launcher(launch: ReadOutLaunch, k: int, gated: bool, base: bool, wi
     :func:`_float_arguments` gives them)."""
     grid, block_n, block_h, block_w, block_k, block_o, warps = launch
     kernel = _kernels().route_read_out_kernel if kernel is None else kernel
-    return functools.partial(kernel[grid], K=int(k), GATED=gated, BASE=base,
-                             BLOCK_N=block_n, BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k, BLOCK_O=block_o,
-                             LONG_INDEX=wide, num_warps=warps)
+    return kept_or_plain(kernel, grid, K=int(k), GATED=gated, BASE=base, BLOCK_N=block_n, BLOCK_H=block_h,
+                         BLOCK_W=block_w, BLOCK_K=block_k, BLOCK_O=block_o, LONG_INDEX=wide, num_warps=warps)
 
 
 class ReadOut:

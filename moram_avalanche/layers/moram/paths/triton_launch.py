@@ -1,0 +1,206 @@
+"""A Triton kernel launched by the compiled kernel Triton's own launch chose for it, without redoing that choice.
+
+Triton launches a ``@triton.jit`` kernel (``kernel[grid](*args, **constants)``, ``JITFunction.run``) by
+working out, at every call, which compiled kernel the arguments need: the current device and
+stream, each argument bound and specialised (a tensor by its dtype and whether its address is
+16-byte aligned; an integer by its type -- int32, int64 or uint64 by its value --, whether it is 1
+and whether it is divisible by 16), a cache key hashed from them and the options, the kernel's
+globals checked, the launch's metadata built for the launch hooks; then it calls the compiled
+kernel's launcher. On this project's CPU that is about 16 microseconds a launch
+(``scripts/bench_call.py --launch dry``), more than the rest of a planned MoRAM eval call, and
+a GPU's bf16 call of a 768-wide layer is host-bound (issue "GPU path II", item 1).
+
+:class:`KeptLaunch` makes a kernel's first launch for a specialisation through Triton
+(``JITFunction.run``, which compiles it if need be and returns it), keeps the compiled kernel,
+and launches it at later calls whose arguments fall in the same class by calling its launcher
+itself, with the arguments Triton's launch passes it -- as PyTorch Inductor's generated
+launchers do. A call then costs the arguments' class (:func:`specialization`: a dtype and an
+address a tensor, a few comparisons an integer), the current device and stream, and the launcher.
+What it rests on:
+
+* **The same compiled kernel.** :func:`specialization` is finer than Triton's rules (it tells apart
+  every two arguments Triton does, and maybe more): equal classes mean Triton's launch would pick
+  the same compiled kernel (the launch's constants and options are the :class:`KeptLaunch`'s own,
+  fixed). Arguments of a kind it does not know (a tuple, a tensor descriptor, ...) take Triton's
+  launch at every call.
+* **The same launch.** The launcher is called as ``JITFunction.run`` calls it in Triton 3.4 to 3.9
+  (:data:`VERIFIED`: ``run(grid_0, grid_1, grid_2, stream, function, packed_metadata,
+  launch_metadata, enter_hook, exit_hook, *every parameter's value)``), with ``None`` for the
+  metadata and both hooks: Triton passes its hook chains, which call nothing while no hook is
+  registered (the launcher skips a ``None`` hook). While a launch hook is registered (a profiler such
+  as Triton's proton), every call takes Triton's launch, which builds the metadata the hooks read.
+  ``tests/layers/moram/triton_launch_check.py`` records both launches' arguments without a GPU
+  (:mod:`moram_avalanche.utils.triton_dry`) and compares them.
+* **Read at a specialisation's first launch only**, as Inductor's launchers read them: Triton's
+  debug and instrumentation knobs (``TRITON_DEBUG``, ...), which take part in its cache key.
+
+Where it is not used (:func:`kept_or_plain` gives Triton's own launch, ``kernel[grid]`` with the
+constants bound): under ``torch.compile`` (the graph keeps a user-defined Triton kernel only as
+``kernel[grid](...)``), under Triton's interpreter (``TRITON_INTERPRET=1``: no compiled kernel),
+a Triton outside :data:`VERIFIED`, and where ``MORAM_AVALANCHE_TRITON_LAUNCH=triton`` is set
+(read at import: every launch through Triton's own, for a comparison or a doubt).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Callable, Optional, Tuple
+
+import torch
+
+#: the Triton versions (major, minor) whose launch :class:`KeptLaunch` reproduces: the launcher's
+#: call read in each one's ``JITFunction.run``, and compared call for call on the installed one
+#: (``tests/layers/moram/triton_launch_check.py``)
+VERIFIED = ((3, 4), (3, 5), (3, 6), (3, 7), (3, 8), (3, 9))
+
+#: the environment variable that, set to ``triton`` (read at import), makes every launch Triton's own
+SWITCH = "MORAM_AVALANCHE_TRITON_LAUNCH"
+
+_TENSOR = torch.Tensor
+_INT32 = 2 ** 31
+_INT64 = 2 ** 63
+
+
+def enabled() -> bool:
+    """Whether launches may be kept (module docstring): not switched off by :data:`SWITCH`."""
+    return _ENABLED
+
+
+_ENABLED = os.environ.get(SWITCH, "").strip().lower() != "triton"
+
+
+@functools.lru_cache(maxsize=None)
+def _runtime():
+    """``(Triton's runtime knobs, its driver configuration)`` where its version is in :data:`VERIFIED`, else None."""
+    import triton
+
+    try:
+        version = tuple(int(part) for part in triton.__version__.split(".")[:2])
+    except ValueError:
+        return None
+    if version not in VERIFIED:
+        return None
+    from triton import knobs
+    from triton.runtime import driver
+
+    return knobs.runtime, driver
+
+
+def _idle(hook) -> bool:
+    """Whether a launch hook of Triton's calls nothing: None (Triton 3.4), or a hook chain without calls (3.5 on)."""
+    return hook is None or not getattr(hook, "calls", True)
+
+
+def specialization(args: tuple) -> Optional[tuple]:
+    """The class of ``args`` that decides which compiled kernel Triton's launch takes for them, finer than
+    Triton's own (module docstring), or None where an argument is of a kind it does not know.
+
+    A tensor: its dtype and whether its address is a multiple of 16 bytes. An int: 1 apart (Triton
+    makes it a constant), else whether it is divisible by 16 and whether it fits int32, int64 or
+    neither (uint64). A bool, a float, None: their type alone (Triton specialises none of them)."""
+    key = []
+    for arg in args:
+        kind = type(arg)
+        if kind is int:
+            if arg == 1:
+                key.append(1)
+            else:
+                width = 32 if -_INT32 <= arg < _INT32 else 64 if -_INT64 <= arg < _INT64 else 128  # (uint64)
+                key.append(width + (arg & 15 == 0))  # (32 or 33, 64 or 65, 128 or 129)
+        elif kind is float or kind is bool or arg is None:
+            key.append(kind)
+        elif isinstance(arg, _TENSOR):
+            key.append(arg.dtype)
+            key.append(arg.data_ptr() & 15 == 0)
+        else:
+            return None
+    return tuple(key)
+
+
+class KeptLaunch:
+    """``kernel[grid](*args, **constants)``: launched by the compiled kernel Triton's launch chose for
+    the arguments' class (:func:`specialization`), made through Triton at the class's first call
+    (and at every call while a launch hook is registered), directly at the next (module docstring).
+
+    ``grid``: one to three program counts (fixed: a launch rule's); ``constants``: the kernel's
+    compile-time constants and Triton's launch options (``num_warps``, ...), by name. It takes
+    the kernel's other parameters positionally, in order, as ``kernel[grid]`` would."""
+
+    __slots__ = ("kernel", "grid", "constants", "grid_3", "compiled", "tail", "device", "stream")
+
+    def __init__(self, kernel, grid: Tuple[int, ...], constants: dict):
+        self.kernel, self.grid, self.constants = kernel, tuple(grid), dict(constants)
+        self.grid_3 = (*self.grid, 1, 1)[:3]
+        self.compiled = {}  # (device, specialization) -> (compiled kernel, its launcher, function, packed metadata)
+        self.tail = None  # the values of the parameters after the positional ones (constants, defaults)
+        self.device = self.stream = None  # Triton's driver's getters (at the first launch)
+
+    def __call__(self, *args):
+        knobs = _runtime()[0]
+        if _idle(knobs.launch_enter_hook) and _idle(knobs.launch_exit_hook):
+            device = self.device() if self.device is not None else None
+            found = self.compiled.get((device, specialization(args)))
+            if found is not None:
+                _, launcher, function, metadata = found
+                grid_0, grid_1, grid_2 = self.grid_3
+                launcher(grid_0, grid_1, grid_2, self.stream(device), function, metadata, None, None, None,
+                         *args, *self.tail)
+                return None
+        return self.through_triton(args)
+
+    def through_triton(self, args: tuple):
+        """Triton's own launch (``JITFunction.run``), its compiled kernel kept for the arguments'
+        class where a later call may take it directly: nothing hooked, a class known, the
+        parameters' values all given."""
+        compiled = self.kernel.run(*args, grid=self.grid, warmup=False, **self.constants)
+        knobs, driver = _runtime()
+        if compiled is None or not (_idle(knobs.launch_enter_hook) and _idle(knobs.launch_exit_hook)):
+            return compiled
+        key = specialization(args)
+        if key is None or self.tail_of(len(args)) is None:
+            return compiled
+        if self.device is None:
+            self.device, self.stream = driver.active.get_current_device, driver.active.get_current_stream
+        if len(self.compiled) >= 64:  # (a kernel whose arguments' class keeps changing: start again)
+            self.compiled.clear()
+        self.compiled[(self.device(), key)] = (compiled, compiled.run, compiled.function, compiled.packed_metadata)
+        return compiled
+
+    def tail_of(self, given: int) -> Optional[tuple]:
+        """The values ``JITFunction.run`` passes after ``given`` positional arguments: each later
+        parameter's constant, or its default; None where one has neither (Triton's launch then
+        raises, and nothing is kept)."""
+        if self.tail is None:
+            tail = []
+            for param in self.kernel.params[given:]:
+                name = param.name
+                if name in self.constants:
+                    tail.append(self.constants[name])
+                elif param.has_default:
+                    tail.append(param.default)
+                else:
+                    return None
+            self.tail = tuple(tail)
+        return self.tail
+
+
+def keepable(kernel) -> bool:
+    """Whether launches of ``kernel`` may be kept (module docstring): a Triton JIT function (not the
+    interpreter's), a Triton of :data:`VERIFIED`, not switched off, not inside ``torch.compile``."""
+    if not _ENABLED or torch.compiler.is_compiling():
+        return False
+    from triton.runtime.jit import JITFunction
+
+    return type(kernel) is JITFunction and _runtime() is not None
+
+
+def kept_or_plain(kernel, grid: Tuple[int, ...], **constants) -> Callable:
+    """The launcher of ``kernel`` on ``grid`` with ``constants`` bound: a :class:`KeptLaunch` where
+    :func:`keepable`, else Triton's own (``functools.partial(kernel[grid], **constants)``)."""
+    if keepable(kernel):
+        return KeptLaunch(kernel, grid, constants)
+    return functools.partial(kernel[grid], **constants)
+
+
+__all__ = ["KeptLaunch", "SWITCH", "VERIFIED", "enabled", "keepable", "kept_or_plain", "specialization"]

@@ -1,0 +1,134 @@
+"""A kept launch (``paths.triton_launch``) launches what Triton's own launch would, with the arguments it would pass.
+
+The comparison of launches runs in a process of its own without Triton's interpreter
+(``triton_launch_check.py``, the dry driver of ``utils.triton_dry``: kernels compiled for sm_90, launches
+recorded); the classes of arguments are checked here against Triton's own specialisation.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from moram_avalanche.layers.moram.paths import triton as moram_triton
+from moram_avalanche.layers.moram.paths import triton_launch
+from moram_avalanche.layers.moram.paths.triton_launch import KeptLaunch, keepable, kept_or_plain, specialization
+
+pytestmark = pytest.mark.skipif(not moram_triton.installed(), reason="Triton is not installed")
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def checked():
+    env = {k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", triton_launch.SWITCH)}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    script = Path(__file__).with_name("triton_launch_check.py")
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_every_launch_of_the_gpu_path_is_kept_and_passes_what_tritons_own_launch_passes(checked):
+    sites = checked["sites"]
+    assert len(sites) == 48  # 8 launches x float32, bfloat16, float64 x gated or not
+    for name, site in sites.items():
+        assert site["kept"], name
+        assert site["triton_runs"] == 1, (name, site)  # the first of three calls; the next two direct
+        assert site["differences"] == [], (name, site["differences"])
+
+
+def test_a_new_class_of_arguments_goes_through_triton_and_gets_the_kernel_triton_chooses(checked):
+    cases = {case["case"]: case for case in checked["classes"]}
+    assert all(case["same_function"] for case in cases.values()), cases
+    assert [case["through_triton"] for case in checked["classes"]] == [True] * 5 + [False]
+
+
+def test_a_registered_launch_hook_gets_every_launch_through_triton(checked):
+    hooks = checked["hooks"]
+    assert hooks["hook_calls"] == ["route_forward_kernel"] and hooks["launches"] == 2
+    assert hooks["hooked_passes_metadata"] and hooks["unhooked_passes_none"]
+
+
+def test_a_direct_launch_runs_on_the_current_stream(checked):
+    assert checked["stream"] == {"before": 7, "after": 11}
+
+
+# ------------------------------------------------------------------ the arguments' classes, in this process
+def tritons_specialization(arg):
+    """Triton's own class of ``arg`` for an NVIDIA GPU (what its binder computes for each argument)."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.nvidia.compiler import CUDABackend
+
+    return native_specialize_impl(CUDABackend, arg, False, True, True)
+
+
+def arguments():
+    ints = [0, 1, 2, 15, 16, 17, 32, 48, -1, -16, -17, 2 ** 31 - 16, 2 ** 31 - 1, 2 ** 31, 2 ** 31 + 1, -2 ** 31,
+            -2 ** 31 - 16, 2 ** 32, 2 ** 63 - 16, 2 ** 63 - 1, 2 ** 63, 2 ** 63 + 16, 2 ** 64 - 1]
+    buffer = torch.zeros(64, dtype=torch.float64)  # (its address a multiple of 64 bytes)
+    tensors = [buffer.view(dtype)[offset:] for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.int16)
+               for offset in (0, 1, 2, 4, 8)] + [buffer, buffer[1:], buffer[2:]]
+    return ints + tensors + [True, False, 0.5, 1.0, None]
+
+
+def test_equal_classes_are_equal_to_triton():
+    """Finer than Triton's: two arguments of one class are of one class to Triton (and the reverse is
+    not needed); the classes do not merge what Triton's tells apart."""
+    args = arguments()
+    ours = [specialization((arg,)) for arg in args]
+    theirs = [tritons_specialization(arg) for arg in args]
+    for i, a in enumerate(args):
+        for j, b in enumerate(args):
+            if ours[i] == ours[j]:
+                assert theirs[i] == theirs[j], (a, b, theirs[i], theirs[j])
+
+
+def test_the_classes_tell_apart_what_the_kernels_see():
+    """Hand-worked: each thing Triton specialises on changes the class."""
+    buffer = torch.zeros(64, dtype=torch.bfloat16)
+    assert specialization((buffer,)) != specialization((buffer[1:],))  # 2 bytes off 16
+    assert specialization((buffer,)) == specialization((buffer[8:],))  # 16 bytes on
+    assert specialization((buffer,)) != specialization((buffer.view(torch.float16),))
+    assert specialization((16,)) == specialization((32,)) != specialization((17,)) == specialization((15,))
+    assert specialization((1,)) != specialization((17,)) and specialization((1,)) != specialization((True,))
+    assert specialization((2 ** 31 - 16,)) != specialization((2 ** 31,)) != specialization((2 ** 63,))
+    assert specialization((0.5,)) == specialization((1.0,)) != specialization((1,))
+
+
+def test_an_argument_of_another_kind_makes_no_class():
+    assert specialization((torch.zeros(2), (1, 2))) is None
+    assert specialization(([1],)) is None
+
+
+def test_nothing_is_kept_under_the_interpreter_or_when_switched_off(monkeypatch):
+    kernel = moram_triton._kernels().route_forward_kernel  # (the suite runs Triton's interpreter)
+    assert not keepable(kernel) and not isinstance(kept_or_plain(kernel, (1,), K=1), KeptLaunch)
+    assert not keepable(object())
+
+
+def test_the_switch_is_read_at_import():
+    code = "from moram_avalanche.layers.moram.paths import triton_launch as t; print(t.enabled())"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    answers = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={**env, triton_launch.SWITCH: value}).stdout.split()[-1]
+               for value in ("triton", " Triton ", "", "kept")]
+    assert answers == ["False", "False", "True", "True"]
+
+
+def test_a_parameter_without_a_value_keeps_nothing():
+    class Param:
+        def __init__(self, name, default=None):
+            self.name, self.has_default, self.default = name, default is not None, default
+
+    class Kernel:
+        params = [Param("x"), Param("K"), Param("BLOCK", 16), Param("FLAG")]
+
+    launcher = KeptLaunch(Kernel(), (4,), {"K": 3})
+    assert launcher.tail_of(1) is None and launcher.tail is None
+    assert KeptLaunch(Kernel(), (4, 2), {"K": 3, "FLAG": True, "num_warps": 4}).tail_of(1) == (3, 16, True)
+    assert KeptLaunch(Kernel(), (4, 2), {}).grid_3 == (4, 2, 1)
