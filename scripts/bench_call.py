@@ -11,6 +11,13 @@ launch stubbed (a no-op, as ``scripts/count_ops.py`` stubs it), ``dense`` and ``
 are. A frozen bank's calls are planned (``layers.moram.plan``: the stacked call since 0.7.3, the
 call apart since 0.7.6); ``--pieces`` times each kind's pieces.
 
+``--launch dry``: the Triton path's launches made for real up to the GPU driver's call -- the
+kernels compiled for sm_90, each launch through Triton's launch or a kept one
+(``layers.moram.paths.triton_launch``, 0.7.11) into a launcher that runs nothing
+(``utils.triton_dry``) --, so that the figures hold what a GPU's host spends launching. Triton's own
+launch at every call, as before 0.7.11: ``MORAM_AVALANCHE_TRITON_LAUNCH=triton``. Unset
+``TRITON_INTERPRET`` for it.
+
 Calls are interleaved with the layer's own ``nn.Linear`` in one process: ``--rounds`` rounds of
 ``--calls`` calls of each, one after the other; the columns are the medians over rounds of
 microseconds per call and their ratio, and the ATen operators one call dispatches (of the
@@ -85,6 +92,16 @@ def stub_triton() -> None:
                                                           route_backward_kernel=Launcher(),
                                                           route_read_out_kernel=Launcher())
     moram_triton.usable = lambda tensor: True
+
+
+def dry_launches():
+    """``--launch dry``: the Triton kernels compiled for sm_90 and launched through Triton's launch
+    (kept or not: ``paths.triton_launch``) into a launcher that runs nothing (``utils.triton_dry``):
+    what a GPU's host does for a launch, short of the driver's own call."""
+    from moram_avalanche.utils.triton_dry import dry_driver
+
+    moram_triton.usable = lambda tensor: True
+    return dry_driver(record=False)
 
 
 def build(width: int, tasks: int, frozen: bool) -> MoRAMLinear:
@@ -327,6 +344,10 @@ def main(argv=None) -> None:
     parser.add_argument("--instructions", action="store_true",
                         help="instead of microseconds: instructions a call, counted by valgrind's callgrind "
                              "(module docstring; minutes)")
+    parser.add_argument("--launch", choices=("stub", "dry"), default="stub",
+                        help="the Triton path's kernel launches: stub (no-ops: the call's own host cost) or dry "
+                             "(through Triton's launch into a launcher that runs nothing: what a GPU's host adds "
+                             "per launch; Triton's compiler, no interpreter: unset TRITON_INTERPRET)")
     parser.add_argument("--counted-run", action="store_true", help=argparse.SUPPRESS)  # (--instructions' own run)
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser.parse_args(argv)
@@ -336,7 +357,15 @@ def main(argv=None) -> None:
         return counted_rows([arg for arg in argv if arg != "--instructions"], args.calls)
     COUNTED["run"] = args.counted_run
     torch.set_num_threads(args.threads)
+    if args.launch == "dry":
+        with dry_launches():
+            return run_rows(args)
     stub_triton()
+    return run_rows(args)
+
+
+def run_rows(args) -> None:
+    """The rows ``args`` ask for, the launches stubbed or dry (:func:`main`)."""
     if args.pieces:
         pieces(args.width, args.tokens, args.rounds, args.calls)
         pieces_apart(args.width, args.tokens, args.rounds, args.calls)
@@ -406,6 +435,11 @@ def counted_rows(argv: list, count: int) -> None:
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions counts with valgrind's callgrind, which is not installed here (Debian: "
                          "apt-get install valgrind); without --instructions the calls are timed")
+    if "dry" in argv:  # (--launch dry: the kernels compiled first, outside callgrind; the counted run loads them)
+        warm = subprocess.run([sys.executable, str(Path(__file__).resolve()), *argv, "--rounds", "1", "--calls", "1"],
+                              capture_output=True, text=True)
+        if warm.returncode != 0:
+            raise SystemExit(f"the run compiling the kernels failed (exit {warm.returncode}):\n{warm.stderr[-3000:]}")
     with tempfile.TemporaryDirectory() as folder:
         out_file = Path(folder) / "callgrind.out"
         command = ["valgrind", "--tool=callgrind", "--collect-atstart=no", "--toggle-collect=functools_reduce",

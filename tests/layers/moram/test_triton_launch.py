@@ -16,7 +16,14 @@ import torch
 
 from moram_avalanche.layers.moram.paths import triton as moram_triton
 from moram_avalanche.layers.moram.paths import triton_launch
-from moram_avalanche.layers.moram.paths.triton_launch import KeptLaunch, keepable, kept_or_plain, specialization
+from moram_avalanche.layers.moram.paths.triton_launch import (
+    KeptLaunch,
+    class_function,
+    keepable,
+    kept_or_plain,
+    layout_of,
+    specialization,
+)
 
 pytestmark = pytest.mark.skipif(not moram_triton.installed(), reason="Triton is not installed")
 
@@ -101,8 +108,23 @@ def test_the_classes_tell_apart_what_the_kernels_see():
 
 
 def test_an_argument_of_another_kind_makes_no_class():
-    assert specialization((torch.zeros(2), (1, 2))) is None
-    assert specialization(([1],)) is None
+    assert specialization((torch.zeros(2), (1, 2))) is None and layout_of(([1],)) is None
+    assert layout_of((torch.zeros(2), 3, 0.5, True, None)) == "tioo" + "o"
+
+
+def test_arguments_of_other_kinds_than_a_layouts_never_get_one_of_its_classes():
+    """A launch kept for one layout looks its classes up with that layout's function: arguments of
+    other kinds raise, or give a class no arguments of the layout can have (so Triton's launch takes them)."""
+    tensor, classes = torch.zeros(4), class_function("tio")
+    kept = {classes(tensor, n, x) for n in arguments() if type(n) is int for x in (0.5, None, True)}
+    for args in [(3, 3, 0.5), (tensor, True, 0.5), (tensor, 3.0, 0.5), (tensor, 3, 2), (tensor, None, 0.5)]:
+        try:
+            found = classes(*args)
+        except (AttributeError, TypeError):
+            continue
+        assert found not in kept, args
+    with pytest.raises(TypeError):
+        classes(tensor, 3)
 
 
 def test_nothing_is_kept_under_the_interpreter_or_when_switched_off(monkeypatch):
@@ -132,3 +154,43 @@ def test_a_parameter_without_a_value_keeps_nothing():
     assert launcher.tail_of(1) is None and launcher.tail is None
     assert KeptLaunch(Kernel(), (4, 2), {"K": 3, "FLAG": True, "num_warps": 4}).tail_of(1) == (3, 16, True)
     assert KeptLaunch(Kernel(), (4, 2), {}).grid_3 == (4, 2, 1)
+
+
+class _Compiled:
+    """A compiled kernel as a kept launch uses it: its launcher records which kernel ran."""
+
+    def __init__(self, classes, launched):
+        self.function, self.packed_metadata = classes, object()
+        self.run = lambda *args: launched.append(("direct", classes))
+
+
+class _Kernel:
+    """A JIT kernel whose launch (``run``) compiles one kernel per class of Triton's own specialisation."""
+
+    def __init__(self):
+        self.params, self.compiled, self.launched = [], {}, []
+
+    def run(self, *args, grid, warmup, **constants):
+        classes = tuple(tritons_specialization(arg) for arg in args)
+        compiled = self.compiled.setdefault(classes, _Compiled(classes, self.launched))
+        self.launched.append(("triton", classes))
+        return compiled
+
+
+def test_each_launch_runs_the_kernel_triton_would_even_when_the_arguments_kinds_change(monkeypatch):
+    """Kept for arguments (tensor, int, float); then a call whose last argument is an int keeps nothing
+    (its kinds are not the kept ones'), so a later int of another class is not served by its kernel."""
+    knobs, driver = type("K", (), {"launch_enter_hook": None, "launch_exit_hook": None})(), type("D", (), {})()
+    driver.active = type("A", (), {"get_current_device": lambda self: 0, "get_current_stream": lambda self, d: 5})()
+    monkeypatch.setattr(triton_launch, "_runtime", lambda: (knobs, driver))
+    kernel, tensor = _Kernel(), torch.zeros(8)
+    launcher = KeptLaunch(kernel, (2,), {})
+    calls = [(tensor, 3, 0.5), (tensor, 3, 0.25), (tensor, 2, 2), (tensor, 2, 16), (tensor, 2, 2), (tensor, 16, 0.5),
+             (tensor[1:], 16, 0.5), (tensor, 1, 0.5), (tensor, 35, 0.5), (tensor, 3, 0.5)]
+    for args in calls:
+        launcher(*args)
+    expected = [tuple(tritons_specialization(arg) for arg in args) for args in calls]
+    ran = [classes for how, classes in kernel.launched]
+    assert ran == expected  # (one record a call: Triton's launch, or the kept kernel's launcher)
+    hows = [how for how, _ in kernel.launched]
+    assert hows == ["triton", "direct", "triton", "triton", "triton", "triton", "triton", "triton", "direct", "direct"]

@@ -114,46 +114,49 @@ def sites(launches) -> dict:
     torch.manual_seed(0)
     entries = {}
     for dtype in (torch.float32, torch.bfloat16, torch.float64):
-        rows, atoms, outputs, k = 8, 48, 40, 4
-        proj = torch.randn(rows, atoms, dtype=dtype)
-        values = torch.randn(atoms, outputs, dtype=dtype)
-        base_out = torch.randn(rows, outputs, dtype=dtype)
-        full = torch.randn(rows, outputs + atoms, dtype=dtype)
-        tag = str(dtype).replace("torch.", "")
         for gate in (0.2, None):
-            g = "gated" if gate is not None else "ungated"
-
-            def forward(want_weights=False, want_state=True):
-                moram_triton.route_forward(proj, k, 0.05, gate, want_weights=want_weights, want_state=want_state)
-                return bound("route_forward_kernel")
-
-            entries[f"route_forward {tag} {g}"] = site("route_forward_kernel", forward, launches)
-            entries[f"route_forward weights {tag} {g}"] = site(
-                "route_forward_kernel", lambda: forward(True, False), launches)
-            _, _, state = moram_triton.route_forward(proj, k, 0.05, gate, want_state=True)
-            grad = torch.randn(rows, atoms, dtype=dtype)
-
-            def backward(want_coef=False):
-                moram_triton.route_backward(grad, proj, state, k, 0.05, gate, want_coef=want_coef)
-                return bound("route_backward_kernel")
-
-            entries[f"route_backward {tag} {g}"] = site("route_backward_kernel", backward, launches)
-            entries[f"route_backward coef {tag} {g}"] = site("route_backward_kernel", lambda: backward(True), launches)
-
-            def long_way():
-                moram_triton.run_read_out(proj, base_out, values, k, 0.05, gate)
-                return bound("route_read_out_kernel")
-
-            entries[f"run_read_out {tag} {g}"] = site("route_read_out_kernel", long_way, launches)
-            read_out = moram_triton.ReadOut(values, k, 0.05, gate)
-            entries[f"ReadOut {tag} {g}"] = site(
-                "route_read_out_kernel", lambda: (read_out(proj, base_out), read_out.launchers[rows])[1], launches)
-            entries[f"ReadOut.joined {tag} {g}"] = site(
-                "route_read_out_kernel", lambda: (read_out.joined(full), read_out.launchers[rows])[1], launches)
-            no_base = moram_triton.ReadOut(values, k, 0.05, gate, base=False)
-            entries[f"ReadOut without a base {tag} {g}"] = site(
-                "route_read_out_kernel", lambda: (no_base(proj), no_base.launchers[rows])[1], launches)
+            entries.update(sites_of(dtype, gate, launches))
     return entries
+
+
+def sites_of(dtype, gate, launches) -> dict:
+    """``sites``' entries for one dtype and gate (None: none)."""
+    rows, atoms, outputs, k = 8, 48, 40, 4
+    proj = torch.randn(rows, atoms, dtype=dtype)
+    values = torch.randn(atoms, outputs, dtype=dtype)
+    base_out = torch.randn(rows, outputs, dtype=dtype)
+    full = torch.randn(rows, outputs + atoms, dtype=dtype)
+    grad = torch.randn(rows, atoms, dtype=dtype)
+    state = []  # (the forward's, made after the forward's own entry)
+    read_out = moram_triton.ReadOut(values, k, 0.05, gate)
+    no_base = moram_triton.ReadOut(values, k, 0.05, gate, base=False)
+
+    def forward(want_weights=False, want_state=True):
+        moram_triton.route_forward(proj, k, 0.05, gate, want_weights=want_weights, want_state=want_state)
+        return bound("route_forward_kernel")
+
+    def backward(want_coef=False):
+        if not state:
+            state.extend(moram_triton.route_forward(proj, k, 0.05, gate, want_state=True)[2])
+        moram_triton.route_backward(grad, proj, tuple(state), k, 0.05, gate, want_coef=want_coef)
+        return bound("route_backward_kernel")
+
+    def long_way():
+        moram_triton.run_read_out(proj, base_out, values, k, 0.05, gate)
+        return bound("route_read_out_kernel")
+
+    calls = {
+        "route_forward": ("route_forward_kernel", forward),
+        "route_forward weights": ("route_forward_kernel", lambda: forward(True, False)),
+        "route_backward": ("route_backward_kernel", backward),
+        "route_backward coef": ("route_backward_kernel", lambda: backward(True)),
+        "run_read_out": ("route_read_out_kernel", long_way),
+        "ReadOut": ("route_read_out_kernel", lambda: (read_out(proj, base_out), read_out.launchers[rows])[1]),
+        "ReadOut.joined": ("route_read_out_kernel", lambda: (read_out.joined(full), read_out.launchers[rows])[1]),
+        "ReadOut without a base": ("route_read_out_kernel", lambda: (no_base(proj), no_base.launchers[rows])[1]),
+    }
+    tag = f"{str(dtype).replace('torch.', '')} {'gated' if gate is not None else 'ungated'}"
+    return {f"{name} {tag}": site(kernel, call, launches) for name, (kernel, call) in calls.items()}
 
 
 def classes(launches) -> list:

@@ -58,6 +58,7 @@ VERIFIED = ((3, 4), (3, 5), (3, 6), (3, 7), (3, 8), (3, 9))
 SWITCH = "MORAM_AVALANCHE_TRITON_LAUNCH"
 
 _TENSOR = torch.Tensor
+_KNOBS = None  # Triton's runtime knobs (its launch hooks), once a launch is kept
 _INT32 = 2 ** 31
 _INT64 = 2 ** 63
 
@@ -92,30 +93,57 @@ def _idle(hook) -> bool:
     return hook is None or not getattr(hook, "calls", True)
 
 
-def specialization(args: tuple) -> Optional[tuple]:
-    """The class of ``args`` that decides which compiled kernel Triton's launch takes for them, finer than
-    Triton's own (module docstring), or None where an argument is of a kind it does not know.
-
-    A tensor: its dtype and whether its address is a multiple of 16 bytes. An int: 1 apart (Triton
-    makes it a constant), else whether it is divisible by 16 and whether it fits int32, int64 or
-    neither (uint64). A bool, a float, None: their type alone (Triton specialises none of them)."""
-    key = []
+def layout_of(args: tuple) -> Optional[str]:
+    """The kinds of ``args``, a letter a position: ``t`` a tensor, ``i`` an int, ``o`` a float, a bool or
+    None; None where one is of a kind :func:`class_function` does not know (a tuple, a tensor
+    descriptor, ...)."""
+    kinds = []
     for arg in args:
         kind = type(arg)
         if kind is int:
-            if arg == 1:
-                key.append(1)
-            else:
-                width = 32 if -_INT32 <= arg < _INT32 else 64 if -_INT64 <= arg < _INT64 else 128  # (uint64)
-                key.append(width + (arg & 15 == 0))  # (32 or 33, 64 or 65, 128 or 129)
+            kinds.append("i")
         elif kind is float or kind is bool or arg is None:
-            key.append(kind)
+            kinds.append("o")
         elif isinstance(arg, _TENSOR):
-            key.append(arg.dtype)
-            key.append(arg.data_ptr() & 15 == 0)
+            kinds.append("t")
         else:
             return None
-    return tuple(key)
+    return "".join(kinds)
+
+
+@functools.lru_cache(maxsize=256)
+def class_function(layout: str) -> Callable:
+    """``classes(*args)``: the class of arguments of the kinds ``layout`` gives (:func:`layout_of`), the
+    tuple that decides which compiled kernel Triton's launch takes for them, finer than Triton's own
+    rules (module docstring); it raises AttributeError or TypeError for arguments of other kinds, or
+    holds None or another type where an int or another kind was (no class of ``layout`` holds either).
+
+    A tensor: its dtype and whether its address is a multiple of 16 bytes. An int: 1 apart (Triton
+    makes it a constant), else its width -- 32 where it fits int32, 64 where it fits int64, 128 (Triton's
+    uint64) beyond -- plus 1 where it is divisible by 16. A float, a bool, None: their type alone
+    (Triton specialises none of them). Written out as one expression a position (no loop a call),
+    as Triton writes its own binder."""
+    parts = []
+    for i, kind in enumerate(layout):
+        a = f"a{i}"
+        if kind == "t":
+            parts.append(f"{a}.dtype, {a}.data_ptr() & 15 == 0")
+        elif kind == "i":
+            width = f"(32 if {-_INT32} <= {a} < {_INT32} else 64 if {-_INT64} <= {a} < {_INT64} else 128)"
+            parts.append(f"((1 if {a} == 1 else {width} + ({a} & 15 == 0)) if type({a}) is int else None)")
+        else:
+            parts.append(f"type({a})")
+    names = ", ".join(f"a{i}" for i in range(len(layout)))
+    namespace = {}
+    exec(f"def classes({names}):\n    return ({', '.join(parts)}{',' if parts else ''})\n", namespace)
+    return namespace["classes"]
+
+
+def specialization(args: tuple) -> Optional[tuple]:
+    """The class of ``args`` (:func:`class_function` of their :func:`layout_of`), or None where an
+    argument is of a kind it does not know."""
+    layout = layout_of(args)
+    return None if layout is None else class_function(layout)(*args)
 
 
 class KeptLaunch:
@@ -127,20 +155,25 @@ class KeptLaunch:
     compile-time constants and Triton's launch options (``num_warps``, ...), by name. It takes
     the kernel's other parameters positionally, in order, as ``kernel[grid]`` would."""
 
-    __slots__ = ("kernel", "grid", "constants", "grid_3", "compiled", "tail", "device", "stream")
+    __slots__ = ("kernel", "grid", "constants", "grid_3", "compiled", "tail", "device", "stream", "layout", "classes")
 
     def __init__(self, kernel, grid: Tuple[int, ...], constants: dict):
         self.kernel, self.grid, self.constants = kernel, tuple(grid), dict(constants)
         self.grid_3 = (*self.grid, 1, 1)[:3]
         self.compiled = {}  # (device, specialization) -> (compiled kernel, its launcher, function, packed metadata)
         self.tail = None  # the values of the parameters after the positional ones (constants, defaults)
-        self.device = self.stream = None  # Triton's driver's getters (at the first launch)
+        self.device = self.stream = None  # Triton's driver's getters (at the first launch kept)
+        self.layout = self.classes = None  # the kept arguments' kinds (layout_of) and their class_function
 
     def __call__(self, *args):
-        knobs = _runtime()[0]
-        if _idle(knobs.launch_enter_hook) and _idle(knobs.launch_exit_hook):
-            device = self.device() if self.device is not None else None
-            found = self.compiled.get((device, specialization(args)))
+        classes = self.classes
+        if classes is not None and _idle(_KNOBS.launch_enter_hook) and _idle(_KNOBS.launch_exit_hook):
+            try:
+                key = classes(*args)
+            except (AttributeError, TypeError):  # (arguments of other kinds than the kept ones: Triton's launch)
+                key = None
+            device = self.device()
+            found = self.compiled.get((device, key))
             if found is not None:
                 _, launcher, function, metadata = found
                 grid_0, grid_1, grid_2 = self.grid_3
@@ -157,14 +190,18 @@ class KeptLaunch:
         knobs, driver = _runtime()
         if compiled is None or not (_idle(knobs.launch_enter_hook) and _idle(knobs.launch_exit_hook)):
             return compiled
-        key = specialization(args)
-        if key is None or self.tail_of(len(args)) is None:
+        layout = layout_of(args)
+        if layout is None or self.layout not in (None, layout) or self.tail_of(len(args)) is None:
             return compiled
-        if self.device is None:
+        if self.classes is None:  # (the first kept: the arguments' kinds, the driver's device and stream)
+            global _KNOBS
+            _KNOBS = knobs
             self.device, self.stream = driver.active.get_current_device, driver.active.get_current_stream
+            self.layout, self.classes = layout, class_function(layout)
         if len(self.compiled) >= 64:  # (a kernel whose arguments' class keeps changing: start again)
             self.compiled.clear()
-        self.compiled[(self.device(), key)] = (compiled, compiled.run, compiled.function, compiled.packed_metadata)
+        self.compiled[(self.device(), self.classes(*args))] = (compiled, compiled.run, compiled.function,
+                                                              compiled.packed_metadata)
         return compiled
 
     def tail_of(self, given: int) -> Optional[tuple]:
@@ -203,4 +240,5 @@ def kept_or_plain(kernel, grid: Tuple[int, ...], **constants) -> Callable:
     return functools.partial(kernel[grid], **constants)
 
 
-__all__ = ["KeptLaunch", "SWITCH", "VERIFIED", "enabled", "keepable", "kept_or_plain", "specialization"]
+__all__ = ["KeptLaunch", "SWITCH", "VERIFIED", "class_function", "enabled", "keepable", "kept_or_plain", "layout_of",
+           "specialization"]
