@@ -8,6 +8,9 @@ Run by ``scripts/gpu_check.sh`` on a CUDA machine (exit status 1 when a check fa
 2. The same layer under ``torch.autocast`` fp16 and bf16, on the GPU paths: output and
    gradients against the fp32 CUDA run (relative error of the whole tensor,
    ``||a - b|| / ||b||``), finite.
+2a. Kept Triton launches (``layers/moram/paths/triton_launch.py``) against Triton's own launch at
+   every call: a training step's output and gradients, the planned eval call's output (the same
+   numbers), and the eval call's time both ways.
 2b. No host synchronisation on the GPU paths: a forward and a backward (eval and train, fp32
    and bf16) under ``torch.cuda.set_sync_debug_mode("error")``; the sparse reference path's
    gated eval must trip it (the check can fail).
@@ -155,6 +158,101 @@ def check_kept_base_eval():
                             with torch.autocast(DEVICE, dtype=dtype):
                                 out = layer(x).float()
                             report(f"  autocast {str(dtype)[6:]} vs fp32", relative(out, out32), limit)
+
+
+def _with_launches(kept, layer, run):
+    """``run(layer)`` on a copy of ``layer`` made while launches are kept (``kept``) or Triton's own
+    at every call (``paths.triton_launch``), on launchers made afresh (none from an earlier run)."""
+    from moram_avalanche.layers.moram.paths import triton_launch
+
+    was = triton_launch._ENABLED
+    triton_launch._ENABLED = kept
+    moram_triton._BOUND.clear()
+    try:
+        return run(copy.deepcopy(layer))
+    finally:
+        triton_launch._ENABLED = was
+        moram_triton._BOUND.clear()
+
+
+def check_kept_launches():
+    """Kept Triton launches (0.7.11, ``layers/moram/paths/triton_launch.py``: the compiled kernel
+    launched directly after a class of arguments' first launch) against Triton's own launch at every
+    call: a training step's output and gradients (the routing kernels, forward and backward, fp32 and
+    bf16 autocast), and the eval call over a frozen bank on a decode step's 8 rows, base apart and
+    kept (the planned call's read-out kernel): the same numbers. Then that eval call's time, kept
+    against Triton's own launch, back to back (what a launch costs the host)."""
+    import statistics
+    import time
+
+    from moram_avalanche.layers.moram.paths.triton_launch import KeptLaunch
+
+    if "triton" not in gpu_paths():
+        LINES.append("skip kept launches: the Triton path does not run here")
+        print(LINES[-1])
+        return
+    d = SIZES["layers"][0][0]
+    layer = layer_with_atoms(d, d)
+    x = torch.randn(*SIZES["tokens"], d, device=DEVICE)
+    kept_seen = []
+
+    def note_kept():
+        kept_seen.append(sum(len(launcher.compiled) for launcher in moram_triton._BOUND.values()
+                             if isinstance(launcher, KeptLaunch)))
+
+    with use_path("triton"):
+        for dtype in (None, torch.bfloat16):
+            def training(copy_, dtype=dtype):
+                results = [run_layer(copy_, x, True, dtype) for _ in range(3)]  # (the last two launched kept)
+                note_kept()
+                return results[-1]
+
+            (out_kept, grads_kept), (out_own, grads_own) = (_with_launches(kept, layer, training)
+                                                            for kept in (True, False))
+            tag = "fp32" if dtype is None else "bf16 autocast"
+            report(f"kept launches vs Triton's own, training step {tag}: output", relative(out_kept, out_own), 1e-6)
+            for name in grads_own:
+                report(f"  gradient of {name}", relative(grads_kept[name], grads_own[name]), 1e-6)
+        frozen = copy.deepcopy(layer).eval()
+        frozen.freeze()
+        step = torch.randn(1, 8, d, device=DEVICE)
+        for kept_base in (False, True):
+            def evaluation(copy_, kept_base=kept_base):
+                keep_base_casts(copy_, kept_base)
+                with torch.no_grad(), torch.autocast(DEVICE, dtype=torch.bfloat16):
+                    outs = [copy_(step).float() for _ in range(3)]
+                return outs[-1]
+
+            same = relative(_with_launches(True, frozen, evaluation), _with_launches(False, frozen, evaluation))
+            report(f"kept launches vs Triton's own, eval bf16, 8 rows, base {'kept' if kept_base else 'apart'}: "
+                   "output", same, 1e-6)
+        LINES.append(f"kept launches made (compiled kernels kept, per training run): {kept_seen}")
+        print(LINES[-1])
+        if not all(kept_seen) and DEVICE == "cuda":  # (on the CPU, Triton's interpreter: nothing compiled to keep)
+            FAILED.append("kept launches: none kept on the training path")
+
+        calls = 200 if DEVICE == "cuda" else 2  # (the CPU smoke run: Triton's interpreter, slow)
+
+        def per_call_us(copy_):
+            timings = []
+            with torch.no_grad(), torch.autocast(DEVICE, dtype=torch.bfloat16):
+                for _ in range(3):
+                    copy_(step)
+                for _ in range(5):
+                    torch.cuda.synchronize() if DEVICE == "cuda" else None
+                    start = time.perf_counter()
+                    for _ in range(calls):
+                        copy_(step)
+                    torch.cuda.synchronize() if DEVICE == "cuda" else None
+                    timings.append((time.perf_counter() - start) / calls * 1e6)
+            return statistics.median(timings)
+
+        rounds = [(_with_launches(True, frozen, per_call_us), _with_launches(False, frozen, per_call_us))
+                  for _ in range(3)]
+        kept_us, own_us = (statistics.median(column) for column in zip(*rounds))
+        LINES.append(f"eval call, bf16 autocast, 8 rows, base apart, back to back: {kept_us:.1f} us with kept "
+                     f"launches, {own_us:.1f} us with Triton's own ({kept_us / own_us:.2f}x; medians of 3 x 5 x {calls})")
+        print(LINES[-1], flush=True)
 
 
 def _synchronising(layer, x, training, dtype):
@@ -334,7 +432,7 @@ def main() -> int:
     name = torch.cuda.get_device_name() if DEVICE == "cuda" else "CPU (smoke run)"
     LINES.append(f"device: {name}, torch {torch.__version__}")
     print(LINES[-1])
-    for check in (check_layer_parity, check_layer_amp, check_kept_base_eval, check_no_host_sync,
+    for check in (check_layer_parity, check_layer_amp, check_kept_base_eval, check_kept_launches, check_no_host_sync,
                   check_graphs_and_compile, check_tower_amp, check_strategy_amp):
         try:
             check()
