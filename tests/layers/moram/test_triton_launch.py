@@ -194,3 +194,25 @@ def test_each_launch_runs_the_kernel_triton_would_even_when_the_arguments_kinds_
     assert ran == expected  # (one record a call: Triton's launch, or the kept kernel's launcher)
     hows = [how for how, _ in kernel.launched]
     assert hows == ["triton", "direct", "triton", "triton", "triton", "triton", "triton", "triton", "direct", "direct"]
+
+
+def test_a_copy_or_a_pickle_keeps_no_compiled_kernel(monkeypatch):
+    """A compiled kernel unloads its GPU module when freed: a copy of a launcher shares none (it keeps
+    its own at its first launches), and a layer's deep copy, its pickle, carry none."""
+    import copy
+    import pickle
+
+    knobs, driver = type("K", (), {"launch_enter_hook": None, "launch_exit_hook": None})(), type("D", (), {})()
+    driver.active = type("A", (), {"get_current_device": lambda self: 0, "get_current_stream": lambda self, d: 5})()
+    monkeypatch.setattr(triton_launch, "_runtime", lambda: (knobs, driver))
+    kernel = _Kernel()
+    launcher = KeptLaunch(kernel, (2, 3), {"num_warps": 4})
+    launcher(torch.zeros(4), 3, 0.5)
+    assert len(launcher.compiled) == 1
+    for made in (copy.copy(launcher), copy.deepcopy(launcher), copy.deepcopy({"held": launcher})["held"]):
+        assert made.kernel is kernel and made.grid == (2, 3) and made.constants == {"num_warps": 4}
+        assert made.compiled == {} and made.classes is None
+    assert KeptLaunch.__reduce__(launcher) == (KeptLaunch, (kernel, (2, 3), {"num_warps": 4}))
+    plain = KeptLaunch(len, (1,), {"K": 2})  # (a picklable stand-in for the kernel)
+    loaded = pickle.loads(pickle.dumps(plain))
+    assert loaded.kernel is len and loaded.constants == {"K": 2} and loaded.compiled == {}

@@ -182,6 +182,18 @@ class KeptLaunch:
                 return None
         return self.through_triton(args)
 
+    def __copy__(self) -> "KeptLaunch":
+        """A launcher of the same kernel, grid and constants that keeps nothing yet: a compiled
+        kernel unloads its GPU module when it is freed, so no copy of one is ever made (nor pickled:
+        :meth:`__reduce__`); the copy keeps its own at its first launches."""
+        return KeptLaunch(self.kernel, self.grid, self.constants)
+
+    def __deepcopy__(self, memo) -> "KeptLaunch":
+        return self.__copy__()
+
+    def __reduce__(self):
+        return KeptLaunch, (self.kernel, self.grid, self.constants)
+
     def through_triton(self, args: tuple):
         """Triton's own launch (``JITFunction.run``), its compiled kernel kept for the arguments'
         class where a later call may take it directly: nothing hooked, a class known, the
