@@ -96,13 +96,13 @@ def test_equal_classes_are_equal_to_triton():
 
 
 def test_the_classes_tell_apart_what_the_kernels_see():
-    """Hand-worked: each thing Triton specialises on changes the class."""
+    """Hand-worked: each thing Triton specialises on changes the class; an int's class is its value."""
     buffer = torch.zeros(64, dtype=torch.bfloat16)
     assert specialization((buffer,)) != specialization((buffer[1:],))  # 2 bytes off 16
     assert specialization((buffer,)) == specialization((buffer[8:],))  # 16 bytes on
     assert specialization((buffer,)) != specialization((buffer.view(torch.float16),))
-    assert specialization((16,)) == specialization((32,)) != specialization((17,)) == specialization((15,))
-    assert specialization((1,)) != specialization((17,)) and specialization((1,)) != specialization((True,))
+    assert specialization((16,)) == specialization((16,)) != specialization((32,))  # (Triton: both "i32", "D")
+    assert specialization((1,)) != specialization((True,)) and specialization((0,)) != specialization((False,))
     assert specialization((2 ** 31 - 16,)) != specialization((2 ** 31,)) != specialization((2 ** 63,))
     assert specialization((0.5,)) == specialization((1.0,)) != specialization((1,))
 
@@ -193,7 +193,8 @@ def test_each_launch_runs_the_kernel_triton_would_even_when_the_arguments_kinds_
     ran = [classes for how, classes in kernel.launched]
     assert ran == expected  # (one record a call: Triton's launch, or the kept kernel's launcher)
     hows = [how for how, _ in kernel.launched]
-    assert hows == ["triton", "direct", "triton", "triton", "triton", "triton", "triton", "triton", "direct", "direct"]
+    # (a class a new int value, a misaligned tensor, a new kind of argument: through Triton; a repeat: direct)
+    assert hows == ["triton", "direct", "triton", "triton", "triton", "triton", "triton", "triton", "triton", "direct"]
 
 
 def test_a_copy_or_a_pickle_keeps_no_compiled_kernel(monkeypatch):
@@ -216,3 +217,34 @@ def test_a_copy_or_a_pickle_keeps_no_compiled_kernel(monkeypatch):
     plain = KeptLaunch(len, (1,), {"K": 2})  # (a picklable stand-in for the kernel)
     loaded = pickle.loads(pickle.dumps(plain))
     assert loaded.kernel is len and loaded.constants == {"K": 2} and loaded.compiled == {}
+
+
+def test_with_several_gpus_each_device_keeps_its_own_kernels(monkeypatch):
+    """A compiled kernel is loaded on one device: where the process sees several, the current device is
+    asked at each launch and is part of the class (with one, it is asked once)."""
+    current = {"device": 0}
+    asked = []
+
+    def get_current_device(self):
+        asked.append(current["device"])
+        return current["device"]
+
+    knobs, driver = type("K", (), {"launch_enter_hook": None, "launch_exit_hook": None})(), type("D", (), {})()
+    driver.active = type("A", (), {"get_current_device": get_current_device,
+                                   "get_current_stream": lambda self, d: 10 + d})()
+    monkeypatch.setattr(triton_launch, "_runtime", lambda: (knobs, driver))
+    tensor = torch.zeros(8)
+    for several in (True, False):
+        monkeypatch.setattr(triton_launch, "_one_device", lambda several=several: not several)
+        kernel = _Kernel()
+        launcher = KeptLaunch(kernel, (2,), {})
+        asked.clear()
+        for device in (0, 0, 1, 1, 0):
+            current["device"] = device
+            launcher(tensor, 3, 0.5)
+        hows = [how for how, _ in kernel.launched]
+        if several:  # device 1's first launch goes through Triton (its own compiled kernel), then each is kept
+            assert hows == ["triton", "direct", "triton", "direct", "direct"] and len(launcher.compiled) == 2
+            assert len(asked) >= 5
+        else:
+            assert hows == ["triton"] + ["direct"] * 4 and len(asked) == 1 and launcher.device == 0

@@ -14,12 +14,13 @@ a GPU's bf16 call of a 768-wide layer is host-bound (issue "GPU path II", item 1
 (``JITFunction.run``, which compiles it if need be and returns it), keeps the compiled kernel,
 and launches it at later calls whose arguments fall in the same class by calling its launcher
 itself, with the arguments Triton's launch passes it -- as PyTorch Inductor's generated
-launchers do. A call then costs the arguments' class (:func:`specialization`: a dtype and an
-address a tensor, a few comparisons an integer), the current device and stream, and the launcher.
+launchers do. A call then costs the arguments' class (:func:`class_function`: a dtype and an
+address a tensor, an integer's value), the current stream (and device, where the
+process sees several GPUs: compiled kernels are a device's), and the launcher.
 What it rests on:
 
-* **The same compiled kernel.** :func:`specialization` is finer than Triton's rules (it tells apart
-  every two arguments Triton does, and maybe more): equal classes mean Triton's launch would pick
+* **The same compiled kernel.** The class (:func:`class_function`) is finer than Triton's rules (it
+  tells apart every two arguments Triton does, and more): equal classes mean Triton's launch would pick
   the same compiled kernel (the launch's constants and options are the :class:`KeptLaunch`'s own,
   fixed). Arguments of a kind it does not know (a tuple, a tensor descriptor, ...) take Triton's
   launch at every call.
@@ -59,8 +60,6 @@ SWITCH = "MORAM_AVALANCHE_TRITON_LAUNCH"
 
 _TENSOR = torch.Tensor
 _KNOBS = None  # Triton's runtime knobs (its launch hooks), once a launch is kept
-_INT32 = 2 ** 31
-_INT64 = 2 ** 63
 
 
 def enabled() -> bool:
@@ -88,6 +87,13 @@ def _runtime():
     return knobs.runtime, driver
 
 
+def _one_device() -> bool:
+    """Whether this process sees at most one CUDA device: its current device is then the one it
+    had at a launcher's first launch kept, and no launch asks for it again (Triton's launch asks for it,
+    ``torch.cuda.current_device``, at every call)."""
+    return torch.cuda.device_count() <= 1
+
+
 def _idle(hook) -> bool:
     """Whether a launch hook of Triton's calls nothing: None (Triton 3.4), or a hook chain without calls (3.5 on)."""
     return hook is None or not getattr(hook, "calls", True)
@@ -113,24 +119,25 @@ def layout_of(args: tuple) -> Optional[str]:
 
 @functools.lru_cache(maxsize=256)
 def class_function(layout: str) -> Callable:
-    """``classes(*args)``: the class of arguments of the kinds ``layout`` gives (:func:`layout_of`), the
-    tuple that decides which compiled kernel Triton's launch takes for them, finer than Triton's own
-    rules (module docstring); it raises AttributeError or TypeError for arguments of other kinds, or
+    """``classes(*args)``: the class of arguments of the kinds ``layout`` gives (:func:`layout_of`), a
+    tuple finer than Triton's specialisation, which decides the compiled kernel its launch takes
+    (module docstring); it raises AttributeError or TypeError for arguments of other kinds, or
     holds None or another type where an int or another kind was (no class of ``layout`` holds either).
 
-    A tensor: its dtype and whether its address is a multiple of 16 bytes. An int: 1 apart (Triton
-    makes it a constant), else its width -- 32 where it fits int32, 64 where it fits int64, 128 (Triton's
-    uint64) beyond -- plus 1 where it is divisible by 16. A float, a bool, None: their type alone
-    (Triton specialises none of them). Written out as one expression a position (no loop a call),
-    as Triton writes its own binder."""
+    A tensor: its dtype and its address modulo 16 bytes (Triton: whether that is 0). An int: its
+    value (Triton: whether it is 1, whether it is divisible by 16, and whether it fits int32, int64
+    or uint64) -- the launches here pass the same sizes and strides call after call, and a value
+    is cheaper to read than its class (about a tenth of the instructions); a new value costs one
+    launch through Triton, which finds its compiled kernel in its own cache. A float, a bool, None:
+    their type alone (Triton specialises none of them). Written out as one expression a position (no
+    loop a call), as Triton writes its own binder."""
     parts = []
     for i, kind in enumerate(layout):
         a = f"a{i}"
         if kind == "t":
-            parts.append(f"{a}.dtype, {a}.data_ptr() & 15 == 0")
+            parts.append(f"{a}.dtype, {a}.data_ptr() & 15")
         elif kind == "i":
-            width = f"(32 if {-_INT32} <= {a} < {_INT32} else 64 if {-_INT64} <= {a} < {_INT64} else 128)"
-            parts.append(f"((1 if {a} == 1 else {width} + ({a} & 15 == 0)) if type({a}) is int else None)")
+            parts.append(f"({a} if type({a}) is int else None)")  # (a bool is equal to an int: told apart)
         else:
             parts.append(f"type({a})")
     names = ", ".join(f"a{i}" for i in range(len(layout)))
@@ -160,9 +167,11 @@ class KeptLaunch:
     def __init__(self, kernel, grid: Tuple[int, ...], constants: dict):
         self.kernel, self.grid, self.constants = kernel, tuple(grid), dict(constants)
         self.grid_3 = (*self.grid, 1, 1)[:3]
-        self.compiled = {}  # (device, specialization) -> (compiled kernel, its launcher, function, packed metadata)
+        self.compiled = {}  # class of arguments ((device, class) with several GPUs) -> (compiled kernel, its
+        #                     launcher, function, packed metadata)
         self.tail = None  # the values of the parameters after the positional ones (constants, defaults)
-        self.device = self.stream = None  # Triton's driver's getters (at the first launch kept)
+        self.device = self.stream = None  # the current device's index (one GPU) or Triton's driver's getter of
+        #                                   it, and its getter of the current stream (at the first launch kept)
         self.layout = self.classes = None  # the kept arguments' kinds (layout_of) and their class_function
 
     def __call__(self, *args):
@@ -172,8 +181,11 @@ class KeptLaunch:
                 key = classes(*args)
             except (AttributeError, TypeError):  # (arguments of other kinds than the kept ones: Triton's launch)
                 key = None
-            device = self.device()
-            found = self.compiled.get((device, key))
+            device = self.device  # (the device's index where this process sees one; else the driver's getter)
+            if type(device) is not int:
+                device = device()
+                key = (device, key)
+            found = self.compiled.get(key)
             if found is not None:
                 _, launcher, function, metadata = found
                 grid_0, grid_1, grid_2 = self.grid_3
@@ -200,20 +212,25 @@ class KeptLaunch:
         parameters' values all given."""
         compiled = self.kernel.run(*args, grid=self.grid, warmup=False, **self.constants)
         knobs, driver = _runtime()
-        if compiled is None or not (_idle(knobs.launch_enter_hook) and _idle(knobs.launch_exit_hook)):
-            return compiled
+        if not hasattr(compiled, "packed_metadata") or not (_idle(knobs.launch_enter_hook)
+                                                            and _idle(knobs.launch_exit_hook)):
+            return compiled  # (None: a compile hook took it; a future: compiled asynchronously, not kept)
         layout = layout_of(args)
         if layout is None or self.layout not in (None, layout) or self.tail_of(len(args)) is None:
             return compiled
         if self.classes is None:  # (the first kept: the arguments' kinds, the driver's device and stream)
             global _KNOBS
             _KNOBS = knobs
-            self.device, self.stream = driver.active.get_current_device, driver.active.get_current_stream
+            current = driver.active.get_current_device
+            self.device = current() if _one_device() else current
+            self.stream = driver.active.get_current_stream
             self.layout, self.classes = layout, class_function(layout)
         if len(self.compiled) >= 64:  # (a kernel whose arguments' class keeps changing: start again)
             self.compiled.clear()
-        self.compiled[(self.device(), self.classes(*args))] = (compiled, compiled.run, compiled.function,
-                                                              compiled.packed_metadata)
+        key = self.classes(*args)
+        if type(self.device) is not int:
+            key = (self.device(), key)
+        self.compiled[key] = (compiled, compiled.run, compiled.function, compiled.packed_metadata)
         return compiled
 
     def tail_of(self, given: int) -> Optional[tuple]:
