@@ -147,3 +147,30 @@ def test_train_adds_a_training_step_s_forward_and_backward_rows_per_path(scripts
                for line, row in zip([line for line in lines if TRAIN_ROW.match(line)], rows)]
     table = bench.counted_table("\n".join(counted), [1_000_000, 500_000] * 4, calls=100)
     assert [row[2] for row in table] == ["train-fwd", "train-fwd", "train-f+b", "train-f+b"]
+
+
+@pytest.mark.skipif(not moram_triton.installed(), reason="Triton is not installed")
+def test_dry_launches_run_the_rows_through_a_kept_launch_and_match_the_stubbed_operators():
+    """``--launch dry`` (in a process without Triton's interpreter): every row, each with the stubbed
+    run's operators (a launch dispatches none); refused under the interpreter with what to do."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.update(PYTHONPATH=os.pathsep.join([str(root), env.get("PYTHONPATH", "")]), TRITON_DEFAULT_FP_FUSION="1")
+    command = [sys.executable, str(root / "scripts" / "bench_call.py"), "--paths", "triton", "--rounds", "1",
+               "--calls", "2", "--width", "16", "--tokens", "1"]
+    runs = {launch: subprocess.run(command + ["--launch", launch], capture_output=True, text=True, env=env,
+                                   timeout=900) for launch in ("stub", "dry")}
+    rows = {}
+    for launch, run in runs.items():
+        assert run.returncode == 0, run.stderr[-3000:]
+        rows[launch] = [row.groups() for row in map(ROW.match, run.stdout.splitlines()) if row]
+    assert len(rows["dry"]) == 8
+    assert [row[:4] + row[7:] for row in rows["dry"]] == [row[:4] + row[7:] for row in rows["stub"]]
+    refused = subprocess.run(command + ["--launch", "dry"], capture_output=True, text=True, timeout=900,
+                             env={**env, "TRITON_INTERPRET": "1"})
+    assert refused.returncode != 0 and "unset TRITON_INTERPRET" in refused.stderr
