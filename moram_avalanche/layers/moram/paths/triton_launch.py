@@ -6,9 +6,11 @@ stream, each argument bound and specialised (a tensor by its dtype and whether i
 16-byte aligned; an integer by its type -- int32, int64 or uint64 by its value --, whether it is 1
 and whether it is divisible by 16), a cache key hashed from them and the options, the kernel's
 globals checked, the launch's metadata built for the launch hooks; then it calls the compiled
-kernel's launcher. On this project's CPU that is about 16 microseconds a launch
-(``scripts/bench_call.py --launch dry``), more than the rest of a planned MoRAM eval call, and
-a GPU's bf16 call of a 768-wide layer is host-bound (issue "GPU path II", item 1).
+kernel's launcher. On this project's CPU that is about 120 thousand instructions a launch, more
+than the rest of a planned MoRAM eval call (``scripts/bench_call.py --launch dry --instructions``,
+with and without ``MORAM_AVALANCHE_TRITON_LAUNCH=triton``), and a GPU's bf16 call of a 768-wide
+layer is host-bound (issue "GPU path II", item 1). A kept launch costs about 14 thousand more than
+none at all.
 
 :class:`KeptLaunch` makes a kernel's first launch for a specialisation through Triton
 (``JITFunction.run``, which compiles it if need be and returns it), keeps the compiled kernel,
@@ -258,7 +260,7 @@ def keepable(kernel) -> bool:
         return False
     from triton.runtime.jit import JITFunction
 
-    return type(kernel) is JITFunction and _runtime() is not None
+    return isinstance(kernel, JITFunction) and _runtime() is not None
 
 
 def kept_or_plain(kernel, grid: Tuple[int, ...], **constants) -> Callable:
