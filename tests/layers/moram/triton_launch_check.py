@@ -30,6 +30,7 @@ os.environ.pop("TRITON_INTERPRET", None)
 os.environ.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # (Triton 3.9 warns where it is unset; 1 is its default)
 
 import torch
+import triton
 from triton import knobs
 
 from moram_avalanche.layers.moram.paths import triton as moram_triton
@@ -203,12 +204,18 @@ def hooks(launches) -> dict:
     moram_triton.route_forward(proj, 4, 0.05, 0.2)  # (its launcher kept and launched through Triton)
     before = len(launches)
     chain = knobs.runtime.launch_enter_hook
-    chain.add(hook)
+    if chain is None:  # (Triton 3.4: a hook is set in its place; 3.5 on: added to a chain)
+        knobs.runtime.launch_enter_hook = chain = hook
+    else:
+        chain.add(hook)
     try:
         moram_triton.route_forward(proj, 4, 0.05, 0.2)
         hooked = launches[-1]
     finally:
-        chain.remove(hook)
+        if chain is hook:
+            knobs.runtime.launch_enter_hook = None
+        else:
+            chain.remove(hook)
     moram_triton.route_forward(proj, 4, 0.05, 0.2)
     after = launches[-1]
     return {"hook_calls": seen, "launches": len(launches) - before,
@@ -231,8 +238,8 @@ def main():
     assert triton_launch.enabled(), "unset MORAM_AVALANCHE_TRITON_LAUNCH for this check"
     with dry_driver(arch=90, stream=7) as launches:
         moram_triton.usable = lambda tensor: True  # (the dry driver takes CPU tensors)
-        result = {"sites": sites(launches), "classes": classes(launches), "hooks": hooks(launches),
-                  "stream": stream(launches)}
+        result = {"triton": triton.__version__, "sites": sites(launches), "classes": classes(launches),
+                  "hooks": hooks(launches), "stream": stream(launches)}
     print(json.dumps(result))
 
 

@@ -27,7 +27,7 @@ What it rests on:
   fixed). Arguments of a kind it does not know (a tuple, a tensor descriptor, ...) take Triton's
   launch at every call.
 * **The same launch.** The launcher is called as ``JITFunction.run`` calls it in Triton 3.4 to 3.9
-  (:data:`VERIFIED`: ``run(grid_0, grid_1, grid_2, stream, function, packed_metadata,
+  (:data:`VERIFIED`, each compared call for call: ``run(grid_0, grid_1, grid_2, stream, function, packed_metadata,
   launch_metadata, enter_hook, exit_hook, *every parameter's value)``), with ``None`` for the
   metadata and both hooks: Triton passes its hook chains, which call nothing while no hook is
   registered (the launcher skips a ``None`` hook). While a launch hook is registered (a profiler such
@@ -53,8 +53,10 @@ from typing import Callable, Optional, Tuple
 import torch
 
 #: the Triton versions (major, minor) whose launch :class:`KeptLaunch` reproduces: the launcher's
-#: call read in each one's ``JITFunction.run``, and compared call for call on the installed one
-#: (``tests/layers/moram/triton_launch_check.py``)
+#: call read in each one's ``JITFunction.run``, and compared call for call with each one's own
+#: launch (``tests/layers/moram/triton_launch_check.py`` under 3.4.0, 3.5.1, 3.6.0, 3.7.1, 3.8.0
+#: and 3.9.0, each wheel installed into a folder put first on ``PYTHONPATH``; the test suite runs it
+#: under the pinned one)
 VERIFIED = ((3, 4), (3, 5), (3, 6), (3, 7), (3, 8), (3, 9))
 
 #: the environment variable that, set to ``triton`` (read at import), makes every launch Triton's own
