@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 from typing import Iterator, List, NamedTuple, Optional
 
 
@@ -113,8 +114,6 @@ def dry_driver(arch: int = 90, stream: int = 7, record: bool = True) -> Iterator
     """Triton's driver made a :class:`DryDriver` inside the block (module docstring); yields the list
     its launches are appended to (None where ``record`` is False). Refused under Triton's interpreter."""
     global _ACTIVE
-    import os
-
     if os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes"):
         raise RuntimeError("the dry Triton driver needs Triton's compiler: unset TRITON_INTERPRET before Triton "
                            "is first imported (run it in a process of its own)")
