@@ -248,3 +248,32 @@ def test_with_several_gpus_each_device_keeps_its_own_kernels(monkeypatch):
             assert len(asked) >= 5
         else:
             assert hows == ["triton"] + ["direct"] * 4 and len(asked) == 1 and launcher.device == 0
+
+
+def test_a_direct_launch_that_raises_is_made_again_by_triton_and_no_launch_is_kept_after(monkeypatch):
+    """A kept launch that raises (what no check here foresaw) costs one warning: the launch is made
+    through Triton's own, and so is every later one of the process (as the switch makes them)."""
+    knobs, driver = type("K", (), {"launch_enter_hook": None, "launch_exit_hook": None})(), type("D", (), {})()
+    driver.active = type("A", (), {"get_current_device": lambda self: 0, "get_current_stream": lambda self, d: 5})()
+    monkeypatch.setattr(triton_launch, "_runtime", lambda: (knobs, driver))
+    monkeypatch.setattr(triton_launch, "_ENABLED", True)
+    kernel, other, tensor = _Kernel(), _Kernel(), torch.zeros(8)
+    launcher, second = KeptLaunch(kernel, (2,), {}), KeptLaunch(other, (2,), {})
+    launcher(tensor, 3, 0.5)
+    second(tensor, 3, 0.5)
+    second(tensor, 3, 0.5)  # (kept, direct)
+
+    def broken(*args):
+        raise RuntimeError("the launcher refused its arguments")
+
+    (entry,) = launcher.compiled.values()
+    launcher.compiled = {key: (entry[0], broken, *entry[2:]) for key in launcher.compiled}
+    with pytest.warns(RuntimeWarning, match="kept Triton launch .* raised RuntimeError: the launcher refused"):
+        launcher(tensor, 3, 0.5)
+    assert [how for how, _ in kernel.launched] == ["triton", "triton"] and not triton_launch.enabled()
+    second(tensor, 3, 0.5)  # (another launcher, kept before: through Triton now, keeping nothing more)
+    launcher(tensor, 3, 0.5)
+    assert [how for how, _ in other.launched] == ["triton", "direct", "triton"]
+    assert [how for how, _ in kernel.launched] == ["triton", "triton", "triton"]
+    second(tensor, 4, 0.5)  # (a new class: launched through Triton, and not kept either)
+    assert len(second.compiled) == 1

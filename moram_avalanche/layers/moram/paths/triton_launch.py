@@ -36,6 +36,8 @@ What it rests on:
   (:mod:`moram_avalanche.utils.triton_dry`) and compares them.
 * **Read at a specialisation's first launch only**, as Inductor's launchers read them: Triton's
   debug and instrumentation knobs (``TRITON_DEBUG``, ...), which take part in its cache key.
+* **A direct launch that raises** (what no check here foresaw) is made again through Triton's own,
+  and so is every later launch of the process, with one warning (:func:`_give_up`).
 
 Where it is not used (:func:`kept_or_plain` gives Triton's own launch, ``kernel[grid]`` with the
 constants bound): under ``torch.compile`` (the graph keeps a user-defined Triton kernel only as
@@ -48,6 +50,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 from typing import Callable, Optional, Tuple
 
 import torch
@@ -89,6 +92,20 @@ def _runtime():
     from triton.runtime import driver
 
     return knobs.runtime, driver
+
+
+def _give_up(kernel, error: Exception) -> None:
+    """After a direct launch raised ``error``: every launch of this process through Triton's own from
+    now on (as :data:`SWITCH` makes them), said once in a warning that asks for a report. The launch
+    is then made again through Triton (each kernel here writes its outputs whole, reading none of
+    them), which raises what it raises if the error was not the kept launch's."""
+    global _ENABLED
+    if _ENABLED:
+        _ENABLED = False
+        warnings.warn(f"a kept Triton launch of {kernel!r} raised "
+                      f"{type(error).__name__}: {error}; every launch now goes through Triton's own (as "
+                      f"{SWITCH}=triton makes them). Please report it, with your Triton and torch versions",
+                      RuntimeWarning, stacklevel=3)
 
 
 def _one_device() -> bool:
@@ -180,7 +197,8 @@ class KeptLaunch:
 
     def __call__(self, *args):
         classes = self.classes
-        if classes is not None and _idle(_KNOBS.launch_enter_hook) and _idle(_KNOBS.launch_exit_hook):
+        if (classes is not None and _ENABLED and _idle(_KNOBS.launch_enter_hook)
+                and _idle(_KNOBS.launch_exit_hook)):
             try:
                 key = classes(*args)
             except (AttributeError, TypeError):  # (arguments of other kinds than the kept ones: Triton's launch)
@@ -193,8 +211,12 @@ class KeptLaunch:
             if found is not None:
                 _, launcher, function, metadata = found
                 grid_0, grid_1, grid_2 = self.grid_3
-                launcher(grid_0, grid_1, grid_2, self.stream(device), function, metadata, None, None, None,
-                         *args, *self.tail)
+                try:
+                    launcher(grid_0, grid_1, grid_2, self.stream(device), function, metadata, None, None, None,
+                             *args, *self.tail)
+                except Exception as error:  # (a launch Triton's own would have made: it makes it, from now on)
+                    _give_up(self.kernel, error)
+                    return self.through_triton(args)
                 return None
         return self.through_triton(args)
 
@@ -216,7 +238,7 @@ class KeptLaunch:
         parameters' values all given."""
         compiled = self.kernel.run(*args, grid=self.grid, warmup=False, **self.constants)
         knobs, driver = _runtime()
-        if not hasattr(compiled, "packed_metadata") or not (_idle(knobs.launch_enter_hook)
+        if not _ENABLED or not hasattr(compiled, "packed_metadata") or not (_idle(knobs.launch_enter_hook)
                                                             and _idle(knobs.launch_exit_hook)):
             return compiled  # (None: a compile hook took it; a future: compiled asynchronously, not kept)
         layout = layout_of(args)
