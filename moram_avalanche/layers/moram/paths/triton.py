@@ -24,8 +24,8 @@ under ``TRITON_INTERPRET=1`` (Triton's interpreter, which the test suite uses on
 must be set before Triton is first imported). Plain Python launchers, no custom operator: a
 kernel launch traced by ``torch.compile`` stays in the graph (user-defined Triton kernels), and
 eager calls pay no dispatcher overhead; nor, after the first launch of each class of arguments,
-Triton's own launch's (its binding, specialisation and cache key: about 16 microseconds a launch
-on this project's CPU): an eager launch calls the compiled kernel's launcher itself
+Triton's own launch's (its binding, specialisation and cache key: about 120 thousand instructions
+a launch on this project's CPU, ``scripts/bench_call.py --launch dry --instructions``): an eager launch calls the compiled kernel's launcher itself
 (:mod:`~moram_avalanche.layers.moram.paths.triton_launch`, :func:`kept_or_plain`).
 
 A Triton launch runs on the *current* CUDA device and its current stream, whatever device its
