@@ -37,7 +37,10 @@ the ``nn.Linear`` called the same way.
 (r = 8, k = 4, tau = 0.1, delta = 0.2) after 15 tasks (120 atoms) over a bfloat16 ``nn.Linear``, no
 autocast: what each adapted layer of a bf16 language model's decode step calls, beside that Linear
 (rows ``peft``); and over a float32 one under bf16 autocast (rows ``peft-fp32``: a float32 model
-under ``Trainer(bf16=True)``).
+under ``Trainer(bf16=True)``). Each base is frozen, as ``get_peft_model`` leaves every base layer:
+under autocast that decides who pays the float32 base's cast at each call (autocast keeps its cast
+of a weight that requires grad for the rest of its region, so a trainable base's ``nn.Linear``
+would be timed with its cast cached; 0.7.11 and before timed it so).
 
 It runs on older checkouts too (``PYTHONPATH=<checkout>``), which is how a before / after is read.
 
@@ -309,6 +312,7 @@ def peft_rows(width: int, tokens: int, rounds: int, calls: int) -> None:
         torch.manual_seed(0)
         layer = MoRAMTunerLayer(nn.Linear(width, width).to(dtype), "default",
                                 MoRAMConfig(target_modules=["q"]))  # the paper's LLM setting: r 8, k 4, tau 0.1
+        layer.base_layer.requires_grad_(False)  # (frozen, as get_peft_model leaves every base layer)
         bank = layer.moram_bank["default"]
         for _ in range(14):  # 15 tasks (a 15-task sequence of the standard CL benchmark): 120 atoms
             bank.expand()

@@ -34,6 +34,23 @@ def test_a_small_run_prints_every_row_with_its_ratio_and_operators(scripts, caps
             assert int(ops) <= int(linear_ops) + 3, (path, dtype)
 
 
+def test_the_peft_rows_time_a_frozen_base_as_get_peft_model_leaves_it(scripts, capsys, monkeypatch):
+    """Under autocast a base that requires grad has its cast kept by autocast for the whole region,
+    which would time the Linear with its cast cached: the peft rows' bases are frozen, as in a peft model."""
+    bench = importlib.import_module("bench_call")
+    seen = []
+
+    def measure(layer, x, path, amp, rounds, calls, linear=None):
+        seen.append((layer.base_layer.weight.dtype, amp, linear is layer.base_layer,
+                     [p.requires_grad for p in layer.base_layer.parameters()]))
+        return 2.0, 1.0, 4, 4
+
+    monkeypatch.setattr(bench, "measure", measure)
+    bench.peft_rows(16, 1, 1, 2)
+    assert seen == [(dtype, amp, True, [False, False]) for dtype, amp in ((torch.bfloat16, False),
+                                                                           (torch.float32, True)) for _ in range(2)]
+
+
 def test_the_pieces_name_the_repeat_s_own_steps(scripts, capsys, monkeypatch):
     """Each piece timed (above 0); the repeat's own steps where the plan has them (the names say which
     were timed: an older checkout's plan times ``stacked_mixture`` and ``run_read_out``)."""
