@@ -97,13 +97,47 @@ def test_the_counted_rows_pair_each_row_with_its_two_loops(scripts, tmp_path):
     table = bench.counted_table(stdout, totals, calls=100)
     assert [row[:4] for row in table] == [("triton", "fp32", "frozen", "apart"), ("triton", "bf16", "frozen", "kept"),
                                           ("peft", "bf16", "frozen", "apart")]
-    assert [row[4:] for row in table] == [(30_000.0, 10_000.0, 3.0, "4", "4"), (15_000.0, 6_000.0, 2.5, "4", "7"),
-                                          (12_000.0, 5_000.0, 2.4, "4", "4")]
+    assert [row[4:] for row in table] == [(30_000.0, 10_000.0, 3.0, 3.0, "4", "4"),
+                                          (15_000.0, 6_000.0, 2.5, 2.5, "4", "7"),
+                                          (12_000.0, 5_000.0, 2.4, 2.4, "4", "4")]
+    # each dump's arithmetic taken from its own loop: (3,000,000 - 600,000) / (1,000,000 - 100,000), ...
+    arithmetic = [50, 600_000, 100_000, 7, 0, 0, 1_000, 200_000, 100_000]
+    bare = [row[7] for row in bench.counted_table(stdout, totals, 100, arithmetic)]
+    assert bare == pytest.approx([2_400_000 / 900_000, 2.5, 1_000_000 / 400_000])
     with pytest.raises(ValueError, match=r"3 rows and 4 counted loops \(6 dumps\)"):
         bench.counted_table(stdout, totals[:6], calls=100)
+    with pytest.raises(ValueError, match="9 dumps' totals but 8 dumps' arithmetic"):
+        bench.counted_table(stdout, totals, 100, arithmetic[:8])
     (tmp_path / "empty").write_text("events: Ir\n")
     with pytest.raises(ValueError, match="not a callgrind dump"):
         bench.dump_total(tmp_path / "empty")
+
+
+def test_a_dump_s_arithmetic_is_the_inclusive_cost_of_the_calls_into_the_gemm(scripts, tmp_path):
+    """``dump_arithmetic``: the inclusive costs of the calls into ``cpublas::gemm`` (any overload) from
+    other functions, names compressed at first use or written out, a nested call into a second
+    overload not counted again, a call elsewhere not counted; two position columns read as two."""
+    bench = importlib.import_module("bench_call")
+    gemm_bf16 = "at::native::cpublas::gemm(c10::BFloat16 const*)"
+    dump = tmp_path / "callgrind.out.1"
+    dump.write_text("\n".join([
+        "version: 1", "creator: callgrind-3.19.0", "positions: line", "events: Ir", "summary: 9999", "",
+        "fn=(1) at::native::addmm_impl_cpu_", "10 500",
+        f"cfn=(2) {gemm_bf16}", "calls=2 40", "11 300",              # 300: counted
+        "cfn=(3) at::empty_strided", "calls=1 7", "12 80",           # elsewhere: not
+        "fn=(2)", "40 200",
+        "cfn=(4) at::native::cpublas::gemm(float)", "calls=1 3", "41 100",  # gemm into gemm: inside the 300
+        "fn=(5) at::native::structured_mm_out_cpu::impl", "20 5",
+        "cfn=(4)", "calls=1 3", "21 45",                             # 45: counted (a compressed name reused)
+        "fn=at::native::linear", "30 5",
+        f"cfn={gemm_bf16}", "calls=1 40", "31 7",                    # 7: counted (names written out)
+        "totals: 9999", ""]))
+    assert bench.dump_arithmetic(dump) == 300 + 45 + 7
+    assert bench.dump_arithmetic(dump, "at::empty_strided") == 80
+    two = tmp_path / "callgrind.out.2"
+    two.write_text("positions: instr line\nevents: Ir\nfn=(1) f\n0x10 10 5\ncfn=(2) at::native::cpublas::gemm(x)\n"
+                   "calls=1 0x20 40\n0x11 11 90\n")
+    assert bench.dump_arithmetic(two) == 90
 
 
 def test_instructions_without_valgrind_or_with_pieces_say_what_to_do(scripts, monkeypatch, capsys):
