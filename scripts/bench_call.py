@@ -57,7 +57,7 @@ Each counted row also gives the ratio without the matrix products' arithmetic (c
 the instructions executed inside ``at::native::cpublas::gemm`` (PyTorch's CPU matrix product, its
 BLAS call included; :func:`dump_arithmetic`) taken from each side. On a GPU that arithmetic is the
 device's, not the host's, and on this CPU it is not small beside a 16-wide call: in bf16 the keys'
-``p = A x`` over 120-160 atoms is about 19 thousand instructions of scalar bf16 dot products, six
+``p = A x`` over the peft rows' 120 atoms is about 19 thousand instructions of scalar bf16 dot products, six
 times the ``nn.Linear``'s own product. The ``ratio`` column, with it, is item 7's figure as measured
 before 0.7.12; ``no GEMM`` is the nearer reading of what a GPU's host does.
 """
