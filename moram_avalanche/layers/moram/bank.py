@@ -14,7 +14,8 @@ While a task trains, the frozen and the trainable rows of each side are views of
 tensor (:func:`share_storage`; made by :meth:`~AtomStore.expand`, loading and ``.to()``), so a
 forward reads the whole bank without joining it and sees an optimizer's in-place step at once;
 :meth:`~AtomStore.rows` keeps the bank a forward reads per dtype (issue "GPU path II": nothing
-re-joined or re-cast per call). The state dicts are unchanged: each tensor is saved on its own.
+re-joined or re-cast per call). The state dicts keep their keys; :class:`MoRAMBank`'s ``atom_keys`` and
+``atom_values`` share that buffer (:meth:`MoRAMBank.saved_rows`).
 
 The storage is one mixin, :class:`AtomStore`, kept by two hosts:
 
@@ -394,12 +395,17 @@ class AtomStore:
         return state
 
     def __setstate__(self, state):
+        """Restore a pickled or deep-copied bank, its trainable rows shared again
+        (:meth:`share_trainable_rows`): a copy keeps each view's storage but not that it is a view,
+        so without it the copy would join its rows at every call, and its state dict would not alias
+        them (an EMA copy updated through ``state_dict().values()``: :meth:`MoRAMBank.saved_rows`)."""
         state.setdefault("_cast_rows", {})
         state.setdefault("_live", None)  # layers pickled before 0.8
         state.setdefault("_eval_rows", {})
         state.setdefault("new_value_scale", 1.0)  # layers pickled before 0.6
         state.setdefault("values_init", "zero")
         super().__setstate__(state)
+        self.share_trainable_rows()
 
     def splits_as(self, num_atoms: int, num_frozen: int) -> bool:
         """Whether the bank has trainable atoms and already holds ``num_atoms`` of which ``num_frozen`` frozen."""
@@ -645,9 +651,25 @@ class MoRAMBank(AtomStore, LinearWrapper, GrowingAdapter):
         self.init_atoms(self.template)
 
     # ------------------------------------------------------------------ state dict
+    def saved_rows(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        """``(atom_keys [R, in_features], atom_values [out_features, R])`` as the state dict holds them.
+
+        Detached tensors that share the bank's storage, as ``nn.Module.state_dict()`` shares each
+        parameter's: the one buffer per side while a task trains (:func:`share_storage`), the frozen
+        buffers of a frozen bank. So a copy into them is a copy into the atoms: an EMA model updated
+        through ``state_dict().values()`` (timm's ``ModelEmaV2``/``V3``) averages the trainable atoms
+        too. Each tensor is all of its storage, so ``torch.save`` writes no row twice. Where the rows
+        are not views of one buffer (FSDP's sharded rows, another dtype per side), joined copies."""
+        frozen_keys, frozen_values, new_keys, new_values = row_tensors(self)
+        if new_keys is None:
+            return frozen_keys.detach(), frozen_values.detach().t()
+        keys, values = live_rows(frozen_keys, new_keys), live_rows(frozen_values, new_values)
+        if keys is None or values is None:
+            return self.keys, self.values
+        return keys.detach(), values.detach().t()
+
     def _save_to_state_dict(self, destination, prefix, keep_vars):
-        destination[prefix + "atom_keys"] = self.keys
-        destination[prefix + "atom_values"] = self.values
+        destination[prefix + "atom_keys"], destination[prefix + "atom_values"] = self.saved_rows()
         destination[prefix + "num_frozen"] = torch.tensor(self.num_frozen)
         destination[prefix + "atom_task"] = self.atom_task.detach()
 
@@ -682,7 +704,11 @@ class AtomBank(AtomStore, nn.Module):
     ``[F, out_features]``, ``atom_task`` ``[R]``, and while a task trains ``new_keys`` /
     ``new_values`` (the parameters, under their names). It loads that, or the layer's keys of
     :class:`MoRAMBank` (``atom_keys``, ``atom_values`` ``[out_features, R]``, ``num_frozen``,
-    ``atom_task``), resizing to fit.
+    ``atom_task``), resizing to fit. While a task trains, the frozen and the trainable rows of a
+    side share one buffer, so each is saved as a copy of its own rows (safetensors refuses tensors
+    that share storage, and ``torch.save`` writes a view's whole buffer): an EMA model updated
+    through ``state_dict().values()`` misses the trainable atoms here; average ``parameters()``
+    instead (``torch.optim.swa_utils.AveragedModel``).
     """
 
     #: the keys of :class:`MoRAMBank`'s state dict, which this bank also loads

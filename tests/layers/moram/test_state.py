@@ -1,9 +1,14 @@
-"""MoRAMLinear state: activation statistics, pruning, load_atoms and state dicts."""
+"""MoRAMLinear state: activation statistics, pruning, load_atoms, state dicts and copies."""
+
+import copy
+import io
+import pickle
 
 import pytest
 import torch
 from torch import nn
 
+from moram_avalanche.layers.moram.bank import live_rows
 from moram_avalanche.layers.moram.layer import MoRAMLinear
 from moram_avalanche.layers.moram.naive import naive_mixture, naive_moram
 
@@ -208,3 +213,71 @@ def test_a_0_2_0_router_checkpoint_loads_into_the_ablation_layer():
     assert layer.num_frozen == 6 and layer.new_router is None
     assert torch.equal(layer.router_weight, router) and torch.equal(layer.frozen_router, router)
     assert torch.equal(layer.state_dict()["router_weight"], router)
+
+
+def trained_layer_and_its_ema(steps=3, decay=0.75):
+    """A layer trained ``steps`` SGD steps and an EMA copy of it (deep-copied before training)
+    updated after each step through ``state_dict().values()`` as timm's ``ModelEmaV2`` does, with
+    the EMA of its rows computed by hand from clones beside it."""
+    layer = grown_layer()
+    ema = copy.deepcopy(layer)
+    expected_keys, expected_values = layer.keys.clone(), layer.values.clone()
+    optimizer = torch.optim.SGD([layer.new_keys, layer.new_values], lr=0.05)
+    for step in range(steps):
+        layer(torch.randn(7, 6, dtype=torch.float64)).square().mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        with torch.no_grad():
+            for ema_value, value in zip(ema.state_dict().values(), layer.state_dict().values()):
+                if ema_value.is_floating_point():
+                    ema_value.mul_(decay).add_(value, alpha=1 - decay)
+        expected_keys = decay * expected_keys + (1 - decay) * layer.keys.clone()
+        expected_values = decay * expected_values + (1 - decay) * layer.values.clone()
+    return layer, ema, expected_keys, expected_values
+
+
+def test_an_ema_through_state_dict_values_averages_the_trainable_atoms():
+    """``state_dict()`` shares the rows' storage, as torch's shares each parameter's, so an EMA model
+    updated by copying into its state dict's tensors moves its trainable atoms (they were joined copies,
+    and the EMA's atoms stayed as the copy found them)."""
+    layer, ema, expected_keys, expected_values = trained_layer_and_its_ema()
+    num_frozen = layer.num_frozen
+    assert not torch.equal(layer.keys[num_frozen:], expected_keys[num_frozen:])  # (training moved them)
+    torch.testing.assert_close(ema.keys, expected_keys, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(ema.values, expected_values, rtol=1e-12, atol=1e-12)
+    x = torch.randn(5, 6, dtype=torch.float64)
+    reference = naive_moram(x, ema.base.weight, ema.base.bias, [expected_keys], [expected_values], topk=3,
+                            temperature=0.1, threshold=0.1, training=False)
+    torch.testing.assert_close(ema.eval()(x), reference, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("trainable", [True, False])
+def test_a_saved_state_dict_writes_each_row_once(trainable):
+    """The state dict's rows are all of their storage: ``torch.save`` writes no row twice."""
+    layer = grown_layer()
+    if not trainable:
+        layer.freeze()
+    buffer = io.BytesIO()
+    torch.save(layer.state_dict(), buffer)
+    buffer.seek(0)
+    state = torch.load(buffer)
+    for name in ("atom_keys", "atom_values"):
+        assert state[name].untyped_storage().nbytes() == state[name].numel() * state[name].element_size()
+    assert torch.equal(state["atom_keys"], layer.keys) and torch.equal(state["atom_values"], layer.values)
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_a_copied_training_bank_keeps_its_rows_in_one_buffer(how):
+    """A copy keeps each view's storage but not that it is a view: ``__setstate__`` shares the rows
+    again, so the copy's forward reads them without joining and sees its optimizer's step."""
+    layer = grown_layer()
+    twin = copy.deepcopy(layer) if how == "deepcopy" else pickle.loads(pickle.dumps(layer))
+    assert live_rows(twin.frozen_keys, twin.new_keys) is not None
+    assert live_rows(twin.frozen_values, twin.new_values) is not None
+    x = torch.randn(5, 6, dtype=torch.float64)
+    assert torch.equal(twin.eval()(x), layer.eval()(x))
+    with torch.no_grad():
+        twin.new_values.add_(1.0)
+    assert torch.equal(twin.values[:, layer.num_frozen:], layer.values[:, layer.num_frozen:] + 1)
+    assert torch.equal(twin.state_dict()["atom_values"], twin.values)
+    assert torch.equal(layer.values, grown_layer().values)  # (the original is its own)
