@@ -223,7 +223,7 @@ def trained_layer_and_its_ema(steps=3, decay=0.75):
     ema = copy.deepcopy(layer)
     expected_keys, expected_values = layer.keys.clone(), layer.values.clone()
     optimizer = torch.optim.SGD([layer.new_keys, layer.new_values], lr=0.05)
-    for step in range(steps):
+    for _ in range(steps):
         layer(torch.randn(7, 6, dtype=torch.float64)).square().mean().backward()
         optimizer.step()
         optimizer.zero_grad()
