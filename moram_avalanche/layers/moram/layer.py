@@ -49,7 +49,7 @@ from .dropped import DropoutDraw, DroppedTokens, redrawn, replayable
 from .hooks import hooked, plain_linear
 from .paths import choice
 from .paths.reference import route
-from .paths.switch import token
+from .paths.switch import token, traced_token
 from .plan import EvalPlan
 from .stacked import StackedBase, StackedGroup, stack_bases
 
@@ -379,7 +379,8 @@ class MoRAMRouting:
         :func:`~moram_avalanche.layers.moram.paths.switch.token` changes (``use_path``, the
         variable set, the CPU kernel built): no ``os.environ`` read and no choice in a call that
         reuses it."""
-        switch_token, key = token(), (tokens.device, tokens.dtype, num_atoms, k, gated, stacked)
+        switch_token = traced_token() if torch.compiler.is_compiling() else token()
+        key = (tokens.device, tokens.dtype, num_atoms, k, gated, stacked)
         chosen = self._path
         if chosen is None or chosen[0] is not switch_token:
             chosen = self._path = (switch_token, {})

@@ -234,6 +234,70 @@ def test_use_path_forces_a_path_in_its_own_thread_only(monkeypatch, choices):
     assert choices[0] == "dense" and choices[1] in ("reference", "cpu-kernel")
 
 
+class TraceUnreadable:
+    """A stand-in for the switch's ContextVar whose ``get`` fails inside a ``torch.compile`` trace, as
+    Dynamo before torch 2.15 fails on ``ContextVar.get`` ("Unsupported method call")."""
+
+    def __init__(self, var):
+        self.var = var
+
+    def get(self):
+        if torch.compiler.is_compiling():
+            raise AssertionError("the switch's ContextVar was read inside a torch.compile trace")
+        return self.var.get()
+
+    def set(self, value):
+        return self.var.set(value)
+
+    def reset(self, token):
+        self.var.reset(token)
+
+
+@pytest.mark.parametrize("setting", ["reference", "dense"])
+def test_a_compiled_layer_takes_use_path_without_reading_the_context_variable(monkeypatch, choices, setting):
+    """A ``torch.compile(fullgraph=True)`` trace reads the setting from the switch's global, never its
+    ContextVar (torch 2.11's Dynamo cannot trace ``ContextVar.get``), and takes each block's path."""
+    monkeypatch.delenv(PATH_VARIABLE, raising=False)
+    monkeypatch.setattr(switch, "_forced", TraceUnreadable(switch._forced))
+    torch._dynamo.reset()
+    layer = grown().eval()
+    x = torch.randn(3, 24)
+    compiled = torch.compile(layer, fullgraph=True, backend="eager")
+    with use_path(setting):
+        assert switch.forced_now().name == setting and switch.requested() == setting
+        torch.testing.assert_close(compiled(x).double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
+    assert switch.forced_now() is None and switch.traced_token() is switch.token()
+    torch.testing.assert_close(compiled(x).double(), naive_of(layer, x), rtol=1e-5, atol=1e-5)
+    assert choices[0] == setting and choices[-1] in ("reference", "cpu-kernel") and len(choices) >= 2
+    torch._dynamo.reset()
+
+
+def test_the_blocks_a_trace_reads_end_in_any_order_across_threads():
+    """The global a trace reads is the innermost block entered last that is still open, in any thread:
+    a block that ends before a later one (another thread's) leaves it in place, and none stays stale."""
+    first_open, second_open, first_closed = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def first():
+        with use_path("dense"):
+            first_open.set()
+            second_open.wait(timeout=30)
+        first_closed.set()
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert first_open.wait(timeout=30)
+    seen["first"] = switch.traced_token().name
+    with use_path("reference"):
+        second_open.set()
+        assert first_closed.wait(timeout=30)
+        seen["first closed"] = switch.traced_token().name
+    thread.join(timeout=30)
+    seen["both closed"] = switch.traced_token()
+    assert seen == {"first": "dense", "first closed": "reference", "both closed": switch.token()}
+    assert switch._open_blocks == []
+
+
 # ---------------------------------------------------------------- the bank kept, its trainable rows views
 def test_the_trainable_rows_are_views_of_the_rows_a_forward_reads():
     layer = grown(frozen=False)

@@ -22,12 +22,20 @@ one) and otherwise one object for the environment, replaced whenever Python code
 an audit hook on ``os.putenv`` / ``os.unsetenv``, :pep:`578`) or calls :func:`changed` (the compiled
 CPU kernel does, once built). The hot call compares one object; it never reads ``os.environ``.
 
+Under ``torch.compile`` the setting is read from :data:`_forced_anywhere`, a plain global that each
+``use_path`` block sets too (:func:`traced_token`, :func:`forced_now`): Dynamo before torch 2.15
+cannot trace ``ContextVar.get`` ("Unsupported method call", a graph break, and an error under
+``fullgraph=True``: torch 2.11, the GPU image's), and it guards a global as any other. A graph
+traced inside a block takes that block's setting, and is traced again outside it. The one
+difference from eager: a trace in a thread outside every block while another thread is inside
+one takes the other thread's setting (the innermost block entered last).
+
 Until 0.8 the switch also reads 0.6's ``MORAM_AVALANCHE_KERNEL`` (:data:`KERNEL_VARIABLE`) when
 ``MORAM_AVALANCHE_PATH`` is not set, with a DeprecationWarning that names the setting to use
 instead: ``off`` is ``no-cpu-kernel``, ``on`` is ``cpu-kernel``, ``auto`` is ``auto``. Where both
 are set, ``MORAM_AVALANCHE_PATH`` wins and the old variable is ignored (with the same warning).
 
-Pure Python; nothing here imports the paths (they read the switch).
+Python and ``torch.compiler.is_compiling``; nothing here imports the paths (they read the switch).
 """
 
 from __future__ import annotations
@@ -36,8 +44,11 @@ import contextlib
 import contextvars
 import os
 import sys
+import threading
 import warnings
 from typing import Iterator, Optional
+
+import torch
 
 from ....utils.moved import REMOVED_IN
 
@@ -56,14 +67,26 @@ _KERNEL_SPELLINGS = {"": "auto", "1": "on", "true": "on", "0": "off", "false": "
 _warned = set()  # (old value, ignored) pairs already warned about in this process
 
 
-class Forced(str):
-    """A setting forced by one entry of :func:`use_path` (a ``str``; each entry its own object)."""
+class Forced:
+    """A setting forced by one entry of :func:`use_path` (each entry its own object): ``name``, one of
+    :data:`SETTINGS`. (Not a ``str`` subclass: Dynamo before torch 2.15 cannot trace ``str()`` of one.)"""
 
-    __slots__ = ()
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Forced({self.name!r})"
 
 
 #: the setting use_path() forced in this thread / task (wins over the variables), or None
 _forced: contextvars.ContextVar = contextvars.ContextVar("moram_avalanche_path", default=None)
+#: the setting of the innermost use_path() block entered last in any thread, or None: what a
+#: ``torch.compile`` trace reads (module docstring)
+_forced_anywhere: Optional[Forced] = None
+_open_blocks: list = []  # the use_path() blocks open in every thread, in the order entered
+_blocks_lock = threading.Lock()
 
 
 class Environment:
@@ -84,8 +107,21 @@ def changed() -> None:
 
 def token():
     """What a layer's cached choice was made under: the ``use_path`` block's object, else the
-    environment's (module docstring). Cheap: no ``os.environ`` read."""
+    environment's (module docstring). Cheap: no ``os.environ`` read. Eager only: a
+    ``torch.compile`` trace reads :func:`traced_token`."""
     return _forced.get() or _environment
+
+
+def traced_token():
+    """:func:`token` for a ``torch.compile`` trace: the innermost ``use_path`` block's object entered
+    last in any thread, else the environment's (a global, which Dynamo guards; module docstring)."""
+    return _forced_anywhere or _environment
+
+
+def forced_now() -> Optional[Forced]:
+    """The setting ``use_path`` forces here, or None: this thread's block, or under ``torch.compile``
+    the innermost block entered last in any thread (module docstring)."""
+    return _forced_anywhere if torch.compiler.is_compiling() else _forced.get()
 
 
 _WATCHED = frozenset(name.encode() for name in (PATH_VARIABLE, KERNEL_VARIABLE)) | {PATH_VARIABLE, KERNEL_VARIABLE}
@@ -113,9 +149,9 @@ def check_path(name: str, source: str = "use_path()") -> str:
 def requested() -> str:
     """The setting asked for (one of :data:`SETTINGS`): :func:`use_path`'s, else
     :data:`PATH_VARIABLE`'s, else 0.6's :data:`KERNEL_VARIABLE`'s (deprecated), else ``auto``."""
-    forced = _forced.get()
+    forced = forced_now()
     if forced is not None:
-        return str(forced)
+        return forced.name
     raw = os.environ.get(PATH_VARIABLE)
     old = os.environ.get(KERNEL_VARIABLE)
     if old is not None:
@@ -126,9 +162,9 @@ def requested() -> str:
 def source() -> str:
     """Who asked for :func:`requested`'s setting, as an error names it: ``use_path('dense')``,
     ``MORAM_AVALANCHE_PATH=dense``, ``MORAM_AVALANCHE_KERNEL=on`` or the default."""
-    forced = _forced.get()
+    forced = forced_now()
     if forced is not None:
-        return f"use_path({str(forced)!r})"
+        return f"use_path({forced.name!r})"
     raw = os.environ.get(PATH_VARIABLE)
     if raw is not None and raw.strip():
         return f"{PATH_VARIABLE}={raw}"
@@ -164,11 +200,32 @@ def use_path(name: str) -> Iterator[str]:
     after it."""
     forced = Forced(check_path(name))
     reset = _forced.set(forced)
+    _open_block(forced)
     try:
-        yield str(forced)
+        yield forced.name
     finally:
         _forced.reset(reset)
+        _close_block(forced)
+
+
+def _open_block(forced: Forced) -> None:
+    """Count ``forced`` among the open blocks of every thread; :data:`_forced_anywhere` is the last entered."""
+    global _forced_anywhere
+    with _blocks_lock:
+        _open_blocks.append(forced)
+        _forced_anywhere = forced
+
+
+def _close_block(forced: Forced) -> None:
+    """``forced``'s block has ended (found by identity: two blocks of one setting are two objects)."""
+    global _forced_anywhere
+    with _blocks_lock:
+        for index in range(len(_open_blocks) - 1, -1, -1):
+            if _open_blocks[index] is forced:
+                del _open_blocks[index]
+                break
+        _forced_anywhere = _open_blocks[-1] if _open_blocks else None
 
 
 __all__ = ["Environment", "Forced", "KERNEL_SETTINGS", "KERNEL_VARIABLE", "PATHS", "PATH_VARIABLE", "SETTINGS",
-           "changed", "check_path", "requested", "source", "token", "use_path"]
+           "changed", "check_path", "forced_now", "requested", "source", "token", "traced_token", "use_path"]
