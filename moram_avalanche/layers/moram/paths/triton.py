@@ -73,6 +73,28 @@ def installed() -> bool:
     return _INSTALLED
 
 
+#: the first Triton (major, minor) whose compiler keeps each token row of these kernels in its warp
+#: (no shared memory, no barrier, in bfloat16 at the CLIP tower's shape): the sm_90 reports of
+#: ``tests/layers/moram/compile_triton_for_gpu.py`` under Triton 3.6.0, 3.7.1, 3.8.0 and 3.9.0.
+#: Triton 3.6 (torch 2.11's, a GPU image's) passes rows through shared memory, with barriers: the
+#: bf16 eval read-out 1024 B and 121 barriers, 25% more instructions a row and 38% occupancy instead
+#: of 50%; the float32 one 60% more instructions (docs/concepts/gpu-path.md, "Triton versions")
+IN_WARP_SINCE = (3, 7)
+
+
+def rows_stay_in_their_warp() -> Optional[bool]:
+    """Whether the installed Triton keeps each row in its warp (:data:`IN_WARP_SINCE`); None where
+    Triton is not installed or its version does not read as numbers."""
+    if not _INSTALLED:
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return tuple(int(part) for part in version("triton").split(".")[:2]) >= IN_WARP_SINCE
+    except (PackageNotFoundError, ValueError):
+        return None
+
+
 def interpreting() -> bool:
     """Whether Triton runs its interpreter (``TRITON_INTERPRET=1``): kernels then take CPU tensors."""
     return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
