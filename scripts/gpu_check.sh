@@ -157,6 +157,11 @@ for name in ("triton", "transformers", "peft", "open_clip", "avalanche"):
         print(name, getattr(importlib.import_module(name), "__version__", "?"))
     except Exception as error:
         print(name, "NOT AVAILABLE:", type(error).__name__, str(error).splitlines()[0][:120])
+try:  # Triton 3.6 and older pass the routing kernels' rows through shared memory (docs: "Triton versions")
+    from moram_avalanche.layers.moram.paths.triton import rows_stay_in_their_warp
+    print("routing kernels keep each row in its warp (Triton >= 3.7):", rows_stay_in_their_warp())
+except Exception as error:
+    print("routing kernels' rows: unknown:", type(error).__name__, str(error).splitlines()[0][:120])
 if torch.cuda.is_available():
     print("device:", torch.cuda.get_device_name(), torch.cuda.get_device_capability())
 EOF

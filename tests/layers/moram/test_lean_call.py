@@ -236,7 +236,7 @@ def test_use_path_forces_a_path_in_its_own_thread_only(monkeypatch, choices):
 
 class TraceUnreadable:
     """A stand-in for the switch's ContextVar whose ``get`` fails inside a ``torch.compile`` trace, as
-    Dynamo before torch 2.15 fails on ``ContextVar.get`` ("Unsupported method call")."""
+    torch 2.11's Dynamo fails on ``ContextVar.get`` ("Unsupported method call")."""
 
     def __init__(self, var):
         self.var = var

@@ -23,9 +23,10 @@ an audit hook on ``os.putenv`` / ``os.unsetenv``, :pep:`578`) or calls :func:`ch
 CPU kernel does, once built). The hot call compares one object; it never reads ``os.environ``.
 
 Under ``torch.compile`` the setting is read from :data:`_forced_anywhere`, a plain global that each
-``use_path`` block sets too (:func:`traced_token`, :func:`forced_now`): Dynamo before torch 2.15
-cannot trace ``ContextVar.get`` ("Unsupported method call", a graph break, and an error under
-``fullgraph=True``: torch 2.11, the GPU image's), and it guards a global as any other. A graph
+``use_path`` block sets too (:func:`traced_token`, :func:`forced_now`): torch 2.11's Dynamo (the
+GPU image's torch) cannot trace ``ContextVar.get`` ("Unsupported method call": a graph break, and an
+error under ``fullgraph=True``; torch 2.15's can, the versions between are not checked), and every
+Dynamo guards a global. A graph
 traced inside a block takes that block's setting, and is traced again outside it. The one
 difference from eager: a trace in a thread outside every block while another thread is inside
 one takes the other thread's setting (the innermost block entered last).
@@ -69,7 +70,7 @@ _warned = set()  # (old value, ignored) pairs already warned about in this proce
 
 class Forced:
     """A setting forced by one entry of :func:`use_path` (each entry its own object): ``name``, one of
-    :data:`SETTINGS`. (Not a ``str`` subclass: Dynamo before torch 2.15 cannot trace ``str()`` of one.)"""
+    :data:`SETTINGS`. (Not a ``str`` subclass: torch 2.11's Dynamo cannot trace ``str()`` of one.)"""
 
     __slots__ = ("name",)
 
