@@ -659,7 +659,7 @@ class MoRAMBank(AtomStore, LinearWrapper, GrowingAdapter):
         buffers of a frozen bank. So a copy into them is a copy into the atoms: an EMA model updated
         through ``state_dict().values()`` (timm's ``ModelEmaV2``/``V3``) averages the trainable atoms
         too. Each tensor is all of its storage, so ``torch.save`` writes no row twice. Where the rows
-        are not views of one buffer (FSDP's sharded rows, another dtype per side), joined copies."""
+        are not views of one buffer (a ``.data`` replaced on one side, a dtype per side), joined copies."""
         frozen_keys, frozen_values, new_keys, new_values = row_tensors(self)
         if new_keys is None:
             return frozen_keys.detach(), frozen_values.detach().t()

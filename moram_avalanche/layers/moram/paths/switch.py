@@ -26,10 +26,9 @@ Under ``torch.compile`` the setting is read from :data:`_forced_anywhere`, a pla
 ``use_path`` block sets too (:func:`traced_token`, :func:`forced_now`): torch 2.11's Dynamo (the
 GPU image's torch) cannot trace ``ContextVar.get`` ("Unsupported method call": a graph break, and an
 error under ``fullgraph=True``; torch 2.15's can, the versions between are not checked), and every
-Dynamo guards a global. A graph
-traced inside a block takes that block's setting, and is traced again outside it. The one
-difference from eager: a trace in a thread outside every block while another thread is inside
-one takes the other thread's setting (the innermost block entered last).
+Dynamo guards a global. A graph traced inside a block takes that block's setting, and is traced
+again outside it. The one difference from eager: a trace in a thread outside every block while
+another thread is inside one takes the other thread's setting (the innermost block entered last).
 
 Until 0.8 the switch also reads 0.6's ``MORAM_AVALANCHE_KERNEL`` (:data:`KERNEL_VARIABLE`) when
 ``MORAM_AVALANCHE_PATH`` is not set, with a DeprecationWarning that names the setting to use
@@ -205,8 +204,10 @@ def use_path(name: str) -> Iterator[str]:
     try:
         yield forced.name
     finally:
-        _forced.reset(reset)
-        _close_block(forced)
+        try:
+            _forced.reset(reset)
+        finally:
+            _close_block(forced)
 
 
 def _open_block(forced: Forced) -> None:
