@@ -661,12 +661,11 @@ class MoRAMBank(AtomStore, LinearWrapper, GrowingAdapter):
         too. Each tensor is all of its storage, so ``torch.save`` writes no row twice. Where the rows
         are not views of one buffer (a ``.data`` replaced on one side, a dtype per side), joined copies."""
         frozen_keys, frozen_values, new_keys, new_values = row_tensors(self)
-        if new_keys is None:
-            return frozen_keys.detach(), frozen_values.detach().t()
-        keys, values = live_rows(frozen_keys, new_keys), live_rows(frozen_values, new_values)
-        if keys is None or values is None:
-            return self.keys, self.values
-        return keys.detach(), values.detach().t()
+        if new_keys is not None:
+            keys, values = live_rows(frozen_keys, new_keys), live_rows(frozen_values, new_values)
+            if keys is not None and values is not None:
+                return keys.detach(), values.detach().t()
+        return self.keys, self.values  # (a frozen bank's: its buffers themselves, :func:`joined`)
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         destination[prefix + "atom_keys"], destination[prefix + "atom_values"] = self.saved_rows()
