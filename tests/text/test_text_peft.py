@@ -182,11 +182,11 @@ def test_generation_and_activation_checkpointing(build, task_type):
     from peft import get_peft_model
 
     from moram_avalanche.text import MoRAMConfig
+    from moram_avalanche.text.load import enable_gradient_checkpointing
 
     x, y = batch()
     base = build()
-    base.activation_checkpointing_enable()
-    base.enable_input_require_grads()
+    enable_gradient_checkpointing(base)  # by the installed transformers' name, inputs requiring grad
     model = get_peft_model(base, MoRAMConfig(task_type=task_type))
     train_steps(model, x, x if task_type == "CAUSAL_LM" else y)  # recomputes the atoms' forward
     assert any(bool(p.abs().sum() > 0) for n, p in model.named_parameters() if n.endswith("default.new_values"))
