@@ -4,9 +4,11 @@ transformers 5.17). Both must install, and each lower bound must be a version on
 so that the ranges a user's pip reads say only what a run of the suite has shown."""
 
 import configparser
+from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
@@ -17,10 +19,14 @@ PROVEN = ("constraints.txt", "constraints-oldest.txt")
 API_FLOORS = {"numpy", "matplotlib", "scikit-learn", "scipy", "pillow", "ninja"}
 
 
-def requirements() -> list[Requirement]:
+def options() -> configparser.SectionProxy:
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
-    lines = config["options"]["install_requires"].splitlines()
+    return config["options"]
+
+
+def requirements() -> list[Requirement]:
+    lines = options()["install_requires"].splitlines()
     return [Requirement(line) for line in (line.strip() for line in lines) if line and not line.startswith("#")]
 
 
@@ -66,3 +72,18 @@ def test_the_gpu_images_torch_is_kept_and_only_the_metrics_are_exact():
         assert by_name[package].specifier.contains(version), by_name[package]
     exact = {key for key, r in by_name.items() if any(spec.operator == "==" for spec in r.specifier)}
     assert exact == {"rouge", "fuzzywuzzy", "sacrebleu", "rouge-score", "nltk"}
+
+
+def test_python_requires_admits_no_python_a_direct_requirement_refuses():
+    """``python_requires`` said 3.10 while torch 2.15, transformers 5.24 and quadprog 0.1.14 (the
+    installed set) need 3.11: its floor must be a Python every installed requirement accepts."""
+    python = SpecifierSet(options()["python_requires"])
+    floors = [spec.version for spec in python if spec.operator == ">="]
+    assert len(floors) == 1, f"python_requires: one lower bound expected, got {python}"
+    for requirement in requirements():
+        try:
+            needs = distribution(requirement.name).metadata.get("Requires-Python")
+        except PackageNotFoundError:
+            raise AssertionError(f"{requirement.name} is not installed: install with -c constraints.txt") from None
+        assert not needs or SpecifierSet(needs).contains(floors[0]), (
+            f"{requirement.name} requires Python {needs}, but setup.cfg admits {python}")

@@ -5,10 +5,10 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
-import tomllib
 import yaml
 
 from code_blocks import LANGUAGES, Block, blocks_of, command_lines, moram_argv, pages, python_script
