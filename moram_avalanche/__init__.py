@@ -24,7 +24,7 @@ from importlib import import_module
 from .utils.after_import import after_import as _after_import
 from .utils.moved import install as _install_moved_modules
 
-__version__ = "0.7.14"
+__version__ = "0.7.15"
 _install_moved_modules()  # 0.6's module paths, for one version (utils/moved.py)
 
 

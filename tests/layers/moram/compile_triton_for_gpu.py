@@ -27,9 +27,12 @@ command line (default: 90 = Hopper, H100 / H200; 80 = Ampere):
    thread, spills, shared memory, barriers, and the theoretical occupancy, programs and waves on
    the target (132 SMs for sm_90, 108 for sm_80). ``--against REV`` reports the kernels of a
    git revision beside (the module and its launch rule read from that revision; the routing
-   kernels only).
+   kernels only). ``--orders`` reports the kernels in both orders of their dense blocks beside each
+   other (``slices``: ``[BLOCK_H, BLOCK_N, BLOCK_W]``, ``rows``: ``[BLOCK_N, BLOCK_H, BLOCK_W]``, the
+   launch rule's ``rows_first`` overridden), where a line otherwise says ``now`` (the rule's order
+   for the installed Triton: :func:`~moram_avalanche.layers.moram.paths.triton.rows_first`).
 
-    python tests/layers/moram/compile_triton_for_gpu.py [90 80] [--every] [--against REV]
+    python tests/layers/moram/compile_triton_for_gpu.py [90 80] [--every] [--against REV] [--orders]
 """
 
 import ast
@@ -145,7 +148,7 @@ def blocks(launch):
     """The block sizes of a launch as the kernels' constexprs (``BLOCK_R`` for kernels that take it whole;
     ``BLOCK_O`` for the read-out's)."""
     sizes = dict(BLOCK_N=launch.block_n, BLOCK_H=launch.block_h, BLOCK_W=launch.block_w,
-                 BLOCK_R=launch.block_h * launch.block_w, BLOCK_K=launch.block_k)
+                 BLOCK_R=launch.block_h * launch.block_w, BLOCK_K=launch.block_k, ROWS_FIRST=launch.rows_first)
     if hasattr(launch, "block_o"):
         sizes["BLOCK_O"] = launch.block_o
     return sizes
@@ -176,7 +179,9 @@ def combinations(kernel, every: bool = False):
     block), and with ``every`` at each column block its launch rule gives: 1000 rows of 20 columns,
     8 (a decode step's) of 2048 and of 8192 too. Each with 32-bit offsets (``LONG_INDEX`` off, what
     every launch below 2 ** 31 entries takes), and each dtype's variant with every flag on, the
-    read-out's too, with 64-bit ones (``every``: each variant both ways)."""
+    read-out's too, with 64-bit ones (``every``: each variant both ways); those with 64-bit offsets
+    in both block orders too (``ROWS_FIRST``: the launch rule's and the other, which another Triton
+    takes; ``every``: each variant)."""
     names = flag_names(kernel)
     column_cases = ((1000, 20), (8, 2048), (8, 8192), (1000, 2048)) if every and reads_out(kernel) else ((1000, 2048),)
     dtypes = ("fp32", "bf16", "fp16", "fp64") if every else ("fp32", "bf16", "fp64")
@@ -201,6 +206,10 @@ def combinations(kernel, every: bool = False):
         launch = any_launch(kernel, rows, atoms, k, ITEMSIZE[dtype], outputs)
         yield dtype, dict(flags, F64=dtype == "fp64", K=0 if keep_all else k, LONG_INDEX=wide, **blocks(launch)), \
             launch.num_warps
+        if every or (wide and all(flags.get(name, True) for name in names if name != "KEEP_ALL")):
+            other = launch._replace(rows_first=not launch.rows_first)  # the other block order, as another Triton
+            yield dtype, dict(flags, F64=dtype == "fp64", K=0 if keep_all else k, LONG_INDEX=wide, **blocks(other)), \
+                other.num_warps
 
 
 def check(arch, every):
@@ -357,6 +366,15 @@ def report_line(arch, target: Target, kernel, dtype, flags, launch, trips, hinte
             f"rows x atoms{columns}]")
 
 
+def ordered(name: str, rows_first: bool) -> Version:
+    """The kernels of this checkout with their launch rule's block order overridden (``--orders``)."""
+
+    def launch(rows, atoms, k, itemsize):
+        return moram_triton.launch(rows, atoms, k, itemsize)._replace(rows_first=rows_first)
+
+    return Version(name, triton_routing, launch)
+
+
 def report(arch: int, versions, dtypes=("bf16", "fp16", "fp32")):
     target = TARGETS[arch]
     print(f"\nsm_{arch} ({target.sms} SMs): per token row, SASS instructions issued (all warps); registers a thread, "
@@ -373,20 +391,27 @@ def report(arch: int, versions, dtypes=("bf16", "fp16", "fp32")):
     for workload in READ_OUT_WORKLOADS:
         print(f"  {workload.name}: R = {workload.atoms}, k = {workload.k}, N = {workload.rows}")
         for dtype in dtypes:
-            launch = moram_triton.read_out_launch(workload.rows, workload.atoms, workload.k, ITEMSIZE[dtype],
-                                                  workload.outputs)
-            flags = dict(GATED=True, BASE=True, K=workload.k, LONG_INDEX=False, **blocks(launch))
-            hinted = aligned(kernel, workload, read_out_values(workload))
-            line = report_line(arch, target, kernel, dtype, flags, launch, workload.k, hinted, launch.grid[1])
-            print(f"    {dtype} {'now':>8} {'read-out':<15} {line}")
+            for version in versions:
+                if version.kernels is not triton_routing:
+                    continue  # (a revision's read-out is not reported: module docstring)
+                launch = moram_triton.read_out_launch(workload.rows, workload.atoms, workload.k, ITEMSIZE[dtype],
+                                                      workload.outputs)
+                if version.name != "now":
+                    launch = launch._replace(rows_first=version.name == "rows")
+                flags = dict(GATED=True, BASE=True, K=workload.k, LONG_INDEX=False, **blocks(launch))
+                hinted = aligned(kernel, workload, read_out_values(workload))
+                line = report_line(arch, target, kernel, dtype, flags, launch, workload.k, hinted, launch.grid[1])
+                print(f"    {dtype} {version.name:>8} {'read-out':<15} {line}")
 
 
-def main(targets, every=False, against=None):
+def main(targets, every=False, against=None, orders=False):
     for arch in targets:
         if not check(arch, every):
             return 1
     with tempfile.TemporaryDirectory() as folder:
         versions = [Version("now", triton_routing, moram_triton.launch)]
+        if orders:
+            versions = [ordered("slices", False), ordered("rows", True)]
         if against:
             versions.insert(0, old_version(against, Path(folder)))
         for arch in targets:
@@ -402,5 +427,6 @@ if __name__ == "__main__":
         at = arguments.index("--against")
         against = arguments[at + 1]
         del arguments[at:at + 2]
-    every = "--every" in arguments
-    sys.exit(main([int(arch) for arch in arguments if arch != "--every"] or [90], every, against))
+    flags = {"--every", "--orders"}
+    sys.exit(main([int(arch) for arch in arguments if arch not in flags] or [90], "--every" in arguments, against,
+                  "--orders" in arguments))

@@ -4,7 +4,7 @@ Each shortcut reads what the slow reads read, and each kept thing is made again 
 made from changes:
 
 * the Triton launches' bound launchers (``paths.triton.kept_kernel``): one per shape, constants and
-  row strides, the same arguments and constants as one made at the call; another where the kernels
+  row strides (the block order the launch rule gives included), the same arguments and constants as one made at the call; another where the kernels
   are replaced, where a row stride moves ``LONG_INDEX``, or where the gate, ``k`` or the rows
   change; none kept while ``torch.compile`` traces;
 * the bank's four row tensors read in one call (``bank.row_tensors``) and the base's weight and bias
@@ -66,7 +66,8 @@ def test_a_read_out_repeating_its_shapes_binds_its_launcher_once_with_the_same_a
     assert grid == launch.grid and constants == dict(K=3, GATED=True, BASE=True, BLOCK_N=launch.block_n,
                                                      BLOCK_H=launch.block_h, BLOCK_W=launch.block_w,
                                                      BLOCK_K=launch.block_k, BLOCK_O=launch.block_o,
-                                                     LONG_INDEX=False, num_warps=launch.num_warps)
+                                                     LONG_INDEX=False, ROWS_FIRST=launch.rows_first,
+                                                     num_warps=launch.num_warps)
     assert args[4:] == (2, 8, 5, 0, 8, 5, 5, 5, pytest.approx(20.0), pytest.approx(0.2), args[-1])
     assert args[0] is proj and args[1] is base_out and args[2] is values and args[3].shape == (2, 5)
 
@@ -107,6 +108,23 @@ def test_a_row_stride_past_int32_binds_a_launcher_with_long_offsets(recorded):
     assert recorded.route_forward_kernel.bound == 2 and all(c[0].shape == (4, 8) for c in coef)
 
 
+@pytest.mark.parametrize("dtype, slices", [(torch.float32, 2), (torch.bfloat16, 1)])
+@pytest.mark.parametrize("triton_rows_first", [True, False])
+def test_each_kernel_takes_the_block_order_the_launch_rule_gives(recorded, monkeypatch, dtype, slices,
+                                                                 triton_rows_first):
+    """Rows first (``ROWS_FIRST``) where the installed Triton wants it (forced here) and a row is
+    several slices (160 float32 atoms: two of 128); a bfloat16 row of 160 is one slice of 256."""
+    monkeypatch.setattr(moram_triton, "_ROWS_FIRST", triton_rows_first)
+    proj, values = torch.randn(3, 160, dtype=dtype), torch.randn(160, 5, dtype=dtype)
+    assert moram_triton.launch(3, 160, 4, proj.element_size()).block_h == slices
+    coef, _, state = moram_triton.route_forward(proj, 4, 0.05, 0.2, want_state=True)
+    moram_triton.route_backward(coef, proj, state, 4, 0.05, 0.2)
+    read_out(proj, values, k=4)
+    expected = triton_rows_first and slices > 1
+    for kernel in (recorded.route_forward_kernel, recorded.route_backward_kernel, recorded.route_read_out_kernel):
+        assert [call[2]["ROWS_FIRST"] for call in kernel.calls] == [expected]
+
+
 @pytest.mark.parametrize("gated", [True, False])
 def test_the_routing_launchers_are_bound_once_with_a_call_s_constants(recorded, gated):
     threshold = 0.2 if gated else None
@@ -119,13 +137,15 @@ def test_the_routing_launchers_are_bound_once_with_a_call_s_constants(recorded, 
     assert forward.bound == 2 and backward.bound == 1
     launch = moram_triton.launch(3, 8, 3, 4)
     blocks = dict(BLOCK_N=launch.block_n, BLOCK_H=launch.block_h, BLOCK_W=launch.block_w, BLOCK_K=launch.block_k,
-                  LONG_INDEX=False, num_warps=launch.num_warps, GATED=gated, KEEP_ALL=False)
+                  LONG_INDEX=False, ROWS_FIRST=launch.rows_first, num_warps=launch.num_warps, GATED=gated,
+                  KEEP_ALL=False)
     assert forward.calls[0][2] == forward.calls[1][2] == dict(K=3, WRITE_W=False, SAVE=True, **blocks)
     assert backward.calls[0][2] == backward.calls[1][2] == dict(K=3, WRITE_GRAD=True, WRITE_COEF=True, **blocks)
     everything = moram_triton.launch(3, 8, 8, 4)
     assert forward.calls[2][2] == dict(K=0, WRITE_W=True, SAVE=False, BLOCK_N=everything.block_n,
                                        BLOCK_H=everything.block_h, BLOCK_W=everything.block_w,
-                                       BLOCK_K=everything.block_k, LONG_INDEX=False, num_warps=everything.num_warps,
+                                       BLOCK_K=everything.block_k, LONG_INDEX=False,
+                                       ROWS_FIRST=everything.rows_first, num_warps=everything.num_warps,
                                        GATED=gated, KEEP_ALL=True)
     # the row strides passed: proj's, coef's, the weights' (coef where none are written)
     assert forward.calls[0][1][5:10] == (3, 8, 8, 8, 8) and forward.calls[2][1][5:10] == (3, 8, 8, 8, 8)

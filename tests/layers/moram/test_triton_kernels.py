@@ -90,7 +90,7 @@ def forward(proj, k, threshold):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("rows, atoms, k", [(9, 5, 2), (37, 17, 16), (37, 160, 16), (21, 120, 4), (13, 300, 5),
                                             (3, 1100, 16)])
-def test_the_saved_kept_set_is_the_stable_top_k(dtype, rows, atoms, k):
+def test_the_saved_kept_set_is_the_stable_top_k(dtype, rows, atoms, k, block_order):
     proj = tied_projections(rows, atoms, dtype, seed=atoms + k)
     coef, weights, state = forward(proj, k, None)
     kept = kept_of(state, rows, atoms)
@@ -132,7 +132,7 @@ def test_the_kept_set_spans_the_whole_range_of_keys(dtype):  # (the norms overfl
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("threshold", [None, 0.2])
 @pytest.mark.parametrize("rows, atoms, k", [(37, 160, 16), (10, 120, 4), (6, 12, 12)])
-def test_forward_and_backward_equal_the_float64_reference(dtype, threshold, rows, atoms, k):
+def test_forward_and_backward_equal_the_float64_reference(dtype, threshold, rows, atoms, k, block_order):
     gen = torch.Generator().manual_seed(atoms)
     proj = torch.randn(rows, atoms, generator=gen).to(dtype)
     proj[-1] = 0.0  # a zero token: the norm clamped, every c = 0, no gradient through the norm
@@ -164,8 +164,29 @@ def test_forward_and_backward_equal_the_float64_reference(dtype, threshold, rows
     (160, 160, 2, moram_triton.Launch((3152,), 4, 1, 256, 256, 4)),  # every atom kept: no top-k
     (8192, 16, 4, moram_triton.Launch((12608,), 1, 64, 128, 32, 8)),  # the widest bank: a row over 8 warps
 ])
-def test_the_launch_gives_each_warp_whole_rows(atoms, k, itemsize, expected):
-    assert moram_triton.launch(12608, atoms, k, itemsize) == expected
+def test_the_launch_gives_each_warp_whole_rows(atoms, k, itemsize, expected, block_order):
+    rows_first = block_order == "rows" and expected.block_h > 1  # (the order's rule: the next test)
+    assert moram_triton.launch(12608, atoms, k, itemsize) == expected._replace(rows_first=rows_first)
+
+
+@pytest.mark.parametrize("version, rows_first", [("3.5.1", True), ("3.6.0", True), ("3.7.1", False), ("3.9.0", False),
+                                                 ("dev", False)])
+def test_rows_come_first_where_a_row_is_several_slices_under_a_triton_before_3_7(monkeypatch, version, rows_first):
+    """The block order (``paths.triton.rows_first``) by the installed Triton, asked once: the sm_90
+    reports of both orders under Triton 3.6 and 3.9 (docs/concepts/gpu-path.md, "Triton versions")."""
+    import importlib.metadata
+
+    monkeypatch.setattr(moram_triton, "_INSTALLED", True)
+    monkeypatch.setattr(moram_triton, "_ROWS_FIRST", None)
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: version if name == "triton" else None)
+    several = [moram_triton.launch(12608, 160, 16, 4),            # the CLIP tower in float32: 2 slices of 128
+               moram_triton.launch(8, 120, 4, 2),                 # LLaMA-1B decode in bf16: 4 of 32 (unaligned)
+               moram_triton.read_out_launch(8, 240, 16, 4, 2048)]  # its read-out in float32: 2 of 128
+    one = [moram_triton.launch(12608, 160, 16, 2), moram_triton.read_out_launch(8, 240, 16, 2, 2048)]  # bf16
+    assert [(launch.block_h > 1, launch.rows_first) for launch in several] == [(True, rows_first)] * 3
+    assert [(launch.block_h, launch.rows_first) for launch in one] == [(1, False)] * 2
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "3.9.0" if rows_first else "3.6.0")
+    assert moram_triton.launch(12608, 160, 16, 4).rows_first is rows_first  # (asked once a process)
 
 
 @pytest.mark.skipif(not moram_triton.installed(), reason="Triton is not installed")

@@ -167,7 +167,8 @@ def classes(launches) -> list:
     launch = moram_triton.launch(rows, atoms, k, 2)
     launcher = KeptLaunch(kernel, launch.grid, dict(
         K=k, GATED=True, KEEP_ALL=False, WRITE_W=False, SAVE=False, BLOCK_N=launch.block_n, BLOCK_H=launch.block_h,
-        BLOCK_W=launch.block_w, BLOCK_K=launch.block_k, LONG_INDEX=False, num_warps=launch.num_warps))
+        BLOCK_W=launch.block_w, BLOCK_K=launch.block_k, LONG_INDEX=False, ROWS_FIRST=launch.rows_first,
+        num_warps=launch.num_warps))
     wide = torch.randn(rows, atoms + 16, dtype=torch.bfloat16)  # (rows 64 entries apart: a stride divisible by 16)
 
     def arguments(proj, rows=rows):

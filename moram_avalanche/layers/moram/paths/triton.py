@@ -95,6 +95,28 @@ def rows_stay_in_their_warp() -> Optional[bool]:
         return None
 
 
+_ROWS_FIRST = None  # whether the installed Triton takes rows first where a row is several slices (rows_first)
+
+
+def rows_first(block_h: int) -> bool:
+    """Whether the routing kernels take their dense blocks rows first, ``[BLOCK_N, BLOCK_H, BLOCK_W]``
+    (their ``ROWS_FIRST``), rather than slices first, ``[BLOCK_H, BLOCK_N, BLOCK_W]``: where a row is
+    several slices (``block_h > 1``: float32 and float64 rows, and rows that are not 16-byte aligned,
+    as LLaMA-1B's 120 atoms in bfloat16) and the installed Triton is older than
+    :data:`IN_WARP_SINCE`. By the sm_90 reports of both orders (``compile_triton_for_gpu.py 90
+    --orders``; docs/concepts/gpu-path.md, "Triton versions"): under Triton 3.6 rows first takes
+    fewer instructions a row and barriers wherever a row is several slices (the CLIP tower's float32
+    eval forward 1,125 warp instructions a row and 11 barriers, against 1,553 and 138; LLaMA-1B's
+    bfloat16 decode 380 against 510), and more where it is one (the tower's bfloat16 eval forward
+    639 against 541); from 3.7 on slices first keeps each row in its warp, and rows first spreads it
+    (the tower's float32 eval forward 1,355 against 1,022 under 3.9). Asked of the installed Triton
+    once a process."""
+    global _ROWS_FIRST
+    if _ROWS_FIRST is None:
+        _ROWS_FIRST = rows_stay_in_their_warp() is False
+    return block_h > 1 and _ROWS_FIRST
+
+
 def interpreting() -> bool:
     """Whether Triton runs its interpreter (``TRITON_INTERPRET=1``): kernels then take CPU tensors."""
     return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in ("1", "true", "on", "yes")
@@ -169,6 +191,7 @@ class Launch(NamedTuple):
     block_w: int  # ... of this many columns: BLOCK_R = BLOCK_H * BLOCK_W, the bank rounded up to a power of two
     block_k: int  # the kept set's slots: k rounded up (at least a row's lanes); the whole bank when all are kept
     num_warps: int
+    rows_first: bool = False  # the dense blocks' order: [BLOCK_N, BLOCK_H, BLOCK_W] (rows_first), or slices first
 
 
 def _power_of_two(n: int) -> int:
@@ -197,7 +220,8 @@ def launch(num_rows: int, num_atoms: int, k: int, itemsize: int) -> Launch:
         warps, block_n = 4, 4 * 32 // lanes
     else:
         warps, block_n = min(32, block_r // ROW_PER_WARP), 1
-    return Launch((-(-num_rows // block_n),), block_n, block_r // block_w, block_w, block_k, warps)
+    block_h = block_r // block_w
+    return Launch((-(-num_rows // block_n),), block_n, block_h, block_w, block_k, warps, rows_first(block_h))
 
 
 #: the most token rows the layer's GPU path reads out with :func:`route_read_out` (one kernel for
@@ -225,6 +249,7 @@ class ReadOutLaunch(NamedTuple):
     block_k: int
     block_o: int  # output columns a program: a power of two
     num_warps: int
+    rows_first: bool = False  # as :class:`Launch`'s
 
 
 def read_out_launch(num_rows: int, num_atoms: int, k: int, itemsize: int, num_outputs: int) -> ReadOutLaunch:
@@ -249,7 +274,7 @@ def read_out_launch(num_rows: int, num_atoms: int, k: int, itemsize: int, num_ou
     while block_o > 64 and route.grid[0] * blocks_of(block_o) < READ_OUT_PROGRAMS:
         block_o //= 2
     return ReadOutLaunch((route.grid[0], blocks_of(block_o)), route.block_n, route.block_h, route.block_w,
-                         route.block_k, block_o, route.num_warps)
+                         route.block_k, block_o, route.num_warps, route.rows_first)
 
 
 _BOUND = {}  # (the kernels' source, kernel, launch rule's arguments, constants) -> the kernel's bound launcher
@@ -350,12 +375,12 @@ def _bind_routing(kernel, rows: int, atoms: int, k: int, itemsize: int, gated: b
     :func:`launch` with the compile-time constants bound (``writes``: the kernel's own flags, by
     name), ``LONG_INDEX`` (:func:`long_index`) decided from the largest row stride it passes,
     ``row_stride``: what :func:`kept_kernel` keeps."""
-    grid, block_n, block_h, block_w, block_k, warps = launch(rows, atoms, k, itemsize)
+    grid, block_n, block_h, block_w, block_k, warps, order = launch(rows, atoms, k, itemsize)
     keep_all = k >= atoms
     return kept_or_plain(kernel, grid, K=0 if keep_all else int(k), **dict(writes), BLOCK_N=block_n,
                          BLOCK_H=block_h, BLOCK_W=block_w, BLOCK_K=block_k,
-                         LONG_INDEX=long_index(rows, row_stride, atoms), num_warps=warps, GATED=gated,
-                         KEEP_ALL=keep_all)
+                         LONG_INDEX=long_index(rows, row_stride, atoms), ROWS_FIRST=order, num_warps=warps,
+                         GATED=gated, KEEP_ALL=keep_all)
 
 
 def route_backward(grad_coef: Optional[torch.Tensor], proj: torch.Tensor, state: Tuple[torch.Tensor, ...], k: int,
@@ -484,10 +509,11 @@ def read_out_launcher(launch: ReadOutLaunch, k: int, gated: bool, base: bool, wi
     row, atom and output counts, where ``p`` starts in ``proj`` (entries), the four row strides,
     ``1 / tau``, ``delta`` (0 where none), the relevances' epsilon: the three as
     :func:`_float_arguments` gives them)."""
-    grid, block_n, block_h, block_w, block_k, block_o, warps = launch
+    grid, block_n, block_h, block_w, block_k, block_o, warps, order = launch
     kernel = _kernels().route_read_out_kernel if kernel is None else kernel
     return kept_or_plain(kernel, grid, K=int(k), GATED=gated, BASE=base, BLOCK_N=block_n, BLOCK_H=block_h,
-                         BLOCK_W=block_w, BLOCK_K=block_k, BLOCK_O=block_o, LONG_INDEX=wide, num_warps=warps)
+                         BLOCK_W=block_w, BLOCK_K=block_k, BLOCK_O=block_o, LONG_INDEX=wide, ROWS_FIRST=order,
+                         num_warps=warps)
 
 
 class ReadOut:

@@ -4,9 +4,12 @@ Imported only by :mod:`~moram_avalanche.layers.moram.paths.triton`, once it know
 (this module imports it at the top), which also chooses the launch
 (:func:`~moram_avalanche.layers.moram.paths.triton.launch`). Each program takes ``BLOCK_N`` token rows
 of ``R <= BLOCK_R = BLOCK_H * BLOCK_W`` projections, a row as ``BLOCK_H`` slices of ``BLOCK_W``
-columns (``[BLOCK_H, BLOCK_N, BLOCK_W]`` blocks), one row per warp where the row fits
+columns (``[BLOCK_H, BLOCK_N, BLOCK_W]`` blocks; ``[BLOCK_N, BLOCK_H, BLOCK_W]`` where ``ROWS_FIRST``,
+which the launch rule sets for the Triton that compiles rows of several slices better so:
+:func:`~moram_avalanche.layers.moram.paths.triton.rows_first`), one row per warp where the row fits
 (``BLOCK_R <= 1024``): a row's reductions stay inside its warp (shuffles, or one ``REDUX``
-instruction on sm_80 and later for a 32-bit integer; no barrier, no shared memory):
+instruction on sm_80 and later for a 32-bit integer; no barrier, no shared memory, from Triton 3.7
+on):
 
 * :func:`route_forward_kernel` -- ``p`` ``[N, R]`` in, the dense coefficients ``c = w * p``
   ``[N, R]`` out (zero off the kept atoms), on request the weights ``w`` (for the activation
@@ -74,27 +77,40 @@ import triton
 import triton.language as tl
 
 
-# ---------------------------------------------------------------- a block of rows, [BLOCK_H, BLOCK_N, BLOCK_W]
+# ---------------------------------------------------------------- a block of rows, [BLOCK_H, BLOCK_N, BLOCK_W] or rows first
 @triton.jit
-def _row_max(t):
-    """Each row's maximum ``[BLOCK_N]`` of a dense ``[BLOCK_H, BLOCK_N, BLOCK_W]`` block."""
-    return tl.max(tl.max(t, axis=2), axis=0)
-
-
-@triton.jit
-def _row_min(t):
-    return tl.min(tl.min(t, axis=2), axis=0)
-
-
-@triton.jit
-def _row_sum(t):
-    return tl.sum(tl.sum(t, axis=2), axis=0)
+def _row_max(t, ROWS_FIRST: tl.constexpr):
+    """Each row's maximum ``[BLOCK_N]`` of a dense block (``[BLOCK_H, BLOCK_N, BLOCK_W]``, or
+    ``[BLOCK_N, BLOCK_H, BLOCK_W]`` where ``ROWS_FIRST``: module docstring)."""
+    if ROWS_FIRST:
+        return tl.max(tl.max(t, axis=2), axis=1)
+    else:
+        return tl.max(tl.max(t, axis=2), axis=0)
 
 
 @triton.jit
-def _per_row(v):
-    """``[BLOCK_N]`` -> ``[1, BLOCK_N, 1]``, to meet a dense block."""
-    return v[None, :, None]
+def _row_min(t, ROWS_FIRST: tl.constexpr):
+    if ROWS_FIRST:
+        return tl.min(tl.min(t, axis=2), axis=1)
+    else:
+        return tl.min(tl.min(t, axis=2), axis=0)
+
+
+@triton.jit
+def _row_sum(t, ROWS_FIRST: tl.constexpr):
+    if ROWS_FIRST:
+        return tl.sum(tl.sum(t, axis=2), axis=1)
+    else:
+        return tl.sum(tl.sum(t, axis=2), axis=0)
+
+
+@triton.jit
+def _per_row(v, ROWS_FIRST: tl.constexpr):
+    """``[BLOCK_N]`` -> ``[1, BLOCK_N, 1]`` (``[BLOCK_N, 1, 1]`` where ``ROWS_FIRST``), to meet a dense block."""
+    if ROWS_FIRST:
+        return v[:, None, None]
+    else:
+        return v[None, :, None]
 
 
 @triton.jit
@@ -149,27 +165,27 @@ def _sort_keys(p, valid, cols, PACKED: tl.constexpr):
 
 
 @triton.jit
-def _below(key, top):
+def _below(key, top, ROWS_FIRST: tl.constexpr):
     """Each row's largest packed key below ``top`` ``[BLOCK_N]`` (keys are distinct: they hold their
     column), the rest of the row untouched: the least unsigned ``(top - 1) - key``. The subtraction
     wraps, so every key at or above ``top`` lands above every key below it: one subtraction a key and
     one unsigned minimum a row, no key removed."""
-    gap = (_per_row(top - 1) - key).to(tl.uint32, bitcast=True)
-    return (top - 1) - _row_min(gap).to(tl.int32, bitcast=True)
+    gap = (_per_row(top - 1, ROWS_FIRST) - key).to(tl.uint32, bitcast=True)
+    return (top - 1) - _row_min(gap, ROWS_FIRST).to(tl.int32, bitcast=True)
 
 
 @triton.jit
-def _pick(key, cols, BLOCK_R: tl.constexpr):
+def _pick(key, cols, BLOCK_R: tl.constexpr, ROWS_FIRST: tl.constexpr):
     """``(column [BLOCK_N], key with it removed)`` for keys without their column (32 or 64 bits): each
     row's largest key, then the lowest column holding it."""
-    top = _row_max(key)
-    column = _row_min(tl.where(key == _per_row(top), cols, BLOCK_R))
-    return column, tl.where(cols == _per_row(column), _lowest(key), key)
+    top = _row_max(key, ROWS_FIRST)
+    column = _row_min(tl.where(key == _per_row(top, ROWS_FIRST), cols, BLOCK_R), ROWS_FIRST)
+    return column, tl.where(cols == _per_row(column, ROWS_FIRST), _lowest(key), key)
 
 
 @triton.jit
 def _top_k(p, valid, cols, K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_R: tl.constexpr,
-           BLOCK_K: tl.constexpr):
+           BLOCK_K: tl.constexpr, ROWS_FIRST: tl.constexpr):
     """``(kept, columns [BLOCK_N, BLOCK_K] int32)``: step 3's ``I`` of each row, as a dense mask and
     as its ``K`` columns in the order picked, largest first (slots past ``K``: 0)."""
     PACKED: tl.constexpr = p.dtype.primitive_bitwidth == 16
@@ -177,15 +193,15 @@ def _top_k(p, valid, cols, K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_R: tl.c
     slots = tl.arange(0, BLOCK_K)
     columns = tl.zeros([BLOCK_N, BLOCK_K], dtype=tl.int32)
     if PACKED:  # each round the largest key below the last one picked
-        top = _row_max(key)
+        top = _row_max(key, ROWS_FIRST)
         for i in tl.static_range(K):
             if i > 0:
-                top = _below(key, top)
+                top = _below(key, top, ROWS_FIRST)
             columns = tl.where(slots[None, :] == i, (0xFFFF - (top & 0xFFFF))[:, None], columns)
-        kept = valid & (key >= _per_row(top))
+        kept = valid & (key >= _per_row(top, ROWS_FIRST))
     else:  # each round the largest key and its lowest column, removed
         for i in tl.static_range(K):
-            column, key = _pick(key, cols, BLOCK_R)
+            column, key = _pick(key, cols, BLOCK_R, ROWS_FIRST)
             columns = tl.where(slots[None, :] == i, column[:, None], columns)
         kept = valid & (key == _lowest(key))
     return kept, columns
@@ -193,10 +209,10 @@ def _top_k(p, valid, cols, K: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_R: tl.c
 
 # ---------------------------------------------------------------- steps 2, 4, 5 on the kept set, and the outputs
 @triton.jit
-def _norm(x, eps):
+def _norm(x, eps, ROWS_FIRST: tl.constexpr):
     """Each row's ``n = max(||x||, eps)`` ``[BLOCK_N]`` (step 2); NaN where the row holds a NaN, as the
     reference's ``clamp_min`` gives it (``tl.maximum``'s default returns the other operand)."""
-    return tl.maximum(tl.sqrt(_row_sum(x * x)), eps, propagate_nan=tl.PropagateNan.ALL)
+    return tl.maximum(tl.sqrt(_row_sum(x * x, ROWS_FIRST)), eps, propagate_nan=tl.PropagateNan.ALL)
 
 
 @triton.jit
@@ -228,18 +244,19 @@ def _weights(x_kept, live, norm, inv_tau, delta, GATED: tl.constexpr):
 
 
 @triton.jit
-def _write(OUT, rows, stride, cols, off, off_values, columns, live, kept_values, KEEP_ALL: tl.constexpr):
+def _write(OUT, rows, stride, cols, off, off_values, columns, live, kept_values, KEEP_ALL: tl.constexpr,
+           ROWS_FIRST: tl.constexpr):
     """Rows of ``OUT``: ``kept_values`` at the kept ``columns``, ``off_values`` where ``off`` (two
     disjoint stores: the dense block off the kept set, then the kept set, gathered)."""
     if not KEEP_ALL:
-        tl.store(OUT + _per_row(rows) * stride + cols, off_values.to(OUT.dtype.element_ty), mask=off)
+        tl.store(OUT + _per_row(rows, ROWS_FIRST) * stride + cols, off_values.to(OUT.dtype.element_ty), mask=off)
     tl.store(OUT + rows[:, None] * stride + columns, kept_values.to(OUT.dtype.element_ty), mask=live)
 
 
 @triton.jit
 def _block(P, stride_p, n_rows, n_atoms, BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr,
-           LONG_INDEX: tl.constexpr):
-    """``(rows [BLOCK_N], row_ok, cols [BLOCK_H, 1, BLOCK_W], valid, p)``: the program's rows and their
+           LONG_INDEX: tl.constexpr, ROWS_FIRST: tl.constexpr):
+    """``(rows [BLOCK_N], row_ok, cols [BLOCK_H, 1, BLOCK_W] or [1, BLOCK_H, BLOCK_W], valid, p)``: the program's rows and their
     projections ``p`` (in ``P``'s dtype, 0 off the bank), a row as ``BLOCK_H`` slices of ``BLOCK_W`` columns.
     ``rows`` are int32, or int64 where ``LONG_INDEX`` (module docstring: every offset made from a row is
     then int64)."""
@@ -247,10 +264,13 @@ def _block(P, stride_p, n_rows, n_atoms, BLOCK_N: tl.constexpr, BLOCK_H: tl.cons
         rows = tl.program_id(0).to(tl.int64) * BLOCK_N + tl.arange(0, BLOCK_N)
     else:
         rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    cols = tl.arange(0, BLOCK_H)[:, None, None] * BLOCK_W + tl.arange(0, BLOCK_W)[None, None, :]
+    if ROWS_FIRST:
+        cols = tl.arange(0, BLOCK_H)[None, :, None] * BLOCK_W + tl.arange(0, BLOCK_W)[None, None, :]
+    else:
+        cols = tl.arange(0, BLOCK_H)[:, None, None] * BLOCK_W + tl.arange(0, BLOCK_W)[None, None, :]
     row_ok = rows < n_rows
-    valid = _per_row(row_ok) & (cols < n_atoms)
-    p = tl.load(P + _per_row(rows) * stride_p + cols, mask=valid, other=0.0)
+    valid = _per_row(row_ok, ROWS_FIRST) & (cols < n_atoms)
+    p = tl.load(P + _per_row(rows, ROWS_FIRST) * stride_p + cols, mask=valid, other=0.0)
     return rows, row_ok, cols, valid, p
 
 
@@ -266,26 +286,27 @@ def _every_atom(rows, row_ok, valid, n_atoms, BLOCK_K: tl.constexpr):
 def route_forward_kernel(P, C, W, KEPT, NORM, n_rows, n_atoms, stride_p, stride_c, stride_w, inv_tau, delta, eps,
                          K: tl.constexpr, GATED: tl.constexpr, KEEP_ALL: tl.constexpr, WRITE_W: tl.constexpr,
                          SAVE: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr,
-                         BLOCK_K: tl.constexpr, LONG_INDEX: tl.constexpr):
+                         BLOCK_K: tl.constexpr, LONG_INDEX: tl.constexpr, ROWS_FIRST: tl.constexpr):
     BLOCK_R: tl.constexpr = BLOCK_H * BLOCK_W
     inv_tau, delta, eps = _exact(inv_tau, P), _exact(delta, P), _exact(eps, P)
-    rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W, LONG_INDEX)
+    rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W, LONG_INDEX,
+                                          ROWS_FIRST)
     x = _route_type(p)
-    norm = _norm(x, eps)                                                   # 2. n = max(||p||, eps)
+    norm = _norm(x, eps, ROWS_FIRST)                                                   # 2. n = max(||p||, eps)
     if KEEP_ALL:
         off, columns, live = _every_atom(rows, row_ok, valid, n_atoms, BLOCK_K)
     else:
-        kept, columns = _top_k(p, valid, cols, K, BLOCK_N, BLOCK_R, BLOCK_K)  # 3. I = top-k
+        kept, columns = _top_k(p, valid, cols, K, BLOCK_N, BLOCK_R, BLOCK_K, ROWS_FIRST)  # 3. I = top-k
         off = valid & ~kept
         live = row_ok[:, None] & (tl.arange(0, BLOCK_K) < K)[None, :]
         if SAVE:
             tl.store(KEPT + rows[:, None] * K + tl.arange(0, BLOCK_K)[None, :], columns.to(tl.int16), mask=live)
     x_kept = _route_type(tl.load(P + rows[:, None] * stride_p + columns, mask=live, other=0.0))
     s, u, w = _weights(x_kept, live, norm, inv_tau, delta, GATED)          # 4.-5.
-    zeros = tl.zeros([BLOCK_H, BLOCK_N, BLOCK_W], dtype=tl.float32)
-    _write(C, rows, stride_c, cols, off, zeros, columns, live, w * x_kept, KEEP_ALL)
+    zeros = tl.zeros(valid.shape, dtype=tl.float32)
+    _write(C, rows, stride_c, cols, off, zeros, columns, live, w * x_kept, KEEP_ALL, ROWS_FIRST)
     if WRITE_W:
-        _write(W, rows, stride_w, cols, off, zeros, columns, live, w, KEEP_ALL)
+        _write(W, rows, stride_w, cols, off, zeros, columns, live, w, KEEP_ALL, ROWS_FIRST)
     if SAVE:
         tl.store(NORM + rows, norm, mask=row_ok)
 
@@ -295,9 +316,10 @@ def route_backward_kernel(G, P, KEPT, NORM, DP, C, n_rows, n_atoms, stride_g, st
                           inv_tau, delta, eps, K: tl.constexpr, GATED: tl.constexpr, KEEP_ALL: tl.constexpr,
                           WRITE_GRAD: tl.constexpr, WRITE_COEF: tl.constexpr, BLOCK_N: tl.constexpr,
                           BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_K: tl.constexpr,
-                          LONG_INDEX: tl.constexpr):
+                          LONG_INDEX: tl.constexpr, ROWS_FIRST: tl.constexpr):
     inv_tau, delta, eps = _exact(inv_tau, P), _exact(delta, P), _exact(eps, P)
-    rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W, LONG_INDEX)
+    rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W, LONG_INDEX,
+                                          ROWS_FIRST)
     x = _route_type(p)
     norm = tl.load(NORM + rows, mask=row_ok, other=1.0)
     if KEEP_ALL:
@@ -308,13 +330,14 @@ def route_backward_kernel(G, P, KEPT, NORM, DP, C, n_rows, n_atoms, stride_g, st
         columns = columns.to(tl.int32)
         cut = tl.load(KEPT + rows * K + (K - 1), mask=row_ok, other=0).to(tl.int32)
         x_cut = _route_type(tl.load(P + rows * stride_p + cut, mask=row_ok, other=0.0))
-        kept = (x > _per_row(x_cut)) | ((x == _per_row(x_cut)) & (cols <= _per_row(cut)))
+        x_cut, cut = _per_row(x_cut, ROWS_FIRST), _per_row(cut, ROWS_FIRST)
+        kept = (x > x_cut) | ((x == x_cut) & (cols <= cut))
         off = valid & ~kept  # (a NaN compares false both ways: off, module docstring)
     x_kept = _route_type(tl.load(P + rows[:, None] * stride_p + columns, mask=live, other=0.0))
     s, u, w = _weights(x_kept, live, norm, inv_tau, delta, GATED)
     if WRITE_COEF:
-        _write(C, rows, stride_c, cols, off, tl.zeros([BLOCK_H, BLOCK_N, BLOCK_W], dtype=tl.float32), columns,
-               live, w * x_kept, KEEP_ALL)
+        _write(C, rows, stride_c, cols, off, tl.zeros(valid.shape, dtype=tl.float32), columns, live, w * x_kept,
+               KEEP_ALL, ROWS_FIRST)
     if WRITE_GRAD:
         g = tl.load(G + rows[:, None] * stride_g + columns, mask=live, other=0.0).to(x.dtype)  # dL/dc at I
         if GATED:
@@ -326,8 +349,8 @@ def route_backward_kernel(G, P, KEPT, NORM, DP, C, n_rows, n_atoms, stride_g, st
         norm_scale = -tl.sum(grad_s * s, axis=1) / (norm * norm)
         norm_scale = tl.where(norm > eps, norm_scale, norm_scale * 0.0)    # 0 where n was clamped at eps
         #                                    (times 0, as the reference masks it: a NaN norm's row stays NaN)
-        _write(DP, rows, stride_dp, cols, off, x * _per_row(norm_scale), columns, live,
-               x_kept * norm_scale[:, None] + (g * w + grad_s / norm[:, None]), KEEP_ALL)
+        _write(DP, rows, stride_dp, cols, off, x * _per_row(norm_scale, ROWS_FIRST), columns, live,
+               x_kept * norm_scale[:, None] + (g * w + grad_s / norm[:, None]), KEEP_ALL, ROWS_FIRST)
 
 
 @triton.jit
@@ -340,7 +363,8 @@ def _slot(t, slots, i):
 def route_read_out_kernel(P, Y0, B, Y, n_rows, n_atoms, n_out, offset_p, stride_p, stride_y0, stride_b, stride_y,
                           inv_tau, delta, eps, K: tl.constexpr, GATED: tl.constexpr, BASE: tl.constexpr,
                           BLOCK_N: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_W: tl.constexpr,
-                          BLOCK_K: tl.constexpr, BLOCK_O: tl.constexpr, LONG_INDEX: tl.constexpr):
+                          BLOCK_K: tl.constexpr, BLOCK_O: tl.constexpr, LONG_INDEX: tl.constexpr,
+                          ROWS_FIRST: tl.constexpr):
     """``Y = Y0 + c B`` on the program's ``BLOCK_N`` rows and ``BLOCK_O`` output columns (grid axis 1):
     steps 2-5 as :func:`route_forward_kernel` takes them (``k < R``), then, kept slot by kept slot,
     the slot's ``c_i * B[i, :]`` summed in the routing dtype, ``Y0`` added (``BASE``), rounded once.
@@ -349,10 +373,11 @@ def route_read_out_kernel(P, Y0, B, Y, n_rows, n_atoms, n_out, offset_p, stride_
     BLOCK_R: tl.constexpr = BLOCK_H * BLOCK_W
     inv_tau, delta, eps = _exact(inv_tau, P), _exact(delta, P), _exact(eps, P)
     P += offset_p
-    rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W, LONG_INDEX)
+    rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W, LONG_INDEX,
+                                          ROWS_FIRST)
     x = _route_type(p)
-    norm = _norm(x, eps)                                                   # 2. n = max(||p||, eps)
-    kept, columns = _top_k(p, valid, cols, K, BLOCK_N, BLOCK_R, BLOCK_K)  # 3. I = top-k
+    norm = _norm(x, eps, ROWS_FIRST)                                       # 2. n = max(||p||, eps)
+    kept, columns = _top_k(p, valid, cols, K, BLOCK_N, BLOCK_R, BLOCK_K, ROWS_FIRST)  # 3. I = top-k
     slots = tl.arange(0, BLOCK_K)
     live = row_ok[:, None] & (slots < K)[None, :]
     x_kept = _route_type(tl.load(P + rows[:, None] * stride_p + columns, mask=live, other=0.0))
