@@ -158,8 +158,9 @@ for name in ("triton", "transformers", "peft", "open_clip", "avalanche"):
     except Exception as error:
         print(name, "NOT AVAILABLE:", type(error).__name__, str(error).splitlines()[0][:120])
 try:  # Triton 3.6 and older pass the routing kernels' rows through shared memory (docs: "Triton versions")
-    from moram_avalanche.layers.moram.paths.triton import rows_stay_in_their_warp
+    from moram_avalanche.layers.moram.paths.triton import rows_first, rows_stay_in_their_warp
     print("routing kernels keep each row in its warp (Triton >= 3.7):", rows_stay_in_their_warp())
+    print("routing kernels' blocks rows first where a row is several slices (Triton < 3.7):", rows_first(2))
 except Exception as error:
     print("routing kernels' rows: unknown:", type(error).__name__, str(error).splitlines()[0][:120])
 if torch.cuda.is_available():

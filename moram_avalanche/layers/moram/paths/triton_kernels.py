@@ -5,7 +5,7 @@ Imported only by :mod:`~moram_avalanche.layers.moram.paths.triton`, once it know
 (:func:`~moram_avalanche.layers.moram.paths.triton.launch`). Each program takes ``BLOCK_N`` token rows
 of ``R <= BLOCK_R = BLOCK_H * BLOCK_W`` projections, a row as ``BLOCK_H`` slices of ``BLOCK_W``
 columns (``[BLOCK_H, BLOCK_N, BLOCK_W]`` blocks; ``[BLOCK_N, BLOCK_H, BLOCK_W]`` where ``ROWS_FIRST``,
-which the launch rule sets for the Triton that compiles rows of several slices better so:
+which the launch rule sets where the installed Triton compiles that order to fewer instructions:
 :func:`~moram_avalanche.layers.moram.paths.triton.rows_first`), one row per warp where the row fits
 (``BLOCK_R <= 1024``): a row's reductions stay inside its warp (shuffles, or one ``REDUX``
 instruction on sm_80 and later for a 32-bit integer; no barrier, no shared memory, from Triton 3.7
