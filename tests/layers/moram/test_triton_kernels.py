@@ -172,21 +172,37 @@ def test_the_launch_gives_each_warp_whole_rows(atoms, k, itemsize, expected, blo
 @pytest.mark.parametrize("version, rows_first", [("3.5.1", True), ("3.6.0", True), ("3.7.1", False), ("3.9.0", False),
                                                  ("dev", False)])
 def test_rows_come_first_where_a_row_is_several_slices_under_a_triton_before_3_7(monkeypatch, version, rows_first):
-    """The block order (``paths.triton.rows_first``) by the installed Triton, asked once: the sm_90
-    reports of both orders under Triton 3.6 and 3.9 (docs/concepts/gpu-path.md, "Triton versions")."""
+    """The block order (``paths.triton.rows_first``) by the installed Triton: the sm_90 reports of
+    both orders under Triton 3.6 to 3.9 (docs/concepts/gpu-path.md, "Triton versions")."""
     import importlib.metadata
 
     monkeypatch.setattr(moram_triton, "_INSTALLED", True)
-    monkeypatch.setattr(moram_triton, "_ROWS_FIRST", None)
     monkeypatch.setattr(importlib.metadata, "version", lambda name: version if name == "triton" else None)
+    assert moram_triton._triton_takes_rows_first() is rows_first
+    monkeypatch.setattr(moram_triton, "_ROWS_FIRST", rows_first)  # (what an import under that Triton reads)
     several = [moram_triton.launch(12608, 160, 16, 4),            # the CLIP tower in float32: 2 slices of 128
                moram_triton.launch(8, 120, 4, 2),                 # LLaMA-1B decode in bf16: 4 of 32 (unaligned)
                moram_triton.read_out_launch(8, 240, 16, 4, 2048)]  # its read-out in float32: 2 of 128
     one = [moram_triton.launch(12608, 160, 16, 2), moram_triton.read_out_launch(8, 240, 16, 2, 2048)]  # bf16
     assert [(launch.block_h > 1, launch.rows_first) for launch in several] == [(True, rows_first)] * 3
     assert [(launch.block_h, launch.rows_first) for launch in one] == [(1, False)] * 2
-    monkeypatch.setattr(importlib.metadata, "version", lambda name: "3.9.0" if rows_first else "3.6.0")
-    assert moram_triton.launch(12608, 160, 16, 4).rows_first is rows_first  # (asked once a process)
+
+
+def test_the_block_order_is_read_of_the_installed_triton_at_import_not_at_a_launch():
+    """A launch rule's first call may come inside a ``torch.compile`` trace, where torch 2.11's Dynamo
+    cannot read a package's metadata: in a fresh process, once the module is imported, the rule
+    reads none."""
+    script = ("import importlib.metadata\n"
+              "from moram_avalanche.layers.moram.paths import triton as moram_triton\n"
+              "def unreadable(name):\n"
+              "    raise AssertionError(f'{name} metadata read at a launch')\n"
+              "importlib.metadata.version = unreadable\n"
+              "print(moram_triton.launch(8, 120, 4, 2).rows_first, moram_triton._triton_takes_rows_first.__name__)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[3]), os.environ.get("PYTHONPATH", "")]))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split()[0] == str(moram_triton._ROWS_FIRST)
+    assert moram_triton._ROWS_FIRST is moram_triton._triton_takes_rows_first()
 
 
 @pytest.mark.skipif(not moram_triton.installed(), reason="Triton is not installed")

@@ -95,7 +95,15 @@ def rows_stay_in_their_warp() -> Optional[bool]:
         return None
 
 
-_ROWS_FIRST = None  # whether the installed Triton takes rows first where a row is several slices (rows_first)
+def _triton_takes_rows_first() -> bool:
+    """Whether the installed Triton takes rows first where a row is several slices (:func:`rows_first`)."""
+    return rows_stay_in_their_warp() is False
+
+
+#: :func:`_triton_takes_rows_first`, read once, at import: a launch rule asked first inside a
+#: ``torch.compile`` trace cannot read a package's metadata there (torch 2.11's Dynamo cannot trace
+#: ``importlib.metadata``)
+_ROWS_FIRST = _triton_takes_rows_first()
 
 
 def rows_first(block_h: int) -> bool:
@@ -109,11 +117,8 @@ def rows_first(block_h: int) -> bool:
     eval forward 1,125 warp instructions a row and 11 barriers, against 1,553 and 138; LLaMA-1B's
     bfloat16 decode 380 against 510), and more where it is one (the tower's bfloat16 eval forward
     639 against 541); from 3.7 on slices first keeps each row in its warp, and rows first spreads it
-    (the tower's float32 eval forward 1,355 against 1,022 under 3.9). Asked of the installed Triton
-    once a process."""
-    global _ROWS_FIRST
-    if _ROWS_FIRST is None:
-        _ROWS_FIRST = rows_stay_in_their_warp() is False
+    (the tower's float32 eval forward 1,355 against 1,022 under 3.9). The installed Triton is asked
+    once, at import (:data:`_ROWS_FIRST`)."""
     return block_h > 1 and _ROWS_FIRST
 
 
