@@ -206,7 +206,7 @@ def combinations(kernel, every: bool = False):
         launch = any_launch(kernel, rows, atoms, k, ITEMSIZE[dtype], outputs)
         yield dtype, dict(flags, F64=dtype == "fp64", K=0 if keep_all else k, LONG_INDEX=wide, **blocks(launch)), \
             launch.num_warps
-        if every or (wide and all(flags.get(name, True) for name in names if name != "KEEP_ALL")):
+        if every or wide:  # (without every, the variants with 64-bit offsets are those with every flag on)
             other = launch._replace(rows_first=not launch.rows_first)  # the other block order, as another Triton
             yield dtype, dict(flags, F64=dtype == "fp64", K=0 if keep_all else k, LONG_INDEX=wide, **blocks(other)), \
                 other.num_warps
