@@ -114,8 +114,13 @@ def test_peft_trainer_two_tasks(tmp_path):
     probe = torch.load(out / "probe.pt")
     base = AutoModelForSeq2SeqLM.from_pretrained(out / "tiny-t5")
     reloaded = PeftModel.from_pretrained(base, str(out / "adapter")).eval()
-    with torch.no_grad(), use_path("no-cpu-kernel"):  # the script's path (run_example), whatever this process built
-        logits = reloaded(**probe["inputs"]).logits
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the script's one thread (run_example): another count may sum a GEMM in another order
+    try:
+        with torch.no_grad(), use_path("no-cpu-kernel"):  # the script's path (run_example), whatever this process built
+            logits = reloaded(**probe["inputs"]).logits
+    finally:
+        torch.set_num_threads(threads)
     assert torch.equal(logits, probe["logits"])
     with torch.no_grad():  # and the atoms do matter: the base alone gives other logits
         plain = AutoModelForSeq2SeqLM.from_pretrained(out / "tiny-t5").eval()(**probe["inputs"]).logits
