@@ -46,7 +46,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 os.environ.pop("TRITON_INTERPRET", None)
 
@@ -204,12 +204,12 @@ def combinations(kernel, every: bool = False):
         if keep_all:
             k = atoms
         launch = any_launch(kernel, rows, atoms, k, ITEMSIZE[dtype], outputs)
-        yield dtype, dict(flags, F64=dtype == "fp64", K=0 if keep_all else k, LONG_INDEX=wide, **blocks(launch)), \
-            launch.num_warps
+        launches = [launch]
         if every or wide:  # (without every, the variants with 64-bit offsets are those with every flag on)
-            other = launch._replace(rows_first=not launch.rows_first)  # the other block order, as another Triton
-            yield dtype, dict(flags, F64=dtype == "fp64", K=0 if keep_all else k, LONG_INDEX=wide, **blocks(other)), \
-                other.num_warps
+            launches.append(launch._replace(rows_first=not launch.rows_first))  # the other order, as another Triton
+        for each in launches:
+            yield dtype, dict(flags, F64=dtype == "fp64", K=0 if keep_all else k, LONG_INDEX=wide, **blocks(each)), \
+                each.num_warps
 
 
 def check(arch, every):
@@ -280,11 +280,13 @@ def occupancy(target: Target, registers: int, shared: int, warps: int):
 
 # ---------------------------------------------------------------- the report
 class Version(NamedTuple):
-    """A version of the kernels: its module and launch rule ``(rows, atoms, k, itemsize) -> Launch``."""
+    """A version of the kernels: its module and launch rule ``(rows, atoms, k, itemsize) -> Launch``,
+    and the block order that overrides the rule's (``--orders``; None: the rule's)."""
 
     name: str
     kernels: object
     launch: object
+    rows_first: Optional[bool] = None
 
 
 def old_version(revision: str, folder: Path) -> Version:
@@ -372,7 +374,7 @@ def ordered(name: str, rows_first: bool) -> Version:
     def launch(rows, atoms, k, itemsize):
         return moram_triton.launch(rows, atoms, k, itemsize)._replace(rows_first=rows_first)
 
-    return Version(name, triton_routing, launch)
+    return Version(name, triton_routing, launch, rows_first)
 
 
 def report(arch: int, versions, dtypes=("bf16", "fp16", "fp32")):
@@ -396,8 +398,8 @@ def report(arch: int, versions, dtypes=("bf16", "fp16", "fp32")):
                     continue  # (a revision's read-out is not reported: module docstring)
                 launch = moram_triton.read_out_launch(workload.rows, workload.atoms, workload.k, ITEMSIZE[dtype],
                                                       workload.outputs)
-                if version.name != "now":
-                    launch = launch._replace(rows_first=version.name == "rows")
+                if version.rows_first is not None:
+                    launch = launch._replace(rows_first=version.rows_first)
                 flags = dict(GATED=True, BASE=True, K=workload.k, LONG_INDEX=False, **blocks(launch))
                 hinted = aligned(kernel, workload, read_out_values(workload))
                 line = report_line(arch, target, kernel, dtype, flags, launch, workload.k, hinted, launch.grid[1])

@@ -292,7 +292,7 @@ def route_forward_kernel(P, C, W, KEPT, NORM, n_rows, n_atoms, stride_p, stride_
     rows, row_ok, cols, valid, p = _block(P, stride_p, n_rows, n_atoms, BLOCK_N, BLOCK_H, BLOCK_W, LONG_INDEX,
                                           ROWS_FIRST)
     x = _route_type(p)
-    norm = _norm(x, eps, ROWS_FIRST)                                                   # 2. n = max(||p||, eps)
+    norm = _norm(x, eps, ROWS_FIRST)                                       # 2. n = max(||p||, eps)
     if KEEP_ALL:
         off, columns, live = _every_atom(rows, row_ok, valid, n_atoms, BLOCK_K)
     else:
